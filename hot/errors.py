@@ -1,0 +1,205 @@
+"""The one error hierarchy of Strata, and the one table mapping it to the outside world.
+
+Every layer raises these (or subclasses of them); library exceptions (OSError,
+botocore, ...) are converted into them at the boundary where they occur.
+The Kafka protocol server and the REST API translate them through
+``ERROR_TABLE`` only, so a given failure always has the same Kafka error code
+and HTTP status no matter which door the request came in by.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+
+class StrataError(Exception):
+    """Base class. ``retriable`` tells a caller whether the same request may succeed later."""
+
+    retriable: bool = False
+
+
+# --- client input ----------------------------------------------------------------------
+
+
+class InvalidRequestError(StrataError):
+    """A request that is malformed or asks for something nonsensical."""
+
+
+class CorruptRecordError(StrataError):
+    """A record batch whose bytes fail validation (CRC, lengths, varints)."""
+
+
+class UnsupportedMagicError(StrataError):
+    """A batch in a message format other than magic 2."""
+
+
+class RecordTooLargeError(StrataError):
+    """A batch larger than ``max.message.bytes``."""
+
+
+class InvalidRecordError(StrataError):
+    """A batch that is well formed but not acceptable (e.g. non-monotonic offsets)."""
+
+
+class InvalidTimestampError(StrataError):
+    """A timestamp outside what the topic accepts."""
+
+
+class UnsupportedCompressionError(StrataError):
+    """A compression codec this build cannot handle."""
+
+
+class InvalidTopicError(StrataError):
+    """A topic name that is not legal."""
+
+
+class InvalidPartitionsError(StrataError):
+    """A partition count that is not legal."""
+
+
+class InvalidReplicationFactorError(StrataError):
+    """A replication factor that cannot be satisfied."""
+
+
+class InvalidConfigError(StrataError):
+    """A configuration name or value that is not legal."""
+
+
+class TopicExistsError(StrataError):
+    """Creating a topic that already exists."""
+
+
+class UnknownTopicOrPartitionError(StrataError):
+    """Naming a topic or partition that does not exist."""
+
+
+class OffsetOutOfRangeError(StrataError):
+    """Fetching an offset outside [log start offset, log end offset]."""
+
+
+# --- server side -----------------------------------------------------------------------
+
+
+class StorageError(StrataError):
+    """Local disk I/O failed (converted from OSError)."""
+
+    retriable = True
+
+
+class CorruptLogError(StorageError):
+    """Data already on disk failed validation where truncation is not a safe repair.
+
+    The partition is refused (taken offline) rather than served.
+    """
+
+    retriable = False
+
+    def __init__(self, path: str, offset_or_position: int, reason: str, *, what: str = "position") -> None:
+        self.path = path
+        self.position = offset_or_position
+        self.reason = reason
+        super().__init__(f"corrupt log {path} at {what} {offset_or_position}: {reason}")
+
+
+class LogClosedError(StorageError):
+    """The log was closed (shutdown, deletion) while a request was using it."""
+
+
+class NotLeaderError(StrataError):
+    """This broker is not the leader for the partition."""
+
+    retriable = True
+
+
+class NotEnoughReplicasError(StrataError):
+    retriable = True
+
+
+class RequestTimedOutError(StrataError):
+    retriable = True
+
+
+class ObjectStoreError(StrataError):
+    """The object store failed; ``retriable`` says whether to try again."""
+
+
+class RetriableObjectStoreError(ObjectStoreError):
+    retriable = True
+
+
+class ObjectNotFoundError(ObjectStoreError):
+    pass
+
+
+class PreconditionFailedError(ObjectStoreError):
+    """A conditional write lost its compare-and-swap."""
+
+
+# Kafka error codes (protocol guide "Error Codes").
+NONE: Final = 0
+UNKNOWN_SERVER_ERROR: Final = -1
+OFFSET_OUT_OF_RANGE: Final = 1
+CORRUPT_MESSAGE: Final = 2
+UNKNOWN_TOPIC_OR_PARTITION: Final = 3
+LEADER_NOT_AVAILABLE: Final = 5
+NOT_LEADER_OR_FOLLOWER: Final = 6
+REQUEST_TIMED_OUT: Final = 7
+MESSAGE_TOO_LARGE: Final = 10
+INVALID_TOPIC_EXCEPTION: Final = 17
+NOT_ENOUGH_REPLICAS: Final = 19
+INVALID_TIMESTAMP: Final = 32
+UNSUPPORTED_VERSION: Final = 35
+TOPIC_ALREADY_EXISTS: Final = 36
+INVALID_PARTITIONS: Final = 37
+INVALID_REPLICATION_FACTOR: Final = 38
+INVALID_REQUEST: Final = 42
+UNSUPPORTED_FOR_MESSAGE_FORMAT: Final = 43
+INVALID_CONFIG: Final = 40
+KAFKA_STORAGE_ERROR: Final = 56
+UNSUPPORTED_COMPRESSION_TYPE: Final = 76
+INVALID_RECORD: Final = 87
+
+# The one table: error class -> (Kafka error code, HTTP status).
+# Lookup walks the MRO, so a subclass without its own row inherits its parent's.
+ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
+    StrataError: (UNKNOWN_SERVER_ERROR, 500),
+    InvalidRequestError: (INVALID_REQUEST, 400),
+    CorruptRecordError: (CORRUPT_MESSAGE, 400),
+    UnsupportedMagicError: (UNSUPPORTED_FOR_MESSAGE_FORMAT, 400),
+    RecordTooLargeError: (MESSAGE_TOO_LARGE, 413),
+    InvalidRecordError: (INVALID_RECORD, 400),
+    InvalidTimestampError: (INVALID_TIMESTAMP, 400),
+    UnsupportedCompressionError: (UNSUPPORTED_COMPRESSION_TYPE, 400),
+    InvalidTopicError: (INVALID_TOPIC_EXCEPTION, 400),
+    InvalidPartitionsError: (INVALID_PARTITIONS, 400),
+    InvalidReplicationFactorError: (INVALID_REPLICATION_FACTOR, 400),
+    InvalidConfigError: (INVALID_CONFIG, 400),
+    TopicExistsError: (TOPIC_ALREADY_EXISTS, 409),
+    UnknownTopicOrPartitionError: (UNKNOWN_TOPIC_OR_PARTITION, 404),
+    OffsetOutOfRangeError: (OFFSET_OUT_OF_RANGE, 416),
+    StorageError: (KAFKA_STORAGE_ERROR, 503),
+    CorruptLogError: (KAFKA_STORAGE_ERROR, 503),
+    NotLeaderError: (NOT_LEADER_OR_FOLLOWER, 421),
+    NotEnoughReplicasError: (NOT_ENOUGH_REPLICAS, 503),
+    RequestTimedOutError: (REQUEST_TIMED_OUT, 504),
+    ObjectStoreError: (KAFKA_STORAGE_ERROR, 502),
+    ObjectNotFoundError: (KAFKA_STORAGE_ERROR, 502),
+}
+
+
+def classify(exc: BaseException) -> tuple[int, int]:
+    """(Kafka error code, HTTP status) for any exception; unknown ones are server errors."""
+    if isinstance(exc, StrataError):
+        for cls in type(exc).__mro__:
+            row = ERROR_TABLE.get(cls)  # type: ignore[arg-type]
+            if row is not None:
+                return row
+    return ERROR_TABLE[StrataError]
+
+
+def kafka_code(exc: BaseException) -> int:
+    return classify(exc)[0]
+
+
+def http_status(exc: BaseException) -> int:
+    return classify(exc)[1]
