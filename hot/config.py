@@ -1,0 +1,190 @@
+"""Per-topic log configuration: Kafka topic-config names mapped onto one frozen dataclass.
+
+Only the topic configs Strata implements are accepted; any other name is an
+InvalidConfigError naming it, so a client never believes a setting took effect
+when it did not. ``strata.flush.mode`` is Strata's own key:
+
+* ``fsync`` (default): group commit. An append is acknowledged (the high watermark
+  passes it) only after the segment holding it was fsynced.
+* ``interval``: Kafka's behaviour. The high watermark follows the log end at once;
+  data is fsynced every ``flush.messages`` messages / ``flush.ms`` milliseconds.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+from hot.errors import InvalidConfigError
+
+INT32_MAX: Final = (1 << 31) - 1
+INT64_MAX: Final = (1 << 63) - 1
+INT64_MIN: Final = -(1 << 63)
+
+FLUSH_FSYNC: Final = "fsync"
+FLUSH_INTERVAL: Final = "interval"
+CREATE_TIME: Final = "CreateTime"
+LOG_APPEND_TIME: Final = "LogAppendTime"
+
+# Smallest segment that still holds a few batches. Kafka's floor (14 bytes) only makes
+# sense for its legacy formats; tests use segments of a few KiB.
+MIN_SEGMENT_BYTES: Final = 1024
+
+_INT_RE: Final = re.compile(r"[+-]?[0-9]+")
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """The effective configuration of one topic's logs (Kafka defaults unless overridden)."""
+
+    segment_bytes: int = 1073741824  # segment.bytes
+    segment_ms: int = 604800000  # segment.ms
+    retention_ms: int = 604800000  # retention.ms, -1 = infinite
+    retention_bytes: int = -1  # retention.bytes, -1 = infinite
+    max_message_bytes: int = 1048588  # max.message.bytes (largest batch)
+    index_interval_bytes: int = 4096  # index.interval.bytes
+    flush_mode: str = FLUSH_FSYNC  # strata.flush.mode
+    flush_messages: int = INT64_MAX  # flush.messages (interval mode)
+    flush_ms: int = INT64_MAX  # flush.ms (interval mode)
+    message_timestamp_type: str = CREATE_TIME  # message.timestamp.type
+    cleanup_policy: str = "delete"  # cleanup.policy
+    min_insync_replicas: int = 1  # min.insync.replicas
+    local_retention_ms: int = -2  # local.retention.ms, -2 = same as retention.ms
+    local_retention_bytes: int = -2  # local.retention.bytes, -2 = same as retention.bytes
+    file_delete_delay_ms: int = 60000  # file.delete.delay.ms
+
+    def __post_init__(self) -> None:
+        for name, (field, parse) in _SPEC.items():
+            value = getattr(self, field)
+            try:
+                checked = parse(str(value))
+            except InvalidConfigError as e:
+                raise InvalidConfigError(f"invalid value {value!r} for {name}: {e}") from None
+            if checked != value:
+                raise InvalidConfigError(f"invalid value {value!r} for {name}")
+        if (
+            self.local_retention_ms != -2
+            and self.retention_ms != -1
+            and (self.local_retention_ms == -1 or self.local_retention_ms > self.retention_ms)
+        ):
+            raise InvalidConfigError(
+                f"local.retention.ms {self.local_retention_ms} must not exceed retention.ms "
+                f"{self.retention_ms}"
+            )
+        if (
+            self.local_retention_bytes != -2
+            and self.retention_bytes != -1
+            and (self.local_retention_bytes == -1 or self.local_retention_bytes > self.retention_bytes)
+        ):
+            raise InvalidConfigError(
+                f"local.retention.bytes {self.local_retention_bytes} must not exceed retention.bytes "
+                f"{self.retention_bytes}"
+            )
+
+    # --- Kafka names ---------------------------------------------------------------------
+
+    @classmethod
+    def from_kafka(cls, configs: Mapping[str, str], base: LogConfig | None = None) -> LogConfig:
+        """``base`` (or the defaults) with the Kafka-named ``configs`` applied, all validated."""
+        changes: dict[str, object] = {}
+        for name, raw in configs.items():
+            spec = _SPEC.get(name)
+            if spec is None:
+                raise InvalidConfigError(f"unknown topic config {name!r}")
+            field, parse = spec
+            if not isinstance(raw, str):
+                raise InvalidConfigError(f"value of {name} must be a string, got {type(raw).__name__}")
+            try:
+                changes[field] = parse(raw)
+            except InvalidConfigError as e:
+                raise InvalidConfigError(f"invalid value {raw!r} for {name}: {e}") from None
+        return dataclasses.replace(base if base is not None else cls(), **changes)  # type: ignore[arg-type]
+
+    def overrides(self, configs: Mapping[str, str]) -> LogConfig:
+        """This configuration with the Kafka-named ``configs`` applied on top."""
+        return LogConfig.from_kafka(configs, self)
+
+    def to_kafka(self) -> dict[str, str]:
+        """Every setting under its Kafka name, as strings (DescribeConfigs)."""
+        return {name: str(getattr(self, field)) for name, (field, _) in _SPEC.items()}
+
+    def diff(self, base: LogConfig) -> dict[str, str]:
+        """The Kafka-named settings whose value differs from ``base`` (i.e. the overrides)."""
+        return {
+            name: str(getattr(self, field))
+            for name, (field, _) in _SPEC.items()
+            if getattr(self, field) != getattr(base, field)
+        }
+
+    # --- derived ---------------------------------------------------------------------------
+
+    @property
+    def fsync_mode(self) -> bool:
+        return self.flush_mode == FLUSH_FSYNC
+
+    @property
+    def log_append_time(self) -> bool:
+        return self.message_timestamp_type == LOG_APPEND_TIME
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
+
+
+def _int(lo: int, hi: int = INT64_MAX) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        text = raw.strip()
+        if not _INT_RE.fullmatch(text):
+            raise InvalidConfigError("not an integer")
+        value = int(text)
+        if not lo <= value <= hi:
+            raise InvalidConfigError(f"must be in [{lo}, {hi}]")
+        return value
+
+    return parse
+
+
+def _enum(*allowed: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        text = raw.strip()
+        if text not in allowed:
+            raise InvalidConfigError(f"must be one of {', '.join(allowed)}")
+        return text
+
+    return parse
+
+
+def _cleanup_policy(raw: str) -> str:
+    parts = [p.strip() for p in raw.split(",")]
+    if not parts or any(p not in ("delete", "compact") for p in parts) or len(set(parts)) != len(parts):
+        raise InvalidConfigError("must be a list of delete, compact")
+    return ",".join(sorted(parts, key=("compact", "delete").index))
+
+
+# Kafka name -> (LogConfig field, parser/validator of the string form).
+_SPEC: Final[dict[str, tuple[str, Callable[[str], object]]]] = {
+    "segment.bytes": ("segment_bytes", _int(MIN_SEGMENT_BYTES, INT32_MAX)),
+    "segment.ms": ("segment_ms", _int(1)),
+    "retention.ms": ("retention_ms", _int(-1)),
+    "retention.bytes": ("retention_bytes", _int(-1)),
+    "max.message.bytes": ("max_message_bytes", _int(0, INT32_MAX)),
+    "index.interval.bytes": ("index_interval_bytes", _int(0, INT32_MAX)),
+    "strata.flush.mode": ("flush_mode", _enum(FLUSH_FSYNC, FLUSH_INTERVAL)),
+    "flush.messages": ("flush_messages", _int(1)),
+    "flush.ms": ("flush_ms", _int(0)),
+    "message.timestamp.type": ("message_timestamp_type", _enum(CREATE_TIME, LOG_APPEND_TIME)),
+    "cleanup.policy": ("cleanup_policy", _cleanup_policy),
+    "min.insync.replicas": ("min_insync_replicas", _int(1, INT32_MAX)),
+    "local.retention.ms": ("local_retention_ms", _int(-2)),
+    "local.retention.bytes": ("local_retention_bytes", _int(-2)),
+    "file.delete.delay.ms": ("file_delete_delay_ms", _int(0)),
+}
+
+KAFKA_NAMES: Final[tuple[str, ...]] = tuple(_SPEC)

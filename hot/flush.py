@@ -1,0 +1,151 @@
+"""Background flushing: group commit (fsync mode) and Kafka-style periodic flushes (interval mode).
+
+No files of its own; it only decides when ``Log.flush`` runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from hot.errors import LogClosedError, StrataError
+
+if TYPE_CHECKING:
+    from hot.log import Log
+
+logger = logging.getLogger(__name__)
+
+
+class GroupCommitter:
+    """Flushes logs that asked for it on a few daemon threads (one by default).
+
+    ``request(log)`` marks a log dirty and wakes a worker. A worker takes one dirty log
+    and calls ``log.flush()``: a single fsync covers every batch appended to it since its
+    previous flush, however many producers wrote them (group commit). Appends made while
+    that fsync runs mark the log dirty again and are covered by the next round. A log
+    whose flush fails is offline (``Log.flush`` failed its waiters); the committer just
+    moves on. No busy waiting: idle workers sleep on a condition variable.
+    """
+
+    def __init__(self, *, workers: int = 1, name: str = "strata-group-commit") -> None:
+        if workers < 1:
+            raise ValueError("workers must be >= 1")
+        self._cond = threading.Condition()
+        self._dirty: dict[int, Log] = {}  # insertion-ordered set keyed by id(log)
+        self._busy: set[int] = set()  # logs being flushed right now
+        self._closing = False
+        self._threads = [
+            threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(workers)
+        ]
+        for t in self._threads:
+            t.start()
+
+    def request(self, log: Log) -> None:
+        """Ask for ``log`` to be flushed soon. Ignored once ``close`` began: whoever closes
+        the committer closes (and thereby flushes) the logs next."""
+        with self._cond:
+            if self._closing:
+                return
+            if id(log) not in self._dirty:
+                self._dirty[id(log)] = log
+                self._cond.notify()
+
+    def _take(self) -> Log | None:
+        with self._cond:
+            while True:
+                for key, log in self._dirty.items():
+                    if key not in self._busy:  # one worker per log at a time
+                        del self._dirty[key]
+                        self._busy.add(key)
+                        return log
+                if self._closing and not self._dirty:
+                    return None
+                self._cond.wait()
+
+    def _run(self) -> None:
+        while True:
+            log = self._take()
+            if log is None:
+                return
+            try:
+                log.flush()
+            except LogClosedError:
+                pass
+            except StrataError as e:
+                logger.error("flush of %s failed: %s", log.name, e)
+            except Exception:
+                logger.exception("flush of %s failed", log.name)
+            finally:
+                with self._cond:
+                    self._busy.discard(id(log))
+                    if self._dirty:
+                        self._cond.notify()
+
+    def close(self) -> None:
+        """Flush whatever is still requested, then stop the workers."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        for t in self._threads:
+            t.join()
+
+
+class IntervalFlusher:
+    """Flushes interval-mode logs whose ``flush.ms`` elapsed (one daemon thread).
+
+    ``logs`` is called on every round to get the current logs (the manager's view).
+    The thread sleeps until the earliest due time, at most ``max_sleep_s`` (logs may be
+    added or appended to meanwhile; ``wake()`` cuts the sleep short). ``flush.messages``
+    is enforced by ``Log.append`` itself.
+    """
+
+    def __init__(
+        self,
+        logs: Callable[[], Iterable[Log]],
+        *,
+        max_sleep_s: float = 1.0,
+        name: str = "strata-interval-flush",
+    ) -> None:
+        self._logs = logs
+        self._max_sleep = max_sleep_s
+        self._cond = threading.Condition()
+        self._closing = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def wake(self) -> None:
+        with self._cond:
+            self._cond.notify()
+
+    def _run(self) -> None:
+        while True:
+            now = time.monotonic()
+            next_due = now + self._max_sleep
+            for log in list(self._logs()):
+                due = log.flush_due()
+                if due is None:
+                    continue
+                if due <= now:
+                    try:
+                        log.flush()
+                    except LogClosedError:
+                        pass
+                    except StrataError as e:
+                        logger.error("flush of %s failed: %s", log.name, e)
+                else:
+                    next_due = min(next_due, due)
+            with self._cond:
+                if self._closing:
+                    return
+                self._cond.wait(max(0.0, next_due - time.monotonic()))
+                if self._closing:
+                    return
+
+    def close(self) -> None:
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join()

@@ -1,0 +1,1138 @@
+"""One partition's log: an ordered list of segments plus its offset bookkeeping.
+
+Partition directory ``<logs_dir>/<topic>-<partition>/``::
+
+    <20-digit base offset>.log / .index / .timeindex   segments (hot.segment)
+    recovery-point      text "<offset>\\n": every byte below this offset was fsynced
+    log-start-offset    text "<offset>\\n": records below it are deleted (retention,
+                        DeleteRecords) even if a segment still holds some of them
+
+Both small files are replaced atomically (write ``<name>.tmp``, fsync, rename, fsync
+the directory). A missing recovery point means "recover everything". The recovery
+point is persisted on roll, truncation, open and close, not on every flush: recovery
+works a whole segment at a time, so a fresher value inside the active segment would
+save no work but cost two fsyncs per flush.
+
+Named offsets (first offsets or exclusive ends, as in Kafka)::
+
+    log_start_offset <= local_log_start_offset <= log_end_offset
+    high_watermark <= log_end_offset,  recovery_point <= log_end_offset
+
+``local_log_start_offset`` equals ``log_start_offset`` until tiered storage lands.
+In ``fsync`` flush mode the high watermark is the flushed offset (<= recovery point);
+in ``interval`` mode it follows the log end at once.
+
+Durability ordering: a segment is fsynced when it is rolled, before the first byte
+goes to its successor. Hence after any crash every segment but the last is complete,
+and an invalid batch in a non-last segment is real corruption (CorruptLogError, the
+partition is refused) while in the last segment it is a torn write (truncated).
+"""
+
+from __future__ import annotations
+
+import bisect
+import heapq
+import itertools
+import logging
+import os
+import shutil
+import struct
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Final
+
+from crc32c import crc32c
+
+from hot.batch import CRC_START, TimestampType, iter_batches
+from hot.config import LogConfig
+from hot.errors import (
+    CorruptLogError,
+    InvalidRecordError,
+    LogClosedError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    StorageError,
+    StrataError,
+)
+from hot.region import FileRegion
+from hot.segment import (
+    SUFFIXES,
+    BatchInfo,
+    Segment,
+    WriteUndoFailedError,
+    parse_segment_name,
+    segment_name,
+)
+
+if TYPE_CHECKING:
+    from hot.flush import GroupCommitter
+
+logger = logging.getLogger(__name__)
+
+RECOVERY_POINT_FILE: Final = "recovery-point"
+LOG_START_OFFSET_FILE: Final = "log-start-offset"
+STRAY_SUFFIXES: Final = (".tmp", ".deleted", ".cleaned", ".swap")
+DELETE_DIR_SUFFIX: Final = "-delete"
+
+# First 16 bytes of a batch, rewritten on append: baseOffset, batchLength, partitionLeaderEpoch.
+_PREFIX: Final = struct.Struct(">qii")
+_PREFIX_SIZE: Final = 16
+_ATTRIBUTES: Final = struct.Struct(">h")
+_MAX_TIMESTAMP: Final = struct.Struct(">q")
+_CRC: Final = struct.Struct(">I")
+_ATTRIBUTES_POS: Final = 21
+_MAX_TIMESTAMP_POS: Final = 35
+_CRC_POS: Final = 17
+_TIMESTAMP_TYPE_BIT: Final = 0x08
+_MAX_APPEND_BYTES: Final = (1 << 31) - 1
+
+HwListener = Callable[["Log"], None]
+RetentionGuard = Callable[[Segment], bool]
+
+
+# --- small durable files ----------------------------------------------------------------------
+
+
+def fsync_dir(path: str | Path) -> None:
+    """fsync a directory so that entries created, renamed or removed in it are durable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        raise StorageError(f"fsync of directory {path} failed: {e}") from e
+
+
+def atomic_write(path: str | Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically and durably (tmp, fsync, rename, fsync dir)."""
+    path = str(path)
+    tmp = path + ".tmp"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise StorageError(f"cannot write {path}: {e}") from e
+    fsync_dir(os.path.dirname(path) or ".")
+
+
+def read_offset_file(path: str) -> int | None:
+    """The offset stored in a recovery-point / log-start-offset file; None if missing or unreadable."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(64).decode("ascii").strip()
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        logger.warning("ignoring unreadable %s: %s", path, e)
+        return None
+    if not text.isdigit():
+        logger.warning("ignoring malformed %s: %r", path, text[:32])
+        return None
+    return int(text)
+
+
+# --- results --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What one append wrote."""
+
+    first_offset: int
+    last_offset: int
+    batch_count: int
+    record_count: int
+    max_timestamp: int
+    log_append_time_ms: int  # -1 for CreateTime topics
+    log_start_offset: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
+@dataclass(frozen=True, slots=True)
+class ReadResult:
+    """Whole batches for a fetch, as file regions, plus the log's offsets at read time."""
+
+    regions: tuple[FileRegion, ...]
+    size: int
+    first_offset: int  # base offset of the first batch returned (-1 if none)
+    next_offset: int  # offset after the last batch returned (the fetch offset if none)
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+    def read(self) -> bytes:
+        """The batches' bytes (tests, and transports that cannot sendfile)."""
+        if len(self.regions) == 1:
+            return self.regions[0].read()
+        return b"".join(r.read() for r in self.regions)
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """A validated batch of an append request."""
+
+    position: int
+    size: int
+    batch_length: int
+    last_offset_delta: int
+    max_timestamp: int
+    records: int
+    base_offset: int
+
+
+# --- the log ----------------------------------------------------------------------------------
+
+
+class Log:
+    """A partition's segments and offsets. Thread-safe (one RLock; fsyncs run outside it).
+
+    Files: a directory of segments named by 20-digit base offset (``.log`` record
+    batches v2 back to back, ``.index`` 8-byte and ``.timeindex`` 12-byte entries, see
+    hot.segment) plus the ``recovery-point`` and ``log-start-offset`` text files.
+    After a crash: the last segment is truncated at its first invalid batch, any other
+    damaged segment refuses the partition (details in the module docstring and ``open``).
+    """
+
+    def __init__(
+        self,
+        directory: str,
+        config: LogConfig,
+        *,
+        topic: str,
+        partition: int,
+        flusher: GroupCommitter | None,
+        segments: list[Segment],
+        log_start_offset: int,
+    ) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self._config = config
+        self._flusher = flusher
+        self._lock = threading.RLock()
+        self._flush_lock = threading.Lock()  # serializes flushes, retention, truncation, close
+        self._ckpt_lock = threading.Lock()  # serializes writes of the recovery-point file
+        self._segments = segments
+        self._bases = [s.base_offset for s in segments]
+        for s in segments[:-1]:
+            s.sealed = True
+        self._log_start_offset = log_start_offset
+        self._local_log_start_offset = log_start_offset
+        leo = segments[-1].next_offset
+        self._recovery_point = leo
+        self._hw = leo
+        self._closed = False
+        self._offline: StorageError | None = None
+        self._waiters: list[tuple[int, int, Future[None]]] = []
+        self._seq = itertools.count()
+        self._listeners: list[HwListener] = []
+        self._unflushed_messages = 0
+        self._last_flush = time.monotonic()
+        self.retention_guard: RetentionGuard | None = None
+
+    # --- opening and recovery ------------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        directory: str | Path,
+        config: LogConfig,
+        *,
+        topic: str,
+        partition: int,
+        flusher: GroupCommitter | None = None,
+        clean_shutdown: bool = False,
+    ) -> Log:
+        """Open (creating if needed) and, after an unclean shutdown, recover a partition.
+
+        ``flusher`` is asked to flush the log after every append in fsync mode (and in
+        interval mode when flush.messages is reached); without one the caller must call
+        ``flush()`` for the high watermark to move in fsync mode.
+
+        * Stray ``.tmp`` / ``.deleted`` / ``.cleaned`` / ``.swap`` files are removed (Strata
+          only creates them transiently), as are index files without a ``.log``. A file
+          with a segment suffix whose name is not 20 digits is CorruptLogError.
+        * ``clean_shutdown``: every file is trusted; indexes get a sanity check (rebuilt
+          from the log headers if it fails) and only the tail after the last index entry
+          is scanned to find the log end.
+        * Otherwise every segment from the one holding the recovery point to the end is
+          validated batch by batch (CRC-32C). The first invalid batch of the LAST segment
+          is a torn write: the file is truncated there (a warning names file, position
+          and bytes dropped). In any earlier segment it is corruption: CorruptLogError
+          naming the file and position, and nothing is served. Recovered segments are
+          fsynced, so the high watermark starts at the recovered log end.
+        * A ``log-start-offset`` beyond the recovered log end restarts the log empty at
+          that offset (Kafka does the same).
+        """
+        d = str(directory)
+        try:
+            created = not os.path.isdir(d)
+            os.makedirs(d, exist_ok=True)
+            names = os.listdir(d)
+        except OSError as e:
+            raise StorageError(f"cannot open log directory {d}: {e}") from e
+        if created:
+            fsync_dir(os.path.dirname(d) or ".")
+        logs: set[int] = set()
+        indexes: list[tuple[int, str]] = []
+        removed = False
+        for name in names:
+            path = os.path.join(d, name)
+            if name.endswith(STRAY_SUFFIXES):
+                logger.info("removing stray file %s", path)
+                _unlink(path)
+                removed = True
+                continue
+            parsed = parse_segment_name(name)
+            if parsed is None:
+                if name.endswith(SUFFIXES):
+                    raise CorruptLogError(path, 0, "segment file name is not a 20-digit base offset")
+                continue
+            base, suffix = parsed
+            if suffix == ".log":
+                logs.add(base)
+            else:
+                indexes.append((base, path))
+        for base, path in indexes:
+            if base not in logs:
+                logger.info("removing index %s without its segment", path)
+                _unlink(path)
+                removed = True
+        if removed:
+            fsync_dir(d)
+
+        lso_file = read_offset_file(os.path.join(d, LOG_START_OFFSET_FILE))
+        rp_file = read_offset_file(os.path.join(d, RECOVERY_POINT_FILE))
+        interval = config.index_interval_bytes
+        segments: list[Segment] = []
+        try:
+            bases = sorted(logs)
+            for base in bases:
+                segments.append(Segment(d, base, index_interval_bytes=interval))
+            recovered = cls._load_segments(d, segments, clean_shutdown, rp_file or 0)
+            if segments and lso_file is not None and lso_file > segments[-1].next_offset:
+                logger.warning(
+                    "%s: log start offset %d is beyond the log end %d; starting empty there",
+                    d,
+                    lso_file,
+                    segments[-1].next_offset,
+                )
+                for s in segments:
+                    s.delete()
+                segments = []
+                recovered = []
+            if not segments:
+                segments.append(Segment(d, lso_file or 0, index_interval_bytes=interval))
+                recovered.append(segments[-1])
+            for s in recovered:
+                s.flush()
+            fsync_dir(d)
+            lso = max(lso_file or 0, segments[0].base_offset)
+            log = cls(
+                d,
+                config,
+                topic=topic,
+                partition=partition,
+                flusher=flusher,
+                segments=segments,
+                log_start_offset=lso,
+            )
+            if rp_file != log.log_end_offset:
+                log._persist_recovery_point()
+            return log
+        except BaseException:
+            for s in segments:
+                s.close_quietly()
+            raise
+
+    @staticmethod
+    def _load_segments(d: str, segments: list[Segment], clean: bool, recovery_point: int) -> list[Segment]:
+        """Load or recover ``segments`` in place; returns the ones that were modified."""
+        if not segments:
+            return []
+        last = len(segments) - 1
+        if clean:
+            start = len(segments)
+        else:
+            start = max(0, bisect.bisect_right([s.base_offset for s in segments], recovery_point) - 1)
+        recovered: list[Segment] = []
+        for i, seg in enumerate(segments):
+            if i < start:
+                problem = seg.load()
+                if problem is None:
+                    continue
+                if i != last:
+                    raise CorruptLogError(seg.log_path, *problem)
+                logger.warning(
+                    "%s at position %d: %s; recovering the last segment", seg.log_path, problem[0], problem[1]
+                )
+            seg.recover(allow_truncate=i == last)
+            recovered.append(seg)
+        # Segments are contiguous; an empty non-last one (never rolled so) shows up as a gap.
+        for a, b in itertools.pairwise(segments):
+            if a.next_offset != b.base_offset:
+                what = "overlaps" if a.next_offset > b.base_offset else "leaves a gap before"
+                raise CorruptLogError(
+                    a.log_path,
+                    a.size,
+                    f"segment ends at offset {a.next_offset}, which {what} the next segment "
+                    f"(base offset {b.base_offset})",
+                )
+        return recovered
+
+    # --- properties ----------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def config(self) -> LogConfig:
+        return self._config
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self._config = config
+            self._segments[-1].index_interval_bytes = config.index_interval_bytes
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        return self._local_log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._segments[-1].next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def size(self) -> int:
+        with self._lock:
+            return sum(s.size for s in self._segments)
+
+    @property
+    def is_online(self) -> bool:
+        return self._offline is None and not self._closed
+
+    @property
+    def offline_error(self) -> StorageError | None:
+        return self._offline
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def active_segment(self) -> Segment:
+        return self._segments[-1]
+
+    def segments(self) -> list[Segment]:
+        """Snapshot of the segments, oldest first (the last one is the active segment)."""
+        with self._lock:
+            return list(self._segments)
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.name}, start={self._log_start_offset}, hw={self._hw}, "
+            f"end={self.log_end_offset}, segments={len(self._segments)})"
+        )
+
+    # --- state checks ------------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._offline is not None:
+            raise StorageError(f"log {self.name} is offline: {self._offline}")
+        if self._closed:
+            raise LogClosedError(f"log {self.name} is closed")
+
+    def _go_offline(self, error: StorageError) -> None:
+        """Refuse the partition from now on (fsync failure, corruption found on a read)."""
+        with self._lock:
+            if self._offline is not None:
+                return
+            self._offline = error
+            waiters, self._waiters = self._waiters, []
+        logger.error("log %s taken offline: %s", self.name, error)
+        for _, _, fut in waiters:
+            if not fut.done():
+                fut.set_exception(StorageError(f"log {self.name} is offline: {error}"))
+        self._notify()
+
+    # --- high watermark --------------------------------------------------------------------------
+
+    def add_hw_listener(self, callback: HwListener) -> None:
+        """``callback(log)`` runs on whatever thread advanced the high watermark, each time
+        it advances, and when the log goes offline or closes. It must be quick and never
+        block (e.g. ``loop.call_soon_threadsafe``): it normally runs outside the log's
+        lock, but not when a failure found under the lock takes the log offline."""
+        with self._lock:
+            self._listeners.append(callback)
+
+    def remove_hw_listener(self, callback: HwListener) -> None:
+        with self._lock:
+            try:
+                self._listeners.remove(callback)
+            except ValueError:
+                pass
+
+    def high_watermark_future(self, offset: int) -> Future[None]:
+        """Completed once ``high_watermark >= offset``; failed with StorageError if the log
+        goes offline (fsync failure) and LogClosedError if it is closed first."""
+        fut: Future[None] = Future()
+        with self._lock:
+            if self._hw >= offset:
+                fut.set_result(None)
+            elif self._offline is not None:
+                fut.set_exception(StorageError(f"log {self.name} is offline: {self._offline}"))
+            elif self._closed:
+                fut.set_exception(LogClosedError(f"log {self.name} is closed"))
+            else:
+                heapq.heappush(self._waiters, (offset, next(self._seq), fut))
+        return fut
+
+    def _advance_hw_locked(self, hw: int) -> list[Future[None]]:
+        """Raise the HW (under the lock); returns the futures to complete after unlocking."""
+        if hw <= self._hw:
+            return []
+        self._hw = hw
+        done: list[Future[None]] = []
+        while self._waiters and self._waiters[0][0] <= hw:
+            done.append(heapq.heappop(self._waiters)[2])
+        return done
+
+    def _fire(self, done: list[Future[None]]) -> None:
+        for fut in done:
+            if not fut.done():
+                fut.set_result(None)
+        self._notify()
+
+    def _notify(self) -> None:
+        for cb in list(self._listeners):
+            try:
+                cb(self)
+            except Exception:
+                logger.exception("high watermark listener of %s failed", self.name)
+
+    # --- appending ---------------------------------------------------------------------------------
+
+    @staticmethod
+    def _view(data: bytes | bytearray | memoryview) -> memoryview:
+        mv = memoryview(data)
+        if mv.ndim != 1 or mv.itemsize != 1 or mv.format != "B":
+            mv = mv.cast("B")
+        return mv
+
+    def _validate(self, mv: memoryview, *, leader: bool) -> list[_Batch]:
+        """Validate every batch (structure, size, CRC) before anything is written."""
+        if len(mv) == 0:
+            raise InvalidRecordError("produce payload holds no record batch")
+        if len(mv) > _MAX_APPEND_BYTES:
+            raise RecordTooLargeError(f"append of {len(mv)} bytes is too large")
+        out: list[_Batch] = []
+        max_size = self._config.max_message_bytes if leader else None
+        for pos, h in iter_batches(mv, max_size=max_size):
+            if leader:
+                if h.records_count <= 0 or h.records_count != h.last_offset_delta + 1:
+                    raise InvalidRecordError(
+                        f"batch at byte {pos} has recordsCount {h.records_count} but "
+                        f"lastOffsetDelta {h.last_offset_delta}"
+                    )
+                if h.is_control:
+                    raise InvalidRecordError("clients may not write control batches")
+            out.append(
+                _Batch(
+                    pos,
+                    h.size,
+                    h.batch_length,
+                    h.last_offset_delta,
+                    h.max_timestamp,
+                    h.records_count,
+                    h.base_offset,
+                )
+            )
+        return out
+
+    def append(
+        self, data: bytes | bytearray | memoryview, *, leader_epoch: int = 0, now_ms: int | None = None
+    ) -> AppendInfo:
+        """Append producer batches as leader: assign offsets from the log end.
+
+        Every batch is validated first (magic 2, size <= max.message.bytes, CRC-32C,
+        recordsCount == lastOffsetDelta + 1, not a control batch); one bad batch means
+        nothing is written. baseOffset and partitionLeaderEpoch are rewritten without
+        copying the batch (they are outside the CRC). For LogAppendTime topics the
+        timestamp type bit and maxTimestamp are set to ``now_ms`` and the CRC recomputed
+        (the batch is copied; it is never recompressed).
+        """
+        mv = self._view(data)
+        batches = self._validate(mv, leader=True)
+        if now_ms is None:
+            now_ms = time.time_ns() // 1_000_000
+        total = len(mv)
+        offsets = sum(b.last_offset_delta + 1 for b in batches)
+        records = sum(b.records for b in batches)
+        log_append = self._config.log_append_time
+        with self._lock:
+            self._check_usable()
+            seg, done = self._maybe_roll_locked(total, offsets, now_ms)
+            first = off = seg.next_offset
+            iov: list[bytes | bytearray | memoryview] = []
+            tracked: list[tuple[int, int, int]] = []
+            max_ts = -1
+            for b in batches:
+                if log_append:
+                    iov.append(self._stamp_log_append_time(mv, b, off, leader_epoch, now_ms))
+                    bts = now_ms
+                else:
+                    iov.append(_PREFIX.pack(off, b.batch_length, leader_epoch))
+                    iov.append(mv[b.position + _PREFIX_SIZE : b.position + b.size])
+                    bts = b.max_timestamp
+                tracked.append((off, b.size, bts))
+                if bts > max_ts:
+                    max_ts = bts
+                off += b.last_offset_delta + 1
+            done += self._write_locked(seg, iov, total, tracked, off, records, now_ms)
+            lso = self._log_start_offset
+        self._after_append(done)
+        return AppendInfo(
+            first_offset=first,
+            last_offset=off - 1,
+            batch_count=len(batches),
+            record_count=records,
+            max_timestamp=max_ts,
+            log_append_time_ms=now_ms if log_append else -1,
+            log_start_offset=lso,
+        )
+
+    @staticmethod
+    def _stamp_log_append_time(mv: memoryview, b: _Batch, offset: int, epoch: int, now_ms: int) -> bytearray:
+        buf = bytearray(mv[b.position : b.position + b.size])
+        _PREFIX.pack_into(buf, 0, offset, b.batch_length, epoch)
+        (attrs,) = _ATTRIBUTES.unpack_from(buf, _ATTRIBUTES_POS)
+        _ATTRIBUTES.pack_into(buf, _ATTRIBUTES_POS, attrs | _TIMESTAMP_TYPE_BIT)
+        _MAX_TIMESTAMP.pack_into(buf, _MAX_TIMESTAMP_POS, now_ms)
+        _CRC.pack_into(buf, _CRC_POS, crc32c(memoryview(buf)[CRC_START:]))
+        return buf
+
+    def append_as_follower(
+        self, data: bytes | bytearray | memoryview, *, now_ms: int | None = None
+    ) -> AppendInfo:
+        """Append batches that already carry their offsets (replication).
+
+        The first batch must start at the log end and each next one where the previous
+        ended (InvalidRecordError "non-monotonic offsets" otherwise). Bytes are written
+        unchanged (leader epochs and timestamps included).
+        """
+        mv = self._view(data)
+        batches = self._validate(mv, leader=False)
+        if now_ms is None:
+            now_ms = time.time_ns() // 1_000_000
+        total = len(mv)
+        records = sum(b.records for b in batches)
+        with self._lock:
+            self._check_usable()
+            expect = self.log_end_offset
+            for b in batches:
+                if b.base_offset != expect:
+                    raise InvalidRecordError(
+                        f"non-monotonic offsets: batch base offset {b.base_offset} where {expect} "
+                        "was expected"
+                    )
+                expect = b.base_offset + b.last_offset_delta + 1
+            first = self.log_end_offset
+            seg, done = self._maybe_roll_locked(total, expect - first, now_ms)
+            tracked = [(b.base_offset, b.size, b.max_timestamp) for b in batches]
+            done += self._write_locked(seg, [mv], total, tracked, expect, records, now_ms)
+            lso = self._log_start_offset
+        self._after_append(done)
+        return AppendInfo(
+            first_offset=first,
+            last_offset=expect - 1,
+            batch_count=len(batches),
+            record_count=records,
+            max_timestamp=max(b.max_timestamp for b in batches),
+            log_append_time_ms=-1,
+            log_start_offset=lso,
+        )
+
+    def _write_locked(
+        self,
+        seg: Segment,
+        iov: list[bytes | bytearray | memoryview],
+        total: int,
+        tracked: list[tuple[int, int, int]],
+        next_offset: int,
+        records: int,
+        now_ms: int,
+    ) -> list[Future[None]]:
+        try:
+            seg.append(iov, total, tracked, next_offset, now_ms)
+        except WriteUndoFailedError as e:
+            self._go_offline(e)
+            raise
+        self._unflushed_messages += records
+        if self._config.fsync_mode:
+            return []
+        return self._advance_hw_locked(next_offset)
+
+    def _after_append(self, done: list[Future[None]]) -> None:
+        cfg = self._config
+        if done:
+            self._fire(done)
+        if cfg.fsync_mode:
+            if self._flusher is not None:
+                self._flusher.request(self)
+            return
+        if self._unflushed_messages >= cfg.flush_messages:
+            if self._flusher is not None:
+                self._flusher.request(self)
+            else:
+                self.flush()
+
+    # --- rolling -------------------------------------------------------------------------------
+
+    def _maybe_roll_locked(self, size: int, offsets: int, now_ms: int) -> tuple[Segment, list[Future[None]]]:
+        seg = self._segments[-1]
+        if seg.is_empty:
+            return seg, []
+        cfg = self._config
+        if (
+            seg.size + size > cfg.segment_bytes
+            or (seg.created_ms is not None and now_ms - seg.created_ms > cfg.segment_ms)
+            or not seg.fits(offsets)
+        ):
+            return self._roll_locked()
+        return seg, []
+
+    def roll(self) -> Segment:
+        """Start a new active segment (no-op if the active one is empty); returns it."""
+        with self._lock:
+            self._check_usable()
+            if self._segments[-1].is_empty:
+                return self._segments[-1]
+            seg, done = self._roll_locked()
+        if done:
+            self._fire(done)
+        return seg
+
+    def _roll_locked(self) -> tuple[Segment, list[Future[None]]]:
+        """Seal the active segment and start a new one. Returns it and the high watermark
+        futures the caller must complete once it released the lock."""
+        old = self._segments[-1]
+        try:
+            # Durability ordering (module docstring): the old segment is complete on disk
+            # before anything can reach its successor.
+            old.seal()
+            new = Segment(self.dir, old.next_offset, index_interval_bytes=self._config.index_interval_bytes)
+        except StorageError as e:
+            self._go_offline(e)
+            raise
+        self._segments.append(new)
+        self._bases.append(new.base_offset)
+        logger.debug("rolled %s at offset %d", self.name, new.base_offset)
+        done: list[Future[None]] = []
+        if new.base_offset > self._recovery_point:
+            self._recovery_point = new.base_offset
+            if self._config.fsync_mode:
+                done = self._advance_hw_locked(new.base_offset)
+        try:
+            self._persist_recovery_point()  # also makes the new segment's files durable
+        except StorageError as e:
+            self._go_offline(e)
+            raise
+        return new, done
+
+    # --- flushing ------------------------------------------------------------------------------
+
+    def flush(self) -> int:
+        """fsync everything appended so far (one fsync per dirty segment covers every batch
+        since the last flush: group commit); advance the recovery point and, in fsync
+        mode, the high watermark. Returns the recovery point. A failure takes the log
+        offline."""
+        with self._flush_lock:
+            with self._lock:
+                self._check_usable()
+                target = self.log_end_offset
+                dirty = [s for s in self._segments if s.dirty]
+                try:
+                    for s in dirty:
+                        s.dirty = False
+                        s.write_index_pending()
+                except StorageError as e:
+                    self._go_offline(e)
+                    raise
+                self._unflushed_messages = 0
+                self._last_flush = time.monotonic()
+            try:
+                for s in dirty:
+                    s.sync()
+            except StorageError as e:
+                self._go_offline(e)
+                raise
+            with self._lock:
+                if target > self._recovery_point:
+                    self._recovery_point = target
+                done = self._advance_hw_locked(target) if self._config.fsync_mode else []
+                rp = self._recovery_point
+        if done:
+            self._fire(done)
+        return rp
+
+    def flush_due(self) -> float | None:
+        """Monotonic time at which flush.ms requires a flush (interval mode), None if never."""
+        cfg = self._config
+        if cfg.fsync_mode or cfg.flush_ms >= (1 << 62) or self._unflushed_messages == 0 or not self.is_online:
+            return None
+        return self._last_flush + cfg.flush_ms / 1000.0
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._unflushed_messages
+
+    def _persist_recovery_point(self) -> None:
+        with self._ckpt_lock:
+            atomic_write(os.path.join(self.dir, RECOVERY_POINT_FILE), b"%d\n" % self._recovery_point)
+
+    def _persist_log_start_offset(self) -> None:
+        atomic_write(os.path.join(self.dir, LOG_START_OFFSET_FILE), b"%d\n" % self._log_start_offset)
+
+    # --- reading -----------------------------------------------------------------------------------
+
+    def _segment_index(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    def read(
+        self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True
+    ) -> ReadResult:
+        """Whole batches from the one holding ``offset``, only those entirely below
+        ``max_offset`` (default: the high watermark), at most ``max_bytes`` in total except
+        that with ``min_one`` the first batch is returned even if larger (KIP-74).
+
+        An offset inside a batch returns that whole batch (clients skip the records before
+        it). ``offset`` outside [log start offset, log end offset] is OffsetOutOfRangeError;
+        from the high watermark up to the log end the result is empty. A batch header that
+        cannot be valid is CorruptLogError and takes the log offline.
+        """
+        with self._lock:
+            self._check_usable()
+            leo = self.log_end_offset
+            lso = self._log_start_offset
+            hw = self._hw
+            if offset < lso or offset > leo or offset < self._local_log_start_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} is out of range for {self.name}: log start offset {lso}, "
+                    f"log end offset {leo}"
+                )
+            limit = hw if max_offset is None else min(max_offset, leo)
+            regions: list[FileRegion] = []
+            first = -1
+            nxt = offset
+            if offset < limit:
+                remaining = max_bytes
+                try:
+                    for seg in self._segments[self._segment_index(offset) :]:
+                        start = max(nxt, seg.base_offset)
+                        if start >= seg.next_offset:
+                            continue
+                        r = seg.read_regions(start, remaining, limit, min_one and not regions)
+                        if r.region is None:
+                            break
+                        if not regions:
+                            first = r.first_offset
+                        regions.append(r.region)
+                        remaining -= r.region.length
+                        nxt = r.next_offset
+                        if nxt < seg.next_offset or remaining <= 0 or nxt >= limit:
+                            break
+                except CorruptLogError as e:
+                    self._go_offline(e)
+                    raise
+            return ReadResult(
+                regions=tuple(regions),
+                size=sum(r.length for r in regions),
+                first_offset=first,
+                next_offset=nxt,
+                high_watermark=hw,
+                log_start_offset=lso,
+                log_end_offset=leo,
+            )
+
+    def offset_for_timestamp(
+        self, timestamp: int, *, max_offset: int | None = None
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first record at or above the log start offset whose
+        timestamp is >= ``timestamp`` and whose offset is below ``max_offset`` (default:
+        the high watermark); None if there is none (Kafka ListOffsets by timestamp).
+
+        The time index and batch maxTimestamp locate the batch; that batch is decoded to
+        find the exact record. If it cannot be decoded (e.g. a producer's broken
+        compression, which appends never inspect) the batch's base offset and
+        maxTimestamp are returned instead.
+        """
+        from hot.records import decode_batch  # the record codec is only needed here
+
+        with self._lock:
+            self._check_usable()
+            limit = self._hw if max_offset is None else min(max_offset, self.log_end_offset)
+            lso = self._log_start_offset
+            try:
+                for seg in self._segments[self._segment_index(lso) :]:
+                    if seg.base_offset >= limit:
+                        break
+                    found = seg.offset_for_timestamp(timestamp)
+                    if found is None:
+                        continue
+                    for b in seg.iter_batches(found.position):
+                        if b.base_offset >= limit:
+                            return None
+                        if b.max_timestamp < timestamp or b.next_offset <= lso:
+                            continue
+                        hit = self._search_batch(seg, b, decode_batch, timestamp, lso, limit)
+                        if hit is not None:
+                            return hit
+            except CorruptLogError as e:
+                self._go_offline(e)
+                raise
+            return None
+
+    @staticmethod
+    def _search_batch(
+        seg: Segment,
+        b: BatchInfo,
+        decode: Callable[..., object],
+        timestamp: int,
+        lso: int,
+        limit: int,
+    ) -> tuple[int, int] | None:
+        data = seg.read_bytes(b.position, b.size)
+        try:
+            batch = decode(data)
+        except StrataError as e:
+            logger.info(
+                "cannot decode batch at %s:%d (%s); using batch granularity", seg.log_path, b.position, e
+            )
+            return max(b.base_offset, lso), b.max_timestamp
+        for rec in batch:  # type: ignore[attr-defined]
+            if rec.offset >= limit:
+                return None
+            if rec.offset >= lso and rec.timestamp >= timestamp:
+                return int(rec.offset), int(rec.timestamp)
+        return None
+
+    # --- retention and truncation ------------------------------------------------------------------
+
+    def apply_retention(self, now_ms: int | None = None) -> list[int]:
+        """Delete whole sealed segments (never the active one) that are entirely below the
+        high watermark and either entirely below the log start offset, older than
+        retention.ms (by max timestamp, or mtime if none), or removable while keeping at
+        least retention.bytes (Kafka's rule: delete the oldest segment while the log minus
+        that segment is still >= retention.bytes). Deletion stops at the first segment
+        that does not qualify, or that ``retention_guard`` (tiering: "uploaded yet?")
+        refuses. Advances and persists the log start offset. Returns the deleted bases.
+        """
+        if now_ms is None:
+            now_ms = time.time_ns() // 1_000_000
+        with self._flush_lock, self._lock:
+            if not self.is_online:
+                return []
+            cfg = self._config
+            excess = self.size - cfg.retention_bytes if cfg.retention_bytes >= 0 else None
+            doomed: list[Segment] = []
+            for seg in self._segments[:-1]:
+                if seg.next_offset > self._hw:
+                    break
+                below_start = seg.next_offset <= self._log_start_offset
+                expired = cfg.retention_ms >= 0 and now_ms - seg.largest_timestamp() > cfg.retention_ms
+                too_big = excess is not None and excess - seg.size >= 0
+                if not (below_start or expired or too_big):
+                    break
+                if self.retention_guard is not None and not self.retention_guard(seg):
+                    break
+                if excess is not None:
+                    excess -= seg.size
+                doomed.append(seg)
+            if not doomed:
+                return []
+            self._drop_segments_locked(len(doomed))
+        return [s.base_offset for s in doomed]
+
+    def _drop_segments_locked(self, n: int) -> None:
+        doomed = self._segments[:n]
+        self._segments = self._segments[n:]
+        self._bases = self._bases[n:]
+        new_start = self._segments[0].base_offset
+        self._local_log_start_offset = max(self._local_log_start_offset, new_start)
+        try:
+            if new_start > self._log_start_offset:
+                self._log_start_offset = new_start
+                self._persist_log_start_offset()
+            for seg in doomed:
+                logger.info("deleting segment %s", seg.log_path)
+                seg.delete()
+            fsync_dir(self.dir)
+        except StorageError as e:
+            self._go_offline(e)
+            raise
+
+    def delete_records(self, offset: int) -> int:
+        """Kafka DeleteRecords: move the log start offset up to ``offset`` (-1 = high
+        watermark), which must not exceed the high watermark. Segments entirely below it
+        are removed by the next retention pass. Returns the new log start offset."""
+        with self._lock:
+            self._check_usable()
+            if offset == -1:
+                offset = self._hw
+            if offset < 0 or offset > self._hw:
+                raise OffsetOutOfRangeError(
+                    f"cannot delete records of {self.name} up to {offset}: high watermark is {self._hw}"
+                )
+            if offset > self._log_start_offset:
+                self._log_start_offset = offset
+                self._local_log_start_offset = max(self._local_log_start_offset, offset)
+                try:
+                    self._persist_log_start_offset()
+                except StorageError as e:
+                    self._go_offline(e)
+                    raise
+            return self._log_start_offset
+
+    def truncate_to(self, offset: int) -> None:
+        """Drop every batch at or after the batch holding ``offset`` (replication). The
+        log end becomes that batch's base offset. Below the log start offset the log is
+        emptied and restarts at ``offset``. Durable when this returns."""
+        with self._flush_lock, self._lock:
+            self._check_usable()
+            if offset >= self.log_end_offset:
+                return
+            try:
+                if offset <= self._segments[0].base_offset or offset < self._log_start_offset:
+                    for s in self._segments:
+                        s.delete()
+                    new = Segment(self.dir, offset, index_interval_bytes=self._config.index_interval_bytes)
+                    self._segments = [new]
+                    self._bases = [offset]
+                    self._log_start_offset = self._local_log_start_offset = offset
+                    self._persist_log_start_offset()
+                else:
+                    i = self._segment_index(offset)
+                    for s in self._segments[i + 1 :]:
+                        s.delete()
+                    del self._segments[i + 1 :]
+                    del self._bases[i + 1 :]
+                    seg = self._segments[-1]
+                    seg.truncate_to(offset)
+                    if seg.is_empty and len(self._segments) > 1:
+                        # Keep an empty active segment only if it is the only one.
+                        seg.delete()
+                        self._segments.pop()
+                        self._bases.pop()
+                    self._segments[-1].sealed = False
+                for s in self._segments:
+                    s.flush()
+                fsync_dir(self.dir)
+                leo = self.log_end_offset
+                self._hw = min(self._hw, leo)
+                self._recovery_point = min(self._recovery_point, leo)
+                self._persist_recovery_point()
+            except StorageError as e:
+                self._go_offline(e)
+                raise
+
+    # --- closing -------------------------------------------------------------------------------------
+
+    def close(self, clean: bool = True) -> None:
+        """Close the log. ``clean``: flush everything and persist the recovery point first
+        (what a clean shutdown needs); otherwise just release the files. Waiting futures
+        fail with LogClosedError. Regions already handed out stay readable."""
+        done: list[Future[None]] = []
+        with self._flush_lock, self._lock:
+            if self._closed:
+                return
+            try:
+                if clean and self._offline is None:
+                    for s in self._segments:
+                        if s.dirty or s is self._segments[-1]:
+                            s.flush()
+                    fsync_dir(self.dir)
+                    self._recovery_point = self.log_end_offset
+                    done = self._advance_hw_locked(self._recovery_point)
+                    self._persist_recovery_point()
+            finally:
+                self._closed = True
+                for s in self._segments:
+                    if clean and self._offline is None:
+                        s.close()
+                    else:
+                        s.close_quietly()
+                waiters, self._waiters = self._waiters, []
+        for fut in done:  # made durable by the final flush
+            if not fut.done():
+                fut.set_result(None)
+        for _, _, fut in waiters:
+            if not fut.done():
+                fut.set_exception(LogClosedError(f"log {self.name} was closed"))
+        self._notify()
+
+    def delete(self) -> None:
+        """Close and remove the partition directory (renamed to ``*-delete`` first, so a
+        crash half-way leaves a name the manager recognizes and removes)."""
+        self.close(clean=False)
+        doomed = f"{self.dir}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        try:
+            os.rename(self.dir, doomed)
+            fsync_dir(os.path.dirname(self.dir) or ".")
+            shutil.rmtree(doomed)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise StorageError(f"cannot delete log directory {self.dir}: {e}") from e
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise StorageError(f"cannot remove {path}: {e}") from e
+
+
+__all__ = [
+    "LOG_START_OFFSET_FILE",
+    "RECOVERY_POINT_FILE",
+    "AppendInfo",
+    "Log",
+    "ReadResult",
+    "TimestampType",
+    "atomic_write",
+    "fsync_dir",
+    "read_offset_file",
+    "segment_name",
+]

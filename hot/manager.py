@@ -1,0 +1,461 @@
+"""All logs of one broker's data directory, the topic registry, and the background threads.
+
+Layout::
+
+    <data_dir>/.lock                         flock'ed while a LogManager has it open
+    <data_dir>/meta/topics.json              topic registry (hot.topics)
+    <data_dir>/logs/.clean_shutdown          present only after a clean close
+    <data_dir>/logs/<topic>-<partition>/     one Log (hot.log), plus ``partition.metadata``
+                                             ("version: 0\\ntopic_id: <uuid>\\n"), so a
+                                             directory left by an older topic of the same
+                                             name is recognized as stale
+
+Crash behaviour: the clean-shutdown marker is removed when the manager opens, before any
+write, and written (fsynced) only after every log closed cleanly; without it every log
+is recovered. Topic creation writes the registry first and then the directories;
+deletion writes the registry first and then removes the directories. So a crash
+leaves at worst directories of topics that are no longer registered (or stale ones),
+which ``open`` removes, or registered partitions without a directory, which ``open``
+creates.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Final
+
+from hot.config import LogConfig
+from hot.errors import StorageError, StrataError, UnknownTopicOrPartitionError
+from hot.flush import GroupCommitter, IntervalFlusher
+from hot.log import DELETE_DIR_SUFFIX, Log, RetentionGuard, atomic_write, fsync_dir
+from hot.topics import TOPICS_FILE, TopicInfo, TopicRegistry
+
+logger = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE: Final = ".clean_shutdown"
+LOCK_FILE: Final = ".lock"
+PARTITION_METADATA_FILE: Final = "partition.metadata"
+DEFAULT_RETENTION_CHECK_INTERVAL_MS: Final = 300_000
+
+
+def parse_partition_dir(name: str) -> tuple[str, int] | None:
+    """(topic, partition) for a directory name ``<topic>-<partition>``."""
+    topic, sep, part = name.rpartition("-")
+    if not sep or not topic or not part.isdigit() or not part.isascii():
+        return None
+    return topic, int(part)
+
+
+class LogManager:
+    """Owns every ``Log`` of a data directory (layout and crash behaviour: module docstring).
+
+    Thread-safe. ``open()`` starts the group-commit thread (fsync-mode produce requests
+    complete only through it); ``start_background()`` adds the interval flusher and the
+    retention thread.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        defaults: LogConfig | None = None,
+        *,
+        retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
+        flush_workers: int = 1,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.logs_dir = self.data_dir / "logs"
+        self.meta_dir = self.data_dir / "meta"
+        self.defaults = defaults if defaults is not None else LogConfig()
+        self.retention_check_interval_ms = retention_check_interval_ms
+        self._flush_workers = flush_workers
+        self._lock = threading.RLock()
+        self._logs: dict[tuple[str, int], Log] = {}
+        self._failed: dict[tuple[str, int], StorageError] = {}
+        self._registry: TopicRegistry | None = None
+        self._committer: GroupCommitter | None = None
+        self._interval: IntervalFlusher | None = None
+        self._retention_thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock_fd: int | None = None
+        self._retention_guard: RetentionGuard | None = None
+        self.was_clean_shutdown = False
+
+    # --- lifecycle -----------------------------------------------------------------------
+
+    def __enter__(self) -> LogManager:
+        if self._registry is None:
+            self.open()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def _acquire_dir_lock(self) -> None:
+        path = self.data_dir / LOCK_FILE
+        try:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise StorageError(f"cannot open lock file {path}: {e}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StorageError(
+                f"data directory {self.data_dir} is already in use by another Strata broker "
+                f"(lock {path} is held)"
+            ) from None
+        except OSError as e:
+            os.close(fd)
+            raise StorageError(f"cannot lock {path}: {e}") from e
+        try:
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+        except OSError:
+            pass  # the pid is only informative
+        self._lock_fd = fd
+
+    def _release_dir_lock(self) -> None:
+        if self._lock_fd is not None:
+            fd, self._lock_fd = self._lock_fd, None
+            os.close(fd)  # closing drops the flock
+
+    def open(self) -> LogManager:
+        """Lock the data directory, load the registry and open (recovering if the last
+        shutdown was unclean) every partition of every registered topic. A partition whose
+        recovery finds corruption is refused: ``get_log`` raises its CorruptLogError."""
+        with self._lock:
+            if self._registry is not None:
+                raise StorageError(f"log manager of {self.data_dir} is already open")
+            self._acquire_dir_lock()
+            try:
+                self._open_locked()
+            except BaseException:
+                for log in self._logs.values():
+                    log.close(clean=False)
+                self._logs.clear()
+                self._failed.clear()
+                if self._committer is not None:
+                    self._committer.close()
+                    self._committer = None
+                self._registry = None
+                self._release_dir_lock()
+                raise
+        return self
+
+    def _open_locked(self) -> None:
+        try:
+            self.logs_dir.mkdir(parents=True, exist_ok=True)
+            self.meta_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise StorageError(f"cannot create {self.data_dir} layout: {e}") from e
+        registry = TopicRegistry(self.meta_dir / TOPICS_FILE, defaults=self.defaults)
+        marker = self.logs_dir / CLEAN_SHUTDOWN_FILE
+        clean = marker.exists()
+        self.was_clean_shutdown = clean
+        if clean:
+            try:
+                marker.unlink()
+            except OSError as e:
+                raise StorageError(f"cannot remove {marker}: {e}") from e
+            fsync_dir(self.logs_dir)
+        try:
+            entries = sorted(os.listdir(self.logs_dir))
+        except OSError as e:
+            raise StorageError(f"cannot list {self.logs_dir}: {e}") from e
+        if not registry.exists_on_disk:
+            if any(parse_partition_dir(n) for n in entries if (self.logs_dir / n).is_dir()):
+                raise StorageError(
+                    f"{registry.path} is missing but {self.logs_dir} holds partition directories; "
+                    "refusing to guess which topics exist"
+                )
+            registry.save()
+        self._registry = registry
+        self._committer = GroupCommitter(workers=self._flush_workers)
+        removed = False
+        for name in entries:
+            path = self.logs_dir / name
+            if not path.is_dir():
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                self._remove_dir(path, "left by an interrupted delete")
+                removed = True
+                continue
+            parsed = parse_partition_dir(name)
+            if parsed is None:
+                continue
+            topic, partition = parsed
+            info = registry.get(topic)
+            if info is None or partition >= info.partitions:
+                self._remove_dir(path, "of a topic partition that is not registered")
+                removed = True
+            elif self._stored_topic_id(path) not in (None, info.topic_id):
+                self._remove_dir(path, "of an older topic with the same name")
+                removed = True
+        if removed:
+            fsync_dir(self.logs_dir)
+        for info in registry.list():
+            for p in range(info.partitions):
+                self._open_partition(info, p, clean=clean)
+
+    def _remove_dir(self, path: Path, why: str) -> None:
+        logger.warning("removing directory %s %s", path, why)
+        try:
+            shutil.rmtree(path)
+        except OSError as e:
+            raise StorageError(f"cannot remove {path}: {e}") from e
+
+    @staticmethod
+    def _stored_topic_id(path: Path) -> uuid.UUID | None:
+        try:
+            text = (path / PARTITION_METADATA_FILE).read_text("ascii")
+        except (OSError, UnicodeDecodeError):
+            return None
+        for line in text.splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "topic_id":
+                try:
+                    return uuid.UUID(value.strip())
+                except ValueError:
+                    return None
+        return None
+
+    def _open_partition(
+        self, info: TopicInfo, partition: int, *, clean: bool, refuse: bool = True
+    ) -> Log | None:
+        """Open one partition's log. A StorageError refuses the partition (``get_log``
+        raises it) when ``refuse``, else it is raised."""
+        key = (info.name, partition)
+        path = self.partition_dir(info.name, partition)
+        assert self._registry is not None
+        try:
+            log = Log.open(
+                path,
+                self._registry.config(info.name),
+                topic=info.name,
+                partition=partition,
+                flusher=self._committer,
+                clean_shutdown=clean,
+            )
+        except StorageError as e:
+            logger.error("refusing partition %s-%d: %s", info.name, partition, e)
+            self._failed[key] = e
+            if not refuse:
+                raise
+            return None
+        try:
+            if self._stored_topic_id(path) != info.topic_id:
+                atomic_write(
+                    path / PARTITION_METADATA_FILE, f"version: 0\ntopic_id: {info.topic_id}\n".encode()
+                )
+        except StorageError:
+            log.close(clean=False)
+            raise
+        log.retention_guard = self._retention_guard
+        self._logs[key] = log
+        self._failed.pop(key, None)
+        return log
+
+    def start_background(self) -> None:
+        """Start the interval flusher and the retention thread (idempotent)."""
+        with self._lock:
+            self._require_open()
+            if self._interval is None:
+                self._interval = IntervalFlusher(self.logs)
+            if self._retention_thread is None:
+                self._stop.clear()
+                self._retention_thread = threading.Thread(
+                    target=self._retention_loop, name="strata-retention", daemon=True
+                )
+                self._retention_thread.start()
+
+    def _retention_loop(self) -> None:
+        interval = max(0.001, self.retention_check_interval_ms / 1000.0)
+        while not self._stop.wait(interval):
+            try:
+                self.apply_retention()
+            except Exception:
+                logger.exception("retention pass failed")
+
+    def close(self, clean: bool = True) -> None:
+        """Stop the threads, flush and close every log, then write the clean-shutdown
+        marker (only if every partition closed cleanly) and release the directory lock.
+
+        ``clean=False`` (fatal errors, tests) releases everything without flushing and
+        without the marker, so the next open recovers every log as after a crash."""
+        with self._lock:
+            if self._registry is None:
+                return
+            self._stop.set()
+            if self._retention_thread is not None:
+                self._retention_thread.join()
+                self._retention_thread = None
+            if self._interval is not None:
+                self._interval.close()
+                self._interval = None
+            if self._committer is not None:
+                if not clean:
+                    for log in self._logs.values():
+                        log.close(clean=False)  # nothing left for the committer to flush
+                self._committer.close()
+                self._committer = None
+            all_clean = clean and not self._failed
+            for key, log in sorted(self._logs.items()):
+                try:
+                    if not log.is_online:
+                        all_clean = False
+                    log.close(clean=clean)
+                except StrataError as e:
+                    logger.error("closing %s-%d failed: %s", key[0], key[1], e)
+                    all_clean = False
+            self._logs.clear()
+            self._failed.clear()
+            try:
+                if all_clean:
+                    atomic_write(self.logs_dir / CLEAN_SHUTDOWN_FILE, b"")
+            finally:
+                self._registry = None
+                self._release_dir_lock()
+
+    # --- topics ----------------------------------------------------------------------------
+
+    def _require_open(self) -> TopicRegistry:
+        if self._registry is None:
+            raise StorageError(f"log manager of {self.data_dir} is not open")
+        return self._registry
+
+    @property
+    def registry(self) -> TopicRegistry:
+        return self._require_open()
+
+    def partition_dir(self, topic: str, partition: int) -> Path:
+        return self.logs_dir / f"{topic}-{partition}"
+
+    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None) -> TopicInfo:
+        """Register the topic (validated; see TopicRegistry.create), then create its logs."""
+        with self._lock:
+            registry = self._require_open()
+            info = registry.create(name, partitions, configs)
+            for p in range(partitions):
+                path = self.partition_dir(name, p)
+                if path.exists():
+                    self._remove_dir(path, "left over before the topic was created")
+                self._open_partition(info, p, clean=False, refuse=False)
+            fsync_dir(self.logs_dir)
+            return info
+
+    def delete_topic(self, name: str) -> TopicInfo:
+        """Unregister the topic, then close and remove its logs (in-flight fetches keep
+        reading their regions; waiting producers get LogClosedError)."""
+        with self._lock:
+            registry = self._require_open()
+            info = registry.delete(name)
+            for p in range(info.partitions):
+                log = self._logs.pop((name, p), None)
+                self._failed.pop((name, p), None)
+                if log is not None:
+                    log.delete()
+                else:
+                    path = self.partition_dir(name, p)
+                    if path.exists():
+                        self._remove_dir(path, "of a deleted topic")
+            fsync_dir(self.logs_dir)
+            return info
+
+    def topic(self, name: str) -> TopicInfo:
+        info = self._require_open().get(name)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        return info
+
+    def topics(self) -> list[TopicInfo]:
+        return self._require_open().list()
+
+    def log_config(self, topic: str) -> LogConfig:
+        return self._require_open().config(topic)
+
+    def alter_topic_configs(
+        self, name: str, configs: Mapping[str, str | None], *, replace: bool = False
+    ) -> TopicInfo:
+        """Change a topic's overrides (see TopicRegistry.alter_configs); open logs pick
+        the new configuration up at once."""
+        with self._lock:
+            registry = self._require_open()
+            info = registry.alter_configs(name, configs, replace=replace)
+            config = registry.config(name)
+            for p in range(info.partitions):
+                log = self._logs.get((name, p))
+                if log is not None:
+                    log.update_config(config)
+            return info
+
+    def add_partitions(self, name: str, new_total: int) -> TopicInfo:
+        with self._lock:
+            registry = self._require_open()
+            old = self.topic(name).partitions
+            info = registry.add_partitions(name, new_total)
+            for p in range(old, new_total):
+                self._open_partition(info, p, clean=False, refuse=False)
+            fsync_dir(self.logs_dir)
+            return info
+
+    # --- logs --------------------------------------------------------------------------------
+
+    def get_log(self, topic: str, partition: int) -> Log:
+        """The partition's log; UnknownTopicOrPartitionError if there is no such partition,
+        the recovery error (a StorageError) if the partition was refused."""
+        log = self._logs.get((topic, partition))
+        if log is not None:
+            return log
+        failed = self._failed.get((topic, partition))
+        if failed is not None:
+            raise failed
+        info = self.topic(topic)
+        raise UnknownTopicOrPartitionError(
+            f"topic {topic!r} has no partition {partition} (it has {info.partitions})"
+        )
+
+    def logs(self) -> list[Log]:
+        # No lock: the background threads call this while close() holds the lock and joins them.
+        return list(self._logs.values())
+
+    def failed_partitions(self) -> dict[tuple[str, int], StorageError]:
+        return dict(self._failed)
+
+    def set_retention_guard(self, guard: RetentionGuard | None) -> None:
+        """Install the tiering hook on every log, present and future (see Log.apply_retention)."""
+        with self._lock:
+            self._retention_guard = guard
+            for log in self._logs.values():
+                log.retention_guard = guard
+
+    def apply_retention(self, now_ms: int | None = None) -> dict[tuple[str, int], list[int]]:
+        """One retention pass over every log; returns the deleted segment bases per partition."""
+        if now_ms is None:
+            now_ms = time.time_ns() // 1_000_000
+        deleted: dict[tuple[str, int], list[int]] = {}
+        for log in self.logs():
+            try:
+                bases = log.apply_retention(now_ms)
+            except StrataError as e:
+                logger.error("retention of %s failed: %s", log.name, e)
+                continue
+            if bases:
+                deleted[(log.topic, log.partition)] = bases
+        return deleted
+
+    def flush_all(self) -> None:
+        for log in self.logs():
+            if log.is_online:
+                log.flush()

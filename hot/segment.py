@@ -1,0 +1,747 @@
+"""One log segment: a ``.log`` data file plus its ``.index`` and ``.timeindex``.
+
+Files of a segment whose first batch has base offset B, in the partition directory::
+
+    <B as 20 zero-padded digits>.log        record batches (v2), back to back, as produced
+                                            except baseOffset / partitionLeaderEpoch
+    <B as 20 zero-padded digits>.index      sparse offset index (hot.offset_index)
+    <B as 20 zero-padded digits>.timeindex  sparse time index (hot.time_index)
+
+Batch header fields the segment reads (all big-endian; see hot.batch)::
+
+    0  baseOffset int64 | 8 batchLength int32 | 12 partitionLeaderEpoch int32 | 16 magic int8
+    17 crc uint32 | 21 attributes int16 | 23 lastOffsetDelta int32 | 27 baseTimestamp int64
+    35 maxTimestamp int64 | ... 61 records
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Final
+
+from crc32c import crc32c
+
+from hot.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH
+from hot.errors import CorruptLogError, StorageError
+from hot.offset_index import MAX_RELATIVE, OffsetIndex
+from hot.region import FileRegion, SegmentFile
+from hot.time_index import TimeIndex
+
+log = logging.getLogger(__name__)
+
+LOG_SUFFIX: Final = ".log"
+INDEX_SUFFIX: Final = ".index"
+TIMEINDEX_SUFFIX: Final = ".timeindex"
+SUFFIXES: Final = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
+NAME_DIGITS: Final = 20
+NO_TIMESTAMP: Final = -1
+# Strata logs are dense (no compaction): every batch starts exactly where the previous one
+# ended, and the first one at the segment's base offset. Scans enforce it, which also
+# catches bit flips in baseOffset (a field outside the CRC).
+
+IOV_MAX: Final = 1024  # Linux UIO_MAXIOV
+_SCAN_CHUNK: Final = 4 * 1024 * 1024  # read size of the CRC scans
+
+Buffer = bytes | bytearray | memoryview
+
+# Indexes into the tuple HEADER.unpack gives (cheaper than building a BatchHeader per batch).
+_H_BASE: Final = 0
+_H_LENGTH: Final = 1
+_H_MAGIC: Final = 3
+_H_CRC: Final = 4
+_H_DELTA: Final = 6
+_H_MAX_TS: Final = 8
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:0{NAME_DIGITS}d}"
+
+
+def parse_segment_name(name: str) -> tuple[int, str] | None:
+    """(base offset, suffix) for a segment file name, None if ``name`` is not one."""
+    for suffix in SUFFIXES:
+        if name.endswith(suffix):
+            stem = name[: -len(suffix)]
+            if len(stem) == NAME_DIGITS and stem.isdigit() and stem.isascii():
+                return int(stem), suffix
+            return None
+    return None
+
+
+def _header_problem(h: tuple[int, ...], pos: int, limit: int) -> str | None:
+    """Why the unpacked header ``h`` at ``pos`` cannot start a batch ending by ``limit``."""
+    if h[_H_MAGIC] != MAGIC:
+        return f"magic {h[_H_MAGIC]} is not 2"
+    if h[_H_LENGTH] < MIN_BATCH_LENGTH:
+        return f"batch length {h[_H_LENGTH]} below minimum {MIN_BATCH_LENGTH}"
+    if h[_H_DELTA] < 0:
+        return f"negative lastOffsetDelta {h[_H_DELTA]}"
+    if pos + h[_H_LENGTH] + LOG_OVERHEAD > limit:
+        return f"batch of {h[_H_LENGTH] + LOG_OVERHEAD} bytes runs past the end of the data ({limit})"
+    return None
+
+
+class _IndexMismatch(Exception):
+    """An offset index entry that does not match the log (internal: triggers a rebuild)."""
+
+
+class WriteUndoFailedError(StorageError):
+    """A failed append left bytes in the file that could not be removed: the log must go offline."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """Where one batch of a segment is and what its header says."""
+
+    position: int
+    base_offset: int
+    size: int
+    last_offset_delta: int
+    max_timestamp: int
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+
+def _info(pos: int, h: tuple[int, ...]) -> BatchInfo:
+    return BatchInfo(pos, h[_H_BASE], h[_H_LENGTH] + LOG_OVERHEAD, h[_H_DELTA], h[_H_MAX_TS])
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentRead:
+    """The result of reading one segment: a region of whole batches (or None)."""
+
+    region: FileRegion | None
+    first_offset: int  # base offset of the first batch in the region (-1 if none)
+    next_offset: int  # offset after the last batch in the region (the start offset if none)
+
+
+class LogFile:
+    """The ``.log`` file of a segment: record batches back to back, nothing else.
+
+    Written only at its end through one descriptor (``pwritev`` at the tracked size),
+    read through a separate read-only ``SegmentFile`` that is shared with the
+    ``FileRegion``s handed to fetches and is never closed explicitly (see hot.region).
+    After a crash the file may end in a torn batch, garbage or zeros (data written
+    but not fsynced); recovery validates every batch and truncates at the first bad
+    one (hot.log decides where that is allowed).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            self._wfd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise StorageError(f"cannot open segment {path}: {e}") from e
+        try:
+            self._reader: SegmentFile | None = SegmentFile(path, "r")
+            self.size = os.fstat(self._wfd).st_size
+        except OSError as e:
+            os.close(self._wfd)
+            raise StorageError(f"cannot open segment {path}: {e}") from e
+
+    @property
+    def reader(self) -> SegmentFile:
+        if self._reader is None:
+            raise StorageError(f"segment {self.path} is closed")
+        return self._reader
+
+    def _writer(self) -> int:
+        if self._wfd is None:
+            raise StorageError(f"segment {self.path} is closed for writing")
+        return self._wfd
+
+    def append(self, iov: Sequence[Buffer], total: int) -> int:
+        """Write the buffers at the end of the file; returns the position they start at.
+
+        On failure the file is cut back to its previous size; if even that fails a
+        StorageError says so (the caller must then take the log offline).
+        """
+        fd = self._writer()
+        start = self.size
+        try:
+            if len(iov) == 1:
+                done = os.pwrite(fd, iov[0], start)
+                if done < total:
+                    self._write_rest(fd, iov, start, done)
+            else:
+                at = start
+                for i in range(0, len(iov), IOV_MAX):
+                    chunk = iov[i : i + IOV_MAX]
+                    want = sum(len(b) for b in chunk)
+                    done = os.pwritev(fd, chunk, at)
+                    if done < want:
+                        self._write_rest(fd, chunk, at, done)
+                    at += want
+        except OSError as e:
+            try:
+                os.ftruncate(fd, start)
+            except OSError as e2:
+                raise WriteUndoFailedError(
+                    f"write to {self.path} failed ({e}) and could not be undone ({e2})"
+                ) from e
+            raise StorageError(f"write to {self.path} failed: {e}") from e
+        self.size = start + total
+        return start
+
+    @staticmethod
+    def _write_rest(fd: int, iov: Sequence[Buffer], at: int, done: int) -> None:
+        """Finish a short (p)writev: write what is left of ``iov`` after ``done`` bytes."""
+        for b in iov:
+            mv = memoryview(b).cast("B")
+            if done >= len(mv):
+                done -= len(mv)
+                at += len(mv)
+                continue
+            pos = done
+            done = 0
+            while pos < len(mv):
+                n = os.pwrite(fd, mv[pos:], at + pos)
+                if n <= 0:
+                    raise OSError(f"pwrite wrote {n} bytes")
+                pos += n
+            at += len(mv)
+
+    def pread(self, position: int, length: int) -> bytes:
+        try:
+            return os.pread(self.reader.fileno(), length, position)
+        except OSError as e:
+            raise StorageError(f"read of {self.path} at {position} failed: {e}") from e
+
+    def truncate(self, size: int) -> None:
+        try:
+            os.ftruncate(self._writer(), size)
+        except OSError as e:
+            raise StorageError(f"cannot truncate {self.path}: {e}") from e
+        self.size = size
+
+    def fsync(self) -> None:
+        try:
+            os.fsync(self._writer())
+        except OSError as e:
+            raise StorageError(f"fsync of {self.path} failed: {e}") from e
+
+    def mtime_ms(self) -> int:
+        try:
+            return int(os.stat(self.path).st_mtime * 1000)
+        except OSError as e:
+            raise StorageError(f"cannot stat {self.path}: {e}") from e
+
+    def close(self) -> None:
+        """Close the write descriptor and drop the reader (regions keep it alive)."""
+        self._reader = None
+        if self._wfd is not None:
+            fd, self._wfd = self._wfd, None
+            try:
+                os.close(fd)
+            except OSError as e:
+                raise StorageError(f"cannot close {self.path}: {e}") from e
+
+    def delete(self) -> None:
+        try:
+            self.close()
+        except StorageError:
+            pass
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            raise StorageError(f"cannot delete {self.path}: {e}") from e
+
+
+class Segment:
+    """A contiguous range of offsets [base_offset, next_offset) of one partition.
+
+    Composes a ``LogFile`` (``<20-digit base>.log``: v2 record batches back to back) and
+    its ``OffsetIndex`` (``.index``) / ``TimeIndex`` (``.timeindex``); layouts in the
+    module docstrings. Not thread-safe: the owning ``Log`` serializes
+    access, except that ``sync`` (the fsyncs) may run outside the log's lock.
+
+    Crash behaviour: a segment loaded as trusted (clean shutdown, or below the recovery
+    point) gets only an index sanity check and a header scan of its tail; everything
+    else goes through ``recover``, which validates the CRC of every batch, cuts the
+    file at the first invalid batch (or, when truncation is not allowed, raises
+    CorruptLogError naming the file and position) and rebuilds both indexes.
+    """
+
+    def __init__(self, directory: str, base_offset: int, *, index_interval_bytes: int) -> None:
+        stem = os.path.join(directory, segment_name(base_offset))
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.log_path = stem + LOG_SUFFIX
+        self.file = LogFile(self.log_path)
+        try:
+            self.offset_index = OffsetIndex(stem + INDEX_SUFFIX, base_offset)
+            self.time_index = TimeIndex(stem + TIMEINDEX_SUFFIX, base_offset)
+        except StorageError:
+            self.file.close()
+            raise
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = base_offset
+        # Wall-clock ms of the first append (segment.ms); the file's mtime after a restart.
+        self.created_ms: int | None = None
+        self.dirty = False  # bytes written since the last fsync
+        self.sealed = False
+        self.deleted = False
+        self._bytes_since_index = 0
+
+    # --- properties ----------------------------------------------------------------------
+
+    @property
+    def size(self) -> int:
+        return self.file.size
+
+    @property
+    def is_empty(self) -> bool:
+        return self.file.size == 0
+
+    @property
+    def index_path(self) -> str:
+        return self.offset_index.path
+
+    @property
+    def timeindex_path(self) -> str:
+        return self.time_index.path
+
+    def largest_timestamp(self) -> int:
+        """Max record timestamp, or the file's mtime when no batch carries one (retention)."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return self.file.mtime_ms()
+
+    def __repr__(self) -> str:
+        return f"Segment({self.log_path}, [{self.base_offset}, {self.next_offset}), {self.size} bytes)"
+
+    # --- writing -------------------------------------------------------------------------
+
+    def _track(self, base_offset: int, position: int, size: int, max_ts: int) -> None:
+        """Account for one batch written (or found by a scan) at ``position``."""
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+            self.offset_of_max_timestamp = base_offset
+        if self._bytes_since_index > self.index_interval_bytes:
+            self.offset_index.append(base_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_index = 0
+        self._bytes_since_index += size
+
+    def fits(self, offsets: int) -> bool:
+        """Whether ``offsets`` more offsets keep relative offsets within uint32."""
+        return self.next_offset + offsets - self.base_offset <= MAX_RELATIVE
+
+    def append(
+        self,
+        iov: Sequence[Buffer],
+        total: int,
+        batches: Sequence[tuple[int, int, int]],
+        next_offset: int,
+        now_ms: int,
+    ) -> int:
+        """Write already validated batches; ``batches`` lists (base offset, size, max
+        timestamp) in file order. Returns the position of the first."""
+        position = self.file.append(iov, total)
+        pos = position
+        for base, size, max_ts in batches:
+            self._track(base, pos, size, max_ts)
+            pos += size
+        self.next_offset = next_offset
+        self.dirty = True
+        if self.created_ms is None:
+            self.created_ms = now_ms
+        return position
+
+    # --- reading headers -----------------------------------------------------------------
+
+    def _corrupt(self, position: int, reason: str) -> CorruptLogError:
+        return CorruptLogError(self.log_path, position, reason)
+
+    def _header_at(self, pos: int, limit: int) -> tuple[int, ...]:
+        """The unpacked header of the batch at ``pos``; CorruptLogError if it cannot be one."""
+        raw = self.file.pread(pos, HEADER_SIZE)
+        if len(raw) < HEADER_SIZE:
+            raise self._corrupt(pos, f"truncated batch header: {len(raw)} of {HEADER_SIZE} bytes")
+        h = HEADER.unpack(raw)
+        problem = _header_problem(h, pos, limit)
+        if problem is not None:
+            raise self._corrupt(pos, problem)
+        return h
+
+    def find_batch(self, offset: int) -> BatchInfo | None:
+        """The first batch whose last offset is >= ``offset`` (the batch holding it), or
+        None if the segment ends before it. Index floor lookup, then a header scan.
+
+        An index entry that does not match the log (possible only if a damaged index
+        passed the load sanity check) gets the indexes rebuilt from the log headers."""
+        try:
+            return self._find_batch(offset)
+        except _IndexMismatch as e:
+            log.warning("rebuilding indexes of %s: %s", self.log_path, e)
+            self.rebuild_indexes()
+            return self._find_batch(offset)
+
+    def _find_batch(self, offset: int) -> BatchInfo | None:
+        entry_offset, pos = self.offset_index.lookup(offset)
+        limit = self.file.size
+        expect = entry_offset
+        first = True
+        while pos < limit:
+            h = self._header_at(pos, limit)
+            base = h[_H_BASE]
+            if base != expect:
+                if first and pos > 0:
+                    raise _IndexMismatch(f"index entry ({expect}, {pos}) points at a batch with base {base}")
+                raise self._corrupt(pos, f"batch base offset {base} where {expect} was expected")
+            first = False
+            expect = base + h[_H_DELTA] + 1
+            if expect > offset:
+                return _info(pos, h)
+            pos += h[_H_LENGTH] + LOG_OVERHEAD
+        return None
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild both indexes from the log headers (the data is trusted, not CRC-checked)."""
+        dirty, created = self.dirty, self.created_ms
+        problem = self._rebuild_from_headers()
+        self.dirty, self.created_ms = dirty, created
+        if problem is not None:
+            raise self._corrupt(*problem)
+
+    def find_position(self, offset: int) -> int | None:
+        """File position of the batch holding ``offset`` (None if the segment ends before it)."""
+        found = self.find_batch(offset)
+        return None if found is None else found.position
+
+    def iter_batches(self, start_position: int = 0) -> Iterator[BatchInfo]:
+        """Headers of every batch from ``start_position`` (a batch start) to the end."""
+        pos = start_position
+        limit = self.file.size
+        while pos < limit:
+            h = self._header_at(pos, limit)
+            yield _info(pos, h)
+            pos += h[_H_LENGTH] + LOG_OVERHEAD
+
+    def batches(self, start_position: int = 0) -> list[BatchInfo]:
+        return list(self.iter_batches(start_position))
+
+    def read_regions(self, start_offset: int, max_bytes: int, max_offset: int, min_one: bool) -> SegmentRead:
+        """Whole batches from the one holding ``start_offset``: only batches ending at or
+        below ``max_offset`` (exclusive bound) and at most ``max_bytes`` in total, except
+        that with ``min_one`` the first batch is returned whatever its size."""
+        empty = SegmentRead(None, -1, start_offset)
+        first = self.find_batch(start_offset)
+        if first is None or first.next_offset > max_offset:
+            return empty
+        start = first.position
+        if first.size > max_bytes:
+            if not min_one:
+                return empty
+            return SegmentRead(self._region(start, first.size), first.base_offset, first.next_offset)
+        limit = self.file.size
+        # Where the offset bound stops us.
+        if max_offset >= self.next_offset:
+            end_by_offset, next_at_end = limit, self.next_offset
+        else:
+            last = self.find_batch(max_offset - 1)
+            assert last is not None  # max_offset - 1 < next_offset
+            if last.next_offset <= max_offset:
+                end_by_offset, next_at_end = last.position + last.size, last.next_offset
+            else:
+                end_by_offset, next_at_end = last.position, last.base_offset
+        target = start + max_bytes
+        if target >= end_by_offset:
+            end, nxt = end_by_offset, next_at_end
+        else:
+            # The last batch boundary at or below target: jump there through the index.
+            _, pos = self.offset_index.lookup_position(target)
+            pos = max(pos, start)
+            while True:
+                h = self._header_at(pos, limit)
+                size = h[_H_LENGTH] + LOG_OVERHEAD
+                if pos + size > target:
+                    end, nxt = pos, h[_H_BASE]
+                    break
+                pos += size
+        return SegmentRead(self._region(start, end - start), first.base_offset, nxt)
+
+    def _region(self, position: int, length: int) -> FileRegion:
+        return FileRegion(self.file.reader, self.log_path, position, length)
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        data = self.file.pread(position, length)
+        if len(data) != length:
+            raise self._corrupt(position, f"short read: {len(data)} of {length} bytes")
+        return data
+
+    def offset_for_timestamp(self, timestamp: int) -> BatchInfo | None:
+        """The first batch whose maxTimestamp is >= ``timestamp``, or None (batch granularity:
+        ``Log.offset_for_timestamp`` decodes that batch to find the exact record)."""
+        if self.max_timestamp < timestamp:
+            return None
+        entry = self.time_index.lookup_before(timestamp)
+        if entry is None:
+            pos = 0
+        else:
+            found = self.find_batch(entry[1])
+            if found is None:
+                raise self._corrupt(0, f"time index names offset {entry[1]} past the segment end")
+            pos = found.position
+        limit = self.file.size
+        while pos < limit:
+            h = self._header_at(pos, limit)
+            if h[_H_MAX_TS] >= timestamp:
+                return _info(pos, h)
+            pos += h[_H_LENGTH] + LOG_OVERHEAD
+        return None
+
+    # --- loading and recovery ----------------------------------------------------------------
+
+    def load(self) -> tuple[int, str] | None:
+        """Load a trusted segment: sanity-check the indexes (rebuilding a failing one from
+        the log headers) and find the segment end by scanning headers after the last
+        index entry. Returns None, or (position, reason) if the data itself looks damaged
+        (the caller then runs ``recover`` or refuses the segment)."""
+        size = self.file.size
+        reason = self.offset_index.load(size)
+        if reason is None and size > 0 and not (self.offset_index.existed and self.time_index.existed):
+            reason = "index file missing"
+        if reason is not None:
+            log.warning("rebuilding offset index %s: %s", self.offset_index.path, reason)
+            return self._rebuild_from_headers()
+        entry_offset, entry_pos = self.offset_index.last_entry()
+        if entry_pos > 0:
+            # The tail scan below checks the batch at the last entry; check the first one too.
+            raw = self.file.pread(0, HEADER_SIZE)
+            if len(raw) < HEADER_SIZE:
+                return 0, "truncated batch header"
+            h = HEADER.unpack(raw)
+            problem = _header_problem(h, 0, size)
+            if problem is None and h[_H_BASE] != self.base_offset:
+                problem = f"first batch has base offset {h[_H_BASE]}, file name says {self.base_offset}"
+            if problem is not None:
+                return 0, problem
+        pos = entry_pos
+        next_offset = entry_offset
+        tail_max_ts, tail_max_off = NO_TIMESTAMP, self.base_offset
+        while pos < size:
+            raw = self.file.pread(pos, HEADER_SIZE)
+            if len(raw) < HEADER_SIZE:
+                return pos, "truncated batch header"
+            h = HEADER.unpack(raw)
+            problem = _header_problem(h, pos, size)
+            if problem is None and h[_H_BASE] != next_offset:
+                problem = f"batch base offset {h[_H_BASE]} where {next_offset} was expected"
+            if problem is not None:
+                if entry_pos > 0 and pos == entry_pos:
+                    log.warning("rebuilding indexes of %s: last entry is wrong (%s)", self.log_path, problem)
+                    return self._rebuild_from_headers()
+                return pos, problem
+            next_offset = h[_H_BASE] + h[_H_DELTA] + 1
+            if h[_H_MAX_TS] > tail_max_ts:
+                tail_max_ts, tail_max_off = h[_H_MAX_TS], h[_H_BASE]
+            pos += h[_H_LENGTH] + LOG_OVERHEAD
+        self.next_offset = next_offset
+        reason = self.time_index.load(next_offset)
+        if reason is None and len(self.time_index) == 0 and len(self.offset_index) > 0:
+            reason = "time index is empty although the offset index is not"
+        if reason is not None:
+            log.warning("rebuilding time index %s: %s", self.time_index.path, reason)
+            return self._rebuild_from_headers()
+        last = self.time_index.last_entry()
+        if last is not None:
+            self.max_timestamp, self.offset_of_max_timestamp = last
+        if tail_max_ts > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = tail_max_ts, tail_max_off
+        self._bytes_since_index = size - entry_pos
+        self._after_load()
+        return None
+
+    def _after_load(self) -> None:
+        if self.created_ms is None and not self.is_empty:
+            self.created_ms = self.file.mtime_ms()
+        self.dirty = False
+
+    def _reset_state(self) -> None:
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.next_offset = self.base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = self.base_offset
+        self._bytes_since_index = 0
+
+    def _rebuild_from_headers(self) -> tuple[int, str] | None:
+        """Rebuild both indexes from the batch headers (no CRC: the data is trusted)."""
+        self._reset_state()
+        size = self.file.size
+        pos = 0
+        next_offset = self.base_offset
+        while pos < size:
+            raw = self.file.pread(pos, HEADER_SIZE)
+            if len(raw) < HEADER_SIZE:
+                return pos, "truncated batch header"
+            h = HEADER.unpack(raw)
+            problem = _header_problem(h, pos, size)
+            if problem is None and h[_H_BASE] != next_offset:
+                problem = f"batch base offset {h[_H_BASE]} where {next_offset} was expected"
+            if problem is not None:
+                return pos, problem
+            size_b = h[_H_LENGTH] + LOG_OVERHEAD
+            self._track(h[_H_BASE], pos, size_b, h[_H_MAX_TS])
+            next_offset = h[_H_BASE] + h[_H_DELTA] + 1
+            pos += size_b
+        self.next_offset = next_offset
+        self._after_load()
+        return None
+
+    def _scan(self, *, build: bool) -> tuple[int, int, str | None]:
+        """Validate every batch (structure, offsets in sequence, CRC-32C) from the start.
+
+        Returns (valid bytes, next offset after them, why the batch after them is invalid
+        or None). With ``build`` the indexes and timestamps are rebuilt on the way.
+        """
+        size = self.file.size
+        pos = 0
+        next_offset = self.base_offset
+        buf = b""
+        buf_at = 0  # file position of buf[0]
+        while pos < size:
+            if pos + HEADER_SIZE > buf_at + len(buf):
+                buf = self.file.pread(pos, min(_SCAN_CHUNK, size - pos))
+                buf_at = pos
+            rel = pos - buf_at
+            if len(buf) - rel < HEADER_SIZE:
+                return pos, next_offset, f"truncated batch header: {size - pos} bytes left"
+            h = HEADER.unpack_from(buf, rel)
+            problem = _header_problem(h, pos, size)
+            if problem is None:
+                if pos == 0 and h[_H_BASE] != self.base_offset:
+                    problem = f"first batch has base offset {h[_H_BASE]}, file name says {self.base_offset}"
+                elif h[_H_BASE] != next_offset:
+                    problem = f"batch base offset {h[_H_BASE]} where {next_offset} was expected"
+            if problem is not None:
+                return pos, next_offset, problem
+            bsize = h[_H_LENGTH] + LOG_OVERHEAD
+            if rel + bsize > len(buf):
+                buf = self.file.pread(pos, max(bsize, min(_SCAN_CHUNK, size - pos)))
+                buf_at = pos
+                rel = 0
+                if len(buf) < bsize:
+                    return pos, next_offset, f"batch of {bsize} bytes truncated at {len(buf)} bytes"
+            crc = crc32c(memoryview(buf)[rel + CRC_START : rel + bsize])
+            if crc != h[_H_CRC]:
+                return pos, next_offset, f"CRC mismatch: stored {h[_H_CRC]:#010x}, computed {crc:#010x}"
+            if build:
+                self._track(h[_H_BASE], pos, bsize, h[_H_MAX_TS])
+            next_offset = h[_H_BASE] + h[_H_DELTA] + 1
+            pos += bsize
+        return pos, next_offset, None
+
+    def verify(self) -> int:
+        """Validate every batch (CRC included) without modifying anything; returns the
+        number of bytes verified. Raises CorruptLogError(path, position, reason)."""
+        end, _, problem = self._scan(build=False)
+        if problem is not None:
+            raise self._corrupt(end, problem)
+        return end
+
+    def recover(self, max_message_bytes: int = 0, *, allow_truncate: bool = True) -> int:
+        """Full validation; rebuild the indexes; cut the file at the first invalid batch.
+
+        Returns the number of bytes dropped. Without ``allow_truncate`` an invalid batch
+        raises CorruptLogError instead. ``max_message_bytes`` is deliberately not used as a
+        validity bound: max.message.bytes may have been lowered after older, larger
+        batches were written, and those are still valid data.
+        """
+        del max_message_bytes
+        self._reset_state()
+        end, next_offset, problem = self._scan(build=True)
+        dropped = self.file.size - end
+        if problem is not None:
+            if not allow_truncate:
+                raise self._corrupt(end, problem)
+            log.warning(
+                "truncating %s at position %d (%s): dropping %d bytes", self.log_path, end, problem, dropped
+            )
+            self.file.truncate(end)
+        self.next_offset = next_offset
+        self._after_load()
+        return dropped
+
+    # --- durability and lifecycle --------------------------------------------------------------
+
+    def write_index_pending(self) -> None:
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
+
+    def sync(self) -> None:
+        """fsync the log and both indexes (index entries must have been written first)."""
+        self.file.fsync()
+        self.offset_index.fsync()
+        self.time_index.fsync()
+
+    def flush(self) -> None:
+        self.dirty = False
+        self.write_index_pending()
+        self.sync()
+
+    def seal(self) -> None:
+        """No more appends: make everything durable."""
+        self.flush()
+        self.sealed = True
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop the batch holding ``offset`` and everything after; returns bytes dropped."""
+        found = self.find_batch(offset)
+        if found is None:
+            return 0
+        dropped = self.file.size - found.position
+        self.file.truncate(found.position)
+        self.offset_index.truncate_to(found.base_offset)
+        self.time_index.truncate_to(found.base_offset)
+        self.next_offset = found.base_offset
+        # Recompute the max timestamp from what is left.
+        last = self.time_index.last_entry()
+        self.max_timestamp, self.offset_of_max_timestamp = last if last else (NO_TIMESTAMP, self.base_offset)
+        _, entry_pos = self.offset_index.last_entry()
+        for b in self.batches(entry_pos):
+            if b.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.base_offset
+        self._bytes_since_index = self.file.size - entry_pos
+        if self.is_empty:
+            self.created_ms = None
+        self.dirty = True
+        return dropped
+
+    def close(self) -> None:
+        """Write pending index entries and close every file (no fsync)."""
+        try:
+            self.offset_index.close()
+            self.time_index.close()
+        finally:
+            self.offset_index.close_quietly()
+            self.time_index.close_quietly()
+            self.file.close()
+
+    def close_quietly(self) -> None:
+        self.offset_index.close_quietly()
+        self.time_index.close_quietly()
+        try:
+            self.file.close()
+        except StorageError:
+            pass
+
+    def delete(self) -> None:
+        """Remove the three files. Fetches holding a region of it can still read it."""
+        self.deleted = True
+        self.offset_index.delete()
+        self.time_index.delete()
+        self.file.delete()
