@@ -1,0 +1,177 @@
+"""The registry of Kafka APIs this broker speaks, with the exact version ranges it advertises.
+
+Every request/response codec of every listed version is compiled at import time. Adding an
+API: write ``api/protocol/messages/<name>.py`` and add one ``_api(...)`` line below.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from api.protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
+from api.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from api.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from api.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+from api.protocol.messages.fetch import FetchRequest, FetchResponse
+from api.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from api.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from api.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from api.protocol.messages.produce import ProduceRequest, ProduceResponse
+from api.protocol.schema import MessageSchema
+
+
+class ApiKey(enum.IntEnum):
+    """Kafka api keys (protocol guide, "Api Keys"); only those in ``APIS`` are served."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    DESCRIBE_CLUSTER = 60
+
+
+# (version, message) -> message; for the few wire quirks a table cannot express.
+Hook = Callable[[int, Any], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    api_key: int
+    name: str
+    request: MessageSchema
+    response: MessageSchema
+    after_decode_request: Hook | None = None  # normalise what came off the wire
+    before_encode_request: Hook | None = None  # and its inverse
+    response_header_always_v0: bool = False
+
+    @property
+    def min_version(self) -> int:
+        return self.request.min_version
+
+    @property
+    def max_version(self) -> int:
+        return self.request.max_version
+
+    @property
+    def flexible_from(self) -> int | None:
+        flex = self.request.flexible
+        return None if flex is None else flex.lo
+
+    def supports(self, version: int) -> bool:
+        return self.request.min_version <= version <= self.request.max_version
+
+    def is_flexible(self, version: int) -> bool:
+        """Also answers for versions we do not support (header parsing of rejected requests)."""
+        flex = self.request.flexible
+        return flex is not None and version >= flex.lo
+
+    def request_header_version(self, version: int) -> int:
+        return 2 if self.is_flexible(version) else 1
+
+    def response_header_version(self, version: int) -> int:
+        if self.response_header_always_v0:
+            return 0
+        return 1 if self.is_flexible(version) else 0
+
+
+def _api(
+    key: ApiKey,
+    request: type,
+    response: type,
+    versions: str,
+    flexible: str,
+    **extra: Any,
+) -> ApiSpec:
+    name = key.name.title().replace("_", "")
+    return ApiSpec(
+        api_key=int(key),
+        name=name,
+        request=MessageSchema(request, versions, flexible),
+        response=MessageSchema(response, versions, flexible),
+        **extra,
+    )
+
+
+def _metadata_after_decode(version: int, req: MetadataRequest) -> MetadataRequest:
+    # v0 has no null array: empty means "all topics". Callers see None for that in every version.
+    if version == 0 and req.topics is not None and len(req.topics) == 0:
+        return dataclasses.replace(req, topics=None)
+    return req
+
+
+def _metadata_before_encode(version: int, req: MetadataRequest) -> MetadataRequest:
+    if version == 0 and req.topics is None:
+        return dataclasses.replace(req, topics=())
+    return req
+
+
+APIS: Final[dict[int, ApiSpec]] = {
+    spec.api_key: spec
+    for spec in (
+        _api(ApiKey.PRODUCE, ProduceRequest, ProduceResponse, "3-9", "9+"),
+        _api(ApiKey.FETCH, FetchRequest, FetchResponse, "4-12", "12+"),
+        _api(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse, "1-7", "6+"),
+        _api(
+            ApiKey.METADATA,
+            MetadataRequest,
+            MetadataResponse,
+            "0-12",
+            "9+",
+            after_decode_request=_metadata_after_decode,
+            before_encode_request=_metadata_before_encode,
+        ),
+        _api(
+            ApiKey.API_VERSIONS,
+            ApiVersionsRequest,
+            ApiVersionsResponse,
+            "0-3",
+            "3+",
+            response_header_always_v0=True,
+        ),
+        _api(ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse, "2-7", "5+"),
+        _api(ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse, "1-6", "4+"),
+        _api(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse, "0-4", "2+"),
+        _api(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse, "0-4", "4+"),
+    )
+}
+
+# Class -> spec, so encode_response can check it was handed the right message type.
+RESPONSE_API: Final[dict[type, ApiSpec]] = {spec.response.cls: spec for spec in APIS.values()}
+REQUEST_API: Final[dict[type, ApiSpec]] = {spec.request.cls: spec for spec in APIS.values()}
+
+
+def supported_api_versions() -> tuple[ApiVersion, ...]:
+    """What ApiVersions advertises: every key in ``APIS`` with its range, by key."""
+    return tuple(
+        ApiVersion(api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
+        for s in sorted(APIS.values(), key=lambda s: s.api_key)
+    )
+
+
+def api_versions_response(*, error_code: int = 0, throttle_time_ms: int = 0) -> ApiVersionsResponse:
+    """The ApiVersions response body listing our supported ranges."""
+    return ApiVersionsResponse(
+        error_code=error_code, api_keys=supported_api_versions(), throttle_time_ms=throttle_time_ms
+    )

@@ -1,0 +1,105 @@
+"""Fetch (key 1), versions 4-12, flexible 12+.
+
+Response ``records`` accept bytes-likes, file regions (objects with an int ``length``) or a
+sequence of those; regions are passed through to the caller after their length prefix, so
+the server can send them with sendfile. Decoded records are ``memoryview`` slices.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Annotated
+
+from api.protocol.schema import ARRAY, INT8, INT16, INT32, INT64, RECORDS, STRING, STRUCT, RecordsData, W
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchPartition:
+    partition: Annotated[int, W(INT32)]
+    current_leader_epoch: Annotated[int, W(INT32, "9+")] = -1
+    fetch_offset: Annotated[int, W(INT64)]
+    last_fetched_epoch: Annotated[int, W(INT32, "12+")] = -1
+    log_start_offset: Annotated[int, W(INT64, "5+")] = -1
+    partition_max_bytes: Annotated[int, W(INT32)]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchTopic:
+    topic: Annotated[str, W(STRING, "0-12")]
+    partitions: Annotated[Sequence[FetchPartition], W(ARRAY(FetchPartition))] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ForgottenTopic:
+    topic: Annotated[str, W(STRING, "7-12")]
+    partitions: Annotated[Sequence[int], W(ARRAY(INT32), "7+")] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchRequest:
+    cluster_id: Annotated[str | None, W(STRING, "12+", nullable="12+", tag=0)] = None
+    replica_id: Annotated[int, W(INT32, "0-14")] = -1
+    max_wait_ms: Annotated[int, W(INT32)]
+    min_bytes: Annotated[int, W(INT32)]
+    max_bytes: Annotated[int, W(INT32, "3+")] = 0x7FFFFFFF
+    isolation_level: Annotated[int, W(INT8, "4+")] = 0
+    session_id: Annotated[int, W(INT32, "7+")] = 0
+    session_epoch: Annotated[int, W(INT32, "7+")] = -1
+    topics: Annotated[Sequence[FetchTopic], W(ARRAY(FetchTopic))] = ()
+    forgotten_topics_data: Annotated[Sequence[ForgottenTopic], W(ARRAY(ForgottenTopic), "7+")] = ()
+    rack_id: Annotated[str, W(STRING, "11+")] = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpochEndOffset:
+    epoch: Annotated[int, W(INT32, "12+")] = -1
+    end_offset: Annotated[int, W(INT64, "12+")] = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LeaderIdAndEpoch:
+    leader_id: Annotated[int, W(INT32, "12+")] = -1
+    leader_epoch: Annotated[int, W(INT32, "12+")] = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SnapshotId:
+    end_offset: Annotated[int, W(INT64)] = -1
+    epoch: Annotated[int, W(INT32)] = -1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AbortedTransaction:
+    producer_id: Annotated[int, W(INT64, "4+")]
+    first_offset: Annotated[int, W(INT64, "4+")]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchPartitionData:
+    partition_index: Annotated[int, W(INT32)]
+    error_code: Annotated[int, W(INT16)] = 0
+    high_watermark: Annotated[int, W(INT64)] = -1
+    last_stable_offset: Annotated[int, W(INT64, "4+")] = -1
+    log_start_offset: Annotated[int, W(INT64, "5+")] = -1
+    # Tagged; None = absent. Not written when None or all-defaults, as in Kafka.
+    diverging_epoch: Annotated[EpochEndOffset | None, W(STRUCT(EpochEndOffset), "12+", tag=0)] = None
+    current_leader: Annotated[LeaderIdAndEpoch | None, W(STRUCT(LeaderIdAndEpoch), "12+", tag=1)] = None
+    snapshot_id: Annotated[SnapshotId | None, W(STRUCT(SnapshotId), "12+", tag=2)] = None
+    aborted_transactions: Annotated[
+        Sequence[AbortedTransaction] | None, W(ARRAY(AbortedTransaction), "4+", nullable="4+")
+    ] = None
+    preferred_read_replica: Annotated[int, W(INT32, "11+")] = -1
+    records: Annotated[RecordsData | None, W(RECORDS, nullable="0+")] = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchableTopicResponse:
+    topic: Annotated[str, W(STRING, "0-12")]
+    partitions: Annotated[Sequence[FetchPartitionData], W(ARRAY(FetchPartitionData))] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FetchResponse:
+    throttle_time_ms: Annotated[int, W(INT32, "1+")] = 0
+    error_code: Annotated[int, W(INT16, "7+")] = 0
+    session_id: Annotated[int, W(INT32, "7+")] = 0
+    responses: Annotated[Sequence[FetchableTopicResponse], W(ARRAY(FetchableTopicResponse))] = ()
