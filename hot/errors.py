@@ -203,3 +203,11 @@ def kafka_code(exc: BaseException) -> int:
 
 def http_status(exc: BaseException) -> int:
     return classify(exc)[1]
+
+
+def error_for_code(code: int, message: str | None = None) -> StrataError:
+    """The error a client raises for a Kafka error code received from a broker."""
+    for cls, (kcode, _) in ERROR_TABLE.items():
+        if kcode == code and cls is not StrataError:
+            return cls(message or f"{cls.__name__} (Kafka error code {code})")
+    return StrataError(message or f"broker returned Kafka error code {code}")

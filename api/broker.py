@@ -1,0 +1,328 @@
+"""The broker's request logic, shared by the Kafka protocol server and the REST API.
+
+Both doors call the same coroutines here, so produce/fetch semantics (durability,
+long polling, error mapping) cannot drift between them. Nothing in this module
+knows about wire formats: it takes and returns plain values and hot.errors types.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from api.config import BrokerConfig
+from api.metrics import BrokerMetrics
+from hot.errors import (
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    RequestTimedOutError,
+    StrataError,
+    UnknownTopicOrPartitionError,
+    kafka_code,
+)
+from hot.log import AppendInfo, Log
+from hot.manager import LogManager
+from hot.region import FileRegion
+from hot.topics import TopicInfo
+
+log = logging.getLogger("strata.broker")
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    error: StrataError | None = None
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    record_count: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PendingAppend:
+    topic: str
+    log: Log | None
+    info: AppendInfo | None
+    error: StrataError | None
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequestPartition:
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    topic: str
+    partition: int
+    error: StrataError | None
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    regions: tuple[FileRegion, ...] = ()
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str
+    is_default: bool
+
+
+class Broker:
+    """One node's request logic over a LogManager."""
+
+    def __init__(
+        self, config: BrokerConfig, manager: LogManager, metrics: BrokerMetrics | None = None
+    ) -> None:
+        self.config = config
+        self.manager = manager
+        self.metrics = metrics or BrokerMetrics()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._waiters: dict[int, set[asyncio.Future[None]]] = {}
+        self._listening: weakref.WeakSet[Log] = weakref.WeakSet()
+
+    @property
+    def node_id(self) -> int:
+        return self.config.broker_id
+
+    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+
+    # -- topics -------------------------------------------------------------------------
+
+    def topics(self) -> list[TopicInfo]:
+        return self.manager.topics()
+
+    def topic(self, name: str, *, auto_create: bool = False) -> TopicInfo:
+        try:
+            return self.manager.topic(name)
+        except UnknownTopicOrPartitionError:
+            if not (auto_create and self.config.auto_create_topics):
+                raise
+        try:
+            return self.manager.create_topic(name, self.config.num_partitions, {})
+        except StrataError:
+            # lost a race with a concurrent creator: fine, it exists now
+            return self.manager.topic(name)
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int = 1,
+        configs: dict[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        if partitions == -1:
+            partitions = self.config.num_partitions
+        if replication_factor not in (-1, 1):
+            raise InvalidReplicationFactorError(
+                f"replication factor {replication_factor} exceeds the 1 available broker"
+            )
+        if validate_only:
+            self.manager.registry.validate_create(name, partitions, configs or {})
+            return TopicInfo(name, partitions, dict(configs or {}))
+        return self.manager.create_topic(name, partitions, configs or {})
+
+    def delete_topic(self, name: str) -> None:
+        self.manager.delete_topic(name)
+        for key in [k for k in self._waiters]:
+            self._wake_key(key)
+
+    def topic_configs(self, name: str) -> list[ConfigEntry]:
+        info = self.manager.topic(name)
+        effective = self.manager.log_config(name).to_kafka()
+        return [ConfigEntry(k, v, k not in info.configs) for k, v in sorted(effective.items())]
+
+    # -- produce ------------------------------------------------------------------------
+
+    def _log(self, topic: str, partition: int) -> Log:
+        lg = self.manager.get_log(topic, partition)
+        if lg not in self._listening:
+            lg.add_hw_listener(self._on_hw_advance)
+            self._listening.add(lg)
+        return lg
+
+    def append(self, topic: str, partition: int, data: bytes | bytearray | memoryview) -> PendingAppend:
+        """Phase one of a produce: validate and append to the page cache, synchronously.
+
+        Callers serving several partitions (a Kafka produce request) append all of them
+        before awaiting any, so requests pipelined on one connection keep their order and
+        one group commit covers them all.
+        """
+        try:
+            lg = self._log(topic, partition)
+            info = lg.append(data)
+        except StrataError as exc:
+            self.metrics.errors.labels("produce", str(kafka_code(exc))).inc()
+            return PendingAppend(topic, None, None, exc)
+        self.metrics.produced_messages.labels(topic).inc(info.record_count)
+        self.metrics.produced_bytes.labels(topic).inc(len(data))
+        return PendingAppend(topic, lg, info, None)
+
+    async def complete(self, pending: PendingAppend, *, acks: int, timeout_ms: int) -> ProduceResult:
+        """Phase two: wait until the append is durable per the log's policy (not for acks=0)."""
+        if pending.error is not None or pending.log is None or pending.info is None:
+            return ProduceResult(pending.error)
+        lg, info = pending.log, pending.info
+        if acks != 0:
+            try:
+                fut = asyncio.wrap_future(lg.high_watermark_future(info.last_offset + 1))
+                await asyncio.wait_for(fut, timeout=max(timeout_ms, 1) / 1000)
+            except TimeoutError:
+                error = RequestTimedOutError(f"not durable within {timeout_ms} ms")
+                return ProduceResult(error, record_count=info.record_count)
+            except StrataError as exc:
+                return ProduceResult(exc)
+        return ProduceResult(
+            None,
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time_ms,
+            log_start_offset=lg.log_start_offset,
+            record_count=info.record_count,
+        )
+
+    async def produce(
+        self, topic: str, partition: int, data: bytes | bytearray | memoryview, *, acks: int, timeout_ms: int
+    ) -> ProduceResult:
+        if acks not in (-1, 0, 1):
+            return ProduceResult(InvalidRequestError(f"acks must be -1, 0 or 1, got {acks}"))
+        return await self.complete(self.append(topic, partition, data), acks=acks, timeout_ms=timeout_ms)
+
+    # -- fetch --------------------------------------------------------------------------
+
+    def _on_hw_advance(self, lg: Log) -> None:
+        # Called from whichever thread advanced the high watermark (the fsync thread in
+        # group-commit mode); hop onto the event loop before touching futures.
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        try:
+            loop.call_soon_threadsafe(self._wake_key, id(lg))
+        except RuntimeError:
+            pass  # loop shutting down
+
+    def _wake_key(self, key: int) -> None:
+        waiters = self._waiters.pop(key, None)
+        for fut in waiters or ():
+            if not fut.done():
+                fut.set_result(None)
+
+    def _read_all(self, parts: Sequence[FetchRequestPartition], max_bytes: int) -> list[FetchedPartition]:
+        out: list[FetchedPartition] = []
+        budget = max_bytes
+        first_with_data = True
+        for p in parts:
+            try:
+                lg = self._log(p.topic, p.partition)
+                limit = max(0, min(p.max_bytes, budget))
+                result = lg.read(p.offset, limit, min_one=first_with_data)
+                hw = lg.high_watermark
+                fp = FetchedPartition(
+                    p.topic,
+                    p.partition,
+                    None,
+                    high_watermark=hw,
+                    last_stable_offset=hw,
+                    log_start_offset=lg.log_start_offset,
+                    regions=result.regions,
+                    size=result.size,
+                )
+            except StrataError as exc:
+                fp = FetchedPartition(p.topic, p.partition, exc)
+            if fp.size:
+                first_with_data = False
+                budget -= fp.size
+            out.append(fp)
+        return out
+
+    async def fetch(
+        self,
+        parts: Sequence[FetchRequestPartition],
+        *,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+    ) -> list[FetchedPartition]:
+        """Read every partition; long-poll until ``min_bytes`` are available or ``max_wait_ms`` passes.
+
+        Waiters are registered before each read, so an append landing between the read
+        and the wait still wakes us.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, max_wait_ms) / 1000
+        while True:
+            fut: asyncio.Future[None] = loop.create_future()
+            keys = []
+            for p in parts:
+                try:
+                    key = id(self._log(p.topic, p.partition))
+                except StrataError:
+                    continue
+                self._waiters.setdefault(key, set()).add(fut)
+                keys.append(key)
+            try:
+                results = self._read_all(parts, max_bytes)
+                total = sum(r.size for r in results)
+                remaining = deadline - loop.time()
+                if (
+                    total >= max(min_bytes, 1)
+                    or remaining <= 0
+                    or any(r.error is not None for r in results)
+                    or not keys
+                ):
+                    for r in results:
+                        if r.size:
+                            self.metrics.fetched_bytes.labels(r.topic).inc(r.size)
+                    return results
+                try:
+                    await asyncio.wait_for(fut, timeout=remaining)
+                except TimeoutError:
+                    pass
+            finally:
+                for key in keys:
+                    waiters = self._waiters.get(key)
+                    if waiters is not None:
+                        waiters.discard(fut)
+                        if not waiters:
+                            self._waiters.pop(key, None)
+
+    # -- offsets ------------------------------------------------------------------------
+
+    def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+        """(offset, timestamp) for ListOffsets; (-1, -1) when no record is at or after ``timestamp``."""
+        lg = self._log(topic, partition)
+        if timestamp == EARLIEST_TIMESTAMP:
+            return lg.log_start_offset, -1
+        if timestamp == LATEST_TIMESTAMP:
+            return lg.high_watermark, -1
+        if timestamp == MAX_TIMESTAMP:
+            # the earliest record carrying the largest timestamp (ListOffsets v7, KIP-734)
+            max_ts = max((s.max_timestamp for s in lg.segments()), default=-1)
+            if max_ts < 0:
+                return -1, -1
+            found = lg.offset_for_timestamp(max_ts)
+            return found if found is not None else (-1, -1)
+        if timestamp < 0:
+            raise InvalidRequestError(f"invalid ListOffsets timestamp {timestamp}")
+        found = lg.offset_for_timestamp(timestamp)
+        if found is None or found[0] >= lg.high_watermark:
+            return -1, -1
+        return found
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000

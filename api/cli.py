@@ -1,0 +1,182 @@
+"""The ``strata`` command line.
+
+Errors are one clear line on stderr and a non-zero exit; ``--output json`` gives
+machine-readable output where a command prints data.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from hot.errors import StrataError
+
+
+def _fail(message: str) -> None:
+    click.echo(f"strata: error: {message}", err=True)
+    sys.exit(1)
+
+
+@click.group()
+def main() -> None:
+    """Strata: a Kafka-compatible log service with tiered storage."""
+
+
+@main.command()
+@click.option("--config", "config_file", type=click.Path(dir_okay=False), help="TOML config file.")
+@click.option("--data-dir", type=click.Path(file_okay=False), help="Data directory [./strata-data].")
+@click.option("--kafka-listen", metavar="HOST:PORT", help="Kafka listener [127.0.0.1:9092].")
+@click.option("--http-listen", metavar="HOST:PORT", help="HTTP listener [127.0.0.1:8080].")
+@click.option("--advertised-listener", metavar="HOST:PORT", help="Address given to Kafka clients.")
+@click.option("--object-store", metavar="URL", help="Object store URL [file://<data-dir>/objects].")
+@click.option(
+    "--auto-create-topics/--no-auto-create-topics", default=None, help="Create unknown topics on use [off]."
+)
+def serve(
+    config_file: str | None,
+    data_dir: str | None,
+    kafka_listen: str | None,
+    http_listen: str | None,
+    advertised_listener: str | None,
+    object_store: str | None,
+    auto_create_topics: bool | None,
+) -> None:
+    """Start a broker on this machine."""
+    from api.config import load_config
+    from api.server import run
+
+    try:
+        config = load_config(
+            config_file=config_file,
+            overrides={
+                "data_dir": data_dir,
+                "kafka_listen": kafka_listen,
+                "http_listen": http_listen,
+                "advertised_listener": advertised_listener,
+                "object_store": object_store,
+                "auto_create_topics": auto_create_topics,
+            },
+        )
+        sys.exit(run(config))
+    except StrataError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"{exc.strerror or exc} ({exc.filename or 'listener'})")
+
+
+def _emit(output: str, data: Any, human: str) -> None:
+    if output == "json":
+        click.echo(json.dumps(data, indent=2, sort_keys=True))
+    else:
+        click.echo(human)
+
+
+_bootstrap = click.option(
+    "--bootstrap", "-b", default="127.0.0.1:9092", show_default=True, metavar="HOST:PORT", help="Broker."
+)
+_output = click.option(
+    "--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+
+
+@main.group()
+def topic() -> None:
+    """Create, list, describe and delete topics on a running broker."""
+
+
+def _client(bootstrap: str) -> Any:
+    from api.client import KafkaClient
+    from api.config import HostPort
+
+    try:
+        return KafkaClient.connect(HostPort.parse(bootstrap, setting="--bootstrap"))
+    except StrataError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot connect to {bootstrap}: {exc.strerror or exc}")
+
+
+@topic.command("create")
+@click.argument("name")
+@click.option("--partitions", "-p", type=int, default=1, show_default=True)
+@click.option("--replication-factor", "-r", type=int, default=1, show_default=True)
+@click.option(
+    "--config", "-c", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config (repeatable)."
+)
+@_bootstrap
+@_output
+def topic_create(
+    name: str, partitions: int, replication_factor: int, configs: tuple[str, ...], bootstrap: str, output: str
+) -> None:
+    """Create a topic."""
+    parsed: dict[str, str] = {}
+    for item in configs:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            _fail(f"--config expects KEY=VALUE, got {item!r}")
+        parsed[key] = value
+    with _client(bootstrap) as client:
+        try:
+            client.create_topic(name, partitions, replication_factor, parsed)
+        except StrataError as exc:
+            _fail(str(exc))
+    _emit(
+        output, {"topic": name, "partitions": partitions}, f"created topic {name} ({partitions} partitions)"
+    )
+
+
+@topic.command("list")
+@_bootstrap
+@_output
+def topic_list(bootstrap: str, output: str) -> None:
+    """List topics."""
+    with _client(bootstrap) as client:
+        try:
+            topics = client.list_topics()
+        except StrataError as exc:
+            _fail(str(exc))
+    names = sorted(t["name"] for t in topics)
+    _emit(output, names, "\n".join(names))
+
+
+@topic.command("describe")
+@click.argument("name")
+@_bootstrap
+@_output
+def topic_describe(name: str, bootstrap: str, output: str) -> None:
+    """Show partitions, offsets and configuration of a topic."""
+    with _client(bootstrap) as client:
+        try:
+            info = client.describe_topic(name)
+        except StrataError as exc:
+            _fail(str(exc))
+    lines = [f"topic {info['name']}  id {info['topic_id']}  partitions {len(info['partitions'])}"]
+    for p in info["partitions"]:
+        lines.append(
+            f"  partition {p['partition']}: leader {p['leader']}  log start {p['log_start_offset']}"
+            f"  high watermark {p['high_watermark']}"
+        )
+    for key, value in sorted(info["configs"].items()):
+        lines.append(f"  {key}={value}")
+    _emit(output, info, "\n".join(lines))
+
+
+@topic.command("delete")
+@click.argument("name")
+@_bootstrap
+@_output
+def topic_delete(name: str, bootstrap: str, output: str) -> None:
+    """Delete a topic and all its data."""
+    with _client(bootstrap) as client:
+        try:
+            client.delete_topic(name)
+        except StrataError as exc:
+            _fail(str(exc))
+    _emit(output, {"deleted": name}, f"deleted topic {name}")
+
+
+if __name__ == "__main__":
+    main()

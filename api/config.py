@@ -1,0 +1,190 @@
+"""Broker configuration: one typed place for every setting and its default.
+
+Precedence, lowest to highest: built-in defaults < TOML file (``--config`` or
+``STRATA_CONFIG``) < ``STRATA_*`` environment variables < command-line flags.
+
+TOML layout::
+
+    data_dir = "./strata-data"
+    kafka_listen = "127.0.0.1:9092"
+    http_listen = "127.0.0.1:8080"
+    advertised_listener = "broker1.example:9092"   # optional
+    object_store = "s3://bucket/prefix"             # default file://<data_dir>/objects
+    auto_create_topics = false
+    num_partitions = 1                               # for auto-created topics
+    max_request_bytes = 104857600
+    [log]                                            # topic defaults, Kafka names
+    "segment.bytes" = 1073741824
+    "strata.flush.mode" = "fsync"
+
+Environment: ``STRATA_DATA_DIR``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN``,
+``STRATA_ADVERTISED_LISTENER``, ``STRATA_OBJECT_STORE``, ``STRATA_AUTO_CREATE_TOPICS``,
+``STRATA_NUM_PARTITIONS``, ``STRATA_MAX_REQUEST_BYTES``, and topic defaults as
+``STRATA_LOG_<NAME>`` with the Kafka name upper-cased and dots as underscores
+(``STRATA_LOG_SEGMENT_BYTES``, ``STRATA_LOG_STRATA_FLUSH_MODE``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hot.config import KAFKA_NAMES, LogConfig
+from hot.errors import InvalidConfigError
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str, *, setting: str = "address") -> HostPort:
+        host, sep, port_s = text.strip().rpartition(":")
+        if not sep or not host:
+            raise InvalidConfigError(f"{setting}: expected HOST:PORT, got {text!r}")
+        host = host.strip("[]")
+        try:
+            port = int(port_s)
+        except ValueError:
+            raise InvalidConfigError(f"{setting}: port {port_s!r} is not a number") from None
+        if not 0 <= port <= 65535:
+            raise InvalidConfigError(f"{setting}: port {port} out of range 0-65535")
+        return cls(host, port)
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    data_dir: Path = Path("./strata-data")
+    kafka_listen: HostPort = HostPort("127.0.0.1", 9092)
+    http_listen: HostPort = HostPort("127.0.0.1", 8080)
+    advertised_listener: HostPort | None = None
+    object_store: str | None = None
+    auto_create_topics: bool = False
+    num_partitions: int = 1
+    max_request_bytes: int = 104857600
+    broker_id: int = 0
+    cluster_id: str = "strata-local"
+    log: LogConfig = field(default_factory=LogConfig)
+
+    @property
+    def object_store_url(self) -> str:
+        if self.object_store:
+            return self.object_store
+        return f"file://{(self.data_dir / 'objects').resolve()}"
+
+    @property
+    def advertised(self) -> HostPort:
+        """What clients are told to connect to (Metadata responses)."""
+        return self.advertised_listener or self.kafka_listen
+
+
+_SCALARS: dict[str, str] = {
+    "data_dir": "path",
+    "kafka_listen": "hostport",
+    "http_listen": "hostport",
+    "advertised_listener": "hostport",
+    "object_store": "str",
+    "auto_create_topics": "bool",
+    "num_partitions": "int",
+    "max_request_bytes": "int",
+    "broker_id": "int",
+    "cluster_id": "str",
+}
+
+
+def _convert(name: str, value: Any) -> Any:
+    kind = _SCALARS[name]
+    if kind == "path":
+        return Path(str(value))
+    if kind == "hostport":
+        return HostPort.parse(str(value), setting=name)
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise InvalidConfigError(f"{name}: expected a boolean, got {value!r}")
+    if kind == "int":
+        if isinstance(value, bool):
+            raise InvalidConfigError(f"{name}: expected an integer, got {value!r}")
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise InvalidConfigError(f"{name}: expected an integer, got {value!r}") from None
+        if name in ("num_partitions", "max_request_bytes") and number < 1:
+            raise InvalidConfigError(f"{name}: must be at least 1, got {number}")
+        if name == "broker_id" and number < 0:
+            raise InvalidConfigError(f"broker_id: must be non-negative, got {number}")
+        return number
+    return str(value)
+
+
+def load_config(
+    *,
+    config_file: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> BrokerConfig:
+    """Build the effective config. ``overrides`` are command-line flags (None values are ignored)."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    log_values: dict[str, str] = {}
+
+    path = config_file or env.get("STRATA_CONFIG")
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                doc = tomllib.load(fh)
+        except OSError as exc:
+            raise InvalidConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidConfigError(f"config file {path} is not valid TOML: {exc}") from None
+        for key, value in doc.items():
+            if key == "log":
+                if not isinstance(value, dict):
+                    raise InvalidConfigError(f"{path}: [log] must be a table")
+                log_values.update({str(k): _scalar_text(v) for k, v in value.items()})
+            elif key in _SCALARS:
+                values[key] = _convert(key, value)
+            else:
+                raise InvalidConfigError(f"{path}: unknown setting {key!r}")
+
+    for key in _SCALARS:
+        env_value = env.get(f"STRATA_{key.upper()}")
+        if env_value is not None and env_value != "":
+            values[key] = _convert(key, env_value)
+    env_log_names = {"STRATA_LOG_" + n.upper().replace(".", "_"): n for n in KAFKA_NAMES}
+    for env_key, kafka_name in env_log_names.items():
+        if env_key in env:
+            log_values[kafka_name] = env[env_key]
+
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key == "log":
+            log_values.update(value)
+        elif key in _SCALARS:
+            values[key] = _convert(key, value)
+        else:
+            raise InvalidConfigError(f"unknown setting {key!r}")
+
+    values["log"] = LogConfig.from_kafka(log_values) if log_values else LogConfig()
+    return dataclasses.replace(BrokerConfig(), **values)
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

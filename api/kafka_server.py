@@ -1,0 +1,640 @@
+"""The Kafka protocol listener: asyncio TCP, one reader and one writer task per connection.
+
+Ordering and pipelining: a connection's requests are started as tasks in arrival order
+and answered strictly in that order by the writer. A produce handler appends every
+partition synchronously before its first ``await``, so a producer's pipelined batches
+land in the log in the order they were sent while a single group commit can cover all
+of them. The number of requests in flight per connection is bounded; reading pauses
+when the bound is hit (backpressure instead of unbounded memory).
+
+Zero copy: a Fetch response is encoded into parts, bytes for headers and
+``FileRegion`` objects for record data, and each region goes to the socket with
+``loop.sendfile`` (``os.sendfile`` underneath), never through Python buffers.
+
+Malformed input (bad frame sizes, unknown API keys, undecodable bodies, unsupported
+versions other than the ApiVersions fallback) closes that connection only, with one
+log line saying why; nothing is answered for the bad request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from api.broker import Broker, FetchRequestPartition, PendingAppend
+from api.protocol import (
+    APIS,
+    ApiKey,
+    FrameDecoder,
+    ProtocolError,
+    RequestHeader,
+    UnknownApiKeyError,
+    UnsupportedVersionError,
+    api_versions_fallback_response,
+    api_versions_response,
+    decode_request,
+    encode_frame,
+    encode_response,
+)
+from api.protocol.messages.create_topics import (
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from api.protocol.messages.delete_topics import (
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from api.protocol.messages.describe_configs import (
+    DescribeConfigsRequest,
+    DescribeConfigsResourceResult,
+    DescribeConfigsResponse,
+    DescribeConfigsResult,
+)
+from api.protocol.messages.fetch import (
+    FetchableTopicResponse,
+    FetchPartitionData,
+    FetchRequest,
+    FetchResponse,
+)
+from api.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from api.protocol.messages.list_offsets import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from api.protocol.messages.metadata import (
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from api.protocol.messages.produce import (
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceTopicResponse,
+)
+from hot import errors as E
+from hot.errors import InvalidRequestError, StrataError, UnknownTopicOrPartitionError, kafka_code
+from hot.region import FileRegion
+from hot.topics import TopicInfo
+
+log = logging.getLogger("strata.kafka")
+
+MAX_IN_FLIGHT = 64
+READ_CHUNK = 1 << 18
+ZERO_UUID = uuid.UUID(int=0)
+
+# DescribeConfigs resource types and config sources (Kafka's ConfigResource / ConfigSource).
+RESOURCE_TOPIC = 2
+RESOURCE_BROKER = 4
+SOURCE_TOPIC_CONFIG = 1
+SOURCE_STATIC_BROKER_CONFIG = 4
+SOURCE_DEFAULT_CONFIG = 5
+
+Handler = Callable[["Connection", RequestHeader, Any], Awaitable[Any]]
+
+
+class KafkaServer:
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._server: asyncio.Server | None = None
+        self._connections: set[Connection] = set()
+
+    async def start(self, sock: socket.socket) -> None:
+        self._server = await asyncio.start_server(self._accept, sock=sock, limit=READ_CHUNK)
+
+    async def close(self, grace: float = 5.0) -> None:
+        if self._server is not None:
+            self._server.close()
+        conns = list(self._connections)
+        for c in conns:
+            c.stop_reading()
+        if conns:
+            await asyncio.wait([asyncio.create_task(c.drained()) for c in conns], timeout=grace)
+        for c in list(self._connections):
+            c.abort()
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), timeout=grace)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = Connection(self, reader, writer)
+        self._connections.add(conn)
+        self.broker.metrics.connections.inc()
+        try:
+            await conn.run()
+        finally:
+            self._connections.discard(conn)
+            self.broker.metrics.connections.dec()
+
+
+class Connection:
+    def __init__(
+        self, server: KafkaServer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.server = server
+        self.broker = server.broker
+        self.reader = reader
+        self.writer = writer
+        self.peer = writer.get_extra_info("peername")
+        sock = writer.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.decoder = FrameDecoder(self.broker.config.max_request_bytes)
+        # (header or None, task producing the response parts or None for "no response")
+        self.pending: asyncio.Queue[tuple[RequestHeader, asyncio.Task[Any]] | None] = asyncio.Queue(
+            MAX_IN_FLIGHT
+        )
+        self._reading = True
+        self._read_task: asyncio.Task[None] | None = None
+        self._write_task: asyncio.Task[None] | None = None
+        self._closed = asyncio.Event()
+
+    async def run(self) -> None:
+        self._write_task = asyncio.create_task(self._write_loop())
+        self._read_task = asyncio.current_task()  # type: ignore[assignment]
+        try:
+            await self._read_loop()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except ProtocolError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+        except asyncio.CancelledError:
+            pass
+        finally:
+            # answer the requests already accepted (bounded), then close
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(self.pending.put(None), timeout=30)
+                await asyncio.wait_for(self._write_task, timeout=30)
+            self.abort()
+
+    def stop_reading(self) -> None:
+        self._reading = False
+        if self._read_task is not None and not self._read_task.done():
+            self._read_task.cancel()
+
+    async def drained(self) -> None:
+        await self._closed.wait()
+
+    def abort(self) -> None:
+        if self._write_task is not None and not self._write_task.done():
+            self._write_task.cancel()
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        self._closed.set()
+
+    async def _read_loop(self) -> None:
+        while self._reading:
+            data = await self.reader.read(READ_CHUNK)
+            if not data:
+                if not self.decoder.at_boundary:
+                    log.info(
+                        "client %s disconnected mid-request (%d bytes buffered)",
+                        self.peer,
+                        self.decoder.buffered,
+                    )
+                return
+            self.decoder.feed(data)
+            while (frame := self.decoder.next_frame()) is not None:
+                await self._dispatch(frame)
+
+    async def _dispatch(self, frame: bytes) -> None:
+        started = time.perf_counter()
+        try:
+            header, request = decode_request(frame)
+        except UnsupportedVersionError as exc:
+            if exc.header.api_key == ApiKey.API_VERSIONS:
+                parts = api_versions_fallback_response(exc.header)
+                await self._enqueue(exc.header, _done(parts))
+                return
+            raise
+        except UnknownApiKeyError:
+            raise
+        handler = HANDLERS[header.api_key]
+        task = asyncio.create_task(self._run_handler(handler, header, request, started))
+        await self._enqueue(header, task)
+
+    async def _enqueue(self, header: RequestHeader, task: asyncio.Task[Any]) -> None:
+        await self.pending.put((header, task))
+
+    async def _run_handler(
+        self, handler: Handler, header: RequestHeader, request: Any, started: float
+    ) -> Any:
+        response = await handler(self, header, request)
+        api = APIS[header.api_key].name
+        self.broker.metrics.request_latency.labels(api).observe(time.perf_counter() - started)
+        if response is None:
+            return None
+        return encode_response(header, response)
+
+    async def _write_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        transport = self.writer.transport
+        while True:
+            item = await self.pending.get()
+            if item is None:
+                return
+            header, task = item
+            try:
+                parts = await task
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception(
+                    "closing connection from %s: handler for api %s v%d failed",
+                    self.peer,
+                    header.api_key,
+                    header.api_version,
+                )
+                self.stop_reading()
+                return
+            if parts is None:  # acks=0 produce: no response at all
+                continue
+            try:
+                for part in encode_frame(parts):
+                    if isinstance(part, (bytes, bytearray, memoryview)):
+                        self.writer.write(part)
+                    else:
+                        region: FileRegion = part  # type: ignore[assignment]
+                        await self.writer.drain()
+                        await loop.sendfile(transport, region.file, region.position, region.length)
+                await self.writer.drain()
+            except (ConnectionError, OSError, RuntimeError) as exc:
+                log.info("client %s went away while being answered: %s", self.peer, exc)
+                self.stop_reading()
+                return
+
+
+def _done(value: Any) -> asyncio.Task[Any]:
+    async def ready() -> Any:
+        return value
+
+    return asyncio.create_task(ready())
+
+
+# --- handlers ----------------------------------------------------------------------------------
+
+
+async def handle_api_versions(conn: Connection, header: RequestHeader, req: Any) -> Any:
+    return api_versions_response()
+
+
+def _topic_by_id(broker: Broker, topic_id: uuid.UUID) -> TopicInfo | None:
+    for t in broker.topics():
+        if t.topic_id == topic_id:
+            return t
+    return None
+
+
+async def handle_metadata(conn: Connection, header: RequestHeader, req: MetadataRequest) -> MetadataResponse:
+    broker = conn.broker
+    node = broker.node_id
+    adv = broker.config.advertised
+    topics: list[MetadataResponseTopic] = []
+    infos: list[tuple[str | None, uuid.UUID, TopicInfo | None, int]] = []
+    info: TopicInfo | None
+    if req.topics is None:
+        infos = [(t.name, t.topic_id, t, 0) for t in broker.topics()]
+    else:
+        allow_auto = req.allow_auto_topic_creation if header.api_version >= 4 else True
+        for rt in req.topics:
+            try:
+                if rt.name is None:
+                    found = _topic_by_id(broker, rt.topic_id)
+                    if found is None:
+                        raise UnknownTopicOrPartitionError(f"unknown topic id {rt.topic_id}")
+                    infos.append((found.name, found.topic_id, found, 0))
+                else:
+                    info = broker.topic(rt.name, auto_create=allow_auto)
+                    infos.append((info.name, info.topic_id, info, 0))
+            except StrataError as exc:
+                infos.append((rt.name, rt.topic_id, None, kafka_code(exc)))
+    for name, topic_id, info, code in infos:
+        if info is None:
+            topics.append(MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id))
+            continue
+        partitions = tuple(
+            MetadataResponsePartition(
+                partition_index=p,
+                leader_id=node,
+                leader_epoch=0,
+                replica_nodes=(node,),
+                isr_nodes=(node,),
+            )
+            for p in range(info.partitions)
+        )
+        topics.append(MetadataResponseTopic(name=info.name, topic_id=info.topic_id, partitions=partitions))
+    return MetadataResponse(
+        brokers=(MetadataResponseBroker(node_id=node, host=adv.host, port=adv.port),),
+        cluster_id=broker.config.cluster_id,
+        controller_id=node,
+        topics=tuple(topics),
+    )
+
+
+async def handle_produce(
+    conn: Connection, header: RequestHeader, req: ProduceRequest
+) -> ProduceResponse | None:
+    broker = conn.broker
+    started = time.perf_counter()
+    acks = req.acks
+    bad_acks = acks not in (-1, 0, 1)
+    transactional = req.transactional_id is not None
+    pending: list[tuple[str, int, PendingAppend | None, StrataError | None]] = []
+    # Phase one, synchronous and in request order: append every partition.
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            if bad_acks:
+                err: StrataError | None = InvalidRequestError(f"acks must be -1, 0 or 1, got {acks}")
+            elif transactional:
+                err = E.InvalidRequestError("transactional produce is not supported yet")
+            elif pd.records is None or len(pd.records) == 0:
+                err = E.CorruptRecordError("produce request without record data")
+            else:
+                err = None
+            if err is not None:
+                pending.append((td.name, pd.index, None, err))
+            else:
+                assert pd.records is not None
+                pending.append((td.name, pd.index, broker.append(td.name, pd.index, pd.records), None))
+    if acks == 0:
+        return None
+    # Phase two: wait for durability of all of them together.
+    results = await asyncio.gather(
+        *(broker.complete(p, acks=acks, timeout_ms=req.timeout_ms) for _, _, p, _ in pending if p is not None)
+    )
+    it = iter(results)
+    by_topic: dict[str, list[ProducePartitionResponse]] = {}
+    for topic, index, p, err in pending:
+        if p is not None:
+            r = next(it)
+            err = r.error
+            if err is None:
+                by_topic.setdefault(topic, []).append(
+                    ProducePartitionResponse(
+                        index=index,
+                        base_offset=r.base_offset,
+                        log_append_time_ms=r.log_append_time_ms,
+                        log_start_offset=r.log_start_offset,
+                    )
+                )
+                continue
+        assert err is not None
+        code = kafka_code(err)
+        broker.metrics.errors.labels("produce", str(code)).inc()
+        by_topic.setdefault(topic, []).append(
+            ProducePartitionResponse(index=index, error_code=code, error_message=str(err) or None)
+        )
+    broker.metrics.produce_latency.labels("kafka").observe(time.perf_counter() - started)
+    return ProduceResponse(
+        responses=tuple(
+            ProduceTopicResponse(name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items()
+        )
+    )
+
+
+async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchRequest) -> FetchResponse:
+    broker = conn.broker
+    started = time.perf_counter()
+    if req.replica_id >= 0:
+        raise InvalidRequestError("replica fetches are not supported by a single-node broker")
+    parts = [
+        FetchRequestPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
+        for t in req.topics
+        for p in t.partitions
+    ]
+    fetched = await broker.fetch(
+        parts, max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes, max_bytes=req.max_bytes
+    )
+    by_topic: dict[str, list[FetchPartitionData]] = {}
+    for f in fetched:
+        if f.error is not None:
+            code = kafka_code(f.error)
+            broker.metrics.errors.labels("fetch", str(code)).inc()
+            data = FetchPartitionData(
+                partition_index=f.partition,
+                error_code=code,
+                high_watermark=f.high_watermark,
+                last_stable_offset=f.last_stable_offset,
+                log_start_offset=f.log_start_offset,
+                records=b"",
+            )
+        else:
+            data = FetchPartitionData(
+                partition_index=f.partition,
+                high_watermark=f.high_watermark,
+                last_stable_offset=f.last_stable_offset,
+                log_start_offset=f.log_start_offset,
+                records=f.regions if f.regions else b"",
+            )
+        by_topic.setdefault(f.topic, []).append(data)
+    broker.metrics.fetch_latency.labels("kafka").observe(time.perf_counter() - started)
+    return FetchResponse(
+        responses=tuple(FetchableTopicResponse(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+    )
+
+
+async def handle_list_offsets(
+    conn: Connection, header: RequestHeader, req: ListOffsetsRequest
+) -> ListOffsetsResponse:
+    broker = conn.broker
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                offset, ts = broker.list_offset(t.name, p.partition_index, p.timestamp)
+                parts.append(
+                    ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index, timestamp=ts, offset=offset, leader_epoch=0
+                    )
+                )
+            except StrataError as exc:
+                parts.append(
+                    ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index, error_code=kafka_code(exc)
+                    )
+                )
+        topics.append(ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))
+    return ListOffsetsResponse(topics=tuple(topics))
+
+
+async def handle_create_topics(
+    conn: Connection, header: RequestHeader, req: CreateTopicsRequest
+) -> CreateTopicsResponse:
+    broker = conn.broker
+    results = []
+    seen: set[str] = set()
+    for t in req.topics:
+        if t.name in seen:
+            results.append(
+                CreatableTopicResult(
+                    name=t.name,
+                    error_code=E.INVALID_REQUEST,
+                    error_message="topic named twice in one request",
+                )
+            )
+            continue
+        seen.add(t.name)
+        try:
+            partitions = t.num_partitions
+            if t.assignments:
+                if partitions != -1:
+                    raise InvalidRequestError("give either num_partitions or assignments, not both")
+                partitions = len(t.assignments)
+            configs = {c.name: c.value for c in t.configs if c.value is not None}
+            info = broker.create_topic(
+                t.name, partitions, t.replication_factor, configs, validate_only=req.validate_only
+            )
+            effective = broker.topic_configs(info.name) if not req.validate_only else []
+            results.append(
+                CreatableTopicResult(
+                    name=t.name,
+                    topic_id=info.topic_id if not req.validate_only else ZERO_UUID,
+                    num_partitions=info.partitions,
+                    replication_factor=1,
+                    configs=tuple(
+                        CreatableTopicConfigs(
+                            name=c.name,
+                            value=c.value,
+                            config_source=SOURCE_DEFAULT_CONFIG if c.is_default else SOURCE_TOPIC_CONFIG,
+                        )
+                        for c in effective
+                    ),
+                )
+            )
+        except StrataError as exc:
+            results.append(
+                CreatableTopicResult(name=t.name, error_code=kafka_code(exc), error_message=str(exc))
+            )
+    return CreateTopicsResponse(topics=tuple(results))
+
+
+async def handle_delete_topics(
+    conn: Connection, header: RequestHeader, req: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
+    broker = conn.broker
+    targets: list[tuple[str | None, uuid.UUID]] = [(n, ZERO_UUID) for n in req.topic_names]
+    targets += [(t.name, t.topic_id) for t in req.topics]
+    out = []
+    for name, topic_id in targets:
+        try:
+            if name is None:
+                found = _topic_by_id(broker, topic_id)
+                if found is None:
+                    raise UnknownTopicOrPartitionError(f"unknown topic id {topic_id}")
+                name = found.name
+            info = broker.topic(name)
+            broker.delete_topic(name)
+            out.append(DeletableTopicResult(name=name, topic_id=info.topic_id))
+        except StrataError as exc:
+            out.append(
+                DeletableTopicResult(
+                    name=name, topic_id=topic_id, error_code=kafka_code(exc), error_message=str(exc)
+                )
+            )
+    return DeleteTopicsResponse(responses=tuple(out))
+
+
+def _broker_configs(conn: Connection) -> dict[str, str]:
+    cfg = conn.broker.config
+    out = {f"log.{k}" if not k.startswith("log.") else k: v for k, v in cfg.log.to_kafka().items()}
+    out.update(
+        {
+            "broker.id": str(cfg.broker_id),
+            "log.dirs": str(cfg.data_dir / "logs"),
+            "auto.create.topics.enable": "true" if cfg.auto_create_topics else "false",
+            "num.partitions": str(cfg.num_partitions),
+            "socket.request.max.bytes": str(cfg.max_request_bytes),
+            "advertised.listeners": f"PLAINTEXT://{cfg.advertised}",
+        }
+    )
+    return out
+
+
+async def handle_describe_configs(
+    conn: Connection, header: RequestHeader, req: DescribeConfigsRequest
+) -> DescribeConfigsResponse:
+    broker = conn.broker
+    results = []
+    for res in req.resources:
+        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
+        try:
+            if res.resource_type == RESOURCE_TOPIC:
+                entries = [
+                    DescribeConfigsResourceResult(
+                        name=c.name,
+                        value=c.value,
+                        is_default=c.is_default,
+                        config_source=SOURCE_DEFAULT_CONFIG if c.is_default else SOURCE_TOPIC_CONFIG,
+                    )
+                    for c in broker.topic_configs(res.resource_name)
+                    if keys is None or c.name in keys
+                ]
+            elif res.resource_type == RESOURCE_BROKER:
+                if res.resource_name not in ("", str(broker.node_id)):
+                    raise InvalidRequestError(f"unknown broker {res.resource_name!r}")
+                entries = [
+                    DescribeConfigsResourceResult(
+                        name=k, value=v, read_only=True, config_source=SOURCE_STATIC_BROKER_CONFIG
+                    )
+                    for k, v in sorted(_broker_configs(conn).items())
+                    if keys is None or k in keys
+                ]
+            else:
+                raise InvalidRequestError(f"unsupported resource type {res.resource_type}")
+            results.append(
+                DescribeConfigsResult(
+                    resource_type=res.resource_type, resource_name=res.resource_name, configs=tuple(entries)
+                )
+            )
+        except StrataError as exc:
+            results.append(
+                DescribeConfigsResult(
+                    error_code=kafka_code(exc),
+                    error_message=str(exc),
+                    resource_type=res.resource_type,
+                    resource_name=res.resource_name,
+                )
+            )
+    return DescribeConfigsResponse(results=tuple(results))
+
+
+async def handle_init_producer_id(
+    conn: Connection, header: RequestHeader, req: InitProducerIdRequest
+) -> InitProducerIdResponse:
+    # Idempotent and transactional producers need broker-side producer state (sequence
+    # checks, dedup), which this broker does not keep yet. Handing out an id would let a
+    # client believe retries are deduplicated when they are not, so refuse explicitly;
+    # clients surface this as a fatal "not supported" error instead of silently
+    # degrading. Disable idempotence on the client until producer state lands.
+    return InitProducerIdResponse(error_code=E.UNSUPPORTED_VERSION)
+
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.API_VERSIONS: handle_api_versions,
+    ApiKey.METADATA: handle_metadata,
+    ApiKey.PRODUCE: handle_produce,
+    ApiKey.FETCH: handle_fetch,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+}
+
+# Every API the codec advertises must have a handler, and vice versa.
+assert set(HANDLERS) == set(APIS), set(HANDLERS) ^ set(APIS)

@@ -1,0 +1,118 @@
+"""Process wiring for ``strata serve``: log manager, Kafka listener and HTTP server in one loop.
+
+Start-up order is storage first (recovery happens before any listener accepts a
+connection), then the listeners. Shutdown (SIGTERM/SIGINT) is the reverse: stop
+accepting, let in-flight requests finish for a bounded time, flush and close every
+log, and write the clean-shutdown marker last so that a crash anywhere before it
+means a full recovery scan on the next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+import socket
+import sys
+from collections.abc import Callable, Generator
+
+import uvicorn
+
+from api.broker import Broker
+from api.config import BrokerConfig, HostPort
+from api.kafka_server import KafkaServer
+from api.metrics import BrokerMetrics
+from api.rest import create_app
+from hot.manager import LogManager
+
+log = logging.getLogger("strata.server")
+
+
+class _EmbeddedUvicorn(uvicorn.Server):
+    """uvicorn that leaves signal handling to us (it shares our event loop)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def _bind(addr: HostPort) -> socket.socket:
+    family = socket.AF_INET6 if ":" in addr.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((addr.host, addr.port))
+    sock.listen(1024)
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None = None) -> None:
+    """Run a broker until SIGTERM/SIGINT (or cancellation)."""
+    say = announce or (lambda line: print(line, flush=True))
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    manager = LogManager(config.data_dir, config.log)
+    manager.open()
+    try:
+        manager.start_background()
+        kafka_sock = _bind(config.kafka_listen)
+        http_sock = _bind(config.http_listen)
+        kafka_addr = HostPort(config.kafka_listen.host, kafka_sock.getsockname()[1])
+        http_addr = HostPort(config.http_listen.host, http_sock.getsockname()[1])
+        if config.advertised_listener is None:
+            config = dataclasses.replace(config, kafka_listen=kafka_addr)
+        broker = Broker(config, manager, BrokerMetrics())
+        broker.bind_loop(loop)
+
+        kafka = KafkaServer(broker)
+        await kafka.start(kafka_sock)
+        http = _EmbeddedUvicorn(
+            uvicorn.Config(
+                create_app(broker),
+                loop="asyncio",
+                lifespan="off",
+                log_level="warning",
+                access_log=False,
+                timeout_graceful_shutdown=5,
+            )
+        )
+        http_task = asyncio.create_task(http.serve(sockets=[http_sock]), name="http")
+        say(f"strata: data dir {config.data_dir.resolve()}")
+        say(f"strata: object store {config.object_store_url}")
+        say(f"strata: kafka listener on {kafka_addr} (advertised as {config.advertised})")
+        say(f"strata: http listener on http://{http_addr}")
+        say("strata: ready")
+        try:
+            stop_task = asyncio.create_task(stop.wait())
+            done, _ = await asyncio.wait({stop_task, http_task}, return_when=asyncio.FIRST_COMPLETED)
+            if http_task in done and not stop.is_set():
+                exc = http_task.exception()
+                raise RuntimeError(f"http server stopped unexpectedly: {exc!r}")
+            stop_task.cancel()
+        finally:
+            say("strata: shutting down")
+            http.should_exit = True
+            await kafka.close()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(http_task, timeout=10)
+    finally:
+        manager.close()
+    say("strata: stopped cleanly")
+
+
+def run(config: BrokerConfig) -> int:
+    logging.basicConfig(
+        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        asyncio.run(serve(config))
+    except KeyboardInterrupt:
+        pass
+    return 0
