@@ -1,0 +1,497 @@
+"""The REST API app: Kafka REST Proxy v2 produce/fetch/metadata plus Confluent v3 topic admin.
+
+Conventions follow Confluent REST Proxy v2 as Redpanda's HTTP Proxy implements it, so
+existing REST clients work unchanged:
+
+* Produce: ``POST /topics/{topic}`` and ``POST /topics/{topic}/partitions/{p}`` with
+  ``Content-Type: application/vnd.kafka.json.v2+json`` (key/value any JSON, stored as
+  its compact UTF-8 encoding) or ``application/vnd.kafka.binary.v2+json`` (base64).
+  As in Confluent, ``application/vnd.kafka.v2+json`` and ``application/json`` mean
+  binary; any other type is 415. Keyed records are placed with Kafka's murmur2 over
+  the stored key bytes, so REST and Java/librdkafka(murmur2_random) clients agree;
+  unkeyed records of one request stick to one partition, rotating per request.
+  A per-record failure keeps HTTP 200 and fills ``error_code`` (Kafka code) and
+  ``error``; ``error_code`` is null on success.
+* Fetch: ``GET /topics/{topic}/partitions/{p}/records?offset=&timeout=&max_bytes=``;
+  the Accept header picks the embedded format (binary unless json is asked for). A
+  record that is not valid JSON asked for as json is 406 with a hint to use binary.
+* Errors are always ``{"error_code": int, "message": str}``. The HTTP status of a
+  Strata error comes from ``hot.errors.classify`` (the one table); ``error_code`` is
+  Confluent-style ``status * 100 + sub`` (40401 unknown topic, 40402 unknown
+  partition, 40404 unknown cluster, 40601 not representable in the asked format,
+  42201 malformed or invalid request, 42202 bad base64; sub 00 otherwise).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from api.broker import Broker, FetchRequestPartition, ProduceResult
+from api.rest.codec import (
+    DEFAULT_FETCH_MAX_BYTES,
+    DEFAULT_FETCH_TIMEOUT_MS,
+    ERROR_RESPONSES,
+    JSON,
+    MAX_FETCH_TIMEOUT_MS,
+    PRODUCE_TIMEOUT_MS,
+    V2_BINARY,
+    V2_JSON,
+    JSONBody,
+    RestError,
+    V2Response,
+    b64_or_none,
+    check_partition,
+    decode_json_field,
+    describe_errors,
+    dumps_compact,
+    error_response,
+    fetch_format,
+    media_type_of,
+    parse_body,
+    partition_v2,
+    place_records,
+    produce_format,
+    read_records,
+    records_from_request,
+    request_body_spec,
+    schema_ref,
+    strata_error_code,
+    topic_v2,
+)
+from api.rest.models import (
+    BODY_MODELS,
+    BinaryProduceRequest,
+    BinaryRecordOut,
+    BrokersV2,
+    ClusterListV3,
+    ClusterV3,
+    CreateTopicRequest,
+    Health,
+    JsonProduceRequest,
+    JsonRecordOut,
+    PartitionV2,
+    ProduceResponse,
+    TopicListV3,
+    TopicV2,
+    TopicV3,
+)
+from hot.config import INT32_MAX, INT64_MAX
+from hot.errors import StrataError, classify, http_status
+from hot.records import build_batch
+from hot.topics import TopicInfo
+
+# --- metrics middleware ---------------------------------------------------------------------
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+ASGIApp = Callable[
+    [Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]
+]
+
+
+class MetricsMiddleware:
+    """Counts requests by route template (not raw path: bounded label cardinality) and status."""
+
+    def __init__(self, app: ASGIApp, broker: Broker) -> None:
+        self.app = app
+        self.metrics = broker.metrics
+
+    async def __call__(
+        self,
+        scope: Scope,
+        receive: Callable[[], Awaitable[Message]],
+        send: Callable[[Message], Awaitable[None]],
+    ) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            route = getattr(scope.get("route"), "path", None) or "unmatched"
+            self.metrics.http_requests.labels(route, str(status)).inc()
+            self.metrics.http_latency.labels(route).observe(time.perf_counter() - start)
+
+
+# --- the application ------------------------------------------------------------------------
+
+
+def create_app(broker: Broker) -> FastAPI:
+    """The REST app over ``broker`` (which it never creates or closes)."""
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        # When a server runs our lifespan, the loop serving HTTP is the one fetches wait on.
+        broker.bind_loop(asyncio.get_running_loop())
+        yield
+
+    app = FastAPI(
+        title="Strata REST API",
+        version="2",
+        description=__doc__,
+        lifespan=lifespan,
+        responses=ERROR_RESPONSES,
+        default_response_class=JSONBody,
+    )
+    app.add_middleware(MetricsMiddleware, broker=broker)
+    sticky = itertools.count()
+    limit = broker.config.max_request_bytes
+    metrics = broker.metrics
+
+    # -- error handlers: always the JSON error shape, 4xx for bad input ----------------------
+
+    def _count(code: int) -> None:
+        metrics.errors.labels("rest", str(code)).inc()
+
+    @app.exception_handler(RestError)
+    async def _rest_error(_: Request, exc: RestError) -> Response:
+        _count(exc.error_code)
+        return error_response(exc.status, exc.error_code, exc.message)
+
+    @app.exception_handler(StrataError)
+    async def _strata_error(_: Request, exc: StrataError) -> Response:
+        code = strata_error_code(exc)
+        _count(code)
+        return error_response(http_status(exc), code, str(exc) or type(exc).__name__)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_: Request, exc: RequestValidationError) -> Response:
+        _count(42201)
+        return error_response(422, 42201, describe_errors(exc.errors()))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_: Request, exc: StarletteHTTPException) -> Response:
+        _count(exc.status_code * 100)
+        return error_response(exc.status_code, exc.status_code * 100, str(exc.detail), exc.headers)
+
+    # -- v2: metadata -----------------------------------------------------------------------
+
+    @app.get("/topics", response_model=list[str], response_class=V2Response, tags=["v2"])
+    async def list_topics() -> Response:
+        return V2Response(sorted(t.name for t in broker.topics()))
+
+    @app.get("/topics/{topic}", response_model=TopicV2, response_class=V2Response, tags=["v2"])
+    async def get_topic(topic: str) -> Response:
+        return V2Response(topic_v2(broker, broker.topic(topic)))
+
+    @app.get(
+        "/topics/{topic}/partitions", response_model=list[PartitionV2], response_class=V2Response, tags=["v2"]
+    )
+    async def list_partitions(topic: str) -> Response:
+        info = broker.topic(topic)
+        return V2Response([partition_v2(broker, p) for p in range(info.partitions)])
+
+    @app.get(
+        "/topics/{topic}/partitions/{partition}",
+        response_model=PartitionV2,
+        response_class=V2Response,
+        tags=["v2"],
+    )
+    async def get_partition(topic: str, partition: int = Path(ge=0, le=INT32_MAX)) -> Response:
+        info = broker.topic(topic)
+        check_partition(info, partition)
+        return V2Response(partition_v2(broker, partition))
+
+    @app.get("/brokers", response_model=BrokersV2, response_class=V2Response, tags=["v2"])
+    async def list_brokers() -> Response:
+        return V2Response({"brokers": [broker.node_id]})
+
+    # -- v2: produce ------------------------------------------------------------------------
+
+    async def produce(request: Request, topic: str, forced_partition: int | None) -> Response:
+        fmt = produce_format(request)
+        info = broker.topic(topic, auto_create=True)
+        if forced_partition is not None:
+            check_partition(info, forced_partition)
+        model: type[JsonProduceRequest] | type[BinaryProduceRequest] = (
+            JsonProduceRequest if fmt == "json" else BinaryProduceRequest
+        )
+        req = await parse_body(request, limit, model)
+        started = time.perf_counter()
+        records = records_from_request(req)
+
+        placed, groups = place_records(records, info, forced_partition, next(sticky) % info.partitions)
+        batches = {p: build_batch(recs) for p, recs in groups.items()}
+        parts = sorted(batches)
+        results: list[ProduceResult] = await asyncio.gather(
+            *(broker.produce(topic, p, batches[p], acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS) for p in parts)
+        )
+        by_partition = dict(zip(parts, results, strict=True))
+        offsets: list[dict[str, Any]] = []
+        for p, index in placed:
+            res = by_partition[p]
+            if res.error is None:
+                offsets.append(
+                    {"partition": p, "offset": res.base_offset + index, "error_code": None, "error": None}
+                )
+            else:
+                code = classify(res.error)[0]
+                metrics.errors.labels("rest_produce", str(code)).inc()
+                offsets.append({"partition": p, "offset": None, "error_code": code, "error": str(res.error)})
+        metrics.produce_latency.labels("rest").observe(time.perf_counter() - started)
+        return V2Response({"offsets": offsets, "key_schema_id": None, "value_schema_id": None})
+
+    produce_body = request_body_spec((V2_JSON, JsonProduceRequest), (V2_BINARY, BinaryProduceRequest))
+
+    @app.post(
+        "/topics/{topic}",
+        response_model=ProduceResponse,
+        response_class=V2Response,
+        openapi_extra=produce_body,
+        tags=["v2"],
+    )
+    async def produce_to_topic(request: Request, topic: str) -> Response:
+        return await produce(request, topic, None)
+
+    @app.post(
+        "/topics/{topic}/partitions/{partition}",
+        response_model=ProduceResponse,
+        response_class=V2Response,
+        openapi_extra=produce_body,
+        tags=["v2"],
+    )
+    async def produce_to_partition(
+        request: Request, topic: str, partition: int = Path(ge=0, le=INT32_MAX)
+    ) -> Response:
+        return await produce(request, topic, partition)
+
+    # -- v2: fetch --------------------------------------------------------------------------
+
+    @app.get(
+        "/topics/{topic}/partitions/{partition}/records",
+        tags=["v2"],
+        response_class=Response,
+        responses={
+            200: {
+                "description": "Records at or after `offset`, in offset order",
+                "content": {
+                    V2_BINARY: {"schema": {"type": "array", "items": schema_ref(BinaryRecordOut)}},
+                    V2_JSON: {"schema": {"type": "array", "items": schema_ref(JsonRecordOut)}},
+                },
+            }
+        },
+    )
+    async def fetch_records(
+        request: Request,
+        topic: str,
+        partition: int = Path(ge=0, le=INT32_MAX),
+        offset: int = Query(ge=0, le=INT64_MAX),
+        timeout: int = Query(
+            DEFAULT_FETCH_TIMEOUT_MS, ge=0, le=MAX_FETCH_TIMEOUT_MS, description="long-poll wait, ms"
+        ),
+        max_bytes: int = Query(
+            DEFAULT_FETCH_MAX_BYTES, ge=0, le=INT32_MAX, description="approximate bound on key+value bytes"
+        ),
+    ) -> Response:
+        fmt = fetch_format(request)
+        info = broker.topic(topic)
+        check_partition(info, partition)
+        started = time.perf_counter()
+        [fetched] = await broker.fetch(
+            [FetchRequestPartition(topic, partition, offset, max_bytes)],
+            max_wait_ms=timeout,
+            min_bytes=1,
+            max_bytes=max_bytes,
+        )
+        if fetched.error is not None:
+            raise fetched.error
+        records = await asyncio.to_thread(read_records, fetched.regions, topic) if fetched.regions else []
+        out: list[dict[str, Any]] = []
+        size = 0
+        for rec in records:
+            if rec.offset < offset:
+                continue
+            if out and size >= max_bytes:
+                break
+            size += len(rec.key or b"") + len(rec.value or b"")
+            if fmt == "json":
+                key = decode_json_field(rec.key, "key", rec.offset)
+                value = decode_json_field(rec.value, "value", rec.offset)
+            else:
+                key, value = b64_or_none(rec.key), b64_or_none(rec.value)
+            out.append(
+                {
+                    "topic": topic,
+                    "partition": partition,
+                    "offset": rec.offset,
+                    "timestamp": rec.timestamp,
+                    "key": key,
+                    "value": value,
+                    "headers": [{"key": h.key, "value": b64_or_none(h.value)} for h in rec.headers],
+                }
+            )
+        metrics.fetch_latency.labels("rest").observe(time.perf_counter() - started)
+        try:
+            body = dumps_compact(out)
+        except (ValueError, RecursionError):
+            raise RestError(
+                406, 40601, f"records cannot be represented as JSON; use Accept: {V2_BINARY}"
+            ) from None
+        return Response(body, media_type=V2_JSON if fmt == "json" else V2_BINARY)
+
+    # -- v3: clusters and topics ------------------------------------------------------------
+
+    def base_url(request: Request) -> str:
+        return str(request.base_url).rstrip("/") + "/v3/clusters/"
+
+    def check_cluster(cluster_id: str) -> str:
+        if cluster_id != broker.config.cluster_id:
+            raise RestError(404, 40404, f"cluster {cluster_id!r} not found")
+        return cluster_id
+
+    def cluster_v3(request: Request) -> dict[str, Any]:
+        cid = broker.config.cluster_id
+        url = base_url(request) + cid
+        return {
+            "kind": "KafkaCluster",
+            "metadata": {"self": url, "resource_name": f"crn:///kafka={cid}"},
+            "cluster_id": cid,
+            "controller": {"related": f"{url}/brokers/{broker.node_id}"},
+            "acls": {"related": f"{url}/acls"},
+            "brokers": {"related": f"{url}/brokers"},
+            "broker_configs": {"related": f"{url}/broker-configs"},
+            "consumer_groups": {"related": f"{url}/consumer-groups"},
+            "topics": {"related": f"{url}/topics"},
+            "partition_reassignments": {"related": f"{url}/topics/-/partitions/-/reassignment"},
+        }
+
+    def topic_v3(request: Request, info: TopicInfo) -> dict[str, Any]:
+        cid = broker.config.cluster_id
+        url = f"{base_url(request)}{cid}/topics/{info.name}"
+        return {
+            "kind": "KafkaTopic",
+            "metadata": {"self": url, "resource_name": f"crn:///kafka={cid}/topic={info.name}"},
+            "cluster_id": cid,
+            "topic_name": info.name,
+            "is_internal": False,
+            "replication_factor": 1,
+            "partitions_count": info.partitions,
+            "partitions": {"related": f"{url}/partitions"},
+            "configs": {"related": f"{url}/configs"},
+            "partition_reassignments": {"related": f"{url}/partitions/-/reassignment"},
+            "authorized_operations": [],
+        }
+
+    @app.get("/v3/clusters", response_model=ClusterListV3, tags=["v3"])
+    async def list_clusters(request: Request) -> Response:
+        url = base_url(request).rstrip("/")
+        return JSONBody(
+            {
+                "kind": "KafkaClusterList",
+                "metadata": {"self": url, "next": None},
+                "data": [cluster_v3(request)],
+            }
+        )
+
+    @app.get("/v3/clusters/{cluster_id}", response_model=ClusterV3, tags=["v3"])
+    async def get_cluster(request: Request, cluster_id: str) -> Response:
+        check_cluster(cluster_id)
+        return JSONBody(cluster_v3(request))
+
+    @app.get("/v3/clusters/{cluster_id}/topics", response_model=TopicListV3, tags=["v3"])
+    async def list_topics_v3(request: Request, cluster_id: str) -> Response:
+        check_cluster(cluster_id)
+        topics = sorted(broker.topics(), key=lambda t: t.name)
+        url = f"{base_url(request)}{cluster_id}/topics"
+        return JSONBody(
+            {
+                "kind": "KafkaTopicList",
+                "metadata": {"self": url, "next": None},
+                "data": [topic_v3(request, t) for t in topics],
+            }
+        )
+
+    @app.post(
+        "/v3/clusters/{cluster_id}/topics",
+        response_model=TopicV3,
+        status_code=201,
+        openapi_extra=request_body_spec((JSON, CreateTopicRequest)),
+        tags=["v3"],
+    )
+    async def create_topic(request: Request, cluster_id: str) -> Response:
+        check_cluster(cluster_id)
+        media = media_type_of(request)
+        if media != JSON and not (media.startswith("application/") and media.endswith("+json")):
+            raise RestError(415, 41500, f"unsupported Content-Type {media or '(none)'!r}: use {JSON}")
+        req = await parse_body(request, limit, CreateTopicRequest)
+        configs: dict[str, str] = {}
+        for c in req.configs:
+            if c.value is not None:
+                configs[c.name] = c.value
+        partitions = -1 if req.partitions_count is None else req.partitions_count
+        replication = -1 if req.replication_factor is None else req.replication_factor
+        info = broker.create_topic(
+            req.topic_name, partitions, replication, configs, validate_only=req.validate_only
+        )
+        return JSONBody(topic_v3(request, info), status_code=201)
+
+    @app.get("/v3/clusters/{cluster_id}/topics/{topic}", response_model=TopicV3, tags=["v3"])
+    async def get_topic_v3(request: Request, cluster_id: str, topic: str) -> Response:
+        check_cluster(cluster_id)
+        return JSONBody(topic_v3(request, broker.topic(topic)))
+
+    @app.delete("/v3/clusters/{cluster_id}/topics/{topic}", status_code=204, tags=["v3"])
+    async def delete_topic(cluster_id: str, topic: str) -> Response:
+        check_cluster(cluster_id)
+        broker.topic(topic)
+        broker.delete_topic(topic)  # on the loop: it wakes fetch waiters
+        return Response(status_code=204)
+
+    # -- operations -------------------------------------------------------------------------
+
+    @app.get("/healthz", response_model=Health, tags=["ops"])
+    async def healthz() -> Response:
+        return JSONBody(
+            {
+                "status": "ok",
+                "broker_id": broker.node_id,
+                "cluster_id": broker.config.cluster_id,
+                "topics": len(broker.topics()),
+            }
+        )
+
+    @app.get(
+        "/metrics",
+        tags=["ops"],
+        response_class=Response,
+        responses={200: {"description": "Prometheus text exposition", "content": {CONTENT_TYPE_LATEST: {}}}},
+    )
+    async def prometheus_metrics() -> Response:
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is None:
+            schema = get_openapi(
+                title=app.title, version=app.version, description=app.description, routes=app.routes
+            )
+            components = schema.setdefault("components", {}).setdefault("schemas", {})
+            for model in BODY_MODELS:
+                js = model.model_json_schema(ref_template="#/components/schemas/{model}")
+                components.update(js.pop("$defs", {}))
+                components[model.__name__] = js
+            app.openapi_schema = schema
+        return app.openapi_schema
+
+    app.openapi = openapi  # type: ignore[method-assign]
+    return app

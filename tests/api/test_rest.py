@@ -1,0 +1,504 @@
+"""The REST API in process (httpx over ASGI) against a real broker and log files in tmp_path."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from api.broker import Broker
+from api.config import BrokerConfig
+from api.partitioner import partition_for_key
+from api.rest import V2_BINARY, V2_JSON, create_app, dumps_compact
+from hot.config import LogConfig
+from hot.manager import LogManager
+
+JSON_CT = {"Content-Type": V2_JSON}
+BIN_CT = {"Content-Type": V2_BINARY}
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    config = BrokerConfig(data_dir=tmp_path / "data", max_request_bytes=64 * 1024)
+    config.data_dir.mkdir()
+    manager = LogManager(config.data_dir, LogConfig())
+    manager.open()
+    b = Broker(config, manager)
+    b.bind_loop(asyncio.get_running_loop())
+    try:
+        yield b
+    finally:
+        manager.close()
+
+
+@pytest.fixture
+async def client(broker: Broker) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=create_app(broker))
+    async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
+        yield c
+
+
+async def create_topic(
+    client: httpx.AsyncClient, name: str, partitions: int, **configs: str
+) -> dict[str, Any]:
+    body = {
+        "topic_name": name,
+        "partitions_count": partitions,
+        "replication_factor": 1,
+        "configs": [{"name": k.replace("_", "."), "value": v} for k, v in configs.items()],
+    }
+    r = await client.post("/v3/clusters/strata-local/topics", json=body)
+    assert r.status_code == 201, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def assert_error(r: httpx.Response, status: int, error_code: int, fragment: str = "") -> None:
+    assert r.status_code == status, r.text
+    assert r.headers["content-type"].startswith("application/json")
+    body = r.json()
+    assert set(body) == {"error_code", "message"}
+    assert body["error_code"] == error_code, body
+    assert isinstance(body["message"], str) and body["message"]
+    assert fragment.lower() in body["message"].lower(), body
+
+
+async def fetch(
+    client: httpx.AsyncClient, topic: str, partition: int, offset: int, *, fmt: str = V2_BINARY, **params: int
+) -> list[dict[str, Any]]:
+    r = await client.get(
+        f"/topics/{topic}/partitions/{partition}/records",
+        params={"offset": offset, "timeout": 0, **params},
+        headers={"Accept": fmt},
+    )
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == fmt
+    return r.json()  # type: ignore[no-any-return]
+
+
+# --- v3 topic admin -------------------------------------------------------------------------
+
+
+async def test_v3_cluster_and_topic_lifecycle(client: httpx.AsyncClient) -> None:
+    r = await client.get("/v3/clusters")
+    assert r.status_code == 200
+    clusters = r.json()
+    assert clusters["kind"] == "KafkaClusterList"
+    [cluster] = clusters["data"]
+    assert cluster["kind"] == "KafkaCluster"
+    assert cluster["cluster_id"] == "strata-local"
+    assert cluster["topics"]["related"] == "http://strata.test/v3/clusters/strata-local/topics"
+    assert (await client.get("/v3/clusters/strata-local")).json() == cluster
+
+    created = await create_topic(client, "orders", 3, retention_ms="3600000")
+    assert created["kind"] == "KafkaTopic"
+    assert created["topic_name"] == "orders"
+    assert created["partitions_count"] == 3
+    assert created["replication_factor"] == 1
+    assert created["cluster_id"] == "strata-local"
+    assert created["metadata"]["self"] == "http://strata.test/v3/clusters/strata-local/topics/orders"
+
+    listed = (await client.get("/v3/clusters/strata-local/topics")).json()
+    assert listed["kind"] == "KafkaTopicList"
+    assert [t["topic_name"] for t in listed["data"]] == ["orders"]
+    assert (await client.get("/v3/clusters/strata-local/topics/orders")).json() == created
+
+    assert (await client.get("/topics")).json() == ["orders"]
+    r = await client.get("/topics/orders")
+    assert r.status_code == 200
+    assert r.headers["content-type"] == "application/vnd.kafka.v2+json"
+    topic = r.json()
+    assert topic["name"] == "orders"
+    assert topic["configs"]["retention.ms"] == "3600000"
+    assert topic["partitions"] == [
+        {"partition": p, "leader": 0, "replicas": [{"broker": 0, "leader": True, "in_sync": True}]}
+        for p in range(3)
+    ]
+    assert (await client.get("/topics/orders/partitions")).json() == topic["partitions"]
+    assert (await client.get("/topics/orders/partitions/2")).json() == topic["partitions"][2]
+    assert (await client.get("/brokers")).json() == {"brokers": [0]}
+
+    r = await client.post(
+        "/v3/clusters/strata-local/topics", json={"topic_name": "orders", "partitions_count": 1}
+    )
+    assert_error(r, 409, 40900, "orders")
+
+    r = await client.delete("/v3/clusters/strata-local/topics/orders")
+    assert r.status_code == 204
+    assert r.content == b""
+    assert_error(await client.get("/topics/orders"), 404, 40401, "orders")
+    assert_error(await client.delete("/v3/clusters/strata-local/topics/orders"), 404, 40401)
+    assert (await client.get("/topics")).json() == []
+
+
+async def test_v3_create_defaults_and_validate_only(client: httpx.AsyncClient) -> None:
+    r = await client.post("/v3/clusters/strata-local/topics", json={"topic_name": "dflt"})
+    assert r.status_code == 201, r.text
+    assert r.json()["partitions_count"] == 1  # BrokerConfig.num_partitions
+
+    r = await client.post(
+        "/v3/clusters/strata-local/topics",
+        json={"topic_name": "dry", "partitions_count": 4, "validate_only": True},
+    )
+    assert r.status_code == 201, r.text
+    assert r.json()["partitions_count"] == 4
+    assert (await client.get("/topics")).json() == ["dflt"]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"topic_name": "p0", "partitions_count": 0}, 400, 40000),
+        ({"topic_name": "rf3", "partitions_count": 1, "replication_factor": 3}, 400, 40000),
+        ({"topic_name": "cfg", "configs": [{"name": "no.such.config", "value": "1"}]}, 400, 40000),
+        ({"topic_name": "cfg2", "configs": [{"name": "retention.ms", "value": "soon"}]}, 400, 40000),
+        ({"topic_name": "bad name!"}, 400, 40000),
+        ({"topic_name": ""}, 400, 40000),
+        ({"partitions_count": 1}, 422, 42201),
+        ({"topic_name": 5}, 422, 42201),
+        ({"topic_name": "big", "partitions_count": 10**9}, 422, 42201),
+        ([], 422, 42201),
+    ],
+)
+async def test_v3_create_rejects_bad_input(
+    client: httpx.AsyncClient, body: Any, status: int, code: int
+) -> None:
+    r = await client.post("/v3/clusters/strata-local/topics", json=body)
+    assert_error(r, status, code)
+    assert (await client.get("/topics")).json() == []
+
+
+async def test_unknown_cluster(client: httpx.AsyncClient) -> None:
+    assert_error(await client.get("/v3/clusters/nope"), 404, 40404, "nope")
+    assert_error(await client.get("/v3/clusters/nope/topics"), 404, 40404)
+    r = await client.post("/v3/clusters/nope/topics", json={"topic_name": "t", "partitions_count": 1})
+    assert_error(r, 404, 40404)
+    assert_error(await client.delete("/v3/clusters/nope/topics/t"), 404, 40404)
+    assert (await client.get("/topics")).json() == []
+
+
+# --- produce and fetch ------------------------------------------------------------------------
+
+
+JSON_VALUES: list[Any] = [
+    {"id": 1, "tags": ["a", "b"], "nested": {"x": None, "y": True}},
+    "plain string with unicode: zażółć 🙂",
+    12345678901234567890123,
+    -0.5,
+    [],
+    False,
+    None,
+]
+
+
+async def test_json_round_trip(client: httpx.AsyncClient) -> None:
+    await create_topic(client, "js", 1)
+    records = [
+        {"key": {"user": i}, "value": v, "headers": [{"key": "h", "value": b64(b"\x00\xff")}]}
+        for i, v in enumerate(JSON_VALUES)
+    ]
+    records.append({"value": "unkeyed"})
+    r = await client.post("/topics/js", json={"records": records}, headers=JSON_CT)
+    assert r.status_code == 200, r.text
+    assert r.headers["content-type"] == "application/vnd.kafka.v2+json"
+    body = r.json()
+    assert body["key_schema_id"] is None and body["value_schema_id"] is None
+    assert body["offsets"] == [
+        {"partition": 0, "offset": i, "error_code": None, "error": None} for i in range(len(records))
+    ]
+
+    got = await fetch(client, "js", 0, 0, fmt=V2_JSON)
+    assert [g["offset"] for g in got] == list(range(len(records)))
+    for rec, g in zip(records, got, strict=True):
+        assert g["topic"] == "js" and g["partition"] == 0
+        assert isinstance(g["timestamp"], int) and g["timestamp"] > 0
+        assert g["key"] == rec.get("key")
+        assert g["value"] == rec.get("value")
+        assert g["headers"] == rec.get("headers", [])
+
+    # what is stored is the compact UTF-8 JSON encoding (null stays a null value)
+    raw = await fetch(client, "js", 0, 0)
+    for rec, g in zip(records, raw, strict=True):
+        key = rec.get("key")
+        assert g["key"] == (None if key is None else b64(dumps_compact(key)))
+        value = rec.get("value")
+        assert g["value"] == (None if value is None else b64(dumps_compact(value)))
+    assert base64.b64decode(raw[1]["value"]) == '"plain string with unicode: zażółć 🙂"'.encode()
+
+
+async def test_json_lone_surrogates_stay_escaped(client: httpx.AsyncClient) -> None:
+    await create_topic(client, "sur", 1)
+    body = b'{"records": [{"key": "\\ud800", "value": {"s": "a\\udfffb"}}]}'
+    r = await client.post("/topics/sur", content=body, headers=JSON_CT)
+    assert r.status_code == 200, r.text
+    [rec] = await fetch(client, "sur", 0, 0, fmt=V2_JSON)
+    assert rec["key"] == "\ud800"
+    assert rec["value"] == {"s": "a\udfffb"}
+    [raw] = await fetch(client, "sur", 0, 0)
+    assert base64.b64decode(raw["key"]) == b'"\\ud800"'  # not UTF-8-encodable, so stored escaped
+
+
+async def test_binary_round_trip(client: httpx.AsyncClient) -> None:
+    await create_topic(client, "bin", 2)
+    payloads = [bytes(range(256)), b"", b"\x00", "ü".encode()]
+    records = [
+        {
+            "key": b64(b"k%d" % i),
+            "value": b64(p),
+            "partition": 1,
+            "headers": [{"key": "trace", "value": b64(b"t%d" % i)}, {"key": "nullh", "value": None}],
+        }
+        for i, p in enumerate(payloads)
+    ]
+    records.append({"key": None, "value": None, "partition": 1})
+    r = await client.post("/topics/bin", json={"records": records}, headers=BIN_CT)
+    assert r.status_code == 200, r.text
+    assert [o["offset"] for o in r.json()["offsets"]] == [0, 1, 2, 3, 4]
+    assert {o["partition"] for o in r.json()["offsets"]} == {1}
+
+    got = await fetch(client, "bin", 1, 0)
+    assert [g["offset"] for g in got] == [0, 1, 2, 3, 4]
+    for rec, g in zip(records, got, strict=True):
+        assert g["key"] == rec["key"]
+        assert g["value"] == rec["value"]
+        assert g["headers"] == rec.get("headers", [])
+    assert await fetch(client, "bin", 0, 0) == []
+
+    # a second request continues the offsets; fetching inside a batch drops the earlier records
+    r = await client.post(
+        "/topics/bin/partitions/1", json={"records": [{"value": b64(b"x")}] * 3}, headers=BIN_CT
+    )
+    assert [o["offset"] for o in r.json()["offsets"]] == [5, 6, 7]
+    assert [g["offset"] for g in await fetch(client, "bin", 1, 6)] == [6, 7]
+    assert [g["offset"] for g in await fetch(client, "bin", 1, 3)] == [3, 4, 5, 6, 7]
+
+
+async def test_plain_json_content_type_means_binary(client: httpx.AsyncClient) -> None:
+    await create_topic(client, "plain", 1)
+    r = await client.post("/topics/plain", json={"records": [{"value": b64(b"raw")}]})
+    assert r.status_code == 200, r.text
+    assert (await fetch(client, "plain", 0, 0))[0]["value"] == b64(b"raw")
+
+
+async def test_keyed_placement_is_murmur2(client: httpx.AsyncClient) -> None:
+    await create_topic(client, "keyed", 7)
+    keys = [f"customer-{i}".encode() for i in range(60)]
+    records = [{"key": b64(k), "value": b64(b"v%d" % i)} for i, k in enumerate(keys)]
+    r = await client.post("/topics/keyed", json={"records": records}, headers=BIN_CT)
+    assert r.status_code == 200, r.text
+    offsets = r.json()["offsets"]
+    expected = [partition_for_key(k, 7) for k in keys]
+    assert [o["partition"] for o in offsets] == expected
+    assert len(set(expected)) > 1
+
+    # per partition, offsets follow request order from 0 and fetch returns exactly those records
+    for p in range(7):
+        mine = [(o["offset"], records[i]) for i, o in enumerate(offsets) if o["partition"] == p]
+        assert [off for off, _ in mine] == list(range(len(mine)))
+        got = await fetch(client, "keyed", p, 0)
+        assert [(g["offset"], g["key"], g["value"]) for g in got] == [
+            (off, rec["key"], rec["value"]) for off, rec in mine
+        ]
+
+    # json keys hash over their stored JSON encoding
+    json_keys: list[Any] = ["alice", 42, {"id": "bob"}, [1, 2]]
+    r = await client.post(
+        "/topics/keyed", json={"records": [{"key": k, "value": 1} for k in json_keys]}, headers=JSON_CT
+    )
+    assert [o["partition"] for o in r.json()["offsets"]] == [
+        partition_for_key(dumps_compact(k), 7) for k in json_keys
+    ]
+
+
+async def test_unkeyed_records_stick_to_one_partition(client: httpx.AsyncClient) -> None:
+    await create_topic(client, "sticky", 5)
+    seen = set()
+    for _ in range(5):
+        r = await client.post("/topics/sticky", json={"records": [{"value": b64(b"x")}] * 4}, headers=BIN_CT)
+        parts = {o["partition"] for o in r.json()["offsets"]}
+        assert len(parts) == 1
+        seen |= parts
+    assert len(seen) > 1  # rotates between requests
+    r = await client.post(
+        "/topics/sticky",
+        json={"records": [{"value": b64(b"a"), "partition": 3}, {"value": b64(b"b"), "partition": 0}]},
+        headers=BIN_CT,
+    )
+    assert [o["partition"] for o in r.json()["offsets"]] == [3, 0]
+
+
+async def test_partial_failure_keeps_200(client: httpx.AsyncClient) -> None:
+    await create_topic(client, "small", 2, max_message_bytes="1024")
+    records = [
+        {"value": b64(b"x" * 4000), "partition": 0},
+        {"value": b64(b"ok"), "partition": 1},
+    ]
+    r = await client.post("/topics/small", json={"records": records}, headers=BIN_CT)
+    assert r.status_code == 200, r.text
+    failed, ok = r.json()["offsets"]
+    assert failed["partition"] == 0 and failed["offset"] is None
+    assert failed["error_code"] == 10  # MESSAGE_TOO_LARGE
+    assert isinstance(failed["error"], str) and failed["error"]
+    assert ok == {"partition": 1, "offset": 0, "error_code": None, "error": None}
+    assert await fetch(client, "small", 0, 0) == []
+
+
+async def test_fetch_limits_and_long_poll(client: httpx.AsyncClient) -> None:
+    await create_topic(client, "poll", 1)
+    r = await client.post(
+        "/topics/poll", json={"records": [{"value": b64(b"x" * 100)} for _ in range(10)]}, headers=BIN_CT
+    )
+    assert r.status_code == 200
+    few = await fetch(client, "poll", 0, 0, max_bytes=250)
+    assert [g["offset"] for g in few] == [0, 1, 2]
+    assert [g["offset"] for g in await fetch(client, "poll", 0, 4, max_bytes=0)] == [4]
+    assert await fetch(client, "poll", 0, 10) == []  # at the end: empty after the (zero) wait
+
+    # a fetch waiting at the end is woken by a produce
+    waiting = asyncio.create_task(
+        client.get(
+            "/topics/poll/partitions/0/records",
+            params={"offset": 10, "timeout": 20000},
+            headers={"Accept": V2_BINARY},
+        )
+    )
+    await asyncio.sleep(0)
+    r = await client.post("/topics/poll", json={"records": [{"value": b64(b"late")}]}, headers=BIN_CT)
+    assert r.json()["offsets"][0]["offset"] == 10
+    got = (await waiting).json()
+    assert [(g["offset"], g["value"]) for g in got] == [(10, b64(b"late"))]
+
+
+# --- errors -------------------------------------------------------------------------------
+
+
+async def test_produce_errors(client: httpx.AsyncClient, broker: Broker) -> None:
+    await create_topic(client, "t", 2)
+    ok = {"records": [{"value": b64(b"v")}]}
+    assert_error(await client.post("/topics/missing", json=ok, headers=BIN_CT), 404, 40401, "missing")
+    assert_error(
+        await client.post("/topics/t/partitions/2", json=ok, headers=BIN_CT), 404, 40402, "partition 2"
+    )
+    r = await client.post(
+        "/topics/t", json={"records": [{"value": b64(b"v"), "partition": 9}]}, headers=BIN_CT
+    )
+    assert_error(r, 404, 40402)
+    r = await client.post(
+        "/topics/t", json={"records": [{"value": b64(b"v"), "partition": -1}]}, headers=BIN_CT
+    )
+    assert_error(r, 422, 42201, "partition")
+    assert_error(await client.post("/topics/t/partitions/-1", json=ok, headers=BIN_CT), 422, 42201)
+
+    r = await client.post("/topics/t", json={"records": [{"value": "not base64!"}]}, headers=BIN_CT)
+    assert_error(r, 422, 42202, "records[0].value is not valid base64")
+    r = await client.post("/topics/t", json={"records": [{"key": "QQ="}]}, headers=BIN_CT)
+    assert_error(r, 422, 42202, "records[0].key")
+    r = await client.post(
+        "/topics/t",
+        json={"records": [{"value": None, "headers": [{"key": "h", "value": "%%"}]}]},
+        headers=BIN_CT,
+    )
+    assert_error(r, 422, 42202, "headers[0].value")
+    r = await client.post("/topics/t", json={"records": [{"value": 5}]}, headers=BIN_CT)
+    assert_error(r, 422, 42201, "records.0.value")
+
+    for bad in (b'{"records": [', b"", b"\xff\xfe", b'{"records": [{"value": NaN}]}', b"[1e999]"):
+        r = await client.post("/topics/t", content=bad, headers=JSON_CT)
+        assert_error(r, 422, 42201, "not valid JSON")
+    assert_error(await client.post("/topics/t", json={"records": []}, headers=JSON_CT), 422, 42201)
+    assert_error(await client.post("/topics/t", json={"recs": []}, headers=JSON_CT), 422, 42201, "records")
+    assert_error(await client.post("/topics/t", json=[1], headers=JSON_CT), 422, 42201)
+    deep = b"[" * 30_000 + b"]" * 30_000
+    assert_error(await client.post("/topics/t", content=deep, headers=JSON_CT), 422, 42201)
+
+    for ct in ("text/plain", "application/vnd.kafka.avro.v2+json", "application/x-www-form-urlencoded"):
+        r = await client.post("/topics/t", content=json.dumps(ok), headers={"Content-Type": ct})
+        assert_error(r, 415, 41500, ct)
+    assert_error(await client.post("/topics/t", content=json.dumps(ok)), 415, 41500)
+
+    limit = broker.config.max_request_bytes
+    big = {"records": [{"value": b64(b"x" * limit)}]}
+    assert_error(await client.post("/topics/t", json=big, headers=BIN_CT), 413, 41300, str(limit))
+
+    async def chunked() -> AsyncIterator[bytes]:  # no Content-Length: the stream is counted
+        for _ in range(limit // 1000 + 2):
+            yield b" " * 1000
+
+    r = await client.post("/topics/t", content=chunked(), headers=BIN_CT)
+    assert_error(r, 413, 41300)
+
+    # nothing above was written
+    assert await fetch(client, "t", 0, 0) == []
+    assert await fetch(client, "t", 1, 0) == []
+
+
+async def test_fetch_errors(client: httpx.AsyncClient) -> None:
+    await create_topic(client, "f", 1)
+    r = await client.post("/topics/f", json={"records": [{"value": b64(b"\xff not json")}]}, headers=BIN_CT)
+    assert r.status_code == 200
+
+    url = "/topics/f/partitions/0/records"
+    assert_error(await client.get("/topics/nope/partitions/0/records", params={"offset": 0}), 404, 40401)
+    assert_error(await client.get("/topics/f/partitions/1/records", params={"offset": 0}), 404, 40402)
+    assert_error(await client.get(url), 422, 42201, "offset")
+    assert_error(await client.get(url, params={"offset": "x"}), 422, 42201, "offset")
+    assert_error(await client.get(url, params={"offset": -1}), 422, 42201, "offset")
+    assert_error(await client.get(url, params={"offset": 0, "timeout": 10**9}), 422, 42201, "timeout")
+    assert_error(await client.get(url, params={"offset": 5, "timeout": 0}), 416, 41600)
+    r = await client.get(url, params={"offset": 0, "timeout": 0}, headers={"Accept": V2_JSON})
+    assert_error(r, 406, 40601, V2_BINARY)
+    r = await client.get(url, params={"offset": 0, "timeout": 0}, headers={"Accept": "text/html"})
+    assert_error(r, 406, 40600)
+    # without a preference the embedded format is binary
+    r = await client.get(url, params={"offset": 0, "timeout": 0})
+    assert r.status_code == 200 and r.headers["content-type"] == V2_BINARY
+
+
+async def test_unknown_route_and_method(client: httpx.AsyncClient) -> None:
+    assert_error(await client.get("/nothing/here"), 404, 40400)
+    r = await client.put("/topics")
+    assert_error(r, 405, 40500)
+    assert "GET" in r.headers["allow"]
+
+
+# --- operations -----------------------------------------------------------------------------
+
+
+async def test_healthz_and_metrics(client: httpx.AsyncClient) -> None:
+    r = await client.get("/healthz")
+    assert r.status_code == 200
+    assert r.json() == {"status": "ok", "broker_id": 0, "cluster_id": "strata-local", "topics": 0}
+
+    await create_topic(client, "m", 1)
+    r = await client.post("/topics/m", json={"records": [{"value": 1}, {"value": 2}]}, headers=JSON_CT)
+    assert r.status_code == 200
+    await client.get("/topics/nope")
+
+    r = await client.get("/metrics")
+    assert r.status_code == 200
+    assert r.headers["content-type"].startswith("text/plain")
+    text = r.text
+    assert 'strata_produce_messages_total{topic="m"} 2.0' in text
+    assert 'strata_http_requests_total{route="/topics/{topic}",status="200"} 1.0' in text
+    assert 'strata_http_requests_total{route="/topics/{topic}",status="404"} 1.0' in text
+    assert 'strata_http_latency_seconds_count{route="/healthz"} 1.0' in text
+
+
+async def test_openapi_describes_bodies(client: httpx.AsyncClient) -> None:
+    spec = (await client.get("/openapi.json")).json()
+    produce = spec["paths"]["/topics/{topic}"]["post"]
+    assert set(produce["requestBody"]["content"]) == {V2_JSON, V2_BINARY}
+    assert "4XX" in produce["responses"]
+    fetch_op = spec["paths"]["/topics/{topic}/partitions/{partition}/records"]["get"]
+    assert set(fetch_op["responses"]["200"]["content"]) == {V2_JSON, V2_BINARY}
+    for name in ("ErrorResponse", "JsonProduceRequest", "BinaryProduceRequest", "CreateTopicRequest"):
+        assert name in spec["components"]["schemas"]
