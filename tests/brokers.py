@@ -1,0 +1,124 @@
+"""Real brokers started as subprocesses on loopback ports chosen by the OS."""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+_LISTEN_RE = re.compile(r"strata: (kafka|http) listener on (?:http://)?([\w.\-]+):(\d+)")
+
+
+class BrokerProcess:
+    """A `strata serve` child process. Ports are chosen by the OS (port 0) and read back from its output."""
+
+    def __init__(self, data_dir: Path, *extra_args: str, env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.extra_args = list(extra_args)
+        self.env = env or {}
+        self.proc: subprocess.Popen[str] | None = None
+        self.kafka_port = 0
+        self.http_port = 0
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.kafka_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
+        kafka = f"127.0.0.1:{self.kafka_port}"  # reuse ports on restart so clients can reconnect
+        http = f"127.0.0.1:{self.http_port}"
+        cmd = [
+            sys.executable,
+            "-m",
+            "api.cli",
+            "serve",
+            "--data-dir",
+            str(self.data_dir),
+            "--kafka-listen",
+            kafka,
+            "--http-listen",
+            http,
+            *self.extra_args,
+        ]
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **self.env}
+        self.proc = subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self._queue = queue.Queue()
+        threading.Thread(target=self._pump, args=(self.proc, self._queue), daemon=True).start()
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                self.kill()
+                raise TimeoutError("broker did not become ready:\n" + "".join(self.lines[-50:]))
+            try:
+                line = self._queue.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            if line is None:
+                raise RuntimeError("broker exited during start-up:\n" + "".join(self.lines[-50:]))
+            m = _LISTEN_RE.search(line)
+            if m:
+                if m.group(1) == "kafka":
+                    self.kafka_port = int(m.group(3))
+                else:
+                    self.http_port = int(m.group(3))
+            if "strata: ready" in line:
+                return self
+
+    def _pump(self, proc: subprocess.Popen[str], q: queue.Queue[str | None]) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            self.lines.append(line)
+            q.put(line)
+        q.put(None)
+
+    def output(self) -> str:
+        return "".join(self.lines)
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(timeout=30)
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """Graceful stop via SIGTERM; returns the exit code."""
+        assert self.proc is not None
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                raise
+        return self.proc.returncode
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, config: dict[str, str] | None = None) -> None:
+    """Create a topic with confluent-kafka's AdminClient (a real client, as users would)."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # keep a reference until the future resolves
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, config=config or {})])
+    futures[name].result(timeout=30)

@@ -1,0 +1,32 @@
+"""Shared fixtures: real brokers started as subprocesses on free loopback ports."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.brokers import BrokerProcess
+
+
+@pytest.fixture
+def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
+    started: list[BrokerProcess] = []
+
+    def make(*args: str, data_dir: Path | None = None, env: dict[str, str] | None = None) -> BrokerProcess:
+        b = BrokerProcess(data_dir or tmp_path / f"broker{len(started)}", *args, env=env)
+        started.append(b)
+        return b.start()
+
+    yield make
+    for b in started:
+        b.kill()
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    """One broker shared by a test module (each test uses its own topics)."""
+    b = BrokerProcess(tmp_path_factory.mktemp("broker")).start()
+    yield b
+    b.kill()
