@@ -1,0 +1,1 @@
+"""Tiering: sealed segments to S3-compatible object storage (milestone: issue 4)."""
