@@ -62,7 +62,14 @@ def timed(fn: Callable[[], int]) -> tuple[float, int]:
     return time.perf_counter() - t0, n
 
 
-def bench_append(workdir: Path, batches: list[bytes], per_batch: int, fsync: bool) -> tuple[Result, Result]:
+def bench_append(
+    workdir: Path, batches: list[bytes], per_batch: int, fsync: bool, rounds: int
+) -> tuple[Result, Result]:
+    """Best of ``rounds`` for each side, alternating ours/raw on fresh files each round.
+
+    Alternating and deleting between rounds keeps page-cache state and disk write-back
+    from favouring whichever side runs second.
+    """
     group = max(1, GROUP_BYTES // len(batches[0]))
     cfg = LogConfig.from_kafka(
         {
@@ -72,42 +79,45 @@ def bench_append(workdir: Path, batches: list[bytes], per_batch: int, fsync: boo
         }
     )
     total_bytes = sum(len(b) for b in batches)
+    best_ours = best_raw = float("inf")
+    for rnd in range(rounds):
+        d = workdir / f"log-{rnd}"
+        committer = GroupCommitter() if fsync else None
+        log = Log.open(d, cfg, topic="bench", partition=0, flusher=committer)
 
-    # ours
-    d = workdir / ("log-fsync" if fsync else "log")
-    committer = GroupCommitter() if fsync else None
-    log = Log.open(d, cfg, topic="bench", partition=0, flusher=committer)
+        def ours() -> int:
+            for i in range(0, len(batches), group):
+                last = -1
+                for b in batches[i : i + group]:
+                    last = log.append(b).last_offset
+                if fsync:
+                    log.high_watermark_future(last + 1).result()
+            return len(batches)
 
-    def ours() -> int:
-        for i in range(0, len(batches), group):
-            last = -1
-            for b in batches[i : i + group]:
-                last = log.append(b).last_offset
-            if fsync:
-                log.high_watermark_future(last + 1).result()
-        return len(batches)
+        secs, _ = timed(ours)
+        best_ours = min(best_ours, secs)
+        log.close()
+        if committer:
+            committer.close()
+        shutil.rmtree(d)
 
-    secs_ours, _ = timed(ours)
-    log.close()
-    if committer:
-        committer.close()
+        path = workdir / f"raw-{rnd}.bin"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
 
-    # raw: same bytes, same fsync cadence
-    path = workdir / "raw.bin"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        def raw() -> int:
+            for i in range(0, len(batches), group):
+                for b in batches[i : i + group]:
+                    os.write(fd, b)
+                if fsync:
+                    os.fsync(fd)
+            return len(batches)
 
-    def raw() -> int:
-        for i in range(0, len(batches), group):
-            for b in batches[i : i + group]:
-                os.write(fd, b)
-            if fsync:
-                os.fsync(fd)
-        return len(batches)
-
-    secs_raw, _ = timed(raw)
-    os.close(fd)
+        secs, _ = timed(raw)
+        best_raw = min(best_raw, secs)
+        os.close(fd)
+        path.unlink()
     recs = len(batches) * per_batch
-    return Result(recs, total_bytes, secs_ours), Result(recs, total_bytes, secs_raw)
+    return Result(recs, total_bytes, best_ours), Result(recs, total_bytes, best_raw)
 
 
 def bench_read(
@@ -159,9 +169,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     ap.add_argument("--mib", type=int, default=256, help="MiB written per case")
+    ap.add_argument("--rounds", type=int, default=3, help="rounds per case (best of)")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="strata-bench-", dir=args.dir))
-    print(f"scratch dir {base}; {args.mib} MiB per case")
+    print(f"scratch dir {base}; {args.mib} MiB per case, best of {args.rounds} rounds")
     header = f"{'case':42} {'ours rec/s':>12} {'ours MB/s':>10} {'raw MB/s':>10} {'ratio':>6}"
     print(header)
     print("-" * len(header))
@@ -172,7 +183,7 @@ def main() -> None:
                 for fsync in (False, True):
                     work = base / f"a-{record_size}-{batch_bytes}-{fsync}"
                     work.mkdir()
-                    ours, raw = bench_append(work, batches, per_batch, fsync)
+                    ours, raw = bench_append(work, batches, per_batch, fsync, args.rounds)
                     name = f"append {record_size}B rec, {batch_bytes >> 10}KiB batch" + (
                         ", fsync group" if fsync else ""
                     )

@@ -792,7 +792,10 @@ class Log:
                 self._last_flush = time.monotonic()
             try:
                 for s in dirty:
-                    s.sync()
+                    if s.sealed:
+                        s.sync()
+                    else:
+                        s.sync_data()
             except StorageError as e:
                 self._go_offline(e)
                 raise

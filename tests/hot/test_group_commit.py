@@ -12,6 +12,7 @@ import os
 import random
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,10 @@ from tests.hot.hotlib import batch_at, decode, headers
 
 
 class FsyncRecorder:
-    def __init__(self, delay_s: float = 0.002) -> None:
-        self.real = os.fsync
+    """Wraps os.fsync or os.fdatasync (both make a file's data durable)."""
+
+    def __init__(self, real: Callable[[int], None], delay_s: float = 0.002) -> None:
+        self.real = real
         self.delay = delay_s
         self.lock = threading.Lock()
         self.log_fsyncs = 0
@@ -43,8 +46,19 @@ class FsyncRecorder:
 
 @pytest.fixture
 def recorder(monkeypatch: pytest.MonkeyPatch) -> FsyncRecorder:
-    rec = FsyncRecorder()
+    rec = FsyncRecorder(os.fsync)
+    data_rec = FsyncRecorder(os.fdatasync)
+    # one ledger for both calls
+    data_rec.lock, data_rec.durable = rec.lock, rec.durable
+
+    def datasync(fd: int) -> None:
+        data_rec(fd)
+        with rec.lock:
+            rec.log_fsyncs += data_rec.log_fsyncs
+            data_rec.log_fsyncs = 0
+
     monkeypatch.setattr(os, "fsync", rec)
+    monkeypatch.setattr(os, "fdatasync", datasync)
     return rec
 
 

@@ -282,6 +282,7 @@ def test_fsync_failure_takes_log_offline(tmp_path: Path, monkeypatch: pytest.Mon
         raise OSError(errno.EIO, "injected I/O error")
 
     monkeypatch.setattr(os, "fsync", failing_fsync)
+    monkeypatch.setattr(os, "fdatasync", failing_fsync)
     with pytest.raises(StorageError):
         log.flush()
     monkeypatch.undo()

@@ -1,0 +1,300 @@
+"""Broker benchmark: produce throughput, produce latency and fetch throughput over loopback.
+
+    python -m bench.bench_broker [--messages 2000000] [--producers 2]
+
+Starts a real `strata serve` subprocess on free loopback ports and drives it with
+librdkafka (confluent-kafka) producer processes, the C-speed load generator.
+
+  1. Produce throughput, 100-byte records, acks=1 and acks=all (fsync group commit),
+     while a lagging consumer reads the same topic from offset 0.
+  2. Produce latency p50/p99 at half the measured acks=all rate.
+  3. Fetch throughput: a raw Fetch loop (responses are read, not parsed, like a replica
+     would) against the sendfile loopback limit measured in the same run: a thread that
+     os.sendfile()s the same cached segment file to a socket.
+
+Every figure is printed with the baseline it is compared to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RECORD = b"x" * 100
+
+
+def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], int]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "api.cli",
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--kafka-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    port = 0
+    deadline = time.monotonic() + 60
+    for line in proc.stdout:
+        m = re.search(r"kafka listener on 127.0.0.1:(\d+)", line)
+        if m:
+            port = int(m.group(1))
+        if "strata: ready" in line:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError("broker did not start")
+    out = proc.stdout
+    threading.Thread(target=lambda: [None for _ in out], daemon=True).start()
+    return proc, port
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions)])[name].result(30)
+
+
+def lagging_consumer(
+    bootstrap: str, topic: str, partitions: int, stop: threading.Event, counter: list[int]
+) -> None:
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    while not stop.is_set():
+        msgs = c.consume(10000, timeout=0.2)
+        counter[0] += len(msgs)
+    c.close()
+
+
+def bench_produce(
+    bootstrap: str, acks: str, total: int, producers: int, partitions: int, workdir: Path
+) -> float:
+    """kcat (librdkafka, pure C) producers reading 100-byte lines; a lagging consumer reads along."""
+    topic = f"bench-{acks}-{int(time.time() * 1000)}"
+    create_topic(bootstrap, topic, partitions)
+    lines = workdir / "records.txt"
+    if not lines.exists():
+        with open(lines, "wb") as fh:
+            fh.write((b"x" * 99 + b"\n") * (total // producers))
+    stop = threading.Event()
+    consumed = [0]
+    cons = threading.Thread(target=lagging_consumer, args=(bootstrap, topic, partitions, stop, consumed))
+    cons.start()
+    cmd = [
+        "kcat", "-b", bootstrap, "-t", topic, "-P", "-l", "-X", f"acks={acks}", "-X", "linger.ms=5",
+        "-X", "batch.size=1000000", "-X", "queue.buffering.max.messages=1000000",
+        "-X", "enable.idempotence=false", str(lines),
+    ]  # fmt: skip
+    t0 = time.perf_counter()
+    procs = [subprocess.Popen(cmd) for _ in range(producers)]
+    codes = [pr.wait(600) for pr in procs]
+    wall = time.perf_counter() - t0
+    stop.set()
+    cons.join(30)
+    sent = (total // producers) * producers
+    rate = sent / wall
+    print(
+        f"produce acks={acks:>3}: {sent:,} x 100 B by {producers} kcat in {wall:.2f} s = {rate:,.0f} msg/s "
+        f"({rate * 100 / 1e6:.0f} MB/s payload), kcat exit codes {codes}, "
+        f"lagging consumer read {consumed[0]:,}",
+        flush=True,
+    )
+    return rate
+
+
+def bench_latency(bootstrap: str, rate: float, seconds: float = 5.0) -> None:
+    from confluent_kafka import Producer
+
+    topic = f"bench-lat-{int(time.time() * 1000)}"
+    create_topic(bootstrap, topic, 2)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 1, "enable.idempotence": False})
+    lat: list[float] = []
+
+    def cb(err: object, _msg: object, sent: float) -> None:
+        if err is None:
+            lat.append(time.perf_counter() - sent)
+
+    n = int(rate * seconds)
+    t0 = time.perf_counter()
+    for i in range(n):
+        target = t0 + i / rate
+        now = time.perf_counter()
+        if target > now:
+            if target - now > 0.001:
+                p.poll(target - now)
+            while time.perf_counter() < target:
+                pass
+        sent = time.perf_counter()
+        p.produce(topic, RECORD, on_delivery=lambda e, m, s=sent: cb(e, m, s))
+        if i % 100 == 0:
+            p.poll(0)
+    p.flush(60)
+    lat.sort()
+    if not lat:
+        print("latency: no deliveries")
+        return
+    p50 = lat[len(lat) // 2] * 1000
+    p99 = lat[int(len(lat) * 0.99)] * 1000
+    print(
+        f"produce latency acks=all at {rate:,.0f} msg/s (single producer): p50 {p50:.2f} ms, p99 {p99:.2f} ms"
+    )
+
+
+def _recv_exact(sock: socket.socket, n: int, buf: bytearray) -> None:
+    view = memoryview(buf)
+    got = 0
+    while got < n:
+        k = sock.recv_into(view[got:n])
+        if not k:
+            raise ConnectionError("closed")
+        got += k
+
+
+def bench_fetch(bootstrap: str, data_dir: Path, seconds: float = 5.0) -> None:
+    """Raw Fetch v11 loop over one partition filled with ~512 MiB, vs sendfile of the same file."""
+    from confluent_kafka import Producer
+
+    from api.protocol import encode_request
+    from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+
+    topic = f"bench-fetch-{int(time.time() * 1000)}"
+    create_topic(bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": 1, "linger.ms": 20, "batch.size": 1_000_000})
+    target = 512 << 20
+    value = os.urandom(1000)
+    for _ in range(target // 1000):
+        while True:
+            try:
+                p.produce(topic, value, partition=0)
+                break
+            except BufferError:
+                p.poll(0.01)
+    p.flush(300)
+    n_records = target // 1000
+    seg = sorted((data_dir / "logs" / f"{topic}-0").glob("*.log"))[0]
+    size = seg.stat().st_size
+
+    host, port = bootstrap.split(":")
+    sock = socket.create_connection((host, int(port)))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    buf = bytearray(64 << 20)
+    fetch_bytes = 8 << 20
+    total = 0
+    corr = 0
+    t0 = time.perf_counter()
+    offset = 0
+    while time.perf_counter() - t0 < seconds:
+        corr += 1
+        req = FetchRequest(
+            max_wait_ms=0,
+            min_bytes=1,
+            max_bytes=fetch_bytes,
+            topics=(
+                FetchTopic(
+                    topic=topic,
+                    partitions=(
+                        FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=fetch_bytes),
+                    ),
+                ),
+            ),
+        )
+        payload = encode_request(1, 11, corr, "bench", req)
+        sock.sendall(struct.pack(">i", len(payload)) + payload)
+        _recv_exact(sock, 4, buf)
+        (n,) = struct.unpack_from(">i", buf)
+        _recv_exact(sock, n, buf)
+        total += n
+        # walk the cached log ~7 MB at a time and wrap around (no record parsing on our side)
+        offset = (offset + 7000) % (n_records - 7000)
+    ours = total / (time.perf_counter() - t0)
+    sock.close()
+
+    # baseline: sendfile of the same cached file over loopback, same chunk size
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    sent_total = [0]
+    stop = threading.Event()
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        fd = os.open(seg, os.O_RDONLY)
+        pos = 0
+        while not stop.is_set():
+            k = os.sendfile(conn.fileno(), fd, pos, min(fetch_bytes, size - pos))
+            pos = 0 if pos + k >= size else pos + k
+            sent_total[0] += k
+        os.close(fd)
+        conn.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    cli = socket.create_connection(srv.getsockname())
+    cli.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    got = 0
+    t0 = time.perf_counter()
+    view = memoryview(buf)
+    while time.perf_counter() - t0 < seconds:
+        got += cli.recv_into(view[: 8 << 20])
+    limit = got / (time.perf_counter() - t0)
+    stop.set()
+    cli.close()
+    srv.close()
+    print(
+        f"fetch: {ours / 1e6:,.0f} MB/s vs sendfile loopback limit {limit / 1e6:,.0f} MB/s "
+        f"= {ours / limit:.2f} of the limit (segment {size >> 20} MiB, {fetch_bytes >> 20} MiB fetches)"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--messages", type=int, default=2_000_000)
+    ap.add_argument("--producers", type=int, default=2)
+    ap.add_argument("--partitions", type=int, default=4)
+    args = ap.parse_args()
+    data = Path(tempfile.mkdtemp(prefix="strata-bench-broker-"))
+    proc, port = start_broker(data)
+    bootstrap = f"127.0.0.1:{port}"
+    print(f"broker on {bootstrap}, data {data}; {os.cpu_count()} cores")
+    try:
+        bench_produce(bootstrap, "1", args.messages, args.producers, args.partitions, data)
+        rate_all = bench_produce(bootstrap, "all", args.messages, args.producers, args.partitions, data)
+        bench_latency(bootstrap, rate_all / 2 if rate_all / 2 < 200_000 else 200_000)
+        bench_fetch(bootstrap, data)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        import shutil
+
+        shutil.rmtree(data, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
