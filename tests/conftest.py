@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.brokers import BrokerProcess
+from tests.brokers import BrokerProcess, S3Endpoint
 
 
 @pytest.fixture
@@ -30,3 +30,20 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     b = BrokerProcess(tmp_path_factory.mktemp("broker")).start()
     yield b
     b.kill()
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[S3Endpoint]:
+    ep = S3Endpoint()
+    yield ep
+    ep.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: S3Endpoint, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A fresh bucket; the AWS chain variables of this process point at the endpoint."""
+    import uuid
+
+    for k, v in s3_endpoint.env.items():
+        monkeypatch.setenv(k, v)
+    return s3_endpoint.create_bucket(f"strata-test-{uuid.uuid4().hex[:12]}")
