@@ -16,7 +16,9 @@ from dataclasses import dataclass
 
 from api.config import BrokerConfig
 from api.metrics import BrokerMetrics
+from hot.config import LogConfig
 from hot.errors import (
+    InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     RequestTimedOutError,
@@ -136,6 +138,33 @@ class Broker:
             self.manager.registry.validate_create(name, partitions, configs or {})
             return TopicInfo(name, partitions, dict(configs or {}))
         return self.manager.create_topic(name, partitions, configs or {})
+
+    def alter_topic_configs(
+        self, name: str, changes: dict[str, str | None], *, replace: bool, validate_only: bool = False
+    ) -> TopicInfo:
+        """Change a topic's overrides (None removes one). ``replace``: the given set becomes
+        the whole set of overrides (AlterConfigs); otherwise only the named keys change."""
+        info = self.manager.topic(name)
+        merged: dict[str, str] = {} if replace else dict(info.configs)
+        for key, value in changes.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+        LogConfig.from_kafka(merged, self.manager.defaults)  # validate before touching anything
+        if validate_only:
+            return info
+        return self.manager.alter_topic_configs(name, changes, replace=replace)
+
+    def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> TopicInfo:
+        info = self.manager.topic(name)
+        if total <= info.partitions:
+            raise InvalidPartitionsError(
+                f"topic {name!r} has {info.partitions} partitions; the new count {total} must be larger"
+            )
+        if validate_only:
+            return info
+        return self.manager.add_partitions(name, total)
 
     def delete_topic(self, name: str) -> None:
         self.manager.delete_topic(name)

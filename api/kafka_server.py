@@ -42,6 +42,22 @@ from api.protocol import (
     encode_frame,
     encode_response,
 )
+from api.protocol.messages.alter_configs import (
+    OP_APPEND,
+    OP_DELETE,
+    OP_SET,
+    OP_SUBTRACT,
+    AlterConfigsRequest,
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
+from api.protocol.messages.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
 from api.protocol.messages.create_topics import (
     CreatableTopicConfigs,
     CreatableTopicResult,
@@ -360,7 +376,7 @@ async def handle_produce(
             if bad_acks:
                 err: StrataError | None = InvalidRequestError(f"acks must be -1, 0 or 1, got {acks}")
             elif transactional:
-                err = E.InvalidRequestError("transactional produce is not supported yet")
+                err = E.TransactionsNotSupportedError("transactions are not supported")
             elif pd.records is None or len(pd.records) == 0:
                 err = E.CorruptRecordError("produce request without record data")
             else:
@@ -616,12 +632,110 @@ async def handle_describe_configs(
 async def handle_init_producer_id(
     conn: Connection, header: RequestHeader, req: InitProducerIdRequest
 ) -> InitProducerIdResponse:
-    # Idempotent and transactional producers need broker-side producer state (sequence
-    # checks, dedup), which this broker does not keep yet. Handing out an id would let a
-    # client believe retries are deduplicated when they are not, so refuse explicitly;
-    # clients surface this as a fatal "not supported" error instead of silently
-    # degrading. Disable idempotence on the client until producer state lands.
-    return InitProducerIdResponse(error_code=E.UNSUPPORTED_VERSION)
+    # Idempotent producers (KIP-98): a new id at epoch 0, or with v3+ (KIP-360) the same id
+    # with its epoch bumped. Transactions are not supported: refused with a fatal code.
+    if req.transactional_id is not None:
+        return InitProducerIdResponse(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if (req.producer_id == -1) != (req.producer_epoch == -1):
+        return InitProducerIdResponse(error_code=E.INVALID_REQUEST)
+    try:
+        pid, epoch = conn.broker.manager.producer_ids.init_producer(req.producer_id, req.producer_epoch)
+    except StrataError as exc:
+        return InitProducerIdResponse(error_code=kafka_code(exc))
+    return InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)
+
+
+def _config_resource_error(res_type: int, res_name: str, exc: StrataError) -> AlterConfigsResourceResponse:
+    return AlterConfigsResourceResponse(
+        error_code=kafka_code(exc), error_message=str(exc), resource_type=res_type, resource_name=res_name
+    )
+
+
+def _alter_topic(
+    conn: Connection,
+    res_type: int,
+    name: str,
+    changes: dict[str, str | None],
+    replace: bool,
+    validate_only: bool,
+) -> AlterConfigsResourceResponse:
+    try:
+        if res_type != RESOURCE_TOPIC:
+            raise InvalidRequestError(f"altering resource type {res_type} is not supported; only topics")
+        conn.broker.alter_topic_configs(name, changes, replace=replace, validate_only=validate_only)
+        return AlterConfigsResourceResponse(resource_type=res_type, resource_name=name)
+    except StrataError as exc:
+        return _config_resource_error(res_type, name, exc)
+
+
+async def handle_alter_configs(
+    conn: Connection, header: RequestHeader, req: AlterConfigsRequest
+) -> AlterConfigsResponse:
+    out = []
+    for res in req.resources:
+        changes = {c.name: c.value for c in res.configs}
+        out.append(_alter_topic(conn, res.resource_type, res.resource_name, changes, True, req.validate_only))
+    return AlterConfigsResponse(responses=tuple(out))
+
+
+async def handle_incremental_alter_configs(
+    conn: Connection, header: RequestHeader, req: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
+    out = []
+    for res in req.resources:
+        try:
+            current = (
+                {c.name: c.value for c in conn.broker.topic_configs(res.resource_name)}
+                if res.resource_type == RESOURCE_TOPIC
+                else {}
+            )
+            changes: dict[str, str | None] = {}
+            for c in res.configs:
+                if c.config_operation == OP_SET:
+                    if c.value is None:
+                        raise InvalidRequestError(f"SET of {c.name} needs a value")
+                    changes[c.name] = c.value
+                elif c.config_operation == OP_DELETE:
+                    changes[c.name] = None
+                elif c.config_operation in (OP_APPEND, OP_SUBTRACT):
+                    # list-valued configs (cleanup.policy): comma-separated items
+                    base = changes.get(c.name, current.get(c.name)) or ""
+                    items = [i for i in base.split(",") if i]
+                    for v in (c.value or "").split(","):
+                        if c.config_operation == OP_APPEND and v and v not in items:
+                            items.append(v)
+                        elif c.config_operation == OP_SUBTRACT and v in items:
+                            items.remove(v)
+                    changes[c.name] = ",".join(items)
+                else:
+                    raise InvalidRequestError(f"unknown config operation {c.config_operation}")
+        except StrataError as exc:
+            out.append(_config_resource_error(res.resource_type, res.resource_name, exc))
+            continue
+        out.append(
+            _alter_topic(conn, res.resource_type, res.resource_name, changes, False, req.validate_only)
+        )
+    return IncrementalAlterConfigsResponse(responses=tuple(out))
+
+
+async def handle_create_partitions(
+    conn: Connection, header: RequestHeader, req: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
+    results = []
+    for t in req.topics:
+        try:
+            if (
+                t.assignments is not None
+                and len(t.assignments) != t.count - conn.broker.topic(t.name).partitions
+            ):
+                raise InvalidRequestError("assignments must name every new partition")
+            conn.broker.add_partitions(t.name, t.count, validate_only=req.validate_only)
+            results.append(CreatePartitionsTopicResult(name=t.name))
+        except StrataError as exc:
+            results.append(
+                CreatePartitionsTopicResult(name=t.name, error_code=kafka_code(exc), error_message=str(exc))
+            )
+    return CreatePartitionsResponse(results=tuple(results))
 
 
 HANDLERS: dict[int, Handler] = {
@@ -634,6 +748,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_TOPICS: handle_delete_topics,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
 }
 
 # Every API the codec advertises must have a handler, and vice versa.

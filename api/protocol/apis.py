@@ -12,7 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from api.protocol.messages.alter_configs import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from api.protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
+from api.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from api.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from api.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from api.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
@@ -47,8 +54,10 @@ class ApiKey(enum.IntEnum):
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
+    INCREMENTAL_ALTER_CONFIGS = 44
     DESCRIBE_CLUSTER = 60
 
 
@@ -154,6 +163,15 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse, "1-6", "4+"),
         _api(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse, "0-4", "2+"),
         _api(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse, "0-4", "4+"),
+        _api(ApiKey.ALTER_CONFIGS, AlterConfigsRequest, AlterConfigsResponse, "0-2", "2+"),
+        _api(
+            ApiKey.INCREMENTAL_ALTER_CONFIGS,
+            IncrementalAlterConfigsRequest,
+            IncrementalAlterConfigsResponse,
+            "0-1",
+            "1+",
+        ),
+        _api(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse, "0-3", "2+"),
     )
 }
 

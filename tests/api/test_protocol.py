@@ -182,6 +182,9 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         20: (1, 6, 4),
         32: (0, 4, 4),
         22: (0, 4, 2),
+        33: (0, 2, 2),
+        44: (0, 1, 1),
+        37: (0, 3, 2),
     }
 
 
@@ -202,6 +205,9 @@ KP: dict[int, tuple[Any, Any]] = {
     20: (kp_admin.DeleteTopicsRequest, kp_admin.DeleteTopicsResponse),
     22: (kp_producer.InitProducerIdRequest, kp_producer.InitProducerIdResponse),
     32: (kp_admin.DescribeConfigsRequest, kp_admin.DescribeConfigsResponse),
+    33: (kp_admin.AlterConfigsRequest, kp_admin.AlterConfigsResponse),
+    44: (kp_admin.IncrementalAlterConfigsRequest, kp_admin.IncrementalAlterConfigsResponse),
+    37: (kp_admin.CreatePartitionsRequest, kp_admin.CreatePartitionsResponse),
 }
 
 
