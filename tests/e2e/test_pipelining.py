@@ -1,0 +1,87 @@
+"""Pipelined requests on one connection are answered in order, and produce keeps their order."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import uuid
+
+import pytest
+
+from api.protocol import ApiKey, decode_response, encode_request
+from api.protocol.messages.api_versions import ApiVersionsRequest
+from api.protocol.messages.metadata import MetadataRequest
+from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
+from hot.records import RecordInput, build_batch
+from tests.brokers import BrokerProcess, create_topic
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _read_frame(sock: socket.socket) -> bytes:
+    def exact(n: int) -> bytes:
+        buf = b""
+        while len(buf) < n:
+            chunk = sock.recv(n - len(buf))
+            assert chunk, "connection closed"
+            buf += chunk
+        return buf
+
+    (size,) = struct.unpack(">i", exact(4))
+    return exact(size)
+
+
+def test_pipelined_requests_answered_in_order(broker: BrokerProcess) -> None:
+    topic = f"pipe-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 1)
+    host, port = broker.bootstrap.rsplit(":", 1)
+    plan: list[tuple[int, int]] = []
+    payload = b""
+    for i in range(60):
+        kind = i % 3
+        if kind == 0:
+            key, ver, req = (
+                ApiKey.API_VERSIONS,
+                3,
+                ApiVersionsRequest(client_software_name="t", client_software_version="1"),
+            )
+        elif kind == 1:
+            key, ver, req = ApiKey.METADATA, 12, MetadataRequest(topics=None)
+        else:
+            batch = build_batch([RecordInput(None, f"m{i}".encode())])
+            req = ProduceRequest(
+                acks=-1,
+                timeout_ms=10000,
+                topic_data=(
+                    ProduceTopicData(
+                        name=topic, partition_data=(ProducePartitionData(index=0, records=batch),)
+                    ),
+                ),
+            )
+            key, ver = ApiKey.PRODUCE, 9
+        body = encode_request(key, ver, 1000 + i, "pipeline", req)
+        payload += struct.pack(">i", len(body)) + body
+        plan.append((key, ver))
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(payload)  # all 60 requests before reading anything
+        offsets = []
+        for i, (key, ver) in enumerate(plan):
+            corr, resp = decode_response(key, ver, _read_frame(s))
+            assert corr == 1000 + i
+            if key == ApiKey.PRODUCE:
+                part = resp.responses[0].partition_responses[0]
+                assert part.error_code == 0
+                offsets.append(part.base_offset)
+    assert offsets == list(range(20))  # appended in the order sent
+    from confluent_kafka import Consumer, TopicPartition
+
+    # no auto-commit: group coordination (FindCoordinator) is not served yet
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got = []
+    while len(got) < 20:
+        m = c.poll(5)
+        assert m is not None
+        got.append(m.value())
+    c.close()
+    assert got == [f"m{i}".encode() for i in range(2, 60, 3)]
