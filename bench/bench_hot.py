@@ -85,7 +85,7 @@ def bench_append(
         committer = GroupCommitter() if fsync else None
         log = Log.open(d, cfg, topic="bench", partition=0, flusher=committer)
 
-        def ours() -> int:
+        def ours(log: Log = log) -> int:
             for i in range(0, len(batches), group):
                 last = -1
                 for b in batches[i : i + group]:
@@ -104,7 +104,7 @@ def bench_append(
         path = workdir / f"raw-{rnd}.bin"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
 
-        def raw() -> int:
+        def raw(fd: int = fd) -> int:
             for i in range(0, len(batches), group):
                 for b in batches[i : i + group]:
                     os.write(fd, b)

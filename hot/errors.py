@@ -77,6 +77,37 @@ class OffsetOutOfRangeError(StrataError):
     """Fetching an offset outside [log start offset, log end offset]."""
 
 
+# --- idempotent producers (KIP-98) --------------------------------------------------------
+
+
+class OutOfOrderSequenceError(StrataError):
+    """An idempotent batch whose sequence does not follow the producer's last one."""
+
+
+class DuplicateSequenceError(StrataError):
+    """An idempotent batch already written whose offsets are no longer known."""
+
+
+class InvalidProducerEpochError(StrataError):
+    """An idempotent batch from an epoch older than the producer's current one (fenced)."""
+
+
+class InvalidProducerIdMappingError(StrataError):
+    """A producer id this broker does not know for the request."""
+
+
+class UnknownProducerIdError(StrataError):
+    """A producer whose state this broker no longer has."""
+
+
+class ProducerFencedError(StrataError):
+    """A newer producer instance with the same id has taken over."""
+
+
+class TransactionsNotSupportedError(StrataError):
+    """A transactional producer: Strata supports idempotence but not transactions."""
+
+
 # --- server side -----------------------------------------------------------------------
 
 
@@ -158,6 +189,13 @@ INVALID_CONFIG: Final = 40
 KAFKA_STORAGE_ERROR: Final = 56
 UNSUPPORTED_COMPRESSION_TYPE: Final = 76
 INVALID_RECORD: Final = 87
+OUT_OF_ORDER_SEQUENCE_NUMBER: Final = 45
+DUPLICATE_SEQUENCE_NUMBER: Final = 46
+INVALID_PRODUCER_EPOCH: Final = 47
+INVALID_PRODUCER_ID_MAPPING: Final = 49
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Final = 53
+UNKNOWN_PRODUCER_ID: Final = 59
+PRODUCER_FENCED: Final = 90
 
 # The one table: error class -> (Kafka error code, HTTP status).
 # Lookup walks the MRO, so a subclass without its own row inherits its parent's.
@@ -177,6 +215,15 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     TopicExistsError: (TOPIC_ALREADY_EXISTS, 409),
     UnknownTopicOrPartitionError: (UNKNOWN_TOPIC_OR_PARTITION, 404),
     OffsetOutOfRangeError: (OFFSET_OUT_OF_RANGE, 416),
+    OutOfOrderSequenceError: (OUT_OF_ORDER_SEQUENCE_NUMBER, 409),
+    DuplicateSequenceError: (DUPLICATE_SEQUENCE_NUMBER, 409),
+    InvalidProducerEpochError: (INVALID_PRODUCER_EPOCH, 409),
+    InvalidProducerIdMappingError: (INVALID_PRODUCER_ID_MAPPING, 400),
+    UnknownProducerIdError: (UNKNOWN_PRODUCER_ID, 409),
+    ProducerFencedError: (PRODUCER_FENCED, 409),
+    # Kafka's code for "this client may not use transactional ids": fatal in every client,
+    # where a retriable code would make them retry forever.
+    TransactionsNotSupportedError: (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 501),
     StorageError: (KAFKA_STORAGE_ERROR, 503),
     CorruptLogError: (KAFKA_STORAGE_ERROR, 503),
     NotLeaderError: (NOT_LEADER_OR_FOLLOWER, 421),

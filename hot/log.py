@@ -6,6 +6,10 @@ Partition directory ``<logs_dir>/<topic>-<partition>/``::
     recovery-point      text "<offset>\\n": every byte below this offset was fsynced
     log-start-offset    text "<offset>\\n": records below it are deleted (retention,
                         DeleteRecords) even if a segment still holds some of them
+    <20-digit offset>.snapshot   idempotent-producer state as of that offset
+                        (hot.producer_state): one per segment, named by its base
+                        offset and written when the previous segment rolls, plus one
+                        at the log end on clean close
 
 Both small files are replaced atomically (write ``<name>.tmp``, fsync, rename, fsync
 the directory). A missing recovery point means "recover everything". The recovery
@@ -40,7 +44,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +62,16 @@ from hot.errors import (
     RecordTooLargeError,
     StorageError,
     StrataError,
+)
+from hot.producer_state import (
+    DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    BatchMetadata,
+    ProducerAppend,
+    ProducerEntry,
+    ProducerSnapshotFile,
+    ProducerStateManager,
+    parse_snapshot_name,
+    snapshot_name,
 )
 from hot.region import FileRegion
 from hot.segment import (
@@ -89,6 +103,7 @@ _ATTRIBUTES_POS: Final = 21
 _MAX_TIMESTAMP_POS: Final = 35
 _CRC_POS: Final = 17
 _TIMESTAMP_TYPE_BIT: Final = 0x08
+_CONTROL_BIT: Final = 0x20
 _MAX_APPEND_BYTES: Final = (1 << 31) - 1
 
 HwListener = Callable[["Log"], None]
@@ -110,8 +125,10 @@ def fsync_dir(path: str | Path) -> None:
         raise StorageError(f"fsync of directory {path} failed: {e}") from e
 
 
-def atomic_write(path: str | Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically and durably (tmp, fsync, rename, fsync dir)."""
+def atomic_write(path: str | Path, data: bytes, *, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``data`` atomically and durably (tmp, fsync, rename, fsync dir).
+
+    ``sync_dir=False`` leaves the rename's durability to the caller's next directory fsync."""
     path = str(path)
     tmp = path + ".tmp"
     try:
@@ -126,7 +143,8 @@ def atomic_write(path: str | Path, data: bytes) -> None:
         os.replace(tmp, path)
     except OSError as e:
         raise StorageError(f"cannot write {path}: {e}") from e
-    fsync_dir(os.path.dirname(path) or ".")
+    if sync_dir:
+        fsync_dir(os.path.dirname(path) or ".")
 
 
 def read_offset_file(path: str) -> int | None:
@@ -159,6 +177,9 @@ class AppendInfo:
     max_timestamp: int
     log_append_time_ms: int  # -1 for CreateTime topics
     log_start_offset: int
+    # Every batch was an idempotent producer's retry of a batch already in the log: nothing
+    # was written and the offsets are the original batches' (Kafka answers with them).
+    duplicate: bool = False
 
     @property
     def next_offset(self) -> int:
@@ -184,7 +205,7 @@ class ReadResult:
         return b"".join(r.read() for r in self.regions)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: built once per batch on the hot path, never shared
 class _Batch:
     """A validated batch of an append request."""
 
@@ -195,6 +216,10 @@ class _Batch:
     max_timestamp: int
     records: int
     base_offset: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    is_control: bool
 
 
 # --- the log ----------------------------------------------------------------------------------
@@ -205,9 +230,12 @@ class Log:
 
     Files: a directory of segments named by 20-digit base offset (``.log`` record
     batches v2 back to back, ``.index`` 8-byte and ``.timeindex`` 12-byte entries, see
-    hot.segment) plus the ``recovery-point`` and ``log-start-offset`` text files.
+    hot.segment) plus the ``recovery-point`` and ``log-start-offset`` text files and
+    the producer-state ``.snapshot`` files (hot.producer_state).
     After a crash: the last segment is truncated at its first invalid batch, any other
-    damaged segment refuses the partition (details in the module docstring and ``open``).
+    damaged segment refuses the partition (details in the module docstring and ``open``);
+    producer state is the latest valid snapshot at or below the log end plus a header
+    scan of the batches after it.
     """
 
     def __init__(
@@ -220,6 +248,7 @@ class Log:
         flusher: GroupCommitter | None,
         segments: list[Segment],
         log_start_offset: int,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.dir = directory
         self.topic = topic
@@ -243,6 +272,8 @@ class Log:
         self._waiters: list[tuple[int, int, Future[None]]] = []
         self._seq = itertools.count()
         self._listeners: list[HwListener] = []
+        self._producers = ProducerStateManager(producer_id_expiration_ms)
+        self._snapshots: list[int] = []  # offsets of the .snapshot files, ascending
         self._unflushed_messages = 0
         self._last_flush = time.monotonic()
         self.retention_guard: RetentionGuard | None = None
@@ -259,6 +290,7 @@ class Log:
         partition: int,
         flusher: GroupCommitter | None = None,
         clean_shutdown: bool = False,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> Log:
         """Open (creating if needed) and, after an unclean shutdown, recover a partition.
 
@@ -280,6 +312,10 @@ class Log:
           fsynced, so the high watermark starts at the recovered log end.
         * A ``log-start-offset`` beyond the recovered log end restarts the log empty at
           that offset (Kafka does the same).
+        * Producer state: snapshots above the log end are deleted; the latest valid one
+          at or below it is loaded (damaged ones are deleted and ignored) and the batch
+          headers after it are replayed. After a clean shutdown the snapshot written at
+          close is at the log end, so nothing is scanned.
         """
         d = str(directory)
         try:
@@ -292,6 +328,7 @@ class Log:
             fsync_dir(os.path.dirname(d) or ".")
         logs: set[int] = set()
         indexes: list[tuple[int, str]] = []
+        snapshots: list[int] = []
         removed = False
         for name in names:
             path = os.path.join(d, name)
@@ -299,6 +336,10 @@ class Log:
                 logger.info("removing stray file %s", path)
                 _unlink(path)
                 removed = True
+                continue
+            snap = parse_snapshot_name(name)
+            if snap is not None:
+                snapshots.append(snap)
                 continue
             parsed = parse_segment_name(name)
             if parsed is None:
@@ -353,7 +394,10 @@ class Log:
                 flusher=flusher,
                 segments=segments,
                 log_start_offset=lso,
+                producer_id_expiration_ms=producer_id_expiration_ms,
             )
+            log._snapshots = sorted(snapshots)
+            log._load_producer_state()
             if rp_file != log.log_end_offset:
                 log._persist_recovery_point()
             return log
@@ -549,13 +593,15 @@ class Log:
             mv = mv.cast("B")
         return mv
 
-    def _validate(self, mv: memoryview, *, leader: bool) -> list[_Batch]:
-        """Validate every batch (structure, size, CRC) before anything is written."""
+    def _validate(self, mv: memoryview, *, leader: bool) -> tuple[list[_Batch], bool]:
+        """Validate every batch (structure, size, CRC) before anything is written.
+        Returns the batches and whether any carries a producer id."""
         if len(mv) == 0:
             raise InvalidRecordError("produce payload holds no record batch")
         if len(mv) > _MAX_APPEND_BYTES:
             raise RecordTooLargeError(f"append of {len(mv)} bytes is too large")
         out: list[_Batch] = []
+        idempotent = False
         max_size = self._config.max_message_bytes if leader else None
         for pos, h in iter_batches(mv, max_size=max_size):
             if leader:
@@ -566,6 +612,13 @@ class Log:
                     )
                 if h.is_control:
                     raise InvalidRecordError("clients may not write control batches")
+                if h.producer_id >= 0 and (h.base_sequence < 0 or h.producer_epoch < 0):
+                    raise InvalidRecordError(
+                        f"batch at byte {pos} has producer id {h.producer_id} but epoch "
+                        f"{h.producer_epoch} and base sequence {h.base_sequence}"
+                    )
+            if h.producer_id >= 0:
+                idempotent = True
             out.append(
                 _Batch(
                     pos,
@@ -575,9 +628,13 @@ class Log:
                     h.max_timestamp,
                     h.records_count,
                     h.base_offset,
+                    h.producer_id,
+                    h.producer_epoch,
+                    h.base_sequence,
+                    bool(h.attributes & _CONTROL_BIT),
                 )
             )
-        return out
+        return out, idempotent
 
     def append(
         self, data: bytes | bytearray | memoryview, *, leader_epoch: int = 0, now_ms: int | None = None
@@ -590,19 +647,39 @@ class Log:
         copying the batch (they are outside the CRC). For LogAppendTime topics the
         timestamp type bit and maxTimestamp are set to ``now_ms`` and the CRC recomputed
         (the batch is copied; it is never recompressed).
+
+        Batches with a producer id go through the producer-state checks (module
+        hot.producer_state), in order, atomically with the write: a fenced epoch or a
+        sequence gap raises and nothing is written; a retry of a batch already in the log
+        is not written again. If every batch was such a retry, the result has
+        ``duplicate=True`` and the original batches' offsets.
         """
         mv = self._view(data)
-        batches = self._validate(mv, leader=True)
+        batches, idempotent = self._validate(mv, leader=True)
         if now_ms is None:
             now_ms = time.time_ns() // 1_000_000
         total = len(mv)
         offsets = sum(b.last_offset_delta + 1 for b in batches)
         records = sum(b.records for b in batches)
         log_append = self._config.log_append_time
+        plan: ProducerAppend | None = None
+        dups: Sequence[BatchMetadata] = ()
         with self._lock:
             self._check_usable()
+            if idempotent:
+                plan, batches, dups, reported_first = self._check_producers_locked(
+                    batches, self.log_end_offset, now_ms, log_append
+                )
+                if dups:
+                    if not batches:
+                        return self._duplicate_info(dups, log_append)
+                    total = sum(b.size for b in batches)
+                    offsets = sum(b.last_offset_delta + 1 for b in batches)
+                    records = sum(b.records for b in batches)
             seg, done = self._maybe_roll_locked(total, offsets, now_ms)
-            first = off = seg.next_offset
+            off = seg.next_offset
+            if plan is None:
+                reported_first = off
             iov: list[bytes | bytearray | memoryview] = []
             tracked: list[tuple[int, int, int]] = []
             max_ts = -1
@@ -619,16 +696,65 @@ class Log:
                     max_ts = bts
                 off += b.last_offset_delta + 1
             done += self._write_locked(seg, iov, total, tracked, off, records, now_ms)
+            if plan is not None:
+                plan.commit()
             lso = self._log_start_offset
         self._after_append(done)
+        last = off - 1
+        if dups:
+            last = max(last, *(d.last_offset for d in dups))
         return AppendInfo(
-            first_offset=first,
-            last_offset=off - 1,
+            first_offset=reported_first,
+            last_offset=last,
             batch_count=len(batches),
             record_count=records,
             max_timestamp=max_ts,
             log_append_time_ms=now_ms if log_append else -1,
             log_start_offset=lso,
+        )
+
+    def _check_producers_locked(
+        self, batches: list[_Batch], first: int, now_ms: int, log_append: bool
+    ) -> tuple[ProducerAppend, list[_Batch], list[BatchMetadata], int]:
+        """Producer-state checks of an append that would start at offset ``first``.
+        Returns the pending state change, the batches to write, the duplicates' original
+        batches, and the offset to report as the append's first."""
+        plan = self._producers.begin(now_ms)
+        kept: list[_Batch] = []
+        dups: list[BatchMetadata] = []
+        reported = -1
+        off = first
+        for b in batches:
+            if b.producer_id >= 0:
+                dup = plan.append(
+                    b.producer_id,
+                    b.producer_epoch,
+                    b.base_sequence,
+                    b.last_offset_delta,
+                    off,
+                    now_ms if log_append else b.max_timestamp,
+                )
+                if dup is not None:
+                    dups.append(dup)
+                    if reported < 0:
+                        reported = dup.first_offset
+                    continue
+            if reported < 0:
+                reported = off
+            kept.append(b)
+            off += b.last_offset_delta + 1
+        return plan, kept, dups, reported
+
+    def _duplicate_info(self, dups: Sequence[BatchMetadata], log_append: bool) -> AppendInfo:
+        return AppendInfo(
+            first_offset=dups[0].first_offset,
+            last_offset=max(d.last_offset for d in dups),
+            batch_count=0,
+            record_count=0,
+            max_timestamp=max(d.timestamp for d in dups),
+            log_append_time_ms=dups[0].timestamp if log_append else -1,
+            log_start_offset=self._log_start_offset,
+            duplicate=True,
         )
 
     @staticmethod
@@ -651,7 +777,7 @@ class Log:
         unchanged (leader epochs and timestamps included).
         """
         mv = self._view(data)
-        batches = self._validate(mv, leader=False)
+        batches, idempotent = self._validate(mv, leader=False)
         if now_ms is None:
             now_ms = time.time_ns() // 1_000_000
         total = len(mv)
@@ -670,6 +796,18 @@ class Log:
             seg, done = self._maybe_roll_locked(total, expect - first, now_ms)
             tracked = [(b.base_offset, b.size, b.max_timestamp) for b in batches]
             done += self._write_locked(seg, [mv], total, tracked, expect, records, now_ms)
+            if idempotent:
+                for b in batches:
+                    if b.producer_id >= 0 and not b.is_control:
+                        self._producers.replay(
+                            b.producer_id,
+                            b.producer_epoch,
+                            b.base_sequence,
+                            b.last_offset_delta,
+                            b.base_offset,
+                            b.max_timestamp,
+                            now_ms,
+                        )
             lso = self._log_start_offset
         self._after_append(done)
         return AppendInfo(
@@ -754,6 +892,9 @@ class Log:
         except StorageError as e:
             self._go_offline(e)
             raise
+        # The state as of the new segment's start. The recovery-point write below fsyncs
+        # the directory for this rename too.
+        self._take_snapshot_locked(new.base_offset, sync_dir=False)
         self._segments.append(new)
         self._bases.append(new.base_offset)
         logger.debug("rolled %s at offset %d", self.name, new.base_offset)
@@ -999,6 +1140,9 @@ class Log:
             for seg in doomed:
                 logger.info("deleting segment %s", seg.log_path)
                 seg.delete()
+            newest = self._snapshots[-1] if self._snapshots else None
+            self._delete_snapshots_locked(lambda o: o < new_start and o != newest)
+            self._producers.evict_below(self._log_start_offset)
             fsync_dir(self.dir)
         except StorageError as e:
             self._go_offline(e)
@@ -1019,6 +1163,7 @@ class Log:
             if offset > self._log_start_offset:
                 self._log_start_offset = offset
                 self._local_log_start_offset = max(self._local_log_start_offset, offset)
+                self._producers.evict_below(offset)
                 try:
                     self._persist_log_start_offset()
                 except StorageError as e:
@@ -1038,6 +1183,7 @@ class Log:
                 if offset <= self._segments[0].base_offset or offset < self._log_start_offset:
                     for s in self._segments:
                         s.delete()
+                    self._delete_snapshots_locked(lambda o: True)
                     new = Segment(self.dir, offset, index_interval_bytes=self._config.index_interval_bytes)
                     self._segments = [new]
                     self._bases = [offset]
@@ -1059,6 +1205,7 @@ class Log:
                     self._segments[-1].sealed = False
                 for s in self._segments:
                     s.flush()
+                self._load_producer_state()
                 fsync_dir(self.dir)
                 leo = self.log_end_offset
                 self._hw = min(self._hw, leo)
@@ -1067,6 +1214,121 @@ class Log:
             except StorageError as e:
                 self._go_offline(e)
                 raise
+
+    # --- producer state ------------------------------------------------------------------------------
+
+    def producer_snapshot_path(self, offset: int) -> str:
+        """Path of the producer-state snapshot as of ``offset`` (it may not exist)."""
+        return os.path.join(self.dir, snapshot_name(offset))
+
+    def producer_snapshots(self) -> list[int]:
+        """Offsets of the producer-state snapshots on disk, ascending."""
+        with self._lock:
+            return list(self._snapshots)
+
+    def producer_snapshot_after(self, segment: Segment) -> str | None:
+        """The snapshot of the producer state right after ``segment`` (named by its next
+        offset, i.e. the next segment's base), None if there is none (e.g. the active
+        segment). Tiered storage uploads it with the segment, as Kafka's RemoteLogManager does."""
+        with self._lock:
+            off = segment.next_offset
+            i = bisect.bisect_left(self._snapshots, off)
+            if i < len(self._snapshots) and self._snapshots[i] == off:
+                return self.producer_snapshot_path(off)
+            return None
+
+    def producer_entries(self) -> dict[int, ProducerEntry]:
+        """A copy of the producer state: producer id -> entry."""
+        with self._lock:
+            return self._producers.entries()
+
+    def max_producer_id(self) -> int:
+        """The highest producer id in the state, -1 if none (producer id allocation floor)."""
+        with self._lock:
+            return self._producers.max_producer_id()
+
+    def _take_snapshot_locked(self, offset: int, *, sync_dir: bool = True) -> None:
+        """Write the state as of ``offset`` (the current log end). A failure only costs a
+        longer scan at the next open, so it is logged, not raised."""
+        self._producers.remove_expired(time.time_ns() // 1_000_000)
+        path = self.producer_snapshot_path(offset)
+        try:
+            ProducerSnapshotFile.write(path, offset, self._producers.entries().values(), sync_dir=sync_dir)
+        except StorageError as e:
+            logger.warning("cannot write producer snapshot %s: %s", path, e)
+            return
+        i = bisect.bisect_left(self._snapshots, offset)
+        if i == len(self._snapshots) or self._snapshots[i] != offset:
+            self._snapshots.insert(i, offset)
+        # Superseded by this one: snapshots inside the active segment (earlier clean closes).
+        base = self._segments[-1].base_offset
+        try:
+            self._delete_snapshots_locked(lambda o: base < o < offset)
+        except StorageError as e:
+            logger.warning("cannot delete old producer snapshots of %s: %s", self.name, e)
+
+    def _delete_snapshots_locked(self, doomed: Callable[[int], bool]) -> bool:
+        """Delete the snapshots whose offset ``doomed`` selects; True if any. The caller
+        fsyncs the directory when the deletion must be durable."""
+        gone = [o for o in self._snapshots if doomed(o)]
+        for o in gone:
+            ProducerSnapshotFile.delete(self.producer_snapshot_path(o))
+            self._snapshots.remove(o)
+        return bool(gone)
+
+    def _load_producer_state(self) -> None:
+        """Rebuild the producer state for the current segments (open, truncation): drop
+        snapshots above the log end, load the latest valid one, replay the headers after
+        it. A damaged snapshot is deleted and the next older one (or the log) used."""
+        now = time.time_ns() // 1_000_000
+        leo = self.log_end_offset
+        removed = self._delete_snapshots_locked(lambda o: o > leo)
+        entries: list[ProducerEntry] = []
+        start = self._segments[0].base_offset
+        for off in reversed(list(self._snapshots)):
+            path = self.producer_snapshot_path(off)
+            try:
+                entries = ProducerSnapshotFile.read(path, off)
+            except CorruptLogError as e:
+                logger.warning("ignoring damaged producer snapshot: %s", e)
+                ProducerSnapshotFile.delete(path)
+                self._snapshots.remove(off)
+                removed = True
+                continue
+            start = max(start, off)
+            break
+        self._producers.load(entries, now)
+        scanned = self._replay_locked(start, now)
+        self._producers.evict_below(self._log_start_offset)
+        if removed:
+            fsync_dir(self.dir)
+        if scanned:
+            self._take_snapshot_locked(leo)
+
+    def _replay_locked(self, start: int, now_ms: int) -> bool:
+        """Apply the producer batches from offset ``start`` to the log end (headers only)."""
+        if start >= self.log_end_offset:
+            return False
+        for seg in self._segments[self._segment_index(start) :]:
+            if seg.next_offset <= start:
+                continue
+            pos = 0
+            if start > seg.base_offset:
+                found = seg.find_batch(start)
+                if found is None:
+                    continue
+                pos = found.position
+            for b in seg.iter_producer_batches(pos):
+                self._producers.replay(
+                    b.producer_id,
+                    b.producer_epoch,
+                    b.base_sequence,
+                    b.last_offset_delta,
+                    b.base_offset,
+                    b.max_timestamp,
+                    now_ms,
+                )
+        return True
 
     # --- closing -------------------------------------------------------------------------------------
 
@@ -1087,6 +1349,8 @@ class Log:
                     self._recovery_point = self.log_end_offset
                     done = self._advance_hw_locked(self._recovery_point)
                     self._persist_recovery_point()
+                    # The next open loads this and scans nothing.
+                    self._take_snapshot_locked(self.log_end_offset)
             finally:
                 self._closed = True
                 for s in self._segments:

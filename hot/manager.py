@@ -4,6 +4,7 @@ Layout::
 
     <data_dir>/.lock                         flock'ed while a LogManager has it open
     <data_dir>/meta/topics.json              topic registry (hot.topics)
+    <data_dir>/meta/producer-ids             producer id block allocator (hot.producer_ids)
     <data_dir>/logs/.clean_shutdown          present only after a clean close
     <data_dir>/logs/<topic>-<partition>/     one Log (hot.log), plus ``partition.metadata``
                                              ("version: 0\\ntopic_id: <uuid>\\n"), so a
@@ -37,6 +38,8 @@ from hot.config import LogConfig
 from hot.errors import StorageError, StrataError, UnknownTopicOrPartitionError
 from hot.flush import GroupCommitter, IntervalFlusher
 from hot.log import DELETE_DIR_SUFFIX, Log, RetentionGuard, atomic_write, fsync_dir
+from hot.producer_ids import PRODUCER_IDS_FILE, ProducerIdAllocator
+from hot.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from hot.topics import TOPICS_FILE, TopicInfo, TopicRegistry
 
 logger = logging.getLogger(__name__)
@@ -70,6 +73,7 @@ class LogManager:
         *,
         retention_check_interval_ms: int = DEFAULT_RETENTION_CHECK_INTERVAL_MS,
         flush_workers: int = 1,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.logs_dir = self.data_dir / "logs"
@@ -87,6 +91,8 @@ class LogManager:
         self._stop = threading.Event()
         self._lock_fd: int | None = None
         self._retention_guard: RetentionGuard | None = None
+        self._producer_ids: ProducerIdAllocator | None = None
+        self.producer_id_expiration_ms = producer_id_expiration_ms
         self.was_clean_shutdown = False
 
     # --- lifecycle -----------------------------------------------------------------------
@@ -208,6 +214,9 @@ class LogManager:
         for info in registry.list():
             for p in range(info.partitions):
                 self._open_partition(info, p, clean=clean)
+        # The floor only matters if the allocator file was lost: stay above every id in use.
+        floor = max((lg.max_producer_id() for lg in self._logs.values()), default=-1) + 1
+        self._producer_ids = ProducerIdAllocator(self.meta_dir / PRODUCER_IDS_FILE, floor=floor)
 
     def _remove_dir(self, path: Path, why: str) -> None:
         logger.warning("removing directory %s %s", path, why)
@@ -247,6 +256,7 @@ class LogManager:
                 partition=partition,
                 flusher=self._committer,
                 clean_shutdown=clean,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
             )
         except StorageError as e:
             logger.error("refusing partition %s-%d: %s", info.name, partition, e)
@@ -326,6 +336,7 @@ class LogManager:
                     atomic_write(self.logs_dir / CLEAN_SHUTDOWN_FILE, b"")
             finally:
                 self._registry = None
+                self._producer_ids = None
                 self._release_dir_lock()
 
     # --- topics ----------------------------------------------------------------------------
@@ -338,6 +349,13 @@ class LogManager:
     @property
     def registry(self) -> TopicRegistry:
         return self._require_open()
+
+    @property
+    def producer_ids(self) -> ProducerIdAllocator:
+        """The producer id allocator of this data directory (InitProducerId)."""
+        self._require_open()
+        assert self._producer_ids is not None
+        return self._producer_ids
 
     def partition_dir(self, topic: str, partition: int) -> Path:
         return self.logs_dir / f"{topic}-{partition}"

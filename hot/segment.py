@@ -6,12 +6,15 @@ Files of a segment whose first batch has base offset B, in the partition directo
                                             except baseOffset / partitionLeaderEpoch
     <B as 20 zero-padded digits>.index      sparse offset index (hot.offset_index)
     <B as 20 zero-padded digits>.timeindex  sparse time index (hot.time_index)
+    <B as 20 zero-padded digits>.snapshot   producer state as of B (hot.producer_state),
+                                            owned and written by hot.log.Log
 
 Batch header fields the segment reads (all big-endian; see hot.batch)::
 
     0  baseOffset int64 | 8 batchLength int32 | 12 partitionLeaderEpoch int32 | 16 magic int8
     17 crc uint32 | 21 attributes int16 | 23 lastOffsetDelta int32 | 27 baseTimestamp int64
-    35 maxTimestamp int64 | ... 61 records
+    35 maxTimestamp int64 | 43 producerId int64 | 51 producerEpoch int16 | 53 baseSequence int32
+    57 recordsCount int32 | 61 records
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from crc32c import crc32c
 from hot.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH
 from hot.errors import CorruptLogError, StorageError
 from hot.offset_index import MAX_RELATIVE, OffsetIndex
+from hot.producer_state import SNAPSHOT_SUFFIX
 from hot.region import FileRegion, SegmentFile
 from hot.time_index import TimeIndex
 
@@ -52,8 +56,14 @@ _H_BASE: Final = 0
 _H_LENGTH: Final = 1
 _H_MAGIC: Final = 3
 _H_CRC: Final = 4
+_H_ATTRS: Final = 5
 _H_DELTA: Final = 6
 _H_MAX_TS: Final = 8
+_H_PRODUCER_ID: Final = 9
+_H_PRODUCER_EPOCH: Final = 10
+_H_BASE_SEQUENCE: Final = 11
+_CONTROL_BIT: Final = 0x20
+_HEADER_SCAN_CHUNK: Final = 256 * 1024  # read size of the producer-state header scan
 
 
 def segment_name(base_offset: int) -> str:
@@ -113,6 +123,18 @@ class BatchInfo:
 
 def _info(pos: int, h: tuple[int, ...]) -> BatchInfo:
     return BatchInfo(pos, h[_H_BASE], h[_H_LENGTH] + LOG_OVERHEAD, h[_H_DELTA], h[_H_MAX_TS])
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerBatch:
+    """The producer fields of one idempotent data batch's header (producer-state rebuild)."""
+
+    base_offset: int
+    last_offset_delta: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +342,13 @@ class Segment:
     def timeindex_path(self) -> str:
         return self.time_index.path
 
+    @property
+    def snapshot_path(self) -> str:
+        """The producer-state snapshot as of this segment's base offset (written by the Log
+        when the previous segment rolled; may not exist). The state after this segment is
+        the next segment's snapshot (``Log.producer_snapshot_after``)."""
+        return self.log_path[: -len(LOG_SUFFIX)] + SNAPSHOT_SUFFIX
+
     def largest_timestamp(self) -> int:
         """Max record timestamp, or the file's mtime when no batch carries one (retention)."""
         if self.max_timestamp >= 0:
@@ -439,6 +468,35 @@ class Segment:
 
     def batches(self, start_position: int = 0) -> list[BatchInfo]:
         return list(self.iter_batches(start_position))
+
+    def iter_producer_batches(self, start_position: int = 0) -> Iterator[ProducerBatch]:
+        """Idempotent data batches (producerId >= 0, not control) from ``start_position`` (a
+        batch start) to the end: headers only, read in chunks, no CRC (the data is trusted)."""
+        pos = start_position
+        limit = self.file.size
+        buf = b""
+        buf_at = 0
+        while pos < limit:
+            rel = pos - buf_at
+            if rel + HEADER_SIZE > len(buf):
+                buf = self.file.pread(pos, min(_HEADER_SCAN_CHUNK, limit - pos))
+                buf_at, rel = pos, 0
+                if len(buf) < HEADER_SIZE:
+                    raise self._corrupt(pos, f"truncated batch header: {len(buf)} of {HEADER_SIZE} bytes")
+            h = HEADER.unpack_from(buf, rel)
+            problem = _header_problem(h, pos, limit)
+            if problem is not None:
+                raise self._corrupt(pos, problem)
+            if h[_H_PRODUCER_ID] >= 0 and not h[_H_ATTRS] & _CONTROL_BIT:
+                yield ProducerBatch(
+                    h[_H_BASE],
+                    h[_H_DELTA],
+                    h[_H_MAX_TS],
+                    h[_H_PRODUCER_ID],
+                    h[_H_PRODUCER_EPOCH],
+                    h[_H_BASE_SEQUENCE],
+                )
+            pos += h[_H_LENGTH] + LOG_OVERHEAD
 
     def read_regions(self, start_offset: int, max_bytes: int, max_offset: int, min_one: bool) -> SegmentRead:
         """Whole batches from the one holding ``start_offset``: only batches ending at or
