@@ -1,0 +1,889 @@
+"""Partition manifests: the bucket's record of which segments of a partition are remote.
+
+One JSON object per partition at ``tiering.keys.manifest_key(...)``, UTF-8, compact,
+keys sorted::
+
+    {"format_version": 1, "topic": "orders", "topic_id": "<32 hex>", "partition": 0,
+     "revision": 7, "log_start_offset": 0,
+     "segments": [{"segment_id": "<32 hex>", "base_offset": 0, "last_offset": 99,
+                   "first_timestamp": 1700000000000, "max_timestamp": 1700000005000,
+                   "size": 104857, "log_sha256": "<64 hex>", "index_size": 80,
+                   "timeindex_size": 120, "leader_epoch": 0, "state": "COPIED",
+                   "keys": {"log": "...", "index": "...", "timeindex": "...",
+                            "producer_snapshot": "...", "leader_epoch_checkpoint": "..."},
+                   "created_ms": ..., "updated_ms": ..., "has_producer_snapshot": false,
+                   "record_count": 100}, ...],
+     "spillover": [{"base_offset": 0, "last_offset": 49999, "key": "...", "segment_count": 500,
+                    "size": 524288000, "max_timestamp": 1699000000000}, ...]}
+
+Reading is strict: an unknown ``format_version``, a missing or unknown field, a wrong
+type, unsorted segments or overlapping COPIED ranges raise ``CorruptManifestError``
+naming the object and what is wrong. Unknown fields are refused rather than ignored so
+an older writer can never silently drop what a newer one recorded.
+
+Updates are compare-and-swap only (``ManifestStore.update``): the writer loads the
+manifest and its ETag, applies a pure change, and writes with ``If-Match`` (or
+``If-None-Match: *`` when creating); on S3 the service arbitrates, on ``file://`` the
+store's lock + atomic rename does. A loser reloads and re-applies, so two writers never
+lose each other's updates. ``revision`` grows by one per successful write.
+
+Segment lifecycle (``SegmentState``): COPY_STARTED -> COPIED -> DELETE_STARTED -> DELETED,
+plus COPY_STARTED -> DELETE_STARTED for an abandoned copy. The state is recorded
+*before* the side effect it announces (upload, deletion), so after a crash the manifest
+says which objects may exist and must be finished or cleaned up.
+
+Spillover (bounded manifest size): when a manifest would hold more than
+``ManifestStore.max_segments`` entries, its oldest COPIED segments move to an immutable
+spillover object (same segment JSON, ``spillover/<base>-<last>-<digest>.json``), written
+*before* the main manifest's CAS, and the main manifest keeps a ``SpilloverRef``. Spilled
+segments are all COPIED and lie below every COPIED segment of the main manifest. Readers
+use ``ManifestStore.find_segment``/``load_all_segments``. Retention of a spilled range:
+advance ``log_start_offset`` past it, delete its segment objects, ``drop_spillover`` the
+ref (CAS), then delete the spillover object; every step is idempotent after a crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import random
+import re
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any, ClassVar, Final
+
+from hot.errors import (
+    InvalidRequestError,
+    ObjectNotFoundError,
+    PreconditionFailedError,
+    RetriableObjectStoreError,
+    StrataError,
+)
+from hot.topics import validate_topic_name
+from tiering.keys import (
+    TOPICS_PREFIX,
+    SegmentKeys,
+    manifest_key,
+    parse_topic_manifest_key,
+    spillover_manifest_key,
+    topic_manifest_key,
+)
+from tiering.store import ObjectStore
+
+DEFAULT_MAX_SEGMENTS: Final = 1000
+_SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")
+
+
+class ManifestError(StrataError):
+    """Base of the manifest errors."""
+
+
+class CorruptManifestError(ManifestError):
+    """A manifest object that fails validation; the message names the object and the problem."""
+
+
+class InvalidStateTransitionError(ManifestError):
+    """A segment state change not in VALID_TRANSITIONS."""
+
+
+class InvalidSegmentError(ManifestError):
+    """A segment record whose fields are inconsistent (negative size, last < base, ...)."""
+
+
+class SegmentOverlapError(ManifestError):
+    """A COPIED segment whose offsets overlap another COPIED (or spilled) segment."""
+
+
+class SegmentState(StrEnum):
+    COPY_STARTED = "COPY_STARTED"
+    COPIED = "COPIED"
+    DELETE_STARTED = "DELETE_STARTED"
+    DELETED = "DELETED"
+
+
+VALID_TRANSITIONS: Final[Mapping[SegmentState, frozenset[SegmentState]]] = MappingProxyType(
+    {
+        SegmentState.COPY_STARTED: frozenset({SegmentState.COPIED, SegmentState.DELETE_STARTED}),
+        SegmentState.COPIED: frozenset({SegmentState.DELETE_STARTED}),
+        SegmentState.DELETE_STARTED: frozenset({SegmentState.DELETED}),
+        SegmentState.DELETED: frozenset(),
+    }
+)
+
+
+def check_transition(old: SegmentState, new: SegmentState) -> None:
+    if new not in VALID_TRANSITIONS[old]:
+        allowed = ", ".join(sorted(s.value for s in VALID_TRANSITIONS[old])) or "none"
+        raise InvalidStateTransitionError(
+            f"segment state cannot change from {old.value} to {new.value} (allowed: {allowed})"
+        )
+
+
+# --- records ----------------------------------------------------------------------------------
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteSegment:
+    segment_id: uuid.UUID
+    base_offset: int
+    last_offset: int
+    first_timestamp: int
+    max_timestamp: int
+    size: int
+    log_sha256: str
+    index_size: int
+    timeindex_size: int
+    leader_epoch: int
+    state: SegmentState
+    keys: SegmentKeys
+    created_ms: int
+    updated_ms: int
+    has_producer_snapshot: bool = False
+    record_count: int | None = None
+
+    def __post_init__(self) -> None:
+        sid = self.segment_id.hex if isinstance(self.segment_id, uuid.UUID) else repr(self.segment_id)
+        if not isinstance(self.segment_id, uuid.UUID):
+            raise InvalidSegmentError(f"segment_id must be a UUID, got {sid}")
+        for name in (
+            "base_offset",
+            "last_offset",
+            "first_timestamp",
+            "max_timestamp",
+            "size",
+            "index_size",
+            "timeindex_size",
+            "leader_epoch",
+            "created_ms",
+            "updated_ms",
+        ):
+            if not _is_int(getattr(self, name)):
+                raise InvalidSegmentError(f"segment {sid}: {name} must be an integer")
+        for name in ("base_offset", "size", "index_size", "timeindex_size"):
+            if getattr(self, name) < 0:
+                raise InvalidSegmentError(f"segment {sid}: {name} is negative ({getattr(self, name)})")
+        if self.last_offset < self.base_offset:
+            raise InvalidSegmentError(
+                f"segment {sid}: last_offset {self.last_offset} is below base_offset {self.base_offset}"
+            )
+        if self.leader_epoch < -1:
+            raise InvalidSegmentError(f"segment {sid}: leader_epoch {self.leader_epoch} is below -1")
+        if not isinstance(self.log_sha256, str) or not _SHA256_HEX.fullmatch(self.log_sha256):
+            raise InvalidSegmentError(f"segment {sid}: log_sha256 must be 64 lowercase hex digits")
+        if not isinstance(self.state, SegmentState):
+            raise InvalidSegmentError(f"segment {sid}: state must be a SegmentState, got {self.state!r}")
+        if not isinstance(self.keys, SegmentKeys) or not all(
+            isinstance(k, str) and k for k in self.keys.all()
+        ):
+            raise InvalidSegmentError(f"segment {sid}: keys must be a SegmentKeys of non-empty strings")
+        if not isinstance(self.has_producer_snapshot, bool):
+            raise InvalidSegmentError(f"segment {sid}: has_producer_snapshot must be a boolean")
+        if self.record_count is not None and (not _is_int(self.record_count) or self.record_count < 0):
+            raise InvalidSegmentError(f"segment {sid}: record_count must be a non-negative integer or null")
+
+    def with_state(self, new: SegmentState, now_ms: int) -> RemoteSegment:
+        check_transition(self.state, new)
+        return replace(self, state=new, updated_ms=now_ms)
+
+    def contains(self, offset: int) -> bool:
+        return self.base_offset <= offset <= self.last_offset
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "segment_id": self.segment_id.hex,
+            "base_offset": self.base_offset,
+            "last_offset": self.last_offset,
+            "first_timestamp": self.first_timestamp,
+            "max_timestamp": self.max_timestamp,
+            "size": self.size,
+            "log_sha256": self.log_sha256,
+            "index_size": self.index_size,
+            "timeindex_size": self.timeindex_size,
+            "leader_epoch": self.leader_epoch,
+            "state": self.state.value,
+            "keys": {
+                "log": self.keys.log,
+                "index": self.keys.index,
+                "timeindex": self.keys.timeindex,
+                "producer_snapshot": self.keys.producer_snapshot,
+                "leader_epoch_checkpoint": self.keys.leader_epoch_checkpoint,
+            },
+            "created_ms": self.created_ms,
+            "updated_ms": self.updated_ms,
+            "has_producer_snapshot": self.has_producer_snapshot,
+            "record_count": self.record_count,
+        }
+
+    @classmethod
+    def from_dict(cls, d: object) -> RemoteSegment:
+        """Parse one segment record; ManifestError (or ValueError) on anything malformed."""
+        obj = _fields(d, _SEGMENT_FIELDS, "segment", optional=("has_producer_snapshot", "record_count"))
+        keys = _fields(obj["keys"], _KEY_FIELDS, "segment keys")
+        try:
+            sid = uuid.UUID(hex=_str(obj["segment_id"], "segment_id"))
+        except ValueError:
+            raise InvalidSegmentError(f"segment_id {obj['segment_id']!r} is not a UUID") from None
+        try:
+            state = SegmentState(obj["state"])
+        except ValueError:
+            raise InvalidSegmentError(f"segment {sid.hex}: unknown state {obj['state']!r}") from None
+        return cls(
+            segment_id=sid,
+            base_offset=obj["base_offset"],
+            last_offset=obj["last_offset"],
+            first_timestamp=obj["first_timestamp"],
+            max_timestamp=obj["max_timestamp"],
+            size=obj["size"],
+            log_sha256=obj["log_sha256"],
+            index_size=obj["index_size"],
+            timeindex_size=obj["timeindex_size"],
+            leader_epoch=obj["leader_epoch"],
+            state=state,
+            keys=SegmentKeys(**{k: _str(keys[k], f"keys.{k}") for k in _KEY_FIELDS}),
+            created_ms=obj["created_ms"],
+            updated_ms=obj["updated_ms"],
+            has_producer_snapshot=obj.get("has_producer_snapshot", False),
+            record_count=obj.get("record_count"),
+        )
+
+    def _identity(self) -> tuple[int, int, SegmentKeys]:
+        return self.base_offset, self.last_offset, self.keys
+
+
+_SEGMENT_FIELDS: Final = (
+    "segment_id",
+    "base_offset",
+    "last_offset",
+    "first_timestamp",
+    "max_timestamp",
+    "size",
+    "log_sha256",
+    "index_size",
+    "timeindex_size",
+    "leader_epoch",
+    "state",
+    "keys",
+    "created_ms",
+    "updated_ms",
+    "has_producer_snapshot",
+    "record_count",
+)
+_KEY_FIELDS: Final = ("log", "index", "timeindex", "producer_snapshot", "leader_epoch_checkpoint")
+
+
+def _str(v: object, name: str) -> str:
+    if not isinstance(v, str):
+        raise InvalidSegmentError(f"{name} must be a string, got {type(v).__name__}")
+    return v
+
+
+def _fields(d: object, names: Sequence[str], what: str, optional: Sequence[str] = ()) -> dict[str, Any]:
+    if not isinstance(d, dict):
+        raise CorruptManifestError(f"{what} must be a JSON object, got {type(d).__name__}")
+    missing = [n for n in names if n not in d and n not in optional]
+    if missing:
+        raise CorruptManifestError(f"{what} is missing field(s) {', '.join(missing)}")
+    unknown = sorted(set(d) - set(names))
+    if unknown:
+        raise CorruptManifestError(
+            f"{what} has unknown field(s) {', '.join(unknown)} (written by a newer Strata?)"
+        )
+    return d
+
+
+@dataclass(frozen=True, slots=True)
+class SpilloverRef:
+    """An immutable spillover manifest holding COPIED segments [base_offset, last_offset]."""
+
+    base_offset: int
+    last_offset: int
+    key: str
+    segment_count: int
+    size: int
+    max_timestamp: int = -1
+
+    def __post_init__(self) -> None:
+        for name in ("base_offset", "last_offset", "segment_count", "size", "max_timestamp"):
+            if not _is_int(getattr(self, name)):
+                raise InvalidSegmentError(f"spillover {self.key!r}: {name} must be an integer")
+        if self.base_offset < 0 or self.last_offset < self.base_offset:
+            raise InvalidSegmentError(
+                f"spillover {self.key!r}: bad range [{self.base_offset}, {self.last_offset}]"
+            )
+        if self.segment_count < 1 or self.size < 0:
+            raise InvalidSegmentError(f"spillover {self.key!r}: bad segment_count or size")
+        if not isinstance(self.key, str) or not self.key:
+            raise InvalidSegmentError("spillover key must be a non-empty string")
+
+    def contains(self, offset: int) -> bool:
+        return self.base_offset <= offset <= self.last_offset
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "base_offset": self.base_offset,
+            "last_offset": self.last_offset,
+            "key": self.key,
+            "segment_count": self.segment_count,
+            "size": self.size,
+            "max_timestamp": self.max_timestamp,
+        }
+
+    @classmethod
+    def from_dict(cls, d: object) -> SpilloverRef:
+        obj = _fields(d, _SPILL_FIELDS, "spillover reference")
+        return cls(**obj)
+
+
+_SPILL_FIELDS: Final = ("base_offset", "last_offset", "key", "segment_count", "size", "max_timestamp")
+_MANIFEST_FIELDS: Final = (
+    "format_version",
+    "topic",
+    "topic_id",
+    "partition",
+    "revision",
+    "log_start_offset",
+    "segments",
+    "spillover",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionManifest:
+    FORMAT_VERSION: ClassVar[int] = 1
+
+    topic: str
+    topic_id: uuid.UUID
+    partition: int
+    revision: int
+    log_start_offset: int
+    segments: tuple[RemoteSegment, ...]
+    spillover: tuple[SpilloverRef, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        validate_topic_name(self.topic)
+        if not isinstance(self.topic_id, uuid.UUID):
+            raise InvalidSegmentError(f"topic_id must be a UUID, got {self.topic_id!r}")
+        for name in ("partition", "revision", "log_start_offset"):
+            v = getattr(self, name)
+            if not _is_int(v) or v < 0:
+                raise InvalidSegmentError(f"{name} must be a non-negative integer, got {v!r}")
+        if not isinstance(self.segments, tuple) or not isinstance(self.spillover, tuple):
+            raise InvalidSegmentError("segments and spillover must be tuples")
+        _check_layout(self.segments, self.spillover)
+
+    @classmethod
+    def empty(cls, topic: str, topic_id: uuid.UUID, partition: int) -> PartitionManifest:
+        return cls(topic, topic_id, partition, revision=0, log_start_offset=0, segments=())
+
+    # -- serialization --
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format_version": self.FORMAT_VERSION,
+            "topic": self.topic,
+            "topic_id": self.topic_id.hex,
+            "partition": self.partition,
+            "revision": self.revision,
+            "log_start_offset": self.log_start_offset,
+            "segments": [s.to_dict() for s in self.segments],
+            "spillover": [r.to_dict() for r in self.spillover],
+        }
+
+    def to_json(self) -> bytes:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+    @classmethod
+    def from_json(cls, data: bytes, *, source: str = "manifest") -> PartitionManifest:
+        """Parse and validate; CorruptManifestError names ``source`` and the problem."""
+        try:
+            doc = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise CorruptManifestError(f"{source}: not valid JSON: {e}") from None
+        try:
+            obj = _fields(doc, _MANIFEST_FIELDS, "manifest")
+            if obj["format_version"] != cls.FORMAT_VERSION:
+                raise CorruptManifestError(
+                    f"unsupported format_version {obj['format_version']!r} "
+                    f"(this build reads {cls.FORMAT_VERSION})"
+                )
+            if not isinstance(obj["segments"], list) or not isinstance(obj["spillover"], list):
+                raise CorruptManifestError("segments and spillover must be JSON arrays")
+            segments = []
+            for i, s in enumerate(obj["segments"]):
+                try:
+                    segments.append(RemoteSegment.from_dict(s))
+                except (StrataError, ValueError, TypeError) as e:
+                    raise CorruptManifestError(f"segments[{i}]: {e}") from None
+            spillover = []
+            for i, r in enumerate(obj["spillover"]):
+                try:
+                    spillover.append(SpilloverRef.from_dict(r))
+                except (StrataError, ValueError, TypeError) as e:
+                    raise CorruptManifestError(f"spillover[{i}]: {e}") from None
+            try:
+                topic_id = uuid.UUID(hex=_str(obj["topic_id"], "topic_id"))
+            except ValueError:
+                raise CorruptManifestError(f"topic_id {obj['topic_id']!r} is not a UUID") from None
+            return cls(
+                topic=_str(obj["topic"], "topic"),
+                topic_id=topic_id,
+                partition=obj["partition"],
+                revision=obj["revision"],
+                log_start_offset=obj["log_start_offset"],
+                segments=tuple(segments),
+                spillover=tuple(spillover),
+            )
+        except CorruptManifestError as e:
+            raise CorruptManifestError(f"{source}: {e}") from None
+        except (StrataError, ValueError, TypeError) as e:
+            raise CorruptManifestError(f"{source}: {e}") from None
+
+    # -- queries --
+
+    def copied(self) -> list[RemoteSegment]:
+        """Readable segments of this manifest (not spilled ones), by base offset."""
+        return [s for s in self.segments if s.state is SegmentState.COPIED]
+
+    def find(self, offset: int) -> RemoteSegment | None:
+        """The COPIED segment of this manifest containing ``offset`` (see ``spillover_for``)."""
+        for s in self.segments:
+            if s.state is SegmentState.COPIED and s.contains(offset):
+                return s
+        return None
+
+    def spillover_for(self, offset: int) -> SpilloverRef | None:
+        for r in self.spillover:
+            if r.contains(offset):
+                return r
+        return None
+
+    def get(self, segment_id: uuid.UUID) -> RemoteSegment | None:
+        for s in self.segments:
+            if s.segment_id == segment_id:
+                return s
+        return None
+
+    def first_offset(self) -> int | None:
+        """Lowest offset held remotely (spilled or COPIED), or None."""
+        if self.spillover:
+            return self.spillover[0].base_offset
+        copied = self.copied()
+        return copied[0].base_offset if copied else None
+
+    def next_offset(self) -> int:
+        """The offset after the last remote one; ``log_start_offset`` when nothing is remote."""
+        last = -1
+        copied = self.copied()
+        if copied:
+            last = copied[-1].last_offset
+        elif self.spillover:
+            last = self.spillover[-1].last_offset
+        return max(last + 1, self.log_start_offset)
+
+    def remote_size(self) -> int:
+        """Bytes of COPIED segments, spilled ones included."""
+        return sum(s.size for s in self.copied()) + sum(r.size for r in self.spillover)
+
+    # -- changes (pure: each returns a new manifest; revision is set by ManifestStore) --
+
+    def add_or_update(self, seg: RemoteSegment) -> PartitionManifest:
+        """Record ``seg``. Idempotent, so a replayed change is harmless:
+
+        - unknown segment_id: must be COPY_STARTED (a DELETE_STARTED/DELETED one was already
+          removed: no change);
+        - known segment_id, same state: no change if equal up to ``updated_ms``; a
+          COPY_STARTED entry may be refreshed with new metadata, other states may not;
+        - known segment_id, new state: must be a valid transition, with the same offsets
+          and keys;
+        - a COPIED segment overlapping another COPIED or a spilled range: SegmentOverlapError.
+        """
+        old = self.get(seg.segment_id)
+        if old is None:
+            if seg.state in (SegmentState.DELETE_STARTED, SegmentState.DELETED):
+                return self
+            if seg.state is not SegmentState.COPY_STARTED:
+                raise InvalidStateTransitionError(
+                    f"segment {seg.segment_id.hex} is new: it must start in COPY_STARTED, "
+                    f"not {seg.state.value}"
+                )
+            segments = [*self.segments, seg]
+        else:
+            if old._identity() != seg._identity():
+                raise InvalidSegmentError(
+                    f"segment {seg.segment_id.hex}: offsets and keys cannot change "
+                    f"([{old.base_offset}, {old.last_offset}] -> [{seg.base_offset}, {seg.last_offset}])"
+                )
+            if old.state is seg.state:
+                if replace(old, updated_ms=seg.updated_ms) == seg:
+                    return self
+                if old.state is not SegmentState.COPY_STARTED:
+                    raise InvalidStateTransitionError(
+                        f"segment {seg.segment_id.hex} is {old.state.value}: its metadata cannot change"
+                    )
+            else:
+                check_transition(old.state, seg.state)
+            segments = [seg if s.segment_id == seg.segment_id else s for s in self.segments]
+        if seg.state is SegmentState.COPIED:
+            for other in self.segments:
+                if (
+                    other.segment_id != seg.segment_id
+                    and other.state is SegmentState.COPIED
+                    and other.base_offset <= seg.last_offset
+                    and seg.base_offset <= other.last_offset
+                ):
+                    raise SegmentOverlapError(
+                        f"segment {seg.segment_id.hex} [{seg.base_offset}, {seg.last_offset}] overlaps "
+                        f"COPIED segment {other.segment_id.hex} [{other.base_offset}, {other.last_offset}]"
+                    )
+            for r in self.spillover:
+                if r.base_offset <= seg.last_offset and seg.base_offset <= r.last_offset:
+                    raise SegmentOverlapError(
+                        f"segment {seg.segment_id.hex} [{seg.base_offset}, {seg.last_offset}] overlaps "
+                        f"spilled range [{r.base_offset}, {r.last_offset}]"
+                    )
+        return replace(self, segments=_sorted(segments))
+
+    def remove_deleted(self) -> PartitionManifest:
+        kept = tuple(s for s in self.segments if s.state is not SegmentState.DELETED)
+        return self if len(kept) == len(self.segments) else replace(self, segments=kept)
+
+    def advance_log_start(self, offset: int) -> PartitionManifest:
+        """Raise ``log_start_offset`` (never lowers it)."""
+        if not _is_int(offset) or offset < 0:
+            raise InvalidRequestError(f"log start offset must be a non-negative integer, got {offset!r}")
+        return self if offset <= self.log_start_offset else replace(self, log_start_offset=offset)
+
+    def drop_spillover(self, key: str) -> PartitionManifest:
+        """Forget a spillover manifest (after retention deleted its segments); idempotent."""
+        kept = tuple(r for r in self.spillover if r.key != key)
+        return self if len(kept) == len(self.spillover) else replace(self, spillover=kept)
+
+
+def _sorted(segments: Sequence[RemoteSegment]) -> tuple[RemoteSegment, ...]:
+    return tuple(sorted(segments, key=lambda s: (s.base_offset, s.created_ms, s.segment_id.hex)))
+
+
+def _check_layout(segments: tuple[RemoteSegment, ...], spillover: tuple[SpilloverRef, ...]) -> None:
+    seen: set[uuid.UUID] = set()
+    prev_base = -1
+    prev_copied: RemoteSegment | None = None
+    for s in segments:
+        if not isinstance(s, RemoteSegment):
+            raise InvalidSegmentError(f"segments must hold RemoteSegment values, got {type(s).__name__}")
+        if s.segment_id in seen:
+            raise InvalidSegmentError(f"segment {s.segment_id.hex} appears twice")
+        seen.add(s.segment_id)
+        if s.base_offset < prev_base:
+            raise InvalidSegmentError(f"segments are not sorted by base offset at segment {s.segment_id.hex}")
+        prev_base = s.base_offset
+        if s.state is SegmentState.COPIED:
+            if prev_copied is not None and s.base_offset <= prev_copied.last_offset:
+                raise SegmentOverlapError(
+                    f"COPIED segments {prev_copied.segment_id.hex} [{prev_copied.base_offset}, "
+                    f"{prev_copied.last_offset}] and {s.segment_id.hex} "
+                    f"[{s.base_offset}, {s.last_offset}] overlap"
+                )
+            prev_copied = s
+    prev_last = -1
+    for r in spillover:
+        if not isinstance(r, SpilloverRef):
+            raise InvalidSegmentError(f"spillover must hold SpilloverRef values, got {type(r).__name__}")
+        if r.base_offset <= prev_last:
+            raise SegmentOverlapError(f"spillover ranges overlap or are unsorted at {r.key!r}")
+        prev_last = r.last_offset
+    if spillover:
+        for s in segments:
+            if s.state is SegmentState.COPIED and s.base_offset <= prev_last:
+                raise SegmentOverlapError(
+                    f"COPIED segment {s.segment_id.hex} starts at {s.base_offset}, inside the spilled "
+                    f"offsets (up to {prev_last})"
+                )
+
+
+# --- spillover objects ------------------------------------------------------------------------
+
+_SPILL_DOC_FIELDS: Final = (
+    "format_version",
+    "topic",
+    "topic_id",
+    "partition",
+    "base_offset",
+    "last_offset",
+    "segments",
+)
+
+
+def _spill_doc(m: PartitionManifest, segs: Sequence[RemoteSegment]) -> bytes:
+    doc = {
+        "format_version": PartitionManifest.FORMAT_VERSION,
+        "topic": m.topic,
+        "topic_id": m.topic_id.hex,
+        "partition": m.partition,
+        "base_offset": segs[0].base_offset,
+        "last_offset": segs[-1].last_offset,
+        "segments": [s.to_dict() for s in segs],
+    }
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
+
+
+def parse_spillover(data: bytes, ref: SpilloverRef) -> tuple[RemoteSegment, ...]:
+    """The segments of a spillover object, checked against the reference that named it."""
+    try:
+        obj = _fields(json.loads(data), _SPILL_DOC_FIELDS, "spillover manifest")
+        if obj["format_version"] != PartitionManifest.FORMAT_VERSION:
+            raise CorruptManifestError(f"unsupported format_version {obj['format_version']!r}")
+        if not isinstance(obj["segments"], list):
+            raise CorruptManifestError("segments must be a JSON array")
+        segs = tuple(RemoteSegment.from_dict(s) for s in obj["segments"])
+        if (
+            len(segs) != ref.segment_count
+            or obj["base_offset"] != ref.base_offset
+            or obj["last_offset"] != ref.last_offset
+            or any(s.state is not SegmentState.COPIED for s in segs)
+        ):
+            raise CorruptManifestError("content does not match the reference in the partition manifest")
+        _check_layout(segs, ())
+        return segs
+    except CorruptManifestError as e:
+        raise CorruptManifestError(f"{ref.key}: {e}") from None
+    except (StrataError, ValueError, TypeError) as e:
+        raise CorruptManifestError(f"{ref.key}: {e}") from None
+
+
+# --- the store --------------------------------------------------------------------------------
+
+Mutation = Callable[[PartitionManifest], PartitionManifest | None]
+
+
+class ManifestStore:
+    """Loads and compare-and-swaps partition manifests, spills old segments, and keeps the
+    topic manifests (``topics/<topic>.json``) that restore and Spark discover topics by."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        max_segments: int = DEFAULT_MAX_SEGMENTS,
+        rng: random.Random | None = None,
+        spill_cache: int = 64,
+    ) -> None:
+        if not _is_int(max_segments) or max_segments < 2:
+            raise InvalidRequestError(f"max_segments must be at least 2, got {max_segments!r}")
+        self.store = store
+        self.max_segments = max_segments
+        self._rng = rng or random.Random()
+        self._spill_cache: OrderedDict[str, tuple[RemoteSegment, ...]] = OrderedDict()
+        self._spill_cache_size = spill_cache
+
+    async def load(
+        self, topic: str, topic_id: uuid.UUID, partition: int
+    ) -> tuple[PartitionManifest | None, str | None]:
+        """(manifest, etag), or (None, None) when the partition has no manifest yet."""
+        key = manifest_key(topic, topic_id, partition)
+        try:
+            data, etag = await self.store.get_with_etag(key)
+        except ObjectNotFoundError:
+            return None, None
+        m = PartitionManifest.from_json(data, source=key)
+        if (m.topic, m.topic_id, m.partition) != (topic, topic_id, partition):
+            raise CorruptManifestError(
+                f"{key}: holds {m.topic}-{m.partition} (topic id {m.topic_id.hex}), not "
+                f"{topic}-{partition} (topic id {topic_id.hex})"
+            )
+        return m, etag
+
+    async def update(
+        self,
+        topic: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        mutate: Mutation,
+        *,
+        max_attempts: int = 20,
+    ) -> PartitionManifest:
+        """Apply ``mutate`` by compare-and-swap and return the manifest now stored.
+
+        ``mutate`` gets the current manifest (an empty one, revision 0, if none exists) and
+        returns the changed one, or None / an equal manifest for "no change" (then nothing is
+        written). It may run several times and must be pure and idempotent: a write whose
+        response was lost looks like a lost race, so it can be applied to a manifest that
+        already holds its effect (``add_or_update`` and friends are). On
+        PreconditionFailedError the manifest is reloaded and ``mutate`` re-applied after a
+        jittered backoff; after ``max_attempts`` losses RetriableObjectStoreError."""
+        key = manifest_key(topic, topic_id, partition)
+        for attempt in range(max_attempts):
+            current, etag = await self.load(topic, topic_id, partition)
+            base = current or PartitionManifest.empty(topic, topic_id, partition)
+            changed = mutate(base)
+            if changed is None or replace(changed, revision=base.revision) == base:
+                return base
+            if (changed.topic, changed.topic_id, changed.partition) != (topic, topic_id, partition):
+                raise InvalidRequestError(f"{key}: a manifest update cannot change the topic or partition")
+            new = replace(changed, revision=base.revision + 1)
+            new = await self._spill(new)
+            try:
+                if etag is None:
+                    await self.store.put(key, new.to_json(), if_none_match=True)
+                else:
+                    await self.store.put(key, new.to_json(), if_match=etag)
+            except PreconditionFailedError:
+                await asyncio.sleep(self._rng.uniform(0, min(0.5, 0.005 * 2**attempt)))
+                continue
+            return new
+        raise RetriableObjectStoreError(
+            f"{key}: manifest update lost the compare-and-swap {max_attempts} times in a row"
+        )
+
+    async def _spill(self, m: PartitionManifest) -> PartitionManifest:
+        if len(m.segments) <= self.max_segments:
+            return m
+        copied = m.copied()
+        n = min(len(copied), len(m.segments) - self.max_segments // 2)
+        if n <= 0:
+            return m
+        spilled = copied[:n]
+        data = _spill_doc(m, spilled)
+        key = spillover_manifest_key(
+            m.topic,
+            m.topic_id,
+            m.partition,
+            spilled[0].base_offset,
+            spilled[-1].last_offset,
+            digest=hashlib.sha256(data).hexdigest()[:16],
+        )
+        # Written before the manifest that names it: a reader never meets a dangling ref.
+        # The key names the content, so a racing writer can only rewrite identical bytes.
+        await self.store.put(key, data)
+        ref = SpilloverRef(
+            base_offset=spilled[0].base_offset,
+            last_offset=spilled[-1].last_offset,
+            key=key,
+            segment_count=len(spilled),
+            size=sum(s.size for s in spilled),
+            max_timestamp=max(s.max_timestamp for s in spilled),
+        )
+        ids = {s.segment_id for s in spilled}
+        self._cache_spill(key, tuple(spilled))
+        return replace(
+            m,
+            segments=tuple(s for s in m.segments if s.segment_id not in ids),
+            spillover=(*m.spillover, ref),
+        )
+
+    def _cache_spill(self, key: str, segs: tuple[RemoteSegment, ...]) -> None:
+        self._spill_cache[key] = segs
+        self._spill_cache.move_to_end(key)
+        while len(self._spill_cache) > self._spill_cache_size:
+            self._spill_cache.popitem(last=False)
+
+    async def load_spillover(self, ref: SpilloverRef) -> tuple[RemoteSegment, ...]:
+        """The segments of one spillover manifest (immutable, so cached)."""
+        cached = self._spill_cache.get(ref.key)
+        if cached is not None:
+            self._spill_cache.move_to_end(ref.key)
+            return cached
+        try:
+            data = await self.store.get(ref.key)
+        except ObjectNotFoundError:
+            raise CorruptManifestError(f"spillover manifest {ref.key} is referenced but missing") from None
+        segs = parse_spillover(data, ref)
+        self._cache_spill(ref.key, segs)
+        return segs
+
+    async def load_all_segments(self, topic: str, topic_id: uuid.UUID, partition: int) -> list[RemoteSegment]:
+        """Every segment of the partition, spilled ones included, by base offset."""
+        m, _ = await self.load(topic, topic_id, partition)
+        if m is None:
+            return []
+        return await self.all_segments(m)
+
+    async def all_segments(self, m: PartitionManifest) -> list[RemoteSegment]:
+        out: list[RemoteSegment] = []
+        for ref in m.spillover:
+            out.extend(await self.load_spillover(ref))
+        out.extend(m.segments)
+        return list(_sorted(out))
+
+    async def find_segment(self, m: PartitionManifest, offset: int) -> RemoteSegment | None:
+        """The COPIED segment containing ``offset``, looking into spillover when needed."""
+        seg = m.find(offset)
+        if seg is not None:
+            return seg
+        ref = m.spillover_for(offset)
+        if ref is None:
+            return None
+        for s in await self.load_spillover(ref):
+            if s.contains(offset):
+                return s
+        return None
+
+    # -- topic manifests --
+
+    async def put_topic_manifest(self, topic_json: Mapping[str, Any]) -> None:
+        """Write ``topics/<name>.json``: ``{"name", "topic_id", "partitions", "configs"}``
+        (``topic_id`` as a UUID string; ``format_version`` is added). Overwrites."""
+        doc = _check_topic_doc(dict(topic_json), InvalidRequestError, "topic manifest")
+        doc["format_version"] = PartitionManifest.FORMAT_VERSION
+        data = json.dumps(doc, sort_keys=True, indent=1).encode("utf-8")
+        await self.store.put(topic_manifest_key(doc["name"]), data)
+
+    async def load_topic_manifest(self, topic: str) -> dict[str, Any] | None:
+        key = topic_manifest_key(topic)
+        try:
+            data = await self.store.get(key)
+        except ObjectNotFoundError:
+            return None
+        try:
+            doc = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise CorruptManifestError(f"{key}: not valid JSON: {e}") from None
+        if not isinstance(doc, dict):
+            raise CorruptManifestError(f"{key}: must be a JSON object")
+        version = doc.pop("format_version", None)
+        if version != PartitionManifest.FORMAT_VERSION:
+            raise CorruptManifestError(f"{key}: unsupported format_version {version!r}")
+        doc = _check_topic_doc(doc, CorruptManifestError, key)
+        if doc["name"] != topic:
+            raise CorruptManifestError(f"{key}: names topic {doc['name']!r}")
+        return doc
+
+    async def list_topics(self) -> list[str]:
+        names = (parse_topic_manifest_key(o.key) for o in await self.store.list(TOPICS_PREFIX))
+        return sorted(n for n in names if n is not None)
+
+
+def _check_topic_doc(doc: dict[str, Any], error: type[StrataError], where: str) -> dict[str, Any]:
+    allowed = {"name", "topic_id", "partitions", "configs"}
+    unknown = sorted(set(doc) - allowed)
+    if unknown:
+        raise error(f"{where}: unknown field(s) {', '.join(unknown)}")
+    name = doc.get("name")
+    try:
+        validate_topic_name(name)  # type: ignore[arg-type]
+    except StrataError as e:
+        raise error(f"{where}: {e}") from None
+    tid = doc.get("topic_id")
+    try:
+        parsed = uuid.UUID(str(tid)) if isinstance(tid, str | uuid.UUID) else None
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise error(f"{where}: topic_id {tid!r} is not a UUID")
+    partitions = doc.get("partitions")
+    if not isinstance(partitions, int) or isinstance(partitions, bool) or partitions < 1:
+        raise error(f"{where}: partitions must be a positive integer, got {partitions!r}")
+    configs = doc.get("configs", {})
+    if not isinstance(configs, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in configs.items()
+    ):
+        raise error(f"{where}: configs must map strings to strings")
+    return {"name": name, "topic_id": str(parsed), "partitions": partitions, "configs": dict(configs)}
