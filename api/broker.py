@@ -13,6 +13,7 @@ import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from api.config import BrokerConfig
 from api.metrics import BrokerMetrics
@@ -21,6 +22,7 @@ from hot.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     InvalidRequestError,
+    OffsetMovedToTieredStorageError,
     RequestTimedOutError,
     StrataError,
     UnknownTopicOrPartitionError,
@@ -30,6 +32,7 @@ from hot.log import AppendInfo, Log
 from hot.manager import LogManager
 from hot.region import FileRegion
 from hot.topics import TopicInfo
+from tiering.remote_read import RemoteReader, RemoteReadResult
 
 log = logging.getLogger("strata.broker")
 
@@ -73,6 +76,27 @@ class FetchedPartition:
     log_start_offset: int = -1
     regions: tuple[FileRegion, ...] = ()
     size: int = 0
+    # Whole batches read from the object store (offsets below the local log start); a
+    # partition's data is either ``regions`` (local, sent with sendfile) or this.
+    remote: bytes = b""
+
+    @property
+    def records(self) -> tuple[FileRegion, ...] | bytes:
+        """What to put in a Fetch response: the file regions, or the remote bytes."""
+        return self.regions if self.regions else self.remote
+
+    def read(self) -> bytes:
+        """The batches' bytes (REST, tests)."""
+        if self.regions:
+            return b"".join(r.read() for r in self.regions)
+        return self.remote
+
+
+class RemoteTier(Protocol):
+    """What the broker needs of tiered storage (``tiering.service.TieringService``)."""
+
+    @property
+    def reader(self) -> RemoteReader: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,11 +110,17 @@ class Broker:
     """One node's request logic over a LogManager."""
 
     def __init__(
-        self, config: BrokerConfig, manager: LogManager, metrics: BrokerMetrics | None = None
+        self,
+        config: BrokerConfig,
+        manager: LogManager,
+        metrics: BrokerMetrics | None = None,
+        *,
+        tiering: RemoteTier | None = None,
     ) -> None:
         self.config = config
         self.manager = manager
         self.metrics = metrics or BrokerMetrics()
+        self.tiering = tiering
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[int, set[asyncio.Future[None]]] = {}
         self._listening: weakref.WeakSet[Log] = weakref.WeakSet()
@@ -250,26 +280,88 @@ class Broker:
             if not fut.done():
                 fut.set_result(None)
 
-    def _read_all(self, parts: Sequence[FetchRequestPartition], max_bytes: int) -> list[FetchedPartition]:
+    def _remote_bound(self, lg: Log, offset: int) -> int | None:
+        """The offset where the local tier starts if ``offset`` must be read remotely, else None."""
+        if self.tiering is None:
+            return None
+        local_start = min(lg.local_log_start_offset, lg.high_watermark)
+        if lg.log_start_offset <= offset < local_start:
+            return local_start
+        return None
+
+    async def _read_remote(
+        self, lg: Log, offset: int, max_bytes: int, bound: int, *, min_one: bool
+    ) -> RemoteReadResult:
+        assert self.tiering is not None
+        topic_id = self.manager.topic(lg.topic).topic_id
+        return await self.tiering.reader.read(
+            lg.topic, topic_id, lg.partition, offset, max_bytes, min_one=min_one, max_offset=bound
+        )
+
+    async def _read_all(
+        self, parts: Sequence[FetchRequestPartition], max_bytes: int
+    ) -> list[FetchedPartition]:
+        """Read every partition, filling ``max_bytes`` in request order (whole batches; the
+        first partition with data gets at least one batch, KIP-74).
+
+        Partitions whose offset is below the local log start are read from the object
+        store first, all at once (one slow GET delays none of the others, and never a
+        produce); their results are then cut to the budget left at their turn.
+        """
+        remote: dict[int, asyncio.Future[RemoteReadResult]] = {}
+        if self.tiering is not None:
+            for i, p in enumerate(parts):
+                try:
+                    lg = self._log(p.topic, p.partition)
+                except StrataError:
+                    continue
+                bound = self._remote_bound(lg, p.offset)
+                if bound is not None:
+                    limit = max(0, min(p.max_bytes, max_bytes))
+                    remote[i] = asyncio.ensure_future(
+                        self._read_remote(lg, p.offset, limit, bound, min_one=True)
+                    )
+            if remote:
+                try:
+                    await asyncio.wait(remote.values())
+                except BaseException:
+                    for t in remote.values():
+                        t.cancel()
+                    raise
+                for t in remote.values():
+                    t.exception()  # retrieved here; raised per partition below
         out: list[FetchedPartition] = []
         budget = max_bytes
         first_with_data = True
-        for p in parts:
+        for i, p in enumerate(parts):
             try:
                 lg = self._log(p.topic, p.partition)
                 limit = max(0, min(p.max_bytes, budget))
-                result = lg.read(p.offset, limit, min_one=first_with_data)
-                hw = lg.high_watermark
-                fp = FetchedPartition(
-                    p.topic,
-                    p.partition,
-                    None,
-                    high_watermark=hw,
-                    last_stable_offset=hw,
-                    log_start_offset=lg.log_start_offset,
-                    regions=result.regions,
-                    size=result.size,
-                )
+                task = remote.get(i)
+                if task is not None:
+                    fp = self._remote_fetched(p, lg, task.result().truncate(limit, min_one=first_with_data))
+                else:
+                    try:
+                        result = lg.read(p.offset, limit, min_one=first_with_data)
+                    except OffsetMovedToTieredStorageError:
+                        # local retention removed the segment since the first pass
+                        bound = self._remote_bound(lg, p.offset)
+                        if bound is None:
+                            raise
+                        r = await self._read_remote(lg, p.offset, limit, bound, min_one=first_with_data)
+                        fp = self._remote_fetched(p, lg, r)
+                    else:
+                        hw = lg.high_watermark
+                        fp = FetchedPartition(
+                            p.topic,
+                            p.partition,
+                            None,
+                            high_watermark=hw,
+                            last_stable_offset=hw,
+                            log_start_offset=lg.log_start_offset,
+                            regions=result.regions,
+                            size=result.size,
+                        )
             except StrataError as exc:
                 fp = FetchedPartition(p.topic, p.partition, exc)
             if fp.size:
@@ -277,6 +369,20 @@ class Broker:
                 budget -= fp.size
             out.append(fp)
         return out
+
+    @staticmethod
+    def _remote_fetched(p: FetchRequestPartition, lg: Log, r: RemoteReadResult) -> FetchedPartition:
+        hw = lg.high_watermark
+        return FetchedPartition(
+            p.topic,
+            p.partition,
+            None,
+            high_watermark=hw,
+            last_stable_offset=hw,
+            log_start_offset=lg.log_start_offset,
+            remote=r.data,
+            size=r.size,
+        )
 
     async def fetch(
         self,
@@ -304,7 +410,7 @@ class Broker:
                 self._waiters.setdefault(key, set()).add(fut)
                 keys.append(key)
             try:
-                results = self._read_all(parts, max_bytes)
+                results = await self._read_all(parts, max_bytes)
                 total = sum(r.size for r in results)
                 remaining = deadline - loop.time()
                 if (
@@ -331,22 +437,43 @@ class Broker:
 
     # -- offsets ------------------------------------------------------------------------
 
-    def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
-        """(offset, timestamp) for ListOffsets; (-1, -1) when no record is at or after ``timestamp``."""
+    async def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+        """(offset, timestamp) for ListOffsets; (-1, -1) when no record is at or after ``timestamp``.
+
+        EARLIEST is the log start offset of the whole log (remote included). A timestamp
+        search covers the remote tier first (its offsets come first), then the local one."""
         lg = self._log(topic, partition)
         if timestamp == EARLIEST_TIMESTAMP:
             return lg.log_start_offset, -1
         if timestamp == LATEST_TIMESTAMP:
             return lg.high_watermark, -1
+        reader = self.tiering.reader if self.tiering is not None else None
+        local_start = min(lg.local_log_start_offset, lg.high_watermark)
+        remote = reader is not None and lg.log_start_offset < local_start
+        topic_id = self.manager.topic(topic).topic_id if remote else None
         if timestamp == MAX_TIMESTAMP:
             # the earliest record carrying the largest timestamp (ListOffsets v7, KIP-734)
             max_ts = max((s.max_timestamp for s in lg.segments()), default=-1)
+            if reader is not None and topic_id is not None:
+                remote_max = await reader.max_timestamp(topic, topic_id, partition, max_offset=local_start)
+                if remote_max >= 0 and remote_max >= max_ts:
+                    found = await reader.offset_for_timestamp(
+                        topic, topic_id, partition, remote_max, max_offset=local_start
+                    )
+                    if found is not None:
+                        return found
             if max_ts < 0:
                 return -1, -1
             found = lg.offset_for_timestamp(max_ts)
             return found if found is not None else (-1, -1)
         if timestamp < 0:
             raise InvalidRequestError(f"invalid ListOffsets timestamp {timestamp}")
+        if reader is not None and topic_id is not None:
+            found = await reader.offset_for_timestamp(
+                topic, topic_id, partition, timestamp, max_offset=local_start
+            )
+            if found is not None:
+                return found
         found = lg.offset_for_timestamp(timestamp)
         if found is None or found[0] >= lg.high_watermark:
             return -1, -1

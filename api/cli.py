@@ -178,5 +178,80 @@ def topic_delete(name: str, bootstrap: str, output: str) -> None:
     _emit(output, {"deleted": name}, f"deleted topic {name}")
 
 
+@main.command()
+@click.option(
+    "--data-dir", required=True, type=click.Path(file_okay=False), help="Data directory to restore into."
+)
+@click.option(
+    "--object-store", "object_store", required=True, metavar="URL", help="s3://bucket/prefix or file:///path."
+)
+@click.option(
+    "--topic", "-t", "topics", multiple=True, metavar="NAME", help="Restore only this topic (repeatable)."
+)
+@_output
+def restore(data_dir: str, object_store: str, topics: tuple[str, ...], output: str) -> None:
+    """Recreate topics from the object store into a data directory (no broker may run on it).
+
+    History stays in the bucket and is served from there; new appends continue after the
+    last remote offset of every partition."""
+    import asyncio
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from tiering.restore import RestoredTopic, RestoreEvent, restore_data_dir
+    from tiering.store import open_store
+
+    console = Console(stderr=True)
+    bar = Progress(
+        TextColumn("[bold]restore[/bold] {task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("partitions"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=output == "json",
+    )
+    task = bar.add_task("reading manifests", total=None)
+
+    def on_progress(ev: RestoreEvent) -> None:
+        bar.update(task, total=ev.total, completed=ev.done, description=ev.topic)
+        bar.console.print(f"  {ev.topic}: {ev.message}")
+
+    async def go() -> list[RestoredTopic]:
+        store = open_store(object_store)
+        try:
+            return await restore_data_dir(Path(data_dir), store, topics=topics or None, progress=on_progress)
+        finally:
+            await store.close()
+
+    try:
+        with bar:
+            restored = asyncio.run(go())
+    except StrataError as exc:
+        _fail(str(exc))
+    data = [
+        {
+            "topic": t.name,
+            "topic_id": str(t.topic_id),
+            "partitions": t.partitions,
+            "next_offsets": {str(p): o for p, o in sorted(t.next_offsets.items())},
+            "producer_snapshots": t.snapshots_installed,
+            "skipped": t.skipped,
+        }
+        for t in restored
+    ]
+    lines = [
+        f"{t.name}: {t.skipped}"
+        if t.skipped
+        else f"restored {t.name} ({t.partitions} partitions, next offsets "
+        + ", ".join(f"{p}:{o}" for p, o in sorted(t.next_offsets.items()))
+        + ")"
+        for t in restored
+    ]
+    _emit(output, data, "\n".join(lines) if lines else "no topics in the object store")
+
+
 if __name__ == "__main__":
     main()

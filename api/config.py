@@ -16,12 +16,16 @@ TOML layout::
     [log]                                            # topic defaults, Kafka names
     "segment.bytes" = 1073741824
     "strata.flush.mode" = "fsync"
+    [tiering]                                        # tiering.config.TieringConfig fields
+    upload_bytes_per_second = 0
+    retention_check_interval_ms = 30000
 
 Environment: ``STRATA_DATA_DIR``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN``,
 ``STRATA_ADVERTISED_LISTENER``, ``STRATA_OBJECT_STORE``, ``STRATA_AUTO_CREATE_TOPICS``,
 ``STRATA_NUM_PARTITIONS``, ``STRATA_MAX_REQUEST_BYTES``, and topic defaults as
 ``STRATA_LOG_<NAME>`` with the Kafka name upper-cased and dots as underscores
-(``STRATA_LOG_SEGMENT_BYTES``, ``STRATA_LOG_STRATA_FLUSH_MODE``).
+(``STRATA_LOG_SEGMENT_BYTES``, ``STRATA_LOG_STRATA_FLUSH_MODE``), and tiering settings
+as ``STRATA_TIERING_<FIELD>`` (``STRATA_TIERING_UPLOAD_INTERVAL_MS``).
 """
 
 from __future__ import annotations
@@ -36,6 +40,8 @@ from typing import Any
 
 from hot.config import KAFKA_NAMES, LogConfig
 from hot.errors import InvalidConfigError
+from tiering.config import FIELDS as TIERING_FIELDS
+from tiering.config import TieringConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +80,7 @@ class BrokerConfig:
     broker_id: int = 0
     cluster_id: str = "strata-local"
     log: LogConfig = field(default_factory=LogConfig)
+    tiering: TieringConfig = field(default_factory=TieringConfig)
 
     @property
     def object_store_url(self) -> str:
@@ -141,6 +148,7 @@ def load_config(
     env = os.environ if env is None else env
     values: dict[str, Any] = {}
     log_values: dict[str, str] = {}
+    tiering_values: dict[str, object] = {}
 
     path = config_file or env.get("STRATA_CONFIG")
     if path:
@@ -156,6 +164,10 @@ def load_config(
                 if not isinstance(value, dict):
                     raise InvalidConfigError(f"{path}: [log] must be a table")
                 log_values.update({str(k): _scalar_text(v) for k, v in value.items()})
+            elif key == "tiering":
+                if not isinstance(value, dict):
+                    raise InvalidConfigError(f"{path}: [tiering] must be a table")
+                tiering_values.update({str(k): v for k, v in value.items()})
             elif key in _SCALARS:
                 values[key] = _convert(key, value)
             else:
@@ -169,18 +181,25 @@ def load_config(
     for env_key, kafka_name in env_log_names.items():
         if env_key in env:
             log_values[kafka_name] = env[env_key]
+    for name in TIERING_FIELDS:
+        env_value = env.get(f"STRATA_TIERING_{name.upper()}")
+        if env_value is not None and env_value != "":
+            tiering_values[name] = env_value
 
     for key, value in (overrides or {}).items():
         if value is None:
             continue
         if key == "log":
             log_values.update(value)
+        elif key == "tiering":
+            tiering_values.update(value)
         elif key in _SCALARS:
             values[key] = _convert(key, value)
         else:
             raise InvalidConfigError(f"unknown setting {key!r}")
 
     values["log"] = LogConfig.from_kafka(log_values) if log_values else LogConfig()
+    values["tiering"] = TieringConfig.from_mapping(tiering_values)
     return dataclasses.replace(BrokerConfig(), **values)
 
 

@@ -454,7 +454,7 @@ async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchReques
                 high_watermark=f.high_watermark,
                 last_stable_offset=f.last_stable_offset,
                 log_start_offset=f.log_start_offset,
-                records=f.regions if f.regions else b"",
+                records=f.records,
             )
         by_topic.setdefault(f.topic, []).append(data)
     broker.metrics.fetch_latency.labels("kafka").observe(time.perf_counter() - started)
@@ -472,7 +472,7 @@ async def handle_list_offsets(
         parts = []
         for p in t.partitions:
             try:
-                offset, ts = broker.list_offset(t.name, p.partition_index, p.timestamp)
+                offset, ts = await broker.list_offset(t.name, p.partition_index, p.timestamp)
                 parts.append(
                     ListOffsetsPartitionResponse(
                         partition_index=p.partition_index, timestamp=ts, offset=offset, leader_epoch=0

@@ -1,10 +1,12 @@
 """Process wiring for ``strata serve``: log manager, Kafka listener and HTTP server in one loop.
 
 Start-up order is storage first (recovery happens before any listener accepts a
-connection), then the listeners. Shutdown (SIGTERM/SIGINT) is the reverse: stop
-accepting, let in-flight requests finish for a bounded time, flush and close every
-log, and write the clean-shutdown marker last so that a crash anywhere before it
-means a full recovery scan on the next start.
+connection), then tiering (the object store and the TieringService, which must own the
+retention of tiered topics before the manager's retention thread runs), then the
+listeners. Shutdown (SIGTERM/SIGINT) is the reverse: stop accepting, let in-flight
+requests finish for a bounded time, stop tiering, flush and close every log, and write
+the clean-shutdown marker last so that a crash anywhere before it means a full recovery
+scan on the next start.
 """
 
 from __future__ import annotations
@@ -26,6 +28,10 @@ from api.kafka_server import KafkaServer
 from api.metrics import BrokerMetrics
 from api.rest import create_app
 from hot.manager import LogManager
+from tiering.metrics import TieringMetrics
+from tiering.restore import restore_missing_topics
+from tiering.service import TieringService
+from tiering.store import open_store
 
 log = logging.getLogger("strata.server")
 
@@ -59,8 +65,20 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
 
     config.data_dir.mkdir(parents=True, exist_ok=True)
     manager = LogManager(config.data_dir, config.log)
-    manager.open()
+    store = open_store(config.object_store_url)
     try:
+        # A new or lost data dir: bring the bucket's topics back before the logs open.
+        for name in await restore_missing_topics(manager, store):
+            say(f"strata: restored topic {name} from {config.object_store_url}")
+    except BaseException:
+        await store.close()
+        raise
+    manager.open()
+    tiering: TieringService | None = None
+    try:
+        metrics = BrokerMetrics()
+        tiering = TieringService(manager, store, config.tiering, TieringMetrics(metrics.registry))
+        await tiering.start()
         manager.start_background()
         kafka_sock = _bind(config.kafka_listen)
         http_sock = _bind(config.http_listen)
@@ -68,7 +86,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         http_addr = HostPort(config.http_listen.host, http_sock.getsockname()[1])
         if config.advertised_listener is None:
             config = dataclasses.replace(config, kafka_listen=kafka_addr)
-        broker = Broker(config, manager, BrokerMetrics())
+        broker = Broker(config, manager, metrics, tiering=tiering)
         broker.bind_loop(loop)
 
         kafka = KafkaServer(broker)
@@ -103,7 +121,11 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(http_task, timeout=10)
     finally:
-        manager.close()
+        try:
+            if tiering is not None:
+                await tiering.close()
+        finally:
+            manager.close()
     say("strata: stopped cleanly")
 
 

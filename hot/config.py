@@ -55,12 +55,16 @@ class LogConfig:
     local_retention_ms: int = -2  # local.retention.ms, -2 = same as retention.ms
     local_retention_bytes: int = -2  # local.retention.bytes, -2 = same as retention.bytes
     file_delete_delay_ms: int = 60000  # file.delete.delay.ms
+    # Tiered storage (docs/tiering.md): on by default for every topic. Turning it off stops
+    # new uploads and local retention; data already uploaded stays readable.
+    remote_storage_enable: bool = True  # remote.storage.enable
+    remote_copy_lag_ms: int = 0  # remote.copy.lag.ms: min age of a sealed segment before upload
 
     def __post_init__(self) -> None:
         for name, (field, parse) in _SPEC.items():
             value = getattr(self, field)
             try:
-                checked = parse(str(value))
+                checked = parse(_text(value))
             except InvalidConfigError as e:
                 raise InvalidConfigError(f"invalid value {value!r} for {name}: {e}") from None
             if checked != value:
@@ -109,12 +113,12 @@ class LogConfig:
 
     def to_kafka(self) -> dict[str, str]:
         """Every setting under its Kafka name, as strings (DescribeConfigs)."""
-        return {name: str(getattr(self, field)) for name, (field, _) in _SPEC.items()}
+        return {name: _text(getattr(self, field)) for name, (field, _) in _SPEC.items()}
 
     def diff(self, base: LogConfig) -> dict[str, str]:
         """The Kafka-named settings whose value differs from ``base`` (i.e. the overrides)."""
         return {
-            name: str(getattr(self, field))
+            name: _text(getattr(self, field))
             for name, (field, _) in _SPEC.items()
             if getattr(self, field) != getattr(base, field)
         }
@@ -136,6 +140,22 @@ class LogConfig:
     @property
     def effective_local_retention_bytes(self) -> int:
         return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
+
+
+def _text(value: object) -> str:
+    """A setting's Kafka string form (booleans as Kafka writes them: lower case)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _bool(raw: str) -> bool:
+    text = raw.strip().lower()
+    if text == "true":
+        return True
+    if text == "false":
+        return False
+    raise InvalidConfigError("must be true or false")
 
 
 def _int(lo: int, hi: int = INT64_MAX) -> Callable[[str], int]:
@@ -185,6 +205,8 @@ _SPEC: Final[dict[str, tuple[str, Callable[[str], object]]]] = {
     "local.retention.ms": ("local_retention_ms", _int(-2)),
     "local.retention.bytes": ("local_retention_bytes", _int(-2)),
     "file.delete.delay.ms": ("file_delete_delay_ms", _int(0)),
+    "remote.storage.enable": ("remote_storage_enable", _bool),
+    "remote.copy.lag.ms": ("remote_copy_lag_ms", _int(0)),
 }
 
 KAFKA_NAMES: Final[tuple[str, ...]] = tuple(_SPEC)

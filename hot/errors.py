@@ -77,6 +77,23 @@ class OffsetOutOfRangeError(StrataError):
     """Fetching an offset outside [log start offset, log end offset]."""
 
 
+class OffsetMovedToTieredStorageError(OffsetOutOfRangeError):
+    """The offset is in the log (at or above the log start offset) but no longer on local
+    disk: it lies below the local log start offset and must be read from the object store.
+
+    A subclass of OffsetOutOfRangeError so that callers unaware of tiering still treat it
+    as "not readable here"; the remote reader catches it and serves the offset instead.
+    """
+
+    def __init__(self, offset: int, local_log_start_offset: int, message: str | None = None) -> None:
+        self.offset = offset
+        self.local_log_start_offset = local_log_start_offset
+        super().__init__(
+            message
+            or f"offset {offset} moved to tiered storage (local log start offset {local_log_start_offset})"
+        )
+
+
 # --- idempotent producers (KIP-98) --------------------------------------------------------
 
 
@@ -134,6 +151,12 @@ class CorruptLogError(StorageError):
 
 class LogClosedError(StorageError):
     """The log was closed (shutdown, deletion) while a request was using it."""
+
+
+class DiskHighWaterError(StorageError):
+    """The data directory is above its high-water mark: appends are refused until tiered
+    storage has uploaded (and local retention removed) enough segments. Refusing the
+    append is the alternative to deleting data that exists nowhere else (KAFKA-19952)."""
 
 
 class NotLeaderError(StrataError):
@@ -215,6 +238,7 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     TopicExistsError: (TOPIC_ALREADY_EXISTS, 409),
     UnknownTopicOrPartitionError: (UNKNOWN_TOPIC_OR_PARTITION, 404),
     OffsetOutOfRangeError: (OFFSET_OUT_OF_RANGE, 416),
+    OffsetMovedToTieredStorageError: (OFFSET_OUT_OF_RANGE, 416),
     OutOfOrderSequenceError: (OUT_OF_ORDER_SEQUENCE_NUMBER, 409),
     DuplicateSequenceError: (DUPLICATE_SEQUENCE_NUMBER, 409),
     InvalidProducerEpochError: (INVALID_PRODUCER_EPOCH, 409),
@@ -226,6 +250,7 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     TransactionsNotSupportedError: (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 501),
     StorageError: (KAFKA_STORAGE_ERROR, 503),
     CorruptLogError: (KAFKA_STORAGE_ERROR, 503),
+    DiskHighWaterError: (KAFKA_STORAGE_ERROR, 507),
     NotLeaderError: (NOT_LEADER_OR_FOLLOWER, 421),
     NotEnoughReplicasError: (NOT_ENOUGH_REPLICAS, 503),
     RequestTimedOutError: (REQUEST_TIMED_OUT, 504),

@@ -5,7 +5,9 @@ Partition directory ``<logs_dir>/<topic>-<partition>/``::
     <20-digit base offset>.log / .index / .timeindex   segments (hot.segment)
     recovery-point      text "<offset>\\n": every byte below this offset was fsynced
     log-start-offset    text "<offset>\\n": records below it are deleted (retention,
-                        DeleteRecords) even if a segment still holds some of them
+                        DeleteRecords) even if a segment still holds some of them. With
+                        tiered storage it may be below the first local segment: the
+                        offsets in between live only in the object store
     <20-digit offset>.snapshot   idempotent-producer state as of that offset
                         (hot.producer_state): one per segment, named by its base
                         offset and written when the previous segment rolls, plus one
@@ -22,7 +24,10 @@ Named offsets (first offsets or exclusive ends, as in Kafka)::
     log_start_offset <= local_log_start_offset <= log_end_offset
     high_watermark <= log_end_offset,  recovery_point <= log_end_offset
 
-``local_log_start_offset`` equals ``log_start_offset`` until tiered storage lands.
+``local_log_start_offset`` is the first offset on local disk: max(log start offset, base
+of the first local segment). It is derived, not stored: local retention (tiered topics)
+deletes segments without moving the log start offset, so a stored log start below the
+first segment means "the rest is remote" (docs/tiering.md).
 In ``fsync`` flush mode the high watermark is the flushed offset (<= recovery point);
 in ``interval`` mode it follows the log end at once.
 
@@ -57,7 +62,9 @@ from hot.config import LogConfig
 from hot.errors import (
     CorruptLogError,
     InvalidRecordError,
+    InvalidRequestError,
     LogClosedError,
+    OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
     RecordTooLargeError,
     StorageError,
@@ -108,6 +115,9 @@ _MAX_APPEND_BYTES: Final = (1 << 31) - 1
 
 HwListener = Callable[["Log"], None]
 RetentionGuard = Callable[[Segment], bool]
+# Called with the size of every append before anything is written; raises (e.g.
+# DiskHighWaterError) to refuse it. Installed by the LogManager.
+AppendGuard = Callable[[int], None]
 
 
 # --- small durable files ----------------------------------------------------------------------
@@ -263,7 +273,7 @@ class Log:
         for s in segments[:-1]:
             s.sealed = True
         self._log_start_offset = log_start_offset
-        self._local_log_start_offset = log_start_offset
+        self._local_log_start_offset = max(log_start_offset, segments[0].base_offset)
         leo = segments[-1].next_offset
         self._recovery_point = leo
         self._hw = leo
@@ -277,6 +287,7 @@ class Log:
         self._unflushed_messages = 0
         self._last_flush = time.monotonic()
         self.retention_guard: RetentionGuard | None = None
+        self.append_guard: AppendGuard | None = None
 
     # --- opening and recovery ------------------------------------------------------------------
 
@@ -385,7 +396,9 @@ class Log:
             for s in recovered:
                 s.flush()
             fsync_dir(d)
-            lso = max(lso_file or 0, segments[0].base_offset)
+            # A stored log start below the first segment: the offsets in between are in
+            # the object store (tiered storage; local retention keeps the log start).
+            lso = lso_file if lso_file is not None else segments[0].base_offset
             log = cls(
                 d,
                 config,
@@ -405,6 +418,65 @@ class Log:
             for s in segments:
                 s.close_quietly()
             raise
+
+    @classmethod
+    def create_at(
+        cls,
+        directory: str | Path,
+        config: LogConfig,
+        *,
+        topic: str,
+        partition: int,
+        log_start_offset: int,
+        next_offset: int,
+        flusher: GroupCommitter | None = None,
+        producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+    ) -> Log:
+        """Create a new, empty partition whose offsets [log_start_offset, next_offset) live
+        only in the object store (restore): its one segment starts at ``next_offset``, so
+        appends continue there and reads below it go remote.
+
+        The directory is built under a ``*-delete`` name and renamed into place, so a crash
+        half-way leaves either nothing (a leftover the manager removes) or the whole log.
+        """
+        if not 0 <= log_start_offset <= next_offset:
+            raise InvalidRequestError(
+                f"cannot create {topic}-{partition}: log start offset {log_start_offset} "
+                f"must be in [0, next offset {next_offset}]"
+            )
+        d = str(directory)
+        if os.path.exists(d):
+            raise StorageError(f"cannot create {d}: it already exists")
+        staging = f"{d}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        try:
+            os.makedirs(staging)
+            seg = Segment(staging, next_offset, index_interval_bytes=config.index_interval_bytes)
+            try:
+                seg.flush()
+            finally:
+                seg.close_quietly()
+            atomic_write(
+                os.path.join(staging, LOG_START_OFFSET_FILE), b"%d\n" % log_start_offset, sync_dir=False
+            )
+            atomic_write(os.path.join(staging, RECOVERY_POINT_FILE), b"%d\n" % next_offset, sync_dir=False)
+            fsync_dir(staging)
+            os.rename(staging, d)
+            fsync_dir(os.path.dirname(d) or ".")
+        except OSError as e:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise StorageError(f"cannot create log directory {d}: {e}") from e
+        except StorageError:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        return cls.open(
+            d,
+            config,
+            topic=topic,
+            partition=partition,
+            flusher=flusher,
+            clean_shutdown=False,
+            producer_id_expiration_ms=producer_id_expiration_ms,
+        )
 
     @staticmethod
     def _load_segments(d: str, segments: list[Segment], clean: bool, recovery_point: int) -> list[Segment]:
@@ -656,6 +728,8 @@ class Log:
         """
         mv = self._view(data)
         batches, idempotent = self._validate(mv, leader=True)
+        if self.append_guard is not None:
+            self.append_guard(len(mv))
         if now_ms is None:
             now_ms = time.time_ns() // 1_000_000
         total = len(mv)
@@ -778,6 +852,8 @@ class Log:
         """
         mv = self._view(data)
         batches, idempotent = self._validate(mv, leader=False)
+        if self.append_guard is not None:
+            self.append_guard(len(mv))
         if now_ms is None:
             now_ms = time.time_ns() // 1_000_000
         total = len(mv)
@@ -980,7 +1056,9 @@ class Log:
         that with ``min_one`` the first batch is returned even if larger (KIP-74).
 
         An offset inside a batch returns that whole batch (clients skip the records before
-        it). ``offset`` outside [log start offset, log end offset] is OffsetOutOfRangeError;
+        it). An offset in [log start offset, local log start offset) is
+        OffsetMovedToTieredStorageError (read it from the object store); any other
+        ``offset`` outside [log start offset, log end offset] is OffsetOutOfRangeError;
         from the high watermark up to the log end the result is empty. A batch header that
         cannot be valid is CorruptLogError and takes the log offline.
         """
@@ -989,7 +1067,9 @@ class Log:
             leo = self.log_end_offset
             lso = self._log_start_offset
             hw = self._hw
-            if offset < lso or offset > leo or offset < self._local_log_start_offset:
+            if lso <= offset < self._local_log_start_offset:
+                raise OffsetMovedToTieredStorageError(offset, self._local_log_start_offset)
+            if offset < lso or offset > leo:
                 raise OffsetOutOfRangeError(
                     f"offset {offset} is out of range for {self.name}: log start offset {lso}, "
                     f"log end offset {leo}"
@@ -1031,21 +1111,22 @@ class Log:
     def offset_for_timestamp(
         self, timestamp: int, *, max_offset: int | None = None
     ) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record at or above the log start offset whose
+        """(offset, timestamp) of the first local record at or above the log start offset whose
         timestamp is >= ``timestamp`` and whose offset is below ``max_offset`` (default:
         the high watermark); None if there is none (Kafka ListOffsets by timestamp).
 
         The time index and batch maxTimestamp locate the batch; that batch is decoded to
         find the exact record. If it cannot be decoded (e.g. a producer's broken
         compression, which appends never inspect) the batch's base offset and
-        maxTimestamp are returned instead.
+        maxTimestamp are returned instead. Only local segments are searched: offsets below
+        the local log start offset are the remote reader's business.
         """
         from hot.records import decode_batch  # the record codec is only needed here
 
         with self._lock:
             self._check_usable()
             limit = self._hw if max_offset is None else min(max_offset, self.log_end_offset)
-            lso = self._log_start_offset
+            lso = self._local_log_start_offset
             try:
                 for seg in self._segments[self._segment_index(lso) :]:
                     if seg.base_offset >= limit:
@@ -1127,15 +1208,93 @@ class Log:
             self._drop_segments_locked(len(doomed))
         return [s.base_offset for s in doomed]
 
-    def _drop_segments_locked(self, n: int) -> None:
+    def apply_local_retention(self, now_ms: int, is_uploaded: RetentionGuard) -> list[int]:
+        """Local retention of a tiered log: delete whole sealed segments (never the active
+        one), entirely below the high watermark, oldest first, that are entirely below the
+        log start offset, or that ``is_uploaded`` (COPIED in the manifest) and exceed
+        local.retention.ms (by max timestamp, or mtime if none) or local.retention.bytes
+        (Kafka's rule, as in ``apply_retention``). Stops at the first segment that does not
+        qualify, so local data stays contiguous. Only the local log start offset moves:
+        the deleted offsets stay readable from the object store.
+
+        ``is_uploaded`` is called under the log's lock: it must only look at memory.
+        Returns the deleted bases.
+        """
+        with self._flush_lock, self._lock:
+            if not self.is_online:
+                return []
+            cfg = self._config
+            keep_ms = cfg.effective_local_retention_ms
+            keep_bytes = cfg.effective_local_retention_bytes
+            excess = self.size - keep_bytes if keep_bytes >= 0 else None
+            doomed: list[Segment] = []
+            for seg in self._segments[:-1]:
+                if seg.next_offset > self._hw:
+                    break
+                below_start = seg.next_offset <= self._log_start_offset
+                if not below_start:
+                    expired = keep_ms >= 0 and now_ms - seg.largest_timestamp() > keep_ms
+                    too_big = excess is not None and excess - seg.size >= 0
+                    if not (expired or too_big) or not is_uploaded(seg):
+                        break
+                if excess is not None:
+                    excess -= seg.size
+                doomed.append(seg)
+            if not doomed:
+                return []
+            self._drop_segments_locked(len(doomed), advance_log_start=False)
+        return [s.base_offset for s in doomed]
+
+    def advance_log_start_offset(self, offset: int) -> None:
+        """Move the log start offset up to ``offset`` (total retention of remote data,
+        DeleteRecords); never backwards, never past the high watermark. Local segments that
+        end up entirely below it are removed by the next (local) retention pass. Durable
+        when this returns."""
+        with self._lock:
+            self._check_usable()
+            if offset > self._hw:
+                raise OffsetOutOfRangeError(
+                    f"cannot move the log start offset of {self.name} to {offset}: "
+                    f"high watermark is {self._hw}"
+                )
+            if offset <= self._log_start_offset:
+                return
+            self._log_start_offset = offset
+            self._local_log_start_offset = max(self._local_log_start_offset, offset)
+            self._producers.evict_below(offset)
+            try:
+                self._persist_log_start_offset()
+            except StorageError as e:
+                self._go_offline(e)
+                raise
+
+    def sealed_segments_for_upload(self, max_offset: int, *, from_offset: int = 0) -> list[Segment]:
+        """Sealed, non-empty segments whose offsets are all below both ``max_offset`` and
+        the high watermark and that end after ``from_offset``, oldest first (what tiered
+        storage may upload). The active segment is never included."""
+        with self._lock:
+            limit = min(max_offset, self._hw)
+            out: list[Segment] = []
+            for seg in self._segments[self._segment_index(from_offset) : -1]:
+                if seg.next_offset > limit:
+                    break
+                if seg.next_offset > from_offset and not seg.is_empty:
+                    out.append(seg)
+            return out
+
+    def _drop_segments_locked(self, n: int, *, advance_log_start: bool = True) -> None:
         doomed = self._segments[:n]
         self._segments = self._segments[n:]
         self._bases = self._bases[n:]
         new_start = self._segments[0].base_offset
         self._local_log_start_offset = max(self._local_log_start_offset, new_start)
         try:
-            if new_start > self._log_start_offset:
+            if advance_log_start and new_start > self._log_start_offset:
                 self._log_start_offset = new_start
+                self._persist_log_start_offset()
+            elif not advance_log_start:
+                # Without the file the next open would take the first local segment as the
+                # log start and lose sight of the remote part.
                 self._persist_log_start_offset()
             for seg in doomed:
                 logger.info("deleting segment %s", seg.log_path)
@@ -1394,6 +1553,7 @@ def _unlink(path: str) -> None:
 __all__ = [
     "LOG_START_OFFSET_FILE",
     "RECOVERY_POINT_FILE",
+    "AppendGuard",
     "AppendInfo",
     "Log",
     "ReadResult",

@@ -10,11 +10,14 @@ Layout::
                                              ("version: 0\\ntopic_id: <uuid>\\n"), so a
                                              directory left by an older topic of the same
                                              name is recognized as stale
+    <data_dir>/meta/tiering-deletes.json     topics whose remote data is still to be deleted
+                                             (owned by tiering.service.PendingDeletes)
 
 Crash behaviour: the clean-shutdown marker is removed when the manager opens, before any
 write, and written (fsynced) only after every log closed cleanly; without it every log
-is recovered. Topic creation writes the registry first and then the directories;
-deletion writes the registry first and then removes the directories. So a crash
+is recovered. Topic creation writes the registry first and then the directories (except
+a topic restored at remote positions, whose directories come first); deletion writes the
+registry first and then removes the directories. So a crash
 leaves at worst directories of topics that are no longer registered (or stale ones),
 which ``open`` removes, or registered partitions without a directory, which ``open``
 creates.
@@ -29,13 +32,20 @@ import shutil
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Final
 
 from hot.config import LogConfig
-from hot.errors import StorageError, StrataError, UnknownTopicOrPartitionError
+from hot.errors import (
+    DiskHighWaterError,
+    InvalidPartitionsError,
+    InvalidRequestError,
+    StorageError,
+    StrataError,
+    UnknownTopicOrPartitionError,
+)
 from hot.flush import GroupCommitter, IntervalFlusher
 from hot.log import DELETE_DIR_SUFFIX, Log, RetentionGuard, atomic_write, fsync_dir
 from hot.producer_ids import PRODUCER_IDS_FILE, ProducerIdAllocator
@@ -48,6 +58,87 @@ CLEAN_SHUTDOWN_FILE: Final = ".clean_shutdown"
 LOCK_FILE: Final = ".lock"
 PARTITION_METADATA_FILE: Final = "partition.metadata"
 DEFAULT_RETENTION_CHECK_INTERVAL_MS: Final = 300_000
+DISK_CHECK_INTERVAL_S: Final = 0.5  # how stale the disk-usage measurement may get
+
+# Logs whose retention somebody else applies (tiering: local + total retention of tiered topics).
+RetentionOwner = Callable[[Log], bool]
+# Told about every deleted topic, after its local logs are gone (tiering deletes its remote data).
+DeleteListener = Callable[[TopicInfo], None]
+
+
+class DiskGuard:
+    """The data directory's high-water mark, checked before every append (``Log.append_guard``).
+
+    Two limits, either may be off: ``max_used_fraction`` of the filesystem holding the data
+    dir (``os.statvfs``), and ``max_log_bytes`` for the sum of every local log of the
+    manager (a budget independent of other tenants of the filesystem; tests use it). Both
+    are measured at most every ``DISK_CHECK_INTERVAL_S``; bytes appended since the last
+    measurement are added to it, so growth is seen at once and only freed space (local
+    retention after uploads) is noticed late. Crossing a limit makes appends fail with
+    DiskHighWaterError instead of deleting data that was not uploaded yet.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        logs: Callable[[], list[Log]],
+        *,
+        max_used_fraction: float | None,
+        max_log_bytes: int | None,
+        check_interval_s: float = DISK_CHECK_INTERVAL_S,
+    ) -> None:
+        self.data_dir = data_dir
+        self._logs = logs
+        self.max_used_fraction = max_used_fraction
+        self.max_log_bytes = max_log_bytes
+        self._interval = check_interval_s
+        self._lock = threading.Lock()
+        self._measured_at = -1e18
+        self._fs_used = 0
+        self._fs_total = 0
+        self._log_bytes = 0
+        self._since = 0  # bytes appended since the measurement
+
+    def _measure(self) -> None:
+        if self.max_used_fraction is not None:
+            try:
+                st = os.statvfs(self.data_dir)
+            except OSError as e:
+                raise StorageError(f"cannot stat the filesystem of {self.data_dir}: {e}") from e
+            self._fs_total = st.f_blocks * st.f_frsize
+            self._fs_used = (st.f_blocks - st.f_bfree) * st.f_frsize
+        if self.max_log_bytes is not None:
+            self._log_bytes = sum(lg.size for lg in self._logs() if not lg.closed)
+        self._since = 0
+        self._measured_at = time.monotonic()
+
+    def check(self, nbytes: int) -> None:
+        """Raise DiskHighWaterError if an append of ``nbytes`` would go above a limit."""
+        with self._lock:
+            if time.monotonic() - self._measured_at >= self._interval:
+                self._measure()
+            pending = self._since + nbytes
+            if self.max_log_bytes is not None and self._log_bytes + pending > self.max_log_bytes:
+                raise DiskHighWaterError(
+                    f"disk above high-water mark; uploads pending: local logs hold "
+                    f"{self._log_bytes + self._since} bytes, the limit is {self.max_log_bytes}"
+                )
+            if (
+                self.max_used_fraction is not None
+                and self._fs_total > 0
+                and self._fs_used + pending > self.max_used_fraction * self._fs_total
+            ):
+                raise DiskHighWaterError(
+                    f"disk above high-water mark; uploads pending: {self.data_dir} is on a "
+                    f"filesystem {100 * (self._fs_used + self._since) / self._fs_total:.1f}% full, "
+                    f"the limit is {100 * self.max_used_fraction:.1f}%"
+                )
+            self._since = pending
+
+    def invalidate(self) -> None:
+        """Measure again at the next check (after retention freed space)."""
+        with self._lock:
+            self._measured_at = -1e18
 
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
@@ -91,6 +182,9 @@ class LogManager:
         self._stop = threading.Event()
         self._lock_fd: int | None = None
         self._retention_guard: RetentionGuard | None = None
+        self._retention_owner: RetentionOwner | None = None
+        self._disk_guard: DiskGuard | None = None
+        self._delete_listeners: list[DeleteListener] = []
         self._producer_ids: ProducerIdAllocator | None = None
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.was_clean_shutdown = False
@@ -241,7 +335,12 @@ class LogManager:
         return None
 
     def _open_partition(
-        self, info: TopicInfo, partition: int, *, clean: bool, refuse: bool = True
+        self,
+        info: TopicInfo,
+        partition: int,
+        *,
+        clean: bool,
+        refuse: bool = True,
     ) -> Log | None:
         """Open one partition's log. A StorageError refuses the partition (``get_log``
         raises it) when ``refuse``, else it is raised."""
@@ -273,6 +372,7 @@ class LogManager:
             log.close(clean=False)
             raise
         log.retention_guard = self._retention_guard
+        log.append_guard = self._disk_guard.check if self._disk_guard is not None else None
         self._logs[key] = log
         self._failed.pop(key, None)
         return log
@@ -360,14 +460,55 @@ class LogManager:
     def partition_dir(self, topic: str, partition: int) -> Path:
         return self.logs_dir / f"{topic}-{partition}"
 
-    def create_topic(self, name: str, partitions: int, configs: Mapping[str, str] | None = None) -> TopicInfo:
-        """Register the topic (validated; see TopicRegistry.create), then create its logs."""
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        configs: Mapping[str, str] | None = None,
+        *,
+        topic_id: uuid.UUID | None = None,
+        start_offsets: Mapping[int, tuple[int, int]] | None = None,
+    ) -> TopicInfo:
+        """Register the topic (validated; see TopicRegistry.create), then create its logs.
+
+        Restore from the object store passes the topic's ``topic_id`` (kept in the registry,
+        so keys in the bucket stay valid) and ``start_offsets[p] = (log_start_offset,
+        next_offset)``: partition p is created empty with its active segment at
+        ``next_offset``, so its history stays remote and appends continue after it."""
+        starts = dict(start_offsets or {})
+        for p, (lso, nxt) in starts.items():
+            if not 0 <= p < partitions:
+                raise InvalidPartitionsError(
+                    f"start offsets given for partition {p} of a {partitions}-partition topic"
+                )
+            if not 0 <= lso <= nxt:
+                raise InvalidRequestError(
+                    f"partition {p}: log start offset {lso} must be in [0, next offset {nxt}]"
+                )
         with self._lock:
             registry = self._require_open()
-            info = registry.create(name, partitions, configs)
+            if starts:
+                # Directories first, registry second: a crash in between leaves directories
+                # of an unregistered topic (removed by ``open``), never a registered
+                # partition that ``open`` would recreate at offset 0.
+                registry.validate_create(name, partitions, configs)
+                topic_id = topic_id or uuid.uuid4()
+                config = LogConfig.from_kafka(dict(configs or {}), self.defaults)
+                for p, (lso, nxt) in sorted(starts.items()):
+                    path = self.partition_dir(name, p)
+                    if path.exists():
+                        self._remove_dir(path, "left over before the topic was created")
+                    Log.create_at(
+                        path, config, topic=name, partition=p, log_start_offset=lso, next_offset=nxt
+                    ).close()
+                    atomic_write(
+                        path / PARTITION_METADATA_FILE, f"version: 0\ntopic_id: {topic_id}\n".encode()
+                    )
+                fsync_dir(self.logs_dir)
+            info = registry.create(name, partitions, configs, topic_id=topic_id)
             for p in range(partitions):
                 path = self.partition_dir(name, p)
-                if path.exists():
+                if p not in starts and path.exists():
                     self._remove_dir(path, "left over before the topic was created")
                 self._open_partition(info, p, clean=False, refuse=False)
             fsync_dir(self.logs_dir)
@@ -389,6 +530,11 @@ class LogManager:
                     if path.exists():
                         self._remove_dir(path, "of a deleted topic")
             fsync_dir(self.logs_dir)
+            for listener in list(self._delete_listeners):
+                try:
+                    listener(info)
+                except Exception:
+                    logger.exception("topic deletion listener failed for %s", name)
             return info
 
     def topic(self, name: str) -> TopicInfo:
@@ -458,12 +604,54 @@ class LogManager:
             for log in self._logs.values():
                 log.retention_guard = guard
 
+    def add_delete_listener(self, listener: DeleteListener) -> None:
+        """``listener(info)`` runs (under the manager's lock: keep it short) after a topic
+        was unregistered and its local logs removed."""
+        with self._lock:
+            self._delete_listeners.append(listener)
+
+    def remove_delete_listener(self, listener: DeleteListener) -> None:
+        with self._lock:
+            if listener in self._delete_listeners:
+                self._delete_listeners.remove(listener)
+
+    def set_retention_owner(self, owner: RetentionOwner | None) -> None:
+        """Hand the retention of some logs to someone else: the retention pass skips every
+        log for which ``owner(log)`` is true. Tiered storage owns its topics' retention
+        (local retention may only delete uploaded segments; total retention spans the
+        bucket), so the plain pass must never delete their un-uploaded data."""
+        with self._lock:
+            self._retention_owner = owner
+
+    def set_disk_high_water(
+        self, *, max_used_fraction: float | None = None, max_log_bytes: int | None = None
+    ) -> DiskGuard | None:
+        """Refuse appends above a high-water mark (see DiskGuard); both None removes it."""
+        with self._lock:
+            guard = None
+            if max_used_fraction is not None or max_log_bytes is not None:
+                guard = DiskGuard(
+                    self.data_dir, self.logs, max_used_fraction=max_used_fraction, max_log_bytes=max_log_bytes
+                )
+            self._disk_guard = guard
+            for log in self._logs.values():
+                log.append_guard = guard.check if guard is not None else None
+            return guard
+
+    @property
+    def disk_guard(self) -> DiskGuard | None:
+        return self._disk_guard
+
     def apply_retention(self, now_ms: int | None = None) -> dict[tuple[str, int], list[int]]:
-        """One retention pass over every log; returns the deleted segment bases per partition."""
+        """One retention pass over every log whose retention is not owned elsewhere (see
+        ``set_retention_owner``); returns the deleted segment bases per partition."""
         if now_ms is None:
             now_ms = time.time_ns() // 1_000_000
         deleted: dict[tuple[str, int], list[int]] = {}
+        owner = self._retention_owner
         for log in self.logs():
+            if owner is not None and owner(log):
+                continue
             try:
                 bases = log.apply_retention(now_ms)
             except StrataError as e:
@@ -471,6 +659,8 @@ class LogManager:
                 continue
             if bases:
                 deleted[(log.topic, log.partition)] = bases
+        if deleted and self._disk_guard is not None:
+            self._disk_guard.invalidate()
         return deleted
 
     def flush_all(self) -> None:

@@ -175,10 +175,18 @@ class TopicRegistry:
             if _collision_key(other) == key:
                 raise InvalidTopicError(f"topic {name!r} collides with existing topic {other!r}")
 
-    def create(self, name: str, partitions: int, configs: Mapping[str, str] | None = None) -> TopicInfo:
+    def create(
+        self,
+        name: str,
+        partitions: int,
+        configs: Mapping[str, str] | None = None,
+        *,
+        topic_id: uuid.UUID | None = None,
+    ) -> TopicInfo:
+        """Register a topic; ``topic_id`` keeps a known id (restore), else a fresh one."""
         with self._lock:
             self.validate_create(name, partitions, configs)
-            info = TopicInfo(name, partitions, dict(configs or {}), uuid.uuid4())
+            info = TopicInfo(name, partitions, dict(configs or {}), topic_id or uuid.uuid4())
             topics = dict(self._topics)
             topics[name] = info
             self._save(topics)

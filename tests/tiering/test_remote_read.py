@@ -1,0 +1,379 @@
+"""Remote reads against segments produced by a real log and uploaded with the real store.
+
+Every read is compared with the hot log's own read of the same offsets: the bytes served
+from the bucket must be identical to what the producer's batches became on disk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from api.broker import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+    Broker,
+    FetchedPartition,
+    FetchRequestPartition,
+)
+from api.config import BrokerConfig
+from api.rest import V2_BINARY, create_app
+from hot.config import LogConfig
+from hot.errors import KAFKA_STORAGE_ERROR, OffsetOutOfRangeError, kafka_code
+from hot.log import Log
+from hot.manager import LogManager
+from tests.tiering.tierlib import TS0, CountingStore, make_batch, make_log, set_log_start, upload_all
+from tiering.cache import ChunkCache
+from tiering.manifest import ManifestStore, RemoteSegment
+from tiering.remote_read import (
+    RemoteCorruptObjectError,
+    RemoteObjectMissingError,
+    RemoteReader,
+)
+from tiering.store import open_store
+
+TOPIC = "orders"
+TID = uuid.UUID("0123456789abcdef0123456789abcdef")
+
+
+class Env:
+    def __init__(self, log: Log, store: CountingStore, reader: RemoteReader, segs: list[RemoteSegment]):
+        self.log = log
+        self.store = store
+        self.reader = reader
+        self.segs = segs
+
+    @property
+    def remote_end(self) -> int:
+        return self.segs[-1].last_offset + 1
+
+    async def read(self, offset: int, max_bytes: int, *, min_one: bool = True) -> bytes:
+        r = await self.reader.read(
+            TOPIC, TID, 0, offset, max_bytes, min_one=min_one, max_offset=self.remote_end
+        )
+        assert r.size == len(r.data)
+        return r.data
+
+    def local(self, offset: int, max_bytes: int, *, min_one: bool = True) -> bytes:
+        return self.log.read(offset, max_bytes, max_offset=self.remote_end, min_one=min_one).read()
+
+
+async def _env(tmp_path: Path, url: str, *, chunk_bytes: int = 1024, cache_bytes: int = 1 << 20) -> Env:
+    log = make_log(tmp_path / "log")
+    store = CountingStore(open_store(url))
+    manifests = ManifestStore(store)
+    segs = await upload_all(store, manifests, log, TOPIC, TID)
+    assert len(segs) >= 4
+    store.gets.clear()  # count the reader's GETs only
+    cache = ChunkCache(store, tmp_path / "cache", max_bytes=cache_bytes, chunk_bytes=chunk_bytes)
+    return Env(log, store, RemoteReader(store, manifests, cache), segs)
+
+
+@pytest.fixture
+async def env(tmp_path: Path) -> AsyncIterator[Env]:
+    e = await _env(tmp_path, f"file://{tmp_path}/bucket")
+    yield e
+    await e.reader.cache.close()
+    await e.store.close()
+    e.log.close()
+
+
+def _batch_bounds(log: Log, end: int) -> list[tuple[int, int]]:
+    """(base offset, next offset) of every local batch below ``end``."""
+    out = []
+    for seg in log.segments():
+        for b in seg.batches():
+            if b.base_offset < end:
+                out.append((b.base_offset, b.next_offset))
+    return out
+
+
+async def test_every_offset_reads_byte_identical_to_local(env: Env) -> None:
+    bounds = _batch_bounds(env.log, env.remote_end)
+    offsets = sorted({o for base, nxt in bounds for o in (base, (base + nxt) // 2, nxt - 1)})
+    for max_bytes in (1, 700, 5000, 1 << 20):
+        for off in offsets:
+            assert await env.read(off, max_bytes) == env.local(off, max_bytes), (off, max_bytes)
+
+
+async def test_max_bytes_and_min_one(env: Env) -> None:
+    first = env.local(0, 1)
+    assert first and await env.read(0, 1) == first  # KIP-74: one batch even if larger
+    assert await env.read(0, 1, min_one=False) == b""
+    two = env.local(0, len(first) + 1, min_one=False)
+    assert await env.read(0, len(first) + 1, min_one=False) == two == first  # whole batches only
+
+
+async def test_read_spans_segments_and_stops_at_max_offset(env: Env) -> None:
+    s0, s1 = env.segs[0], env.segs[1]
+    r = await env.reader.read(TOPIC, TID, 0, s0.last_offset, 1 << 20, max_offset=s1.last_offset + 1)
+    assert r.first_offset <= s0.last_offset and r.next_offset == s1.last_offset + 1
+    assert r.data == env.log.read(s0.last_offset, 1 << 20, max_offset=s1.last_offset + 1).read()
+    whole = await env.reader.read(TOPIC, TID, 0, 0, 1 << 30, max_offset=env.remote_end)
+    assert whole.next_offset == env.remote_end and whole.size == sum(s.size for s in env.segs)
+    # cutting a result at a batch boundary gives what a smaller read gives
+    cut = whole.truncate(3000, min_one=True)
+    assert cut.data == await env.read(0, 3000)
+    assert (
+        cut.next_offset
+        == (await env.reader.read(TOPIC, TID, 0, 0, 3000, max_offset=env.remote_end)).next_offset
+    )
+
+
+async def test_manifest_is_not_fetched_per_read(env: Env) -> None:
+    for off in range(0, env.remote_end, 7):
+        await env.read(off, 4000)
+    assert env.reader.manifest_loads == 1
+    assert env.store.gets_of("manifest.json") == 1
+    # each index object is fetched once however many reads use it
+    assert env.store.gets_of(".index") <= len(env.segs)
+
+
+async def test_below_log_start_is_out_of_range(env: Env) -> None:
+    await set_log_start(env.reader.manifests, TOPIC, TID, 0, env.segs[1].base_offset)
+    env.reader.forget(TOPIC, TID, 0)
+    with pytest.raises(OffsetOutOfRangeError):
+        await env.read(0, 1000)
+    assert await env.read(env.segs[1].base_offset, 1000) == env.local(env.segs[1].base_offset, 1000)
+
+
+async def test_corrupt_object_is_an_error_naming_key_and_offset(env: Env) -> None:
+    seg = env.segs[1]
+    data = bytearray(await env.store.inner.get(seg.keys.log))
+    data[200] ^= 0xFF  # inside a batch, after its CRC field
+    await env.store.inner.put(seg.keys.log, bytes(data))
+    with pytest.raises(RemoteCorruptObjectError) as info:
+        await env.read(seg.base_offset, 1 << 20)
+    assert seg.keys.log in str(info.value) and "offset" in str(info.value)
+    assert kafka_code(info.value) == KAFKA_STORAGE_ERROR
+    # a read that stops before the damage, and other segments, are still served
+    assert await env.read(env.segs[0].base_offset, 100) == env.local(env.segs[0].base_offset, 100)
+    s2 = env.segs[2].base_offset
+    assert await env.read(s2, 1 << 20) == env.local(s2, 1 << 20)
+
+
+async def test_sha256_mismatch_of_whole_segment_read(env: Env) -> None:
+    seg = env.segs[0]
+    # Change the first batch's partitionLeaderEpoch, which the CRC does not cover: every
+    # batch still validates, only the segment's SHA-256 reveals the change.
+    data = bytearray(await env.store.inner.get(seg.keys.log))
+    data[15] ^= 0x01  # partitionLeaderEpoch low byte of the first batch, outside the CRC
+    await env.store.inner.put(seg.keys.log, bytes(data))
+    with pytest.raises(RemoteCorruptObjectError, match="SHA-256"):
+        await env.reader.read(TOPIC, TID, 0, 0, 1 << 30, max_offset=seg.last_offset + 1)
+
+
+async def test_impossible_header_and_truncated_object(env: Env) -> None:
+    seg = env.segs[0]
+    data = bytearray(await env.store.inner.get(seg.keys.log))
+    data[8:12] = (3).to_bytes(4, "big")  # batchLength below the minimum
+    await env.store.inner.put(seg.keys.log, bytes(data))
+    with pytest.raises(RemoteCorruptObjectError, match=seg.keys.log):
+        await env.read(0, 1000)
+    s1 = env.segs[1]
+    await env.store.inner.put(s1.keys.log, (await env.store.inner.get(s1.keys.log))[: s1.size // 2])
+    with pytest.raises(RemoteCorruptObjectError, match=s1.keys.log):
+        await env.read(s1.last_offset, 1000)
+
+
+async def test_corrupt_index_is_an_error_naming_it(env: Env) -> None:
+    seg = env.segs[2]
+    assert seg.index_size >= 16
+    idx = bytearray(await env.store.inner.get(seg.keys.index))
+    idx[4:8] = (seg.size + 5).to_bytes(4, "big")  # a position past the segment end
+    await env.store.inner.put(seg.keys.index, bytes(idx))
+    with pytest.raises(RemoteCorruptObjectError, match=seg.keys.index):
+        await env.read(seg.last_offset, 1000)
+
+
+async def test_missing_object_is_an_error_naming_key(env: Env) -> None:
+    seg = env.segs[1]
+    await env.store.inner.delete(seg.keys.log)
+    with pytest.raises(RemoteObjectMissingError) as info:
+        await env.read(seg.base_offset, 1000)
+    assert seg.keys.log in str(info.value) and info.value.key == seg.keys.log
+    assert kafka_code(info.value) == KAFKA_STORAGE_ERROR
+    # the stale-manifest path reloaded the manifest once before giving up
+    assert env.reader.manifest_loads == 2
+
+
+async def test_no_manifest_is_an_error(tmp_path: Path) -> None:
+    store = open_store(f"file://{tmp_path}/bucket")
+    reader = RemoteReader(store, ManifestStore(store), ChunkCache(store, tmp_path / "c", max_bytes=0))
+    with pytest.raises(RemoteObjectMissingError, match=r"manifest\.json"):
+        await reader.read(TOPIC, TID, 0, 0, 100)
+    await store.close()
+
+
+async def test_offset_for_timestamp_matches_local(env: Env) -> None:
+    for off in (0, 1, 7, 50, env.segs[2].base_offset, env.remote_end - 1):
+        ts = TS0 + 10 * off  # tierlib's timestamps
+        remote = await env.reader.offset_for_timestamp(TOPIC, TID, 0, ts, max_offset=env.remote_end)
+        assert remote == env.log.offset_for_timestamp(ts) == (off, ts)
+        between = await env.reader.offset_for_timestamp(TOPIC, TID, 0, ts - 5, max_offset=env.remote_end)
+        assert between == (off, ts)
+    after = TS0 + 10 * env.remote_end
+    assert await env.reader.offset_for_timestamp(TOPIC, TID, 0, after, max_offset=env.remote_end) is None
+    assert await env.reader.max_timestamp(TOPIC, TID, 0, max_offset=env.remote_end) == after - 10
+
+
+async def test_reads_from_s3(tmp_path: Path, s3_bucket: str) -> None:
+    e = await _env(tmp_path, f"s3://{s3_bucket}/tiered", chunk_bytes=2048)
+    try:
+        for off in (0, 3, e.segs[1].base_offset + 2, e.remote_end - 1):
+            assert await e.read(off, 3000) == e.local(off, 3000)
+        whole = await e.reader.read(TOPIC, TID, 0, 0, 1 << 30, max_offset=e.remote_end)
+        assert whole.data == e.local(0, 1 << 30)
+    finally:
+        await e.reader.cache.close()
+        await e.store.close()
+        e.log.close()
+
+
+# --- through the broker: fetch, ListOffsets and REST across the tier boundary -------------------
+
+
+@dataclass
+class _Tier:
+    """What the broker takes of the tiering service: its reader."""
+
+    reader: RemoteReader
+
+
+@pytest.fixture
+async def tiered_broker(tmp_path: Path) -> AsyncIterator[tuple[Broker, dict[int, bytes]]]:
+    """A broker whose topic ``orders`` (2 partitions) has its oldest segments only in the
+    bucket; yields it and each partition's complete bytes as produced."""
+    config = BrokerConfig(data_dir=tmp_path / "data")
+    manager = LogManager(config.data_dir, LogConfig())
+    manager.open()
+    store = open_store(f"file://{tmp_path}/bucket")
+    manifests = ManifestStore(store)
+    reader = RemoteReader(
+        store, manifests, ChunkCache(store, tmp_path / "cache", max_bytes=1 << 20, chunk_bytes=2048)
+    )
+    broker = Broker(config, manager, tiering=_Tier(reader))
+    broker.bind_loop(asyncio.get_running_loop())
+    try:
+        info = broker.create_topic(
+            TOPIC,
+            2,
+            configs={"segment.bytes": "4096", "index.interval.bytes": "256", "local.retention.bytes": "0"},
+        )
+        complete: dict[int, bytes] = {}
+        for p in range(2):
+            off = 0
+            for i in range(50):
+                n = 3 + (i + p) % 4
+                res = await broker.produce(
+                    TOPIC, p, make_batch(off, n, size=50 + 13 * (i % 4)), acks=1, timeout_ms=5000
+                )
+                assert res.error is None and res.base_offset == off
+                off += n
+            lg = manager.get_log(TOPIC, p)
+            complete[p] = lg.read(0, 1 << 30).read()
+            await upload_all(store, manifests, lg, TOPIC, info.topic_id, p)
+            assert lg.apply_local_retention(int(time.time() * 1000), lambda seg: True)
+            assert lg.log_start_offset == 0 < lg.local_log_start_offset < lg.high_watermark
+        yield broker, complete
+    finally:
+        await reader.cache.close()
+        await store.close()
+        manager.close()
+
+
+async def _fetch(
+    broker: Broker, parts: list[tuple[int, int]], max_bytes: int = 1 << 20
+) -> list[FetchedPartition]:
+    return await broker.fetch(
+        [FetchRequestPartition(TOPIC, p, off, 1 << 20) for p, off in parts],
+        max_wait_ms=0,
+        min_bytes=1,
+        max_bytes=max_bytes,
+    )
+
+
+async def test_broker_fetch_is_seamless_across_the_boundary(
+    tiered_broker: tuple[Broker, dict[int, bytes]],
+) -> None:
+    broker, complete = tiered_broker
+    got = {0: b"", 1: b""}
+    offsets = {0: 0, 1: 0}
+    sources: set[str] = set()
+    hw = {p: broker.manager.get_log(TOPIC, p).high_watermark for p in (0, 1)}
+    while any(offsets[p] < hw[p] for p in (0, 1)):
+        fetched = await _fetch(broker, [(p, offsets[p]) for p in (0, 1) if offsets[p] < hw[p]], 3000)
+        for f in fetched:
+            assert f.error is None, f.error
+            data = f.read()
+            sources.add("remote" if f.remote else "local" if f.regions else "none")
+            got[f.partition] += data
+            if data:
+                *_, last = [h for h in _headers(data)]
+                offsets[f.partition] = last
+    assert got == complete
+    assert {"remote", "local"} <= sources
+
+
+def _headers(data: bytes) -> list[int]:
+    from hot.batch import iter_batches
+
+    return [h.next_offset for _, h in iter_batches(data)]
+
+
+async def test_broker_fetch_budget_spans_remote_and_local(
+    tiered_broker: tuple[Broker, dict[int, bytes]],
+) -> None:
+    broker, complete = tiered_broker
+    local0 = broker.manager.get_log(TOPIC, 0).local_log_start_offset
+    # one request, one remote and one local partition
+    fetched = await _fetch(broker, [(1, 0), (0, local0)])
+    assert fetched[0].remote and not fetched[0].regions
+    assert fetched[1].regions and not fetched[1].remote
+    assert complete[1].startswith(fetched[0].read())
+    # a tiny budget: the first partition gets one whole batch (KIP-74), the second nothing
+    small = await _fetch(broker, [(0, 0), (1, 0)], max_bytes=10)
+    assert len(list(_headers(small[0].read()))) == 1 and small[1].size == 0
+    # the budget is shared in request order
+    budget = 2500
+    both = await _fetch(broker, [(0, 0), (1, 0)], max_bytes=budget)
+    assert both[0].size > 0 and both[0].size + both[1].size <= budget
+
+
+async def test_broker_list_offsets_span_both_tiers(tiered_broker: tuple[Broker, dict[int, bytes]]) -> None:
+    broker, _ = tiered_broker
+    lg = broker.manager.get_log(TOPIC, 0)
+    assert await broker.list_offset(TOPIC, 0, EARLIEST_TIMESTAMP) == (0, -1)
+    assert await broker.list_offset(TOPIC, 0, LATEST_TIMESTAMP) == (lg.high_watermark, -1)
+    for off in (0, 5, lg.local_log_start_offset - 1, lg.local_log_start_offset, lg.high_watermark - 1):
+        ts = TS0 + 10 * off
+        assert await broker.list_offset(TOPIC, 0, ts) == (off, ts)
+        assert await broker.list_offset(TOPIC, 0, ts - 3) == (off, ts)
+    assert await broker.list_offset(TOPIC, 0, TS0 + 10 * lg.high_watermark) == (-1, -1)
+    last = lg.high_watermark - 1
+    assert await broker.list_offset(TOPIC, 0, MAX_TIMESTAMP) == (last, TS0 + 10 * last)
+
+
+async def test_rest_fetch_reads_remote_offsets(tiered_broker: tuple[Broker, dict[int, bytes]]) -> None:
+    broker, _ = tiered_broker
+    transport = httpx.ASGITransport(app=create_app(broker))
+    async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as client:
+        r = await client.get(
+            f"/topics/{TOPIC}/partitions/0/records",
+            params={"offset": 2, "max_bytes": 100000, "timeout": 0},
+            headers={"Accept": V2_BINARY},
+        )
+        assert r.status_code == 200, r.text
+        records = r.json()
+        assert records[0]["offset"] == 2
+        assert [rec["offset"] for rec in records] == list(range(2, 2 + len(records)))
+        assert base64.b64decode(records[0]["key"]) == b"k2"

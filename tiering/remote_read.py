@@ -1,0 +1,760 @@
+"""Serving offsets below the local log start offset from the bucket.
+
+A fetch at an offset in [log start offset, local log start offset) lands here (the hot
+log raised OffsetMovedToTieredStorageError). The reader
+
+1. finds the COPIED segment holding the offset in the partition manifest (kept in memory
+   for ``manifest_ttl_s`` and reloaded on a miss: one GET per partition per TTL, not per
+   fetch; concurrent loads of one manifest coalesce),
+2. looks the offset up in the segment's remote offset index (``.index``, fetched once
+   through the chunk cache and kept parsed in memory) to get a byte position,
+3. reads the segment's ``.log`` from that position through the chunk cache (ranged GETs
+   of whole chunks, see ``tiering.cache``), cutting at batch boundaries: whole batches
+   only, at most ``max_bytes`` (at least one batch with ``min_one``, KIP-74), continuing
+   into the next remote segment while budget remains, never at or past ``max_offset``
+   (the local log start: the hot tier serves the rest),
+4. validates every batch it returns (structure, offsets within the segment and
+   increasing, CRC-32C; SHA-256 against the manifest when a read covers a whole
+   segment). Bytes that fail are never served: RemoteCorruptObjectError names the key,
+   byte position and offset. A missing object is RemoteObjectMissingError naming the key.
+   Both map to KAFKA_STORAGE_ERROR for that partition only.
+
+Remote index layouts are the hot tier's (``hot.offset_index``: 8-byte entries of relative
+offset u32 + position u32; ``hot.time_index``: 12-byte entries of timestamp i64 +
+relative offset u32), parsed by the pure functions below.
+
+Everything is awaits on the event loop; checksum work on large buffers runs in worker
+threads, so a slow remote read never delays produce requests or hot fetches.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import hashlib
+import logging
+import struct
+import time
+import uuid
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+from hot.batch import HEADER_SIZE, BatchHeader, compute_crc, parse_header
+from hot.errors import (
+    ObjectNotFoundError,
+    OffsetOutOfRangeError,
+    StrataError,
+)
+from tiering.cache import ChunkCache, RemoteCorruptObjectError, RemoteObjectMissingError
+from tiering.config import TieringConfig
+from tiering.keys import manifest_key
+from tiering.manifest import ManifestError, ManifestStore, PartitionManifest, RemoteSegment, SegmentState
+from tiering.store import ObjectStore
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+OFFSET_ENTRY: Final = struct.Struct(">II")  # relative offset, position
+TIME_ENTRY: Final = struct.Struct(">qI")  # timestamp, relative offset
+DEFAULT_MANIFEST_TTL_S: Final = 30.0
+DEFAULT_INDEX_CACHE_BYTES: Final = 64 << 20
+_THREAD_VALIDATE_BYTES: Final = 256 << 10  # CRC work above this size leaves the event loop
+_SCAN_SLACK: Final = 16 << 10  # extra bytes read past the budget to find the next header
+
+PartitionKey = tuple[str, uuid.UUID, int]
+
+
+# --- results ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteReadResult:
+    """Whole batches read from the bucket.
+
+    ``batch_ends[i]`` is the end position in ``data`` of the i-th batch and
+    ``batch_next_offsets[i]`` the offset after it, so a caller can cut the result at a
+    batch boundary (``truncate``) without parsing it again."""
+
+    data: bytes
+    size: int
+    offset: int  # the offset asked for
+    first_offset: int  # base offset of the first batch (-1 if none)
+    next_offset: int  # offset after the last batch (``offset`` if none)
+    batch_ends: tuple[int, ...] = ()
+    batch_next_offsets: tuple[int, ...] = ()
+
+    @classmethod
+    def empty(cls, offset: int) -> RemoteReadResult:
+        return cls(b"", 0, offset, -1, offset)
+
+    def truncate(self, max_bytes: int, *, min_one: bool) -> RemoteReadResult:
+        """The longest prefix of whole batches within ``max_bytes`` (one batch at least if
+        ``min_one``)."""
+        if self.size <= max_bytes:
+            return self
+        n = bisect.bisect_right(self.batch_ends, max_bytes)
+        if n == 0 and min_one and self.batch_ends:
+            n = 1
+        if n == 0:
+            return RemoteReadResult.empty(self.offset)
+        end = self.batch_ends[n - 1]
+        return RemoteReadResult(
+            self.data[:end],
+            end,
+            self.offset,
+            self.first_offset,
+            self.batch_next_offsets[n - 1],
+            self.batch_ends[:n],
+            self.batch_next_offsets[:n],
+        )
+
+
+# --- remote index files (pure) ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteOffsetIndex:
+    """A segment's parsed ``.index``: absolute offsets and positions, both increasing."""
+
+    base_offset: int
+    offsets: tuple[int, ...]
+    positions: tuple[int, ...]
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """(offset, position) of the last entry at or below ``offset``, else (base, 0)."""
+        i = bisect.bisect_right(self.offsets, offset) - 1
+        if i < 0:
+            return self.base_offset, 0
+        return self.offsets[i], self.positions[i]
+
+    @property
+    def nbytes(self) -> int:
+        return 72 * len(self.offsets) + 64  # two boxed ints and two tuple slots per entry
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteTimeIndex:
+    """A segment's parsed ``.timeindex``: timestamps strictly increasing."""
+
+    timestamps: tuple[int, ...]
+    offsets: tuple[int, ...]
+
+    def lookup_before(self, timestamp: int) -> int | None:
+        """Offset of the last entry whose timestamp is below ``timestamp`` (the answer
+        lies after that entry's batch), None if there is none."""
+        i = bisect.bisect_left(self.timestamps, timestamp) - 1
+        return None if i < 0 else self.offsets[i]
+
+    @property
+    def nbytes(self) -> int:
+        return 72 * len(self.offsets) + 64  # two boxed ints and two tuple slots per entry
+
+
+def parse_offset_index(data: bytes, seg: RemoteSegment) -> RemoteOffsetIndex:
+    """Parse and sanity-check a remote ``.index``; RemoteCorruptObjectError names the key."""
+    key = seg.keys.index
+    if len(data) % OFFSET_ENTRY.size:
+        raise RemoteCorruptObjectError(key, f"size {len(data)} is not a multiple of {OFFSET_ENTRY.size}")
+    offsets: list[int] = []
+    positions: list[int] = []
+    prev_off = prev_pos = -1
+    for i, (rel, pos) in enumerate(OFFSET_ENTRY.iter_unpack(data)):
+        off = seg.base_offset + rel
+        if off <= prev_off or pos <= prev_pos or off > seg.last_offset or pos >= seg.size:
+            raise RemoteCorruptObjectError(
+                key,
+                f"entry {i} (offset {off}, position {pos}) is out of order or outside the segment "
+                f"[{seg.base_offset}, {seg.last_offset}] of {seg.size} bytes",
+                position=i * OFFSET_ENTRY.size,
+            )
+        offsets.append(off)
+        positions.append(pos)
+        prev_off, prev_pos = off, pos
+    return RemoteOffsetIndex(seg.base_offset, tuple(offsets), tuple(positions))
+
+
+def parse_time_index(data: bytes, seg: RemoteSegment) -> RemoteTimeIndex:
+    """Parse and sanity-check a remote ``.timeindex``; RemoteCorruptObjectError names the key."""
+    key = seg.keys.timeindex
+    if len(data) % TIME_ENTRY.size:
+        raise RemoteCorruptObjectError(key, f"size {len(data)} is not a multiple of {TIME_ENTRY.size}")
+    timestamps: list[int] = []
+    offsets: list[int] = []
+    prev_ts = None
+    prev_off = -1
+    for i, (ts, rel) in enumerate(TIME_ENTRY.iter_unpack(data)):
+        off = seg.base_offset + rel
+        if (prev_ts is not None and ts <= prev_ts) or off < prev_off or off > seg.last_offset:
+            raise RemoteCorruptObjectError(
+                key,
+                f"entry {i} (timestamp {ts}, offset {off}) is out of order or outside the segment",
+                position=i * TIME_ENTRY.size,
+            )
+        timestamps.append(ts)
+        offsets.append(off)
+        prev_ts, prev_off = ts, off
+    return RemoteTimeIndex(tuple(timestamps), tuple(offsets))
+
+
+def validate_batches(
+    data: bytes | memoryview, seg: RemoteSegment, position: int, *, check_sha256: bool = False
+) -> None:
+    """Full check of whole batches read from ``seg`` at byte ``position``: CRC-32C of every
+    batch, and the SHA-256 of the manifest when ``data`` is the whole segment."""
+    view = memoryview(data)
+    pos = 0
+    while pos < len(view):
+        h = parse_header(view, pos)
+        if pos + h.size > len(view):
+            raise RemoteCorruptObjectError(
+                seg.keys.log, "batch truncated", position=position + pos, offset=h.base_offset
+            )
+        actual = compute_crc(view, pos, h.size)
+        if actual != h.crc:
+            raise RemoteCorruptObjectError(
+                seg.keys.log,
+                f"CRC mismatch: stored {h.crc:#010x}, computed {actual:#010x}",
+                position=position + pos,
+                offset=h.base_offset,
+            )
+        pos += h.size
+    if check_sha256:
+        digest = hashlib.sha256(view).hexdigest()
+        if digest != seg.log_sha256:
+            raise RemoteCorruptObjectError(
+                seg.keys.log, f"SHA-256 {digest} differs from the manifest's {seg.log_sha256}"
+            )
+
+
+# --- the reader -----------------------------------------------------------------------------------
+
+
+class _SegmentGone(Exception):
+    """The manifest snapshot looks stale: no segment holds the offset (``key`` None) or the
+    object ``key`` is gone (retention deleted it after the snapshot). Reload and retry."""
+
+    def __init__(self, key: str | None = None) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+class _LruBytes:
+    """Small in-memory LRU of parsed index files, bounded by an estimate of their size."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[str, tuple[object, int]] = OrderedDict()
+        self._size = 0
+
+    def get(self, key: str) -> object | None:
+        item = self._items.get(key)
+        if item is None:
+            return None
+        self._items.move_to_end(key)
+        return item[0]
+
+    def put(self, key: str, value: object, size: int) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._size -= old[1]
+        self._items[key] = (value, size)
+        self._size += size
+        while self._size > self.max_bytes and len(self._items) > 1:
+            _, (_, s) = self._items.popitem(last=False)
+            self._size -= s
+
+
+@dataclass(slots=True)
+class _CachedManifest:
+    manifest: PartitionManifest | None
+    loaded_at: float
+
+
+class _SegmentBuffer:
+    """A growing window ``[start, start + len(buf))`` of one segment's ``.log`` bytes."""
+
+    def __init__(self, cache: ChunkCache, seg: RemoteSegment, start: int) -> None:
+        self.cache = cache
+        self.seg = seg
+        self.start = start
+        self.buf = b""
+
+    @property
+    def end(self) -> int:
+        return self.start + len(self.buf)
+
+    async def ensure(self, end: int, *, hint: int = 0) -> None:
+        """Make ``[start, end)`` available (reading up to ``hint`` ahead in one go)."""
+        end = min(end, self.seg.size)
+        if end <= self.end:
+            return
+        want = min(self.seg.size, max(end, hint, self.end + self.cache.chunk_bytes))
+        try:
+            more = await self.cache.read(self.seg.keys.log, self.end, want, object_size=self.seg.size)
+        except ObjectNotFoundError:
+            raise _SegmentGone(self.seg.keys.log) from None
+        self.buf = self.buf + more if self.buf else more
+
+    def header(self, pos: int, offset: int) -> BatchHeader:
+        """The batch header at segment position ``pos`` (must be inside the window)."""
+        if pos + HEADER_SIZE > self.seg.size:
+            raise RemoteCorruptObjectError(
+                self.seg.keys.log,
+                f"truncated batch header: the segment ends {self.seg.size - pos} bytes after it starts",
+                position=pos,
+                offset=offset,
+            )
+        try:
+            return parse_header(self.buf, pos - self.start)
+        except StrataError as e:
+            raise RemoteCorruptObjectError(self.seg.keys.log, str(e), position=pos, offset=offset) from None
+
+    def slice(self, a: int, b: int) -> bytes:
+        return self.buf[a - self.start : b - self.start]
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    data: bytes
+    first_offset: int
+    next_offset: int
+    ends: tuple[int, ...]
+    nexts: tuple[int, ...]
+    at_segment_end: bool
+
+
+class RemoteReader:
+    """Reads tiered offsets of any partition (module docstring)."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        manifests: ManifestStore,
+        cache: ChunkCache,
+        config: TieringConfig | None = None,
+        *,
+        manifest_ttl_s: float | None = None,
+        index_cache_bytes: int = DEFAULT_INDEX_CACHE_BYTES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.store = store
+        self.manifests = manifests
+        self.cache = cache
+        if manifest_ttl_s is None:
+            ttl_ms = getattr(config, "manifest_cache_ttl_ms", None)
+            manifest_ttl_s = ttl_ms / 1000 if isinstance(ttl_ms, int | float) else DEFAULT_MANIFEST_TTL_S
+        self.manifest_ttl_s = manifest_ttl_s
+        self._clock = clock
+        self._manifests: dict[PartitionKey, _CachedManifest] = {}
+        self._loading: dict[PartitionKey, asyncio.Task[PartitionManifest | None]] = {}
+        self._indexes = _LruBytes(index_cache_bytes)
+        self._index_loads: dict[str, asyncio.Task[object]] = {}
+        self.manifest_loads = 0  # manifest GETs (a metric, and a test hook for the GET budget)
+
+    # -- manifests ------------------------------------------------------------------------------
+
+    def note_manifest(self, manifest: PartitionManifest) -> None:
+        """Take a manifest the uploader just wrote (saves a GET; never replaces a newer one)."""
+        tp = (manifest.topic, manifest.topic_id, manifest.partition)
+        cached = self._manifests.get(tp)
+        if (
+            cached is not None
+            and cached.manifest is not None
+            and cached.manifest.revision > manifest.revision
+        ):
+            return
+        self._manifests[tp] = _CachedManifest(manifest, self._clock())
+
+    def forget(self, topic: str, topic_id: uuid.UUID, partition: int) -> None:
+        """Drop the cached manifest (topic deleted)."""
+        self._manifests.pop((topic, topic_id, partition), None)
+
+    async def manifest(
+        self, topic: str, topic_id: uuid.UUID, partition: int, *, refresh: bool = False
+    ) -> PartitionManifest | None:
+        """The partition manifest (cached; ``refresh`` forces a reload, coalesced with any in flight)."""
+        tp = (topic, topic_id, partition)
+        cached = self._manifests.get(tp)
+        if not refresh and cached is not None and self._clock() - cached.loaded_at < self.manifest_ttl_s:
+            return cached.manifest
+        task = self._loading.get(tp)
+        if task is None:
+            task = asyncio.get_running_loop().create_task(self._load_manifest(tp))
+            self._loading[tp] = task
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return await asyncio.shield(task)
+
+    async def _load_manifest(self, tp: PartitionKey) -> PartitionManifest | None:
+        try:
+            self.manifest_loads += 1
+            try:
+                m, _ = await self.manifests.load(*tp)
+            except ManifestError as e:
+                raise RemoteCorruptObjectError(manifest_key(*tp), str(e)) from None
+            self._manifests[tp] = _CachedManifest(m, self._clock())
+            return m
+        finally:
+            self._loading.pop(tp, None)
+
+    async def _find(self, m: PartitionManifest, offset: int) -> RemoteSegment | None:
+        try:
+            return await self.manifests.find_segment(m, offset)
+        except ManifestError as e:
+            raise RemoteCorruptObjectError(manifest_key(m.topic, m.topic_id, m.partition), str(e)) from None
+
+    # -- indexes -------------------------------------------------------------------------------------
+
+    async def _cached_index(self, key: str, load: Callable[[], Awaitable[tuple[object, int]]]) -> object:
+        hit = self._indexes.get(key)
+        if hit is not None:
+            return hit
+        task = self._index_loads.get(key)
+        if task is None:
+
+            async def run() -> object:
+                try:
+                    value, size = await load()
+                    self._indexes.put(key, value, size)
+                    return value
+                finally:
+                    self._index_loads.pop(key, None)
+
+            task = asyncio.get_running_loop().create_task(run())
+            self._index_loads[key] = task
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return await asyncio.shield(task)
+
+    async def offset_index(self, seg: RemoteSegment) -> RemoteOffsetIndex:
+        async def load() -> tuple[object, int]:
+            try:
+                data = await self.cache.read(seg.keys.index, 0, seg.index_size, object_size=seg.index_size)
+            except ObjectNotFoundError:
+                raise _SegmentGone(seg.keys.index) from None
+            idx = await asyncio.to_thread(parse_offset_index, data, seg)
+            return idx, idx.nbytes
+
+        if seg.index_size == 0:
+            return RemoteOffsetIndex(seg.base_offset, (), ())
+        value = await self._cached_index(seg.keys.index, load)
+        assert isinstance(value, RemoteOffsetIndex)
+        return value
+
+    async def time_index(self, seg: RemoteSegment) -> RemoteTimeIndex:
+        async def load() -> tuple[object, int]:
+            try:
+                data = await self.cache.read(
+                    seg.keys.timeindex, 0, seg.timeindex_size, object_size=seg.timeindex_size
+                )
+            except ObjectNotFoundError:
+                raise _SegmentGone(seg.keys.timeindex) from None
+            idx = await asyncio.to_thread(parse_time_index, data, seg)
+            return idx, idx.nbytes
+
+        if seg.timeindex_size == 0:
+            return RemoteTimeIndex((), ())
+        value = await self._cached_index(seg.keys.timeindex, load)
+        assert isinstance(value, RemoteTimeIndex)
+        return value
+
+    # -- reading --------------------------------------------------------------------------------------
+
+    async def _with_fresh_manifest(
+        self,
+        topic: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        offset: int | None,
+        body: Callable[[PartitionManifest], Awaitable[T]],
+    ) -> T:
+        """Run ``body`` on the cached manifest; if it turns out stale (segment or object
+        gone), once more on a freshly loaded one. Then explain what is missing."""
+        gone: _SegmentGone | None = None
+        m: PartitionManifest | None = None
+        for attempt in range(2):
+            m = await self.manifest(topic, topic_id, partition, refresh=attempt > 0)
+            if m is None:
+                continue
+            if offset is not None and offset < m.log_start_offset:
+                raise OffsetOutOfRangeError(
+                    f"offset {offset} of {topic}-{partition} is below the remote log start offset "
+                    f"{m.log_start_offset}"
+                )
+            try:
+                return await body(m)
+            except _SegmentGone as e:
+                gone = e
+        where = f"{topic}-{partition}" + (f" at offset {offset}" if offset is not None else "")
+        mkey = manifest_key(topic, topic_id, partition)
+        if m is None:
+            raise RemoteObjectMissingError(f"{where}: the remote manifest {mkey} does not exist", key=mkey)
+        if gone is not None and gone.key is not None:
+            raise RemoteObjectMissingError(
+                f"{where}: remote object {gone.key} named by manifest {mkey} is missing from the bucket",
+                key=gone.key,
+            )
+        raise RemoteObjectMissingError(
+            f"{where}: no COPIED remote segment holds the offset (manifest {mkey}, remote offsets "
+            f"{m.log_start_offset} to {m.next_offset() - 1})",
+            key=mkey,
+        )
+
+    async def read(
+        self,
+        topic: str,
+        topic_id: uuid.UUID,
+        partition: int,
+        offset: int,
+        max_bytes: int,
+        *,
+        min_one: bool = True,
+        max_offset: int | None = None,
+    ) -> RemoteReadResult:
+        """Whole batches from the one holding ``offset``: at most ``max_bytes`` (but one
+        batch at least with ``min_one``), none starting at or after ``max_offset``.
+
+        OffsetOutOfRangeError below the remote log start; RemoteObjectMissingError when
+        the manifest has no segment for the offset or an object is gone;
+        RemoteCorruptObjectError for bytes that fail validation."""
+        limit = max_offset if max_offset is not None else 1 << 62
+        if offset >= limit:
+            return RemoteReadResult.empty(offset)
+
+        async def body(m: PartitionManifest) -> RemoteReadResult:
+            return await self._read(m, offset, max_bytes, min_one, limit)
+
+        return await self._with_fresh_manifest(topic, topic_id, partition, offset, body)
+
+    async def _read(
+        self, m: PartitionManifest, offset: int, max_bytes: int, min_one: bool, limit: int
+    ) -> RemoteReadResult:
+        seg = await self._find(m, offset)
+        if seg is None:
+            raise _SegmentGone
+        pieces: list[_Piece] = []
+        remaining = max_bytes
+        at = offset
+        while True:
+            piece = await self._read_segment_checked(seg, at, remaining, min_one and not pieces, limit)
+            if piece.data:
+                pieces.append(piece)
+                remaining -= len(piece.data)
+                at = piece.next_offset
+            if not piece.at_segment_end or remaining <= 0 or at >= limit:
+                break
+            nxt = await self._find(m, seg.last_offset + 1)
+            if nxt is None:
+                break
+            seg, at = nxt, max(at, nxt.base_offset)
+        if not pieces:
+            return RemoteReadResult.empty(offset)
+        ends: list[int] = []
+        nexts: list[int] = []
+        base = 0
+        for p in pieces:
+            ends.extend(base + e for e in p.ends)
+            nexts.extend(p.nexts)
+            base += len(p.data)
+        data = pieces[0].data if len(pieces) == 1 else b"".join(p.data for p in pieces)
+        return RemoteReadResult(
+            data, len(data), offset, pieces[0].first_offset, pieces[-1].next_offset, tuple(ends), tuple(nexts)
+        )
+
+    async def _read_segment_checked(
+        self, seg: RemoteSegment, offset: int, max_bytes: int, min_one: bool, limit: int
+    ) -> _Piece:
+        try:
+            return await self._read_segment(seg, offset, max_bytes, min_one, limit)
+        except RemoteCorruptObjectError as e:
+            if e.key != seg.keys.log:
+                raise
+            # A damaged GET or cache file: drop what we hold and try the bucket once more.
+            logger.warning("remote read of %s failed validation (%s); fetching it again", seg.keys.log, e)
+            await self.cache.invalidate(seg.keys.log, object_size=seg.size)
+            return await self._read_segment(seg, offset, max_bytes, min_one, limit)
+
+    async def _read_segment(
+        self, seg: RemoteSegment, offset: int, max_bytes: int, min_one: bool, limit: int
+    ) -> _Piece:
+        if seg.state is not SegmentState.COPIED:
+            raise _SegmentGone
+        key = seg.keys.log
+        if offset <= seg.base_offset:
+            entry_offset, pos = seg.base_offset, 0
+        else:
+            entry_offset, pos = (await self.offset_index(seg)).lookup(offset)
+        buf = _SegmentBuffer(self.cache, seg, pos)
+        await buf.ensure(pos + HEADER_SIZE, hint=pos + max(max_bytes, 0) + _SCAN_SLACK)
+        # skip to the batch holding ``offset``
+        h = buf.header(pos, offset)
+        if pos > 0 and h.base_offset != entry_offset:
+            raise RemoteCorruptObjectError(
+                seg.keys.index,
+                f"index names offset {entry_offset} at byte {pos} of {key}, where batch "
+                f"{h.base_offset} starts",
+                offset=offset,
+            )
+        expect = h.base_offset if pos > 0 else seg.base_offset
+        while True:
+            if h.base_offset < expect or h.last_offset > seg.last_offset:
+                raise RemoteCorruptObjectError(
+                    key,
+                    f"batch [{h.base_offset}, {h.last_offset}] is out of order or outside the segment "
+                    f"[{seg.base_offset}, {seg.last_offset}]",
+                    position=pos,
+                    offset=offset,
+                )
+            if h.next_offset > offset:
+                break
+            expect = h.next_offset
+            pos += h.size
+            if pos >= seg.size:
+                raise RemoteCorruptObjectError(
+                    key,
+                    f"segment ends before offset {offset} (manifest: last {seg.last_offset})",
+                    offset=offset,
+                )
+            await buf.ensure(pos + HEADER_SIZE, hint=pos + max(max_bytes, 0) + _SCAN_SLACK)
+            h = buf.header(pos, offset)
+        # collect whole batches
+        first_pos = pos
+        first_offset = h.base_offset
+        ends: list[int] = []
+        nexts: list[int] = []
+        taken = 0
+        while True:
+            if h.base_offset >= limit:
+                break
+            if taken + h.size > max_bytes and not (min_one and taken == 0):
+                break
+            if pos + h.size > seg.size:
+                raise RemoteCorruptObjectError(
+                    key,
+                    f"batch of {h.size} bytes runs past the end of the {seg.size}-byte segment",
+                    position=pos,
+                    offset=h.base_offset,
+                )
+            await buf.ensure(pos + h.size + HEADER_SIZE, hint=pos + (max_bytes - taken) + _SCAN_SLACK)
+            taken += h.size
+            pos += h.size
+            ends.append(taken)
+            nexts.append(h.next_offset)
+            expect = h.next_offset
+            if pos >= seg.size:
+                break
+            h = buf.header(pos, expect)
+            if h.base_offset < expect or h.last_offset > seg.last_offset:
+                raise RemoteCorruptObjectError(
+                    key,
+                    f"batch [{h.base_offset}, {h.last_offset}] is out of order or outside the segment "
+                    f"[{seg.base_offset}, {seg.last_offset}]",
+                    position=pos,
+                    offset=expect,
+                )
+        at_end = pos >= seg.size
+        if at_end and nexts and nexts[-1] != seg.last_offset + 1:
+            raise RemoteCorruptObjectError(
+                key,
+                f"segment ends at offset {nexts[-1] - 1}, the manifest says {seg.last_offset}",
+                position=pos,
+            )
+        data = buf.slice(first_pos, pos)
+        whole = first_pos == 0 and at_end
+        if len(data) >= _THREAD_VALIDATE_BYTES:
+            await asyncio.to_thread(validate_batches, data, seg, first_pos, check_sha256=whole)
+        else:
+            validate_batches(data, seg, first_pos, check_sha256=whole)
+        if not data:
+            return _Piece(b"", -1, offset, (), (), at_end)
+        return _Piece(data, first_offset, nexts[-1], tuple(ends), tuple(nexts), at_end)
+
+    # -- timestamps ---------------------------------------------------------------------------------
+
+    async def max_timestamp(self, topic: str, topic_id: uuid.UUID, partition: int, *, max_offset: int) -> int:
+        """The largest batch max timestamp of the remote segments below ``max_offset`` (-1 if none)."""
+        m = await self.manifest(topic, topic_id, partition)
+        if m is None:
+            return -1
+        best = max((r.max_timestamp for r in m.spillover if r.base_offset < max_offset), default=-1)
+        for s in m.copied():
+            if s.base_offset < max_offset and s.last_offset >= m.log_start_offset:
+                best = max(best, s.max_timestamp)
+        return best
+
+    async def offset_for_timestamp(
+        self, topic: str, topic_id: uuid.UUID, partition: int, timestamp: int, *, max_offset: int
+    ) -> tuple[int, int] | None:
+        """(offset, timestamp) of the first remote record at or above the log start offset
+        with a timestamp >= ``timestamp`` and an offset below ``max_offset``; None if none.
+
+        Segment max timestamps (manifest) pick the segment, its ``.timeindex`` and
+        ``.index`` the position, and that batch is decoded for the exact record (batch
+        granularity if it cannot be decoded, as the hot log does)."""
+
+        async def body(m: PartitionManifest) -> tuple[int, int] | None:
+            lso = m.log_start_offset
+            try:
+                segments = await self.manifests.all_segments(m)
+            except ManifestError as e:
+                raise RemoteCorruptObjectError(manifest_key(topic, topic_id, partition), str(e)) from None
+            for seg in segments:
+                if seg.state is not SegmentState.COPIED or seg.last_offset < lso:
+                    continue
+                if seg.base_offset >= max_offset:
+                    return None
+                if seg.max_timestamp < timestamp:
+                    continue
+                found = await self._search_segment(seg, timestamp, lso, max_offset)
+                if found is not None:
+                    return found
+            return None
+
+        return await self._with_fresh_manifest(topic, topic_id, partition, None, body)
+
+    async def _search_segment(
+        self, seg: RemoteSegment, timestamp: int, lso: int, limit: int
+    ) -> tuple[int, int] | None:
+        from hot.records import decode_batch
+
+        start_offset = (await self.time_index(seg)).lookup_before(timestamp)
+        pos = 0
+        if start_offset is not None:
+            _, pos = (await self.offset_index(seg)).lookup(start_offset)
+        buf = _SegmentBuffer(self.cache, seg, pos)
+        while pos < seg.size:
+            await buf.ensure(pos + HEADER_SIZE)
+            h = buf.header(pos, seg.base_offset)
+            if h.base_offset >= limit:
+                return None
+            if h.max_timestamp >= timestamp and h.next_offset > lso:
+                await buf.ensure(pos + h.size)
+                raw = buf.slice(pos, pos + h.size)
+                try:
+                    batch = await asyncio.to_thread(decode_batch, raw)
+                except StrataError as e:
+                    logger.info(
+                        "cannot decode remote batch at %s:%d (%s); batch granularity", seg.keys.log, pos, e
+                    )
+                    return max(h.base_offset, lso), h.max_timestamp
+                for rec in batch:
+                    if rec.offset >= limit:
+                        return None
+                    if rec.offset >= lso and rec.timestamp >= timestamp:
+                        return int(rec.offset), int(rec.timestamp)
+            pos += h.size
+        return None
+
+
+__all__ = [
+    "RemoteCorruptObjectError",
+    "RemoteObjectMissingError",
+    "RemoteOffsetIndex",
+    "RemoteReadResult",
+    "RemoteReader",
+    "RemoteTimeIndex",
+    "parse_offset_index",
+    "parse_time_index",
+    "validate_batches",
+]

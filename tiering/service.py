@@ -1,0 +1,399 @@
+"""TieringService: the broker's tiered-storage machinery, run as asyncio tasks in its loop.
+
+Owns the object store, the manifest store, the uploader (uploads, local and total
+retention, crash recovery), the orphan sweeper and the remote reader with its chunk
+cache. ``api/server.py`` starts it after the LogManager opened and closes it before the
+manager closes.
+
+On ``start`` it takes over from the hot tier what only it can do safely:
+
+* the manager's retention thread skips topics with ``remote.storage.enable`` (their
+  local retention may only delete uploaded segments, their total retention spans the
+  bucket): during an object-store outage local data stays (KAFKA-19952), and produce
+  continues until the disk high-water mark, where it fails with DiskHighWaterError;
+* topic deletion is followed by the deletion of the topic's remote data, in the
+  background, recorded first in ``PendingDeletes`` so a restart finishes it.
+
+One loop does the work: every ``upload_interval_ms`` it scans every partition of every
+tiered topic (a rolled segment is always found by the scan, not only by a roll event:
+KAFKA-15272), uploads in offset order (``upload_concurrency`` partitions at once),
+applies local retention, and every ``retention_check_interval_ms`` total retention; the
+sweeper runs every ``orphan_sweep_interval_ms``. While the object store fails the loop
+backs off with jitter (up to ``max_backoff_ms``) and resumes by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import random
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from hot.errors import (
+    ObjectStoreError,
+    StorageError,
+    StrataError,
+    UnknownTopicOrPartitionError,
+)
+from hot.log import Log, atomic_write
+from hot.manager import LogManager
+from hot.topics import TopicInfo
+from tiering.cache import ChunkCache
+from tiering.config import TieringConfig
+from tiering.manifest import ManifestStore, PartitionManifest
+from tiering.metrics import TieringMetrics
+from tiering.remote_read import RemoteReader
+from tiering.store import ObjectStore
+from tiering.sweeper import OrphanSweeper
+from tiering.uploader import PartitionStoppedError, Uploader
+
+logger = logging.getLogger(__name__)
+
+PENDING_DELETES_FILE: Final = "tiering-deletes.json"
+_PENDING_VERSION: Final = 1
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class DeletedTopic:
+    name: str
+    topic_id: uuid.UUID
+    partitions: int
+
+
+class PendingDeletes:
+    """Topics deleted locally whose remote data is not deleted yet.
+
+    File ``<data_dir>/meta/tiering-deletes.json``, UTF-8 JSON, replaced atomically (tmp,
+    fsync, rename, fsync dir)::
+
+        {"version": 1, "topics": [{"name": "orders", "topic_id": "<uuid>", "partitions": 3}]}
+
+    An entry is added when the manager reports a deletion and removed once the remote
+    deletion finished; remote deletion is idempotent, so a crash at any point at worst
+    repeats it. An unreadable file is logged and treated as empty (its topics' objects
+    are then left to an operator), never a reason to refuse to start.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._topics: list[DeletedTopic] = self._load()
+
+    def _load(self) -> list[DeletedTopic]:
+        try:
+            doc = json.loads(self.path.read_bytes())
+            if doc.get("version") != _PENDING_VERSION:
+                raise ValueError(f"unsupported version {doc.get('version')!r}")
+            return [
+                DeletedTopic(str(t["name"]), uuid.UUID(str(t["topic_id"])), int(t["partitions"]))
+                for t in doc["topics"]
+            ]
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            logger.error("ignoring unreadable %s: %s", self.path, e)
+            return []
+
+    def _save(self) -> None:
+        doc: dict[str, Any] = {
+            "version": _PENDING_VERSION,
+            "topics": [
+                {"name": t.name, "topic_id": str(t.topic_id), "partitions": t.partitions}
+                for t in self._topics
+            ],
+        }
+        atomic_write(self.path, json.dumps(doc, indent=1).encode())
+
+    def add(self, topic: DeletedTopic) -> None:
+        with self._lock:
+            if topic not in self._topics:
+                self._topics.append(topic)
+                self._save()
+
+    def remove(self, topic: DeletedTopic) -> None:
+        with self._lock:
+            if topic in self._topics:
+                self._topics.remove(topic)
+                self._save()
+
+    def list(self) -> list[DeletedTopic]:
+        with self._lock:
+            return list(self._topics)
+
+
+@dataclass(slots=True)
+class PassResult:
+    uploaded: int = 0
+    local_deleted: int = 0
+    remote_deleted: int = 0
+    topics_deleted: int = 0
+    orphans_deleted: int = 0
+
+
+class TieringService:
+    """See the module docstring. ``run_once`` is one full pass (tests drive it directly;
+    ``start`` runs it periodically)."""
+
+    def __init__(
+        self,
+        manager: LogManager,
+        store: ObjectStore,
+        config: TieringConfig | None = None,
+        metrics: TieringMetrics | None = None,
+        *,
+        manifests: ManifestStore | None = None,
+        clock_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.manager = manager
+        self.store = store
+        self.config = config if config is not None else TieringConfig()
+        self.metrics = metrics if metrics is not None else TieringMetrics()
+        self.manifests = manifests if manifests is not None else ManifestStore(store)
+        self._clock_ms = clock_ms
+        self.uploader = Uploader(manager, self.manifests, self.config, self.metrics, clock_ms=clock_ms)
+        self.sweeper = OrphanSweeper(manager, self.manifests, self.config, self.metrics)
+        self.pending_deletes = PendingDeletes(manager.meta_dir / PENDING_DELETES_FILE)
+        cfg = self.config
+        self.cache = ChunkCache(
+            store,
+            cfg.cache_path(manager.data_dir),
+            max_bytes=cfg.cache_max_bytes,
+            chunk_bytes=cfg.cache_chunk_bytes,
+            prefetch_chunks=cfg.prefetch_chunks,
+        )
+        self.reader = RemoteReader(store, self.manifests, self.cache, cfg)
+        self.uploader.on_manifest = self.reader.note_manifest
+        self._task: asyncio.Task[None] | None = None
+        self._wake: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closing = False
+        self._last_retention_ms = clock_ms()
+        self._last_sweep_ms = clock_ms()
+        self.store_failing = False
+        self._rng = random.Random()
+
+    # --- lifecycle -----------------------------------------------------------------------------
+
+    def attach(self) -> None:
+        """Install the hooks in the LogManager (idempotent; ``start`` calls it)."""
+        m = self.manager
+        m.set_retention_owner(lambda log: log.config.remote_storage_enable)
+        cfg = self.config
+        m.set_disk_high_water(
+            max_used_fraction=cfg.disk_high_water_fraction,
+            max_log_bytes=cfg.disk_high_water_bytes or None,
+        )
+        m.remove_delete_listener(self._on_topic_deleted)
+        m.add_delete_listener(self._on_topic_deleted)
+
+    async def start(self) -> None:
+        """Attach to the manager and start the background loop."""
+        if self._task is not None:
+            return
+        self.attach()
+        self._loop = asyncio.get_running_loop()
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._task = asyncio.create_task(self._run(), name="strata-tiering")
+
+    async def close(self) -> None:
+        """Stop the loop (an upload in flight is abandoned: everything is crash-safe), and
+        close the reader's cache and the store. The retention owner stays installed, so
+        the manager never deletes un-uploaded data of tiered topics afterwards."""
+        self._closing = True
+        self.manager.remove_delete_listener(self._on_topic_deleted)
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        with contextlib.suppress(Exception):
+            await self.cache.close()
+        await self.store.close()
+
+    def wake(self) -> None:
+        """Run the next pass now (thread-safe)."""
+        loop, ev = self._loop, self._wake
+        if loop is None or ev is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(ev.set)
+
+    def _on_topic_deleted(self, info: TopicInfo) -> None:
+        try:
+            self.pending_deletes.add(DeletedTopic(info.name, info.topic_id, info.partitions))
+        except StorageError as e:
+            logger.error("cannot record the deletion of %s for tiering: %s", info.name, e)
+        self.wake()
+
+    # --- queries ------------------------------------------------------------------------------
+
+    def manifest(self, topic: str, partition: int) -> PartitionManifest | None:
+        """The last manifest of the partition this broker read or wrote (None if unknown)."""
+        st = self.uploader.cached_state(topic, partition)
+        return st.manifest if st is not None else None
+
+    def uploaded(self, topic: str, partition: int) -> int:
+        """The remote next offset: every offset below it (and at or above the log start)
+        is COPIED in the bucket. 0 when nothing is known to be uploaded."""
+        st = self.uploader.cached_state(topic, partition)
+        return st.remote_next_offset if st is not None and st.manifest is not None else 0
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff = 0.0
+        interval = self.config.upload_interval_ms / 1000
+        cap = self.config.max_backoff_ms / 1000
+        assert self._wake is not None
+        while not self._closing:
+            delay = interval
+            try:
+                await self.run_once()
+                if self.store_failing:
+                    logger.warning("object store reachable again: tiering resumes")
+                self.store_failing = False
+                self.metrics.store_available.set(1)
+                backoff = 0.0
+            except ObjectStoreError as e:
+                if not self.store_failing:
+                    logger.warning(
+                        "object store failing (%s): local data is kept, uploads retry with backoff", e
+                    )
+                self.store_failing = True
+                self.metrics.store_available.set(0)
+                backoff = min(cap, max(0.2, backoff * 2))
+                delay = self._rng.uniform(backoff / 2, backoff)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("tiering pass failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), timeout=delay)
+            self._wake.clear()
+
+    async def run_once(
+        self, now_ms: int | None = None, *, retention: bool | None = None, sweep: bool | None = None
+    ) -> PassResult:
+        """One pass: pending remote deletions, uploads + local retention of every tiered
+        partition, and (when due, or when forced by the flags) total retention and the
+        orphan sweep. Object-store failures propagate as ObjectStoreError after the
+        partitions already done; everything else is logged per partition."""
+        now = self._clock_ms() if now_ms is None else now_ms
+        result = PassResult()
+        result.topics_deleted = await self._delete_pending_topics()
+        await self._upload_all(now, result)
+        cfg = self.config
+        if retention or (
+            retention is None and now - self._last_retention_ms >= cfg.retention_check_interval_ms
+        ):
+            self._last_retention_ms = now
+            result.remote_deleted = await self._retention_all(now)
+            # Total retention may have moved log starts past local segments.
+            await self._local_retention_all(now, result)
+        if sweep or (sweep is None and now - self._last_sweep_ms >= cfg.orphan_sweep_interval_ms):
+            self._last_sweep_ms = now
+            result.orphans_deleted = await self.sweeper.sweep(now)
+        return result
+
+    def _all_logs(self) -> list[tuple[TopicInfo, Log]]:
+        out: list[tuple[TopicInfo, Log]] = []
+        for info in self.manager.topics():
+            for p in range(info.partitions):
+                try:
+                    log = self.manager.get_log(info.name, p)
+                except StrataError:
+                    continue  # refused partition (corrupt) or deleted meanwhile
+                out.append((info, log))
+        return out
+
+    async def _upload_all(self, now: int, result: PassResult) -> None:
+        tiered: list[tuple[TopicInfo, Log]] = []
+        for info, log in self._all_logs():
+            if log.config.remote_storage_enable:
+                tiered.append((info, log))
+        for info in {i.name: i for i, _ in tiered}.values():
+            await self.uploader.sync_topic_manifest(info)
+        sem = asyncio.Semaphore(self.config.upload_concurrency)
+        failure: list[ObjectStoreError] = []
+
+        async def one(info: TopicInfo, log: Log) -> None:
+            async with sem:
+                if failure:
+                    return  # the store is failing: do not hammer it with every partition
+                try:
+                    result.uploaded += await self.uploader.upload_partition(log, info.topic_id)
+                except ObjectStoreError as e:
+                    self.metrics.upload_errors.labels(info.name, "store").inc()
+                    failure.append(e)
+                    return
+                except PartitionStoppedError:
+                    return
+                except StrataError as e:
+                    if log.closed or not log.is_online:
+                        return
+                    self.metrics.upload_errors.labels(info.name, "other").inc()
+                    logger.error("upload of %s failed: %s", log.name, e)
+                    return
+                result.local_deleted += len(await self.uploader.apply_local_retention(log, now))
+
+        await asyncio.gather(*(one(info, log) for info, log in tiered))
+        if failure:
+            raise failure[0]
+
+    async def _local_retention_all(self, now: int, result: PassResult) -> None:
+        for _, log in self._all_logs():
+            if log.config.remote_storage_enable:
+                result.local_deleted += len(await self.uploader.apply_local_retention(log, now))
+
+    async def _retention_all(self, now: int) -> int:
+        deleted = 0
+        for info, log in self._all_logs():
+            st = self.uploader.cached_state(info.name, log.partition)
+            known_empty = (
+                st is not None
+                and st.topic_id == info.topic_id
+                and st.manifest is not None
+                and st.manifest.revision == 0
+            )
+            if known_empty and not log.config.remote_storage_enable:
+                continue  # never tiered: nothing remote to expire
+            try:
+                deleted += await self.uploader.apply_total_retention(log, info.topic_id, now)
+            except ObjectStoreError:
+                raise
+            except PartitionStoppedError:
+                continue
+            except StrataError as e:
+                if not (log.closed or not log.is_online):
+                    logger.error("total retention of %s failed: %s", log.name, e)
+        return deleted
+
+    async def _delete_pending_topics(self) -> int:
+        done = 0
+        for t in self.pending_deletes.list():
+            try:
+                current = self.manager.topic(t.name)
+            except UnknownTopicOrPartitionError:
+                current = None
+            if current is not None and current.topic_id == t.topic_id:
+                self.pending_deletes.remove(t)  # not deleted after all
+                continue
+            await self.uploader.delete_topic(t.name, t.topic_id, t.partitions)
+            for p in range(t.partitions):
+                self.reader.forget(t.name, t.topic_id, p)
+            self.pending_deletes.remove(t)
+            done += 1
+        return done

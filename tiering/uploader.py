@@ -1,0 +1,723 @@
+"""Uploads sealed segments to the object store and enforces local and total retention.
+
+Per partition of a topic with ``remote.storage.enable`` (docs/tiering.md is the contract):
+
+* Candidates are sealed local segments entirely below the high watermark, in offset
+  order, starting at the manifest's next offset. A segment must extend the remote range
+  contiguously (its base <= remote next offset < its end); a local segment starting after
+  the remote next offset would leave a hole: the partition's tiering stops with an error
+  (``PartitionStoppedError``), it never creates one.
+* Each segment: full CRC verification and SHA-256 of the ``.log`` (a corrupt segment is
+  never uploaded, KAFKA-15401; the partition stops), CAS ``COPY_STARTED`` with a fresh
+  segment id, upload ``.log`` / ``.index`` / ``.timeindex`` / producer snapshot under keys
+  holding that id, CAS ``COPIED``. The COPIED CAS re-checks contiguity against the stored
+  manifest, so two uploaders of one partition never record overlapping COPIED segments:
+  the loser cleans its copy up.
+* Crash recovery (first visit of a partition, and after a failed upload): leftover
+  ``COPY_STARTED`` entries are moved to ``DELETE_STARTED``, their objects deleted and the
+  entries dropped; ``DELETE_STARTED`` leftovers are finished the same way.
+* Local retention (``Log.apply_local_retention``) may delete a local segment only once its
+  range is covered by COPIED segments. Total retention (``retention.ms`` by max
+  timestamp, ``retention.bytes`` over remote COPIED + local-only bytes, KAFKA-17062)
+  deletes remote segments oldest first: CAS ``DELETE_STARTED`` and the new log start
+  offset, advance the log's log start offset, delete the objects, CAS them away.
+* Object-store outages raise RetriableObjectStoreError out of here; the service backs off
+  and retries. Nothing local is deleted while uploads are failing.
+
+Fault injection (tests only): with ``STRATA_TIERING_FAULT`` set to one of
+``FAULT_POINTS`` the process exits at once (``os._exit(FAULT_EXIT_CODE)``, as abrupt as
+``kill -9``) when an upload reaches that point. It is read from the environment at each
+point and does nothing when unset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Final
+
+from hot.batch import HEADER, HEADER_SIZE
+from hot.errors import (
+    CorruptLogError,
+    LogClosedError,
+    ObjectStoreError,
+    StorageError,
+    StrataError,
+)
+from hot.log import Log
+from hot.manager import LogManager
+from hot.segment import Segment
+from hot.topics import TopicInfo
+from tiering.config import TieringConfig
+from tiering.keys import SegmentKeys, manifest_key, partition_root, segment_keys, topic_manifest_key
+from tiering.manifest import (
+    ManifestError,
+    ManifestStore,
+    Mutation,
+    PartitionManifest,
+    RemoteSegment,
+    SegmentOverlapError,
+    SegmentState,
+    SpilloverRef,
+)
+from tiering.metrics import TieringMetrics
+
+logger = logging.getLogger(__name__)
+
+FAULT_ENV: Final = "STRATA_TIERING_FAULT"
+FAULT_POINTS: Final = ("after_copy_started", "after_log_upload", "after_copied", "after_delete_started")
+FAULT_EXIT_CODE: Final = 86
+_HASH_CHUNK: Final = 1 << 20
+# HEADER.unpack indexes: partitionLeaderEpoch, baseTimestamp.
+_H_EPOCH: Final = 2
+_H_BASE_TS: Final = 7
+
+
+def _fault(point: str) -> None:
+    if os.environ.get(FAULT_ENV) == point:
+        logger.error("fault injection (%s=%s): exiting now", FAULT_ENV, point)
+        os._exit(FAULT_EXIT_CODE)
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class PartitionStoppedError(StrataError):
+    """Tiering of a partition stopped on something that needs an operator (a hole between
+    remote and local data, a corrupt local segment, an unreadable manifest)."""
+
+
+class _Superseded(Exception):
+    """The segment's range is already COPIED (another uploader won, or a replay)."""
+
+
+class _Abandoned(Exception):
+    """Our COPY_STARTED entry is gone or no longer COPY_STARTED (someone cleaned it up)."""
+
+
+class _Gap(Exception):
+    """The segment would not extend the remote range contiguously."""
+
+
+class TokenBucket:
+    """Upload bandwidth cap: ``take(n)`` waits until ``n`` bytes fit in ``rate`` bytes/s.
+
+    The bucket may go into debt (a segment is bigger than one second of budget), which
+    the next takers pay back by waiting, so the long-run rate holds."""
+
+    def __init__(self, rate: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self._clock = clock
+        self._tokens = float(rate)
+        self._at = clock()
+        self._lock = asyncio.Lock()
+
+    async def take(self, n: int) -> None:
+        if self.rate <= 0 or n <= 0:
+            return
+        async with self._lock:
+            now = self._clock()
+            self._tokens = min(float(self.rate), self._tokens + (now - self._at) * self.rate)
+            self._at = now
+            self._tokens -= n
+            if self._tokens < 0:
+                await asyncio.sleep(-self._tokens / self.rate)
+
+
+@dataclass(frozen=True, slots=True)
+class LocalSegmentInfo:
+    """What the upload needs to know about a verified local segment."""
+
+    size: int
+    sha256: str
+    first_timestamp: int
+    leader_epoch: int
+    index_size: int
+    timeindex_size: int
+    snapshot_path: str | None
+    snapshot_size: int
+
+
+def inspect_segment(log: Log, seg: Segment) -> LocalSegmentInfo:
+    """Verify ``seg`` (full CRC scan: CorruptLogError if any batch is bad) and hash it.
+    Blocking: run in a worker thread."""
+    size = seg.size
+    verified = seg.verify()
+    if verified != size:
+        raise CorruptLogError(seg.log_path, verified, f"verified {verified} of {size} bytes")
+    digest = hashlib.sha256()
+    try:
+        with open(seg.log_path, "rb") as f:
+            left = size
+            while left:
+                chunk = f.read(min(_HASH_CHUNK, left))
+                if not chunk:
+                    raise CorruptLogError(seg.log_path, size - left, "file shorter than the segment")
+                digest.update(chunk)
+                left -= len(chunk)
+        index_size = os.path.getsize(seg.index_path)
+        timeindex_size = os.path.getsize(seg.timeindex_path)
+        snapshot = log.producer_snapshot_after(seg)
+        snapshot_size = os.path.getsize(snapshot) if snapshot is not None else 0
+    except FileNotFoundError as e:
+        raise StorageError(f"segment {seg.log_path} disappeared while being uploaded: {e}") from e
+    except OSError as e:
+        raise StorageError(f"cannot read {seg.log_path} for upload: {e}") from e
+    first_ts, epoch = -1, 0
+    if size >= HEADER_SIZE:
+        h = HEADER.unpack(seg.read_bytes(0, HEADER_SIZE))
+        first_ts, epoch = h[_H_BASE_TS], max(-1, h[_H_EPOCH])
+    return LocalSegmentInfo(
+        size, digest.hexdigest(), first_ts, epoch, index_size, timeindex_size, snapshot, snapshot_size
+    )
+
+
+@dataclass(slots=True)
+class PartitionState:
+    """The uploader's memory of one partition (rebuilt from the bucket after a restart)."""
+
+    topic: str
+    partition: int
+    topic_id: uuid.UUID
+    manifest: PartitionManifest | None = None
+    loaded: bool = False  # manifest read from the store at least once
+    recovered: bool = False  # COPY_STARTED / DELETE_STARTED leftovers cleaned up
+    stopped: str | None = None  # why tiering of this partition stopped
+
+    @property
+    def remote_next_offset(self) -> int:
+        return self.manifest.next_offset() if self.manifest is not None else 0
+
+
+def _last_remote_offset(m: PartitionManifest) -> int:
+    """Last offset covered by COPIED or spilled segments, -1 if none."""
+    copied = m.copied()
+    if copied:
+        return copied[-1].last_offset
+    if m.spillover:
+        return m.spillover[-1].last_offset
+    return -1
+
+
+def _check_extends(m: PartitionManifest, base: int, last: int) -> None:
+    """Raise unless [base, last] extends the remote range of ``m`` contiguously."""
+    covered = _last_remote_offset(m)
+    if covered >= last:
+        raise _Superseded()
+    if covered >= base:
+        raise _Gap(
+            f"local segment [{base}, {last}] overlaps the remote range ending at {covered}: "
+            "local and remote segment boundaries disagree"
+        )
+    nxt = m.next_offset()
+    if base > nxt:
+        raise _Gap(
+            f"local segment starts at {base} but the remote data ends at {nxt}: "
+            "uploading it would leave a hole"
+        )
+
+
+class Uploader:
+    """Upload, retention and cleanup logic over one LogManager and one bucket (see module
+    docstring). Coroutines run on the broker's event loop; file work goes to threads."""
+
+    def __init__(
+        self,
+        manager: LogManager,
+        manifests: ManifestStore,
+        config: TieringConfig,
+        metrics: TieringMetrics,
+        *,
+        clock_ms: Callable[[], int] = _now_ms,
+    ) -> None:
+        self.manager = manager
+        self.manifests = manifests
+        self.store = manifests.store
+        self.config = config
+        self.metrics = metrics
+        self._clock_ms = clock_ms
+        self._states: dict[tuple[str, int], PartitionState] = {}
+        self._topic_docs: dict[str, dict[str, object]] = {}
+        self._bucket = TokenBucket(config.upload_bytes_per_second)
+        # Told about every manifest read or written (the remote reader's cache).
+        self.on_manifest: Callable[[PartitionManifest], None] | None = None
+
+    # --- state ------------------------------------------------------------------------------
+
+    def state(self, topic: str, partition: int, topic_id: uuid.UUID) -> PartitionState:
+        st = self._states.get((topic, partition))
+        if st is None or st.topic_id != topic_id:
+            st = PartitionState(topic, partition, topic_id)
+            self._states[(topic, partition)] = st
+        return st
+
+    def cached_state(self, topic: str, partition: int) -> PartitionState | None:
+        return self._states.get((topic, partition))
+
+    def forget_topic(self, topic: str) -> None:
+        for key in [k for k in self._states if k[0] == topic]:
+            del self._states[key]
+            self.metrics.forget_partition(*key)
+        self._topic_docs.pop(topic, None)
+
+    def _stop(self, st: PartitionState, kind: str, why: str) -> None:
+        st.stopped = why
+        self.metrics.upload_errors.labels(st.topic, kind).inc()
+        self.metrics.partition_stopped.labels(st.topic, str(st.partition)).set(1)
+        logger.error("tiering of %s-%d stopped: %s", st.topic, st.partition, why)
+
+    def _observe(self, st: PartitionState) -> None:
+        m = st.manifest
+        if m is None:
+            return
+        if self.on_manifest is not None and m.revision > 0:
+            try:
+                self.on_manifest(m)
+            except Exception:
+                logger.exception("manifest listener failed")
+        labels = (st.topic, str(st.partition))
+        self.metrics.remote_bytes.labels(*labels).set(m.remote_size())
+        self.metrics.remote_segments.labels(*labels).set(
+            len(m.copied()) + sum(r.segment_count for r in m.spillover)
+        )
+
+    async def _load(self, st: PartitionState) -> PartitionManifest:
+        try:
+            m, _ = await self.manifests.load(st.topic, st.topic_id, st.partition)
+        except ManifestError as e:
+            self._stop(st, "manifest", f"unreadable manifest: {e}")
+            raise PartitionStoppedError(st.stopped or str(e)) from e
+        st.manifest = m or PartitionManifest.empty(st.topic, st.topic_id, st.partition)
+        st.loaded = True
+        self._observe(st)
+        return st.manifest
+
+    async def _update(self, st: PartitionState, mutate: Mutation) -> PartitionManifest:
+        try:
+            m = await self.manifests.update(st.topic, st.topic_id, st.partition, mutate)
+        except ManifestError as e:
+            if isinstance(e, SegmentOverlapError):
+                raise
+            self._stop(st, "manifest", f"manifest update failed: {e}")
+            raise PartitionStoppedError(st.stopped or str(e)) from e
+        st.manifest = m
+        st.loaded = True
+        self._observe(st)
+        return m
+
+    # --- recovery and remote deletion ---------------------------------------------------------
+
+    async def recover(self, st: PartitionState) -> None:
+        """Finish what a crash interrupted: COPY_STARTED and DELETE_STARTED entries are
+        deleted (objects first, then the entries)."""
+        m = await self._load(st)
+        leftovers = [
+            s for s in m.segments if s.state in (SegmentState.COPY_STARTED, SegmentState.DELETE_STARTED)
+        ]
+        if leftovers:
+            logger.info(
+                "%s-%d: cleaning up %d interrupted upload(s)/deletion(s) at offsets %s",
+                st.topic,
+                st.partition,
+                len(leftovers),
+                [s.base_offset for s in leftovers],
+            )
+            await self._delete_remote(
+                st,
+                {s.segment_id for s in leftovers},
+                states=(SegmentState.COPY_STARTED, SegmentState.DELETE_STARTED),
+            )
+        st.recovered = True
+
+    async def _delete_remote(
+        self,
+        st: PartitionState,
+        ids: set[uuid.UUID],
+        *,
+        states: Iterable[SegmentState],
+        new_log_start: int | None = None,
+        after_mark: Callable[[PartitionManifest], None] | None = None,
+    ) -> list[RemoteSegment]:
+        """Delete the segments ``ids`` that are in one of ``states``: CAS DELETE_STARTED (and
+        the new log start offset), ``after_mark``, delete the objects, CAS them away."""
+        allowed = frozenset(states)
+        now = self._clock_ms()
+        marked: list[RemoteSegment] = []
+
+        def mark(m: PartitionManifest) -> PartitionManifest:
+            marked.clear()
+            if new_log_start is not None:
+                m = m.advance_log_start(new_log_start)
+            for s in m.segments:
+                if s.segment_id not in ids or s.state not in allowed:
+                    continue
+                if s.state is not SegmentState.DELETE_STARTED:
+                    s = s.with_state(SegmentState.DELETE_STARTED, now)
+                    m = m.add_or_update(s)
+                marked.append(s)
+            return m
+
+        m = await self._update(st, mark)
+        _fault("after_delete_started")
+        if after_mark is not None:
+            after_mark(m)
+        if not marked:
+            return []
+        await self.store.delete_many([k for s in marked for k in s.keys.all()])
+
+        def drop(m: PartitionManifest) -> PartitionManifest:
+            for s in marked:
+                if m.get(s.segment_id) is not None:
+                    m = m.add_or_update(s.with_state(SegmentState.DELETED, now))
+            return m.remove_deleted()
+
+        await self._update(st, drop)
+        self.metrics.remote_deleted_segments.labels(st.topic).inc(len(marked))
+        return marked
+
+    # --- uploads ------------------------------------------------------------------------------
+
+    async def upload_partition(self, log: Log, topic_id: uuid.UUID) -> int:
+        """Upload every eligible segment of ``log`` in offset order; returns how many.
+        Raises RetriableObjectStoreError / ObjectStoreError when the store fails."""
+        st = self.state(log.topic, log.partition, topic_id)
+        if st.stopped is not None or not log.is_online:
+            return 0
+        if not st.recovered:
+            await self.recover(st)
+        uploaded = 0
+        lag_ms = log.config.remote_copy_lag_ms
+        while st.stopped is None and log.is_online:
+            m = st.manifest
+            assert m is not None
+            nxt = max(m.next_offset(), log.log_start_offset)
+            candidates = log.sealed_segments_for_upload(log.high_watermark, from_offset=nxt)
+            self._observe_lag(st, log, nxt)
+            if not candidates:
+                break
+            seg = candidates[0]
+            if lag_ms > 0 and not self._old_enough(seg, lag_ms):
+                break
+            try:
+                done = await self._upload_segment(st, log, seg)
+            except CorruptLogError as e:
+                self._stop(
+                    st, "corrupt", f"local segment {seg.log_path} is corrupt and will not be uploaded: {e}"
+                )
+                break
+            except _Gap as e:
+                self._stop(st, "gap", str(e))
+                break
+            if not done:
+                break  # superseded or vanished: the next pass looks again
+            uploaded += 1
+        if uploaded:
+            self._observe_lag(st, log, st.remote_next_offset)
+        return uploaded
+
+    def _old_enough(self, seg: Segment, lag_ms: int) -> bool:
+        try:
+            mtime = seg.file.mtime_ms()
+        except StorageError:
+            return False
+        return self._clock_ms() - mtime >= lag_ms
+
+    def _observe_lag(self, st: PartitionState, log: Log, remote_next: int) -> None:
+        segs = log.segments()
+        pending = [s for s in segs[:-1] if s.next_offset > remote_next]
+        labels = (st.topic, str(st.partition))
+        self.metrics.upload_lag_segments.labels(*labels).set(len(pending))
+        self.metrics.upload_lag_bytes.labels(*labels).set(sum(s.size for s in pending))
+        self.metrics.local_bytes.labels(*labels).set(sum(s.size for s in segs))
+
+    async def _upload_segment(self, st: PartitionState, log: Log, seg: Segment) -> bool:
+        """Upload one segment through the state machine; False if it was superseded or
+        disappeared (nothing left behind)."""
+        try:
+            local = await asyncio.to_thread(inspect_segment, log, seg)
+        except (LogClosedError, StorageError) as e:
+            if isinstance(e, CorruptLogError):
+                raise
+            if seg.deleted or not log.is_online:
+                return False
+            raise
+        now = self._clock_ms()
+        sid = uuid.uuid4()
+        keys = segment_keys(st.topic, st.topic_id, st.partition, seg.base_offset, sid)
+        started = RemoteSegment(
+            segment_id=sid,
+            base_offset=seg.base_offset,
+            last_offset=seg.next_offset - 1,
+            first_timestamp=local.first_timestamp,
+            max_timestamp=seg.max_timestamp,
+            size=local.size,
+            log_sha256=local.sha256,
+            index_size=local.index_size,
+            timeindex_size=local.timeindex_size,
+            leader_epoch=local.leader_epoch,
+            state=SegmentState.COPY_STARTED,
+            keys=keys,
+            created_ms=now,
+            updated_ms=now,
+            has_producer_snapshot=local.snapshot_path is not None,
+            record_count=seg.next_offset - seg.base_offset,
+        )
+        log_start = log.log_start_offset
+
+        def start(m: PartitionManifest) -> PartitionManifest:
+            m = m.advance_log_start(log_start)
+            _check_extends(m, started.base_offset, started.last_offset)
+            return m.add_or_update(started)
+
+        try:
+            await self._update(st, start)
+        except _Superseded:
+            return False
+        _fault("after_copy_started")
+        try:
+            await self._bucket.take(
+                local.size + local.index_size + local.timeindex_size + local.snapshot_size
+            )
+            await self.store.put_file(keys.log, seg.log_path, length=local.size)
+            _fault("after_log_upload")
+            await self.store.put_file(keys.index, seg.index_path, length=local.index_size)
+            await self.store.put_file(keys.timeindex, seg.timeindex_path, length=local.timeindex_size)
+            if local.snapshot_path is not None:
+                await self.store.put_file(
+                    keys.producer_snapshot, local.snapshot_path, length=local.snapshot_size
+                )
+        except ObjectStoreError:
+            st.recovered = False  # the next visit cleans this COPY_STARTED entry up first
+            raise
+        except StorageError as e:
+            # The local files went away (topic deleted, log closed): drop the copy.
+            logger.info("%s-%d: abandoning upload of %s: %s", st.topic, st.partition, seg.log_path, e)
+            await self._abandon(st, sid, keys)
+            return False
+        copied_at = self._clock_ms()
+
+        def finish(m: PartitionManifest) -> PartitionManifest:
+            cur = m.get(sid)
+            if cur is None or cur.state not in (SegmentState.COPY_STARTED, SegmentState.COPIED):
+                raise _Abandoned()
+            if cur.state is SegmentState.COPIED:
+                return m  # our own write, replayed after a lost response
+            _check_extends(m, cur.base_offset, cur.last_offset)
+            return m.add_or_update(cur.with_state(SegmentState.COPIED, copied_at))
+
+        try:
+            await self._update(st, finish)
+        except (_Superseded, _Abandoned, _Gap, SegmentOverlapError) as e:
+            logger.info(
+                "%s-%d: upload of [%d, %d] lost to another uploader (%s); removing its objects",
+                st.topic,
+                st.partition,
+                started.base_offset,
+                started.last_offset,
+                type(e).__name__.strip("_"),
+            )
+            await self._abandon(st, sid, keys)
+            return False
+        _fault("after_copied")
+        self.metrics.uploaded_segments.labels(st.topic).inc()
+        self.metrics.uploaded_bytes.labels(st.topic).inc(local.size)
+        logger.debug(
+            "%s-%d: uploaded [%d, %d]", st.topic, st.partition, started.base_offset, started.last_offset
+        )
+        return True
+
+    async def _abandon(self, st: PartitionState, sid: uuid.UUID, keys: SegmentKeys) -> None:
+        """Remove our own COPY_STARTED copy (never a COPIED one)."""
+        await self._delete_remote(st, {sid}, states=(SegmentState.COPY_STARTED, SegmentState.DELETE_STARTED))
+        # If someone else already dropped the entry, our objects may have been written
+        # after their delete: delete them again (idempotent).
+        await self.store.delete_many(keys.all())
+
+    # --- retention ------------------------------------------------------------------------
+
+    def is_uploaded(self, topic: str, partition: int) -> Callable[[Segment], bool]:
+        """The local-retention predicate: the segment's range is covered by COPIED segments
+        (contiguous uploads: it ends at or below the remote next offset)."""
+        st = self._states.get((topic, partition))
+        if st is None or st.manifest is None:
+            return lambda seg: False
+        remote_next = st.remote_next_offset
+        return lambda seg: seg.next_offset <= remote_next
+
+    async def apply_local_retention(self, log: Log, now_ms: int) -> list[int]:
+        """Local retention of a tiered log (only uploaded segments go)."""
+        st = self._states.get((log.topic, log.partition))
+        if st is None or st.manifest is None or not log.is_online:
+            return []
+        try:
+            deleted = await asyncio.to_thread(
+                log.apply_local_retention, now_ms, self.is_uploaded(log.topic, log.partition)
+            )
+        except StrataError as e:
+            logger.error("local retention of %s failed: %s", log.name, e)
+            return []
+        if deleted:
+            guard = self.manager.disk_guard
+            if guard is not None:
+                guard.invalidate()
+            self._observe_lag(st, log, st.remote_next_offset)
+        return deleted
+
+    async def apply_total_retention(self, log: Log, topic_id: uuid.UUID, now_ms: int) -> int:
+        """Total retention over remote + local data: delete remote segments that are below
+        the log start offset, older than retention.ms, or in excess of retention.bytes
+        (oldest first); advance the log start offset. Returns how many were deleted."""
+        st = self.state(log.topic, log.partition, topic_id)
+        if st.stopped is not None and st.manifest is None:
+            return 0
+        if not st.recovered:
+            await self.recover(st)
+        m = st.manifest
+        assert m is not None
+        # The manifest's log start is the truth for remote data (a crash may have hit
+        # between the CAS that advanced it and the local update).
+        self._advance_local_start(log, m.log_start_offset)
+        cfg = log.config
+        lso = log.log_start_offset
+        remote_next = m.next_offset()
+        local_only = sum(s.size for s in log.segments() if s.next_offset > remote_next)
+        total = m.remote_size() + local_only
+
+        def doomed(last: int, size: int, max_ts: int) -> bool:
+            nonlocal total
+            below = last < lso
+            expired = cfg.retention_ms >= 0 and now_ms - max_ts > cfg.retention_ms
+            too_big = cfg.retention_bytes >= 0 and total - size >= cfg.retention_bytes
+            if below or expired or too_big:
+                total -= size
+                return True
+            return False
+
+        refs: list[SpilloverRef] = []
+        for ref in m.spillover:
+            if not doomed(ref.last_offset, ref.size, ref.max_timestamp):
+                break
+            refs.append(ref)
+        segs: list[RemoteSegment] = []
+        if len(refs) == len(m.spillover):
+            for s in m.copied():
+                if not doomed(
+                    s.last_offset, s.size, s.max_timestamp if s.max_timestamp >= 0 else s.created_ms
+                ):
+                    break
+                segs.append(s)
+        if not refs and not segs:
+            # Record a moved log start (DeleteRecords), but never create a manifest for a
+            # topic that was never tiered.
+            if m.log_start_offset < lso and (m.revision > 0 or cfg.remote_storage_enable):
+                await self._update(st, lambda cur: cur.advance_log_start(lso))
+            return 0
+        last = segs[-1].last_offset if segs else refs[-1].last_offset
+        new_start = max(lso, last + 1)
+        deleted = 0
+        for ref in refs:
+            deleted += await self._delete_spillover(st, log, ref, new_start)
+        if segs:
+            removed = await self._delete_remote(
+                st,
+                {s.segment_id for s in segs},
+                states=(SegmentState.COPIED, SegmentState.DELETE_STARTED),
+                new_log_start=new_start,
+                after_mark=lambda cur: self._advance_local_start(log, cur.log_start_offset),
+            )
+            deleted += len(removed)
+        logger.info(
+            "%s: total retention deleted %d remote segment(s); log start offset now %d",
+            log.name,
+            deleted,
+            log.log_start_offset,
+        )
+        return deleted
+
+    async def _delete_spillover(self, st: PartitionState, log: Log, ref: SpilloverRef, new_start: int) -> int:
+        m = await self._update(st, lambda cur: cur.advance_log_start(max(new_start, ref.last_offset + 1)))
+        self._advance_local_start(log, m.log_start_offset)
+        segs = await self.manifests.load_spillover(ref)
+        await self.store.delete_many([k for s in segs for k in s.keys.all()])
+        await self._update(st, lambda cur: cur.drop_spillover(ref.key))
+        await self.store.delete(ref.key)
+        self.metrics.remote_deleted_segments.labels(st.topic).inc(len(segs))
+        return len(segs)
+
+    @staticmethod
+    def _advance_local_start(log: Log, offset: int) -> None:
+        target = min(offset, log.high_watermark)
+        if target > log.log_start_offset:
+            try:
+                log.advance_log_start_offset(target)
+            except StrataError as e:
+                logger.error("cannot advance the log start offset of %s to %d: %s", log.name, target, e)
+
+    # --- topics ---------------------------------------------------------------------------
+
+    async def sync_topic_manifest(self, info: TopicInfo) -> None:
+        """Write ``topics/<topic>.json`` when the topic is first tiered or changed."""
+        doc: dict[str, object] = {
+            "name": info.name,
+            "topic_id": str(info.topic_id),
+            "partitions": info.partitions,
+            "configs": dict(info.configs),
+        }
+        if self._topic_docs.get(info.name) == doc:
+            return
+        await self.manifests.put_topic_manifest(doc)
+        self._topic_docs[info.name] = doc
+
+    async def delete_topic(self, name: str, topic_id: uuid.UUID, partitions: int) -> int:
+        """Delete a deleted topic's remote data: every entry DELETE_STARTED, every object
+        under its partition roots, the manifests, and the topic manifest if it is still
+        this topic's. Idempotent. Returns the number of objects deleted."""
+        removed = 0
+        for p in range(partitions):
+            st = PartitionState(name, p, topic_id)
+            m, _ = await self.manifests.load(name, topic_id, p)
+            if m is not None and m.segments:
+                await self._update(
+                    st,
+                    lambda cur: _mark_all(cur, self._clock_ms()),
+                )
+            root = partition_root(name, topic_id, p) + "/"
+            mkey = manifest_key(name, topic_id, p)
+            objs = [o.key for o in await self.store.list(root) if o.key != mkey]
+            await self.store.delete_many(objs)
+            await self.store.delete(mkey)
+            removed += len(objs) + (1 if m is not None else 0)
+        doc = await self.manifests.load_topic_manifest(name)
+        if doc is not None and doc.get("topic_id") == str(topic_id):
+            await self.store.delete(topic_manifest_key(name))
+            removed += 1
+        self.forget_topic(name)
+        logger.info("deleted the remote data of topic %s (%d objects)", name, removed)
+        return removed
+
+
+def _mark_all(m: PartitionManifest, now: int) -> PartitionManifest:
+    for s in m.segments:
+        if s.state in (SegmentState.COPY_STARTED, SegmentState.COPIED):
+            m = m.add_or_update(s.with_state(SegmentState.DELETE_STARTED, now))
+    return m
+
+
+__all__ = [
+    "FAULT_ENV",
+    "FAULT_EXIT_CODE",
+    "FAULT_POINTS",
+    "LocalSegmentInfo",
+    "PartitionState",
+    "PartitionStoppedError",
+    "TokenBucket",
+    "Uploader",
+    "inspect_segment",
+]
