@@ -88,8 +88,8 @@ from api.rest.models import (
     TopicV3,
 )
 from hot.config import INT32_MAX, INT64_MAX
-from hot.errors import StorageError, StrataError, classify, http_status
-from hot.records import Record, build_batch, decode_batches
+from hot.errors import StrataError, classify, http_status
+from hot.records import build_batch
 from hot.topics import TopicInfo
 
 # --- metrics middleware ---------------------------------------------------------------------
@@ -132,16 +132,6 @@ class MetricsMiddleware:
             route = getattr(scope.get("route"), "path", None) or "unmatched"
             self.metrics.http_requests.labels(route, str(status)).inc()
             self.metrics.http_latency.labels(route).observe(time.perf_counter() - start)
-
-
-def _decode_stored(data: bytes, topic: str) -> list[Record]:
-    """Decode whole batches read from the object store (blocking: runs in a worker thread);
-    the bytes passed validation already, so a failure here is a storage error."""
-    try:
-        batches = decode_batches(data)
-    except StrataError as exc:
-        raise StorageError(f"stored batch of {topic!r} failed to decode: {exc}") from exc
-    return [r for b in batches if not b.is_control for r in b.records]
 
 
 # --- the application ------------------------------------------------------------------------
@@ -326,12 +316,7 @@ def create_app(broker: Broker) -> FastAPI:
         )
         if fetched.error is not None:
             raise fetched.error
-        if fetched.regions:
-            records = await asyncio.to_thread(read_records, fetched.regions, topic)
-        elif fetched.remote:  # offsets served from the object store arrive as bytes
-            records = await asyncio.to_thread(_decode_stored, fetched.remote, topic)
-        else:
-            records = []
+        records = await asyncio.to_thread(read_records, fetched) if fetched.size else []
         out: list[dict[str, Any]] = []
         size = 0
         for rec in records:

@@ -15,7 +15,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
-from api.broker import Broker
+from api.broker import Broker, FetchedPartition
 from api.partitioner import partition_for_key
 from api.rest.models import (
     BinaryProduceRequest,
@@ -27,7 +27,6 @@ from api.rest.models import (
 )
 from hot.errors import StorageError, StrataError, UnknownTopicOrPartitionError, http_status
 from hot.records import Header, Record, RecordInput, decode_batches
-from hot.region import FileRegion
 from hot.topics import TopicInfo
 
 V2: Final = "application/vnd.kafka.v2+json"
@@ -313,9 +312,11 @@ def decode_json_field(data: bytes | None, what: str, offset: int) -> Any:
         ) from None
 
 
-def read_records(regions: tuple[FileRegion, ...], topic: str) -> list[Record]:
-    """Read and decode fetched regions (blocking: runs in a worker thread)."""
-    data = b"".join(region.read() for region in regions)
+def read_records(fetched: FetchedPartition) -> list[Record]:
+    """Read (local file regions or bytes from the object store) and decode a fetched
+    partition, skipping control batches (blocking: runs in a worker thread)."""
+    topic = fetched.topic
+    data = fetched.read()
     try:
         batches = decode_batches(data, allow_partial_tail=True)
     except StorageError:
