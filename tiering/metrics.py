@@ -6,7 +6,12 @@ they appear on the same ``/metrics`` page; tests pass a fresh registry.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 _PARTITION = ["topic", "partition"]
 
@@ -83,3 +88,32 @@ class TieringMetrics:
                 g.remove(*labels)
             except KeyError:
                 pass
+
+
+class CacheStatsCollector(Collector):
+    """Exports a chunk cache's counters at scrape time (the cache keeps plain integers, so
+    the read path pays nothing for metrics)."""
+
+    def __init__(self, stats: Callable[[], Any]) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        s = self._stats()
+        for name, doc in (
+            ("hits", "Chunk reads served from the local cache"),
+            ("misses", "Chunk reads that started a GET"),
+            ("coalesced", "Chunk reads that joined a GET already in flight"),
+            ("prefetches", "GETs started by sequential prefetch"),
+            ("evictions", "Chunk files evicted to stay under the size cap"),
+            ("gets", "Ranged GETs sent to the object store"),
+            ("fetched_bytes", "Bytes received from the object store"),
+        ):
+            yield CounterMetricFamily(f"strata_tiering_cache_{name}", doc, value=getattr(s, name))
+        total = s.hits + s.misses + s.coalesced
+        yield GaugeMetricFamily(
+            "strata_tiering_cache_hit_ratio",
+            "Hits / chunk reads since start",
+            value=(s.hits / total) if total else 0.0,
+        )
+        yield GaugeMetricFamily("strata_tiering_cache_size_bytes", "Bytes of cached chunks", value=s.size)
+        yield GaugeMetricFamily("strata_tiering_cache_entries", "Cached chunk files", value=s.entries)

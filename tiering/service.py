@@ -49,7 +49,7 @@ from hot.topics import TopicInfo
 from tiering.cache import ChunkCache
 from tiering.config import TieringConfig
 from tiering.manifest import ManifestStore, PartitionManifest
-from tiering.metrics import TieringMetrics
+from tiering.metrics import CacheStatsCollector, TieringMetrics
 from tiering.remote_read import RemoteReader
 from tiering.store import ObjectStore
 from tiering.sweeper import OrphanSweeper
@@ -174,6 +174,7 @@ class TieringService:
             prefetch_chunks=cfg.prefetch_chunks,
         )
         self.reader = RemoteReader(store, self.manifests, self.cache, cfg)
+        self.metrics.registry.register(CacheStatsCollector(self.cache.stats))
         self.uploader.on_manifest = self.reader.note_manifest
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None

@@ -1,0 +1,33 @@
+"""Tiering metrics, cache counters included, are on the broker's registry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, generate_latest
+
+from hot.manager import LogManager
+from tiering.metrics import TieringMetrics
+from tiering.service import TieringService
+from tiering.store import open_store
+
+
+async def test_cache_and_upload_metrics_exported(tmp_path: Path) -> None:
+    registry = CollectorRegistry()
+    manager = LogManager(tmp_path / "data").open()
+    store = open_store(f"file://{tmp_path / 'bucket'}")
+    try:
+        service = TieringService(manager, store, None, TieringMetrics(registry))
+        text = generate_latest(registry).decode()
+        for name in (
+            "strata_tiering_cache_hits_total",
+            "strata_tiering_cache_gets_total",
+            "strata_tiering_cache_hit_ratio",
+            "strata_tiering_cache_size_bytes",
+            "strata_tiering_store_available",
+        ):
+            assert name in text, name
+        assert service.cache.stats().hits == 0
+    finally:
+        await store.close()
+        manager.close()
