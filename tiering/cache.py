@@ -30,7 +30,8 @@ Restart: the start-up scan rebuilds the in-memory index from the file names and 
 Concurrency: the index lives on the event loop; file I/O runs in worker threads. Requests
 for a chunk that is being fetched join that fetch (one GET however many readers), and
 reading chunk N of an object right after chunk N-1 starts background fetches of the next
-``prefetch_chunks`` chunks (consumers catching up read sequentially).
+``prefetch_chunks`` chunks (consumers catching up read sequentially). ``prefetch`` lets
+the remote reader ask for the chunks after the bytes it just served, across objects.
 """
 
 from __future__ import annotations
@@ -394,10 +395,24 @@ class ChunkCache:
         asyncio.get_running_loop().call_soon(self._prefetch, key, index, object_size)
 
     def _prefetch(self, key: str, index: int, object_size: int) -> None:
+        self._prefetch_chunks(key, index + 1, self.prefetch_chunks, object_size)
+
+    def prefetch(self, key: str, start: int, count: int, *, object_size: int) -> int:
+        """Fetch in the background the ``count`` chunks from the first one starting at or
+        after byte ``start`` (fewer at the object's end); chunks cached or in flight are
+        skipped, and a reader asking for one being fetched joins that GET. Returns how many
+        chunks the window covered, so a caller can carry the rest into the next object.
+        Does nothing without a disk cache (the bytes would have nowhere to go)."""
+        first = -(-max(start, 0) // self.chunk_bytes)
+        covered = max(0, min(count, self.chunk_count(object_size) - first))
+        if self.max_bytes > 0:
+            self._prefetch_chunks(key, first, covered, object_size)
+        return covered
+
+    def _prefetch_chunks(self, key: str, first: int, count: int, object_size: int) -> None:
         if self._closed:
             return
-        count = self.chunk_count(object_size)
-        for i in range(index + 1, min(index + 1 + self.prefetch_chunks, count)):
+        for i in range(first, min(first + count, self.chunk_count(object_size))):
             name = self.chunk_name(key, i)
             if name in self._index or name in self._inflight:
                 continue

@@ -45,8 +45,14 @@ class TieringConfig:
     # Remote reader's chunk cache; None = <data_dir>/cache.
     cache_dir: Path | None = None
     cache_max_bytes: int = GIB
-    cache_chunk_bytes: int = MIB
-    prefetch_chunks: int = 2
+    # One ranged GET per chunk. 4 MiB (within the 4-8 MiB S3 recommends for ranged GETs)
+    # halves the cold-read time against 1 MiB in bench_tiering (fewer GET round trips);
+    # 8 MiB gained little more and costs more per small, random read.
+    cache_chunk_bytes: int = 4 * MIB
+    # Chunks fetched ahead of the bytes a remote read served, across segment boundaries.
+    # 3 x 4 MiB covers the next 8 MiB fetch plus the chunk it peeks into past a segment's
+    # end, so a consumer catching up finds its next fetch's GETs already in flight.
+    prefetch_chunks: int = 3
 
     def __post_init__(self) -> None:
         for name, lo in _INT_MINIMUMS.items():

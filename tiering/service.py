@@ -204,10 +204,22 @@ class TieringService:
         if self._task is not None:
             return
         self.attach()
+        await self._connect_store()
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._closing = False
         self._task = asyncio.create_task(self._run(), name="strata-tiering")
+
+    async def _connect_store(self) -> None:
+        # Client set-up costs about a second of event-loop time; paying it here keeps it off
+        # the first remote fetch. Never fatal: with the store down the broker still starts,
+        # and the first request creates the client again.
+        try:
+            await self.store.connect()
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            logger.warning("object store client set-up failed (%s); retried on first use", e)
 
     async def close(self) -> None:
         """Stop the loop (an upload in flight is abandoned: everything is crash-safe), and

@@ -211,6 +211,12 @@ class ObjectStore(abc.ABC):
     async def close(self) -> None:
         """Release connections; the store must not be used afterwards."""
 
+    async def connect(self) -> None:
+        """Prepare the client ahead of the first request (no network round trip is
+        required). A no-op unless the store has costly set-up; errors are ObjectStoreError
+        and leave the store usable: the next request tries again."""
+        return None
+
     async def exists(self, key: str) -> bool:
         return await self.head(key) is not None
 
@@ -422,10 +428,16 @@ def _md5_b64(data: bytes) -> str:
     return base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode("ascii")
 
 
+def _import_s3_client_modules() -> None:
+    import aioboto3  # noqa: F401
+    from aiobotocore.config import AioConfig  # noqa: F401
+
+
 class S3Store(ObjectStore):
     """An S3 bucket (and key prefix) through one aioboto3 client.
 
-    The client is created lazily inside the running event loop on first use and reused;
+    The client is created inside the running event loop by ``connect()`` (or lazily on
+    first use if that was not called or failed) and reused;
     it belongs to that loop (aiohttp), so one store serves one loop. ``close()`` closes it.
     """
 
@@ -517,6 +529,13 @@ class S3Store(ObjectStore):
             self._client_task = None
             raise _convert_s3_error(e, "connect", self._where()) from e
         return client
+
+    async def connect(self) -> None:
+        """Create the client now (the broker calls this at start) rather than on the first
+        request: importing aioboto3 and building the client blocks for about a second. The
+        imports run in a worker thread; the client is then built on this loop."""
+        await asyncio.to_thread(_import_s3_client_modules)
+        await self._client()
 
     @contextlib.asynccontextmanager
     async def _errors(self, op: str, key: str | None = None) -> AsyncIterator[None]:

@@ -180,3 +180,29 @@ async def test_disabled_disk_still_reads(store: CountingStore, tmp_path: Path) -
     assert await cache.read(KEY, 10, 3000, object_size=len(DATA)) == DATA[10:3000]
     assert cache.stats().gets == 6 and not os.path.exists(tmp_path / "none")
     await cache.close()
+
+
+async def test_prefetch_window_skips_cached_chunks_and_readers_join_it(
+    store: CountingStore, tmp_path: Path
+) -> None:
+    cache = _cache(store, tmp_path)
+    size = len(DATA)
+    await cache.get_chunk(KEY, 1, object_size=size)
+    store.gate = asyncio.Event()
+    # from the middle of chunk 0: chunk 1 (cached, counted, not fetched) and chunk 2
+    assert cache.prefetch(KEY, CHUNK // 2, 2, object_size=size) == 2
+    reader = asyncio.create_task(cache.get_chunk(KEY, 2, object_size=size))
+    await asyncio.sleep(0)
+    store.gate.set()
+    assert await reader == DATA[2 * CHUNK : 3 * CHUNK]
+    assert [s for _, s, _ in store.gets] == [CHUNK, 2 * CHUNK]
+    await cache.wait_prefetches()
+    st = cache.stats()
+    assert st.prefetches == 1 and st.coalesced == 1 and len(store.gets) == 2
+    # the window stops at the object's end and reports what it covered
+    last = cache.chunk_count(size) - 1
+    assert cache.prefetch(KEY, last * CHUNK, 5, object_size=size) == 1
+    assert cache.prefetch(KEY, size, 5, object_size=size) == 0
+    await cache.wait_prefetches()
+    assert store.gets[-1][1:] == (last * CHUNK, size)
+    await cache.close()

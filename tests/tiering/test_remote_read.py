@@ -172,6 +172,39 @@ async def test_sha256_mismatch_of_whole_segment_read(env: Env) -> None:
         await env.reader.read(TOPIC, TID, 0, 0, 1 << 30, max_offset=seg.last_offset + 1)
 
 
+async def test_whole_segment_sha256_is_checked_once_per_segment(env: Env) -> None:
+    seg = env.segs[0]
+    for _ in range(3):
+        r = await env.reader.read(TOPIC, TID, 0, 0, seg.size, max_offset=env.remote_end)
+        assert r.data == env.local(0, seg.size) and r.size == seg.size
+    assert env.reader.sha256_checks == 1
+    # partial reads never hash; every batch they serve is still CRC-checked
+    s1 = env.segs[1]
+    assert await env.read(s1.base_offset + 1, 3000) == env.local(s1.base_offset + 1, 3000)
+    assert env.reader.sha256_checks == 1
+
+
+async def test_read_prefetches_the_following_chunks_into_the_next_segment(env: Env) -> None:
+    s0, s1, s2 = env.segs[0], env.segs[1], env.segs[2]
+    chunk = env.reader.cache.chunk_bytes
+    assert env.reader.cache.prefetch_chunks == 2 and s1.size > 2 * chunk
+    # a read that ends with s0: the next bytes are s1's first two chunks
+    r = await env.reader.read(TOPIC, TID, 0, s0.last_offset, 1, max_offset=s2.base_offset)
+    assert r.next_offset == s0.last_offset + 1 == s1.base_offset
+    await env.reader.wait_prefetches()
+    assert [(a, b) for k, a, b in env.store.gets if k == s1.keys.log] == [(0, chunk), (chunk, 2 * chunk)]
+    # nothing is prefetched at or past ``max_offset``: the hot tier serves those offsets
+    r = await env.reader.read(TOPIC, TID, 0, s1.last_offset, 1, max_offset=s2.base_offset)
+    assert r.next_offset == s2.base_offset
+    await env.reader.wait_prefetches()
+    assert not any(k == s2.keys.log for k, _, _ in env.store.gets)
+    # a read of the prefetched bytes finds them cached: no GET of them again
+    before = len(env.store.gets)
+    assert await env.read(s1.base_offset, chunk) == env.local(s1.base_offset, chunk)
+    await env.reader.wait_prefetches()
+    assert not [(k, a) for k, a, _ in env.store.gets[before:] if k == s1.keys.log and a in (0, chunk)]
+
+
 async def test_impossible_header_and_truncated_object(env: Env) -> None:
     seg = env.segs[0]
     data = bytearray(await env.store.inner.get(seg.keys.log))

@@ -438,3 +438,23 @@ async def test_s3_outage_is_retriable_and_recovers(s3_endpoint: S3Endpoint, s3_b
         assert [o.key for o in await s.list()] == ["k", "k2"]
     finally:
         await s.close()
+
+
+async def test_connect_is_idempotent_and_the_store_works_after_it(store: ObjectStore) -> None:
+    await store.connect()
+    await store.connect()
+    await store.put("warm/key", b"xyz")
+    assert await store.get("warm/key") == b"xyz"
+
+
+async def test_s3_connect_failure_is_a_store_error_and_retried_on_use() -> None:
+    # botocore refuses the region when it builds the client: a real set-up failure
+    s = open_store("s3://bucket/p", endpoint_url="http://127.0.0.1:9", region="bad region!")
+    try:
+        with pytest.raises(ObjectStoreError, match="region"):
+            await s.connect()
+        # nothing was cached from the failed attempt: the next request builds the client again
+        with pytest.raises(ObjectStoreError, match="region"):
+            await s.get("k")
+    finally:
+        await s.close()

@@ -116,6 +116,9 @@ class CountingStore(ObjectStore):
     async def close(self) -> None:
         await self.inner.close()
 
+    async def connect(self) -> None:
+        await self.inner.connect()
+
     def gets_of(self, suffix: str) -> int:
         return sum(1 for k, _, _ in self.gets if k.endswith(suffix))
 
