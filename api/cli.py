@@ -253,5 +253,119 @@ def restore(data_dir: str, object_store: str, topics: tuple[str, ...], output: s
     _emit(output, data, "\n".join(lines) if lines else "no topics in the object store")
 
 
+@main.command("export")
+@click.option("--topic", "-t", "topics", required=True, metavar="NAME[,NAME...]", help="Topic(s) to export.")
+@click.option("--format", "fmt", type=click.Choice(["parquet"]), default="parquet", show_default=True)
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Output directory.")
+@click.option(
+    "--object-store",
+    "object_store",
+    metavar="URL",
+    help="s3://bucket/prefix or file:///path [file://<data-dir>/objects].",
+)
+@click.option(
+    "--data-dir",
+    default="./strata-data",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Broker data directory, for the default object store.",
+)
+@click.option("--partitions", metavar="0,1,...", help="Only these partitions.")
+@click.option(
+    "--starting-offsets", metavar="earliest|JSON", help='As Spark\'s Kafka source: {"topic":{"0":100}}.'
+)
+@click.option("--ending-offsets", metavar="latest|JSON", help="Exclusive; as Spark's Kafka source.")
+@click.option(
+    "--include-hot", is_flag=True, help="Also export the not-yet-tiered tail, fetched from --bootstrap."
+)
+@_bootstrap
+@click.option(
+    "--option",
+    "extra",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="Any option of the Spark data source, e.g. --option startingTimestamp=1700000000000 (repeatable).",
+)
+@click.option(
+    "--jobs", "-j", default=2, show_default=True, type=click.IntRange(1, 64), help="Parallel tasks."
+)
+@_output
+def export_cmd(
+    topics: str,
+    fmt: str,
+    out_dir: str,
+    object_store: str | None,
+    data_dir: str,
+    partitions: str | None,
+    starting_offsets: str | None,
+    ending_offsets: str | None,
+    include_hot: bool,
+    bootstrap: str,
+    extra: tuple[str, ...],
+    jobs: int,
+    output: str,
+) -> None:
+    """Write a topic's archived rows as Parquet, read straight from the object store.
+
+    Rows and columns are those of the Spark data source (Spark's Kafka source schema plus
+    headers), so spark.read.parquet(OUT) returns what spark.read.format("strata") does."""
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from api.export import default_object_store, export, parse_options
+
+    opts: dict[str, str] = {}
+    for item in extra:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            _fail(f"--option expects NAME=VALUE, got {item!r}")
+        opts[name] = value
+    if starting_offsets:
+        opts["startingOffsets"] = starting_offsets
+    if ending_offsets:
+        opts["endingOffsets"] = ending_offsets
+    if include_hot:
+        opts["includeHot"] = "true"
+        opts.setdefault("broker", bootstrap)
+    url = object_store or default_object_store(data_dir)
+    bar = Progress(
+        TextColumn("[bold]export[/bold] {task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TextColumn("{task.fields[rows]:,} rows"),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=output == "json",
+    )
+    task = bar.add_task(topics, total=None, rows=0)
+
+    def on_progress(done: int, total: int, rows: int) -> None:
+        bar.update(task, completed=done, total=total or None, rows=rows)
+
+    try:
+        with bar:
+            result = export(
+                parse_options(url, topics, opts, partitions=partitions),
+                out_dir,
+                fmt=fmt,
+                jobs=jobs,
+                progress=on_progress,
+            )
+    except StrataError as exc:
+        _fail(str(exc))
+    data = {
+        "rows": result.rows,
+        "files": [
+            {"path": str(f.path), "topic": f.topic, "partition": f.partition, "rows": f.rows}
+            for f in result.files
+        ],
+        "ranges": [
+            {"topic": r.topic, "partition": r.partition, "start": r.start, "end": r.end}
+            for r in result.plan.ranges
+        ],
+    }
+    _emit(output, data, f"exported {result.rows:,} rows to {out_dir} ({len(result.files)} {fmt} files)")
+
+
 if __name__ == "__main__":
     main()

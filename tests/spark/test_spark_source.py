@@ -1,0 +1,299 @@
+"""The ``strata`` data source in a real local Spark (local[2]): file:// and S3 (moto), offset
+and timestamp ranges, damage, and includeHot against a real broker.
+
+One SparkSession serves the whole module (Spark starts in 10-20 s). Its Python workers
+are this interpreter (PYSPARK_PYTHON) with the repository on PYTHONPATH, and the AWS chain
+variables point at moto before Spark starts, so S3 reads use the standard chain.
+pyspark is a hard requirement here: without it this module fails at import, loudly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+
+from spark import StrataDataSource
+from spark.options import ReadOptions
+from spark.plan import ColdTask, HotTask, plan_scan
+from tests.brokers import BrokerProcess, S3Endpoint, create_topic
+from tests.spark.sparklib import TS0, Row, fill_log, open_log, put_topic, tier_log, upload_segment_files
+from tiering.manifest import ManifestStore
+from tiering.store import open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+TOPIC = "clicks"
+PARTITIONS = 3
+KAFKA_SCHEMA = (
+    "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
+    "timestampType:int,headers:array<struct<key:string,value:binary>>>"
+)
+COLUMNS = (
+    "key",
+    "value",
+    "topic",
+    "partition",
+    "offset",
+    "unix_micros(timestamp) AS ts",
+    "timestampType",
+    "headers",
+)
+
+
+@pytest.fixture(scope="module")
+def spark(s3_endpoint: S3Endpoint) -> Iterator[SparkSession]:
+    saved = dict(os.environ)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), saved.get("PYTHONPATH", "")) if p)
+    os.environ.update(s3_endpoint.env)  # inherited by the JVM and its Python workers
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("strata-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    session.dataSource.register(StrataDataSource)
+    yield session
+    session.stop()
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+class Archive:
+    def __init__(self, url: str, rows: list[Row], segments: dict[int, list[Any]]) -> None:
+        self.url = url
+        self.rows = rows
+        self.segments = segments
+
+
+def _archive(tmp: Path, url: str) -> Archive:
+    topic_id = uuid.uuid4()
+    rows: list[Row] = []
+    segments: dict[int, list[Any]] = {}
+
+    async def go() -> None:
+        store = open_store(url)
+        try:
+            for p in range(PARTITIONS):
+                log = open_log(tmp / f"{TOPIC}-{p}", TOPIC, p, segment_bytes=16384)
+                written = fill_log(log, TOPIC, p, 60 + 10 * p, 10, value_size=70)
+                segs = await tier_log(store, log, TOPIC, topic_id, p)
+                segments[p] = segs
+                rows.extend(r for r in written if r.offset <= segs[-1].last_offset)
+                log.close()
+            await put_topic(store, TOPIC, topic_id, PARTITIONS)
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+    return Archive(url, rows, segments)
+
+
+@pytest.fixture(scope="module")
+def file_archive(tmp_path_factory: pytest.TempPathFactory) -> Archive:
+    tmp = tmp_path_factory.mktemp("spark-file")
+    return _archive(tmp, f"file://{tmp / 'bucket'}")
+
+
+@pytest.fixture(scope="module")
+def s3_archive(tmp_path_factory: pytest.TempPathFactory, s3_endpoint: S3Endpoint) -> Iterator[Archive]:
+    tmp = tmp_path_factory.mktemp("spark-s3")
+    bucket = s3_endpoint.create_bucket(f"spark-src-{uuid.uuid4().hex[:8]}")
+    saved = {k: os.environ.get(k) for k in s3_endpoint.env}
+    os.environ.update(s3_endpoint.env)
+    try:
+        yield _archive(tmp, f"s3://{bucket}/tiered")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def read(spark: SparkSession, url: str, topic: str = TOPIC, **options: str) -> DataFrame:
+    r = spark.read.format("strata").option("topic", topic)
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load(url)
+
+
+def rows_of(df: DataFrame) -> list[Row]:
+    out = []
+    for r in df.selectExpr(*COLUMNS).collect():
+        us = r["ts"]
+        assert us % 1000 == 0
+        hs = r["headers"]
+        out.append(
+            Row(
+                r["topic"],
+                r["partition"],
+                r["offset"],
+                us // 1000,
+                r["timestampType"],
+                None if r["key"] is None else bytes(r["key"]),
+                None if r["value"] is None else bytes(r["value"]),
+                None
+                if hs is None
+                else tuple((h["key"], None if h["value"] is None else bytes(h["value"])) for h in hs),
+            )
+        )
+    return out
+
+
+def key(r: Row) -> tuple[str, int, int]:
+    return (r.topic, r.partition, r.offset)
+
+
+def test_schema_is_sparks_kafka_schema(spark: SparkSession, file_archive: Archive) -> None:
+    assert read(spark, file_archive.url).schema.simpleString() == KAFKA_SCHEMA
+
+
+@pytest.mark.parametrize("where", ["file", "s3"])
+def test_reads_exactly_the_archived_rows(
+    spark: SparkSession, where: str, request: pytest.FixtureRequest
+) -> None:
+    archive: Archive = request.getfixturevalue(f"{where}_archive")
+    got = rows_of(read(spark, archive.url))  # S3: endpoint and credentials from the AWS chain
+    assert len(got) == len(archive.rows) == len({key(r) for r in got})
+    assert sorted(got, key=key) == sorted(archive.rows, key=key)
+    codecs_seen = (
+        {r.value is None for r in got} | {r.key is None for r in got} | {r.headers is None for r in got}
+    )
+    assert codecs_seen == {True, False}
+
+
+def test_offset_and_timestamp_ranges(spark: SparkSession, file_archive: Archive) -> None:
+    starting = f'{{"{TOPIC}":{{"0":37,"1":-2,"2":250}}}}'
+    ending = f'{{"{TOPIC}":{{"0":401,"1":-1,"2":260}}}}'
+    got = rows_of(read(spark, file_archive.url, startingOffsets=starting, endingOffsets=ending))
+    bounds = {0: (37, 401), 1: (0, 1 << 62), 2: (250, 260)}
+    expected = [r for r in file_archive.rows if bounds[r.partition][0] <= r.offset < bounds[r.partition][1]]
+    assert sorted(got, key=key) == sorted(expected, key=key)
+
+    lo, hi = TS0 + 1000 * 150 + 2, TS0 + 1000 * 333  # offset 150: TS0 + 150000; 151: TS0 + 151001
+    got = rows_of(
+        read(spark, file_archive.url, startingTimestamp=str(lo), endingTimestamp=str(hi), partitions="0,2")
+    )
+    expected = []
+    for p in (0, 2):
+        part = sorted((r for r in file_archive.rows if r.partition == p), key=lambda r: r.offset)
+        first = next(r.offset for r in part if r.timestamp >= lo)
+        end = next(r.offset for r in part if r.timestamp >= hi)
+        assert (first, end) == (151, 333)
+        expected += [r for r in part if first <= r.offset < end]
+    assert sorted(got, key=key) == sorted(expected, key=key)
+    assert read(spark, file_archive.url, startingTimestamp=str(TS0 + 10**12)).count() == 0
+
+
+def test_corrupt_object_fails_with_key_and_offset(
+    spark: SparkSession, file_archive: Archive, tmp_path: Path
+) -> None:
+    src = Path(file_archive.url.removeprefix("file://"))
+    shutil.copytree(src, tmp_path / "bucket")
+    seg = file_archive.segments[2][1]
+    path = tmp_path / "bucket" / seg.keys.log
+    data = bytearray(path.read_bytes())
+    data[len(data) // 3] ^= 0xFF
+    path.write_bytes(bytes(data))
+    with pytest.raises(Exception) as info:
+        read(spark, f"file://{tmp_path / 'bucket'}", partitions="2").count()
+    msg = str(info.value)
+    assert seg.keys.log in msg and "offset" in msg and "CorruptLogError" in msg
+
+
+def test_missing_topic_fails_clearly(spark: SparkSession, file_archive: Archive) -> None:
+    with pytest.raises(Exception, match=r"topics/nosuch\.json"):
+        read(spark, file_archive.url, topic="nosuch").count()
+
+
+# --- includeHot: cold segments from the bucket, the tail from a real broker ----------------------
+
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def _produce(
+    bootstrap: str, topic: str, partitions: int, per_codec: int
+) -> dict[tuple[int, int], tuple[Any, ...]]:
+    """Records through confluent-kafka (one producer per codec); returns what the broker acked."""
+    from confluent_kafka import Producer
+
+    acked: dict[tuple[int, int], tuple[Any, ...]] = {}
+    n = 0
+    for codec in CODECS:
+        producer = Producer(
+            {"bootstrap.servers": bootstrap, "compression.type": codec, "linger.ms": 2, "batch.size": 4096}
+        )
+        for i in range(per_codec):
+            p = n % partitions
+            k = None if n % 9 == 4 else b"key-%d" % n
+            v = None if n % 13 == 6 else (b"%s-%d-" % (codec.encode(), n)) * 5
+            hs = [("n", b"%d" % n), ("nil", None)] if n % 4 == 0 else None
+            ts = TS0 + 10 * n
+
+            def ack(err: Any, msg: Any, k: Any = k, v: Any = v, hs: Any = hs, ts: int = ts) -> None:
+                assert err is None, err
+                acked[(msg.partition(), msg.offset())] = (k, v, tuple(hs) if hs else None, ts)
+
+            producer.produce(topic, value=v, key=k, partition=p, headers=hs, timestamp=ts, on_delivery=ack)
+            n += 1
+            if i % 100 == 0:
+                producer.poll(0)
+        assert producer.flush(30) == 0
+    return acked
+
+
+def test_include_hot_reads_cold_and_hot_exactly_once(
+    spark: SparkSession, broker_factory: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    broker = broker_factory()
+    topic = "mixed"
+    create_topic(broker.bootstrap, topic, 2, {"segment.bytes": "8192"})
+    acked = _produce(broker.bootstrap, topic, 2, per_codec=300)
+    url = f"file://{tmp_path / 'bucket'}"
+    topic_id = uuid.uuid4()
+    tiered: dict[int, int] = {}
+
+    async def tier() -> None:
+        store = open_store(url)
+        try:
+            ms = ManifestStore(store)
+            for p in range(2):
+                d = broker.data_dir / "logs" / f"{topic}-{p}"
+                logs = sorted(d.glob("*.log"))
+                assert len(logs) >= 4, "the topic needs several sealed segments"
+                for log in logs[: len(logs) // 2]:  # the older half is archived, the rest stays hot
+                    seg = await upload_segment_files(store, ms, str(log), topic, topic_id, p)
+                    tiered[p] = seg.last_offset + 1
+            await put_topic(store, topic, topic_id, 2)
+        finally:
+            await store.close()
+
+    asyncio.run(tier())
+    plan = plan_scan(
+        ReadOptions.parse({"topic": topic, "includeHot": "true", "broker": broker.bootstrap}, path=url)
+    )
+    assert {type(t) for t in plan.tasks} == {ColdTask, HotTask}
+    assert all(r.high_watermark == 1 + max(o for (p, o) in acked if p == r.partition) for r in plan.ranges)
+
+    cold_only = rows_of(read(spark, url, topic=topic))
+    assert {(r.partition, r.offset) for r in cold_only} == {k for k in acked if k[1] < tiered[k[0]]}
+
+    got = rows_of(read(spark, url, topic=topic, includeHot="true", broker=broker.bootstrap))
+    assert len(got) == len({(r.partition, r.offset) for r in got}) == len(acked)
+    for r in got:
+        k, v, hs, ts = acked[(r.partition, r.offset)]
+        assert (r.key, r.value, r.headers, r.timestamp, r.topic) == (k, v, hs, ts, topic)
