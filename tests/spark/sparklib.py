@@ -11,7 +11,6 @@ import hashlib
 import os
 import time
 import uuid
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,9 +18,10 @@ from hot.batch import Compression, TimestampType, iter_batches
 from hot.config import LogConfig
 from hot.log import Log
 from hot.records import Header, RecordInput, build_batch
+from tests.tiering.tierlib import CountingStore as _CountingStore
 from tiering.keys import segment_keys
 from tiering.manifest import ManifestStore, RemoteSegment, SegmentState
-from tiering.store import ObjectInfo, ObjectStore
+from tiering.store import ObjectStore
 
 TS0 = 1_700_000_000_000
 CODECS = (Compression.NONE, Compression.GZIP, Compression.SNAPPY, Compression.LZ4, Compression.ZSTD)
@@ -190,46 +190,8 @@ async def put_topic(store: ObjectStore, topic: str, topic_id: uuid.UUID, partiti
     )
 
 
-class CountingStore(ObjectStore):
-    """A real store whose GETs are recorded (the store seam of the pruning tests)."""
-
-    def __init__(self, inner: ObjectStore) -> None:
-        self.inner = inner
-        self.url = inner.url
-        self.gets: list[tuple[str, int | None, int | None]] = []
-
-    async def put(
-        self, key: str, data: bytes | memoryview, *, if_match: str | None = None, if_none_match: bool = False
-    ) -> str:
-        return await self.inner.put(key, data, if_match=if_match, if_none_match=if_none_match)
-
-    async def put_file(
-        self, key: str, path: str | os.PathLike[str], *, offset: int = 0, length: int | None = None
-    ) -> str:
-        return await self.inner.put_file(key, path, offset=offset, length=length)
-
-    async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
-        self.gets.append((key, start, end))
-        return await self.inner.get(key, start=start, end=end)
-
-    async def get_with_etag(self, key: str) -> tuple[bytes, str]:
-        self.gets.append((key, None, None))
-        return await self.inner.get_with_etag(key)
-
-    async def head(self, key: str) -> ObjectInfo | None:
-        return await self.inner.head(key)
-
-    async def delete(self, key: str) -> None:
-        await self.inner.delete(key)
-
-    async def delete_many(self, keys: Sequence[str]) -> None:
-        await self.inner.delete_many(keys)
-
-    async def list(self, prefix: str = "") -> list[ObjectInfo]:
-        return await self.inner.list(prefix)
-
-    async def close(self) -> None:
-        await self.inner.close()
+class CountingStore(_CountingStore):
+    """The tiering tests' counting store, plus the GETs of ``.log`` objects (pruning tests)."""
 
     def log_gets(self) -> list[tuple[str, int | None, int | None]]:
         return [g for g in self.gets if g[0].endswith(".log")]
