@@ -261,7 +261,8 @@ def test_include_hot_reads_cold_and_hot_exactly_once(
 ) -> None:
     broker = broker_factory()
     topic = "mixed"
-    create_topic(broker.bootstrap, topic, 2, {"segment.bytes": "8192"})
+    # tiny segments: several sealed ones per partition however the producer batches
+    create_topic(broker.bootstrap, topic, 2, {"segment.bytes": "2048"})
     acked = _produce(broker.bootstrap, topic, 2, per_codec=300)
     url = f"file://{tmp_path / 'bucket'}"
     topic_id = uuid.uuid4()
