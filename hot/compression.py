@@ -169,6 +169,9 @@ def _snappy_block(raw: bytes, max_size: int) -> bytes:
         raise CorruptRecordError(f"corrupt snappy payload: {e}") from None
 
 
+_LZ4_MAX_RATIO: Final = 255
+
+
 def _unlz4(data: Buffer, max_size: int) -> bytes:
     out: list[bytes] = []
     produced = 0
@@ -176,7 +179,10 @@ def _unlz4(data: Buffer, max_size: int) -> bytes:
     try:
         while rest:
             d = lz4.frame.LZ4FrameDecompressor()
-            chunk = d.decompress(rest, max_length=max_size - produced + 1)
+            # LZ4 expands at most 255:1, so this bound is never hit by valid data; passing
+            # the full max_size instead makes lz4 allocate that much per call (~10x slower).
+            limit = min(max_size - produced + 1, len(rest) * _LZ4_MAX_RATIO + 64)
+            chunk = d.decompress(rest, max_length=limit)
             produced += len(chunk)
             if produced > max_size:
                 raise _too_large("lz4", max_size)
