@@ -125,6 +125,83 @@ class TransactionsNotSupportedError(StrataError):
     """A transactional producer: Strata supports idempotence but not transactions."""
 
 
+# --- consumer groups ---------------------------------------------------------------------
+
+
+class GroupError(StrataError):
+    """Base of the group coordinator's errors."""
+
+
+class InvalidGroupIdError(GroupError):
+    """An empty or otherwise illegal group id."""
+
+
+class CoordinatorNotAvailableError(GroupError):
+    """No coordinator can serve the group right now (starting, or metadata unavailable)."""
+
+    retriable = True
+
+
+class CoordinatorLoadInProgressError(GroupError):
+    """The coordinator is still loading the group's committed offsets."""
+
+    retriable = True
+
+
+class NotCoordinatorError(GroupError):
+    """This broker is not the group's coordinator; the client must look it up again."""
+
+    retriable = True
+
+
+class IllegalGenerationError(GroupError):
+    """A member spoke for a generation the group has left behind."""
+
+
+class InconsistentGroupProtocolError(GroupError):
+    """The member's protocol type or protocols share nothing with the group's."""
+
+
+class UnknownMemberIdError(GroupError):
+    """The member id is not (or no longer) in the group."""
+
+
+class InvalidSessionTimeoutError(GroupError):
+    """A session timeout outside the broker's allowed range."""
+
+
+class RebalanceInProgressError(GroupError):
+    """The group is rebalancing; the member must rejoin."""
+
+
+class MemberIdRequiredError(GroupError):
+    """KIP-394: a new dynamic member must rejoin with the member id it was given."""
+
+
+class FencedInstanceIdError(GroupError):
+    """KIP-345: another member now holds this ``group.instance.id``."""
+
+
+class GroupMaxSizeReachedError(GroupError):
+    """The group already has ``group.max.size`` members."""
+
+
+class GroupIdNotFoundError(GroupError):
+    """Describing or deleting a group that does not exist."""
+
+
+class NonEmptyGroupError(GroupError):
+    """Deleting a group that still has members."""
+
+
+class GroupSubscribedToTopicError(GroupError):
+    """OffsetDelete of a topic the group's live members still consume."""
+
+
+class OffsetMetadataTooLargeError(GroupError):
+    """Committed-offset metadata longer than ``offset.metadata.max.bytes``."""
+
+
 # --- server side -----------------------------------------------------------------------
 
 
@@ -166,6 +243,46 @@ class NotLeaderError(StrataError):
 
 
 class NotEnoughReplicasError(StrataError):
+    """Fewer than ``min.insync.replicas`` replicas are in sync, before the append."""
+
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppendError(NotEnoughReplicasError):
+    """The ISR shrank below ``min.insync.replicas`` after the leader appended."""
+
+
+class LeaderNotAvailableError(StrataError):
+    """The partition has no leader right now (an election is under way)."""
+
+    retriable = True
+
+
+class FencedLeaderEpochError(StrataError):
+    """A request carried a leader epoch older than the partition's current one."""
+
+    retriable = True
+
+
+class UnknownLeaderEpochError(StrataError):
+    """A request carried a leader epoch newer than this replica knows."""
+
+    retriable = True
+
+
+class StaleControllerEpochError(StrataError):
+    """A change made by a controller that has since been replaced."""
+
+
+class BrokerNotAvailableError(StrataError):
+    """The broker named by a request is not alive."""
+
+    retriable = True
+
+
+class MetadataStoreError(StrataError):
+    """The cluster metadata store (etcd) failed or is unreachable; converted at its client."""
+
     retriable = True
 
 
@@ -219,6 +336,27 @@ INVALID_PRODUCER_ID_MAPPING: Final = 49
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Final = 53
 UNKNOWN_PRODUCER_ID: Final = 59
 PRODUCER_FENCED: Final = 90
+OFFSET_METADATA_TOO_LARGE: Final = 12
+COORDINATOR_LOAD_IN_PROGRESS: Final = 14
+COORDINATOR_NOT_AVAILABLE: Final = 15
+NOT_COORDINATOR: Final = 16
+NOT_ENOUGH_REPLICAS_AFTER_APPEND: Final = 20
+ILLEGAL_GENERATION: Final = 22
+INCONSISTENT_GROUP_PROTOCOL: Final = 23
+INVALID_GROUP_ID: Final = 24
+UNKNOWN_MEMBER_ID: Final = 25
+INVALID_SESSION_TIMEOUT: Final = 26
+REBALANCE_IN_PROGRESS: Final = 27
+STALE_CONTROLLER_EPOCH: Final = 11
+BROKER_NOT_AVAILABLE: Final = 8
+NON_EMPTY_GROUP: Final = 68
+GROUP_ID_NOT_FOUND: Final = 69
+FENCED_LEADER_EPOCH: Final = 74
+UNKNOWN_LEADER_EPOCH: Final = 75
+MEMBER_ID_REQUIRED: Final = 79
+GROUP_MAX_SIZE_REACHED: Final = 81
+FENCED_INSTANCE_ID: Final = 82
+GROUP_SUBSCRIBED_TO_TOPIC: Final = 86
 
 # The one table: error class -> (Kafka error code, HTTP status).
 # Lookup walks the MRO, so a subclass without its own row inherits its parent's.
@@ -253,6 +391,31 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     DiskHighWaterError: (KAFKA_STORAGE_ERROR, 507),
     NotLeaderError: (NOT_LEADER_OR_FOLLOWER, 421),
     NotEnoughReplicasError: (NOT_ENOUGH_REPLICAS, 503),
+    NotEnoughReplicasAfterAppendError: (NOT_ENOUGH_REPLICAS_AFTER_APPEND, 503),
+    LeaderNotAvailableError: (LEADER_NOT_AVAILABLE, 503),
+    FencedLeaderEpochError: (FENCED_LEADER_EPOCH, 409),
+    UnknownLeaderEpochError: (UNKNOWN_LEADER_EPOCH, 409),
+    StaleControllerEpochError: (STALE_CONTROLLER_EPOCH, 409),
+    BrokerNotAvailableError: (BROKER_NOT_AVAILABLE, 503),
+    # Clients see the metadata store's trouble as "no leader yet": retriable, and it makes
+    # them refresh metadata, which is what should happen once etcd is back.
+    MetadataStoreError: (LEADER_NOT_AVAILABLE, 503),
+    InvalidGroupIdError: (INVALID_GROUP_ID, 400),
+    CoordinatorNotAvailableError: (COORDINATOR_NOT_AVAILABLE, 503),
+    CoordinatorLoadInProgressError: (COORDINATOR_LOAD_IN_PROGRESS, 503),
+    NotCoordinatorError: (NOT_COORDINATOR, 421),
+    IllegalGenerationError: (ILLEGAL_GENERATION, 409),
+    InconsistentGroupProtocolError: (INCONSISTENT_GROUP_PROTOCOL, 409),
+    UnknownMemberIdError: (UNKNOWN_MEMBER_ID, 404),
+    InvalidSessionTimeoutError: (INVALID_SESSION_TIMEOUT, 400),
+    RebalanceInProgressError: (REBALANCE_IN_PROGRESS, 409),
+    MemberIdRequiredError: (MEMBER_ID_REQUIRED, 409),
+    FencedInstanceIdError: (FENCED_INSTANCE_ID, 409),
+    GroupMaxSizeReachedError: (GROUP_MAX_SIZE_REACHED, 409),
+    GroupIdNotFoundError: (GROUP_ID_NOT_FOUND, 404),
+    NonEmptyGroupError: (NON_EMPTY_GROUP, 409),
+    GroupSubscribedToTopicError: (GROUP_SUBSCRIBED_TO_TOPIC, 409),
+    OffsetMetadataTooLargeError: (OFFSET_METADATA_TOO_LARGE, 400),
     RequestTimedOutError: (REQUEST_TIMED_OUT, 504),
     ObjectStoreError: (KAFKA_STORAGE_ERROR, 502),
     ObjectNotFoundError: (KAFKA_STORAGE_ERROR, 502),
