@@ -12,6 +12,8 @@ Partition directory ``<logs_dir>/<topic>-<partition>/``::
                         (hot.producer_state): one per segment, named by its base
                         offset and written when the previous segment rolls, plus one
                         at the log end on clean close
+    leader-epoch-checkpoint      where each leader epoch starts (hot.leader_epoch);
+                        rebuilt from the batches' partitionLeaderEpoch if missing
 
 Both small files are replaced atomically (write ``<name>.tmp``, fsync, rename, fsync
 the directory). A missing recovery point means "recover everything". The recovery
@@ -29,7 +31,15 @@ of the first local segment). It is derived, not stored: local retention (tiered 
 deletes segments without moving the log start offset, so a stored log start below the
 first segment means "the rest is remote" (docs/tiering.md).
 In ``fsync`` flush mode the high watermark is the flushed offset (<= recovery point);
-in ``interval`` mode it follows the log end at once.
+in ``interval`` mode it follows the log end at once. A replicated log
+(``hw_managed_externally``) leaves it to its owner: the leader sets the minimum log end
+of the in-sync replicas, a follower what its leader reports (``set_high_watermark``).
+
+Follower truncation (``truncate_to``, ``truncate_fully_and_start_at``) removes segments
+newest first, each removal durable before the next, then cuts the containing segment,
+then the leader-epoch cache, producer state and recovery point: a crash at any point
+leaves the old log or a prefix of it, which ``open`` loads as a consistent log (the
+cache is cut to the log end there). The replica then simply truncates again.
 
 Durability ordering: a segment is fsynced when it is rolled, before the first byte
 goes to its successor. Hence after any crash every segment but the last is complete,
@@ -49,7 +59,7 @@ import struct
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -57,10 +67,11 @@ from typing import TYPE_CHECKING, Final
 
 from crc32c import crc32c
 
-from hot.batch import CRC_START, TimestampType, iter_batches
+from hot.batch import CRC_START, LOG_OVERHEAD, MIN_BATCH_LENGTH, TimestampType, iter_batches
 from hot.config import LogConfig
 from hot.errors import (
     CorruptLogError,
+    FencedLeaderEpochError,
     InvalidRecordError,
     InvalidRequestError,
     LogClosedError,
@@ -70,6 +81,8 @@ from hot.errors import (
     StorageError,
     StrataError,
 )
+from hot.leader_epoch import CHECKPOINT_FILE as LEADER_EPOCH_FILE
+from hot.leader_epoch import EpochEntry, LeaderEpochCache
 from hot.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
@@ -112,6 +125,7 @@ _CRC_POS: Final = 17
 _TIMESTAMP_TYPE_BIT: Final = 0x08
 _CONTROL_BIT: Final = 0x20
 _MAX_APPEND_BYTES: Final = (1 << 31) - 1
+_EPOCH_SCAN_CHUNK: Final = 256 * 1024  # read size of the leader-epoch rebuild scan
 
 HwListener = Callable[["Log"], None]
 RetentionGuard = Callable[[Segment], bool]
@@ -230,6 +244,28 @@ class _Batch:
     producer_epoch: int
     base_sequence: int
     is_control: bool
+    leader_epoch: int
+
+
+def _batch_epochs(seg: Segment) -> Iterator[tuple[int, int]]:
+    """(partitionLeaderEpoch, base offset) of every batch of a loaded segment, in order:
+    the 16-byte prefixes only, read in chunks."""
+    pos = 0
+    limit = seg.size
+    buf = b""
+    buf_at = 0
+    while pos < limit:
+        rel = pos - buf_at
+        if rel + _PREFIX_SIZE > len(buf):
+            buf = seg.read_bytes(pos, min(_EPOCH_SCAN_CHUNK, limit - pos))
+            buf_at, rel = pos, 0
+            if len(buf) < _PREFIX_SIZE:
+                raise CorruptLogError(seg.log_path, pos, f"truncated batch header: {len(buf)} bytes")
+        base, length, epoch = _PREFIX.unpack_from(buf, rel)
+        if length < MIN_BATCH_LENGTH or pos + length + LOG_OVERHEAD > limit:
+            raise CorruptLogError(seg.log_path, pos, f"batch length {length} does not fit the segment")
+        yield epoch, base
+        pos += length + LOG_OVERHEAD
 
 
 # --- the log ----------------------------------------------------------------------------------
@@ -240,12 +276,15 @@ class Log:
 
     Files: a directory of segments named by 20-digit base offset (``.log`` record
     batches v2 back to back, ``.index`` 8-byte and ``.timeindex`` 12-byte entries, see
-    hot.segment) plus the ``recovery-point`` and ``log-start-offset`` text files and
-    the producer-state ``.snapshot`` files (hot.producer_state).
+    hot.segment) plus the ``recovery-point`` and ``log-start-offset`` text files, the
+    producer-state ``.snapshot`` files (hot.producer_state) and the
+    ``leader-epoch-checkpoint`` (hot.leader_epoch).
     After a crash: the last segment is truncated at its first invalid batch, any other
     damaged segment refuses the partition (details in the module docstring and ``open``);
     producer state is the latest valid snapshot at or below the log end plus a header
-    scan of the batches after it.
+    scan of the batches after it; the leader-epoch cache is cut to the log end and
+    extended from the recovered batches (rebuilt from every batch if its file is
+    missing or damaged).
     """
 
     def __init__(
@@ -259,6 +298,7 @@ class Log:
         segments: list[Segment],
         log_start_offset: int,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        hw_managed_externally: bool = False,
     ) -> None:
         self.dir = directory
         self.topic = topic
@@ -276,7 +316,10 @@ class Log:
         self._local_log_start_offset = max(log_start_offset, segments[0].base_offset)
         leo = segments[-1].next_offset
         self._recovery_point = leo
-        self._hw = leo
+        self._hw_external = hw_managed_externally
+        # Replicated: nothing past the log start is known to be committed until the owner says so.
+        self._hw = log_start_offset if hw_managed_externally else leo
+        self._epochs = LeaderEpochCache(None)  # replaced by open()
         self._closed = False
         self._offline: StorageError | None = None
         self._waiters: list[tuple[int, int, Future[None]]] = []
@@ -302,6 +345,8 @@ class Log:
         flusher: GroupCommitter | None = None,
         clean_shutdown: bool = False,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        hw_managed_externally: bool = False,
+        high_watermark: int | None = None,
     ) -> Log:
         """Open (creating if needed) and, after an unclean shutdown, recover a partition.
 
@@ -327,6 +372,13 @@ class Log:
           at or below it is loaded (damaged ones are deleted and ignored) and the batch
           headers after it are replayed. After a clean shutdown the snapshot written at
           close is at the log end, so nothing is scanned.
+        * Leader epochs: the ``leader-epoch-checkpoint`` is cut to the log end and the log
+          start; after an unclean shutdown the epochs of the recovered batches extend it.
+          A missing or damaged file is rebuilt from every local batch's header.
+        * ``hw_managed_externally`` (replication): the high watermark never follows the
+          log end by itself; it starts at ``high_watermark`` (the owner's checkpoint,
+          clamped to [log start offset, log end offset]; default the log start offset)
+          and moves only through ``set_high_watermark`` and truncation.
         """
         d = str(directory)
         try:
@@ -408,9 +460,13 @@ class Log:
                 segments=segments,
                 log_start_offset=lso,
                 producer_id_expiration_ms=producer_id_expiration_ms,
+                hw_managed_externally=hw_managed_externally,
             )
+            if hw_managed_externally and high_watermark is not None:
+                log._hw = max(lso, min(high_watermark, log.log_end_offset))
             log._snapshots = sorted(snapshots)
             log._load_producer_state()
+            log._load_leader_epochs(recovered)
             if rp_file != log.log_end_offset:
                 log._persist_recovery_point()
             return log
@@ -431,6 +487,7 @@ class Log:
         next_offset: int,
         flusher: GroupCommitter | None = None,
         producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS,
+        hw_managed_externally: bool = False,
     ) -> Log:
         """Create a new, empty partition whose offsets [log_start_offset, next_offset) live
         only in the object store (restore): its one segment starts at ``next_offset``, so
@@ -438,6 +495,8 @@ class Log:
 
         The directory is built under a ``*-delete`` name and renamed into place, so a crash
         half-way leaves either nothing (a leftover the manager removes) or the whole log.
+        A replicated log (``hw_managed_externally``) starts with its high watermark at
+        ``next_offset``: everything in the object store was committed.
         """
         if not 0 <= log_start_offset <= next_offset:
             raise InvalidRequestError(
@@ -476,6 +535,8 @@ class Log:
             flusher=flusher,
             clean_shutdown=False,
             producer_id_expiration_ms=producer_id_expiration_ms,
+            hw_managed_externally=hw_managed_externally,
+            high_watermark=next_offset,
         )
 
     @staticmethod
@@ -547,6 +608,11 @@ class Log:
     @property
     def recovery_point(self) -> int:
         return self._recovery_point
+
+    @property
+    def hw_managed_externally(self) -> bool:
+        """Replicated mode: only ``set_high_watermark`` (and truncation) move the HW."""
+        return self._hw_external
 
     @property
     def size(self) -> int:
@@ -633,6 +699,27 @@ class Log:
                 heapq.heappush(self._waiters, (offset, next(self._seq), fut))
         return fut
 
+    def set_high_watermark(self, hw: int) -> int:
+        """Replicated mode: raise the high watermark to ``min(hw, log end offset)``; never
+        lowers it (only truncation does). Completes ``high_watermark_future``s and notifies
+        the listeners when it moved. Returns the high watermark now in effect.
+
+        A leader passes the minimum log end offset over its in-sync replicas, a follower
+        the leader's high watermark. InvalidRequestError on a log that manages its own
+        high watermark (single node)."""
+        with self._lock:
+            self._check_usable()
+            if not self._hw_external:
+                raise InvalidRequestError(
+                    f"{self.name} advances its own high watermark (not opened with hw_managed_externally)"
+                )
+            before = self._hw
+            done = self._advance_hw_locked(min(hw, self.log_end_offset))
+            now = self._hw
+        if now != before:
+            self._fire(done)
+        return now
+
     def _advance_hw_locked(self, hw: int) -> list[Future[None]]:
         """Raise the HW (under the lock); returns the futures to complete after unlocking."""
         if hw <= self._hw:
@@ -655,6 +742,75 @@ class Log:
                 cb(self)
             except Exception:
                 logger.exception("high watermark listener of %s failed", self.name)
+
+    # --- leader epochs ----------------------------------------------------------------------------
+
+    @property
+    def latest_epoch(self) -> int:
+        """The highest leader epoch in the epoch cache, -1 if none."""
+        with self._lock:
+            return self._epochs.latest_epoch
+
+    def leader_epochs(self) -> tuple[EpochEntry, ...]:
+        """The leader-epoch cache: (epoch, start offset) entries, ascending."""
+        with self._lock:
+            return self._epochs.entries()
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: (largest epoch <= ``epoch``, its end offset), where the end
+        of the latest epoch is the log end offset; (-1, -1) if undefined. Exact rules in
+        ``hot.leader_epoch.end_offset_for`` (KIP-101 / KIP-279)."""
+        with self._lock:
+            return self._epochs.end_offset_for(epoch, self.log_end_offset)
+
+    def epoch_for_offset(self, offset: int) -> int:
+        """The leader epoch the batch holding ``offset`` was written in, -1 if unknown."""
+        with self._lock:
+            return self._epochs.epoch_for_offset(offset)
+
+    def assign_leader_epoch(self, epoch: int) -> None:
+        """This replica becomes leader in ``epoch``: record that the epoch starts at the
+        current log end, before anything is appended in it (Kafka's makeLeader). Without
+        it a new leader could not answer OffsetForLeaderEpoch for the epochs between its
+        last batch and its own (KIP-279's fast back-to-back failovers). No-op if ``epoch``
+        is already the latest; FencedLeaderEpochError if the log holds a later one."""
+        with self._lock:
+            self._check_usable()
+            self._assign_epoch_locked(epoch, self.log_end_offset, leader=True)
+
+    def _assign_epoch_locked(self, epoch: int, start_offset: int, *, leader: bool) -> None:
+        if leader and epoch < self._epochs.latest_epoch:
+            raise FencedLeaderEpochError(
+                f"{self.name}: leader epoch {epoch} is older than epoch {self._epochs.latest_epoch} "
+                "already in the log"
+            )
+        try:
+            self._epochs.assign(epoch, start_offset)
+        except StorageError as e:
+            self._go_offline(e)
+            raise
+
+    def _load_leader_epochs(self, recovered: Sequence[Segment]) -> None:
+        """Load the epoch cache (open): see ``open``."""
+        path = os.path.join(self.dir, LEADER_EPOCH_FILE)
+        try:
+            stored = LeaderEpochCache.read(path)
+        except CorruptLogError as e:
+            logger.warning("rebuilding the leader-epoch cache of %s: %s", self.name, e)
+            _unlink(path)
+            stored = None
+        if stored is None:
+            scan = (pair for seg in self._segments for pair in _batch_epochs(seg))
+            self._epochs = LeaderEpochCache.rebuild(path, scan)
+            return
+        cache = self._epochs = LeaderEpochCache(path, stored)
+        cache.truncate_from_end(self.log_end_offset)
+        cache.truncate_from_start(self._log_start_offset)
+        # Batches of an epoch whose entry never reached the file (as in Kafka's recovery,
+        # only epochs newer than the latest count).
+        for seg in recovered:
+            for epoch, base in _batch_epochs(seg):
+                cache.assign_if_newer(epoch, base)
 
     # --- appending ---------------------------------------------------------------------------------
 
@@ -704,6 +860,7 @@ class Log:
                     h.producer_epoch,
                     h.base_sequence,
                     bool(h.attributes & _CONTROL_BIT),
+                    h.partition_leader_epoch,
                 )
             )
         return out, idempotent
@@ -725,6 +882,11 @@ class Log:
         sequence gap raises and nothing is written; a retry of a batch already in the log
         is not written again. If every batch was such a retry, the result has
         ``duplicate=True`` and the original batches' offsets.
+
+        ``leader_epoch`` is stamped into every batch; the first append of a new epoch
+        records it in the leader-epoch cache at its first offset (a negative epoch is
+        stamped but not recorded). An epoch older than the latest in the cache is
+        FencedLeaderEpochError (a deposed leader) and nothing is written.
         """
         mv = self._view(data)
         batches, idempotent = self._validate(mv, leader=True)
@@ -750,6 +912,9 @@ class Log:
                     total = sum(b.size for b in batches)
                     offsets = sum(b.last_offset_delta + 1 for b in batches)
                     records = sum(b.records for b in batches)
+            if leader_epoch >= 0 and leader_epoch != self._epochs.latest_epoch:
+                # Before the roll and the write: a failure leaves no batch without its epoch.
+                self._assign_epoch_locked(leader_epoch, self.log_end_offset, leader=True)
             seg, done = self._maybe_roll_locked(total, offsets, now_ms)
             off = seg.next_offset
             if plan is None:
@@ -848,7 +1013,9 @@ class Log:
 
         The first batch must start at the log end and each next one where the previous
         ended (InvalidRecordError "non-monotonic offsets" otherwise). Bytes are written
-        unchanged (leader epochs and timestamps included).
+        unchanged (leader epochs and timestamps included). Each batch whose
+        partitionLeaderEpoch (when >= 0) differs from the latest cached epoch is recorded
+        in the leader-epoch cache before anything is written (Kafka's assign).
         """
         mv = self._view(data)
         batches, idempotent = self._validate(mv, leader=False)
@@ -868,6 +1035,9 @@ class Log:
                         "was expected"
                     )
                 expect = b.base_offset + b.last_offset_delta + 1
+            for b in batches:
+                if b.leader_epoch >= 0 and b.leader_epoch != self._epochs.latest_epoch:
+                    self._assign_epoch_locked(b.leader_epoch, b.base_offset, leader=False)
             first = self.log_end_offset
             seg, done = self._maybe_roll_locked(total, expect - first, now_ms)
             tracked = [(b.base_offset, b.size, b.max_timestamp) for b in batches]
@@ -912,7 +1082,7 @@ class Log:
             self._go_offline(e)
             raise
         self._unflushed_messages += records
-        if self._config.fsync_mode:
+        if self._config.fsync_mode or self._hw_external:
             return []
         return self._advance_hw_locked(next_offset)
 
@@ -977,7 +1147,7 @@ class Log:
         done: list[Future[None]] = []
         if new.base_offset > self._recovery_point:
             self._recovery_point = new.base_offset
-            if self._config.fsync_mode:
+            if self._config.fsync_mode and not self._hw_external:
                 done = self._advance_hw_locked(new.base_offset)
         try:
             self._persist_recovery_point()  # also makes the new segment's files durable
@@ -1019,7 +1189,8 @@ class Log:
             with self._lock:
                 if target > self._recovery_point:
                     self._recovery_point = target
-                done = self._advance_hw_locked(target) if self._config.fsync_mode else []
+                auto = self._config.fsync_mode and not self._hw_external
+                done = self._advance_hw_locked(target) if auto else []
                 rp = self._recovery_point
         if done:
             self._fire(done)
@@ -1264,6 +1435,7 @@ class Log:
             self._producers.evict_below(offset)
             try:
                 self._persist_log_start_offset()
+                self._epochs.truncate_from_start(offset)
             except StorageError as e:
                 self._go_offline(e)
                 raise
@@ -1292,6 +1464,7 @@ class Log:
             if advance_log_start and new_start > self._log_start_offset:
                 self._log_start_offset = new_start
                 self._persist_log_start_offset()
+                self._epochs.truncate_from_start(new_start)
             elif not advance_log_start:
                 # Without the file the next open would take the first local segment as the
                 # log start and lose sight of the remote part.
@@ -1325,54 +1498,113 @@ class Log:
                 self._producers.evict_below(offset)
                 try:
                     self._persist_log_start_offset()
+                    self._epochs.truncate_from_start(offset)
                 except StorageError as e:
                     self._go_offline(e)
                     raise
             return self._log_start_offset
 
     def truncate_to(self, offset: int) -> None:
-        """Drop every batch at or after the batch holding ``offset`` (replication). The
-        log end becomes that batch's base offset. Below the log start offset the log is
-        emptied and restarts at ``offset``. Durable when this returns."""
+        """Drop every batch at or after the batch holding ``offset`` (follower truncation,
+        Kafka's truncateTo). The log end becomes that batch's base offset; the high
+        watermark and recovery point come down to it if above; the leader-epoch cache
+        loses the epochs starting there or later; producer state is rebuilt from the
+        latest snapshot at or below the new end plus the batches after it. At or beyond
+        the log end nothing changes. At or below the first local segment's base, or
+        below the log start offset, the log is emptied and restarts at ``offset``
+        (``truncate_fully_and_start_at``). Durable when this returns; a crash part-way
+        leaves a prefix of the old log (module docstring). A failure takes the log offline.
+        """
+        if offset < 0:
+            raise InvalidRequestError(f"cannot truncate {self.name} to negative offset {offset}")
         with self._flush_lock, self._lock:
             self._check_usable()
             if offset >= self.log_end_offset:
                 return
-            try:
-                if offset <= self._segments[0].base_offset or offset < self._log_start_offset:
-                    for s in self._segments:
-                        s.delete()
-                    self._delete_snapshots_locked(lambda o: True)
-                    new = Segment(self.dir, offset, index_interval_bytes=self._config.index_interval_bytes)
-                    self._segments = [new]
-                    self._bases = [offset]
-                    self._log_start_offset = self._local_log_start_offset = offset
-                    self._persist_log_start_offset()
-                else:
-                    i = self._segment_index(offset)
-                    for s in self._segments[i + 1 :]:
-                        s.delete()
-                    del self._segments[i + 1 :]
-                    del self._bases[i + 1 :]
-                    seg = self._segments[-1]
-                    seg.truncate_to(offset)
-                    if seg.is_empty and len(self._segments) > 1:
-                        # Keep an empty active segment only if it is the only one.
-                        seg.delete()
-                        self._segments.pop()
-                        self._bases.pop()
-                    self._segments[-1].sealed = False
-                for s in self._segments:
-                    s.flush()
-                self._load_producer_state()
+            if offset <= self._segments[0].base_offset or offset < self._log_start_offset:
+                done = self._truncate_fully_locked(offset, offset)
+            else:
+                done = []
+                try:
+                    self._truncate_locked(offset)
+                except StorageError as e:
+                    self._go_offline(e)
+                    raise
+        if done:
+            self._fire(done)
+
+    def _truncate_locked(self, offset: int) -> None:
+        i = self._segment_index(offset)
+        # Newest first, each removal durable before the next: a crash leaves a prefix.
+        for doomed in reversed(self._segments[i + 1 :]):
+            doomed.delete()
+            fsync_dir(self.dir)
+        del self._segments[i + 1 :]
+        del self._bases[i + 1 :]
+        seg = self._segments[-1]
+        seg.truncate_to(offset)
+        seg.flush()
+        if seg.is_empty and len(self._segments) > 1:
+            # Keep an empty active segment only if it is the only one.
+            self._bases.pop()
+            self._segments.pop().delete()
+            fsync_dir(self.dir)
+        self._segments[-1].sealed = False
+        leo = self.log_end_offset
+        self._epochs.truncate_from_end(leo)
+        self._load_producer_state()
+        self._hw = min(self._hw, leo)
+        self._recovery_point = min(self._recovery_point, leo)
+        self._persist_recovery_point()  # also fsyncs the directory
+
+    def truncate_fully_and_start_at(self, offset: int, *, log_start_offset: int | None = None) -> None:
+        """Delete every segment and restart the log empty at ``offset`` (Kafka's
+        truncateFullyAndStartAt: a follower whose log ended below the leader's log start,
+        or whose fetch offset moved to tiered storage). The log start offset becomes
+        ``log_start_offset`` (default ``offset``; lower when [log_start_offset, offset)
+        lives in the object store). The high watermark and recovery point become
+        ``offset``; epochs and producer state are cleared. Durable when this returns; a
+        crash part-way leaves a prefix of the old log or an empty one.
+        """
+        lso = offset if log_start_offset is None else log_start_offset
+        if not 0 <= lso <= offset:
+            raise InvalidRequestError(
+                f"cannot restart {self.name} at {offset} with log start offset {lso}: "
+                "need 0 <= log start offset <= offset"
+            )
+        with self._flush_lock, self._lock:
+            self._check_usable()
+            done = self._truncate_fully_locked(offset, lso)
+        if done:
+            self._fire(done)
+
+    def _truncate_fully_locked(self, offset: int, log_start: int) -> list[Future[None]]:
+        try:
+            # The checkpoint goes first: a missing one is rebuilt from whatever segments a
+            # crash leaves behind, a stale one would describe deleted batches.
+            self._epochs.clear()
+            fsync_dir(self.dir)
+            for doomed in reversed(self._segments):
+                doomed.delete()
                 fsync_dir(self.dir)
-                leo = self.log_end_offset
-                self._hw = min(self._hw, leo)
-                self._recovery_point = min(self._recovery_point, leo)
-                self._persist_recovery_point()
-            except StorageError as e:
-                self._go_offline(e)
-                raise
+            self._delete_snapshots_locked(lambda o: True)
+            self._log_start_offset = log_start
+            self._persist_log_start_offset()  # fsyncs the directory for the deletions too
+            new = Segment(self.dir, offset, index_interval_bytes=self._config.index_interval_bytes)
+            self._segments = [new]
+            self._bases = [offset]
+            self._local_log_start_offset = offset
+            new.flush()
+            self._producers.clear()
+            self._recovery_point = offset
+            self._persist_recovery_point()
+        except StorageError as e:
+            self._go_offline(e)
+            raise
+        if offset < self._hw:
+            self._hw = offset
+            return []
+        return self._advance_hw_locked(offset)
 
     # --- producer state ------------------------------------------------------------------------------
 
@@ -1506,7 +1738,8 @@ class Log:
                             s.flush()
                     fsync_dir(self.dir)
                     self._recovery_point = self.log_end_offset
-                    done = self._advance_hw_locked(self._recovery_point)
+                    if not self._hw_external:
+                        done = self._advance_hw_locked(self._recovery_point)
                     self._persist_recovery_point()
                     # The next open loads this and scans nothing.
                     self._take_snapshot_locked(self.log_end_offset)
