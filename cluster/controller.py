@@ -45,6 +45,7 @@ from cluster.metadata import (
     Versioned,
     initial_state,
 )
+from cluster.tasks import cancel_and_wait
 from hot.config import LogConfig
 from hot.errors import (
     InvalidConfigError,
@@ -226,9 +227,7 @@ class Controller:
         broker takes over at once instead of after the lease TTL."""
         token = self.token  # read first: the task clears it as it ends
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
         self.token = None
         self.active.clear()

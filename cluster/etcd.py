@@ -32,6 +32,7 @@ from typing import Any, Final, TypeVar
 
 import aetcd
 
+from cluster.tasks import cancel_and_wait
 from hot.errors import InvalidConfigError, MetadataStoreError
 
 log = logging.getLogger("strata.cluster.etcd")
@@ -604,9 +605,7 @@ class LeaseKeeper:
 
     async def stop(self, *, revoke: bool = False) -> None:
         """Stop refreshing; with ``revoke`` also end the lease now (deleting its keys)."""
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
+        await cancel_and_wait(self._task)
         if revoke and not self.client.closed:
             with contextlib.suppress(MetadataStoreError):
                 await self.client.revoke_lease(self.lease.id)

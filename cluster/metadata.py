@@ -49,6 +49,7 @@ from cluster.etcd import (
     WatchUpdate,
 )
 from cluster.keys import BrokerKey, ControllerKey, KeyLayout, PartitionStateKey, TopicKey
+from cluster.tasks import cancel_and_wait
 from hot.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
@@ -569,17 +570,13 @@ class MetadataClient:
         """Stop. ``deregister`` revokes the lease so the broker leaves the live set now;
         without it (a crash, as far as the cluster can tell) it leaves when the TTL runs out."""
         if self._supervisor is not None:
-            self._supervisor.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._supervisor
+            await cancel_and_wait(self._supervisor)
             self._supervisor = None
         if self._keeper is not None:
             await self._keeper.stop(revoke=deregister)
             self._keeper = None
         if self._watch_task is not None:
-            self._watch_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._watch_task
+            await cancel_and_wait(self._watch_task)
             self._watch_task = None
 
     # --- registration --------------------------------------------------------------------------
