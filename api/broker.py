@@ -13,7 +13,7 @@ import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from api.config import BrokerConfig
 from api.metrics import BrokerMetrics
@@ -33,6 +33,9 @@ from hot.manager import LogManager
 from hot.region import FileRegion
 from hot.topics import TopicInfo
 from tiering.remote_read import RemoteReader, RemoteReadResult
+
+if TYPE_CHECKING:
+    from api.groups.coordinator import GroupCoordinator
 
 log = logging.getLogger("strata.broker")
 
@@ -116,11 +119,13 @@ class Broker:
         metrics: BrokerMetrics | None = None,
         *,
         tiering: RemoteTier | None = None,
+        groups: GroupCoordinator | None = None,
     ) -> None:
         self.config = config
         self.manager = manager
         self.metrics = metrics or BrokerMetrics()
         self.tiering = tiering
+        self.groups = groups  # consumer groups (api.group_handlers); None: not served
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[int, set[asyncio.Future[None]]] = {}
         self._listening: weakref.WeakSet[Log] = weakref.WeakSet()

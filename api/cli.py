@@ -178,6 +178,147 @@ def topic_delete(name: str, bootstrap: str, output: str) -> None:
     _emit(output, {"deleted": name}, f"deleted topic {name}")
 
 
+@main.group()
+def groups() -> None:
+    """List, describe (with lag) and delete consumer groups on a running broker."""
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+def _print_table(title: str | None, columns: list[str], rows: list[list[Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left", box=None, header_style="bold", pad_edge=False)
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*(_cell(v) for v in row))
+    Console(width=max(160, len(columns) * 16), soft_wrap=True).print(table)
+
+
+@groups.command("list")
+@click.option(
+    "--state", "states", multiple=True, metavar="STATE", help="Only groups in this state (repeatable)."
+)
+@_bootstrap
+@_output
+def groups_list(states: tuple[str, ...], bootstrap: str, output: str) -> None:
+    """List groups with their state, protocol, members and total lag."""
+    from api.group_lag import partition_lag
+
+    with _client(bootstrap) as client:
+        try:
+            listed = client.list_groups(states)
+            described = {d["group_id"]: d for d in client.describe_groups([g["group_id"] for g in listed])}
+            data = []
+            for g in listed:
+                d = described.get(g["group_id"], {})
+                committed = client.committed_offsets(g["group_id"])
+                ends = client.list_offsets(committed, -1)
+                lags = [
+                    lag
+                    for key, offset in committed.items()
+                    if (lag := partition_lag(offset, ends.get(key))) is not None
+                ]
+                data.append(
+                    {
+                        "group_id": g["group_id"],
+                        "state": g["state"] or d.get("state", ""),
+                        "protocol_type": g["protocol_type"],
+                        "protocol": d.get("protocol", ""),
+                        "members": len(d.get("members", [])),
+                        "total_lag": sum(lags),
+                    }
+                )
+        except StrataError as exc:
+            _fail(str(exc))
+    if output == "json":
+        _emit(output, data, "")
+        return
+    if not data:
+        click.echo("no consumer groups")
+        return
+    _print_table(
+        None,
+        ["GROUP", "STATE", "PROTOCOL-TYPE", "PROTOCOL", "MEMBERS", "LAG"],
+        [
+            [g["group_id"], g["state"], g["protocol_type"], g["protocol"], g["members"], g["total_lag"]]
+            for g in data
+        ],
+    )
+
+
+@groups.command("describe")
+@click.argument("group")
+@_bootstrap
+@_output
+def groups_describe(group: str, bootstrap: str, output: str) -> None:
+    """Per-partition committed offset, log end offset (high watermark) and lag, with the
+    owning member, as kafka-consumer-groups --describe shows them; then the members."""
+    with _client(bootstrap) as client:
+        try:
+            info = client.describe_group_lag(group)
+        except StrataError as exc:
+            _fail(str(exc))
+    if output == "json":
+        _emit(output, info, "")
+        return
+    click.echo(
+        f"group {info['group_id']}  state {info['state']}  protocol {_cell(info['protocol'])}  "
+        f"members {len(info['members'])}  total lag {info['total_lag']}"
+    )
+    _print_table(
+        None,
+        ["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"],
+        [
+            [
+                p["topic"],
+                p["partition"],
+                p["committed_offset"],
+                p["log_end_offset"],
+                p["lag"],
+                p["member_id"],
+                p["host"],
+                p["client_id"],
+            ]
+            for p in info["partitions"]
+        ],
+    )
+    if info["members"]:
+        _print_table(
+            "members",
+            ["CONSUMER-ID", "INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
+            [
+                [
+                    m["member_id"],
+                    m["group_instance_id"],
+                    m["host"],
+                    m["client_id"],
+                    len(m["partitions"]),
+                    ", ".join(f"{t}-{p}" for t, p in m["partitions"]),
+                ]
+                for m in info["members"]
+            ],
+        )
+
+
+@groups.command("delete")
+@click.argument("group")
+@_bootstrap
+@_output
+def groups_delete(group: str, bootstrap: str, output: str) -> None:
+    """Delete a group without members and its committed offsets."""
+    with _client(bootstrap) as client:
+        try:
+            client.delete_groups([group])
+        except StrataError as exc:
+            _fail(str(exc))
+    _emit(output, {"deleted": group}, f"deleted group {group}")
+
+
 @main.command()
 @click.option(
     "--data-dir", required=True, type=click.Path(file_okay=False), help="Data directory to restore into."

@@ -8,21 +8,38 @@ from __future__ import annotations
 
 import socket
 import struct
+from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
 from api.config import HostPort
+from api.group_lag import partition_lag
+from api.groups.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
 from api.protocol import ApiKey, decode_response, encode_request
 from api.protocol.apis import APIS
 from api.protocol.messages.api_versions import ApiVersionsRequest
 from api.protocol.messages.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
+from api.protocol.messages.delete_groups import DeleteGroupsRequest
 from api.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicState
 from api.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
+from api.protocol.messages.describe_groups import DescribeGroupsRequest
+from api.protocol.messages.list_groups import ListGroupsRequest
 from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
-from hot.errors import StrataError, error_for_code
+from api.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
+from hot.errors import (
+    GROUP_ID_NOT_FOUND,
+    NON_EMPTY_GROUP,
+    GroupIdNotFoundError,
+    StrataError,
+    error_for_code,
+)
 
 _SIZE = struct.Struct(">i")
+_GROUP_ERRORS = {
+    GROUP_ID_NOT_FOUND: "the group does not exist",
+    NON_EMPTY_GROUP: "the group still has members",
+}
 
 
 class KafkaClient:
@@ -161,3 +178,150 @@ class KafkaClient:
             ],
             "configs": {c.name: c.value for c in result.configs},
         }
+
+    # -- consumer groups ------------------------------------------------------------------
+    # The bootstrap broker is asked directly: on a single node it coordinates every group.
+
+    def list_offsets(
+        self, partitions: Iterable[tuple[str, int]], timestamp: int
+    ) -> dict[tuple[str, int], int]:
+        """ListOffsets at ``timestamp`` (-1: latest, i.e. the high watermark; -2: earliest)
+        for each (topic, partition); partitions the broker answers with an error (deleted
+        topics) are left out."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            by_topic.setdefault(topic, []).append(partition)
+        if not by_topic:
+            return {}
+        req = ListOffsetsRequest(
+            topics=tuple(
+                ListOffsetsTopic(
+                    name=t,
+                    partitions=tuple(
+                        ListOffsetsPartition(partition_index=p, timestamp=timestamp) for p in ps
+                    ),
+                )
+                for t, ps in by_topic.items()
+            )
+        )
+        out: dict[tuple[str, int], int] = {}
+        for t in self.call(ApiKey.LIST_OFFSETS, req).topics:
+            for p in t.partitions:
+                if not p.error_code:
+                    out[(t.name, p.partition_index)] = p.offset
+        return out
+
+    def list_groups(self, states: Sequence[str] = ()) -> list[dict[str, Any]]:
+        """Every group (optionally only those in ``states``, ListGroups v4+), by id."""
+        resp = self.call(ApiKey.LIST_GROUPS, ListGroupsRequest(states_filter=tuple(states)))
+        if resp.error_code:
+            raise error_for_code(resp.error_code)
+        return sorted(
+            (
+                {"group_id": g.group_id, "protocol_type": g.protocol_type, "state": g.group_state}
+                for g in resp.groups
+            ),
+            key=lambda g: str(g["group_id"]),
+        )
+
+    def describe_groups(self, groups: Sequence[str]) -> list[dict[str, Any]]:
+        """DescribeGroups; a consumer group's member assignments are decoded into
+        ``partitions`` ([topic, partition] pairs). An unknown group has state "Dead"."""
+        resp = self.call(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=tuple(groups)))
+        out = []
+        for g in resp.groups:
+            if g.error_code:
+                raise error_for_code(g.error_code, f"group {g.group_id!r}: Kafka error {g.error_code}")
+            members = []
+            for m in g.members:
+                parts: list[list[Any]] = []
+                if g.protocol_type == PROTOCOL_TYPE and m.member_assignment:
+                    try:
+                        assignment = decode_assignment(m.member_assignment)
+                        parts = [[tp.topic, p] for tp in assignment.partitions for p in tp.partitions]
+                    except ConsumerProtocolError:
+                        parts = []
+                members.append(
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.group_instance_id,
+                        "client_id": m.client_id,
+                        "host": m.client_host,
+                        "partitions": sorted(parts),
+                    }
+                )
+            out.append(
+                {
+                    "group_id": g.group_id,
+                    "state": g.group_state,
+                    "protocol_type": g.protocol_type,
+                    "protocol": g.protocol_data,
+                    "members": members,
+                }
+            )
+        return out
+
+    def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """Every committed offset of ``group`` (OffsetFetch of all partitions)."""
+        version = self.versions.get(ApiKey.OFFSET_FETCH, 0)
+        if version < 2:
+            raise StrataError("the broker's OffsetFetch is too old to list every committed offset")
+        if version >= 8:
+            resp = self.call(
+                ApiKey.OFFSET_FETCH,
+                OffsetFetchRequest(groups=(OffsetFetchRequestGroup(group_id=group, topics=None),)),
+            )
+            error, topics = resp.groups[0].error_code, resp.groups[0].topics
+        else:
+            resp = self.call(ApiKey.OFFSET_FETCH, OffsetFetchRequest(group_id=group, topics=None))
+            error, topics = resp.error_code, resp.topics
+        if error:
+            raise error_for_code(error, f"group {group!r}: Kafka error {error}")
+        out: dict[tuple[str, int], int] = {}
+        for t in topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise error_for_code(p.error_code)
+                if p.committed_offset >= 0:
+                    out[(t.name, p.partition_index)] = p.committed_offset
+        return out
+
+    def describe_group_lag(self, group: str) -> dict[str, Any]:
+        """The group (describe_groups) plus, per partition that has a committed offset or an
+        owner, the committed offset, the log end offset (high watermark, ListOffsets
+        latest) and the lag, as ``kafka-consumer-groups --describe`` shows them.
+        GroupIdNotFoundError if the group does not exist."""
+        [desc] = self.describe_groups([group])
+        committed = self.committed_offsets(group)
+        if desc["state"] == "Dead" and not committed:
+            raise GroupIdNotFoundError(f"group {group!r} does not exist")
+        owners = {(t, p): m for m in desc["members"] for t, p in m["partitions"]}
+        keys = sorted(set(committed) | set(owners))
+        ends = self.list_offsets(keys, -1)
+        rows = []
+        for key in keys:
+            c, end, owner = committed.get(key), ends.get(key), owners.get(key)
+            rows.append(
+                {
+                    "topic": key[0],
+                    "partition": key[1],
+                    "committed_offset": c,
+                    "log_end_offset": end,
+                    "lag": partition_lag(c, end),
+                    "member_id": owner["member_id"] if owner else None,
+                    "client_id": owner["client_id"] if owner else None,
+                    "host": owner["host"] if owner else None,
+                }
+            )
+        desc["partitions"] = rows
+        desc["total_lag"] = sum(r["lag"] for r in rows if r["lag"] is not None)
+        return desc
+
+    def delete_groups(self, groups: Sequence[str]) -> None:
+        """DeleteGroups; raises the first group's error (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND)."""
+        resp = self.call(ApiKey.DELETE_GROUPS, DeleteGroupsRequest(groups_names=tuple(groups)))
+        for r in resp.results:
+            if r.error_code:
+                raise error_for_code(
+                    r.error_code, f"group {r.group_id!r}: {_GROUP_ERRORS.get(r.error_code, r.error_code)}"
+                )

@@ -19,13 +19,18 @@ TOML layout::
     [tiering]                                        # tiering.config.TieringConfig fields
     upload_bytes_per_second = 0
     retention_check_interval_ms = 30000
+    [groups]                                         # consumer groups, Kafka names
+    "group.initial.rebalance.delay.ms" = 3000
+    "offsets.retention.minutes" = 10080
 
 Environment: ``STRATA_DATA_DIR``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN``,
 ``STRATA_ADVERTISED_LISTENER``, ``STRATA_OBJECT_STORE``, ``STRATA_AUTO_CREATE_TOPICS``,
 ``STRATA_NUM_PARTITIONS``, ``STRATA_MAX_REQUEST_BYTES``, and topic defaults as
 ``STRATA_LOG_<NAME>`` with the Kafka name upper-cased and dots as underscores
 (``STRATA_LOG_SEGMENT_BYTES``, ``STRATA_LOG_STRATA_FLUSH_MODE``), and tiering settings
-as ``STRATA_TIERING_<FIELD>`` (``STRATA_TIERING_UPLOAD_INTERVAL_MS``).
+as ``STRATA_TIERING_<FIELD>`` (``STRATA_TIERING_UPLOAD_INTERVAL_MS``), and the group
+settings of api.groups.config as ``STRATA_`` + the Kafka name upper-cased with dots as
+underscores (``STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS``).
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from api.groups.config import ENV_NAMES as GROUP_ENV_NAMES
+from api.groups.config import GroupConfig
 from hot.config import KAFKA_NAMES, LogConfig
 from hot.errors import InvalidConfigError
 from tiering.config import FIELDS as TIERING_FIELDS
@@ -81,6 +88,7 @@ class BrokerConfig:
     cluster_id: str = "strata-local"
     log: LogConfig = field(default_factory=LogConfig)
     tiering: TieringConfig = field(default_factory=TieringConfig)
+    groups: GroupConfig = field(default_factory=GroupConfig)
 
     @property
     def object_store_url(self) -> str:
@@ -149,6 +157,7 @@ def load_config(
     values: dict[str, Any] = {}
     log_values: dict[str, str] = {}
     tiering_values: dict[str, object] = {}
+    group_values: dict[str, object] = {}
 
     path = config_file or env.get("STRATA_CONFIG")
     if path:
@@ -168,6 +177,10 @@ def load_config(
                 if not isinstance(value, dict):
                     raise InvalidConfigError(f"{path}: [tiering] must be a table")
                 tiering_values.update({str(k): v for k, v in value.items()})
+            elif key == "groups":
+                if not isinstance(value, dict):
+                    raise InvalidConfigError(f"{path}: [groups] must be a table")
+                group_values.update({str(k): v for k, v in value.items()})
             elif key in _SCALARS:
                 values[key] = _convert(key, value)
             else:
@@ -185,6 +198,10 @@ def load_config(
         env_value = env.get(f"STRATA_TIERING_{name.upper()}")
         if env_value is not None and env_value != "":
             tiering_values[name] = env_value
+    for env_key, kafka_name in GROUP_ENV_NAMES.items():
+        env_value = env.get(env_key)
+        if env_value is not None and env_value != "":
+            group_values[kafka_name] = env_value
 
     for key, value in (overrides or {}).items():
         if value is None:
@@ -193,6 +210,8 @@ def load_config(
             log_values.update(value)
         elif key == "tiering":
             tiering_values.update(value)
+        elif key == "groups":
+            group_values.update(value)
         elif key in _SCALARS:
             values[key] = _convert(key, value)
         else:
@@ -200,6 +219,7 @@ def load_config(
 
     values["log"] = LogConfig.from_kafka(log_values) if log_values else LogConfig()
     values["tiering"] = TieringConfig.from_mapping(tiering_values)
+    values["groups"] = GroupConfig.from_kafka(group_values)
     return dataclasses.replace(BrokerConfig(), **values)
 
 

@@ -28,6 +28,19 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from api.broker import Broker, FetchRequestPartition, PendingAppend
+from api.group_handlers import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_find_coordinator,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_offset_commit,
+    handle_offset_delete,
+    handle_offset_fetch,
+    handle_sync_group,
+)
 from api.protocol import (
     APIS,
     ApiKey,
@@ -751,6 +764,17 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.JOIN_GROUP: handle_join_group,
+    ApiKey.SYNC_GROUP: handle_sync_group,
+    ApiKey.HEARTBEAT: handle_heartbeat,
+    ApiKey.LEAVE_GROUP: handle_leave_group,
+    ApiKey.OFFSET_COMMIT: handle_offset_commit,
+    ApiKey.OFFSET_FETCH: handle_offset_fetch,
+    ApiKey.LIST_GROUPS: handle_list_groups,
+    ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
+    ApiKey.DELETE_GROUPS: handle_delete_groups,
+    ApiKey.OFFSET_DELETE: handle_offset_delete,
 }
 
 # Every API the codec advertises must have a handler, and vice versa.

@@ -24,10 +24,13 @@ import uvicorn
 
 from api.broker import Broker
 from api.config import BrokerConfig, HostPort
+from api.groups.coordinator import GroupCoordinator, manager_partition_check
+from api.groups.offsets import OffsetsLog
 from api.kafka_server import KafkaServer
 from api.metrics import BrokerMetrics
 from api.rest import create_app
 from hot.manager import LogManager
+from hot.topics import TopicInfo
 from tiering.metrics import TieringMetrics
 from tiering.restore import restore_missing_topics
 from tiering.service import TieringService
@@ -75,6 +78,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         raise
     manager.open()
     tiering: TieringService | None = None
+    groups: GroupCoordinator | None = None
     try:
         metrics = BrokerMetrics()
         tiering = TieringService(manager, store, config.tiering, TieringMetrics(metrics.registry))
@@ -86,14 +90,32 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         http_addr = HostPort(config.http_listen.host, http_sock.getsockname()[1])
         if config.advertised_listener is None:
             config = dataclasses.replace(config, kafka_listen=kafka_addr)
-        broker = Broker(config, manager, metrics, tiering=tiering)
+        # Consumer groups: the offsets log (<data_dir>/__consumer_offsets-0) is replayed
+        # before any listener accepts a connection.
+        groups = GroupCoordinator(
+            config.groups,
+            lambda: OffsetsLog.open(
+                config.data_dir, config.log, segment_bytes=config.groups.offsets_segment_bytes
+            ),
+            node_id=config.broker_id,
+            partition_exists=manager_partition_check(manager),
+        )
+        await groups.start()
+        coordinator = groups
+
+        def forget_topic(info: TopicInfo) -> None:  # any thread: REST deletes off the loop
+            loop.call_soon_threadsafe(coordinator.on_topic_deleted, info.name)
+
+        manager.add_delete_listener(forget_topic)
+        broker = Broker(config, manager, metrics, tiering=tiering, groups=groups)
         broker.bind_loop(loop)
 
         kafka = KafkaServer(broker)
         await kafka.start(kafka_sock)
+        app = create_app(broker)
         http = _EmbeddedUvicorn(
             uvicorn.Config(
-                create_app(broker),
+                app,
                 loop="asyncio",
                 lifespan="off",
                 log_level="warning",
@@ -117,6 +139,15 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         finally:
             say("strata: shutting down")
             http.should_exit = True
+            # REST consumer instances commit their consumed positions and leave their groups
+            # while the coordinator still serves them.
+            try:
+                await app.state.consumer_instances.close()
+            except Exception:  # shutdown goes on: positions not committed are redelivered
+                log.exception("closing REST consumer instances")
+            # Then the coordinator: JoinGroup/SyncGroup requests parked in a rebalance would
+            # hold their connections open through the whole drain grace period.
+            await groups.close()
             await kafka.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(http_task, timeout=10)
@@ -125,7 +156,11 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             if tiering is not None:
                 await tiering.close()
         finally:
-            manager.close()
+            try:
+                if groups is not None:
+                    await groups.close()  # the offsets log closes with the manager
+            finally:
+                manager.close()
     say("strata: stopped cleanly")
 
 

@@ -45,7 +45,6 @@ from cluster.metadata import (
     Versioned,
     initial_state,
 )
-from cluster.tasks import cancel_and_wait
 from hot.config import LogConfig
 from hot.errors import (
     InvalidConfigError,
@@ -54,6 +53,7 @@ from hot.errors import (
     MetadataStoreError,
     StaleControllerEpochError,
 )
+from hot.tasks import cancel_and_wait
 from hot.topics import MAX_PARTITIONS, validate_topic_name
 
 log = logging.getLogger("strata.cluster.controller")

@@ -32,8 +32,8 @@ from typing import Any, Final, TypeVar
 
 import aetcd
 
-from cluster.tasks import cancel_and_wait
 from hot.errors import InvalidConfigError, MetadataStoreError
+from hot.tasks import cancel_and_wait
 
 log = logging.getLogger("strata.cluster.etcd")
 

@@ -49,7 +49,6 @@ from cluster.etcd import (
     WatchUpdate,
 )
 from cluster.keys import BrokerKey, ControllerKey, KeyLayout, PartitionStateKey, TopicKey
-from cluster.tasks import cancel_and_wait
 from hot.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
@@ -60,6 +59,7 @@ from hot.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
+from hot.tasks import cancel_and_wait
 from hot.topics import MAX_PARTITIONS, validate_topic_name
 
 log = logging.getLogger("strata.cluster.metadata")

@@ -21,13 +21,24 @@ from api.protocol.messages.alter_configs import (
 from api.protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
 from api.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from api.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
+from api.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from api.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from api.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
+from api.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from api.protocol.messages.fetch import FetchRequest, FetchResponse
+from api.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
+from api.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from api.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from api.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
+from api.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
+from api.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 from api.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
 from api.protocol.messages.metadata import MetadataRequest, MetadataResponse
+from api.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
+from api.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
+from api.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
 from api.protocol.messages.produce import ProduceRequest, ProduceResponse
+from api.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from api.protocol.schema import MessageSchema
 
 
@@ -174,6 +185,18 @@ APIS: Final[dict[int, ApiSpec]] = {
             "1+",
         ),
         _api(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse, "0-3", "2+"),
+        # consumer groups (api.group_handlers)
+        _api(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, "0-8", "8+"),
+        _api(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse, "0-8", "6+"),
+        _api(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse, "0-4", "3+"),
+        _api(ApiKey.JOIN_GROUP, JoinGroupRequest, JoinGroupResponse, "0-9", "6+"),
+        _api(ApiKey.HEARTBEAT, HeartbeatRequest, HeartbeatResponse, "0-4", "4+"),
+        _api(ApiKey.LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse, "0-5", "4+"),
+        _api(ApiKey.SYNC_GROUP, SyncGroupRequest, SyncGroupResponse, "0-5", "4+"),
+        _api(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest, DescribeGroupsResponse, "0-5", "5+"),
+        _api(ApiKey.LIST_GROUPS, ListGroupsRequest, ListGroupsResponse, "0-4", "3+"),
+        _api(ApiKey.DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse, "0-2", "2+"),
+        _api(ApiKey.OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse, "0", "none"),
     )
 }
 

@@ -39,6 +39,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.broker import Broker, FetchRequestPartition, ProduceResult
+from api.group_metrics import register_group_metrics
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
     DEFAULT_FETCH_TIMEOUT_MS,
@@ -70,6 +71,8 @@ from api.rest.codec import (
     strata_error_code,
     topic_v2,
 )
+from api.rest.consumers import consumers_router
+from api.rest.groups import groups_router
 from api.rest.models import (
     BODY_MODELS,
     BinaryProduceRequest,
@@ -87,6 +90,7 @@ from api.rest.models import (
     TopicV2,
     TopicV3,
 )
+from api.rest_consumers import ConsumerInstances
 from hot.config import INT32_MAX, INT64_MAX
 from hot.errors import StrataError, classify, http_status
 from hot.records import build_batch
@@ -457,6 +461,14 @@ def create_app(broker: Broker) -> FastAPI:
         broker.topic(topic)
         broker.delete_topic(topic)  # on the loop: it wakes fetch waiters
         return Response(status_code=204)
+
+    # -- consumer groups: lag (v1) and REST Proxy v2 consumer instances ------------------------
+
+    app.include_router(groups_router(broker))
+    consumer_instances = ConsumerInstances(broker)
+    app.state.consumer_instances = consumer_instances  # for the process wiring to close at shutdown
+    app.include_router(consumers_router(broker, consumer_instances))
+    register_group_metrics(broker)
 
     # -- operations -------------------------------------------------------------------------
 

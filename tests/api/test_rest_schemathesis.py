@@ -9,6 +9,7 @@ are also repeated asking for the json embedded format.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +25,9 @@ from schemathesis.specs.openapi.checks import (
 
 from api.broker import Broker
 from api.config import BrokerConfig
+from api.groups.config import GroupConfig
+from api.groups.coordinator import GroupCoordinator, manager_partition_check
+from api.groups.offsets import OffsetsLog
 from api.rest import V2_JSON, create_app
 from hot.config import LogConfig
 from hot.manager import LogManager
@@ -38,12 +42,21 @@ def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     data_dir = tmp_path_factory.mktemp("rest-fuzz")
     manager = LogManager(data_dir, LogConfig())
     manager.open()
+    # The consumer-group routes need a coordinator; its timers stay off (they would need a
+    # loop of their own), so REST consumer instances' joins just wait: fine for fuzzing.
+    groups = GroupCoordinator(
+        GroupConfig(),
+        lambda: OffsetsLog.open(data_dir, LogConfig()),
+        partition_exists=manager_partition_check(manager),
+    )
+    asyncio.run(groups.start(run_timers=False))
     try:
-        broker = Broker(BrokerConfig(data_dir=data_dir, max_request_bytes=256 * 1024), manager)
+        broker = Broker(BrokerConfig(data_dir=data_dir, max_request_bytes=256 * 1024), manager, groups=groups)
         broker.create_topic(TOPIC, PARTITIONS)
         # The app runs in schemathesis' own event loop; its lifespan binds the broker to it.
         yield schemathesis.openapi.from_asgi("/openapi.json", create_app(broker))
     finally:
+        asyncio.run(groups.close())
         manager.close()
 
 

@@ -75,7 +75,7 @@ def test_pipelined_requests_answered_in_order(broker: BrokerProcess) -> None:
     assert offsets == list(range(20))  # appended in the order sent
     from confluent_kafka import Consumer, TopicPartition
 
-    # no auto-commit: group coordination (FindCoordinator) is not served yet
+    # assign() reads by offset; nothing to commit
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False})
     c.assign([TopicPartition(topic, 0, 0)])
     got = []

@@ -1,0 +1,471 @@
+"""Kafka protocol handlers of the group-coordinator APIs: wire messages <-> the
+coordinator's own values (api.groups.types). The coordinator holds the behaviour; this
+module only translates, version quirks included, and maps errors through ERROR_TABLE.
+
+FindCoordinator answers this broker for every group (single node; the coordinator's
+locator is the seam for cluster mode) and refuses transaction coordinators with the same
+fatal code InitProducerId uses, since transactions are not supported.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from api.groups.coordinator import GroupCoordinator
+from api.groups.types import (
+    GroupProtocol,
+    GroupState,
+    MemberIdentity,
+    MemberIdRequired,
+    OffsetAndMetadata,
+    OffsetCommitRequest,
+    TopicPartition,
+)
+from api.groups.types import JoinGroupRequest as JoinGroupCall
+from api.groups.types import SyncGroupRequest as SyncGroupCall
+from api.protocol import RequestHeader
+from api.protocol.messages.delete_groups import (
+    DeletableGroupResult,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+)
+from api.protocol.messages.describe_groups import (
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+)
+from api.protocol.messages.find_coordinator import (
+    KEY_TYPE_GROUP,
+    KEY_TYPE_TRANSACTION,
+    Coordinator,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from api.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from api.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
+from api.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
+from api.protocol.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
+from api.protocol.messages.metadata import NO_AUTHORIZED_OPERATIONS
+from api.protocol.messages.offset_commit import OffsetCommitRequest as OffsetCommitWire
+from api.protocol.messages.offset_commit import (
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from api.protocol.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from api.protocol.messages.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestTopic,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+)
+from api.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from hot import errors as E
+from hot.errors import (
+    CoordinatorNotAvailableError,
+    GroupIdNotFoundError,
+    InvalidRequestError,
+    StrataError,
+    TransactionsNotSupportedError,
+    kafka_code,
+)
+
+if TYPE_CHECKING:
+    from api.kafka_server import Connection
+
+# Kafka's AclOperation codes a group supports (READ 3, DELETE 6, DESCRIBE 8): without
+# authorization every one of them is allowed.
+GROUP_AUTHORIZED_OPERATIONS: Final = (1 << 3) | (1 << 6) | (1 << 8)
+
+
+def _coordinator(conn: Connection) -> GroupCoordinator:
+    coord: GroupCoordinator | None = getattr(conn.broker, "groups", None)
+    if coord is None:
+        raise CoordinatorNotAvailableError("this broker runs no group coordinator")
+    return coord
+
+
+def _client_host(conn: Connection) -> str:
+    peer = conn.peer
+    if isinstance(peer, tuple) and peer:
+        return f"/{peer[0]}"  # Kafka's InetAddress.toString() form
+    return ""
+
+
+# --- FindCoordinator ----------------------------------------------------------------------------
+
+
+async def handle_find_coordinator(
+    conn: Connection, header: RequestHeader, req: FindCoordinatorRequest
+) -> FindCoordinatorResponse:
+    v = header.api_version
+    keys = list(req.coordinator_keys) if v >= 4 else [req.key]
+    found: list[Coordinator] = []
+    for key in keys:
+        try:
+            if req.key_type == KEY_TYPE_TRANSACTION:
+                raise TransactionsNotSupportedError(
+                    "transactions are not supported: there is no transaction coordinator"
+                )
+            if req.key_type != KEY_TYPE_GROUP:
+                raise InvalidRequestError(f"unknown coordinator key type {req.key_type}")
+            node = _coordinator(conn).find_coordinator(key)
+            if node != conn.broker.node_id:
+                raise CoordinatorNotAvailableError(f"coordinator node {node} is not known to this broker")
+            adv = conn.broker.config.advertised
+            found.append(Coordinator(key=key, node_id=node, host=adv.host, port=adv.port))
+        except StrataError as exc:
+            found.append(Coordinator(key=key, error_code=kafka_code(exc), error_message=str(exc)))
+    if v >= 4:
+        return FindCoordinatorResponse(coordinators=tuple(found))
+    c = found[0]
+    return FindCoordinatorResponse(
+        error_code=c.error_code, error_message=c.error_message, node_id=c.node_id, host=c.host, port=c.port
+    )
+
+
+# --- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -------------------------------------------
+
+
+async def handle_join_group(
+    conn: Connection, header: RequestHeader, req: JoinGroupRequest
+) -> JoinGroupResponse:
+    v = header.api_version
+    no_protocol = None if v >= 7 else ""
+    try:
+        coord = _coordinator(conn)
+        r = await coord.join_group(
+            JoinGroupCall(
+                group_id=req.group_id,
+                member_id=req.member_id,
+                protocol_type=req.protocol_type,
+                protocols=tuple(GroupProtocol(p.name, bytes(p.metadata)) for p in req.protocols),
+                session_timeout_ms=req.session_timeout_ms,
+                rebalance_timeout_ms=req.rebalance_timeout_ms if v >= 1 else -1,
+                group_instance_id=req.group_instance_id,
+                client_id=header.client_id or "",
+                client_host=_client_host(conn),
+                require_known_member_id=v >= 4,
+                supports_skip_assignment=v >= 9,
+                reason=req.reason,
+            )
+        )
+    except MemberIdRequired as exc:
+        return JoinGroupResponse(
+            error_code=E.MEMBER_ID_REQUIRED, member_id=exc.member_id, protocol_name=no_protocol
+        )
+    except StrataError as exc:
+        return JoinGroupResponse(
+            error_code=kafka_code(exc), member_id=req.member_id, protocol_name=no_protocol
+        )
+    return JoinGroupResponse(
+        generation_id=r.generation_id,
+        protocol_type=r.protocol_type,
+        protocol_name=r.protocol_name if r.protocol_name is not None else no_protocol,
+        leader=r.leader_id,
+        skip_assignment=r.skip_assignment,
+        member_id=r.member_id,
+        members=tuple(
+            JoinGroupResponseMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata
+            )
+            for m in r.members
+        ),
+    )
+
+
+async def handle_sync_group(
+    conn: Connection, header: RequestHeader, req: SyncGroupRequest
+) -> SyncGroupResponse:
+    try:
+        r = await _coordinator(conn).sync_group(
+            SyncGroupCall(
+                group_id=req.group_id,
+                generation_id=req.generation_id,
+                member_id=req.member_id,
+                group_instance_id=req.group_instance_id,
+                protocol_type=req.protocol_type,
+                protocol_name=req.protocol_name,
+                assignments=tuple((a.member_id, bytes(a.assignment)) for a in req.assignments),
+            )
+        )
+    except StrataError as exc:
+        return SyncGroupResponse(error_code=kafka_code(exc))
+    return SyncGroupResponse(
+        protocol_type=r.protocol_type, protocol_name=r.protocol_name, assignment=r.assignment
+    )
+
+
+async def handle_heartbeat(
+    conn: Connection, header: RequestHeader, req: HeartbeatRequest
+) -> HeartbeatResponse:
+    try:
+        _coordinator(conn).heartbeat(req.group_id, req.member_id, req.generation_id, req.group_instance_id)
+    except StrataError as exc:
+        return HeartbeatResponse(error_code=kafka_code(exc))
+    return HeartbeatResponse()
+
+
+async def handle_leave_group(
+    conn: Connection, header: RequestHeader, req: LeaveGroupRequest
+) -> LeaveGroupResponse:
+    v = header.api_version
+    if v >= 3:
+        identities = [MemberIdentity(m.member_id, m.group_instance_id, m.reason) for m in req.members]
+    else:
+        identities = [MemberIdentity(req.member_id)]
+    try:
+        results = _coordinator(conn).leave_group(req.group_id, identities)
+    except StrataError as exc:
+        return LeaveGroupResponse(error_code=kafka_code(exc))
+    if v < 3:
+        error = results[0].error
+        return LeaveGroupResponse(error_code=kafka_code(error) if error is not None else 0)
+    return LeaveGroupResponse(
+        members=tuple(
+            MemberResponse(
+                member_id=r.member_id,
+                group_instance_id=r.group_instance_id,
+                error_code=kafka_code(r.error) if r.error is not None else 0,
+            )
+            for r in results
+        )
+    )
+
+
+# --- offsets ------------------------------------------------------------------------------------
+
+
+async def handle_offset_commit(
+    conn: Connection, header: RequestHeader, req: OffsetCommitWire
+) -> OffsetCommitResponse:
+    v = header.api_version
+    offsets = tuple(
+        (
+            TopicPartition(t.name, p.partition_index),
+            p.committed_offset,
+            p.committed_leader_epoch,
+            p.committed_metadata,
+        )
+        for t in req.topics
+        for p in t.partitions
+    )
+    results: dict[TopicPartition, StrataError | None]
+    try:
+        results = await _coordinator(conn).commit_offsets(
+            OffsetCommitRequest(
+                group_id=req.group_id,
+                offsets=offsets,
+                generation_id=req.generation_id_or_member_epoch,
+                member_id=req.member_id,
+                group_instance_id=req.group_instance_id,
+                retention_time_ms=req.retention_time_ms if 2 <= v <= 4 else -1,
+            )
+        )
+    except StrataError as exc:
+        results = dict.fromkeys((o[0] for o in offsets), exc)
+    return OffsetCommitResponse(
+        topics=tuple(
+            OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=tuple(
+                    OffsetCommitResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=_code(results.get(TopicPartition(t.name, p.partition_index))),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in req.topics
+        )
+    )
+
+
+def _code(error: StrataError | None) -> int:
+    return kafka_code(error) if error is not None else 0
+
+
+def _fetched(
+    committed: dict[TopicPartition, OffsetAndMetadata], topics: tuple[OffsetFetchRequestTopic, ...] | None
+) -> tuple[OffsetFetchResponseTopic, ...]:
+    """The response topics for requested ``topics`` (None: every committed partition)."""
+    wanted: dict[str, list[int]] = {}
+    if topics is None:
+        for tp in sorted(committed):
+            wanted.setdefault(tp.topic, []).append(tp.partition)
+    else:
+        for t in topics:
+            wanted.setdefault(t.name, []).extend(t.partition_indexes)
+    out = []
+    for name, partitions in wanted.items():
+        parts = []
+        for p in partitions:
+            o = committed.get(TopicPartition(name, p))
+            if o is None:
+                parts.append(
+                    OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, metadata="")
+                )
+            else:
+                parts.append(
+                    OffsetFetchResponsePartition(
+                        partition_index=p,
+                        committed_offset=o.offset,
+                        committed_leader_epoch=o.leader_epoch,
+                        metadata=o.metadata,
+                    )
+                )
+        out.append(OffsetFetchResponseTopic(name=name, partitions=tuple(parts)))
+    return tuple(out)
+
+
+def _fetch_group(
+    coord: GroupCoordinator | None, group_id: str, topics: tuple[OffsetFetchRequestTopic, ...] | None
+) -> tuple[tuple[OffsetFetchResponseTopic, ...], StrataError | None]:
+    try:
+        if coord is None:
+            raise CoordinatorNotAvailableError("this broker runs no group coordinator")
+        return _fetched(coord.committed_offsets(group_id), topics), None
+    except StrataError as exc:
+        return (), exc
+
+
+async def handle_offset_fetch(
+    conn: Connection, header: RequestHeader, req: OffsetFetchRequest
+) -> OffsetFetchResponse:
+    v = header.api_version
+    coord: GroupCoordinator | None = getattr(conn.broker, "groups", None)
+    if v >= 8:
+        groups = []
+        for g in req.groups:
+            topics, error = _fetch_group(coord, g.group_id, None if g.topics is None else tuple(g.topics))
+            groups.append(
+                OffsetFetchResponseGroup(group_id=g.group_id, topics=topics, error_code=_code(error))
+            )
+        return OffsetFetchResponse(groups=tuple(groups))
+    asked = None if req.topics is None else tuple(req.topics)
+    topics, error = _fetch_group(coord, req.group_id, asked)
+    if error is None:
+        return OffsetFetchResponse(topics=topics)
+    if v >= 2:
+        return OffsetFetchResponse(error_code=kafka_code(error))
+    # v0-1 have no top-level error: every requested partition carries it.
+    code = kafka_code(error)
+    return OffsetFetchResponse(
+        topics=tuple(
+            OffsetFetchResponseTopic(
+                name=t.name,
+                partitions=tuple(
+                    OffsetFetchResponsePartition(partition_index=p, metadata="", error_code=code)
+                    for p in t.partition_indexes
+                ),
+            )
+            for t in asked or ()
+        )
+    )
+
+
+async def handle_offset_delete(
+    conn: Connection, header: RequestHeader, req: OffsetDeleteRequest
+) -> OffsetDeleteResponse:
+    partitions = [TopicPartition(t.name, p.partition_index) for t in req.topics for p in t.partitions]
+    try:
+        results = await _coordinator(conn).delete_offsets(req.group_id, partitions)
+    except StrataError as exc:
+        return OffsetDeleteResponse(error_code=kafka_code(exc))
+    return OffsetDeleteResponse(
+        topics=tuple(
+            OffsetDeleteResponseTopic(
+                name=t.name,
+                partitions=tuple(
+                    OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=_code(results.get(TopicPartition(t.name, p.partition_index))),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in req.topics
+        )
+    )
+
+
+# --- groups as a whole ---------------------------------------------------------------------------
+
+
+async def handle_list_groups(
+    conn: Connection, header: RequestHeader, req: ListGroupsRequest
+) -> ListGroupsResponse:
+    try:
+        listing = _coordinator(conn).list_groups(req.states_filter or None)
+    except StrataError as exc:
+        return ListGroupsResponse(error_code=kafka_code(exc))
+    return ListGroupsResponse(
+        groups=tuple(
+            ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state.value)
+            for g in listing
+        )
+    )
+
+
+async def handle_describe_groups(
+    conn: Connection, header: RequestHeader, req: DescribeGroupsRequest
+) -> DescribeGroupsResponse:
+    ops = GROUP_AUTHORIZED_OPERATIONS if req.include_authorized_operations else NO_AUTHORIZED_OPERATIONS
+    out = []
+    for gid in req.groups:
+        try:
+            d = _coordinator(conn).describe_group(gid)
+        except GroupIdNotFoundError:
+            # DescribeGroups v0-5 answers an unknown group as a Dead one, without error.
+            out.append(
+                DescribedGroup(group_id=gid, group_state=GroupState.DEAD.value, authorized_operations=ops)
+            )
+            continue
+        except StrataError as exc:
+            out.append(DescribedGroup(error_code=kafka_code(exc), group_id=gid, authorized_operations=ops))
+            continue
+        # As Kafka: metadata, assignments and the protocol only once the group is Stable.
+        stable = d.state is GroupState.STABLE
+        out.append(
+            DescribedGroup(
+                group_id=gid,
+                group_state=d.state.value,
+                protocol_type=d.protocol_type,
+                protocol_data=d.protocol_name if stable else "",
+                members=tuple(
+                    DescribedGroupMember(
+                        member_id=m.member_id,
+                        group_instance_id=m.group_instance_id,
+                        client_id=m.client_id,
+                        client_host=m.client_host,
+                        member_metadata=m.metadata if stable else b"",
+                        member_assignment=m.assignment if stable else b"",
+                    )
+                    for m in d.members
+                ),
+                authorized_operations=ops,
+            )
+        )
+    return DescribeGroupsResponse(groups=tuple(out))
+
+
+async def handle_delete_groups(
+    conn: Connection, header: RequestHeader, req: DeleteGroupsRequest
+) -> DeleteGroupsResponse:
+    try:
+        results = await _coordinator(conn).delete_groups(list(req.groups_names))
+    except StrataError as exc:
+        results = dict.fromkeys(req.groups_names, exc)
+    return DeleteGroupsResponse(
+        results=tuple(
+            DeletableGroupResult(group_id=g, error_code=_code(results.get(g))) for g in req.groups_names
+        )
+    )

@@ -1,0 +1,280 @@
+"""Consumer-group end-to-end latency at a steady produce rate, against a same-run baseline.
+
+    python -m bench.bench_groups [--rate 2000] [--seconds 20] [--partitions 4] [--rounds 1]
+
+Setup: a real ``strata serve`` subprocess (default flush mode: fsync group commit) and
+three separate processes (no GIL shared between them): one confluent-kafka (librdkafka)
+producer sending ``--rate`` msg/s for ``--seconds`` with ``acks=all, linger.ms=5``, each
+value carrying its send time (``time.time_ns()``, one clock: same machine), and two
+consumers. Latency of a record = the consumer's time when ``poll`` returned it - its send
+time: produce, durability (fsync), long-poll wake-up and fetch included.
+
+  1. Group: the two consumers ``subscribe()`` in one group (range assignor, auto-commit
+     every 5 s as Kafka's default, heartbeats every 3 s): the full group machinery.
+  2. Baseline: the same two consumer processes with ``assign()`` of the same partition
+     split (half each), no group membership, no commits.
+
+Each run uses a fresh topic and starts producing only once both consumers own their
+partitions. The first second of sends is dropped (connection set-up, first metadata).
+The producer's own send -> acknowledgement latency is printed too: the floor under both.
+Prints p50/p99/p99.9/max of each and the group/baseline ratios; ``--rounds N`` alternates
+the two N times (baseline first), prints every round and the median of the ratios (on a
+shared machine the produce path's fsync latency moves a lot between runs: compare within
+a round).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import re
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+_VALUE = struct.Struct(">qq")  # send time (ns since the epoch), sequence number
+_PAD = b"x" * 84  # 100-byte values, as bench_broker
+
+
+def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "api.cli",
+            "serve",
+            "--data-dir",
+            str(data_dir),
+            "--kafka-listen",
+            "127.0.0.1:0",
+            "--http-listen",
+            "127.0.0.1:0",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS": "500"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert proc.stdout is not None
+    port = 0
+    deadline = time.monotonic() + 60
+    for line in proc.stdout:
+        m = re.search(r"kafka listener on 127.0.0.1:(\d+)", line)
+        if m:
+            port = int(m.group(1))
+        if "strata: ready" in line:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError("broker did not start")
+    out = proc.stdout
+    threading.Thread(target=lambda: [None for _ in out], daemon=True).start()
+    return proc, f"127.0.0.1:{port}"
+
+
+def stop_broker(proc: subprocess.Popen[str]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)
+
+
+def create_topic(bootstrap: str, name: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(name, num_partitions=partitions)])[name].result(30)
+
+
+# --- the consumer process -----------------------------------------------------------------------
+
+
+def consume(
+    bootstrap: str,
+    topic: str,
+    group: str | None,
+    partitions: list[int],
+    ready: Any,
+    done: Any,
+    results: Any,
+) -> None:
+    """Consume until ``done`` is set and nothing arrived for 2 s; send back (sequence
+    number, send time ns, receive time ns) of every record. ``group``: subscribe in it;
+    None: assign ``partitions``."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    conf: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "auto.offset.reset": "earliest",
+        "fetch.wait.max.ms": 500,
+    }
+    if group is not None:
+        conf.update({"group.id": group, "enable.auto.commit": True, "session.timeout.ms": 10000})
+    else:
+        conf.update({"group.id": "bench-unused", "enable.auto.commit": False})
+    c = Consumer(conf)
+    if group is not None:
+        c.subscribe([topic])
+    else:
+        c.assign([TopicPartition(topic, p, 0) for p in partitions])
+    signalled = False
+    samples: list[tuple[int, int, int]] = []
+    last = time.monotonic()
+    while True:
+        m = c.poll(0.1)  # one record at a time: consume(n, t) would wait to fill n
+        now = time.time_ns()
+        if not signalled and (group is None or c.assignment()):
+            ready.set()
+            signalled = True
+        if m is not None and m.error() is None:
+            sent, seq = _VALUE.unpack_from(m.value())
+            samples.append((seq, sent, now))
+            last = time.monotonic()
+        elif done.is_set() and time.monotonic() - last > 2.0:
+            break
+    c.close()
+    results.put(samples)
+
+
+# --- one run ------------------------------------------------------------------------------------
+
+
+def pct(values: list[float], q: float) -> float:
+    return values[min(len(values) - 1, int(len(values) * q))] if values else float("nan")
+
+
+@dataclass(frozen=True)
+class RunResult:
+    name: str
+    sent: int
+    received: int
+    latencies_ms: list[float]  # end to end (send -> poll), sorted
+    acks_ms: list[float]  # send -> acks=all acknowledgement, sorted
+
+    def pct(self, q: float) -> float:
+        return pct(self.latencies_ms, q)
+
+
+def run(bootstrap: str, *, grouped: bool, rate: int, seconds: float, partitions: int) -> RunResult:
+    from confluent_kafka import Producer
+
+    name = "group" if grouped else "assign"
+    topic = f"bench-{name}-{time.time_ns()}"
+    create_topic(bootstrap, topic, partitions)
+    ctx = mp.get_context("spawn")
+    done = ctx.Event()
+    results = ctx.Queue()
+    halves = [list(range(partitions))[: partitions // 2], list(range(partitions))[partitions // 2 :]]
+    group = f"bench-group-{time.time_ns()}" if grouped else None
+    readies = [ctx.Event() for _ in halves]
+    procs = [
+        ctx.Process(target=consume, args=(bootstrap, topic, group, half, ready, done, results))
+        for half, ready in zip(halves, readies, strict=True)
+    ]
+    for p in procs:
+        p.start()
+    for r in readies:
+        if not r.wait(60):
+            raise TimeoutError("consumers did not get their partitions")
+    # In a group, both are ready once the (second) rebalance gave each a share.
+    time.sleep(1.0 if grouped else 0.2)
+
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5})
+    total = int(rate * seconds)
+    acks: list[float] = []
+
+    def acked(err: Any, _msg: Any, sent: float, seq: int) -> None:
+        if err is None and seq >= rate:  # past the first second
+            acks.append((time.perf_counter() - sent) * 1000)
+
+    t0 = time.perf_counter()
+    i = 0
+    while i < total:
+        # Send what is due, then sleep in poll() (serving acknowledgements) until the next
+        # is: no busy-waiting, which would take a core from the broker on a 2-core machine.
+        due = min(total, int((time.perf_counter() - t0) * rate) + 1)
+        while i < due:
+            sent = time.perf_counter()
+            producer.produce(
+                topic,
+                _VALUE.pack(time.time_ns(), i) + _PAD,
+                partition=i % partitions,
+                on_delivery=lambda e, m, s=sent, i=i: acked(e, m, s, i),
+            )
+            i += 1
+        producer.poll(max(0.001, t0 + i / rate - time.perf_counter()))
+    producer.flush(60)
+    done.set()
+    samples: list[tuple[int, int, int]] = []
+    for _ in procs:
+        samples += results.get(timeout=120)
+    for p in procs:
+        p.join(60)
+    first = min((sent for _, sent, _ in samples), default=0)
+    warm = [(got - sent) / 1e6 for _, sent, got in samples if sent - first >= 1_000_000_000]
+    return RunResult(name, total, len(samples), sorted(warm), sorted(acks))
+
+
+def report(r: RunResult) -> str:
+    return (
+        f"{r.name:>6}: {r.received:,}/{r.sent:,} received, "
+        f"p50 {r.pct(0.5):.2f} ms, p99 {r.pct(0.99):.2f} ms, "
+        f"p99.9 {r.pct(0.999):.2f} ms, max {r.latencies_ms[-1]:.2f} ms; "
+        f"(producer's own acks=all: p50 {pct(r.acks_ms, 0.5):.2f} ms, p99 {pct(r.acks_ms, 0.99):.2f} ms)"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rate", type=int, default=2000, help="messages per second")
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="strata-bench-groups-") as tmp:
+        proc, bootstrap = start_broker(Path(tmp) / "data")
+        try:
+            print(
+                f"{args.rate:,} msg/s for {args.seconds:g} s, {args.partitions} partitions, 100-byte values, "
+                f"acks=all, 2 consumer processes",
+                flush=True,
+            )
+            ratios: list[tuple[float, float]] = []
+            for rnd in range(1, args.rounds + 1):
+                base = run(
+                    bootstrap, grouped=False, rate=args.rate, seconds=args.seconds, partitions=args.partitions
+                )
+                grp = run(
+                    bootstrap, grouped=True, rate=args.rate, seconds=args.seconds, partitions=args.partitions
+                )
+                ratios.append((grp.pct(0.5) / base.pct(0.5), grp.pct(0.99) / base.pct(0.99)))
+                print(f"round {rnd}", flush=True)
+                print("  " + report(base), flush=True)
+                print("  " + report(grp), flush=True)
+                print(f"  group/assign: p50 {ratios[-1][0]:.2f}x, p99 {ratios[-1][1]:.2f}x", flush=True)
+            if len(ratios) > 1:
+                p50s, p99s = sorted(r[0] for r in ratios), sorted(r[1] for r in ratios)
+                print(
+                    f"median over {len(ratios)} rounds, group/assign: p50 {p50s[len(p50s) // 2]:.2f}x, "
+                    f"p99 {p99s[len(p99s) // 2]:.2f}x",
+                    flush=True,
+                )
+        finally:
+            stop_broker(proc)
+
+
+if __name__ == "__main__":
+    main()

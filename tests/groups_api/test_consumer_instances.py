@@ -1,0 +1,170 @@
+"""Consumer instances in-process over a real LogManager, Broker and GroupCoordinator:
+idle expiry (consumer.instance.timeout.ms) with its auto-commit, and rejoining after the
+coordinator dropped the member (a lost session)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+
+from api.broker import Broker
+from api.config import BrokerConfig
+from api.groups.config import GroupConfig
+from api.groups.coordinator import GroupCoordinator, manager_partition_check
+from api.groups.offsets import OffsetsLog
+from api.groups.types import GroupState, MemberIdentity, TopicPartition
+from api.rest_consumers import (
+    ConsumedRecord,
+    ConsumerInstanceNotFoundError,
+    ConsumerInstances,
+    ConsumerInstancesConfig,
+    InstanceSettings,
+)
+from hot.config import LogConfig
+from hot.manager import LogManager
+from hot.records import RecordInput, build_batch
+
+pytestmark = pytest.mark.timeout(120)
+
+FAST = ConsumerInstancesConfig(
+    instance_timeout_ms=400, session_timeout_ms=6000, heartbeat_interval_ms=50, auto_commit_interval_ms=100
+)
+
+
+async def until(what: str, check: Callable[[], object], timeout: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not check():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+@pytest.fixture
+async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
+    manager = LogManager(tmp_path, LogConfig())
+    manager.open()
+    groups = GroupCoordinator(
+        GroupConfig(initial_rebalance_delay_ms=0),
+        lambda: OffsetsLog.open(tmp_path, LogConfig()),
+        partition_exists=manager_partition_check(manager),
+    )
+    await groups.start()
+    b = Broker(BrokerConfig(data_dir=tmp_path), manager, groups=groups)
+    b.bind_loop(asyncio.get_running_loop())
+    b.create_topic("t", 2)
+    try:
+        yield b
+    finally:
+        await groups.close()
+        manager.close()
+
+
+async def produce(broker: Broker, partition: int, values: list[bytes]) -> None:
+    res = await broker.produce(
+        "t", partition, build_batch([RecordInput(None, v) for v in values]), acks=-1, timeout_ms=10_000
+    )
+    assert res.error is None
+
+
+def values(records: list[ConsumedRecord]) -> list[bytes | None]:
+    return [r.record.value for r in records]
+
+
+async def test_idle_instance_expires_after_auto_committing(broker: Broker) -> None:
+    coordinator = broker.groups
+    assert coordinator is not None
+    await produce(broker, 0, [b"a", b"b"])
+    await produce(broker, 1, [b"c"])
+    instances = ConsumerInstances(broker, FAST)
+    inst = instances.create("g", InstanceSettings("x", auto_offset_reset="earliest"))
+    inst.subscribe(["t"])
+    got: list[ConsumedRecord] = []
+    while len(got) < 3:
+        got += await inst.fetch(200, 1 << 20, lambda r: r)
+    assert sorted(values(got)) == [b"a", b"b", b"c"]  # type: ignore[type-var]
+    assert len(coordinator.describe_group("g").members) == 1
+    # Idle from now on: it expires, commits what it consumed and leaves.
+    await until("the instance to expire", lambda: len(instances) == 0)
+    with pytest.raises(ConsumerInstanceNotFoundError):
+        instances.get("g", "x")
+    await until("it to leave the group", lambda: coordinator.describe_group("g").members == ())
+    assert inst.closed
+    assert coordinator.describe_group("g").state is GroupState.EMPTY
+    committed = coordinator.committed_offsets("g")
+    assert {tp: o.offset for tp, o in committed.items()} == {
+        TopicPartition("t", 0): 2,
+        TopicPartition("t", 1): 1,
+    }
+    await instances.close()
+
+
+async def test_instance_in_use_does_not_expire(broker: Broker) -> None:
+    instances = ConsumerInstances(broker, FAST)
+    inst = instances.create("g2", InstanceSettings("busy", auto_offset_reset="earliest"))
+    inst.subscribe(["t"])
+    # Long polls of 300 ms each, back to back, for longer than the 400 ms idle timeout.
+    for _ in range(5):
+        await inst.fetch(300, 1 << 20, lambda r: r)
+    assert instances.get("g2", "busy") is inst
+    await instances.close()
+    assert inst.closed
+
+
+async def test_rejoins_after_losing_its_membership(broker: Broker) -> None:
+    coordinator = broker.groups
+    assert coordinator is not None
+    instances = ConsumerInstances(broker, FAST)
+    inst = instances.create("g3", InstanceSettings("r", auto_offset_reset="earliest", auto_commit=False))
+    inst.subscribe(["t"])
+    await until("an assignment", lambda: len(inst.assignment()) == 2)
+    old = inst.member_id
+    # The coordinator forgets the member, as when its session timed out.
+    [result] = coordinator.leave_group("g3", [MemberIdentity(old)])
+    assert result.error is None
+    await until("a new membership", lambda: inst.member_id not in ("", old) and len(inst.assignment()) == 2)
+    assert [m.member_id for m in coordinator.describe_group("g3").members] == [inst.member_id]
+    await produce(broker, 1, [b"after"])
+    got: list[ConsumedRecord] = []
+    while not got:
+        got += await inst.fetch(200, 1 << 20, lambda r: r)
+    assert values(got) == [b"after"]
+    await instances.delete("g3", "r")
+    assert coordinator.describe_group("g3").members == ()
+    await instances.close()
+
+
+async def test_close_while_the_first_join_waits_leaves_no_member(broker: Broker) -> None:
+    """An instance deleted while its join is parked (the group waits for a slow member)
+    must not stay in the group until a timeout."""
+    coordinator = broker.groups
+    assert coordinator is not None
+    instances = ConsumerInstances(broker, FAST)
+    a = instances.create("g4", InstanceSettings("a"))
+    a.subscribe(["t"])
+    await until("a to be assigned", lambda: len(a.assignment()) == 2)
+    b = instances.create("g4", InstanceSettings("b"))
+    b.subscribe(["t"])
+    await until("b's join to be parked", lambda: len(coordinator.describe_group("g4").members) == 2)
+    await instances.delete("g4", "b")
+    await until(
+        "a alone again", lambda: [m.client_id for m in coordinator.describe_group("g4").members] == ["a"]
+    )
+    await until("a to own everything again", lambda: len(a.assignment()) == 2)
+    await instances.close()
+
+
+async def test_leader_reassigns_when_subscribed_topics_appear_or_grow(broker: Broker) -> None:
+    instances = ConsumerInstances(broker, FAST)
+    inst = instances.create("g5", InstanceSettings("l", auto_offset_reset="earliest"))
+    inst.subscribe(["later"])
+    await until("a first (empty) generation", lambda: inst.generation_id >= 1)
+    assert inst.assignment() == []
+    broker.create_topic("later", 2)
+    await until("the new topic assigned", lambda: len(inst.assignment()) == 2)
+    broker.add_partitions("later", 3)
+    await until("the new partition assigned", lambda: len(inst.assignment()) == 3)
+    await instances.close()
