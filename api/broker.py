@@ -79,12 +79,13 @@ class FetchedPartition:
     log_start_offset: int = -1
     regions: tuple[FileRegion, ...] = ()
     size: int = 0
-    # Whole batches read from the object store (offsets below the local log start); a
-    # partition's data is either ``regions`` (local, sent with sendfile) or this.
-    remote: bytes = b""
+    # Whole batches read from the object store (offsets below the local log start), as views
+    # of the chunk cache's buffers (never joined: the Fetch encoder sends each as a frame
+    # part); a partition's data is either ``regions`` (local, sent with sendfile) or this.
+    remote: tuple[bytes | memoryview, ...] = ()
 
     @property
-    def records(self) -> tuple[FileRegion, ...] | bytes:
+    def records(self) -> tuple[FileRegion, ...] | tuple[bytes | memoryview, ...]:
         """What to put in a Fetch response: the file regions, or the remote bytes."""
         return self.regions if self.regions else self.remote
 
@@ -92,7 +93,7 @@ class FetchedPartition:
         """The batches' bytes (REST, tests)."""
         if self.regions:
             return b"".join(r.read() for r in self.regions)
-        return self.remote
+        return b"".join(self.remote)
 
 
 class RemoteTier(Protocol):
@@ -385,7 +386,7 @@ class Broker:
             high_watermark=hw,
             last_stable_offset=hw,
             log_start_offset=lg.log_start_offset,
-            remote=r.data,
+            remote=r.parts,
             size=r.size,
         )
 

@@ -14,39 +14,50 @@ log raised OffsetMovedToTieredStorageError). The reader
    into the next remote segment while budget remains, never at or past ``max_offset``
    (the local log start: the hot tier serves the rest),
 4. validates every batch it returns (structure, offsets within the segment and
-   increasing, CRC-32C; SHA-256 against the manifest the first time a read covers a
-   whole segment in this process: segment objects are immutable and every batch served
-   is CRC-checked anyway, so hashing again on every read bought nothing and cost ~11 ms
-   per 8 MiB). Bytes that fail are never served: RemoteCorruptObjectError names the key,
-   byte position and offset. A missing object is RemoteObjectMissingError naming the key.
-   Both map to KAFKA_STORAGE_ERROR for that partition only.
-5. starts, in the background, the GETs of the ``prefetch_chunks`` chunks that follow the
-   bytes it served, continuing into the next COPIED segment's ``.log``: a consumer
-   catching up asks for them next, and they are then in flight or cached.
+   increasing, CRC-32C). A segment read from its start (a consumer catching up, or the
+   prefetch into the next segment) and no larger than the cache's ``whole_object_bytes``
+   is fetched with one GET of the whole object, and the cache checks its SHA-256 against
+   the manifest inside that GET, before any of its bytes is served: once per fetch of the
+   object, never on cache hits (chunk files carry their own CRC-32C). Bytes that fail are
+   never served: RemoteCorruptObjectError names the key, byte position and offset. A
+   missing object is RemoteObjectMissingError naming the key. Both map to
+   KAFKA_STORAGE_ERROR for that partition only.
+5. starts, in the background, the GETs of the chunks that follow the last bytes it
+   loaded (``prefetch_chunks`` of them, or two fetches' worth of ``max_bytes`` if that is
+   more), continuing into the following COPIED segments' ``.log`` (whole, when small): a
+   consumer catching up asks for them next, and they are then cached, or in flight since
+   a whole fetch earlier. The last bytes loaded may be the start of a segment the read
+   only looked into (its first batch did not fit the budget): counting from the bytes
+   served instead would leave the next read waiting for that segment's successor.
 
 Remote index layouts are the hot tier's (``hot.offset_index``: 8-byte entries of relative
 offset u32 + position u32; ``hot.time_index``: 12-byte entries of timestamp i64 +
 relative offset u32), parsed by the pure functions below.
 
 Everything is awaits on the event loop; checksum work on large buffers runs in worker
-threads, so a slow remote read never delays produce requests or hot fetches.
+threads, so a slow remote read never delays produce requests or hot fetches. Bytes are
+never joined on their way out: a result is the cache's chunk views (``parts``), which the
+Fetch encoder passes to the socket as frame parts of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import functools
 import hashlib
 import logging
 import struct
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeVar
 
-from hot.batch import HEADER_SIZE, BatchHeader, compute_crc, parse_header
+from crc32c import crc32c
+
+from hot.batch import CRC_START, HEADER_SIZE, BatchHeader, parse_header
 from hot.errors import (
     ObjectNotFoundError,
     OffsetOutOfRangeError,
@@ -69,7 +80,6 @@ DEFAULT_INDEX_CACHE_BYTES: Final = 64 << 20
 _THREAD_VALIDATE_BYTES: Final = 256 << 10  # CRC work above this size leaves the event loop
 _SCAN_SLACK: Final = 16 << 10  # extra bytes read past the budget to find the next header
 _MAX_PREFETCH_PLANS: Final = 256  # reads whose prefetch is still being planned
-_MAX_VERIFIED: Final = 1 << 16  # segment objects whose SHA-256 was checked (~100 B each)
 
 PartitionKey = tuple[str, uuid.UUID, int]
 
@@ -77,15 +87,37 @@ PartitionKey = tuple[str, uuid.UUID, int]
 # --- results ------------------------------------------------------------------------------------
 
 
+Buffer = bytes | memoryview
+
+
+def _nbytes(parts: Sequence[Buffer]) -> int:
+    return sum(len(p) for p in parts)
+
+
+def _head(parts: Sequence[Buffer], n: int) -> tuple[Buffer, ...]:
+    """The first ``n`` bytes of ``parts``, as views (no copy)."""
+    out: list[Buffer] = []
+    for p in parts:
+        if n <= 0:
+            break
+        if len(p) <= n:
+            out.append(p)
+        else:
+            out.append(memoryview(p)[:n])
+        n -= len(p)
+    return tuple(out)
+
+
 @dataclass(frozen=True, slots=True)
 class RemoteReadResult:
-    """Whole batches read from the bucket.
+    """Whole batches read from the bucket, as ``parts``: views of the cache's chunks, in
+    order (``data`` joins them, for callers that want one bytes object).
 
-    ``batch_ends[i]`` is the end position in ``data`` of the i-th batch and
+    ``batch_ends[i]`` is the end position in the bytes of the i-th batch and
     ``batch_next_offsets[i]`` the offset after it, so a caller can cut the result at a
     batch boundary (``truncate``) without parsing it again."""
 
-    data: bytes
+    parts: tuple[Buffer, ...]
     size: int
     offset: int  # the offset asked for
     first_offset: int  # base offset of the first batch (-1 if none)
@@ -93,9 +125,13 @@ class RemoteReadResult:
     batch_ends: tuple[int, ...] = ()
     batch_next_offsets: tuple[int, ...] = ()
 
+    @property
+    def data(self) -> bytes:
+        return b"".join(self.parts)
+
     @classmethod
     def empty(cls, offset: int) -> RemoteReadResult:
-        return cls(b"", 0, offset, -1, offset)
+        return cls((), 0, offset, -1, offset)
 
     def truncate(self, max_bytes: int, *, min_one: bool) -> RemoteReadResult:
         """The longest prefix of whole batches within ``max_bytes`` (one batch at least if
@@ -109,7 +145,7 @@ class RemoteReadResult:
             return RemoteReadResult.empty(self.offset)
         end = self.batch_ends[n - 1]
         return RemoteReadResult(
-            self.data[:end],
+            _head(self.parts, end),
             end,
             self.offset,
             self.first_offset,
@@ -206,20 +242,64 @@ def parse_time_index(data: bytes, seg: RemoteSegment) -> RemoteTimeIndex:
     return RemoteTimeIndex(tuple(timestamps), tuple(offsets))
 
 
-def validate_batches(
-    data: bytes | memoryview, seg: RemoteSegment, position: int, *, check_sha256: bool = False
-) -> None:
-    """Full check of whole batches read from ``seg`` at byte ``position``: CRC-32C of every
-    batch, and the SHA-256 of the manifest when ``data`` is the whole segment."""
-    view = memoryview(data)
+class _Pieces:
+    """Consecutive buffers read as one byte string (positions relative to the first)."""
+
+    __slots__ = ("size", "starts", "views")
+
+    def __init__(self, parts: Sequence[Buffer]) -> None:
+        self.views = [memoryview(p) for p in parts if len(p)]
+        self.starts: list[int] = []
+        pos = 0
+        for v in self.views:
+            self.starts.append(pos)
+            pos += len(v)
+        self.size = pos
+
+    def span(self, a: int, b: int) -> Buffer:
+        """Bytes ``[a, b)``: a view when they lie in one buffer, else a (small) copy."""
+        i = bisect.bisect_right(self.starts, a) - 1
+        rel = a - self.starts[i]
+        v = self.views[i]
+        if rel + (b - a) <= len(v):
+            return v[rel : rel + (b - a)]
+        return b"".join(self.iter(a, b))
+
+    def iter(self, a: int, b: int) -> list[memoryview]:
+        """Views covering ``[a, b)``."""
+        out: list[memoryview] = []
+        i = bisect.bisect_right(self.starts, a) - 1
+        while a < b and i < len(self.views):
+            v = self.views[i]
+            rel = a - self.starts[i]
+            take = min(len(v) - rel, b - a)
+            out.append(v[rel : rel + take])
+            a += take
+            i += 1
+        return out
+
+    def crc(self, a: int, b: int) -> int:
+        crc = 0
+        for v in self.iter(a, b):
+            crc = crc32c(v, crc)
+        return int(crc)
+
+
+def validate_batches(data: Buffer | Sequence[Buffer], seg: RemoteSegment, position: int) -> None:
+    """Full check of whole batches read from ``seg`` at byte ``position`` (one buffer, or
+    consecutive pieces a batch may straddle): structure and CRC-32C of every batch."""
+    pieces = _Pieces([data] if isinstance(data, bytes | bytearray | memoryview) else data)
     pos = 0
-    while pos < len(view):
-        h = parse_header(view, pos)
-        if pos + h.size > len(view):
+    while pos < pieces.size:
+        try:
+            h = parse_header(pieces.span(pos, min(pos + HEADER_SIZE, pieces.size)), 0)
+        except StrataError as e:
+            raise RemoteCorruptObjectError(seg.keys.log, str(e), position=position + pos) from None
+        if pos + h.size > pieces.size:
             raise RemoteCorruptObjectError(
                 seg.keys.log, "batch truncated", position=position + pos, offset=h.base_offset
             )
-        actual = compute_crc(view, pos, h.size)
+        actual = pieces.crc(pos + CRC_START, pos + h.size)
         if actual != h.crc:
             raise RemoteCorruptObjectError(
                 seg.keys.log,
@@ -228,12 +308,19 @@ def validate_batches(
                 offset=h.base_offset,
             )
         pos += h.size
-    if check_sha256:
-        digest = hashlib.sha256(view).hexdigest()
-        if digest != seg.log_sha256:
-            raise RemoteCorruptObjectError(
-                seg.keys.log, f"SHA-256 {digest} differs from the manifest's {seg.log_sha256}"
-            )
+
+
+def check_segment_object(data: bytes, seg: RemoteSegment) -> None:
+    """The check of a segment's ``.log`` fetched whole: its SHA-256 against the manifest.
+    On a mismatch, the batches are scanned so that damage inside one is reported with its
+    offset and position (a CRC error); the SHA-256 error covers what no CRC sees (e.g. a
+    changed baseOffset or partitionLeaderEpoch, or another object under the key)."""
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != seg.log_sha256:
+        validate_batches(data, seg, 0)
+        raise RemoteCorruptObjectError(
+            seg.keys.log, f"SHA-256 {digest} differs from the manifest's {seg.log_sha256}"
+        )
 
 
 # --- the reader -----------------------------------------------------------------------------------
@@ -281,17 +368,18 @@ class _CachedManifest:
 
 
 class _SegmentBuffer:
-    """A growing window ``[start, start + len(buf))`` of one segment's ``.log`` bytes."""
+    """A growing window ``[start, end)`` of one segment's ``.log`` bytes, held as the chunk
+    cache's views (never joined). ``whole``: the read started at byte 0, so the cache may
+    GET the whole segment (its SHA-256 checked) rather than chunk by chunk."""
 
-    def __init__(self, cache: ChunkCache, seg: RemoteSegment, start: int) -> None:
+    def __init__(self, cache: ChunkCache, seg: RemoteSegment, start: int, *, whole: bool = False) -> None:
         self.cache = cache
         self.seg = seg
         self.start = start
-        self.buf = b""
-
-    @property
-    def end(self) -> int:
-        return self.start + len(self.buf)
+        self.end = start
+        self.whole = whole and start == 0
+        self._starts: list[int] = []  # segment position of each view
+        self._views: list[memoryview] = []
 
     async def ensure(self, end: int, *, hint: int = 0) -> None:
         """Make ``[start, end)`` available (reading up to ``hint`` ahead in one go)."""
@@ -300,10 +388,21 @@ class _SegmentBuffer:
             return
         want = min(self.seg.size, max(end, hint, self.end + self.cache.chunk_bytes))
         try:
-            more = await self.cache.read(self.seg.keys.log, self.end, want, object_size=self.seg.size)
+            views = await self.cache.read_views(
+                self.seg.keys.log,
+                self.end,
+                want,
+                object_size=self.seg.size,
+                whole=self.whole,
+                check=functools.partial(check_segment_object, seg=self.seg),
+            )
         except ObjectNotFoundError:
             raise _SegmentGone(self.seg.keys.log) from None
-        self.buf = self.buf + more if self.buf else more
+        for v in views:
+            if len(v):
+                self._starts.append(self.end)
+                self._views.append(v)
+                self.end += len(v)
 
     def header(self, pos: int, offset: int) -> BatchHeader:
         """The batch header at segment position ``pos`` (must be inside the window)."""
@@ -314,24 +413,40 @@ class _SegmentBuffer:
                 position=pos,
                 offset=offset,
             )
+        i = bisect.bisect_right(self._starts, pos) - 1
+        rel = pos - self._starts[i]
+        view = self._views[i]
+        raw: Buffer = view if rel + HEADER_SIZE <= len(view) else b"".join(self.slice(pos, pos + HEADER_SIZE))
         try:
-            return parse_header(self.buf, pos - self.start)
+            return parse_header(raw, rel if raw is view else 0)
         except StrataError as e:
             raise RemoteCorruptObjectError(self.seg.keys.log, str(e), position=pos, offset=offset) from None
 
-    def slice(self, a: int, b: int) -> bytes:
-        return self.buf[a - self.start : b - self.start]
+    def slice(self, a: int, b: int) -> list[memoryview]:
+        """Views covering segment positions ``[a, b)`` (inside the window)."""
+        out: list[memoryview] = []
+        i = max(0, bisect.bisect_right(self._starts, a) - 1)
+        while a < b and i < len(self._views):
+            v = self._views[i]
+            rel = a - self._starts[i]
+            take = min(len(v) - rel, b - a)
+            out.append(v[rel : rel + take])
+            a += take
+            i += 1
+        return out
 
 
 @dataclass(frozen=True, slots=True)
 class _Piece:
-    data: bytes
+    parts: tuple[memoryview, ...]
+    size: int
     first_offset: int
     next_offset: int
     ends: tuple[int, ...]
     nexts: tuple[int, ...]
     at_segment_end: bool
-    end_position: int  # segment position after ``data``
+    end_position: int  # segment position after the bytes
+    loaded_end: int  # segment position after the bytes read into the buffer (>= end_position)
 
 
 class RemoteReader:
@@ -360,10 +475,13 @@ class RemoteReader:
         self._loading: dict[PartitionKey, asyncio.Task[PartitionManifest | None]] = {}
         self._indexes = _LruBytes(index_cache_bytes)
         self._index_loads: dict[str, asyncio.Task[object]] = {}
-        self._sha_verified: OrderedDict[str, None] = OrderedDict()  # .log keys, LRU first
         self._prefetch_tasks: set[asyncio.Task[None]] = set()
         self.manifest_loads = 0  # manifest GETs (a metric, and a test hook for the GET budget)
-        self.sha256_checks = 0  # whole-segment SHA-256 checks (once per segment per process)
+
+    @property
+    def sha256_checks(self) -> int:
+        """Whole-segment SHA-256 checks so far (one per whole-object GET, none on cache hits)."""
+        return self.cache.object_checks
 
     # -- manifests ------------------------------------------------------------------------------
 
@@ -544,16 +662,22 @@ class RemoteReader:
         seg = await self._find(m, offset)
         if seg is None:
             raise _SegmentGone
+        if offset <= seg.base_offset and seg.size < max_bytes:
+            # The read will run into the next segment: start its GET now, alongside this
+            # one's, rather than after it (a consumer's first fetch waited for both in turn).
+            ahead = -(-max_bytes // self.cache.chunk_bytes)
+            self._start_prefetch(m, seg, seg.size, limit, min(ahead, self._prefetch_chunks(max_bytes)))
         pieces: list[_Piece] = []
         remaining = max_bytes
         at = offset
-        last_seg = seg
         while True:
             piece = await self._read_segment_checked(seg, at, remaining, min_one and not pieces, limit)
-            if piece.data:
+            # Prefetch continues after the last bytes this read loaded, which may be the
+            # start of a segment it only looked into (its first batch did not fit).
+            touched, touched_end = seg, piece.loaded_end
+            if piece.size:
                 pieces.append(piece)
-                last_seg = seg
-                remaining -= len(piece.data)
+                remaining -= piece.size
                 at = piece.next_offset
             if not piece.at_segment_end or remaining <= 0 or at >= limit:
                 break
@@ -564,17 +688,27 @@ class RemoteReader:
         if not pieces:
             return RemoteReadResult.empty(offset)
         if pieces[-1].next_offset < limit:
-            self._start_prefetch(m, last_seg, pieces[-1].end_position, limit)
+            self._start_prefetch(m, touched, touched_end, limit, self._prefetch_chunks(max_bytes))
+        if len(pieces) == 1:
+            p = pieces[0]
+            return RemoteReadResult(p.parts, p.size, offset, p.first_offset, p.next_offset, p.ends, p.nexts)
         ends: list[int] = []
         nexts: list[int] = []
+        parts: list[Buffer] = []
         base = 0
         for p in pieces:
             ends.extend(base + e for e in p.ends)
             nexts.extend(p.nexts)
-            base += len(p.data)
-        data = pieces[0].data if len(pieces) == 1 else b"".join(p.data for p in pieces)
+            parts.extend(p.parts)
+            base += p.size
         return RemoteReadResult(
-            data, len(data), offset, pieces[0].first_offset, pieces[-1].next_offset, tuple(ends), tuple(nexts)
+            tuple(parts),
+            base,
+            offset,
+            pieces[0].first_offset,
+            pieces[-1].next_offset,
+            tuple(ends),
+            tuple(nexts),
         )
 
     async def _read_segment_checked(
@@ -600,7 +734,7 @@ class RemoteReader:
             entry_offset, pos = seg.base_offset, 0
         else:
             entry_offset, pos = (await self.offset_index(seg)).lookup(offset)
-        buf = _SegmentBuffer(self.cache, seg, pos)
+        buf = _SegmentBuffer(self.cache, seg, pos, whole=True)
         await buf.ensure(pos + HEADER_SIZE, hint=pos + max(max_bytes, 0) + _SCAN_SLACK)
         # skip to the batch holding ``offset``
         h = buf.header(pos, offset)
@@ -675,39 +809,57 @@ class RemoteReader:
                 f"segment ends at offset {nexts[-1] - 1}, the manifest says {seg.last_offset}",
                 position=pos,
             )
-        data = buf.slice(first_pos, pos)
-        check_sha = first_pos == 0 and at_end and key not in self._sha_verified
-        self.sha256_checks += check_sha
-        if len(data) >= _THREAD_VALIDATE_BYTES:
-            await asyncio.to_thread(validate_batches, data, seg, first_pos, check_sha256=check_sha)
+        parts = buf.slice(first_pos, pos)
+        if taken >= _THREAD_VALIDATE_BYTES:
+            await asyncio.to_thread(validate_batches, parts, seg, first_pos)
         else:
-            validate_batches(data, seg, first_pos, check_sha256=check_sha)
-        if check_sha:
-            self._sha_verified[key] = None
-            while len(self._sha_verified) > _MAX_VERIFIED:
-                self._sha_verified.popitem(last=False)
-        if not data:
-            return _Piece(b"", -1, offset, (), (), at_end, pos)
-        return _Piece(data, first_offset, nexts[-1], tuple(ends), tuple(nexts), at_end, pos)
+            validate_batches(parts, seg, first_pos)
+        if not taken:
+            return _Piece((), 0, -1, offset, (), (), at_end, pos, buf.end)
+        return _Piece(
+            tuple(parts), taken, first_offset, nexts[-1], tuple(ends), tuple(nexts), at_end, pos, buf.end
+        )
 
     # -- prefetch -------------------------------------------------------------------------------------
 
-    def _start_prefetch(self, m: PartitionManifest, seg: RemoteSegment, position: int, limit: int) -> None:
-        """Fetch the chunks after ``position`` of ``seg`` in the background (module docstring)."""
-        if self.cache.prefetch_chunks == 0 or self.cache.max_bytes == 0:
+    def _prefetch_chunks(self, max_bytes: int) -> int:
+        """Chunks to fetch ahead of a read of ``max_bytes``: ``prefetch_chunks``, or two
+        fetches' worth if that is more (the next fetch's bytes, and the one after it in
+        flight while the next is served), within half the cache's memory tier."""
+        c = self.cache
+        if c.prefetch_chunks == 0 or c.max_bytes == 0:
+            return 0
+        two_fetches = min(2 * max_bytes, c.memory_bytes // 2)
+        return max(c.prefetch_chunks, -(-two_fetches // c.chunk_bytes))
+
+    def _start_prefetch(
+        self, m: PartitionManifest, seg: RemoteSegment, position: int, limit: int, chunks: int
+    ) -> None:
+        """Fetch ``chunks`` chunks after ``position`` of ``seg`` in the background (module
+        docstring)."""
+        if chunks <= 0:
             return
         if len(self._prefetch_tasks) >= _MAX_PREFETCH_PLANS:
             return  # many partitions read at once: their own reads keep the store busy
-        task = asyncio.get_running_loop().create_task(self._prefetch(m, seg, position, limit))
+        task = asyncio.get_running_loop().create_task(self._prefetch(m, seg, position, limit, chunks))
         self._prefetch_tasks.add(task)
         task.add_done_callback(self._prefetch_tasks.discard)
 
-    async def _prefetch(self, m: PartitionManifest, seg: RemoteSegment, position: int, limit: int) -> None:
-        left = self.cache.prefetch_chunks
+    async def _prefetch(
+        self, m: PartitionManifest, seg: RemoteSegment, position: int, limit: int, chunks: int
+    ) -> None:
+        left = chunks
         try:
             # one segment boundary per chunk at most (a segment of a few bytes covers none)
             for _ in range(left + 1):
-                left -= self.cache.prefetch(seg.keys.log, position, left, object_size=seg.size)
+                left -= self.cache.prefetch(
+                    seg.keys.log,
+                    position,
+                    left,
+                    object_size=seg.size,
+                    whole=True,
+                    check=functools.partial(check_segment_object, seg=seg),
+                )
                 if left <= 0:
                     return
                 nxt = await self._find(m, seg.last_offset + 1)
@@ -783,7 +935,7 @@ class RemoteReader:
                 return None
             if h.max_timestamp >= timestamp and h.next_offset > lso:
                 await buf.ensure(pos + h.size)
-                raw = buf.slice(pos, pos + h.size)
+                raw = b"".join(buf.slice(pos, pos + h.size))
                 try:
                     batch = await asyncio.to_thread(decode_batch, raw)
                 except StrataError as e:
@@ -807,6 +959,7 @@ __all__ = [
     "RemoteReadResult",
     "RemoteReader",
     "RemoteTimeIndex",
+    "check_segment_object",
     "parse_offset_index",
     "parse_time_index",
     "validate_batches",

@@ -8,9 +8,10 @@ Per partition of a topic with ``remote.storage.enable`` (docs/tiering.md is the 
   the remote next offset would leave a hole: the partition's tiering stops with an error
   (``PartitionStoppedError``), it never creates one.
 * Each segment: full CRC verification and SHA-256 of the ``.log`` (a corrupt segment is
-  never uploaded, KAFKA-15401; the partition stops), CAS ``COPY_STARTED`` with a fresh
-  segment id, upload ``.log`` / ``.index`` / ``.timeindex`` / producer snapshot under keys
-  holding that id, CAS ``COPIED``. The COPIED CAS re-checks contiguity against the stored
+  never uploaded, KAFKA-15401; the partition stops; the next segment is verified while
+  the current one uploads), CAS ``COPY_STARTED`` with a fresh segment id, upload
+  ``.log`` / ``.index`` / ``.timeindex`` / producer snapshot under keys holding that id
+  (concurrently), CAS ``COPIED``. The COPIED CAS re-checks contiguity against the stored
   manifest, so two uploaders of one partition never record overlapping COPIED segments:
   the loser cleans its copy up.
 * Crash recovery (first visit of a partition, and after a failed upload): leftover
@@ -38,9 +39,9 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from hot.batch import HEADER, HEADER_SIZE
 from hot.errors import (
@@ -83,6 +84,21 @@ def _fault(point: str) -> None:
     if os.environ.get(FAULT_ENV) == point:
         logger.error("fault injection (%s=%s): exiting now", FAULT_ENV, point)
         os._exit(FAULT_EXIT_CODE)
+
+
+async def _all_or_first_error(aws: list[Coroutine[Any, Any, Any]]) -> None:
+    """Run ``aws`` concurrently and wait for all of them; then raise the first error (in
+    ``aws`` order), so no put is still running when the caller cleans up after a failure."""
+    results = await asyncio.gather(*aws, return_exceptions=True)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+
+
+def _drop(task: asyncio.Future[Any]) -> None:
+    """Abandon a look-ahead task (its error, if any, is retrieved and forgotten)."""
+    task.cancel()
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
 
 
 def _now_ms() -> int:
@@ -394,30 +410,46 @@ class Uploader:
             await self.recover(st)
         uploaded = 0
         lag_ms = log.config.remote_copy_lag_ms
-        while st.stopped is None and log.is_online:
-            m = st.manifest
-            assert m is not None
-            nxt = max(m.next_offset(), log.log_start_offset)
-            candidates = log.sealed_segments_for_upload(log.high_watermark, from_offset=nxt)
-            self._observe_lag(st, log, nxt)
-            if not candidates:
-                break
-            seg = candidates[0]
-            if lag_ms > 0 and not self._old_enough(seg, lag_ms):
-                break
-            try:
-                done = await self._upload_segment(st, log, seg)
-            except CorruptLogError as e:
-                self._stop(
-                    st, "corrupt", f"local segment {seg.log_path} is corrupt and will not be uploaded: {e}"
-                )
-                break
-            except _Gap as e:
-                self._stop(st, "gap", str(e))
-                break
-            if not done:
-                break  # superseded or vanished: the next pass looks again
-            uploaded += 1
+        # The next segment is verified (CRC scan + SHA-256, a worker thread) while the
+        # current one uploads; its result, or its error, is taken at its own turn.
+        ahead: tuple[Segment, asyncio.Task[LocalSegmentInfo]] | None = None
+        try:
+            while st.stopped is None and log.is_online:
+                m = st.manifest
+                assert m is not None
+                nxt = max(m.next_offset(), log.log_start_offset)
+                candidates = log.sealed_segments_for_upload(log.high_watermark, from_offset=nxt)
+                self._observe_lag(st, log, nxt)
+                if not candidates:
+                    break
+                seg = candidates[0]
+                if lag_ms > 0 and not self._old_enough(seg, lag_ms):
+                    break
+                inspected = ahead[1] if ahead is not None and ahead[0] is seg else None
+                if ahead is not None and inspected is None:
+                    _drop(ahead[1])
+                ahead = None
+                if len(candidates) > 1 and (lag_ms <= 0 or self._old_enough(candidates[1], lag_ms)):
+                    nxt_seg = candidates[1]
+                    ahead = (nxt_seg, asyncio.ensure_future(asyncio.to_thread(inspect_segment, log, nxt_seg)))
+                try:
+                    done = await self._upload_segment(st, log, seg, inspected)
+                except CorruptLogError as e:
+                    self._stop(
+                        st,
+                        "corrupt",
+                        f"local segment {seg.log_path} is corrupt and will not be uploaded: {e}",
+                    )
+                    break
+                except _Gap as e:
+                    self._stop(st, "gap", str(e))
+                    break
+                if not done:
+                    break  # superseded or vanished: the next pass looks again
+                uploaded += 1
+        finally:
+            if ahead is not None:
+                _drop(ahead[1])
         if uploaded:
             self._observe_lag(st, log, st.remote_next_offset)
         return uploaded
@@ -437,11 +469,21 @@ class Uploader:
         self.metrics.upload_lag_bytes.labels(*labels).set(sum(s.size for s in pending))
         self.metrics.local_bytes.labels(*labels).set(sum(s.size for s in segs))
 
-    async def _upload_segment(self, st: PartitionState, log: Log, seg: Segment) -> bool:
+    async def _upload_segment(
+        self,
+        st: PartitionState,
+        log: Log,
+        seg: Segment,
+        inspected: asyncio.Future[LocalSegmentInfo] | None = None,
+    ) -> bool:
         """Upload one segment through the state machine; False if it was superseded or
-        disappeared (nothing left behind)."""
+        disappeared (nothing left behind). ``inspected``: its verification, already
+        started."""
         try:
-            local = await asyncio.to_thread(inspect_segment, log, seg)
+            if inspected is not None:
+                local = await inspected
+            else:
+                local = await asyncio.to_thread(inspect_segment, log, seg)
         except (LogClosedError, StorageError) as e:
             if isinstance(e, CorruptLogError):
                 raise
@@ -485,14 +527,24 @@ class Uploader:
             await self._bucket.take(
                 local.size + local.index_size + local.timeindex_size + local.snapshot_size
             )
-            await self.store.put_file(keys.log, seg.log_path, length=local.size)
-            _fault("after_log_upload")
-            await self.store.put_file(keys.index, seg.index_path, length=local.index_size)
-            await self.store.put_file(keys.timeindex, seg.timeindex_path, length=local.timeindex_size)
+
+            async def put_log() -> None:
+                await self.store.put_file(keys.log, seg.log_path, length=local.size)
+                _fault("after_log_upload")
+
+            # The small objects go up while the .log does (one round trip each, not in a row).
+            puts = [
+                put_log(),
+                self.store.put_file(keys.index, seg.index_path, length=local.index_size),
+                self.store.put_file(keys.timeindex, seg.timeindex_path, length=local.timeindex_size),
+            ]
             if local.snapshot_path is not None:
-                await self.store.put_file(
-                    keys.producer_snapshot, local.snapshot_path, length=local.snapshot_size
+                puts.append(
+                    self.store.put_file(
+                        keys.producer_snapshot, local.snapshot_path, length=local.snapshot_size
+                    )
                 )
+            await _all_or_first_error(puts)
         except ObjectStoreError:
             st.recovered = False  # the next visit cleans this COPY_STARTED entry up first
             raise

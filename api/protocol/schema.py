@@ -673,6 +673,10 @@ def _array_writer(elem_write: WriteFn, nullable: bool, flexible: bool) -> WriteF
     return write
 
 
+# Bytes parts of a records sequence at least this large are passed through, not copied.
+PASS_THROUGH_BYTES: Final = 64 << 10
+
+
 def records_length(part: object) -> int:
     """Size in bytes of one records part: a bytes-like, or an object with an int ``length``."""
     if isinstance(part, bytes | bytearray):
@@ -712,7 +716,10 @@ def _records_writer(nullable: bool, flexible: bool) -> WriteFn:
         else:
             w.int32(total)
         for part in parts:
-            if isinstance(part, bytes | bytearray | memoryview):
+            # Large bytes parts (remote reads) become frame parts of their own, as file
+            # regions do: copying megabytes into the encoder's buffer is what costs. (A
+            # single bytes value is copied: requests must stay one bytes object.)
+            if isinstance(part, bytes | bytearray | memoryview) and records_length(part) < PASS_THROUGH_BYTES:
                 w.buf += part
             else:
                 w.region(part)

@@ -1,12 +1,16 @@
-"""The on-disk chunk cache: LRU under a size cap, restart, single-flight, prefetch, damage.
+"""The on-disk chunk cache: LRU under a size cap, restart, single-flight, prefetch, damage,
+write-behind, whole-object GETs with their SHA-256 check.
 
-GETs are counted by a wrapper around a real file:// store (no mock of the store)."""
+GETs are counted by a wrapper around a real file:// store (no mock of the store). Chunk
+files are written after the readers got the bytes, so tests that look at files or entries
+first wait for those writes (``wait_writes``)."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
@@ -29,11 +33,18 @@ async def store(tmp_path: Path) -> AsyncIterator[CountingStore]:
     await s.close()
 
 
-def _cache(store: CountingStore, tmp_path: Path, chunks: int = 100, prefetch: int = 0) -> ChunkCache:
+def _cache(
+    store: CountingStore, tmp_path: Path, chunks: int = 100, prefetch: int = 0, memory: int = 1 << 20
+) -> ChunkCache:
     # each file holds the chunk plus a small header: leave room for exactly ``chunks`` of them
     per_file = CHUNK + 18 + len(KEY.encode())
     return ChunkCache(
-        store, tmp_path / "cache", max_bytes=chunks * per_file, chunk_bytes=CHUNK, prefetch_chunks=prefetch
+        store,
+        tmp_path / "cache",
+        max_bytes=chunks * per_file,
+        chunk_bytes=CHUNK,
+        prefetch_chunks=prefetch,
+        memory_bytes=memory,
     )
 
 
@@ -45,6 +56,7 @@ async def test_ranges_and_hits(store: CountingStore, tmp_path: Path) -> None:
     cache = _cache(store, tmp_path)
     for start, end in ((0, 10), (1000, 1100), (0, len(DATA)), (CHUNK * 8, CHUNK * 9 + 50), (5, 5)):
         assert await cache.read(KEY, start, end, object_size=len(DATA)) == DATA[start:end]
+    await cache.wait_writes()
     st = cache.stats()
     assert st.gets == 9 and st.misses == 9 and st.entries == 9
     assert st.hits > 0 and st.fetched_bytes == len(DATA)
@@ -54,9 +66,11 @@ async def test_ranges_and_hits(store: CountingStore, tmp_path: Path) -> None:
 
 
 async def test_eviction_under_a_small_cap(store: CountingStore, tmp_path: Path) -> None:
-    cache = _cache(store, tmp_path, chunks=3)
+    # no memory tier: every hit below is a read of a chunk file
+    cache = _cache(store, tmp_path, chunks=3, memory=0)
     for i in range(6):
         assert await cache.get_chunk(KEY, i, object_size=len(DATA)) == DATA[i * CHUNK : (i + 1) * CHUNK]
+        await cache.wait_writes()
     st = cache.stats()
     assert st.entries == 3 and st.evictions == 3 and st.size <= cache.max_bytes
     assert len(_files(tmp_path)) == 3
@@ -64,10 +78,12 @@ async def test_eviction_under_a_small_cap(store: CountingStore, tmp_path: Path) 
     await cache.get_chunk(KEY, 5, object_size=len(DATA))
     assert cache.stats().gets == 6
     await cache.get_chunk(KEY, 0, object_size=len(DATA))
+    await cache.wait_writes()
     assert cache.stats().gets == 7
     # a hit refreshes recency: 5 was used, so 3 goes next
     await cache.get_chunk(KEY, 5, object_size=len(DATA))
     await cache.get_chunk(KEY, 1, object_size=len(DATA))
+    await cache.wait_writes()
     await cache.get_chunk(KEY, 5, object_size=len(DATA))
     assert cache.stats().gets == 8
     await cache.close()
@@ -148,13 +164,15 @@ async def test_sequential_reads_prefetch_the_next_chunks(store: CountingStore, t
 
 
 async def test_damaged_cache_file_is_refetched_not_served(store: CountingStore, tmp_path: Path) -> None:
-    cache = _cache(store, tmp_path)
+    cache = _cache(store, tmp_path, memory=0)  # no memory tier: the next read is of the file
     await cache.get_chunk(KEY, 0, object_size=len(DATA))
+    await cache.wait_writes()
     [path] = _files(tmp_path)
     raw = bytearray(path.read_bytes())
     raw[-1] ^= 0xFF
     path.write_bytes(bytes(raw))
     assert await cache.get_chunk(KEY, 0, object_size=len(DATA)) == DATA[:CHUNK]
+    await cache.wait_writes()
     st = cache.stats()
     assert st.corrupt == 1 and st.gets == 2
     assert ChunkFile.decode(path.read_bytes(), KEY, 0) == DATA[:CHUNK]  # rewritten good
@@ -170,6 +188,7 @@ async def test_errors_reach_every_waiter_and_are_not_cached(store: CountingStore
         await cache.get_chunk(KEY, 8, object_size=len(DATA) + 10)
     with pytest.raises(RemoteCorruptObjectError, match="shorter"):
         await cache.get_chunk(KEY, 9, object_size=len(DATA) + CHUNK)
+    await cache.wait_writes()
     assert cache.stats().entries == 0
     await cache.close()
 
@@ -206,3 +225,140 @@ async def test_prefetch_window_skips_cached_chunks_and_readers_join_it(
     await cache.wait_prefetches()
     assert store.gets[-1][1:] == (last * CHUNK, size)
     await cache.close()
+
+
+def _sha256_check(expected: str) -> Callable[[bytes], None]:
+    def check(data: bytes) -> None:
+        if hashlib.sha256(data).hexdigest() != expected:
+            raise RemoteCorruptObjectError(KEY, "SHA-256 differs")
+
+    return check
+
+
+async def test_whole_object_is_one_get_checked_before_it_is_served(
+    store: CountingStore, tmp_path: Path
+) -> None:
+    cache = _cache(store, tmp_path)
+    check = _sha256_check(hashlib.sha256(DATA).hexdigest())
+    views = await cache.read_views(KEY, 0, 100, object_size=len(DATA), whole=True, check=check)
+    assert b"".join(views) == DATA[:100]
+    assert store.gets == [(KEY, None, None)] and cache.object_checks == 1
+    await cache.wait_writes()
+    assert cache.stats().entries == cache.chunk_count(len(DATA))  # split into its chunks
+    # the rest comes from the cache: no GET, no second check
+    views = await cache.read_views(KEY, 0, len(DATA), object_size=len(DATA), whole=True, check=check)
+    assert b"".join(views) == DATA and len(views) == cache.chunk_count(len(DATA))
+    assert len(store.gets) == 1 and cache.object_checks == 1
+    await cache.close()
+
+
+async def test_whole_object_failing_its_check_is_never_served_nor_cached(
+    store: CountingStore, tmp_path: Path
+) -> None:
+    cache = _cache(store, tmp_path)
+    check = _sha256_check(hashlib.sha256(b"another object").hexdigest())
+    for _ in range(2):  # nothing of the failed GET was kept: the second read GETs again
+        with pytest.raises(RemoteCorruptObjectError, match="SHA-256"):
+            await cache.read_views(KEY, 0, 100, object_size=len(DATA), whole=True, check=check)
+    # a prefetch that fails its check leaves nothing either
+    assert cache.prefetch(KEY, 0, 1, object_size=len(DATA), whole=True, check=check) == 1
+    await cache.wait_prefetches()
+    assert len(store.gets) == 3 and cache.stats().entries == 0 and not _files(tmp_path)
+    await cache.close()
+
+
+async def test_whole_object_only_from_its_start_when_small_and_untouched(
+    store: CountingStore, tmp_path: Path
+) -> None:
+    size = len(DATA)
+    # larger than whole_object_bytes: chunk by chunk
+    small = ChunkCache(
+        store,
+        tmp_path / "c1",
+        max_bytes=1 << 20,
+        chunk_bytes=CHUNK,
+        prefetch_chunks=0,
+        whole_object_bytes=size - 1,
+    )
+    await small.read_views(KEY, 0, 2 * CHUNK, object_size=size, whole=True)
+    assert [(s, e) for _, s, e in store.gets] == [(0, CHUNK), (CHUNK, 2 * CHUNK)]
+    await small.close()
+    store.gets.clear()
+    cache = ChunkCache(store, tmp_path / "c2", max_bytes=1 << 20, chunk_bytes=CHUNK, prefetch_chunks=0)
+    # not from the start: chunk by chunk
+    await cache.read_views(KEY, CHUNK, CHUNK + 10, object_size=size, whole=True)
+    assert [(s, e) for _, s, e in store.gets] == [(CHUNK, 2 * CHUNK)]
+    # from the start, but part of the object is cached already: only the missing chunks
+    await cache.read_views(KEY, 0, 3 * CHUNK, object_size=size, whole=True)
+    assert [(s, e) for _, s, e in store.gets[1:]] == [(0, CHUNK), (2 * CHUNK, 3 * CHUNK)]
+    await cache.close()
+
+
+async def test_readers_do_not_wait_for_the_disk(store: CountingStore, tmp_path: Path) -> None:
+    cache = _cache(store, tmp_path)
+    # a file where a chunk subdirectory must go: every chunk file write fails
+    name = cache.chunk_name(KEY, 0)
+    (tmp_path / "cache" / name[:2]).write_bytes(b"not a directory")
+    assert await cache.get_chunk(KEY, 0, object_size=len(DATA)) == DATA[:CHUNK]
+    await cache.wait_writes()
+    assert cache.stats().entries == 0  # not on disk (the error is logged)...
+    assert await cache.get_chunk(KEY, 0, object_size=len(DATA)) == DATA[:CHUNK]
+    assert len(store.gets) == 1  # ...but served from memory
+    await cache.close()
+
+
+async def test_invalidate_drops_memory_and_disk(store: CountingStore, tmp_path: Path) -> None:
+    cache = _cache(store, tmp_path)
+    await cache.read(KEY, 0, 3 * CHUNK, object_size=len(DATA))
+    await cache.wait_writes()
+    assert len(_files(tmp_path)) == 3
+    await cache.invalidate(KEY, object_size=len(DATA))
+    assert not _files(tmp_path) and cache.stats().entries == 0
+    assert await cache.read(KEY, 0, 3 * CHUNK, object_size=len(DATA)) == DATA[: 3 * CHUNK]
+    assert len(store.gets) == 6
+    await cache.close()
+
+
+async def test_disk_hits_after_restart_are_checked(store: CountingStore, tmp_path: Path) -> None:
+    cache = _cache(store, tmp_path)
+    await cache.read(KEY, 0, len(DATA), object_size=len(DATA))
+    await cache.close()
+    # damage one of several chunk files one read needs (loaded together, in one hop)
+    path = tmp_path / "cache" / cache.chunk_name(KEY, 3)[:2] / cache.chunk_name(KEY, 3)
+    raw = bytearray(path.read_bytes())
+    raw[-5] ^= 0x10
+    path.write_bytes(bytes(raw))
+    store.gets.clear()
+    again = _cache(store, tmp_path)
+    assert await again.read(KEY, 0, len(DATA), object_size=len(DATA)) == DATA
+    assert [(s, e) for _, s, e in store.gets] == [(3 * CHUNK, 4 * CHUNK)]
+    assert again.stats().corrupt == 1 and again.stats().hits == 8
+    await again.close()
+
+
+async def test_prefetch_in_flight_is_bounded_by_the_memory_tier(store: CountingStore, tmp_path: Path) -> None:
+    cache = _cache(store, tmp_path, memory=3 * CHUNK)
+    store.gate = asyncio.Event()
+    assert cache.prefetch(KEY, 0, 8, object_size=len(DATA)) == 8
+    await asyncio.sleep(0)
+    assert len(store.gets) == 3  # the rest of the window is left to the reads
+    store.gate.set()
+    await cache.wait_prefetches()
+    assert cache.prefetch(KEY, 3 * CHUNK, 2, object_size=len(DATA)) == 2
+    await cache.wait_prefetches()
+    assert [s for _, s, _ in store.gets] == [0, CHUNK, 2 * CHUNK, 3 * CHUNK, 4 * CHUNK]
+    await cache.close()
+
+
+def test_chunk_file_round_trip_at_odd_sizes(tmp_path: Path) -> None:
+    """Chunk files are written with O_DIRECT where possible (padded to 4 KiB, then truncated):
+    whatever the size, the file is exactly header + payload and decodes to the payload."""
+    for n, size in enumerate((0, 1, 4095, 4096, 4097, 300_001, 70_000)):  # the buffer grows, then is reused
+        payload = bytes((i * 31 + size) % 256 for i in range(size))
+        path = str(tmp_path / "ab" / f"chunk-{n}{CHUNK_SUFFIX}")
+        header = ChunkFile.header(KEY, n, payload)
+        assert ChunkFile.write(path, payload, header)
+        raw = Path(path).read_bytes()
+        assert len(raw) == len(header) + size and raw == ChunkFile.encode(KEY, n, payload)
+        assert ChunkFile.decode(raw, KEY, n) == payload
+    assert not list(tmp_path.rglob("*.tmp"))

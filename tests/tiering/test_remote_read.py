@@ -32,7 +32,7 @@ from hot.errors import KAFKA_STORAGE_ERROR, OffsetOutOfRangeError, kafka_code
 from hot.log import Log
 from hot.manager import LogManager
 from tests.tiering.tierlib import TS0, CountingStore, make_batch, make_log, set_log_start, upload_all
-from tiering.cache import ChunkCache
+from tiering.cache import DEFAULT_WHOLE_OBJECT_BYTES, ChunkCache
 from tiering.manifest import ManifestStore, RemoteSegment
 from tiering.remote_read import (
     RemoteCorruptObjectError,
@@ -67,14 +67,29 @@ class Env:
         return self.log.read(offset, max_bytes, max_offset=self.remote_end, min_one=min_one).read()
 
 
-async def _env(tmp_path: Path, url: str, *, chunk_bytes: int = 1024, cache_bytes: int = 1 << 20) -> Env:
+async def _env(
+    tmp_path: Path,
+    url: str,
+    *,
+    chunk_bytes: int = 1024,
+    cache_bytes: int = 1 << 20,
+    whole_object_bytes: int = DEFAULT_WHOLE_OBJECT_BYTES,
+    prefetch_chunks: int = 2,
+) -> Env:
     log = make_log(tmp_path / "log")
     store = CountingStore(open_store(url))
     manifests = ManifestStore(store)
     segs = await upload_all(store, manifests, log, TOPIC, TID)
     assert len(segs) >= 4
     store.gets.clear()  # count the reader's GETs only
-    cache = ChunkCache(store, tmp_path / "cache", max_bytes=cache_bytes, chunk_bytes=chunk_bytes)
+    cache = ChunkCache(
+        store,
+        tmp_path / "cache",
+        max_bytes=cache_bytes,
+        chunk_bytes=chunk_bytes,
+        whole_object_bytes=whole_object_bytes,
+        prefetch_chunks=prefetch_chunks,
+    )
     return Env(log, store, RemoteReader(store, manifests, cache), segs)
 
 
@@ -172,19 +187,65 @@ async def test_sha256_mismatch_of_whole_segment_read(env: Env) -> None:
         await env.reader.read(TOPIC, TID, 0, 0, 1 << 30, max_offset=seg.last_offset + 1)
 
 
-async def test_whole_segment_sha256_is_checked_once_per_segment(env: Env) -> None:
+async def test_whole_segment_sha256_is_checked_once_per_segment(tmp_path: Path) -> None:
+    env = await _env(tmp_path, f"file://{tmp_path}/bucket", prefetch_chunks=0)  # GETs by reads only
     seg = env.segs[0]
     for _ in range(3):
         r = await env.reader.read(TOPIC, TID, 0, 0, seg.size, max_offset=env.remote_end)
         assert r.data == env.local(0, seg.size) and r.size == seg.size
-    assert env.reader.sha256_checks == 1
-    # partial reads never hash; every batch they serve is still CRC-checked
+    assert env.reader.sha256_checks == 1  # in the GET of the whole segment; hits never hash
+    assert env.store.gets_of(".log") == 1
+    # a read from the start of a segment, however small, GETs it whole (and checks it)
     s1 = env.segs[1]
-    assert await env.read(s1.base_offset + 1, 3000) == env.local(s1.base_offset + 1, 3000)
+    assert await env.read(s1.base_offset, 100) == env.local(s1.base_offset, 100)
+    assert env.reader.sha256_checks == 2 and env.store.gets_of(".log") == 2
+    assert await env.read(s1.base_offset, s1.size) == env.local(s1.base_offset, s1.size)
+    assert env.reader.sha256_checks == 2 and env.store.gets_of(".log") == 2
+    # a read from the middle of an untouched segment GETs chunks: no hash; every batch it
+    # serves is still CRC-checked
+    s3 = env.segs[3]
+    _, pos = (await env.reader.offset_index(s3)).lookup(s3.last_offset)
+    assert pos > 0
+    r = await env.reader.read(TOPIC, TID, 0, s3.last_offset, 3000, max_offset=s3.last_offset + 1)
+    assert r.data == env.log.read(s3.last_offset, 3000, max_offset=s3.last_offset + 1).read()
+    assert env.reader.sha256_checks == 2
+    assert [a for k, a, _ in env.store.gets if k == s3.keys.log] == [pos // 1024 * 1024]
+    await env.reader.cache.close()
+    await env.store.close()
+    env.log.close()
+
+
+async def test_read_prefetches_the_following_segment_whole(env: Env) -> None:
+    s0, s1, s2 = env.segs[0], env.segs[1], env.segs[2]
+    assert s1.size <= env.reader.cache.whole_object_bytes
+    r = await env.reader.read(TOPIC, TID, 0, s0.last_offset, 1, max_offset=s2.base_offset)
+    assert r.next_offset == s1.base_offset
+    await env.reader.wait_prefetches()
+    # one GET of the whole next segment, its SHA-256 checked in that GET
+    assert [(a, b) for k, a, b in env.store.gets if k == s1.keys.log] == [(None, None)]
     assert env.reader.sha256_checks == 1
+    before = len(env.store.gets)
+    assert await env.read(s1.base_offset, s1.size) == env.local(s1.base_offset, s1.size)
+    await env.reader.wait_prefetches()
+    assert not any(k == s1.keys.log for k, _, _ in env.store.gets[before:])
+    # and the next prefetch GETs the following segments whole (two fetches' worth), s2 first
+    later = [(k, a) for k, a, _ in env.store.gets[before:] if k.endswith(".log")]
+    assert later[0] == (s2.keys.log, None) and all(a is None for _, a in later)
+    assert env.reader.sha256_checks == 1 + len(later)
 
 
-async def test_read_prefetches_the_following_chunks_into_the_next_segment(env: Env) -> None:
+@pytest.fixture
+async def chunked_env(tmp_path: Path) -> AsyncIterator[Env]:
+    """Segments never GET whole (as if every one were larger than ``whole_object_bytes``)."""
+    e = await _env(tmp_path, f"file://{tmp_path}/bucket", whole_object_bytes=0)
+    yield e
+    await e.reader.cache.close()
+    await e.store.close()
+    e.log.close()
+
+
+async def test_read_prefetches_the_following_chunks_into_the_next_segment(chunked_env: Env) -> None:
+    env = chunked_env
     s0, s1, s2 = env.segs[0], env.segs[1], env.segs[2]
     chunk = env.reader.cache.chunk_bytes
     assert env.reader.cache.prefetch_chunks == 2 and s1.size > 2 * chunk
@@ -410,3 +471,37 @@ async def test_rest_fetch_reads_remote_offsets(tiered_broker: tuple[Broker, dict
         assert records[0]["offset"] == 2
         assert [rec["offset"] for rec in records] == list(range(2, 2 + len(records)))
         assert base64.b64decode(records[0]["key"]) == b"k2"
+
+
+# --- remote bytes on their way to the socket ---------------------------------------------------
+
+
+def test_remote_records_are_frame_parts_not_copies() -> None:
+    """A remote read's chunk views go to the Fetch encoder as frame parts of their own (as
+    file regions do): the 8 MiB of a fetch are not copied into the encoder's buffer."""
+    from api.protocol import RequestHeader, decode_response, encode_frame, encode_response
+    from api.protocol.messages.fetch import FetchableTopicResponse, FetchPartitionData, FetchResponse
+    from api.protocol.schema import PASS_THROUGH_BYTES
+
+    blob = bytes(range(256)) * (4 * PASS_THROUGH_BYTES // 256)
+    big1 = memoryview(blob)[: 2 * PASS_THROUGH_BYTES]
+    small = memoryview(blob)[2 * PASS_THROUGH_BYTES : 2 * PASS_THROUGH_BYTES + 100]
+    big2 = memoryview(blob)[2 * PASS_THROUGH_BYTES + 100 :]
+    resp = FetchResponse(
+        responses=(
+            FetchableTopicResponse(
+                topic="t",
+                partitions=(
+                    FetchPartitionData(partition_index=0, high_watermark=9, records=(big1, small, big2)),
+                ),
+            ),
+        )
+    )
+    for version in (11, 12):
+        parts = encode_response(RequestHeader(1, version, 7, "c"), resp)
+        assert any(p is big1 for p in parts) and any(p is big2 for p in parts)
+        assert not any(p is small for p in parts)  # small pieces are merged into the bytes around
+        framed = encode_frame(parts)
+        frame = b"".join(bytes(p) for p in framed)  # type: ignore[arg-type]
+        corr, decoded = decode_response(1, version, frame[4:], strict=True)
+        assert corr == 7 and decoded.responses[0].partitions[0].records == blob
