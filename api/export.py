@@ -21,14 +21,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+import pyarrow as pa
+
 from hot.errors import InvalidConfigError, StorageError
 from spark.options import ReadOptions
 from spark.plan import ColdTask, HotTask, ScanPlan, ScanTask, open_store_from, plan_scan
-from spark.scan import read_hot, read_slice
+from spark.scan import read_cold, read_hot
 from spark.schema import ARROW_SCHEMA
 from tiering.store import SyncObjectStore
 
 FORMATS: Final = ("parquet",)
+# Rows are buffered into row groups of at least this much Arrow data: one per 8 MiB chunk of
+# log read (readChunkBytes), the first, smaller chunks of a slice joined.
+ROW_GROUP_BYTES: Final = 8 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,19 +140,35 @@ def _write_task(
     rows = 0
     try:
         with pq.ParquetWriter(tmp, ARROW_SCHEMA, compression=compression) as writer:
+            group: list[pa.RecordBatch] = []
+            group_bytes = 0
+
+            def flush() -> None:
+                # One row group per call: a row group per decoded chunk would make many small ones.
+                nonlocal group, group_bytes
+                if group:
+                    writer.write_table(pa.Table.from_batches(group, schema=ARROW_SCHEMA))
+                    group, group_bytes = [], 0
+
+            def add(batch: pa.RecordBatch) -> None:
+                nonlocal rows, group_bytes
+                group.append(batch)
+                group_bytes += batch.nbytes
+                rows += batch.num_rows
+                advance(0, batch.num_rows)
+                if group_bytes >= ROW_GROUP_BYTES:
+                    flush()
+
             if isinstance(task, ColdTask):
                 for sl in task.slices:
-                    for batch in read_slice(store, task.topic, task.partition, sl, options.read_chunk_bytes):
-                        writer.write_batch(batch)
-                        rows += batch.num_rows
-                        advance(0, batch.num_rows)
+                    for batch in read_cold(store, task, sl, options):
+                        add(batch)
                     advance(sl.length, 0)
             else:
                 assert isinstance(task, HotTask)
                 for batch in read_hot(task, options, store):
-                    writer.write_batch(batch)
-                    rows += batch.num_rows
-                    advance(0, batch.num_rows)
+                    add(batch)
+            flush()
         if rows == 0:
             tmp.unlink()
             return None

@@ -184,35 +184,62 @@ def _reference_error(buf: Buffer, position: int, base_offset: int | None, what: 
     )
 
 
-def frame(buf: Buffer, *, verify_crc: bool = True) -> Frames:
-    """Find and validate (structure, CRC-32C) the whole batches at the front of ``buf``. A
-    partial batch at the end is not an error; anything malformed is BatchDecodeError,
-    for the first bad batch in buffer order."""
+@dataclass(frozen=True, slots=True)
+class BatchBounds:
+    """Where the whole batches at the front of a buffer are, from their length fields
+    only (nothing else is checked yet): ``consumed`` bytes hold them; ``error`` is the
+    first framing error after them (a length below the minimum, or the magic of a
+    partial batch), raised by ``frame`` after the batches before it are validated.
+    ``next_size`` is the full size of the partial batch after them, when its length
+    field is there (-1 otherwise)."""
+
+    positions: array[int]
+    sizes: array[int]
+    consumed: int
+    error: BatchDecodeError | None
+    next_size: int
+
+
+def batch_bounds(buf: Buffer) -> BatchBounds:
+    """Follow the batch length fields from the start of ``buf`` (a cheap pass: a reader can
+    ask for the bytes after the last whole batch before decoding these)."""
     positions = array("q")
     sizes = array("q")
     pos = 0
     end = len(buf)
-    deferred: BatchDecodeError | None = None
+    error: BatchDecodeError | None = None
+    next_size = -1
     unpack = _PREFIX.unpack_from
     while end - pos >= LOG_OVERHEAD:
         base, length = unpack(buf, pos)
         if length < MIN_BATCH_LENGTH:
-            deferred = BatchDecodeError(
+            error = BatchDecodeError(
                 f"batch length {length} below minimum {MIN_BATCH_LENGTH}", position=pos, base_offset=base
             )
             break
         size = length + LOG_OVERHEAD
         if pos + size > end:
             if end - pos > _MAGIC_POS and buf[pos + _MAGIC_POS] != MAGIC:
-                deferred = BatchDecodeError(
+                error = BatchDecodeError(
                     f"record batch magic {buf[pos + _MAGIC_POS]} is not supported (need 2)",
                     position=pos,
                     base_offset=base,
                 )
+            else:
+                next_size = size
             break
         positions.append(pos)
         sizes.append(size)
         pos += size
+    return BatchBounds(positions, sizes, pos, error, next_size)
+
+
+def frame(buf: Buffer, *, verify_crc: bool = True, bounds: BatchBounds | None = None) -> Frames:
+    """Find and validate (structure, CRC-32C) the whole batches at the front of ``buf``. A
+    partial batch at the end is not an error; anything malformed is BatchDecodeError,
+    for the first bad batch in buffer order. ``bounds``: ``batch_bounds(buf)``, if known."""
+    b = bounds if bounds is not None else batch_bounds(buf)
+    positions, sizes, pos, deferred = b.positions, b.sizes, b.consumed, b.error
     nb = len(positions)
     if nb == 0:
         if deferred is not None:
@@ -268,13 +295,15 @@ def decode_columns(
     end_offset: int = INT64_MAX,
     verify_crc: bool = True,
     max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
+    bounds: BatchBounds | None = None,
 ) -> DecodedChunk:
     """Decode the whole batches at the front of ``buf`` into one Arrow RecordBatch (schema
     ``spark.schema.ARROW_SCHEMA``) holding the data records with offsets in
     ``[start_offset, end_offset)``, in offset order. Control and transactional batches
     are skipped (Strata refuses transactional producers; an aborted transaction's data
-    cannot be told from a committed one without its marker)."""
-    fr = frame(buf, verify_crc=verify_crc)
+    cannot be told from a committed one without its marker). ``bounds``: ``batch_bounds(buf)``,
+    if the caller computed it already."""
+    fr = frame(buf, verify_crc=verify_crc, bounds=bounds)
     wi = fr.data_batches()
     if wi.size:
         last = fr.base_offsets[wi] + fr.last_deltas[wi]
@@ -355,6 +384,43 @@ def _vfield(d: U8, d16: npt.NDArray[np.uint16], p: I64, max_bytes: int) -> tuple
     return values, nxt, mask
 
 
+def _record_heads(
+    data: bytes, d16: npt.NDArray[np.uint16], S: I64, E: I64
+) -> tuple[I64, I64, I64, I64, I64, I64] | None:
+    """timestampDelta, offsetDelta, keyLength, key start, valueLength, value start of every
+    record (body at ``S``), or None when some of these varints take 3 bytes or more (keys or
+    values of 8 KiB or more; the general path then decodes them). One 8-byte gather per
+    record covers attributes, timestamp and offset deltas and key length, and the value
+    length too when the key is short: each pass over a chunk's records costs about as much
+    as a memory pass over the chunk, so passes are what this saves. Bounds are the caller's
+    to check (a length running past the record yields garbage values, never a read out of
+    ``data``: positions read are clamped to ``E``)."""
+    d64 = np.ndarray(shape=(len(data) - 7,), dtype="<i8", buffer=data, offset=0, strides=(1,))
+    word = d64[S]
+    shift = np.full(len(S), 8, dtype=np.int64)  # bits of ``word`` consumed: attributes
+    fields = []
+    for _ in range(3):
+        w = (word >> shift) & 0xFFFF
+        size = np.take(_SIZE16, w, mode="clip")
+        fields.append(np.take(_VAL16, w, mode="clip"))
+        if size.min() == 0:
+            return None
+        shift += size << 3
+    ts_delta, off_delta, klen = fields
+    ks = S + (shift >> 3)
+    vpos = np.minimum(ks + np.maximum(klen, 0), E)
+    rel = vpos - S  # the value length's first byte, from the record body's start
+    in_word = rel <= 6
+    w = (word >> (np.where(in_word, rel, 0) << 3)) & 0xFFFF
+    if not in_word.all():
+        out = np.flatnonzero(~in_word)
+        w[out] = d16[vpos[out]]
+    size = np.take(_SIZE16, w, mode="clip")
+    if size.min() == 0:
+        return None
+    return ts_delta, off_delta, klen, ks, np.take(_VAL16, w, mode="clip"), vpos + size
+
+
 def _vvarint(d: U8, p: I64, max_bytes: int) -> tuple[I64, I64, Bool | None]:
     """Zigzag varints (``max_bytes`` 5) or varlongs (10) at positions ``p``, all at once:
     (values, positions after them, malformed mask or None when none is: too long or
@@ -417,9 +483,13 @@ def _key_value_arrays(
     bounds[3::4] = ve
     spans = pa.Array.from_buffers(pa.binary(), 4 * n - 1, [None, pa.py_buffer(bounds), d_buf])
     base = np.arange(0, 4 * n, 4, dtype=np.int32)
-    keys = spans.take(pa.array(base, mask=key_null if key_null.any() else None))
-    values = spans.take(pa.array(base + 2, mask=value_null if value_null.any() else None))
-    return keys, values
+    return _take(spans, base, key_null), _take(spans, base + 2, value_null)
+
+
+def _take(spans: pa.Array, idx: npt.NDArray[np.int32], null: Bool) -> pa.Array:
+    if null.all():  # null keys are common: no gather at all
+        return pa.nulls(len(idx), pa.binary())
+    return spans.take(pa.array(idx, mask=null if null.any() else None))
 
 
 def _constant_string(s: str, n: int) -> pa.Array:
@@ -478,25 +548,30 @@ def _decode_group(
     bidx = np.repeat(np.arange(nb, dtype=np.int64), counts)
 
     # Step 3: every other field, vectorized over all records.
-    bad = np.zeros(n, dtype=np.bool_)
-    p = S + 1  # attributes: unused
-    ts_delta, p, b1 = _vfield(d, d16, p, 10)
-    off_delta, p, b2 = _vfield(d, d16, p, 5)
-    bad |= (off_delta < 0) | (off_delta > last_delta[bidx])
-    klen, p, b3 = _vfield(d, d16, p, 5)
-    bad |= klen < -1
-    ks = p
-    p = p + np.maximum(klen, 0)
+    heads = _record_heads(data, d16, S, E)
+    if heads is not None:
+        ts_delta, off_delta, klen, ks, vlen, vs = heads
+        malformed_fields: list[Bool | None] = []
+    else:
+        p = S + 1  # attributes: unused
+        ts_delta, p, b1 = _vfield(d, d16, p, 10)
+        off_delta, p, b2 = _vfield(d, d16, p, 5)
+        klen, ks, b3 = _vfield(d, d16, p, 5)
+        vlen, vs, b4 = _vfield(d, d16, np.minimum(ks + np.maximum(klen, 0), E), 5)
+        malformed_fields = [b1, b2, b3, b4]
+    bad = (off_delta < 0) | (off_delta > last_delta[bidx]) | (klen < -1) | (vlen < -1)
+    bad |= ks + np.maximum(klen, 0) > E
+    p = vs + np.maximum(vlen, 0)
     bad |= p > E
     np.minimum(p, E, out=p)
-    vlen, p, b4 = _vfield(d, d16, p, 5)
-    bad |= vlen < -1
-    vs = p
-    p = p + np.maximum(vlen, 0)
-    bad |= p > E
-    np.minimum(p, E, out=p)
-    hcount, p, b5 = _vfield(d, d16, p, 5)
-    for malformed in (b1, b2, b3, b4, b5):
+    count_byte = d[p]
+    if count_byte.max() < 0x80:  # one-byte header counts (nearly always 0): no table lookup
+        hcount = (count_byte >> 1).astype(np.int64) ^ -(count_byte & 1).astype(np.int64)
+        p = p + 1
+    else:
+        hcount, p, b5 = _vfield(d, d16, p, 5)
+        malformed_fields.append(b5)
+    for malformed in malformed_fields:
         if malformed is not None:
             bad |= malformed
     hcount_bad = (hcount < 0) | (hcount * 2 > E - p)
@@ -695,19 +770,24 @@ def _chain_tables(
     pos = data_start[order]
     # Step k writes row k: lanes (batches) are columns, so writes are contiguous slices.
     starts2 = np.empty((steps, nb), dtype=np.int64)
+    words2 = np.empty((steps, nb), dtype=np.uint16)  # each record's first two bytes
     try:
         for k, na in enumerate(active):
             p = pos[:na]
             starts2[k, :na] = p
-            pos[:na] = p + np.take(_STEP16, d16[p], mode="clip")
+            w = d16[p]
+            words2[k, :na] = w
+            pos[:na] = p + np.take(_STEP16, w, mode="clip")
     except IndexError:
         return None
-    lanes = np.empty(nb, dtype=np.int64)
-    lanes[order] = np.arange(nb, dtype=np.int64)
-    by_batch = starts2.T[lanes]  # row b: record starts of batch b (valid up to counts[b])
     valid = np.arange(steps, dtype=np.int64)[None, :] < counts[:, None]
-    RS = by_batch[valid]
-    w = d16[RS]
+    if nb == 1 or (order[1:] > order[:-1]).all():  # batches already in order (equal counts)
+        RS, w = starts2.T[valid], words2.T[valid]
+    else:
+        lanes = np.empty(nb, dtype=np.int64)
+        lanes[order] = np.arange(nb, dtype=np.int64)
+        # row b: record starts of batch b (valid up to counts[b])
+        RS, w = starts2.T[lanes][valid], words2.T[lanes][valid]
     size = _SIZE16[w]
     S = RS + size
     E = S + _VAL16[w]

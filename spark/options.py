@@ -12,14 +12,16 @@ Option names are case-insensitive, as in every Spark data source::
     startingOffsetsByTimestamp    JSON {"topic":{"0":1700000000000}}
     endingOffsetsByTimestamp      likewise for the end
     includeHot                    "true": also read the not-yet-tiered tail through a broker
+    failOnDataLoss                "true" (default): fail when planned records were deleted (retention)
+                                  before a task read them; "false": skip them (Spark's Kafka option)
     broker                        HOST:PORT of a broker's Kafka listener (alias: kafka.bootstrap.servers)
     endpoint, region,             S3 endpoint URL, region and credentials; default: the standard
     accessKey, secretKey          AWS chain (AWS_ENDPOINT_URL, AWS_DEFAULT_REGION, AWS_ACCESS_KEY_ID, ...)
-    maxPartitionBytes             split segments larger than this into byte ranges [64m]
-    minPartitionBytes             pack consecutive small segments of a partition up to this [0: one
-                                  Spark partition per segment]
-    minPartitions                 split segments further so the scan has at least about this many
-                                  Spark partitions (as Spark's Kafka source option)
+    maxPartitionBytes             a Spark partition reads at most about this many bytes [128m]: each
+                                  topic-partition's segments are cut into the fewest nearly equal
+                                  pieces this size allows (small segments share one piece)
+    minPartitions                 cut smaller pieces so the scan has at least about this many Spark
+                                  partitions (as Spark's Kafka source option)
     readChunkBytes                size of one ranged GET while scanning [8m]
 
 Offsets follow Spark's Kafka source exactly: in JSON, -2 means earliest and -1 latest;
@@ -43,7 +45,7 @@ from hot.topics import validate_topic_name
 
 EARLIEST: Final = -2
 LATEST: Final = -1
-DEFAULT_MAX_PARTITION_BYTES: Final = 64 << 20
+DEFAULT_MAX_PARTITION_BYTES: Final = 128 << 20  # spark.sql.files.maxPartitionBytes
 DEFAULT_READ_CHUNK_BYTES: Final = 8 << 20
 _SIZE: Final = re.compile(r"(\d+)\s*([kmgt]?)b?", re.IGNORECASE)
 _UNITS: Final = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
@@ -100,8 +102,8 @@ class ReadOptions:
     end: Bound
     broker: str | None = None
     include_hot: bool = False
+    fail_on_data_loss: bool = True
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
-    min_partition_bytes: int = 0
     min_partitions: int = 0
     read_chunk_bytes: int = DEFAULT_READ_CHUNK_BYTES
 
@@ -160,8 +162,8 @@ class ReadOptions:
             end=end,
             broker=broker or None,
             include_hot=include_hot,
+            fail_on_data_loss=_bool(o.get("failondataloss", "true"), "failOnDataLoss"),
             max_partition_bytes=max_bytes,
-            min_partition_bytes=_size(o.get("minpartitionbytes"), "minPartitionBytes", 0),
             min_partitions=_count(o.get("minpartitions"), "minPartitions"),
             read_chunk_bytes=chunk,
         )

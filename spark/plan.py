@@ -84,11 +84,14 @@ class SegmentSlice:
 
 @dataclass(frozen=True, slots=True)
 class ColdTask:
-    """Consecutive slices of one partition, read from the bucket by one Spark task."""
+    """Consecutive slices of one partition, read from the bucket by one Spark task;
+    ``topic_id`` (hex) lets the reader tell a segment deleted by retention since the plan
+    from a missing object."""
 
     topic: str
     partition: int
     slices: tuple[SegmentSlice, ...]
+    topic_id: str | None = None
 
     @property
     def bytes(self) -> int:
@@ -209,31 +212,41 @@ def parse_time_index(data: bytes, seg: RemoteSegment) -> tuple[tuple[int, ...], 
     return tuple(stamps), tuple(offsets)
 
 
-def split_positions(
-    index: RemoteOffsetIndex, start_pos: int, end_pos: int, target: int
-) -> list[tuple[int, int]]:
-    """Index entries (offset, position) cutting ``(start_pos, end_pos)`` into pieces of at
-    most about ``target`` bytes and of nearly equal size (equal pieces keep Spark's task
-    waves even): the entry nearest each ideal cut, strictly increasing."""
-    pieces = -(-(end_pos - start_pos) // target)
-    if pieces <= 1:
-        return []
+def _cut_points(index: RemoteOffsetIndex, sl: SegmentSlice, ideal: Sequence[float]) -> list[tuple[int, int]]:
+    """For each ideal cut position inside ``sl``, the nearest of: an index entry strictly
+    inside the slice, the slice's start or its end; as (position, first offset after the
+    cut), non-decreasing."""
     positions = index.positions
-    cuts: list[tuple[int, int]] = []
-    last = start_pos
-    for i in range(1, pieces):
-        ideal = start_pos + (end_pos - start_pos) * i // pieces
-        j = bisect.bisect_left(positions, ideal)
-        best = None
+    out: list[tuple[int, int]] = []
+    last = (sl.start_position, sl.start_offset)
+    for x in ideal:
+        if x - sl.start_position <= sl.end_position - x:
+            best = (sl.start_position, sl.start_offset)
+        else:
+            best = (sl.end_position, sl.end_offset)
+        j = bisect.bisect_left(positions, x)
         for k in (j - 1, j):
-            if (0 <= k < len(positions) and last < positions[k] < end_pos) and (
-                best is None or abs(positions[k] - ideal) < abs(positions[best] - ideal)
+            if (
+                0 <= k < len(positions)
+                and sl.start_position < positions[k] < sl.end_position
+                and sl.start_offset < index.offsets[k] < sl.end_offset
+                and abs(positions[k] - x) < abs(best[0] - x)
             ):
-                best = k
-        if best is not None:
-            cuts.append((index.offsets[best], positions[best]))
-            last = positions[best]
-    return cuts
+                best = (positions[k], index.offsets[k])
+        last = max(last, best)
+        out.append(last)
+    return out
+
+
+def _cut(sl: SegmentSlice, offset: int, position: int) -> tuple[SegmentSlice, SegmentSlice]:
+    """``sl`` cut at a batch boundary (an index entry): offsets below and from ``offset``."""
+    head = SegmentSlice(
+        sl.key, sl.base_offset, sl.last_offset, sl.size, sl.start_position, position, sl.start_offset, offset
+    )
+    tail = SegmentSlice(
+        sl.key, sl.base_offset, sl.last_offset, sl.size, position, sl.end_position, offset, sl.end_offset
+    )
+    return head, tail
 
 
 # --- object reads with context ------------------------------------------------------------------
@@ -407,19 +420,70 @@ class Planner:
         """Cold tasks for the archived segments, hot tasks for the gaps (includeHot only)."""
         o = self.options
         part, start, end = r.part, r.range.start, r.range.end
-        slices = await asyncio.gather(*(self._slices(s, start, end, split) for s in r.segments))
-        tasks = self._pack(part, [sl for group in slices for sl in group])
+        topic_id = part.topic_id.hex if part.topic_id else None
+        tasks: list[ScanTask] = [
+            ColdTask(part.topic, part.partition, tuple(piece), topic_id)
+            for piece in await self._pieces(r.segments, start, end, split)
+        ]
         if o.include_hot and start < end:
             assert o.broker is not None
             pos = start
             for lo, hi in [*((s.base_offset, s.last_offset + 1) for s in r.segments), (end, end)]:
                 if lo > pos:
-                    topic_id = part.topic_id.hex if part.topic_id else None
                     tasks.append(HotTask(part.topic, part.partition, pos, min(lo, end), o.broker, topic_id))
                 pos = max(pos, hi)
                 if pos >= end:
                     break
         return tasks
+
+    async def _pieces(
+        self, segments: Sequence[RemoteSegment], start: int, end: int, split: int
+    ) -> list[list[SegmentSlice]]:
+        """Offsets ``[start, end)`` of consecutive segments of one partition, cut into the
+        fewest pieces of at most about ``split`` bytes, of nearly equal size: Spark's task
+        waves stay even, and small segments share a task instead of each paying a task's
+        fixed cost. A cut falls at a segment boundary when one is near (no index needed),
+        otherwise at the offset index entry nearest to it."""
+        whole = list(await asyncio.gather(*(self._slice(s, start, end) for s in segments)))
+        total = sum(sl.length for sl in whole)
+        if not whole:
+            return []
+        count = max(1, -(-total // split))
+        target = total / count
+        snap = target / 8
+        ends_piece: set[int] = set()  # a piece ends after these segments
+        inside: dict[int, list[float]] = {}  # ideal cut positions inside a segment
+        lo = 0
+        k = 1
+        for i, sl in enumerate(whole):
+            hi = lo + sl.length
+            while k < count and k * target < hi:
+                x = k * target - lo
+                if x <= snap:
+                    ends_piece.add(i - 1)
+                elif sl.length - x <= snap:
+                    ends_piece.add(i)
+                else:
+                    inside.setdefault(i, []).append(sl.start_position + x)
+                k += 1
+            lo = hi
+        indexes = await asyncio.gather(*(self._index(segments[i]) for i in inside))
+        cuts = {i: _cut_points(ix, whole[i], inside[i]) for i, ix in zip(inside, indexes, strict=True)}
+        pieces: list[list[SegmentSlice]] = [[]]
+        for i, sl in enumerate(whole):
+            for pos, off in cuts.get(i, ()):
+                if pos == sl.end_position:
+                    ends_piece.add(i)
+                elif pos > sl.start_position:
+                    head, sl = _cut(sl, off, pos)
+                    pieces[-1].append(head)
+                    pieces.append([])
+                elif pieces[-1]:
+                    pieces.append([])
+            pieces[-1].append(sl)
+            if i in ends_piece:
+                pieces.append([])
+        return [p for p in pieces if p]
 
     async def archived_slices(
         self, topic: str, topic_id: uuid.UUID, partition: int, start: int, end: int
@@ -434,24 +498,9 @@ class Planner:
         for seg in await self._segments(m, expect, end):
             if seg.base_offset > expect:
                 break
-            out.extend(await self._slices(seg, expect, end, self.options.max_partition_bytes))
+            out.append(await self._slice(seg, expect, end))
             expect = seg.last_offset + 1
         return out
-
-    def _pack(self, part: _Partition, slices: list[SegmentSlice]) -> list[ScanTask]:
-        limit = self.options.min_partition_bytes
-        tasks: list[ScanTask] = []
-        group: list[SegmentSlice] = []
-        size = 0
-        for sl in slices:
-            if group and size + sl.length > limit:
-                tasks.append(ColdTask(part.topic, part.partition, tuple(group)))
-                group, size = [], 0
-            group.append(sl)
-            size += sl.length
-        if group:
-            tasks.append(ColdTask(part.topic, part.partition, tuple(group)))
-        return tasks
 
     async def _index(self, seg: RemoteSegment) -> RemoteOffsetIndex:
         if seg.index_size == 0:
@@ -460,40 +509,26 @@ class Planner:
             data = await _get(self.store, seg.keys.index, f"offset index of segment {seg.base_offset}")
         return parse_offset_index(data, seg)
 
-    async def _slices(self, seg: RemoteSegment, start: int, end: int, split: int) -> list[SegmentSlice]:
+    async def _slice(self, seg: RemoteSegment, start: int, end: int) -> SegmentSlice:
+        """The bytes of ``seg`` holding offsets ``[start, end)``: the whole object, or (when a
+        bound falls inside the segment) from the last indexed batch at or below ``start``
+        to the first indexed batch at or above ``end``."""
         lo = max(start, seg.base_offset)
         hi = min(end, seg.last_offset + 1)
         start_pos, end_pos = 0, seg.size
-        first_off = lo
-        inside = lo > seg.base_offset or hi <= seg.last_offset
-        if not inside and seg.size <= split:
-            return [
-                SegmentSlice(seg.keys.log, seg.base_offset, seg.last_offset, seg.size, 0, seg.size, lo, hi)
-            ]
-        index = await self._index(seg)
-        if lo > seg.base_offset:
-            fl = index.floor(lo)
-            if fl is not None:
-                start_pos = fl[1]
-        if hi <= seg.last_offset:
-            ce = index.ceil(hi)
-            if ce is not None:
-                end_pos = ce[1]
-        out: list[SegmentSlice] = []
-        pos, off = start_pos, first_off
-        for cut_off, cut_pos in split_positions(index, start_pos, end_pos, split):
-            if cut_off <= off:
-                continue
-            out.append(
-                SegmentSlice(
-                    seg.keys.log, seg.base_offset, seg.last_offset, seg.size, pos, cut_pos, off, cut_off
-                )
-            )
-            pos, off = cut_pos, cut_off
-        out.append(
-            SegmentSlice(seg.keys.log, seg.base_offset, seg.last_offset, seg.size, pos, end_pos, off, hi)
+        if lo > seg.base_offset or hi <= seg.last_offset:
+            index = await self._index(seg)
+            if lo > seg.base_offset:
+                fl = index.floor(lo)
+                if fl is not None:
+                    start_pos = fl[1]
+            if hi <= seg.last_offset:
+                ce = index.ceil(hi)
+                if ce is not None:
+                    end_pos = ce[1]
+        return SegmentSlice(
+            seg.keys.log, seg.base_offset, seg.last_offset, seg.size, start_pos, end_pos, lo, hi
         )
-        return out
 
     # -- timestamps --
 

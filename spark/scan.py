@@ -21,6 +21,7 @@ range was uploaded and deleted locally since the plan, the range is read from th
 from __future__ import annotations
 
 import concurrent.futures
+import logging
 import uuid
 from collections.abc import Iterator
 from typing import Final
@@ -37,9 +38,10 @@ from hot.errors import (
     StrataError,
     error_for_code,
 )
-from spark.columnar import BatchDecodeError, DecodedChunk, Frames, decode_columns
+from spark.columnar import BatchBounds, BatchDecodeError, DecodedChunk, Frames, batch_bounds, decode_columns
 from spark.options import ReadOptions
 from spark.plan import (
+    BrokerClient,
     ColdTask,
     HotTask,
     Planner,
@@ -48,9 +50,17 @@ from spark.plan import (
     open_store_from,
     run_blocking,
 )
+from tiering.manifest import ManifestStore
 from tiering.store import InvalidRangeError, SyncObjectStore
 
+# Arrow batches handed to Spark stay below this: its JVM side takes Arrow buffers up to 4 MiB
+# from a pool (Netty's chunk size) but allocates and frees larger ones for every batch.
+ARROW_BATCH_BYTES: Final = 2 << 20
+# The first GET of a slice is small so that rows flow early; later ones double up to readChunkBytes.
+_FIRST_CHUNK: Final = 1 << 20
 _EMPTY_FETCHES: Final = 5  # empty fetch responses tolerated below the planned high watermark
+_OFFSET_COLUMN: Final = 4  # spark.schema.COLUMNS.index("offset")
+logger = logging.getLogger(__name__)
 
 
 def read_task(
@@ -63,14 +73,81 @@ def read_task(
     own = store is None
     s = store if store is not None else SyncObjectStore(open_store_from(options.store))
     try:
+        batches: Iterator[pa.RecordBatch]
         if isinstance(task, ColdTask):
-            for sl in task.slices:
-                yield from read_slice(s, task.topic, task.partition, sl, options.read_chunk_bytes)
+            batches = (b for sl in task.slices for b in read_cold(s, task, sl, options))
         else:
-            yield from read_hot(task, options, s)
+            batches = read_hot(task, options, s)
+        for batch in batches:
+            yield from split_batch(batch, ARROW_BATCH_BYTES)
     finally:
         if own:
             s.close()
+
+
+def split_batch(batch: pa.RecordBatch, target: int) -> Iterator[pa.RecordBatch]:
+    """``batch`` as zero-copy slices of about ``target`` bytes at most."""
+    rows = batch.num_rows
+    size = batch.nbytes
+    if size <= target or rows <= 1:
+        yield batch
+        return
+    step = max(1, rows * target // size)
+    for start in range(0, rows, step):
+        yield batch.slice(start, step)
+
+
+def read_cold(
+    store: SyncObjectStore, task: ColdTask, sl: SegmentSlice, options: ReadOptions
+) -> Iterator[pa.RecordBatch]:
+    """The rows of one slice of a cold task. A segment that retention deleted since the
+    plan (the manifest's log start is now past it) is data loss: ``OffsetOutOfRangeError``,
+    or with ``failOnDataLoss=false`` its rows not read yet are skipped. A missing object
+    that the manifest still covers is damage: ``ObjectNotFoundError``."""
+    done = sl.start_offset  # rows below this were yielded
+    try:
+        for batch in read_slice(store, task.topic, task.partition, sl, options.read_chunk_bytes):
+            done = batch.column(_OFFSET_COLUMN)[-1].as_py() + 1
+            yield batch
+    except ObjectNotFoundError:
+        log_start = _archive_log_start(options, task.topic, task.topic_id, task.partition)
+        if log_start is not None and log_start <= sl.last_offset:
+            raise  # the manifest still covers the segment: its object should exist
+        why = (
+            "deleted with their topic"
+            if log_start is None
+            else f"deleted by retention (the log now starts at offset {log_start})"
+        )
+        _data_loss(options, task.topic, task.partition, done, sl.end_offset, why)
+
+
+def _archive_log_start(options: ReadOptions, topic: str, topic_id: str | None, partition: int) -> int | None:
+    """The partition manifest's log start offset now, or None without a manifest."""
+    if topic_id is None:
+        return None
+    tid = uuid.UUID(topic_id)
+
+    async def load() -> int | None:
+        store = open_store_from(options.store)
+        try:
+            m, _ = await ManifestStore(store).load(topic, tid, partition)
+            return None if m is None else m.log_start_offset
+        finally:
+            await store.close()
+
+    return run_blocking(load)
+
+
+def _data_loss(options: ReadOptions, topic: str, partition: int, start: int, end: int, why: str) -> None:
+    """Offsets ``[start, end)`` of a plan are gone: fail, or (failOnDataLoss=false) log it."""
+    what = f"{topic}-{partition}: offsets {start} to {end - 1}, planned to be read, were {why}"
+    if options.fail_on_data_loss:
+        raise OffsetOutOfRangeError(
+            f"{what}. Some data was lost after the scan was planned: a DataFrame's offset ranges "
+            "are fixed by its first action. Read again with a fresh DataFrame, or set option "
+            "failOnDataLoss=false to skip records deleted in the meantime"
+        )
+    logger.warning("%s; skipped (failOnDataLoss=false)", what)
 
 
 def _get(store: SyncObjectStore, sl: SegmentSlice, where: str, start: int, end: int) -> bytes:
@@ -100,41 +177,46 @@ def read_slice(
 ) -> Iterator[pa.RecordBatch]:
     """The rows of offsets ``[sl.start_offset, sl.end_offset)`` of one segment slice."""
     where = f"{topic}-{partition}"
+    if sl.start_position >= sl.end_position:
+        return
     pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="strata-prefetch")
+
+    def fetch(start: int, size: int) -> tuple[concurrent.futures.Future[bytes], int]:
+        stop = min(start + size, sl.end_position)
+        return pool.submit(_get, store, sl, where, start, stop), stop
+
     try:
         pos = sl.start_position
-        stop = min(pos + chunk_bytes, sl.end_position)
-        pending = pool.submit(_get, store, sl, where, pos, stop) if pos < sl.end_position else None
-        buf = b""
+        size = min(chunk_bytes, _FIRST_CHUNK)
+        pending: concurrent.futures.Future[bytes] | None
+        pending, stop = fetch(pos, size)
         expect: int | None = sl.base_offset if sl.start_position == 0 else None
         next_offset = -1
         while pending is not None:
             data = pending.result()
             pending = None
-            pos = stop
-            if pos < sl.end_position:
-                stop = min(pos + chunk_bytes, sl.end_position)
-                pending = pool.submit(_get, store, sl, where, pos, stop)
-            buf_start = pos - len(buf) - len(data)  # file position of buf[0]
-            buf = buf + data if buf else data
-            decoded = _decode(buf, buf_start, topic, partition, sl)
-            fr = decoded.frames
-            if len(fr):
-                _check_dense(sl, fr, buf_start, expect)
-                expect = next_offset = int(fr.next_offsets[-1])
-            if decoded.batch.num_rows:
-                yield decoded.batch
-            buf = buf[decoded.consumed :]
-            if next_offset >= sl.end_offset:
-                return
-            if pending is None and buf:
-                raise CorruptLogError(
-                    sl.key,
-                    next_offset if next_offset >= 0 else sl.start_offset,
-                    f"{len(buf)} bytes at byte {sl.end_position - len(buf)} are not a whole batch "
-                    "(truncated?)",
-                    what="offset",
-                )
+            bounds = batch_bounds(data)
+            # The next GET starts at the first batch not whole in this one (a batch cut by
+            # the chunk's end is read again, whole), so chunks are never concatenated.
+            nxt = pos + bounds.consumed
+            if bounds.error is None and nxt < sl.end_position:
+                size = min(size * 2, chunk_bytes)
+                if bounds.consumed == 0:  # a batch larger than the chunk, or a truncated one
+                    if stop >= sl.end_position or bounds.next_size <= len(data):
+                        raise _truncated(sl, next_offset, pos)
+                    size = max(size, bounds.next_size)
+                pending, stop = fetch(nxt, size)
+            if bounds.consumed or bounds.error is not None:
+                decoded = _decode(data, pos, topic, partition, sl, bounds)
+                fr = decoded.frames
+                if len(fr):
+                    _check_dense(sl, fr, pos, expect)
+                    expect = next_offset = int(fr.next_offsets[-1])
+                if decoded.batch.num_rows:
+                    yield decoded.batch
+                if next_offset >= sl.end_offset:
+                    return
+            pos = nxt
         if next_offset < sl.end_offset:
             raise CorruptLogError(
                 sl.key,
@@ -145,6 +227,15 @@ def read_slice(
             )
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _truncated(sl: SegmentSlice, next_offset: int, position: int) -> CorruptLogError:
+    return CorruptLogError(
+        sl.key,
+        next_offset if next_offset >= 0 else sl.start_offset,
+        f"{sl.end_position - position} bytes at byte {position} are not a whole batch (truncated?)",
+        what="offset",
+    )
 
 
 def _check_dense(sl: SegmentSlice, fr: Frames, buf_start: int, expect: int | None) -> None:
@@ -181,10 +272,17 @@ def _check_dense(sl: SegmentSlice, fr: Frames, buf_start: int, expect: int | Non
         )
 
 
-def _decode(buf: bytes, buf_start: int, topic: str, partition: int, sl: SegmentSlice) -> DecodedChunk:
+def _decode(
+    buf: bytes, buf_start: int, topic: str, partition: int, sl: SegmentSlice, bounds: BatchBounds
+) -> DecodedChunk:
     try:
         return decode_columns(
-            buf, topic=topic, partition=partition, start_offset=sl.start_offset, end_offset=sl.end_offset
+            buf,
+            topic=topic,
+            partition=partition,
+            start_offset=sl.start_offset,
+            end_offset=sl.end_offset,
+            bounds=bounds,
         )
     except BatchDecodeError as e:
         offset = e.base_offset if e.base_offset is not None else sl.start_offset
@@ -234,9 +332,10 @@ def read_hot(task: HotTask, options: ReadOptions, store: SyncObjectStore) -> Ite
             )
             resp = client.call(ApiKey.FETCH, req)
             pd = resp.responses[0].partitions[0]
-            if pd.error_code == OFFSET_OUT_OF_RANGE and task.topic_id is not None:
-                # Uploaded and deleted locally since the plan: read what the bucket has now.
-                for batch, next_off in _cold_fallback(task, options, store, off):
+            if pd.error_code == OFFSET_OUT_OF_RANGE:
+                # The broker no longer has ``off`` (retention, or a broker whose local copy
+                # went while another uploader archived it): the bucket may.
+                for batch, next_off in _out_of_range(task, options, store, off):
                     if batch is not None:
                         yield batch
                     off = next_off
@@ -276,29 +375,54 @@ def read_hot(task: HotTask, options: ReadOptions, store: SyncObjectStore) -> Ite
                 yield decoded.batch
 
 
-def _cold_fallback(
+def _out_of_range(
     task: HotTask, options: ReadOptions, store: SyncObjectStore, off: int
 ) -> Iterator[tuple[pa.RecordBatch | None, int]]:
-    """Rows from the bucket starting at ``off``, up to the first offset not archived;
-    yields (batch, next offset to read)."""
-    assert task.topic_id is not None
-    topic_id = uuid.UUID(task.topic_id)
+    """After the broker refused ``off``: the rows the bucket holds from ``off`` on, up to
+    its first gap; or, when it holds nothing there, the lost offsets up to the first one
+    still available (``_data_loss``). Yields (batch or None, next offset to read)."""
+    topic_id = task.topic_id or _archived_topic_id(options, task.topic)
+    slices: list[SegmentSlice] = []
+    if topic_id is not None:
+        tid = uuid.UUID(topic_id)
 
-    async def plan() -> list[SegmentSlice]:
-        # A store of its own: an async store belongs to the event loop that opened it.
-        planner = Planner(options, open_store_from(options.store))
+        async def plan() -> list[SegmentSlice]:
+            # A store of its own: an async store belongs to the event loop that opened it.
+            planner = Planner(options, open_store_from(options.store))
+            try:
+                return await planner.archived_slices(task.topic, tid, task.partition, off, task.end_offset)
+            finally:
+                await planner.store.close()
+
+        slices = run_blocking(plan)
+    if slices and slices[0].start_offset == off:
+        for sl in slices:
+            for batch in read_slice(store, task.topic, task.partition, sl, options.read_chunk_bytes):
+                yield batch, off
+            off = sl.end_offset
+            yield None, off
+        return
+    broker_start = BrokerClient(task.broker).list_offsets(task.topic, [task.partition], -2)[task.partition]
+    later = [o for o in (broker_start, *(sl.start_offset for sl in slices[:1])) if o > off]
+    resume = min(later) if later else task.end_offset  # nothing later: the log ends before ``off``
+    why = (
+        f"deleted by retention (broker {task.broker} now starts at offset {broker_start})"
+        if broker_start > off
+        else f"not on broker {task.broker} any more, nor archived (topic deleted and recreated?)"
+    )
+    _data_loss(options, task.topic, task.partition, off, min(resume, task.end_offset), why)
+    yield None, resume
+
+
+def _archived_topic_id(options: ReadOptions, topic: str) -> str | None:
+    """The topic id of the bucket's topic manifest (a topic archived since the plan), or None."""
+
+    async def load() -> str | None:
+        store = open_store_from(options.store)
         try:
-            return await planner.archived_slices(task.topic, topic_id, task.partition, off, task.end_offset)
+            doc = await ManifestStore(store).load_topic_manifest(topic)
+            return None if doc is None else uuid.UUID(doc["topic_id"]).hex
         finally:
-            await planner.store.close()
+            await store.close()
 
-    slices = run_blocking(plan)
-    if not slices or slices[0].start_offset > off:
-        raise OffsetOutOfRangeError(
-            f"{task.topic}-{task.partition}: offset {off} is neither on broker {task.broker} nor archived "
-            "in the bucket (deleted by retention since the scan was planned?)"
-        )
-    for sl in slices:
-        for batch in read_slice(store, task.topic, task.partition, sl, options.read_chunk_bytes):
-            yield batch, sl.start_offset
-        yield None, sl.end_offset
+    return run_blocking(load)

@@ -14,6 +14,7 @@ import pytest
 
 from api.export import export, parse_options
 from hot.errors import CorruptLogError, InvalidConfigError, ObjectNotFoundError, UnknownTopicOrPartitionError
+from spark.columnar import batch_bounds
 from spark.options import EARLIEST, LATEST, ReadOptions
 from spark.plan import ColdTask, open_store_from, plan_scan
 from spark.scan import read_task
@@ -281,18 +282,33 @@ def test_log_start_offset_hides_deleted_records(tmp_path: Path) -> None:
     )
 
 
-def test_large_segments_split_at_index_entries_and_small_ones_pack(archive: Archive) -> None:
-    split = plan_scan(archive.opts(maxPartitionBytes="4096"))
-    slices = [sl for t in split.tasks if isinstance(t, ColdTask) for sl in t.slices]
-    assert len(slices) > sum(len(s) for s in archive.segments.values())
-    assert all(sl.length <= 8192 for sl in slices)
-    assert sorted(scan(archive.opts(maxPartitionBytes="4096")), key=key) == sorted(archive.rows, key=key)
-    packed = plan_scan(archive.opts(minPartitionBytes="1g"))
+def test_pieces_are_nearly_equal_cut_at_index_entries_and_small_segments_pack(archive: Archive) -> None:
+    sizes = {p: sum(s.size for s in segs) for p, segs in archive.segments.items()}
+    split = plan_scan(archive.opts(maxPartitionBytes="12k"))
+    for p, total in sizes.items():
+        tasks = [t for t in split.tasks if isinstance(t, ColdTask) and t.partition == p]
+        assert len(tasks) == -(-total // 12288), "the fewest pieces of at most about 12 KiB"
+        # Nearly equal: cuts are at index entries (one per 4 KiB of log) or segment boundaries.
+        assert all(abs(t.bytes - total / len(tasks)) <= 5000 for t in tasks), [t.bytes for t in tasks]
+        lengths = [t.bytes for t in tasks]
+        assert sum(lengths) == total
+        slices = [sl for t in tasks for sl in t.slices]
+        ends = [sl.end_offset for sl in slices]
+        assert [sl.start_offset for sl in slices] == [0, *ends[:-1]], "consecutive, gapless offsets"
+        assert any(len(t.slices) > 1 for t in tasks), "pieces cross segment boundaries"
+        assert any(sl.start_position > 0 for sl in slices), "and cut inside segments"
+    assert sorted(scan(archive.opts(maxPartitionBytes="12k")), key=key) == sorted(archive.rows, key=key)
+    halves = plan_scan(archive.opts(maxPartitionBytes=str(max(sizes.values()) // 2 + 1)))
+    for p, total in sizes.items():  # two halves, not whole segments (3 + 4 or so)
+        halves_p = [t.bytes for t in halves.tasks if t.partition == p]
+        assert len(halves_p) == 2 and all(abs(b - total / 2) <= 5000 for b in halves_p), halves_p
+    packed = plan_scan(archive.opts())  # 128 MiB pieces: every small segment of a partition in one task
     assert len(packed.tasks) == PARTITIONS
-    per_segment = plan_scan(archive.opts())
-    assert len(per_segment.tasks) == sum(len(s) for s in archive.segments.values())
-    many = plan_scan(archive.opts(minPartitions="40"))
-    assert len(many.tasks) > len(per_segment.tasks)
+    for t in packed.tasks:
+        assert isinstance(t, ColdTask) and len(t.slices) == len(archive.segments[t.partition])
+    many = plan_scan(archive.opts(minPartitions="20"))
+    assert len(many.tasks) >= 20
+    assert sorted(scan(archive.opts(minPartitions="20")), key=key) == sorted(archive.rows, key=key)
 
 
 def test_spillover_segments_are_read_and_pruned(tmp_path: Path) -> None:
@@ -342,6 +358,46 @@ def test_truncated_and_missing_objects_fail_naming_the_key(tmp_path: Path) -> No
     assert gone.keys.log in str(info.value) and f"offsets {gone.base_offset}-{gone.last_offset}" in str(
         info.value
     )
+
+
+def test_batches_larger_than_a_read_chunk_are_read_again_whole(tmp_path: Path) -> None:
+    """Each GET starts at the first batch the previous one did not hold whole: a batch cut
+    by a chunk's end is read again (a larger GET when a batch exceeds the chunk), chunks
+    are never concatenated, and truncation is still detected."""
+    url = f"file://{tmp_path / 'bucket'}"
+    topic_id = uuid.uuid4()
+
+    async def go() -> tuple[list[Row], list[RemoteSegment]]:
+        store = open_store(url)
+        try:
+            log = open_log(tmp_path / "log", TOPIC, 0, segment_bytes=65536)
+            rows = fill_log(log, TOPIC, 0, 24, 20, value_size=400)  # batches of about 8-9 KiB
+            segs = await tier_log(store, log, TOPIC, topic_id, 0)
+            await put_topic(store, TOPIC, topic_id, 1)
+            log.close()
+            return [r for r in rows if r.offset <= segs[-1].last_offset], segs
+        finally:
+            await store.close()
+
+    rows, segs = asyncio.run(go())
+    opts = ReadOptions.parse({"topic": TOPIC, "readChunkBytes": "4096"}, path=url)
+    counting = CountingStore(open_store(url))
+    assert sorted(scan(opts, counting), key=key) == sorted(rows, key=key)
+    log_gets = counting.log_gets()
+    requested = sum((end or 0) - (start or 0) for _, start, end in log_gets)
+    total = sum(s.size for s in segs)
+    assert len(log_gets) >= 2 * len(rows) // 20 and requested < 3 * total, (len(log_gets), requested, total)
+    path = tmp_path / "bucket" / segs[0].keys.log
+    data = path.read_bytes()
+    last = batch_bounds(data).positions[-1]
+    length = int.from_bytes(data[last + 8 : last + 12], "big")
+    longer = data[: last + 8] + (length + 100).to_bytes(4, "big") + data[last + 12 :]
+    path.write_bytes(longer)  # the last batch claims to run past the object's end
+    with pytest.raises(CorruptLogError, match=f"bytes at byte {last} are not a whole batch"):
+        scan(opts)
+    path.write_bytes(data[:-100])
+    with pytest.raises(CorruptLogError, match="shorter than its manifest entry"):
+        scan(opts)
 
 
 def test_s3_credentials_from_options_override_the_chain(

@@ -10,9 +10,11 @@ pyspark is a hard requirement here: without it this module fails at import, loud
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import shutil
 import sys
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,11 +23,22 @@ from typing import Any
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 
+from hot.errors import OffsetOutOfRangeError
 from spark import StrataDataSource
 from spark.options import ReadOptions
 from spark.plan import ColdTask, HotTask, plan_scan
+from spark.scan import read_task
 from tests.brokers import BrokerProcess, S3Endpoint, create_topic
-from tests.spark.sparklib import TS0, Row, fill_log, open_log, put_topic, tier_log, upload_segment_files
+from tests.spark.sparklib import (
+    TS0,
+    Row,
+    fill_log,
+    open_log,
+    put_topic,
+    rows_of_table,
+    tier_log,
+    upload_segment_files,
+)
 from tiering.manifest import ManifestStore
 from tiering.store import open_store
 
@@ -262,7 +275,7 @@ def test_include_hot_reads_cold_and_hot_exactly_once(
     broker = broker_factory()
     topic = "mixed"
     # tiny segments: several sealed ones per partition however the producer batches
-    create_topic(broker.bootstrap, topic, 2, {"segment.bytes": "2048"})
+    create_topic(broker.bootstrap, topic, 2, {"segment.bytes": "2048", "retention.ms": "-1"})
     acked = _produce(broker.bootstrap, topic, 2, per_codec=300)
     url = f"file://{tmp_path / 'bucket'}"
     topic_id = uuid.uuid4()
@@ -298,3 +311,166 @@ def test_include_hot_reads_cold_and_hot_exactly_once(
     for r in got:
         k, v, hs, ts = acked[(r.partition, r.offset)]
         assert (r.key, r.value, r.headers, r.timestamp, r.topic) == (k, v, hs, ts, topic)
+
+
+# --- includeHot: a DataFrame's plan outlives the broker's tiering and retention -------------------
+#
+# Spark plans a DataFrame (partitions()) on its first action and every later action reuses that
+# plan, so these tests plan with a first action, let the broker tier or delete records, and read
+# again with the same DataFrame.
+
+
+def _alter(bootstrap: str, topic: str, **configs: str) -> None:
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    res = ConfigResource(
+        ConfigResource.Type.TOPIC,
+        topic,
+        incremental_configs=[
+            ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET)
+            for k, v in configs.items()
+        ],
+    )
+    admin.incremental_alter_configs([res])[res].result(30)
+
+
+def _wait(cond: Callable[[], bool], what: str, timeout: float = 120.0) -> None:
+    """Poll for the broker's background work (bounded; not a timing assertion)."""
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def _log_starts(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    """Each partition's log start offset (low watermark), asked with confluent-kafka."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"wm-{uuid.uuid4().hex[:8]}"})
+    try:
+        return {
+            p: c.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[0] for p in range(partitions)
+        }
+    finally:
+        c.close()
+
+
+def _local_start(broker: BrokerProcess, topic: str, p: int) -> int:
+    """Base offset of the broker's oldest local segment (its local log start)."""
+    return min(int(f.stem) for f in (broker.data_dir / "logs" / f"{topic}-{p}").glob("*.log"))
+
+
+def _archived_ends(url: str, topic: str, partitions: int) -> dict[int, int]:
+    async def go() -> dict[int, int]:
+        store = open_store(url)
+        try:
+            ms = ManifestStore(store)
+            doc = await ms.load_topic_manifest(topic)
+            if doc is None:
+                return dict.fromkeys(range(partitions), 0)
+            out = {}
+            for p in range(partitions):
+                m, _ = await ms.load(topic, uuid.UUID(doc["topic_id"]), p)
+                out[p] = 0 if m is None else m.next_offset()
+            return out
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
+
+
+def _check_rows(got: list[Row], acked: dict[tuple[int, int], tuple[Any, ...]], topic: str) -> None:
+    assert len(got) == len({(r.partition, r.offset) for r in got}), "each offset at most once"
+    for r in got:
+        k, v, hs, ts = acked[(r.partition, r.offset)]
+        assert (r.key, r.value, r.headers, r.timestamp, r.topic) == (k, v, hs, ts, topic)
+
+
+def test_include_hot_tail_moved_to_the_bucket_after_planning_is_read_exactly_once(
+    spark: SparkSession, broker_factory: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    url = f"file://{tmp_path / 'bucket'}"
+    broker = broker_factory("--object-store", url, env={"STRATA_TIERING_UPLOAD_INTERVAL_MS": "100"})
+    topic = "moving"
+    # retention.ms=-1: the records' timestamps (2023) are older than the default 7 days
+    configs = {"segment.bytes": "2048", "remote.storage.enable": "false", "retention.ms": "-1"}
+    create_topic(broker.bootstrap, topic, 2, configs)
+    acked = _produce(broker.bootstrap, topic, 2, per_codec=120)
+    df = read(spark, url, topic=topic, includeHot="true", broker=broker.bootstrap)
+    first = rows_of(df)  # plans: nothing is archived, the whole range is a hot tail
+    assert len(first) == len(acked)
+    _check_rows(first, acked, topic)
+
+    # The broker uploads the sealed segments and deletes them locally (local.retention.bytes).
+    _alter(broker.bootstrap, topic, remote_storage_enable="true", local_retention_bytes="2048")
+    _wait(
+        lambda: all(_local_start(broker, topic, p) > 0 for p in range(2)),
+        "the oldest segments of every partition to leave the broker's disk",
+    )
+    archived = _archived_ends(url, topic, 2)
+    assert all(archived[p] >= _local_start(broker, topic, p) > 0 for p in range(2))
+    again = rows_of(df)  # the same plan: its hot tasks now read offsets that live in the bucket
+    assert sorted(again, key=key) == sorted(first, key=key)
+
+
+def test_include_hot_records_deleted_by_retention_after_planning_fail_or_are_skipped(
+    spark: SparkSession,
+    broker_factory: Callable[..., BrokerProcess],
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    url = f"file://{tmp_path / 'bucket'}"
+    env = {"STRATA_TIERING_UPLOAD_INTERVAL_MS": "100", "STRATA_TIERING_RETENTION_CHECK_INTERVAL_MS": "200"}
+    broker = broker_factory("--object-store", url, env=env)
+    topic = "expiring"
+    create_topic(broker.bootstrap, topic, 2, {"segment.bytes": "2048", "retention.ms": "-1"})
+    acked = _produce(broker.bootstrap, topic, 2, per_codec=60)
+    _wait(lambda: all(e > 0 for e in _archived_ends(url, topic, 2).values()), "the first uploads")
+    # Uploads stop: what is produced now stays a hot tail (of several segments).
+    _alter(broker.bootstrap, topic, remote_storage_enable="false")
+    acked.update(_produce(broker.bootstrap, topic, 2, per_codec=120))
+    options = {"includeHot": "true", "broker": broker.bootstrap}
+    strict = read(spark, url, topic=topic, **options)
+    lenient = read(spark, url, topic=topic, failOnDataLoss="false", **options)
+    for df in (strict, lenient):  # plans both, over cold segments and a hot tail
+        got = rows_of(df)
+        assert len(got) == len(acked)
+        _check_rows(got, acked, topic)
+    plan = plan_scan(ReadOptions.parse({"topic": topic, **options}, path=url))
+    assert {type(t) for t in plan.tasks} == {ColdTask, HotTask}
+    archived = {r.partition: r.archived_end for r in plan.ranges}
+    high = {r.partition: r.end for r in plan.ranges}
+
+    # Total retention now deletes the oldest records, archived or not, past the planned hot start.
+    _alter(broker.bootstrap, topic, remote_storage_enable="true", retention_bytes="4096")
+    _wait(
+        lambda: all(s > archived[p] for p, s in _log_starts(broker.bootstrap, topic, 2).items()),
+        "retention to delete records of the planned hot tail",
+    )
+    starts = _log_starts(broker.bootstrap, topic, 2)
+    with pytest.raises(Exception) as info:
+        strict.count()
+    msg = str(info.value)
+    assert "OffsetOutOfRangeError" in msg and "failOnDataLoss=false" in msg and topic in msg
+
+    def check_suffix(got: list[Row]) -> None:
+        _check_rows(got, acked, topic)
+        for p in range(2):
+            offsets = sorted(r.offset for r in got if r.partition == p)
+            assert offsets == list(range(offsets[0], high[p])), "a gapless suffix of the planned range"
+            assert offsets[0] >= starts[p] > archived[p]
+
+    check_suffix(rows_of(lenient))  # skips what is gone, reads the rest of the plan exactly once
+
+    # Both ways of losing planned records, task by task with the same plan: a cold task's
+    # segment objects deleted, and a hot task's offsets refused by the broker.
+    opts = ReadOptions.parse({"topic": topic, **options}, path=url)
+    for task in plan.tasks:
+        with pytest.raises(OffsetOutOfRangeError, match="failOnDataLoss=false"):
+            list(read_task(task, opts))
+    lenient_opts = ReadOptions.parse({"topic": topic, "failOnDataLoss": "false", **options}, path=url)
+    with caplog.at_level(logging.WARNING, logger="spark.scan"):
+        check_suffix([r for t in plan.tasks for b in read_task(t, lenient_opts) for r in rows_of_table(b)])
+    assert any("deleted by retention (the log now starts at" in m for m in caplog.messages)
+    assert any(f"deleted by retention (broker {broker.bootstrap} now starts at" in m for m in caplog.messages)
