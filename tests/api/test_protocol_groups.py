@@ -1321,7 +1321,7 @@ def test_fuzz_mutated_bodies_raise_only_protocol_errors(
 ) -> None:
     _, key, version, kind, valid = EXAMPLES[idx]
     data = bytearray(valid)
-    for pos, bit in flips:
+    for pos, bit in flips if data else ():  # some bodies are empty (ListGroups v0 request)
         data[pos % len(data)] ^= 1 << bit
     if cut is not None:
         del data[cut % (len(data) + 1) :]
