@@ -35,6 +35,11 @@ def main() -> None:
 @click.option(
     "--auto-create-topics/--no-auto-create-topics", default=None, help="Create unknown topics on use [off]."
 )
+@click.option("--etcd", metavar="HOST:PORT,...", help="Join the replicated cluster on this etcd.")
+@click.option("--broker-id", type=int, help="Broker id [assigned through etcd in cluster mode].")
+@click.option(
+    "--inter-broker-listener", metavar="HOST:PORT", help="Address followers fetch from [the Kafka listener]."
+)
 def serve(
     config_file: str | None,
     data_dir: str | None,
@@ -43,6 +48,9 @@ def serve(
     advertised_listener: str | None,
     object_store: str | None,
     auto_create_topics: bool | None,
+    etcd: str | None,
+    broker_id: int | None,
+    inter_broker_listener: str | None,
 ) -> None:
     """Start a broker on this machine."""
     from api.config import load_config
@@ -58,6 +66,8 @@ def serve(
                 "advertised_listener": advertised_listener,
                 "object_store": object_store,
                 "auto_create_topics": auto_create_topics,
+                "broker_id": broker_id,
+                "cluster": {"etcd": etcd, "inter.broker.listener": inter_broker_listener},
             },
         )
         sys.exit(run(config))
@@ -506,6 +516,28 @@ def export_cmd(
         ],
     }
     _emit(output, data, f"exported {result.rows:,} rows to {out_dir} ({len(result.files)} {fmt} files)")
+
+
+@main.group()
+def cluster() -> None:
+    """Inspect a replicated cluster (metadata read from etcd)."""
+
+
+@cluster.command("status")
+@click.option("--etcd", required=True, metavar="HOST:PORT,...", help="The cluster's etcd endpoints.")
+@click.option("--cluster-name", default="strata-local", show_default=True, help="The brokers' cluster id.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def cluster_status_cmd(etcd: str, cluster_name: str, output: str) -> None:
+    """Brokers, controller, partition leaders and ISR, under-replicated partitions."""
+    import asyncio
+
+    from cluster.status import cluster_status, format_status, read_view
+
+    try:
+        report = cluster_status(asyncio.run(read_view(etcd, cluster_name)))
+    except StrataError as exc:
+        _fail(str(exc))
+    _emit(output, report, format_status(report))
 
 
 if __name__ == "__main__":

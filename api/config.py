@@ -22,6 +22,9 @@ TOML layout::
     [groups]                                         # consumer groups, Kafka names
     "group.initial.rebalance.delay.ms" = 3000
     "offsets.retention.minutes" = 10080
+    [cluster]                                        # cluster mode, cluster.config names
+    etcd = "127.0.0.1:2379"                          # set: a replicated cluster on etcd
+    "replica.lag.time.max.ms" = 30000
 
 Environment: ``STRATA_DATA_DIR``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN``,
 ``STRATA_ADVERTISED_LISTENER``, ``STRATA_OBJECT_STORE``, ``STRATA_AUTO_CREATE_TOPICS``,
@@ -30,7 +33,8 @@ Environment: ``STRATA_DATA_DIR``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN`
 (``STRATA_LOG_SEGMENT_BYTES``, ``STRATA_LOG_STRATA_FLUSH_MODE``), and tiering settings
 as ``STRATA_TIERING_<FIELD>`` (``STRATA_TIERING_UPLOAD_INTERVAL_MS``), and the group
 settings of api.groups.config as ``STRATA_`` + the Kafka name upper-cased with dots as
-underscores (``STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS``).
+underscores (``STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS``), and the cluster settings
+of cluster.config the same way (``STRATA_ETCD``, ``STRATA_REPLICA_LAG_TIME_MAX_MS``).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ from typing import Any
 
 from api.groups.config import ENV_NAMES as GROUP_ENV_NAMES
 from api.groups.config import GroupConfig
+from cluster.config import ENV_NAMES as CLUSTER_ENV_NAMES
+from cluster.config import ClusterConfig
 from hot.config import KAFKA_NAMES, LogConfig
 from hot.errors import InvalidConfigError
 from tiering.config import FIELDS as TIERING_FIELDS
@@ -89,6 +95,8 @@ class BrokerConfig:
     log: LogConfig = field(default_factory=LogConfig)
     tiering: TieringConfig = field(default_factory=TieringConfig)
     groups: GroupConfig = field(default_factory=GroupConfig)
+    # Cluster mode (replication, metadata in etcd) when set; None: single node.
+    cluster: ClusterConfig | None = None
 
     @property
     def object_store_url(self) -> str:
@@ -158,6 +166,7 @@ def load_config(
     log_values: dict[str, str] = {}
     tiering_values: dict[str, object] = {}
     group_values: dict[str, object] = {}
+    cluster_values: dict[str, object] = {}
 
     path = config_file or env.get("STRATA_CONFIG")
     if path:
@@ -181,6 +190,10 @@ def load_config(
                 if not isinstance(value, dict):
                     raise InvalidConfigError(f"{path}: [groups] must be a table")
                 group_values.update({str(k): v for k, v in value.items()})
+            elif key == "cluster":
+                if not isinstance(value, dict):
+                    raise InvalidConfigError(f"{path}: [cluster] must be a table")
+                cluster_values.update({str(k): v for k, v in value.items()})
             elif key in _SCALARS:
                 values[key] = _convert(key, value)
             else:
@@ -203,6 +216,11 @@ def load_config(
         if env_value is not None and env_value != "":
             group_values[kafka_name] = env_value
 
+    for env_key, name in CLUSTER_ENV_NAMES.items():
+        env_value = env.get(env_key)
+        if env_value is not None and env_value != "":
+            cluster_values[name] = env_value
+
     for key, value in (overrides or {}).items():
         if value is None:
             continue
@@ -212,6 +230,8 @@ def load_config(
             tiering_values.update(value)
         elif key == "groups":
             group_values.update(value)
+        elif key == "cluster":
+            cluster_values.update({k: v for k, v in value.items() if v is not None})
         elif key in _SCALARS:
             values[key] = _convert(key, value)
         else:
@@ -220,6 +240,11 @@ def load_config(
     values["log"] = LogConfig.from_kafka(log_values) if log_values else LogConfig()
     values["tiering"] = TieringConfig.from_mapping(tiering_values)
     values["groups"] = GroupConfig.from_kafka(group_values)
+    if cluster_values:
+        cluster = ClusterConfig.from_kafka(cluster_values)
+        if "broker_id" in values:  # given: fixed; absent: assigned through etcd
+            cluster = dataclasses.replace(cluster, broker_id=values["broker_id"])
+        values["cluster"] = cluster
     return dataclasses.replace(BrokerConfig(), **values)
 
 

@@ -24,7 +24,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from api.broker import Broker, FetchRequestPartition, PendingAppend
@@ -108,6 +108,12 @@ from api.protocol.messages.metadata import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
+from api.protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderPartitionResult,
+    OffsetForLeaderTopicResult,
+)
 from api.protocol.messages.produce import (
     ProducePartitionResponse,
     ProduceRequest,
@@ -136,8 +142,10 @@ Handler = Callable[["Connection", RequestHeader, Any], Awaitable[Any]]
 
 
 class KafkaServer:
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, *, handlers: Mapping[int, Handler] | None = None) -> None:
         self.broker = broker
+        # Cluster mode (cluster.kafka_handlers) replaces some of the single-node handlers.
+        self.handlers: dict[int, Handler] = {**HANDLERS, **(handlers or {})}
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
 
@@ -252,7 +260,7 @@ class Connection:
             raise
         except UnknownApiKeyError:
             raise
-        handler = HANDLERS[header.api_key]
+        handler = self.server.handlers[header.api_key]
         task = asyncio.create_task(self._run_handler(handler, header, request, started))
         await self._enqueue(header, task)
 
@@ -751,6 +759,32 @@ async def handle_create_partitions(
     return CreatePartitionsResponse(results=tuple(results))
 
 
+async def handle_offset_for_leader_epoch(
+    conn: Connection, header: RequestHeader, req: OffsetForLeaderEpochRequest
+) -> OffsetForLeaderEpochResponse:
+    # A single node leads every partition in leader epoch 0 (what Metadata reports), and
+    # stamps 0 in every batch; cluster mode has its own handler (cluster.kafka_handlers).
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                if p.current_leader_epoch > 0:
+                    raise E.UnknownLeaderEpochError(f"leader epoch {p.current_leader_epoch} is newer than 0")
+                epoch, end = conn.broker.manager.get_log(t.topic, p.partition).end_offset_for_epoch(
+                    p.leader_epoch
+                )
+                parts.append(
+                    OffsetForLeaderPartitionResult(partition=p.partition, leader_epoch=epoch, end_offset=end)
+                )
+            except StrataError as exc:
+                parts.append(
+                    OffsetForLeaderPartitionResult(partition=p.partition, error_code=kafka_code(exc))
+                )
+        topics.append(OffsetForLeaderTopicResult(topic=t.topic, partitions=tuple(parts)))
+    return OffsetForLeaderEpochResponse(topics=tuple(topics))
+
+
 HANDLERS: dict[int, Handler] = {
     ApiKey.API_VERSIONS: handle_api_versions,
     ApiKey.METADATA: handle_metadata,
@@ -761,6 +795,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_TOPICS: handle_delete_topics,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,

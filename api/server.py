@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING
 
 import uvicorn
 
@@ -36,6 +37,9 @@ from tiering.metrics import TieringMetrics
 from tiering.restore import restore_missing_topics
 from tiering.service import TieringService
 from tiering.store import open_store
+
+if TYPE_CHECKING:
+    from cluster.node import ClusterNode
 
 log = logging.getLogger("strata.server")
 
@@ -68,21 +72,40 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             loop.add_signal_handler(sig, stop.set)
 
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    manager = LogManager(config.data_dir, config.log)
-    store = open_store(config.object_store_url)
+    node: ClusterNode | None = None
+    manager: LogManager
+    if config.cluster is not None:
+        # Cluster mode: etcd owns the topics; replicas come back from their leaders.
+        from cluster.node import ClusterNode
+
+        node = await ClusterNode.connect(config, config.cluster)
+        config = node.config  # with the broker id etcd assigned
+        manager = node.manager
+        store = open_store(config.object_store_url)
+    else:
+        manager = LogManager(config.data_dir, config.log)
+        store = open_store(config.object_store_url)
+        try:
+            # A new or lost data dir: bring the bucket's topics back before the logs open.
+            for name in await restore_missing_topics(manager, store):
+                say(f"strata: restored topic {name} from {config.object_store_url}")
+        except BaseException:
+            await store.close()
+            raise
     try:
-        # A new or lost data dir: bring the bucket's topics back before the logs open.
-        for name in await restore_missing_topics(manager, store):
-            say(f"strata: restored topic {name} from {config.object_store_url}")
+        manager.open()
     except BaseException:
+        if node is not None:
+            await node.close()
         await store.close()
         raise
-    manager.open()
     tiering: TieringService | None = None
     groups: GroupCoordinator | None = None
     try:
         metrics = BrokerMetrics()
         tiering = TieringService(manager, store, config.tiering, TieringMetrics(metrics.registry))
+        if node is not None:
+            node.attach_tiering(tiering)  # only partition leaders tier
         await tiering.start()
         manager.start_background()
         kafka_sock = _bind(config.kafka_listen)
@@ -108,10 +131,13 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             loop.call_soon_threadsafe(coordinator.on_topic_deleted, info.name)
 
         manager.add_delete_listener(forget_topic)
-        broker = Broker(config, manager, metrics, tiering=tiering, groups=groups)
+        if node is not None:
+            broker: Broker = node.make_broker(config, metrics, tiering=tiering, groups=groups)
+        else:
+            broker = Broker(config, manager, metrics, tiering=tiering, groups=groups)
         broker.bind_loop(loop)
 
-        kafka = KafkaServer(broker)
+        kafka = KafkaServer(broker, handlers=node.kafka_handlers() if node is not None else None)
         await kafka.start(kafka_sock)
         app = create_app(broker)
         http = _EmbeddedUvicorn(
@@ -135,6 +161,10 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         # during cold remote reads (bench_tiering).
         gc.collect()
         gc.freeze()
+        if node is not None:
+            adv = config.advertised
+            await node.start(adv.host, adv.port, http_addr.port)
+            say(f"strata: broker {config.broker_id} joined cluster {config.cluster_id}")
         say("strata: ready")
         try:
             stop_task = asyncio.create_task(stop.wait())
@@ -155,10 +185,16 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             # Then the coordinator: JoinGroup/SyncGroup requests parked in a rebalance would
             # hold their connections open through the whole drain grace period.
             await groups.close()
+            if node is not None:
+                # Hand leadership over before the listeners close (cluster.node).
+                await node.stop()
+                node = None
             await kafka.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(http_task, timeout=10)
     finally:
+        if node is not None:
+            await node.close()
         try:
             if tiering is not None:
                 await tiering.close()

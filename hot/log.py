@@ -1510,7 +1510,8 @@ class Log:
         watermark and recovery point come down to it if above; the leader-epoch cache
         loses the epochs starting there or later; producer state is rebuilt from the
         latest snapshot at or below the new end plus the batches after it. At or beyond
-        the log end nothing changes. At or below the first local segment's base, or
+        the log end only an epoch entry starting at the log end is dropped (a leader's that
+        never wrote in its epoch). At or below the first local segment's base, or
         below the log start offset, the log is emptied and restarts at ``offset``
         (``truncate_fully_and_start_at``). Durable when this returns; a crash part-way
         leaves a prefix of the old log (module docstring). A failure takes the log offline.
@@ -1520,6 +1521,15 @@ class Log:
         with self._flush_lock, self._lock:
             self._check_usable()
             if offset >= self.log_end_offset:
+                # An epoch entry at the log end (a leader that took an epoch and wrote
+                # nothing in it) goes anyway, as in Kafka's truncateTo: left in place, a
+                # follower would keep asking OffsetForLeaderEpoch for that epoch and its
+                # KIP-279 rounds would never converge.
+                try:
+                    self._epochs.truncate_from_end(self.log_end_offset)
+                except StorageError as e:
+                    self._go_offline(e)
+                    raise
                 return
             if offset <= self._segments[0].base_offset or offset < self._log_start_offset:
                 done = self._truncate_fully_locked(offset, offset)

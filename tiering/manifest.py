@@ -13,6 +13,7 @@ keys sorted::
                             "producer_snapshot": "...", "leader_epoch_checkpoint": "..."},
                    "created_ms": ..., "updated_ms": ..., "has_producer_snapshot": false,
                    "record_count": 100}, ...],
+     "leader_epoch": 4,
      "spillover": [{"base_offset": 0, "last_offset": 49999, "key": "...", "segment_count": 500,
                     "size": 524288000, "max_timestamp": 1699000000000}, ...]}
 
@@ -26,6 +27,12 @@ manifest and its ETag, applies a pure change, and writes with ``If-Match`` (or
 ``If-None-Match: *`` when creating); on S3 the service arbitrates, on ``file://`` the
 store's lock + atomic rename does. A loser reloads and re-applies, so two writers never
 lose each other's updates. ``revision`` grows by one per successful write.
+
+Leader epochs (cluster mode): ``leader_epoch`` is the highest leader epoch of any broker
+that wrote the manifest (absent: written by a single node). An update made for an
+epoch below it is refused with FencedLeaderEpochError before anything is written, and a
+successful update raises it to the writer's epoch, so a deposed leader that has not
+noticed yet (a zombie) can never overwrite what its successor recorded.
 
 Segment lifecycle (``SegmentState``): COPY_STARTED -> COPIED -> DELETE_STARTED -> DELETED,
 plus COPY_STARTED -> DELETE_STARTED for an abandoned copy. The state is recorded
@@ -58,6 +65,7 @@ from types import MappingProxyType
 from typing import Any, ClassVar, Final
 
 from hot.errors import (
+    FencedLeaderEpochError,
     InvalidRequestError,
     ObjectNotFoundError,
     PreconditionFailedError,
@@ -353,6 +361,7 @@ _MANIFEST_FIELDS: Final = (
     "log_start_offset",
     "segments",
     "spillover",
+    "leader_epoch",
 )
 
 
@@ -367,9 +376,12 @@ class PartitionManifest:
     log_start_offset: int
     segments: tuple[RemoteSegment, ...]
     spillover: tuple[SpilloverRef, ...] = field(default=())
+    leader_epoch: int = -1  # highest writer's leader epoch; -1: single node (not written)
 
     def __post_init__(self) -> None:
         validate_topic_name(self.topic)
+        if not _is_int(self.leader_epoch) or self.leader_epoch < -1:
+            raise InvalidSegmentError(f"leader_epoch must be an integer >= -1, got {self.leader_epoch!r}")
         if not isinstance(self.topic_id, uuid.UUID):
             raise InvalidSegmentError(f"topic_id must be a UUID, got {self.topic_id!r}")
         for name in ("partition", "revision", "log_start_offset"):
@@ -387,7 +399,7 @@ class PartitionManifest:
     # -- serialization --
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "format_version": self.FORMAT_VERSION,
             "topic": self.topic,
             "topic_id": self.topic_id.hex,
@@ -397,6 +409,9 @@ class PartitionManifest:
             "segments": [s.to_dict() for s in self.segments],
             "spillover": [r.to_dict() for r in self.spillover],
         }
+        if self.leader_epoch >= 0:  # single-node manifests stay exactly as before
+            d["leader_epoch"] = self.leader_epoch
+        return d
 
     def to_json(self) -> bytes:
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":")).encode("utf-8")
@@ -409,7 +424,7 @@ class PartitionManifest:
         except (ValueError, UnicodeDecodeError) as e:
             raise CorruptManifestError(f"{source}: not valid JSON: {e}") from None
         try:
-            obj = _fields(doc, _MANIFEST_FIELDS, "manifest")
+            obj = _fields(doc, _MANIFEST_FIELDS, "manifest", optional=("leader_epoch",))
             if obj["format_version"] != cls.FORMAT_VERSION:
                 raise CorruptManifestError(
                     f"unsupported format_version {obj['format_version']!r} "
@@ -441,6 +456,7 @@ class PartitionManifest:
                 log_start_offset=obj["log_start_offset"],
                 segments=tuple(segments),
                 spillover=tuple(spillover),
+                leader_epoch=obj.get("leader_epoch", -1),
             )
         except CorruptManifestError as e:
             raise CorruptManifestError(f"{source}: {e}") from None
@@ -709,6 +725,7 @@ class ManifestStore:
         mutate: Mutation,
         *,
         max_attempts: int = 20,
+        leader_epoch: int | None = None,
     ) -> PartitionManifest:
         """Apply ``mutate`` by compare-and-swap and return the manifest now stored.
 
@@ -718,14 +735,24 @@ class ManifestStore:
         response was lost looks like a lost race, so it can be applied to a manifest that
         already holds its effect (``add_or_update`` and friends are). On
         PreconditionFailedError the manifest is reloaded and ``mutate`` re-applied after a
-        jittered backoff; after ``max_attempts`` losses RetriableObjectStoreError."""
+        jittered backoff; after ``max_attempts`` losses RetriableObjectStoreError.
+
+        ``leader_epoch`` (cluster mode: the writer's epoch as leader of the partition)
+        fences stale writers: FencedLeaderEpochError, before ``mutate`` runs, if the stored
+        manifest was written in a later epoch; a write raises the stored epoch to it."""
         key = manifest_key(topic, topic_id, partition)
         for attempt in range(max_attempts):
             current, etag = await self.load(topic, topic_id, partition)
             base = current or PartitionManifest.empty(topic, topic_id, partition)
+            if leader_epoch is not None and base.leader_epoch > leader_epoch:
+                raise FencedLeaderEpochError(
+                    f"{key}: written in leader epoch {base.leader_epoch}, after ours ({leader_epoch})"
+                )
             changed = mutate(base)
             if changed is None or replace(changed, revision=base.revision) == base:
                 return base
+            if leader_epoch is not None:
+                changed = replace(changed, leader_epoch=max(base.leader_epoch, leader_epoch))
             if (changed.topic, changed.topic_id, changed.partition) != (topic, topic_id, partition):
                 raise InvalidRequestError(f"{key}: a manifest update cannot change the topic or partition")
             new = replace(changed, revision=base.revision + 1)

@@ -184,6 +184,9 @@ class TieringService:
         self._last_sweep_ms = clock_ms()
         self.store_failing = False
         self._rng = random.Random()
+        # Cluster mode: whether this broker leads a partition (only the leader uploads and
+        # applies local and total retention; followers keep their data).
+        self.is_leader: Callable[[str, int], bool] | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -323,8 +326,11 @@ class TieringService:
 
     def _all_logs(self) -> list[tuple[TopicInfo, Log]]:
         out: list[tuple[TopicInfo, Log]] = []
+        leads = self.is_leader
         for info in self.manager.topics():
             for p in range(info.partitions):
+                if leads is not None and not leads(info.name, p):
+                    continue
                 try:
                     log = self.manager.get_log(info.name, p)
                 except StrataError:

@@ -46,6 +46,7 @@ from typing import Any, Final
 from hot.batch import HEADER, HEADER_SIZE
 from hot.errors import (
     CorruptLogError,
+    FencedLeaderEpochError,
     LogClosedError,
     ObjectStoreError,
     StorageError,
@@ -264,6 +265,9 @@ class Uploader:
         self._bucket = TokenBucket(config.upload_bytes_per_second)
         # Told about every manifest read or written (the remote reader's cache).
         self.on_manifest: Callable[[PartitionManifest], None] | None = None
+        # Cluster mode: this broker's leader epoch of a partition (-1: not its leader); every
+        # manifest write carries it and is refused if the manifest has a later one.
+        self.leader_epoch: Callable[[str, int], int] | None = None
 
     # --- state ------------------------------------------------------------------------------
 
@@ -316,8 +320,19 @@ class Uploader:
         return st.manifest
 
     async def _update(self, st: PartitionState, mutate: Mutation) -> PartitionManifest:
+        epoch: int | None = None
+        if self.leader_epoch is not None:
+            # Not led here (a deleted topic's cleanup, or leadership lost mid-upload): no
+            # epoch to claim; a successor's later epoch in the manifest still fences us.
+            epoch = self.leader_epoch(st.topic, st.partition)
+            epoch = epoch if epoch >= 0 else None
         try:
-            m = await self.manifests.update(st.topic, st.topic_id, st.partition, mutate)
+            m = await self.manifests.update(st.topic, st.topic_id, st.partition, mutate, leader_epoch=epoch)
+        except FencedLeaderEpochError as e:
+            # A newer leader writes this manifest now; what we cached is stale.
+            st.loaded = False
+            logger.info("tiering of %s-%d fenced: %s", st.topic, st.partition, e)
+            raise PartitionStoppedError(str(e)) from e
         except ManifestError as e:
             if isinstance(e, SegmentOverlapError):
                 raise

@@ -37,6 +37,10 @@ from api.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from api.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from api.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
 from api.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchResponse
+from api.protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+)
 from api.protocol.messages.produce import ProduceRequest, ProduceResponse
 from api.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from api.protocol.schema import MessageSchema
@@ -175,6 +179,13 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.CREATE_TOPICS, CreateTopicsRequest, CreateTopicsResponse, "2-7", "5+"),
         _api(ApiKey.DELETE_TOPICS, DeleteTopicsRequest, DeleteTopicsResponse, "1-6", "4+"),
         _api(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse, "0-4", "2+"),
+        _api(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH,
+            OffsetForLeaderEpochRequest,
+            OffsetForLeaderEpochResponse,
+            "0-4",
+            "4+",
+        ),
         _api(ApiKey.DESCRIBE_CONFIGS, DescribeConfigsRequest, DescribeConfigsResponse, "0-4", "4+"),
         _api(ApiKey.ALTER_CONFIGS, AlterConfigsRequest, AlterConfigsResponse, "0-2", "2+"),
         _api(

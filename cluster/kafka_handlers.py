@@ -1,0 +1,536 @@
+"""Kafka protocol handlers of a cluster-mode broker, installed over the single-node ones.
+
+* Metadata answers from the watched etcd view: every registered broker, the controller,
+  and per partition the leader, leader epoch, replicas, ISR and offline replicas
+  (LEADER_NOT_AVAILABLE while a partition has no leader).
+* CreateTopics places replicas round-robin over the live brokers and writes the topic to
+  etcd (replication factor -1: ``default.replication.factor``); DeleteTopics deletes it
+  there. Every broker's replica manager then creates or deletes its local replicas.
+* Produce and Fetch wrap the single-node handlers: partitions this broker does not lead
+  (or whose ``current_leader_epoch`` is stale: FENCED_LEADER_EPOCH) are answered with the
+  error, the rest go through the usual path; acks=all is checked against
+  ``min.insync.replicas`` before anything is appended. A Fetch with a ``replica_id`` is a
+  follower's and is served by ``ClusterBroker.replica_fetch``.
+* ListOffsets and OffsetForLeaderEpoch are answered by the leader only, with leader
+  epochs (KIP-320), LATEST being the log end for followers and EARLIEST_LOCAL (-4) the
+  first local offset (KIP-405).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from api.kafka_server import (
+    SOURCE_DEFAULT_CONFIG,
+    SOURCE_TOPIC_CONFIG,
+    ZERO_UUID,
+    Connection,
+    Handler,
+)
+from api.kafka_server import handle_fetch as single_node_fetch
+from api.kafka_server import handle_produce as single_node_produce
+from api.protocol import ApiKey, RequestHeader
+from api.protocol.messages.create_topics import (
+    CreatableTopic,
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from api.protocol.messages.delete_topics import (
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from api.protocol.messages.fetch import (
+    FetchableTopicResponse,
+    FetchPartitionData,
+    FetchRequest,
+    FetchResponse,
+)
+from api.protocol.messages.list_offsets import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from api.protocol.messages.metadata import (
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from api.protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderPartitionResult,
+    OffsetForLeaderTopicResult,
+)
+from api.protocol.messages.produce import (
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceTopicResponse,
+)
+from cluster.broker import ClusterBroker, ReplicaFetchPartition
+from cluster.controller import (
+    CLUSTER_TOPIC_CONFIGS,
+    create_topic,
+    place_replicas,
+    validate_topic_configs,
+)
+from cluster.metadata import NO_LEADER, TopicAssignment
+from cluster.replica_manager import log_configs
+from hot import errors as E
+from hot.config import LogConfig
+from hot.errors import (
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    StrataError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+    kafka_code,
+)
+from hot.topics import validate_topic_name
+
+log = logging.getLogger("strata.cluster.kafka")
+
+# How long CreateTopics waits for this broker's view to show the new topic.
+_CREATE_VISIBLE_S = 5.0
+
+
+def _broker(conn: Connection) -> ClusterBroker:
+    broker = conn.broker
+    assert isinstance(broker, ClusterBroker)
+    return broker
+
+
+# --- Metadata ---------------------------------------------------------------------------------
+
+
+def _partitions(
+    broker: ClusterBroker, name: str, a: TopicAssignment
+) -> tuple[MetadataResponsePartition, ...]:
+    view = broker.replicas.view
+    out: list[MetadataResponsePartition] = []
+    for p, replicas in enumerate(a.partitions):
+        offline = tuple(r for r in replicas if r not in view.brokers)
+        vs = view.partitions.get((name, p))
+        if vs is None or not vs.value.has_leader:
+            out.append(
+                MetadataResponsePartition(
+                    error_code=E.LEADER_NOT_AVAILABLE,
+                    partition_index=p,
+                    leader_id=NO_LEADER,
+                    leader_epoch=vs.value.leader_epoch if vs is not None else -1,
+                    replica_nodes=replicas,
+                    isr_nodes=vs.value.isr if vs is not None else (),
+                    offline_replicas=offline,
+                )
+            )
+            continue
+        s = vs.value
+        out.append(
+            MetadataResponsePartition(
+                partition_index=p,
+                leader_id=s.leader,
+                leader_epoch=s.leader_epoch,
+                replica_nodes=replicas,
+                isr_nodes=s.isr,
+                offline_replicas=offline,
+            )
+        )
+    return tuple(out)
+
+
+async def handle_metadata(conn: Connection, header: RequestHeader, req: MetadataRequest) -> MetadataResponse:
+    broker = _broker(conn)
+    view = broker.replicas.view
+    topics: list[MetadataResponseTopic] = []
+    wanted: list[tuple[str | None, uuid.UUID, int]] = []
+    if req.topics is None:
+        wanted = [(name, ZERO_UUID, 0) for name in sorted(view.topics)]
+    else:
+        allow_auto = req.allow_auto_topic_creation if header.api_version >= 4 else True
+        by_id = {uuid.UUID(va.value.topic_id): name for name, va in view.topics.items()}
+        for rt in req.topics:
+            name = rt.name if rt.name is not None else by_id.get(rt.topic_id)
+            if name is None:
+                wanted.append((None, rt.topic_id, E.UNKNOWN_TOPIC_OR_PARTITION))
+            elif name in view.topics:
+                wanted.append((name, ZERO_UUID, 0))
+            elif allow_auto and broker.config.auto_create_topics:
+                wanted.append((name, ZERO_UUID, await _auto_create(broker, name)))
+            else:
+                wanted.append((name, rt.topic_id, E.UNKNOWN_TOPIC_OR_PARTITION))
+    for name, topic_id, code in wanted:
+        va = view.topics.get(name) if name is not None and code == 0 else None
+        if va is None:
+            topics.append(MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id))
+            continue
+        assert name is not None
+        a = va.value
+        topics.append(
+            MetadataResponseTopic(
+                name=name, topic_id=uuid.UUID(a.topic_id), partitions=_partitions(broker, name, a)
+            )
+        )
+    brokers = tuple(
+        MetadataResponseBroker(
+            node_id=bid,
+            host=live.registration.host,
+            port=live.registration.kafka_port,
+            rack=live.registration.rack,
+        )
+        for bid, live in sorted(view.brokers.items())
+    )
+    controller = view.controller
+    return MetadataResponse(
+        brokers=brokers,
+        cluster_id=broker.config.cluster_id,
+        controller_id=controller.value.broker_id if controller is not None else -1,
+        topics=tuple(topics),
+    )
+
+
+async def _auto_create(broker: ClusterBroker, name: str) -> int:
+    """Create a topic on first use (auto.create.topics.enable); the error code to report
+    (LEADER_NOT_AVAILABLE while the new partitions elect their leaders, as Kafka does)."""
+    replicas = broker.replicas
+    rf = min(replicas.config.default_replication_factor, max(len(replicas.view.brokers), 1))
+    try:
+        validate_topic_name(name)
+        await create_topic(replicas.client, name, broker.config.num_partitions, rf, {})
+    except TopicExistsError:
+        pass
+    except StrataError as exc:
+        return kafka_code(exc)
+    return E.LEADER_NOT_AVAILABLE
+
+
+# --- CreateTopics / DeleteTopics ---------------------------------------------------------------------
+
+
+def _effective_configs(broker: ClusterBroker, configs: dict[str, str]) -> tuple[CreatableTopicConfigs, ...]:
+    effective = LogConfig.from_kafka(log_configs(configs), broker.manager.defaults).to_kafka()
+    effective.update({k: v for k, v in configs.items() if k in CLUSTER_TOPIC_CONFIGS})
+    return tuple(
+        CreatableTopicConfigs(
+            name=k,
+            value=v,
+            config_source=SOURCE_TOPIC_CONFIG if k in configs else SOURCE_DEFAULT_CONFIG,
+        )
+        for k, v in sorted(effective.items())
+    )
+
+
+async def _create_one(broker: ClusterBroker, t: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
+    replicas = broker.replicas
+    view = replicas.view
+    validate_topic_name(t.name)
+    configs = {c.name: c.value for c in t.configs if c.value is not None}
+    validate_topic_configs(configs)
+    if t.name in view.topics:
+        raise TopicExistsError(f"topic {t.name!r} already exists")
+    live = view.live_broker_ids()
+    if t.assignments:
+        ordered = sorted(t.assignments, key=lambda a: a.partition_index)
+        if [a.partition_index for a in ordered] != list(range(len(ordered))):
+            raise InvalidRequestError("assignments must name partitions 0..n-1 once each")
+        assignment = tuple(tuple(a.broker_ids) for a in ordered)
+        # Kafka wants -1 for both; some clients repeat what the assignment implies.
+        if t.num_partitions not in (-1, len(assignment)) or t.replication_factor not in (
+            -1,
+            len(assignment[0]),
+        ):
+            raise InvalidRequestError("assignments contradict num_partitions or replication_factor")
+        unknown = sorted({b for r in assignment for b in r} - live)
+        if unknown:
+            raise InvalidReplicationFactorError(f"assignment names brokers {unknown} that are not live")
+        partitions, rf = len(assignment), len(assignment[0])
+    else:
+        partitions = t.num_partitions if t.num_partitions != -1 else broker.config.num_partitions
+        rf = (
+            t.replication_factor if t.replication_factor != -1 else replicas.config.default_replication_factor
+        )
+        place_replicas(partitions, rf, live)  # validates the count against the live brokers
+        assignment = ()
+    if validate_only:
+        return CreatableTopicResult(
+            name=t.name,
+            num_partitions=partitions,
+            replication_factor=rf,
+            configs=_effective_configs(broker, configs),
+        )
+    if assignment:
+        created = await replicas.client.create_topic(t.name, assignment, configs)
+    else:
+        created = await create_topic(replicas.client, t.name, partitions, rf, configs)
+    with contextlib.suppress(TimeoutError):
+        await view.wait_for_revision(created.mod_revision, _CREATE_VISIBLE_S)
+    return CreatableTopicResult(
+        name=t.name,
+        topic_id=uuid.UUID(created.value.topic_id),
+        num_partitions=created.value.partition_count,
+        replication_factor=created.value.replication_factor,
+        configs=_effective_configs(broker, configs),
+    )
+
+
+async def handle_create_topics(
+    conn: Connection, header: RequestHeader, req: CreateTopicsRequest
+) -> CreateTopicsResponse:
+    broker = _broker(conn)
+    results: list[CreatableTopicResult] = []
+    seen: set[str] = set()
+    for t in req.topics:
+        if t.name in seen:
+            results.append(
+                CreatableTopicResult(
+                    name=t.name,
+                    error_code=E.INVALID_REQUEST,
+                    error_message="topic named twice in one request",
+                )
+            )
+            continue
+        seen.add(t.name)
+        try:
+            results.append(await _create_one(broker, t, req.validate_only))
+        except StrataError as exc:
+            results.append(
+                CreatableTopicResult(name=t.name, error_code=kafka_code(exc), error_message=str(exc))
+            )
+    return CreateTopicsResponse(topics=tuple(results))
+
+
+async def handle_delete_topics(
+    conn: Connection, header: RequestHeader, req: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
+    broker = _broker(conn)
+    view = broker.replicas.view
+    targets: list[tuple[str | None, uuid.UUID]] = [(n, ZERO_UUID) for n in req.topic_names]
+    targets += [(t.name, t.topic_id) for t in req.topics]
+    out: list[DeletableTopicResult] = []
+    for name, topic_id in targets:
+        try:
+            if name is None:
+                found = [n for n, va in view.topics.items() if uuid.UUID(va.value.topic_id) == topic_id]
+                if not found:
+                    raise UnknownTopicOrPartitionError(f"unknown topic id {topic_id}")
+                name = found[0]
+            va = view.topics.get(name)
+            if va is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            await broker.replicas.client.delete_topic(name)
+            out.append(DeletableTopicResult(name=name, topic_id=uuid.UUID(va.value.topic_id)))
+        except StrataError as exc:
+            out.append(
+                DeletableTopicResult(
+                    name=name, topic_id=topic_id, error_code=kafka_code(exc), error_message=str(exc)
+                )
+            )
+    return DeleteTopicsResponse(responses=tuple(out))
+
+
+# --- Produce --------------------------------------------------------------------------------------
+
+
+async def handle_produce(
+    conn: Connection, header: RequestHeader, req: ProduceRequest
+) -> ProduceResponse | None:
+    broker = _broker(conn)
+    errors: dict[str, list[ProducePartitionResponse]] = {}
+    kept = []
+    if req.acks in (-1, 0, 1) and req.transactional_id is None:
+        for td in req.topic_data:
+            keep = []
+            for pd in td.partition_data:
+                try:
+                    broker.replicas.writable_leader(td.name, pd.index, req.acks)
+                except StrataError as exc:
+                    code = kafka_code(exc)
+                    broker.metrics.errors.labels("produce", str(code)).inc()
+                    errors.setdefault(td.name, []).append(
+                        ProducePartitionResponse(
+                            index=pd.index, error_code=code, error_message=str(exc) or None
+                        )
+                    )
+                    continue
+                keep.append(pd)
+            if keep:
+                kept.append(dataclasses.replace(td, partition_data=tuple(keep)))
+        req = dataclasses.replace(req, topic_data=tuple(kept))
+    # The single-node path appends synchronously before its first await, so nothing can
+    # change between the checks above and the appends.
+    resp = await single_node_produce(conn, header, req) if req.topic_data else None
+    if req.acks == 0:
+        return None
+    if not errors:
+        return resp if resp is not None else ProduceResponse()
+    by_topic: dict[str, list[ProducePartitionResponse]] = {}
+    for tr in resp.responses if resp is not None else ():
+        by_topic.setdefault(tr.name, []).extend(tr.partition_responses)
+    for name, ps in errors.items():
+        by_topic.setdefault(name, []).extend(ps)
+    return ProduceResponse(
+        responses=tuple(
+            ProduceTopicResponse(name=n, partition_responses=tuple(ps)) for n, ps in by_topic.items()
+        )
+    )
+
+
+# --- Fetch ------------------------------------------------------------------------------------------
+
+
+async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchRequest) -> FetchResponse:
+    broker = _broker(conn)
+    if req.replica_id >= 0:
+        return await _replica_fetch(broker, req)
+    errors: dict[str, list[FetchPartitionData]] = {}
+    kept = []
+    for t in req.topics:
+        keep = []
+        for p in t.partitions:
+            try:
+                broker.replicas.leader_replica(t.topic, p.partition, p.current_leader_epoch)
+            except StrataError as exc:
+                code = kafka_code(exc)
+                broker.metrics.errors.labels("fetch", str(code)).inc()
+                errors.setdefault(t.topic, []).append(
+                    FetchPartitionData(partition_index=p.partition, error_code=code)
+                )
+                continue
+            keep.append(p)
+        if keep:
+            kept.append(dataclasses.replace(t, partitions=tuple(keep)))
+    if not errors:
+        return await single_node_fetch(conn, header, req)
+    # An error is answered at once, as Kafka does, with whatever the others have now.
+    resp = (
+        await single_node_fetch(conn, header, dataclasses.replace(req, topics=tuple(kept), max_wait_ms=0))
+        if kept
+        else FetchResponse()
+    )
+    by_topic: dict[str, list[FetchPartitionData]] = {}
+    for tr in resp.responses:
+        by_topic.setdefault(tr.topic, []).extend(tr.partitions)
+    for name, ps in errors.items():
+        by_topic.setdefault(name, []).extend(ps)
+    return dataclasses.replace(
+        resp,
+        responses=tuple(FetchableTopicResponse(topic=n, partitions=tuple(ps)) for n, ps in by_topic.items()),
+    )
+
+
+async def _replica_fetch(broker: ClusterBroker, req: FetchRequest) -> FetchResponse:
+    started = time.perf_counter()
+    parts = [
+        ReplicaFetchPartition(
+            t.topic,
+            p.partition,
+            p.fetch_offset,
+            p.partition_max_bytes,
+            current_leader_epoch=p.current_leader_epoch,
+            log_start_offset=p.log_start_offset,
+        )
+        for t in req.topics
+        for p in t.partitions
+    ]
+    fetched = await broker.replica_fetch(
+        req.replica_id, parts, max_wait_ms=req.max_wait_ms, max_bytes=req.max_bytes
+    )
+    by_topic: dict[str, list[FetchPartitionData]] = {}
+    for f in fetched:
+        if f.error is not None:
+            data = FetchPartitionData(partition_index=f.partition, error_code=kafka_code(f.error))
+        else:
+            data = FetchPartitionData(
+                partition_index=f.partition,
+                high_watermark=f.high_watermark,
+                last_stable_offset=f.last_stable_offset,
+                log_start_offset=f.log_start_offset,
+                records=f.records,
+            )
+        by_topic.setdefault(f.topic, []).append(data)
+    broker.metrics.fetch_latency.labels("replica").observe(time.perf_counter() - started)
+    return FetchResponse(
+        responses=tuple(FetchableTopicResponse(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+    )
+
+
+# --- ListOffsets / OffsetForLeaderEpoch ------------------------------------------------------------
+
+
+async def handle_list_offsets(
+    conn: Connection, header: RequestHeader, req: ListOffsetsRequest
+) -> ListOffsetsResponse:
+    broker = _broker(conn)
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                offset, ts, epoch = await broker.list_offset_with_epoch(
+                    t.name,
+                    p.partition_index,
+                    p.timestamp,
+                    current_leader_epoch=p.current_leader_epoch,
+                    replica_id=req.replica_id,
+                )
+                parts.append(
+                    ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index, timestamp=ts, offset=offset, leader_epoch=epoch
+                    )
+                )
+            except StrataError as exc:
+                parts.append(
+                    ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index, error_code=kafka_code(exc)
+                    )
+                )
+        topics.append(ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))
+    return ListOffsetsResponse(topics=tuple(topics))
+
+
+async def handle_offset_for_leader_epoch(
+    conn: Connection, header: RequestHeader, req: OffsetForLeaderEpochRequest
+) -> OffsetForLeaderEpochResponse:
+    broker = _broker(conn)
+    out = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                epoch, end = broker.end_offset_for_epoch(
+                    t.topic, p.partition, p.leader_epoch, current_leader_epoch=p.current_leader_epoch
+                )
+                parts.append(
+                    OffsetForLeaderPartitionResult(partition=p.partition, leader_epoch=epoch, end_offset=end)
+                )
+            except StrataError as exc:
+                parts.append(
+                    OffsetForLeaderPartitionResult(partition=p.partition, error_code=kafka_code(exc))
+                )
+        out.append(OffsetForLeaderTopicResult(topic=t.topic, partitions=tuple(parts)))
+    return OffsetForLeaderEpochResponse(topics=tuple(out))
+
+
+def cluster_handlers() -> dict[int, Handler]:
+    """The handlers a cluster-mode Kafka listener uses instead of the single-node ones."""
+    table: dict[int, Callable[..., Any]] = {
+        ApiKey.METADATA: handle_metadata,
+        ApiKey.CREATE_TOPICS: handle_create_topics,
+        ApiKey.DELETE_TOPICS: handle_delete_topics,
+        ApiKey.PRODUCE: handle_produce,
+        ApiKey.FETCH: handle_fetch,
+        ApiKey.LIST_OFFSETS: handle_list_offsets,
+        ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+    }
+    return table

@@ -1,0 +1,163 @@
+"""The log manager of a cluster-mode broker: every log replicated, high watermarks checkpointed.
+
+Same data directory layout as ``hot.manager.LogManager`` plus
+``meta/replication-offset-checkpoint`` (``cluster.hw_checkpoint``). The differences:
+
+* every partition log is opened with ``hw_managed_externally``: its high watermark is
+  set by the replica manager (the leader: minimum over the ISR; a follower: what its
+  leader reports), starting from the checkpointed value;
+* flushes requested by the logs run on a ``ReplicaCommitter``, which reports each
+  completed flush: in ``fsync`` flush mode a leader counts only its flushed records
+  towards the high watermark, so a flush can move it;
+* the topic registry is a mirror of the cluster's topics in etcd, kept by the replica
+  manager (``create_topic`` with the etcd topic id, ``delete_topic``...).
+
+Crash behaviour is the base manager's; the checkpoint is written on clean close (and
+periodically by the replica manager), so after a crash it may lag, which only delays
+consumers until the leader advances the high watermark again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+
+from cluster.hw_checkpoint import HighWatermarkCheckpoint, TopicPartition
+from hot.config import LogConfig
+from hot.errors import LogClosedError, StorageError, StrataError
+from hot.flush import GroupCommitter
+from hot.log import Log, atomic_write
+from hot.manager import PARTITION_METADATA_FILE, LogManager
+from hot.topics import TopicInfo
+
+log = logging.getLogger("strata.cluster.logs")
+
+FlushListener = Callable[[Log], None]
+
+
+class ReplicaCommitter(GroupCommitter):
+    """Group commit (``hot.flush.GroupCommitter``) that calls ``on_flushed(log)`` on its
+    worker thread after each flush attempt, successful or not."""
+
+    def __init__(self, on_flushed: FlushListener, *, workers: int = 1) -> None:
+        self._on_flushed = on_flushed  # before the workers start
+        super().__init__(workers=workers, name="strata-replica-commit")
+
+    def _run(self) -> None:
+        while True:
+            lg = self._take()
+            if lg is None:
+                return
+            try:
+                lg.flush()
+            except LogClosedError:
+                pass
+            except StrataError as e:
+                log.error("flush of %s failed: %s", lg.name, e)
+            except Exception:
+                log.exception("flush of %s failed", lg.name)
+            finally:
+                with self._cond:
+                    self._busy.discard(id(lg))
+                    if self._dirty:
+                        self._cond.notify()
+            try:
+                self._on_flushed(lg)
+            except Exception:
+                log.exception("flush listener of %s failed", lg.name)
+
+
+class ClusterLogManager(LogManager):
+    """``LogManager`` whose logs are replicated (see the module docstring)."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        defaults: LogConfig | None = None,
+        *,
+        flush_workers: int = 1,
+        **kwargs: int,
+    ) -> None:
+        super().__init__(data_dir, defaults, flush_workers=flush_workers, **kwargs)
+        self.hw_checkpoint = HighWatermarkCheckpoint(self.meta_dir)
+        self.on_flushed: FlushListener | None = None
+        self._checkpointed: dict[TopicPartition, int] = {}
+        self._replica_committer: ReplicaCommitter | None = None
+        self._replica_flush_workers = flush_workers
+
+    def open(self) -> ClusterLogManager:
+        self._checkpointed = self.hw_checkpoint.read()
+        self._replica_committer = ReplicaCommitter(self._flushed, workers=self._replica_flush_workers)
+        try:
+            super().open()
+        except BaseException:
+            self._replica_committer.close()
+            self._replica_committer = None
+            raise
+        return self
+
+    def _flushed(self, lg: Log) -> None:
+        listener = self.on_flushed
+        if listener is not None:
+            listener(lg)
+
+    def _open_partition(
+        self,
+        info: TopicInfo,
+        partition: int,
+        *,
+        clean: bool,
+        refuse: bool = True,
+    ) -> Log | None:
+        # The base class's, with the log replicated and the replica committer as flusher.
+        key = (info.name, partition)
+        path = self.partition_dir(info.name, partition)
+        try:
+            lg = Log.open(
+                path,
+                self.registry.config(info.name),
+                topic=info.name,
+                partition=partition,
+                flusher=self._replica_committer,
+                clean_shutdown=clean,
+                producer_id_expiration_ms=self.producer_id_expiration_ms,
+                hw_managed_externally=True,
+                high_watermark=self._checkpointed.get(key),
+            )
+        except StorageError as e:
+            log.error("refusing partition %s-%d: %s", info.name, partition, e)
+            self._failed[key] = e
+            if not refuse:
+                raise
+            return None
+        try:
+            if self._stored_topic_id(path) != info.topic_id:
+                atomic_write(
+                    path / PARTITION_METADATA_FILE, f"version: 0\ntopic_id: {info.topic_id}\n".encode()
+                )
+        except StorageError:
+            lg.close(clean=False)
+            raise
+        lg.retention_guard = self._retention_guard
+        lg.append_guard = self._disk_guard.check if self._disk_guard is not None else None
+        self._logs[key] = lg
+        self._failed.pop(key, None)
+        return lg
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every open log's high watermark to the checkpoint (StorageError on failure)."""
+        entries = {(lg.topic, lg.partition): lg.high_watermark for lg in self.logs() if not lg.closed}
+        self.hw_checkpoint.write(entries)
+        self._checkpointed = entries
+
+    def close(self, clean: bool = True) -> None:
+        committer, self._replica_committer = self._replica_committer, None
+        if committer is not None:
+            committer.close()  # flushes what is still requested
+        if clean and self._registry is not None:
+            try:
+                self.checkpoint_high_watermarks()
+            except StorageError as e:
+                log.error("cannot write the high-watermark checkpoint: %s", e)
+        super().close(clean)

@@ -1,0 +1,167 @@
+"""The life cycle of a cluster-mode broker (``strata serve --etcd ...``), driven by
+``api.server.serve``.
+
+Start-up, in order:
+
+1. ``connect``: reach etcd, start the metadata watch (an etcd that does not answer fails
+   the start with a clear error), and take the broker id: the configured one, or a fresh
+   one from etcd's counter;
+2. the server opens the ``ClusterLogManager`` (replicated logs, checkpointed high
+   watermarks), builds the ``ClusterBroker`` and a Kafka listener with the cluster
+   handlers, and binds its sockets;
+3. ``start``: register in etcd under a lease with the bound addresses (waiting for a
+   previous incarnation's registration to expire), then start the replica manager
+   (roles, fetchers, ISR, acks) and campaign for the controller role.
+
+Shutdown (SIGTERM), ``stop``, before the listeners close: refuse new writes, give
+acks=all requests already appended a moment to complete, resign as controller, revoke
+the lease (the controller moves leadership away at once, rather than after the lease
+TTL), stop fetching, and write the high-watermark checkpoint when the logs close.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+
+from api.broker import RemoteTier
+from api.config import BrokerConfig
+from api.kafka_server import Handler
+from api.metrics import BrokerMetrics
+from cluster.broker import ClusterBroker
+from cluster.config import ClusterConfig
+from cluster.controller import Controller
+from cluster.etcd import EtcdClient
+from cluster.kafka_handlers import cluster_handlers
+from cluster.keys import KeyLayout
+from cluster.log_manager import ClusterLogManager
+from cluster.metadata import MetadataClient
+from cluster.replica_manager import ReplicaManager, Role
+from hot.errors import MetadataStoreError
+from tiering.service import TieringService
+
+log = logging.getLogger("strata.cluster.node")
+
+# How long a stopping leader waits for followers to acknowledge what it already appended.
+SHUTDOWN_DRAIN_S = 1.0
+
+
+class ClusterNode:
+    """One broker's membership of a cluster (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        cluster: ClusterConfig,
+        etcd: EtcdClient,
+        client: MetadataClient,
+        broker_id: int,
+    ) -> None:
+        self.config = dataclasses.replace(config, broker_id=broker_id)
+        self.cluster = cluster
+        self.etcd = etcd
+        self.client = client
+        self.broker_id = broker_id
+        self.manager = ClusterLogManager(self.config.data_dir, self.config.log)
+        self.replicas = ReplicaManager(broker_id, client, self.manager, cluster)
+        self.controller: Controller | None = None
+        self._started = False
+
+    @classmethod
+    async def connect(cls, config: BrokerConfig, cluster: ClusterConfig) -> ClusterNode:
+        etcd = EtcdClient(cluster.etcd, timeout=cluster.etcd_timeout_s)
+        try:
+            await etcd.connect()
+            client = MetadataClient(etcd, KeyLayout(config.cluster_id), lease_ttl=cluster.lease_ttl_s)
+            try:
+                await client.start()
+            except MetadataStoreError as exc:
+                raise MetadataStoreError(f"cannot reach etcd at {cluster.etcd}: {exc}") from exc
+            broker_id = cluster.broker_id
+            if broker_id is None:
+                broker_id = await client.allocate_broker_id()
+                log.info("broker id %d assigned through etcd", broker_id)
+        except BaseException:
+            await etcd.close()
+            raise
+        return cls(config, cluster, etcd, client, broker_id)
+
+    def make_broker(
+        self,
+        config: BrokerConfig,
+        metrics: BrokerMetrics | None = None,
+        *,
+        tiering: RemoteTier | None = None,
+        groups: object | None = None,
+    ) -> ClusterBroker:
+        """The broker over this node's replicas; ``config`` is the final one (with the
+        bound listener addresses)."""
+        self.config = config
+        return ClusterBroker(
+            config,
+            self.manager,
+            self.replicas,
+            metrics,
+            tiering=tiering,
+            groups=groups,  # type: ignore[arg-type]
+        )
+
+    @staticmethod
+    def kafka_handlers() -> dict[int, Handler]:
+        return cluster_handlers()
+
+    def attach_tiering(self, tiering: TieringService) -> None:
+        """Only partition leaders upload and apply remote retention, and each manifest
+        write carries the leader epoch (a deposed leader's writes are refused)."""
+        tiering.is_leader = self.is_leader
+        tiering.uploader.leader_epoch = self.leader_epoch
+
+    def is_leader(self, topic: str, partition: int) -> bool:
+        """Whether this broker leads the partition now (tiering uploads only then)."""
+        rep = self.replicas.replicas.get((topic, partition))
+        return rep is not None and rep.role is Role.LEADER and self.replicas.lease_alive()
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        rep = self.replicas.replicas.get((topic, partition))
+        return rep.leader_epoch if rep is not None and rep.role is Role.LEADER else -1
+
+    async def start(self, kafka_host: str, kafka_port: int, http_port: int) -> None:
+        """Register (after the listeners are bound) and start replicating."""
+        reg = await self.client.register(
+            kafka_host,
+            kafka_port,
+            http_port,
+            broker_id=self.broker_id,
+            replica_listener=self.cluster.inter_broker_listener,
+        )
+        log.info(
+            "registered as broker %d (%s:%d) in cluster %s",
+            reg.broker_id,
+            reg.host,
+            reg.kafka_port,
+            self.config.cluster_id,
+        )
+        self.replicas.start()
+        self.controller = Controller(self.client).start()
+        self._started = True
+
+    async def stop(self) -> None:
+        """Leave the cluster (see the module docstring); the logs close afterwards."""
+        self.replicas.begin_shutdown()
+        if self._started:
+            await self.replicas.drain(SHUTDOWN_DRAIN_S)
+        if self.controller is not None:
+            await self.controller.stop(resign=True)
+            self.controller = None
+        with contextlib.suppress(MetadataStoreError):
+            await self.client.close(deregister=True)
+        await self.replicas.stop()
+        await self.etcd.close()
+
+    async def close(self) -> None:
+        """Release etcd without the orderly leave (start-up failures)."""
+        with contextlib.suppress(MetadataStoreError):
+            await self.client.close(deregister=True)
+        await self.replicas.stop()
+        await self.etcd.close()
