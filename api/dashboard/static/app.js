@@ -163,7 +163,9 @@ async function refresh() {
   const now = Date.now();
   try {
     const [status, partitions, groups] = await Promise.all([
-      getJSON("/v1/status"), getJSON("/v1/partitions"), getJSON("/v1/groups"),
+      getJSON("/v1/status"), getJSON("/v1/partitions"),
+      // Groups are optional: a broker that coordinates none (cluster mode) still renders.
+      getJSON("/v1/groups").catch(() => ({ groups: [] })),
     ]);
     // A group deleted between the listing and its lag request is simply skipped.
     const lags = (await Promise.all(groups.groups.map((g) =>
