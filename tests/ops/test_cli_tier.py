@@ -7,15 +7,13 @@ import json
 import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import click
 
 from api.cli import main
 from tests.brokers import ROOT, BrokerProcess, create_topic
+from tests.ops.settle import wait_settled
 
 TOPIC = "tiered-cli"
 
@@ -26,39 +24,27 @@ def strata(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _partitions(http: str) -> list[dict[str, Any]]:
-    with urllib.request.urlopen(f"{http}/v1/partitions", timeout=10) as resp:
-        doc = json.loads(resp.read())
-    parts: list[dict[str, Any]] = next(t for t in doc["topics"] if t["topic"] == TOPIC)["partitions"]
-    return parts
-
-
 def test_tier_status_reports_offsets_bytes_and_upload_lag(
     broker_factory: Callable[..., BrokerProcess],
 ) -> None:
     from confluent_kafka import Producer
 
-    b = broker_factory(env={"STRATA_TIERING_UPLOAD_INTERVAL_MS": "100"})
+    b = broker_factory(
+        env={"STRATA_TIERING_UPLOAD_INTERVAL_MS": "100", "STRATA_TIERING_RETENTION_CHECK_INTERVAL_MS": "200"}
+    )
     create_topic(b.bootstrap, TOPIC, 1, {"segment.bytes": "16384", "local.retention.bytes": "32768"})
     p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 2, "batch.size": 4096})
     for i in range(600):
         p.produce(TOPIC, value=f"v{i}".encode() + b"t" * 300)
     assert p.flush(30) == 0
-    deadline = time.monotonic() + 60
-    while not (
-        (parts := _partitions(b.http_url))[0]["remote_segments"] > 0
-        and parts[0]["upload_lag_segments"] == 0
-        and parts[0]["log_start_offset"] < parts[0]["local_log_start_offset"]
-    ):
-        assert time.monotonic() < deadline, f"no upload: {parts}"
-        time.sleep(0.2)
+    settled = wait_settled(b.http_url, TOPIC)
 
     r = strata("tier", "status", "--http", b.http_url, "--topic", TOPIC, "-o", "json")
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
     assert doc["object_store_available"] is True and doc["object_store"].startswith("file://")
     [topic] = doc["topics"]
-    assert topic["topic"] == TOPIC and topic["partitions"] == _partitions(b.http_url)  # quiescent
+    assert topic["topic"] == TOPIC and topic["partitions"] == settled
     assert doc["upload_lag_bytes"] == 0
 
     r = strata("tier", "status", "--http", b.http_url)

@@ -18,6 +18,7 @@ from typing import Any
 
 from tests.brokers import ROOT, BrokerProcess, S3Endpoint, create_topic
 from tests.ops.chromium import chromium
+from tests.ops.settle import partitions, wait_settled
 
 TOPIC = "orders"
 GROUP = "billing"
@@ -27,14 +28,6 @@ SEGMENT = 32 * 1024
 def _get(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=10) as resp:
         return json.loads(resp.read())
-
-
-def _wait(cond: Callable[[], bool], what: str, what_now: Callable[[], object], timeout: float = 90.0) -> None:
-    """Poll for background work (bounded; not a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    while not cond():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}: {what_now()}"
-        time.sleep(0.2)
 
 
 def _produce(bootstrap: str, count: int) -> None:
@@ -75,17 +68,6 @@ def _consume_and_commit(bootstrap: str, count: int) -> None:
         c.close()
 
 
-def _partitions(http: str) -> list[dict[str, Any]]:
-    topics = _get(f"{http}/v1/partitions")["topics"]
-    parts: list[dict[str, Any]] = next(t for t in topics if t["topic"] == TOPIC)["partitions"]
-    return parts
-
-
-def _tiered(http: str) -> bool:
-    parts = _partitions(http)
-    return all(p["remote_bytes"] > 0 and p["log_start_offset"] < p["local_log_start_offset"] for p in parts)
-
-
 def test_dashboard_shows_topics_offsets_tiers_and_group_lag(
     broker_factory: Callable[..., BrokerProcess], s3_endpoint: S3Endpoint, s3_bucket: str, tmp_path: Path
 ) -> None:
@@ -105,16 +87,13 @@ def test_dashboard_shows_topics_offsets_tiers_and_group_lag(
         {"segment.bytes": str(SEGMENT), "local.retention.bytes": str(2 * SEGMENT)},
     )
     _produce(b.bootstrap, 2000)
-    _wait(
-        lambda: _tiered(b.http_url),
-        "both partitions to have a remote-only part",
-        lambda: _partitions(b.http_url),
-    )
+    wait_settled(b.http_url, TOPIC)
     _consume_and_commit(b.bootstrap, 700)
     lag = _get(f"{b.http_url}/v1/groups/{GROUP}/lag")
     assert lag["total_lag"] > 0
-    # Quiescent from here: nothing produces or commits, so the REST figures are the page's.
-    parts = _partitions(b.http_url)
+    # Settled and quiescent from here (nothing produces, uploads or commits): the REST
+    # figures are the page's; checked again after the page was read.
+    parts = partitions(b.http_url, TOPIC)
     assert sum(p["high_watermark"] for p in parts) == 2000
     hw = {p["partition"]: p["high_watermark"] for p in parts}
     # A partition without a commit has no lag (api.group_lag); the consumer may have read
@@ -154,6 +133,7 @@ def test_dashboard_shows_topics_offsets_tiers_and_group_lag(
         assert len((line.get_attribute("points") or "").split()) >= 2
         shot = tmp_path / "dashboard.png"
         assert driver.save_screenshot(str(shot))
+    assert partitions(b.http_url, TOPIC) == parts
     assert shot.stat().st_size > 10_000
     (ROOT / "docs" / "img").mkdir(exist_ok=True)
     shutil.copyfile(shot, ROOT / "docs" / "img" / "dashboard.png")
