@@ -11,10 +11,13 @@ from __future__ import annotations
 import json
 import shutil
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from tests.brokers import ROOT, BrokerProcess, S3Endpoint, create_topic
 from tests.ops.chromium import chromium
@@ -134,6 +137,11 @@ def test_dashboard_shows_topics_offsets_tiers_and_group_lag(
         shot = tmp_path / "dashboard.png"
         assert driver.save_screenshot(str(shot))
     assert partitions(b.http_url, TOPIC) == parts
+    # Only the dashboard's own files are served; anything else is the usual JSON error.
+    with pytest.raises(urllib.error.HTTPError) as missing:
+        urllib.request.urlopen(f"{b.http_url}/dashboard/..%2Fapp.py", timeout=10)
+    assert missing.value.code == 404
+    assert json.loads(missing.value.read())["error_code"] == 40400
     assert shot.stat().st_size > 10_000
     (ROOT / "docs" / "img").mkdir(exist_ok=True)
     shutil.copyfile(shot, ROOT / "docs" / "img" / "dashboard.png")
