@@ -519,6 +519,94 @@ def export_cmd(
 
 
 @main.group()
+def tier() -> None:
+    """Tiered storage of a running broker (read through its REST API)."""
+
+
+def _http_json(url: str) -> Any:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            return json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read()).get("message", exc.reason)
+        except ValueError:
+            message = exc.reason
+        _fail(f"{url}: HTTP {exc.code}: {message}")
+    except urllib.error.URLError as exc:
+        _fail(f"cannot reach {url}: {getattr(exc.reason, 'strerror', None) or exc.reason}")
+    except ValueError:
+        _fail(f"{url}: the answer is not JSON (is this a Strata HTTP listener?)")
+
+
+def _size(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB"):
+        if value < 1024:
+            return f"{n} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
+@tier.command("status")
+@click.option(
+    "--http",
+    "http_url",
+    default="http://127.0.0.1:8080",
+    show_default=True,
+    metavar="URL",
+    help="Broker REST.",
+)
+@click.option("--topic", "-t", "topics", multiple=True, metavar="NAME", help="Only this topic (repeatable).")
+@_output
+def tier_status(http_url: str, topics: tuple[str, ...], output: str) -> None:
+    """Per partition: log start, local log start, high watermark, log end, local and remote
+    bytes, upload lag; and whether the object store is reachable."""
+    base = http_url.rstrip("/")
+    status = _http_json(f"{base}/v1/status")
+    listed = _http_json(f"{base}/v1/partitions")["topics"]
+    known = {t["topic"] for t in listed}
+    missing = [t for t in topics if t not in known]
+    if missing:
+        _fail(f"unknown topic {missing[0]!r}")
+    chosen = [t for t in listed if not topics or t["topic"] in topics]
+    lag = sum(p["upload_lag_bytes"] for t in chosen for p in t["partitions"])
+    data = {
+        "object_store": status["object_store"],
+        "object_store_available": status["object_store_available"],
+        "upload_lag_bytes": lag,
+        "topics": chosen,
+    }
+    if output == "json":
+        _emit(output, data, "")
+        return
+    reach = "reachable" if status["object_store_available"] else "FAILING"
+    click.echo(f"object store {status['object_store']} ({reach}); upload lag {_size(lag)}")
+    _print_table(
+        None,
+        ["TOPIC", "PARTITION", "LOG-START", "LOCAL-START", "HW", "LOG-END", "LOCAL", "REMOTE", "UPLOAD-LAG"],
+        [
+            [
+                t["topic"],
+                p["partition"],
+                p["log_start_offset"],
+                p["local_log_start_offset"],
+                p["high_watermark"],
+                p["log_end_offset"],
+                f"{_size(p['local_bytes'])} / {p['local_segments']} seg",
+                f"{_size(p['remote_bytes'])} / {p['remote_segments']} seg" if t["remote_storage"] else "off",
+                f"{_size(p['upload_lag_bytes'])} / {p['upload_lag_segments']} seg",
+            ]
+            for t in chosen
+            for p in t["partitions"]
+        ],
+    )
+
+
+@main.group()
 def cluster() -> None:
     """Inspect a replicated cluster (metadata read from etcd)."""
 
@@ -526,7 +614,7 @@ def cluster() -> None:
 @cluster.command("status")
 @click.option("--etcd", required=True, metavar="HOST:PORT,...", help="The cluster's etcd endpoints.")
 @click.option("--cluster-name", default="strata-local", show_default=True, help="The brokers' cluster id.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_output
 def cluster_status_cmd(etcd: str, cluster_name: str, output: str) -> None:
     """Brokers, controller, partition leaders and ISR, under-replicated partitions."""
     import asyncio

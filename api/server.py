@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING
 import uvicorn
 
 from api.broker import Broker
+from api.cluster_metrics import ClusterMetricsCollector
 from api.config import BrokerConfig, HostPort
 from api.groups.coordinator import GroupCoordinator, manager_partition_check
 from api.groups.offsets import OffsetsLog
 from api.kafka_server import KafkaServer
-from api.metrics import BrokerMetrics
+from api.metrics import BrokerMetrics, LogStatsCollector, manager_logs
 from api.rest import create_app
 from hot.manager import LogManager
 from hot.topics import TopicInfo
@@ -103,6 +104,9 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
     groups: GroupCoordinator | None = None
     try:
         metrics = BrokerMetrics()
+        metrics.registry.register(LogStatsCollector(manager_logs(manager)))
+        view = node.client.view if node is not None else None
+        metrics.registry.register(ClusterMetricsCollector(lambda: view))
         tiering = TieringService(manager, store, config.tiering, TieringMetrics(metrics.registry))
         if node is not None:
             node.attach_tiering(tiering)  # only partition leaders tier

@@ -8,6 +8,8 @@ need_apt=()
 command -v etcd >/dev/null 2>&1 || need_apt+=(etcd-server)
 command -v kcat >/dev/null 2>&1 || need_apt+=(kcat)
 command -v java >/dev/null 2>&1 || need_apt+=(openjdk-17-jre-headless)
+command -v chromium >/dev/null 2>&1 || need_apt+=(chromium)           # dashboard tests (Selenium)
+command -v chromedriver >/dev/null 2>&1 || need_apt+=(chromium-driver)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"

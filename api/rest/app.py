@@ -39,6 +39,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.broker import Broker, FetchRequestPartition, ProduceResult
+from api.dashboard import dashboard_router
 from api.group_metrics import register_group_metrics
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
@@ -90,6 +91,7 @@ from api.rest.models import (
     TopicV2,
     TopicV3,
 )
+from api.rest.ops import ops_router
 from api.rest_consumers import ConsumerInstances
 from hot.config import INT32_MAX, INT64_MAX
 from hot.errors import StrataError, classify, http_status
@@ -471,6 +473,9 @@ def create_app(broker: Broker) -> FastAPI:
     register_group_metrics(broker)
 
     # -- operations -------------------------------------------------------------------------
+
+    app.include_router(ops_router(broker))
+    app.include_router(dashboard_router())
 
     @app.get("/healthz", response_model=Health, tags=["ops"])
     async def healthz() -> Response:

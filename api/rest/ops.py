@@ -1,0 +1,168 @@
+"""Read-only REST routes for operators and the web dashboard (api/dashboard).
+
+``GET /v1/status``  broker health: id, cluster, uptime, object store reachability,
+                    topic/partition counts and partitions that are offline here.
+``GET /v1/partitions``  every topic with, per partition, where the log start, the local
+                    log start, the high watermark and the log end sit, the local and
+                    remote bytes and segment counts, and the upload lag (sealed local
+                    segments not yet in the bucket: the same definition as the
+                    ``strata_tiering_upload_lag_*`` gauges).
+
+Both are computed on request from the logs and the tiering service's cached manifests
+(no object-store round trip), so the dashboard can poll them cheaply.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter
+from fastapi.responses import Response
+from pydantic import BaseModel, Field
+
+from api.rest.codec import JSONBody
+from hot.errors import StrataError
+from tiering.service import TieringService
+
+if TYPE_CHECKING:
+    from api.broker import Broker
+    from hot.log import Log
+
+
+class PartitionStatusV1(BaseModel):
+    partition: int
+    hosted: bool = Field(description="false when this broker has no log for it (cluster: not a replica)")
+    online: bool = Field(description="false when the log went offline on a storage error")
+    log_start_offset: int | None = Field(description="first offset readable (remote tier included)")
+    local_log_start_offset: int | None = Field(description="first offset still on local disk")
+    high_watermark: int | None
+    log_end_offset: int | None
+    remote_next_offset: int = Field(description="offsets below it are in the bucket (0: none)")
+    local_bytes: int
+    local_segments: int
+    remote_bytes: int
+    remote_segments: int
+    upload_lag_bytes: int = Field(description="bytes of sealed local segments not uploaded yet")
+    upload_lag_segments: int
+
+
+class TopicStatusV1(BaseModel):
+    topic: str
+    remote_storage: bool = Field(description="remote.storage.enable")
+    partitions: list[PartitionStatusV1]
+
+
+class PartitionsV1(BaseModel):
+    topics: list[TopicStatusV1]
+
+
+class StatusV1(BaseModel):
+    status: str = Field(description='"ok", or "degraded" when the store fails or partitions are offline')
+    broker_id: int
+    cluster_id: str
+    uptime_seconds: float
+    object_store: str
+    object_store_available: bool
+    topics: int
+    partitions: int
+    offline_partitions: list[str] = Field(description='"topic-partition" of logs offline on a storage error')
+
+
+def _partition(tiering: TieringService | None, log: Log | None, topic: str, p: int) -> dict[str, Any]:
+    manifest = tiering.manifest(topic, p) if tiering is not None else None
+    remote_next = tiering.uploaded(topic, p) if tiering is not None else 0
+    remote_segments = 0
+    remote_bytes = 0
+    if manifest is not None:
+        remote_bytes = manifest.remote_size()
+        remote_segments = len(manifest.copied()) + sum(r.segment_count for r in manifest.spillover)
+    out: dict[str, Any] = {
+        "partition": p,
+        "hosted": log is not None,
+        "online": log is not None and log.is_online,
+        "log_start_offset": None,
+        "local_log_start_offset": None,
+        "high_watermark": None,
+        "log_end_offset": None,
+        "remote_next_offset": remote_next,
+        "local_bytes": 0,
+        "local_segments": 0,
+        "remote_bytes": remote_bytes,
+        "remote_segments": remote_segments,
+        "upload_lag_bytes": 0,
+        "upload_lag_segments": 0,
+    }
+    if log is None:
+        return out
+    segs = log.segments()
+    # Only sealed segments can be uploaded; tiering off means nothing is "lagging".
+    tiered = log.config.remote_storage_enable
+    pending = [s for s in segs[:-1] if s.next_offset > remote_next] if tiered else []
+    out.update(
+        log_start_offset=log.log_start_offset,
+        local_log_start_offset=log.local_log_start_offset,
+        high_watermark=log.high_watermark,
+        log_end_offset=log.log_end_offset,
+        local_bytes=sum(s.size for s in segs),
+        local_segments=len(segs),
+        upload_lag_bytes=sum(s.size for s in pending),
+        upload_lag_segments=len(pending),
+    )
+    return out
+
+
+def _log_or_none(broker: Broker, topic: str, p: int) -> Log | None:
+    try:
+        return broker.manager.get_log(topic, p)
+    except StrataError:
+        return None  # refused (corrupt), deleted meanwhile, or not hosted here
+
+
+def ops_router(broker: Broker) -> APIRouter:
+    router = APIRouter(tags=["ops"])
+    started = time.monotonic()
+    tiering = broker.tiering if isinstance(broker.tiering, TieringService) else None
+
+    @router.get("/v1/partitions", response_model=PartitionsV1)
+    async def partitions() -> Response:
+        topics = []
+        for info in sorted(broker.topics(), key=lambda t: t.name):
+            parts = [
+                _partition(tiering, _log_or_none(broker, info.name, p), info.name, p)
+                for p in range(info.partitions)
+            ]
+            try:
+                tiered = broker.manager.log_config(info.name).remote_storage_enable
+            except StrataError:
+                tiered = False  # deleted meanwhile
+            topics.append({"topic": info.name, "remote_storage": tiered, "partitions": parts})
+        return JSONBody({"topics": topics})
+
+    @router.get("/v1/status", response_model=StatusV1)
+    async def status() -> Response:
+        offline: list[str] = []
+        count = 0
+        infos = broker.topics()
+        for info in infos:
+            for p in range(info.partitions):
+                count += 1
+                log = _log_or_none(broker, info.name, p)
+                if log is not None and not log.is_online:
+                    offline.append(f"{info.name}-{p}")
+        store_ok = tiering is None or not tiering.store_failing
+        return JSONBody(
+            {
+                "status": "ok" if store_ok and not offline else "degraded",
+                "broker_id": broker.node_id,
+                "cluster_id": broker.config.cluster_id,
+                "uptime_seconds": round(time.monotonic() - started, 3),
+                "object_store": broker.config.object_store_url,
+                "object_store_available": store_ok,
+                "topics": len(infos),
+                "partitions": count,
+                "offline_partitions": offline,
+            }
+        )
+
+    return router

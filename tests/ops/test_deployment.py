@@ -1,0 +1,216 @@
+"""Deployment files (no container engine or cluster runs here): docker-compose.yml, the
+Prometheus and Grafana provisioning, the Kubernetes manifests and the sample config are
+validated for structure, and against a real broker where they name its endpoints or
+metrics."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from api.config import load_config
+from tests.brokers import ROOT, BrokerProcess, create_topic
+
+INFRA = ROOT / "infra"
+BROKERS = ("broker1", "broker2", "broker3")
+
+
+def _compose() -> dict[str, Any]:
+    doc: dict[str, Any] = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    return doc
+
+
+def _k8s() -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in sorted((INFRA / "k8s").glob("*.yaml")):
+        if path.name != "kustomization.yaml":
+            docs += [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return docs
+
+
+def _one(docs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    [doc] = [d for d in docs if d["kind"] == kind and d["metadata"]["name"] == name]
+    return doc
+
+
+def _flags(args: list[str]) -> dict[str, str]:
+    return dict(a.removeprefix("--").split("=", 1) for a in args)
+
+
+def test_compose_runs_minio_etcd_three_cluster_brokers_prometheus_grafana() -> None:
+    doc = _compose()
+    services = doc["services"]
+    assert {"minio", "minio-init", "etcd", *BROKERS, "prometheus", "grafana"} <= set(services)
+    host_ports: list[str] = []
+    for name, svc in services.items():
+        assert "image" in svc or "build" in svc, name
+        for dep in svc.get("depends_on", []):
+            assert dep in services, f"{name} depends on unknown service {dep}"
+        for vol in svc.get("volumes", []):
+            src = vol.split(":", 1)[0]
+            if src.startswith("."):
+                assert (ROOT / src).exists(), f"{name}: bind mount of missing {src}"
+            else:
+                assert src in doc["volumes"], f"{name}: undeclared volume {src}"
+        host_ports += [p.split(":")[0] for p in svc.get("ports", [])]
+    assert len(host_ports) == len(set(host_ports)), "two services publish the same host port"
+
+    ids, advertised, data_volumes = set(), set(), set()
+    for name in BROKERS:
+        svc = services[name]
+        assert (ROOT / svc["build"]["dockerfile"]).is_file()
+        assert svc["depends_on"]["etcd"]["condition"] == "service_healthy"
+        assert svc["depends_on"]["minio-init"]["condition"] == "service_completed_successfully"
+        env = svc["environment"]
+        flags = _flags(svc["command"])
+        cfg = load_config(
+            env={k: v for k, v in env.items() if k.startswith("STRATA_")},
+            overrides={k.replace("-", "_"): v for k, v in flags.items()},
+        )
+        assert cfg.cluster is not None and cfg.cluster.etcd == "etcd:2379"
+        assert cfg.cluster.inter_broker_listener == f"{name}:9092"
+        assert cfg.object_store_url == "s3://strata/cluster1"
+        assert env["AWS_ENDPOINT_URL"] == "http://minio:9000"
+        ids.add(cfg.broker_id)
+        advertised.add(str(cfg.advertised))
+        # The advertised port is the one published on the host for the Kafka listener.
+        assert f"{cfg.advertised.port}:{cfg.kafka_listen.port}" in svc["ports"]
+        assert f"{cfg.http_listen.port}" in " ".join(svc["ports"])
+        data_volumes.add(svc["volumes"][0].split(":")[0])
+    assert len(ids) == len(advertised) == len(data_volumes) == 3
+
+
+def test_prometheus_scrapes_every_broker_and_grafana_is_provisioned() -> None:
+    services = _compose()["services"]
+    prom = yaml.safe_load((INFRA / "prometheus.yml").read_text())
+    [job] = prom["scrape_configs"]
+    assert job["metrics_path"] == "/metrics"
+    targets = {t for sc in job["static_configs"] for t in sc["targets"]}
+    assert targets == {f"{b}:8080" for b in BROKERS}
+    assert any(v.startswith("./infra/prometheus.yml:") for v in services["prometheus"]["volumes"])
+
+    grafana = services["grafana"]
+    mounts = {v.split(":")[1]: v.split(":")[0] for v in grafana["volumes"] if v.startswith(".")}
+    ds = yaml.safe_load((INFRA / "grafana/provisioning/datasources/prometheus.yml").read_text())
+    [source] = ds["datasources"]
+    assert source["type"] == "prometheus" and source["url"] == "http://prometheus:9090"
+    provider = yaml.safe_load((INFRA / "grafana/provisioning/dashboards/strata.yml").read_text())
+    dash_dir = provider["providers"][0]["options"]["path"]
+    assert mounts[dash_dir] == "./infra/grafana/dashboards"
+    assert mounts["/etc/grafana/provisioning"] == "./infra/grafana/provisioning"
+    dash = json.loads((INFRA / "grafana/dashboards/strata.json").read_text())
+    panels = [p for p in dash["panels"] if p["type"] != "row"]
+    assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
+    for p in panels:
+        assert p["datasource"]["uid"] == source["uid"], p["title"]
+        assert p["targets"] and all(t["expr"] for t in p["targets"]), p["title"]
+
+
+def _exported_names(text: str) -> set[str]:
+    """Every sample name the exposition can carry, from its TYPE lines (a family with
+    no series yet still declares itself)."""
+    suffixes = {
+        "counter": ("_total", "_created"),
+        "histogram": ("_bucket", "_sum", "_count", "_created"),
+        "gauge": ("",),
+        "summary": ("_sum", "_count", "_created", ""),
+    }
+    names: set[str] = set()
+    for m in re.finditer(r"^# TYPE (\S+) (\S+)$", text, re.M):
+        # prometheus-client declares counters with their _total suffix.
+        base = m.group(1).removesuffix("_total") if m.group(2) == "counter" else m.group(1)
+        names.update(base + s for s in suffixes.get(m.group(2), ("",)))
+    return names
+
+
+def test_every_grafana_query_uses_metrics_a_real_broker_exports(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    b = broker_factory()
+    create_topic(b.bootstrap, "deploy", 1)
+    with urllib.request.urlopen(f"{b.http_url}/healthz", timeout=10) as resp:  # the k8s probe path
+        assert resp.status == 200
+    with urllib.request.urlopen(f"{b.http_url}/metrics", timeout=10) as resp:
+        exported = _exported_names(resp.read().decode())
+    dash = json.loads((INFRA / "grafana/dashboards/strata.json").read_text())
+    queried = {
+        name
+        for p in dash["panels"]
+        for t in p.get("targets", [])
+        for name in re.findall(r"\bstrata_[a-z0-9_]+", t["expr"])
+    }
+    assert len(queried) >= 20
+    assert queried <= exported, sorted(queried - exported)
+    assert b.stop() == 0
+
+
+def test_kubernetes_statefulset_headless_service_pvc_secret_probes() -> None:
+    docs = _k8s()
+    for d in docs:
+        assert {"apiVersion", "kind", "metadata"} <= set(d), d
+        assert d["metadata"]["name"]
+    sts = _one(docs, "StatefulSet", "strata")
+    spec = sts["spec"]
+    headless = _one(docs, "Service", spec["serviceName"])
+    assert headless["spec"]["clusterIP"] == "None"
+    labels = spec["template"]["metadata"]["labels"]
+    assert spec["selector"]["matchLabels"].items() <= labels.items()
+    for svc in (d for d in docs if d["kind"] == "Service"):
+        assert svc["spec"]["selector"].items() <= labels.items()
+    assert spec["replicas"] == 3
+    [container] = spec["template"]["spec"]["containers"]
+    port_names = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert port_names == {"kafka": 9092, "http": 8080}
+    for svc in (d for d in docs if d["kind"] == "Service"):
+        assert {p["targetPort"] for p in svc["spec"]["ports"]} <= set(port_names)
+    for probe in ("readinessProbe", "livenessProbe"):
+        get = container[probe]["httpGet"]
+        assert get == {"path": "/healthz", "port": "http"}, probe
+
+    # The hot tier: a PVC per pod, mounted where --data-dir points.
+    [claim] = spec["volumeClaimTemplates"]
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert claim["spec"]["resources"]["requests"]["storage"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    script = " ".join(container["args"])
+    assert f"--data-dir {mounts[claim['metadata']['name']]}" in script
+    assert "--advertised-listener" in script and spec["serviceName"] in script
+
+    # S3 credentials from a Secret, the config from a ConfigMap that is infra/strata.toml.
+    [env_from] = container["envFrom"]
+    secret = _one(docs, "Secret", env_from["secretRef"]["name"])
+    assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= set(secret["stringData"])
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["STRATA_OBJECT_STORE"].startswith("s3://")
+    [cfg_vol] = [v for v in spec["template"]["spec"]["volumes"] if "configMap" in v]
+    cm = _one(docs, "ConfigMap", cfg_vol["configMap"]["name"])
+    assert Path(env["STRATA_CONFIG"]).parent == Path(mounts[cfg_vol["name"]])
+    assert cm["data"][Path(env["STRATA_CONFIG"]).name] == (INFRA / "strata.toml").read_text()
+    kustomize = yaml.safe_load((INFRA / "k8s" / "kustomization.yaml").read_text())
+    assert set(kustomize["resources"]) == {
+        p.name for p in (INFRA / "k8s").glob("*.yaml") if p.name != "kustomization.yaml"
+    }
+
+
+def test_sample_config_loads_with_the_broker_loader() -> None:
+    cfg = load_config(config_file=INFRA / "strata.toml", env={})
+    assert cfg.cluster is not None and cfg.cluster.etcd == "etcd:2379"
+    assert cfg.cluster.default_replication_factor == 3
+    assert cfg.log.remote_storage_enable and cfg.log.segment_bytes == 256 << 20
+    assert cfg.tiering.upload_concurrency == 4
+    assert cfg.cluster_id == "strata-prod"
+
+
+def test_dockerfile_ships_every_package_and_the_dashboard() -> None:
+    text = (INFRA / "Dockerfile").read_text()
+    for pkg in ("hot", "tiering", "api", "spark", "cluster"):
+        assert f"COPY {pkg} ./{pkg}" in text
+    assert "USER 999" in text  # the k8s securityContext's runAsUser
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"api.dashboard" = ["static/*"]' in pyproject  # non-editable installs serve it
