@@ -26,7 +26,6 @@ from hot.errors import (
     RequestTimedOutError,
     StrataError,
     UnknownTopicOrPartitionError,
-    kafka_code,
 )
 from hot.log import AppendInfo, Log
 from hot.manager import LogManager
@@ -232,7 +231,7 @@ class Broker:
             lg = self._log(topic, partition)
             info = lg.append(data)
         except StrataError as exc:
-            self.metrics.errors.labels("produce", str(kafka_code(exc))).inc()
+            # Counted by the protocol layer that answers the request (Kafka or REST), once.
             return PendingAppend(topic, None, None, exc)
         self.metrics.produced_messages.labels(topic).inc(info.record_count)
         self.metrics.produced_bytes.labels(topic).inc(len(data))

@@ -41,7 +41,6 @@ from hot.errors import (
     RequestTimedOutError,
     StrataError,
     UnknownTopicOrPartitionError,
-    kafka_code,
 )
 from hot.topics import TopicInfo
 
@@ -136,7 +135,7 @@ class ClusterBroker(Broker):
                 raise UnknownTopicOrPartitionError(f"{topic}-{partition} is being recreated")
             info = lg.append(data, leader_epoch=rep.leader_epoch)
         except StrataError as exc:
-            self.metrics.errors.labels("produce", str(kafka_code(exc))).inc()
+            # Counted once, by the protocol layer that answers the request.
             return ClusterPendingAppend(topic, None, None, exc)
         self.replicas.appended(rep)
         self.metrics.produced_messages.labels(topic).inc(info.record_count)

@@ -160,11 +160,6 @@ def test_metrics_follow_produce_fetch_tiering_groups_and_errors(
     assert "Traceback" not in b.output(), b.output()[-3000:]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="counted twice: Broker.append (api/broker.py) and handle_produce (api/kafka_server.py) "
-    "both increment strata_request_errors{api=produce} for an append error",
-)
 def test_a_kafka_produce_error_is_counted_once_by_code(broker_factory: Callable[..., BrokerProcess]) -> None:
     from confluent_kafka import KafkaError, Producer
 
