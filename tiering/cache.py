@@ -11,7 +11,7 @@ reading a small segment sequentially from its start, or the prefetch into the ne
 segment) may ask for it whole: one GET of the whole object, split into its chunks. That
 is one request instead of one per chunk on any S3 (fewer requests, and a GET of a few MiB
 is within the sizes S3 recommends), and it lets the caller's ``check`` (the remote reader
-passes the segment's SHA-256 check against the manifest) run once, inside that GET, in a
+passes the segment's whole-object checksum check against the manifest) run once, inside that GET, in a
 worker thread, before any of its bytes is handed out.
 
 Files, one per chunk, under ``<cache_dir>/<d0d1>/<digest>-<index>.chunk`` where
@@ -103,7 +103,7 @@ class RemoteObjectMissingError(ObjectNotFoundError):
 
 
 class RemoteCorruptObjectError(ObjectStoreError):
-    """Bytes of a remote object fail validation (CRC, SHA-256, impossible header or size).
+    """Bytes of a remote object fail validation (CRC, whole-object checksum, impossible header or size).
 
     Never served: the partition gets KAFKA_STORAGE_ERROR naming the key and position."""
 
