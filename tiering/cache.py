@@ -278,7 +278,7 @@ def _key_digest(key: str) -> str:
 
 
 # Checks a whole object's bytes (in a worker thread); raises to reject them.
-ObjectCheck = Callable[[bytes], None]
+ObjectCheck = Callable[[memoryview], None]
 
 
 # --- the cache --------------------------------------------------------------------------------
@@ -630,9 +630,10 @@ class ChunkCache:
             self._gets += 1
             try:
                 # a whole object is asked for without a Range: a longer object is caught too
-                data = await (self.store.get(key) if whole else self.store.get(key, start=start, end=end))
+                store = self.store
+                data = await (store.get_view(key) if whole else store.get_view(key, start=start, end=end))
             except InvalidRangeError as e:
-                data = b""  # the object ends before this chunk starts
+                data = memoryview(b"")  # the object ends before this chunk starts
                 logger.debug("short object: %s", e)
             self._fetched_bytes += len(data)
             if len(data) != end - start:
@@ -646,7 +647,7 @@ class ChunkCache:
             if whole and check is not None:
                 self.object_checks += 1
                 await asyncio.to_thread(check, data)
-            view = memoryview(data)
+            view = data
             chunks: list[tuple[str, int, memoryview]] = []
             for i, (name, fut) in enumerate(futs):
                 lo = i * self.chunk_bytes

@@ -99,6 +99,12 @@ class CountingStore(ObjectStore):
             await self.gate.wait()
         return await self.inner.get(key, start=start, end=end)
 
+    async def get_view(self, key: str, *, start: int | None = None, end: int | None = None) -> memoryview:
+        self.gets.append((key, start, end))
+        if self.gate is not None:
+            await self.gate.wait()
+        return await self.inner.get_view(key, start=start, end=end)
+
     async def get_with_etag(self, key: str) -> tuple[bytes, str]:
         self.gets.append((key, None, None))
         return await self.inner.get_with_etag(key)
