@@ -54,6 +54,7 @@ import base64
 import contextlib
 import errno
 import fcntl
+import functools
 import hashlib
 import mmap
 import os
@@ -255,10 +256,21 @@ class ObjectStore(abc.ABC):
     async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
         """The object's bytes ``[start, end)`` (see the module docstring for ranges)."""
 
-    async def get_view(self, key: str, *, start: int | None = None, end: int | None = None) -> memoryview:
+    async def get_view(
+        self,
+        key: str,
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        check: Callable[[memoryview], None] | None = None,
+    ) -> memoryview:
         """``get`` as a memoryview (S3: of a pooled buffer, without a copy). The caller
-        must not write to it."""
-        return memoryview(await self.get(key, start=start, end=end))
+        must not write to it. ``check`` is called with the bytes in a worker thread (on S3
+        the one that fetched them) before they are returned; what it raises fails the get."""
+        data = memoryview(await self.get(key, start=start, end=end))
+        if check is not None:
+            await asyncio.to_thread(check, data)
+        return data
 
     @abc.abstractmethod
     async def get_with_etag(self, key: str) -> tuple[bytes, str]:
@@ -667,9 +679,11 @@ class S3Store(ObjectStore):
             body.close()
         return bytes(data)
 
-    def _get_view_blocking(self, args: dict[str, Any]) -> memoryview:
+    def _get_view_blocking(
+        self, args: dict[str, Any], check: Callable[[memoryview], None] | None
+    ) -> memoryview:
         """GET into a pooled buffer (``BufferPool``): the body is read from the HTTP
-        response straight into it (``readinto``), not into a new ``bytes``."""
+        response straight into it (``readinto``), not into a new ``bytes``; then ``check``."""
         resp = self._sync_client().get_object(**args)
         body = resp["Body"]
         try:
@@ -678,6 +692,8 @@ class S3Store(ObjectStore):
             _read_body_into(body, view)
         finally:
             body.close()
+        if check is not None:
+            check(view)
         return view
 
     def _put_blocking(self, method: str, args: dict[str, Any], source: tuple[str, int, int] | None) -> Any:
@@ -846,9 +862,21 @@ class S3Store(ObjectStore):
         data = await self._get(key, start, end, self._get_blocking)
         return data if isinstance(data, bytes) else bytes(data)
 
-    async def get_view(self, key: str, *, start: int | None = None, end: int | None = None) -> memoryview:
-        data = await self._get(key, start, end, self._get_view_blocking)
-        return data if isinstance(data, memoryview) else memoryview(data)
+    async def get_view(
+        self,
+        key: str,
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        check: Callable[[memoryview], None] | None = None,
+    ) -> memoryview:
+        data = await self._get(key, start, end, functools.partial(self._get_view_blocking, check=check))
+        if isinstance(data, memoryview):
+            return data
+        view = memoryview(data)  # empty range or object: nothing was fetched, nothing checked
+        if check is not None:
+            check(view)
+        return view
 
     async def _get(
         self,

@@ -12,7 +12,7 @@ import hashlib
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from crc32c import crc32c
@@ -99,11 +99,18 @@ class CountingStore(ObjectStore):
             await self.gate.wait()
         return await self.inner.get(key, start=start, end=end)
 
-    async def get_view(self, key: str, *, start: int | None = None, end: int | None = None) -> memoryview:
+    async def get_view(
+        self,
+        key: str,
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        check: Callable[[memoryview], None] | None = None,
+    ) -> memoryview:
         self.gets.append((key, start, end))
         if self.gate is not None:
             await self.gate.wait()
-        return await self.inner.get_view(key, start=start, end=end)
+        return await self.inner.get_view(key, start=start, end=end, check=check)
 
     async def get_with_etag(self, key: str) -> tuple[bytes, str]:
         self.gets.append((key, None, None))
