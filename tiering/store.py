@@ -92,6 +92,9 @@ _BLOCKING_PUT_BYTES: Final = 1 << 20  # bodies from this size go through the blo
 _COPY_CHUNK: Final = 1 << 20
 _PAGE: Final = mmap.PAGESIZE
 _POOL_FREE_BYTES: Final = 64 << 20  # GET buffers kept for reuse once nothing views them
+# Smaller GET bodies are plain bytes: a mapping per small object (an index file, say) would
+# cost a syscall and a VMA each, and malloc reuses small blocks anyway.
+_POOL_MIN_BYTES: Final = 256 << 10
 _CONTROL_CHARS: Final = re.compile(r"[\x00-\x1f\x7f]")
 _BUCKET_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 
@@ -682,14 +685,21 @@ class S3Store(ObjectStore):
     def _get_view_blocking(
         self, args: dict[str, Any], check: Callable[[memoryview], None] | None
     ) -> memoryview:
-        """GET into a pooled buffer (``BufferPool``): the body is read from the HTTP
-        response straight into it (``readinto``), not into a new ``bytes``; then ``check``."""
+        """GET into a pooled buffer (``BufferPool``; bodies of at least ``_POOL_MIN_BYTES``):
+        the body is read from the HTTP response straight into it (``readinto``), not into
+        a new ``bytes``; then ``check``."""
         resp = self._sync_client().get_object(**args)
         body = resp["Body"]
         try:
             n = int(resp["ContentLength"])
-            view = memoryview(self.buffers.take(n))[:n]
-            _read_body_into(body, view)
+            if n < _POOL_MIN_BYTES:  # small (index files, short ranges): one mapping each would not pay
+                data = body.read()
+                if len(data) != n:
+                    raise OSError(f"response body is {len(data)} bytes where Content-Length says {n}")
+                view = memoryview(data)
+            else:
+                view = memoryview(self.buffers.take(n))[:n]
+                _read_body_into(body, view)
         finally:
             body.close()
         if check is not None:

@@ -157,6 +157,9 @@ async def test_s3_get_view_reuses_buffers_nobody_views(s3_bucket: str) -> None:
     store = open_store(f"s3://{s3_bucket}/pool")
     assert isinstance(store, S3Store)
     try:
+        small = _data(1000, seed=3)
+        await store.put("small", small)
+        assert await store.get_view("small") == small and store.buffers.allocated == 0  # plain bytes
         a, b = _data(1 << 20, seed=1), _data(1 << 20, seed=2)
         await store.put("a", a)
         await store.put("b", b)
