@@ -7,7 +7,8 @@ keys sorted::
      "revision": 7, "log_start_offset": 0,
      "segments": [{"segment_id": "<32 hex>", "base_offset": 0, "last_offset": 99,
                    "first_timestamp": 1700000000000, "max_timestamp": 1700000005000,
-                   "size": 104857, "log_sha256": "<64 hex>", "index_size": 80,
+                   "size": 104857, "log_sha256": "<64 hex>", "log_crc32c": 2882464578,
+                   "index_size": 80,
                    "timeindex_size": 120, "leader_epoch": 0, "state": "COPIED",
                    "keys": {"log": "...", "index": "...", "timeindex": "...",
                             "producer_snapshot": "...", "leader_epoch_checkpoint": "..."},
@@ -21,6 +22,13 @@ Reading is strict: an unknown ``format_version``, a missing or unknown field, a 
 type, unsorted segments or overlapping COPIED ranges raise ``CorruptManifestError``
 naming the object and what is wrong. Unknown fields are refused rather than ignored so
 an older writer can never silently drop what a newer one recorded.
+
+Checksums of a segment's ``.log``: ``log_sha256`` (hex) is its identity and upload
+checksum; ``log_crc32c`` (CRC-32C of the whole object, unsigned 32-bit integer, the
+checksum S3 itself offers as ``x-amz-checksum-crc32c``) is what the remote reader checks
+a fetched object against (hardware CRC-32C is about 20 times faster than SHA-256 here).
+Entries written before ``log_crc32c`` existed lack it (and are written back without it);
+readers then check the SHA-256.
 
 Updates are compare-and-swap only (``ManifestStore.update``): the writer loads the
 manifest and its ETag, applies a pure change, and writes with ``If-Match`` (or
@@ -85,6 +93,7 @@ from tiering.store import ObjectStore
 
 DEFAULT_MAX_SEGMENTS: Final = 1000
 _SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")
+_U32_MAX: Final = (1 << 32) - 1
 
 
 class ManifestError(StrataError):
@@ -157,6 +166,7 @@ class RemoteSegment:
     updated_ms: int
     has_producer_snapshot: bool = False
     record_count: int | None = None
+    log_crc32c: int | None = None  # None: an entry written before the field existed
 
     def __post_init__(self) -> None:
         sid = self.segment_id.hex if isinstance(self.segment_id, uuid.UUID) else repr(self.segment_id)
@@ -187,6 +197,12 @@ class RemoteSegment:
             raise InvalidSegmentError(f"segment {sid}: leader_epoch {self.leader_epoch} is below -1")
         if not isinstance(self.log_sha256, str) or not _SHA256_HEX.fullmatch(self.log_sha256):
             raise InvalidSegmentError(f"segment {sid}: log_sha256 must be 64 lowercase hex digits")
+        if self.log_crc32c is not None and (
+            not _is_int(self.log_crc32c) or not 0 <= self.log_crc32c <= _U32_MAX
+        ):
+            raise InvalidSegmentError(
+                f"segment {sid}: log_crc32c must be an integer in [0, {_U32_MAX}], got {self.log_crc32c!r}"
+            )
         if not isinstance(self.state, SegmentState):
             raise InvalidSegmentError(f"segment {sid}: state must be a SegmentState, got {self.state!r}")
         if not isinstance(self.keys, SegmentKeys) or not all(
@@ -206,7 +222,7 @@ class RemoteSegment:
         return self.base_offset <= offset <= self.last_offset
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "segment_id": self.segment_id.hex,
             "base_offset": self.base_offset,
             "last_offset": self.last_offset,
@@ -230,11 +246,16 @@ class RemoteSegment:
             "has_producer_snapshot": self.has_producer_snapshot,
             "record_count": self.record_count,
         }
+        if self.log_crc32c is not None:  # absent in entries written before it existed
+            out["log_crc32c"] = self.log_crc32c
+        return out
 
     @classmethod
     def from_dict(cls, d: object) -> RemoteSegment:
         """Parse one segment record; ManifestError (or ValueError) on anything malformed."""
-        obj = _fields(d, _SEGMENT_FIELDS, "segment", optional=("has_producer_snapshot", "record_count"))
+        obj = _fields(
+            d, _SEGMENT_FIELDS, "segment", optional=("has_producer_snapshot", "record_count", "log_crc32c")
+        )
         keys = _fields(obj["keys"], _KEY_FIELDS, "segment keys")
         try:
             sid = uuid.UUID(hex=_str(obj["segment_id"], "segment_id"))
@@ -261,6 +282,7 @@ class RemoteSegment:
             updated_ms=obj["updated_ms"],
             has_producer_snapshot=obj.get("has_producer_snapshot", False),
             record_count=obj.get("record_count"),
+            log_crc32c=_crc32c_field(obj),
         )
 
     def _identity(self) -> tuple[int, int, SegmentKeys]:
@@ -284,8 +306,19 @@ _SEGMENT_FIELDS: Final = (
     "updated_ms",
     "has_producer_snapshot",
     "record_count",
+    "log_crc32c",
 )
 _KEY_FIELDS: Final = ("log", "index", "timeindex", "producer_snapshot", "leader_epoch_checkpoint")
+
+
+def _crc32c_field(obj: Mapping[str, Any]) -> int | None:
+    """``log_crc32c``: absent in older entries; present, it must be a value (never null)."""
+    if "log_crc32c" not in obj:
+        return None
+    v = obj["log_crc32c"]
+    if v is None:
+        raise InvalidSegmentError("log_crc32c must be an integer in [0, 4294967295], got null")
+    return int(v) if _is_int(v) else v  # a wrong type is refused by RemoteSegment
 
 
 def _str(v: object, name: str) -> str:

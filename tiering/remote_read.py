@@ -16,8 +16,9 @@ log raised OffsetMovedToTieredStorageError). The reader
 4. validates every batch it returns (structure, offsets within the segment and
    increasing, CRC-32C). A segment read from its start (a consumer catching up, or the
    prefetch into the next segment) and no larger than the cache's ``whole_object_bytes``
-   is fetched with one GET of the whole object, and the cache checks its SHA-256 against
-   the manifest inside that GET, before any of its bytes is served: once per fetch of the
+   is fetched with one GET of the whole object, and the cache checks its CRC-32C (SHA-256
+   for manifest entries older than ``log_crc32c``) against the manifest inside that GET,
+   before any of its bytes is served: once per fetch of the
    object, never on cache hits (chunk files carry their own CRC-32C). Bytes that fail are
    never served: RemoteCorruptObjectError names the key, byte position and offset. A
    missing object is RemoteObjectMissingError naming the key. Both map to
@@ -310,17 +311,27 @@ def validate_batches(data: Buffer | Sequence[Buffer], seg: RemoteSegment, positi
         pos += h.size
 
 
-def check_segment_object(data: bytes, seg: RemoteSegment) -> None:
-    """The check of a segment's ``.log`` fetched whole: its SHA-256 against the manifest.
-    On a mismatch, the batches are scanned so that damage inside one is reported with its
-    offset and position (a CRC error); the SHA-256 error covers what no CRC sees (e.g. a
-    changed baseOffset or partitionLeaderEpoch, or another object under the key)."""
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != seg.log_sha256:
-        validate_batches(data, seg, 0)
-        raise RemoteCorruptObjectError(
-            seg.keys.log, f"SHA-256 {digest} differs from the manifest's {seg.log_sha256}"
-        )
+def check_segment_object(data: Buffer, seg: RemoteSegment) -> None:
+    """The one check of a segment's ``.log`` fetched whole against its manifest entry: its
+    CRC-32C against ``log_crc32c`` or, for entries written before that field existed, its
+    SHA-256 against ``log_sha256``. On a mismatch, the batches are scanned so that damage
+    inside one is reported with its offset and position (a CRC error); the whole-object
+    error covers what no batch CRC sees (e.g. a changed baseOffset or
+    partitionLeaderEpoch, or another object under the key). Why CRC-32C: it is what S3
+    itself offers as a full-object checksum, and in hardware it costs 0.4 ms per 8 MiB
+    where SHA-256 cost 7.5 ms, the largest single item of a cold read's CPU."""
+    if seg.log_crc32c is not None:
+        crc = int(crc32c(data))
+        if crc == seg.log_crc32c:
+            return
+        problem = f"CRC-32C {crc:#010x} of the object differs from the manifest's {seg.log_crc32c:#010x}"
+    else:
+        digest = hashlib.sha256(data).hexdigest()
+        if digest == seg.log_sha256:
+            return
+        problem = f"SHA-256 {digest} of the object differs from the manifest's {seg.log_sha256}"
+    validate_batches(data, seg, 0)
+    raise RemoteCorruptObjectError(seg.keys.log, problem)
 
 
 # --- the reader -----------------------------------------------------------------------------------
@@ -370,7 +381,7 @@ class _CachedManifest:
 class _SegmentBuffer:
     """A growing window ``[start, end)`` of one segment's ``.log`` bytes, held as the chunk
     cache's views (never joined). ``whole``: the read started at byte 0, so the cache may
-    GET the whole segment (its SHA-256 checked) rather than chunk by chunk."""
+    GET the whole segment (its checksum checked) rather than chunk by chunk."""
 
     def __init__(self, cache: ChunkCache, seg: RemoteSegment, start: int, *, whole: bool = False) -> None:
         self.cache = cache
@@ -479,8 +490,9 @@ class RemoteReader:
         self.manifest_loads = 0  # manifest GETs (a metric, and a test hook for the GET budget)
 
     @property
-    def sha256_checks(self) -> int:
-        """Whole-segment SHA-256 checks so far (one per whole-object GET, none on cache hits)."""
+    def object_checks(self) -> int:
+        """Whole-segment checksum checks so far (``check_segment_object``: one per
+        whole-object GET, none on cache hits)."""
         return self.cache.object_checks
 
     # -- manifests ------------------------------------------------------------------------------

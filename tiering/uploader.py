@@ -43,6 +43,8 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from crc32c import crc32c
+
 from hot.batch import HEADER, HEADER_SIZE
 from hot.errors import (
     CorruptLogError,
@@ -154,6 +156,7 @@ class LocalSegmentInfo:
 
     size: int
     sha256: str
+    crc32c: int  # of the whole .log: what remote reads check (manifest ``log_crc32c``)
     first_timestamp: int
     leader_epoch: int
     index_size: int
@@ -163,13 +166,14 @@ class LocalSegmentInfo:
 
 
 def inspect_segment(log: Log, seg: Segment) -> LocalSegmentInfo:
-    """Verify ``seg`` (full CRC scan: CorruptLogError if any batch is bad) and hash it.
-    Blocking: run in a worker thread."""
+    """Verify ``seg`` (full CRC scan: CorruptLogError if any batch is bad) and checksum it
+    whole (SHA-256 and CRC-32C in one pass over the file). Blocking: run in a worker thread."""
     size = seg.size
     verified = seg.verify()
     if verified != size:
         raise CorruptLogError(seg.log_path, verified, f"verified {verified} of {size} bytes")
     digest = hashlib.sha256()
+    crc = 0
     try:
         with open(seg.log_path, "rb") as f:
             left = size
@@ -178,6 +182,7 @@ def inspect_segment(log: Log, seg: Segment) -> LocalSegmentInfo:
                 if not chunk:
                     raise CorruptLogError(seg.log_path, size - left, "file shorter than the segment")
                 digest.update(chunk)
+                crc = crc32c(chunk, crc)
                 left -= len(chunk)
         index_size = os.path.getsize(seg.index_path)
         timeindex_size = os.path.getsize(seg.timeindex_path)
@@ -192,7 +197,15 @@ def inspect_segment(log: Log, seg: Segment) -> LocalSegmentInfo:
         h = HEADER.unpack(seg.read_bytes(0, HEADER_SIZE))
         first_ts, epoch = h[_H_BASE_TS], max(-1, h[_H_EPOCH])
     return LocalSegmentInfo(
-        size, digest.hexdigest(), first_ts, epoch, index_size, timeindex_size, snapshot, snapshot_size
+        size=size,
+        sha256=digest.hexdigest(),
+        crc32c=int(crc),
+        first_timestamp=first_ts,
+        leader_epoch=epoch,
+        index_size=index_size,
+        timeindex_size=timeindex_size,
+        snapshot_path=snapshot,
+        snapshot_size=snapshot_size,
     )
 
 
@@ -516,6 +529,7 @@ class Uploader:
             max_timestamp=seg.max_timestamp,
             size=local.size,
             log_sha256=local.sha256,
+            log_crc32c=local.crc32c,
             index_size=local.index_size,
             timeindex_size=local.timeindex_size,
             leader_epoch=local.leader_epoch,

@@ -50,6 +50,7 @@ def seg(
     partition: int = 0,
     now: int = 1_000,
     size: int = 100,
+    crc: int | None = None,
 ) -> RemoteSegment:
     sid = sid or uuid.uuid4()
     return RemoteSegment(
@@ -68,6 +69,7 @@ def seg(
         created_ms=now,
         updated_ms=now,
         record_count=last - base + 1,
+        log_crc32c=crc,
     )
 
 
@@ -176,8 +178,8 @@ def test_queries() -> None:
 
 def _sample() -> PartitionManifest:
     m = add_copied(empty(), seg(100, 199))
-    m = add_copied(m, seg(200, 299, size=5))
-    m = m.add_or_update(seg(300, 310))
+    m = add_copied(m, seg(200, 299, size=5, crc=0xFFFFFFFF))
+    m = m.add_or_update(seg(300, 310, crc=0))
     ref = SpilloverRef(
         base_offset=0, last_offset=99, key="x/spillover/a.json", segment_count=2, size=1, max_timestamp=3
     )
@@ -192,6 +194,23 @@ def test_json_round_trip() -> None:
     assert doc["format_version"] == 1 and doc["revision"] == 7 and doc["topic_id"] == TID.hex
     assert [s["state"] for s in doc["segments"]] == ["COPIED", "COPIED", "COPY_STARTED"]
     assert m.to_json() == data  # deterministic bytes
+    assert [s.get("log_crc32c") for s in doc["segments"]] == [None, 0xFFFFFFFF, 0]
+    assert "log_crc32c" not in doc["segments"][0]  # never written as null
+
+
+def test_entry_without_crc32c_round_trips() -> None:
+    """A manifest written before ``log_crc32c`` existed parses, and is written back as it was."""
+    doc = json.loads(_sample().to_json())
+    for s in doc["segments"]:
+        s.pop("log_crc32c", None)
+    old = json.dumps(doc).encode()
+    m = PartitionManifest.from_json(old)
+    assert all(s.log_crc32c is None for s in m.segments)
+    assert json.loads(m.to_json()) == doc
+    # a newer writer adding a segment with a CRC leaves the older entries as they were
+    m2 = add_copied(m, seg(311, 320, crc=12345))
+    doc2 = json.loads(m2.to_json())
+    assert [s.get("log_crc32c") for s in doc2["segments"]] == [None, None, None, 12345]
 
 
 @given(
@@ -201,17 +220,25 @@ def test_json_round_trip() -> None:
             st.sampled_from(list(SegmentState)),
             st.booleans(),
             st.none() | st.integers(0, 9),
+            st.none() | st.integers(0, (1 << 32) - 1),
         ),
         max_size=12,
     ),
     st.integers(0, 10),
 )
-def test_json_round_trip_property(specs: list[tuple[int, SegmentState, bool, int | None]], lso: int) -> None:
+def test_json_round_trip_property(
+    specs: list[tuple[int, SegmentState, bool, int | None, int | None]], lso: int
+) -> None:
     segments = []
     base = 0
-    for length, state, snap, count in specs:
+    for length, state, snap, count, crc in specs:
         segments.append(
-            replace(seg(base, base + length - 1, state), has_producer_snapshot=snap, record_count=count)
+            replace(
+                seg(base, base + length - 1, state),
+                has_producer_snapshot=snap,
+                record_count=count,
+                log_crc32c=crc,
+            )
         )
         base += length
     m = PartitionManifest(TOPIC, TID, 3, revision=len(specs), log_start_offset=lso, segments=tuple(segments))
@@ -251,6 +278,12 @@ def _dup(d: dict[str, Any]) -> None:
         (_corrupt(lambda d: d["segments"][0].update(base_offset=True)), "base_offset must be an integer"),
         (_corrupt(lambda d: d["segments"][0].update(last_offset=-5)), "below base_offset"),
         (_corrupt(lambda d: d["segments"][0].update(log_sha256="xyz")), "log_sha256"),
+        (_corrupt(lambda d: d["segments"][0].update(log_crc32c=-1)), "log_crc32c must be an integer in"),
+        (_corrupt(lambda d: d["segments"][0].update(log_crc32c=1 << 32)), "log_crc32c must be an integer in"),
+        (_corrupt(lambda d: d["segments"][0].update(log_crc32c="12")), "log_crc32c must be an integer in"),
+        (_corrupt(lambda d: d["segments"][0].update(log_crc32c=1.5)), "log_crc32c must be an integer in"),
+        (_corrupt(lambda d: d["segments"][0].update(log_crc32c=True)), "log_crc32c must be an integer in"),
+        (_corrupt(lambda d: d["segments"][0].update(log_crc32c=None)), "got null"),
         (_corrupt(lambda d: d["segments"][0].update(segment_id="nope")), "not a UUID"),
         (_corrupt(lambda d: d["segments"][0]["keys"].pop("log")), "missing field(s) log"),
         (_corrupt(_overlap), "overlap"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -31,8 +32,17 @@ from hot.config import LogConfig
 from hot.errors import KAFKA_STORAGE_ERROR, OffsetOutOfRangeError, kafka_code
 from hot.log import Log
 from hot.manager import LogManager
-from tests.tiering.tierlib import TS0, CountingStore, make_batch, make_log, set_log_start, upload_all
+from tests.tiering.tierlib import (
+    TS0,
+    CountingStore,
+    make_batch,
+    make_log,
+    set_log_start,
+    upload_all,
+    upload_segment,
+)
 from tiering.cache import DEFAULT_WHOLE_OBJECT_BYTES, ChunkCache
+from tiering.keys import manifest_key
 from tiering.manifest import ManifestStore, RemoteSegment
 from tiering.remote_read import (
     RemoteCorruptObjectError,
@@ -75,11 +85,12 @@ async def _env(
     cache_bytes: int = 1 << 20,
     whole_object_bytes: int = DEFAULT_WHOLE_OBJECT_BYTES,
     prefetch_chunks: int = 2,
+    with_crc32c: bool = True,
 ) -> Env:
     log = make_log(tmp_path / "log")
     store = CountingStore(open_store(url))
     manifests = ManifestStore(store)
-    segs = await upload_all(store, manifests, log, TOPIC, TID)
+    segs = await upload_all(store, manifests, log, TOPIC, TID, with_crc32c=with_crc32c)
     assert len(segs) >= 4
     store.gets.clear()  # count the reader's GETs only
     cache = ChunkCache(
@@ -176,31 +187,89 @@ async def test_corrupt_object_is_an_error_naming_key_and_offset(env: Env) -> Non
     assert await env.read(s2, 1 << 20) == env.local(s2, 1 << 20)
 
 
-async def test_sha256_mismatch_of_whole_segment_read(env: Env) -> None:
-    seg = env.segs[0]
-    # Change the first batch's partitionLeaderEpoch, which the CRC does not cover: every
-    # batch still validates, only the segment's SHA-256 reveals the change.
-    data = bytearray(await env.store.inner.get(seg.keys.log))
-    data[15] ^= 0x01  # partitionLeaderEpoch low byte of the first batch, outside the CRC
-    await env.store.inner.put(seg.keys.log, bytes(data))
-    with pytest.raises(RemoteCorruptObjectError, match="SHA-256"):
-        await env.reader.read(TOPIC, TID, 0, 0, 1 << 30, max_offset=seg.last_offset + 1)
+@pytest.mark.parametrize("backend", ["file", "s3"])
+@pytest.mark.parametrize(("with_crc32c", "checksum"), [(True, "CRC-32C"), (False, "SHA-256")])
+async def test_bit_flip_of_whole_segment_is_refused_and_never_served(
+    tmp_path: Path, request: pytest.FixtureRequest, backend: str, with_crc32c: bool, checksum: str
+) -> None:
+    """A bit flipped where no batch CRC looks (the first batch's partitionLeaderEpoch) is
+    caught by the whole-object check: CRC-32C for current manifest entries, SHA-256 for
+    entries written before ``log_crc32c`` existed. Nothing of the object is served or
+    cached: once the good bytes are back, the next read GETs the object again."""
+    if backend == "s3":
+        url = f"s3://{request.getfixturevalue('s3_bucket')}/tiered"
+    else:
+        url = f"file://{tmp_path}/bucket"
+    env = await _env(tmp_path, url, chunk_bytes=2048, prefetch_chunks=0, with_crc32c=with_crc32c)
+    try:
+        seg = env.segs[0]
+        assert (seg.log_crc32c is not None) is with_crc32c
+        good = await env.store.inner.get(seg.keys.log)
+        data = bytearray(good)
+        data[15] ^= 0x01  # partitionLeaderEpoch low byte of the first batch, outside its CRC
+        await env.store.inner.put(seg.keys.log, bytes(data))
+        with pytest.raises(RemoteCorruptObjectError) as info:
+            await env.reader.read(TOPIC, TID, 0, 0, 1 << 30, max_offset=seg.last_offset + 1)
+        msg = str(info.value)
+        assert info.value.key == seg.keys.log and seg.keys.log in msg and checksum in msg, msg
+        assert kafka_code(info.value) == KAFKA_STORAGE_ERROR
+        gets = env.store.gets_of(".log")
+        assert gets == 2  # the check failed, the reader refetched once with the cache dropped
+        await env.reader.cache.wait_writes()
+        assert env.reader.cache.stats().entries == 0  # no chunk file of the bad bytes
+        # the other segments are still served
+        s1 = env.segs[1]
+        assert await env.read(s1.base_offset, 1 << 20) == env.local(s1.base_offset, 1 << 20)
+        # good bytes back: read again from the bucket (nothing bad was kept), and served
+        await env.store.inner.put(seg.keys.log, good)
+        before = env.store.gets_of(".log")
+        r = await env.reader.read(TOPIC, TID, 0, 0, 1 << 30, max_offset=seg.last_offset + 1)
+        assert r.data == env.local(0, seg.size) and env.store.gets_of(".log") == before + 1
+    finally:
+        await env.reader.cache.close()
+        await env.store.close()
+        env.log.close()
 
 
-async def test_whole_segment_sha256_is_checked_once_per_segment(tmp_path: Path) -> None:
+async def test_old_and_new_manifest_entries_read_alike(tmp_path: Path) -> None:
+    """Segments recorded without ``log_crc32c`` (an older Strata) and with it, in one
+    manifest, read byte-identical to the local log; each whole-object GET is checked."""
+    log = make_log(tmp_path / "log")
+    store = CountingStore(open_store(f"file://{tmp_path}/bucket"))
+    manifests = ManifestStore(store)
+    sealed = log.segments()[:-1]
+    segs = [
+        await upload_segment(store, manifests, log, s, TOPIC, TID, with_crc32c=i % 2 == 1)
+        for i, s in enumerate(sealed)
+    ]
+    doc = json.loads(await store.inner.get(manifest_key(TOPIC, TID, 0)))
+    assert ["log_crc32c" in d for d in doc["segments"]] == [i % 2 == 1 for i in range(len(segs))]
+    cache = ChunkCache(store, tmp_path / "cache", max_bytes=1 << 20, chunk_bytes=1024, prefetch_chunks=0)
+    env = Env(log, store, RemoteReader(store, manifests, cache), segs)
+    try:
+        r = await env.reader.read(TOPIC, TID, 0, 0, 1 << 30, max_offset=env.remote_end)
+        assert r.data == env.local(0, 1 << 30)
+        assert env.reader.object_checks == len(segs) == env.store.gets_of(".log")
+    finally:
+        await cache.close()
+        await store.close()
+        log.close()
+
+
+async def test_whole_segment_checksum_is_checked_once_per_segment(tmp_path: Path) -> None:
     env = await _env(tmp_path, f"file://{tmp_path}/bucket", prefetch_chunks=0)  # GETs by reads only
     seg = env.segs[0]
     for _ in range(3):
         r = await env.reader.read(TOPIC, TID, 0, 0, seg.size, max_offset=env.remote_end)
         assert r.data == env.local(0, seg.size) and r.size == seg.size
-    assert env.reader.sha256_checks == 1  # in the GET of the whole segment; hits never hash
+    assert env.reader.object_checks == 1  # in the GET of the whole segment; hits never hash
     assert env.store.gets_of(".log") == 1
     # a read from the start of a segment, however small, GETs it whole (and checks it)
     s1 = env.segs[1]
     assert await env.read(s1.base_offset, 100) == env.local(s1.base_offset, 100)
-    assert env.reader.sha256_checks == 2 and env.store.gets_of(".log") == 2
+    assert env.reader.object_checks == 2 and env.store.gets_of(".log") == 2
     assert await env.read(s1.base_offset, s1.size) == env.local(s1.base_offset, s1.size)
-    assert env.reader.sha256_checks == 2 and env.store.gets_of(".log") == 2
+    assert env.reader.object_checks == 2 and env.store.gets_of(".log") == 2
     # a read from the middle of an untouched segment GETs chunks: no hash; every batch it
     # serves is still CRC-checked
     s3 = env.segs[3]
@@ -208,7 +277,7 @@ async def test_whole_segment_sha256_is_checked_once_per_segment(tmp_path: Path) 
     assert pos > 0
     r = await env.reader.read(TOPIC, TID, 0, s3.last_offset, 3000, max_offset=s3.last_offset + 1)
     assert r.data == env.log.read(s3.last_offset, 3000, max_offset=s3.last_offset + 1).read()
-    assert env.reader.sha256_checks == 2
+    assert env.reader.object_checks == 2
     assert [a for k, a, _ in env.store.gets if k == s3.keys.log] == [pos // 1024 * 1024]
     await env.reader.cache.close()
     await env.store.close()
@@ -223,7 +292,7 @@ async def test_read_prefetches_the_following_segment_whole(env: Env) -> None:
     await env.reader.wait_prefetches()
     # one GET of the whole next segment, its SHA-256 checked in that GET
     assert [(a, b) for k, a, b in env.store.gets if k == s1.keys.log] == [(None, None)]
-    assert env.reader.sha256_checks == 1
+    assert env.reader.object_checks == 1
     before = len(env.store.gets)
     assert await env.read(s1.base_offset, s1.size) == env.local(s1.base_offset, s1.size)
     await env.reader.wait_prefetches()
@@ -231,7 +300,7 @@ async def test_read_prefetches_the_following_segment_whole(env: Env) -> None:
     # and the next prefetch GETs the following segments whole (two fetches' worth), s2 first
     later = [(k, a) for k, a, _ in env.store.gets[before:] if k.endswith(".log")]
     assert later[0] == (s2.keys.log, None) and all(a is None for _, a in later)
-    assert env.reader.sha256_checks == 1 + len(later)
+    assert env.reader.object_checks == 1 + len(later)
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from tests.brokers import S3Endpoint
 from tiering.store import (
     ETAG_XATTR,
     MIN_PART_SIZE,
+    BufferPool,
     FileStore,
     InvalidRangeError,
     ObjectStore,
@@ -30,6 +31,7 @@ from tiering.store import (
     SyncObjectStore,
     open_store,
 )
+from tiering.store import _read_body_into as read_body_into
 
 
 def _url(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
@@ -129,6 +131,87 @@ async def test_ranged_get(store: ObjectStore) -> None:
     await store.put("empty", b"")
     assert await store.get("empty") == b""
     assert await store.get("empty", start=0, end=10) == b""
+
+
+async def test_get_view_same_bytes_ranges_and_errors_as_get(store: ObjectStore) -> None:
+    data = _data(3 << 20, seed=5)
+    await store.put("v", data)
+    views = []
+    for start, end in ((None, None), (10, 20), (4096, None), (None, 5), (len(data) - 3, len(data) + 9)):
+        v = await store.get_view("v", start=start, end=end)
+        assert isinstance(v, memoryview)
+        assert v == await store.get("v", start=start, end=end)
+        views.append(v)
+    # every view still holds its own bytes after later GETs (no buffer reused under a view)
+    assert views[0] == data and views[1] == data[10:20] and views[2] == data[4096:]
+    assert await store.get_view("v", start=40, end=40) == b""
+    with pytest.raises(InvalidRangeError):
+        await store.get_view("v", start=len(data))
+    with pytest.raises(ObjectNotFoundError, match="nope"):
+        await store.get_view("nope")
+    await store.put("empty", b"")
+    assert await store.get_view("empty") == b""
+
+
+async def test_s3_get_view_reuses_buffers_nobody_views(s3_bucket: str) -> None:
+    store = open_store(f"s3://{s3_bucket}/pool")
+    assert isinstance(store, S3Store)
+    try:
+        small = _data(1000, seed=3)
+        await store.put("small", small)
+        assert await store.get_view("small") == small and store.buffers.allocated == 0  # plain bytes
+        a, b = _data(1 << 20, seed=1), _data(1 << 20, seed=2)
+        await store.put("a", a)
+        await store.put("b", b)
+        va = await store.get_view("a")
+        vb = await store.get_view("b")
+        assert va == a and vb == b and store.buffers.allocated == 2
+        slice_of_a = va[100:200]
+        del va
+        vb2 = await store.get_view("b")  # a's buffer is still seen through a slice
+        assert store.buffers.allocated == 3 and slice_of_a == a[100:200] and vb == b == vb2
+        del slice_of_a, vb
+        for _ in range(3):
+            assert await store.get_view("a") == a
+        assert store.buffers.allocated == 3 and store.buffers.reused == 3
+    finally:
+        await store.close()
+
+
+def test_buffer_pool_never_reuses_a_viewed_buffer() -> None:
+    pool = BufferPool(max_free_bytes=3 * 4096)
+    m1 = pool.take(5000)
+    assert len(m1) == 8192  # whole pages
+    v = memoryview(m1)[:10]
+    del m1
+    m2 = pool.take(5000)  # m1 is still viewed through v
+    assert pool.allocated == 2
+    m2[:4] = b"abcd"
+    del v
+    m3 = pool.take(8000)  # m1 is free now (m2 is still referenced here)
+    assert pool.allocated == 2 and pool.reused == 1 and m3 is not m2
+    del m2, m3
+    pool.take(100_000)  # frees both; only 3 pages of free buffers are kept
+    assert sum(len(m) for m in pool._free) <= 3 * 4096
+
+
+class _Body:
+    """A response body without the http.client layout: read() and copy is used."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def read(self) -> bytes:
+        return self.data
+
+
+def test_read_body_into_fallback_checks_the_length() -> None:
+    view = memoryview(bytearray(5))
+    read_body_into(_Body(b"12345"), view)
+    assert view == b"12345"
+    for wrong in (b"1234", b"123456"):
+        with pytest.raises(OSError, match="Content-Length"):
+            read_body_into(_Body(wrong), memoryview(bytearray(5)))
 
 
 async def test_put_file_multipart_exact_bytes(store: ObjectStore, tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 import pytest
+from crc32c import crc32c
 
 from hot.errors import DiskHighWaterError, ObjectStoreError, OffsetMovedToTieredStorageError
 from hot.manager import LogManager
@@ -66,6 +67,8 @@ async def test_segments_uploaded_in_order_byte_identical(tmp_path: Path, url: st
         try:
             for seg, remote in zip(sealed, man.segments, strict=True):
                 assert remote.size == seg.size and remote.log_sha256 == sha256_file(seg.log_path)
+                with open(seg.log_path, "rb") as f:
+                    assert remote.log_crc32c == crc32c(f.read())
                 assert remote.max_timestamp == seg.max_timestamp
                 assert remote.record_count == seg.next_offset - seg.base_offset
                 with open(seg.log_path, "rb") as f:

@@ -12,8 +12,10 @@ import hashlib
 import os
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+
+from crc32c import crc32c
 
 from hot.batch import iter_batches
 from hot.config import LogConfig
@@ -97,6 +99,19 @@ class CountingStore(ObjectStore):
             await self.gate.wait()
         return await self.inner.get(key, start=start, end=end)
 
+    async def get_view(
+        self,
+        key: str,
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        check: Callable[[memoryview], None] | None = None,
+    ) -> memoryview:
+        self.gets.append((key, start, end))
+        if self.gate is not None:
+            await self.gate.wait()
+        return await self.inner.get_view(key, start=start, end=end, check=check)
+
     async def get_with_etag(self, key: str) -> tuple[bytes, str]:
         self.gets.append((key, None, None))
         return await self.inner.get_with_etag(key)
@@ -149,8 +164,11 @@ async def upload_segment(
     topic: str,
     topic_id: uuid.UUID,
     partition: int = 0,
+    *,
+    with_crc32c: bool = True,
 ) -> RemoteSegment:
-    """Upload one sealed segment as the uploader does and mark it COPIED."""
+    """Upload one sealed segment as the uploader does and mark it COPIED (``with_crc32c``
+    False: a manifest entry in the format written before ``log_crc32c`` existed)."""
     sid = uuid.uuid4()
     keys = segment_keys(topic, topic_id, partition, seg.base_offset, sid)
     await store.put_file(keys.log, seg.log_path)
@@ -160,7 +178,8 @@ async def upload_segment(
     if snap is not None:
         await store.put_file(keys.producer_snapshot, snap)
     with open(seg.log_path, "rb") as f:
-        sha = hashlib.sha256(f.read()).hexdigest()
+        body = f.read()
+    sha = hashlib.sha256(body).hexdigest()
     now = int(time.time() * 1000)
     rs = RemoteSegment(
         segment_id=sid,
@@ -178,6 +197,7 @@ async def upload_segment(
         created_ms=now,
         updated_ms=now,
         has_producer_snapshot=snap is not None,
+        log_crc32c=int(crc32c(body)) if with_crc32c else None,
     )
     copied = rs.with_state(SegmentState.COPIED, now)
     await manifests.update(topic, topic_id, partition, lambda m: m.add_or_update(rs))
@@ -194,12 +214,16 @@ async def upload_all(
     partition: int = 0,
     *,
     count: int | None = None,
+    with_crc32c: bool = True,
 ) -> list[RemoteSegment]:
     """Upload the sealed segments (the first ``count`` of them), oldest first."""
     sealed = log.segments()[:-1]
     out = []
     for seg in sealed[:count]:
-        out.append(await upload_segment(store, manifests, log, seg, topic, topic_id, partition))
+        rs = await upload_segment(
+            store, manifests, log, seg, topic, topic_id, partition, with_crc32c=with_crc32c
+        )
+        out.append(rs)
     return out
 
 
