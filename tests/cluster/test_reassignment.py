@@ -117,7 +117,7 @@ def test_validate_target() -> None:
         validate_target([1, 1], known_brokers={1}, min_insync_replicas=1)
     with pytest.raises(InvalidReplicaAssignmentError, match=r"\[7, -1\]|\[-1, 7\]"):
         validate_target([1, 7, -1], known_brokers={1}, min_insync_replicas=1)
-    with pytest.raises(InvalidReplicationFactorError, match="min.insync.replicas 2"):
+    with pytest.raises(InvalidReplicationFactorError, match=r"min\.insync\.replicas 2"):
         validate_target([1], known_brokers={1, 2}, min_insync_replicas=2)
 
 
@@ -185,9 +185,9 @@ def test_assignment_round_trips_with_a_reassignment_and_stays_unchanged_without(
 def test_corrupt_reassignment_fields_are_refused(extra: bytes, match: str) -> None:
     from cluster.metadata import CorruptMetadataError
 
-    data = (
-        b'{"version":1,"topic_id":"%s","replication_factor":2,"partitions":[[1,2]],"configs":{},%s}'
-        % (str(uuid.uuid4()).encode(), extra)
+    data = b'{"version":1,"topic_id":"%s","replication_factor":2,"partitions":[[1,2]],"configs":{},%s}' % (
+        str(uuid.uuid4()).encode(),
+        extra,
     )
     with pytest.raises(CorruptMetadataError, match=match):
         TopicAssignment.from_json(data)
@@ -252,7 +252,7 @@ async def test_request_errors_are_precise(etcd_server: EtcdProcess, metadata_cli
         await alter_reassignment(a, "moves", 0, (1, 1))
     with pytest.raises(InvalidReplicaAssignmentError, match="empty"):
         await alter_reassignment(a, "moves", 0, ())
-    with pytest.raises(InvalidReplicationFactorError, match="min.insync.replicas 2"):
+    with pytest.raises(InvalidReplicationFactorError, match=r"min\.insync\.replicas 2"):
         await alter_reassignment(a, "moves", 0, (3,))
     with pytest.raises(NoReassignmentInProgressError):
         await alter_reassignment(a, "moves", 0, None)
