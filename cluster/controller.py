@@ -20,6 +20,12 @@ which fences the old leader) unless the topic sets
 ``unclean.leader.election.enable=true``, in which case a live out-of-sync replica is
 elected and becomes the whole ISR. Each change is a compare-and-swap on the partition
 state's mod_revision.
+
+Partition reassignments (``cluster.replication.reassignment``) are completed here: once
+every target replica of a moving partition is in the ISR, the controller writes the
+target replica list and the new partition state (ISR ∩ target; a new leader with a
+bumped epoch if the old one's replica leaves) in one transaction. An ISR member that is
+no longer a replica is dropped like a dead one.
 """
 
 from __future__ import annotations

@@ -6,8 +6,10 @@ Records are frozen dataclasses stored in etcd as UTF-8 JSON objects carrying
     BrokerRegistration  {"version", "broker_id", "host", "kafka_port", "http_port", "rack", "start_time_ms",
                          "replica_listener"}  (host:port followers fetch from; absent or null:
                          host:kafka_port)
-    TopicAssignment     {"version", "topic_id", "replication_factor", "partitions", "configs"}
-                        (partitions: one list of replica ids per partition)
+    TopicAssignment     {"version", "topic_id", "replication_factor", "partitions", "configs",
+                         "adding_replicas", "removing_replicas"}
+                        (partitions: one list of replica ids per partition; the last two map
+                        partitions being reassigned to broker ids, absent when none is)
     PartitionState      {"version", "leader", "leader_epoch", "isr", "controller_epoch", "partition_epoch"}
     ControllerRecord    {"version", "broker_id", "epoch"}
 

@@ -134,10 +134,10 @@ def complete(
     live: Collection[int],
 ) -> Completion | None:
     """The completion of a running reassignment once every target replica is in the ISR,
-    else None (also while the partition is offline, or when the leader must move and no
-    in-sync target replica is alive)."""
-    if not current.reassigning or leader == NO_LEADER:
-        return None
+    else None (also while the partition is offline or its leader dead, or when the leader
+    must move and no in-sync target replica is alive)."""
+    if not current.reassigning or leader == NO_LEADER or leader not in live:
+        return None  # a dead leader is replaced first (``elect_leader``), then we switch
     target = current.target
     in_sync = set(isr)
     if not set(target) <= in_sync:

@@ -129,6 +129,8 @@ def test_completion_waits_for_every_target_replica_in_the_isr() -> None:
     # Not reassigning, or offline: nothing to do.
     assert complete(PartitionReplicas((1, 2)), leader=1, leader_epoch=0, isr=(1, 2), live={1, 2}) is None
     assert complete(rs, leader=-1, leader_epoch=6, isr=(1, 2, 4), live={1, 2, 4}) is None
+    # A dead leader is replaced by the usual election first.
+    assert complete(rs, leader=1, leader_epoch=5, isr=(1, 2, 3, 4), live={2, 3, 4}) is None
 
 
 def test_completion_moves_the_leader_off_a_removed_replica_with_an_epoch_bump() -> None:
