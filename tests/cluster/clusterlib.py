@@ -7,6 +7,8 @@ loopback, TCP proxies between brokers, and a checker for acknowledged records.
   other brokers while clients and etcd still reach it.
 * ``Cluster`` starts the brokers, reads partition state straight from etcd, and waits for
   conditions (a new leader, a fully replicated topic...).
+* ``PhantomBroker`` is a live registration in etcd with no broker behind it: a replica
+  assigned to it never catches up (a reassignment onto it stays in progress).
 * ``Workload`` produces with confluent-kafka (acks=all, idempotent), recording every
   acknowledged record from the delivery callbacks, and consumes continuously with
   another client; ``check`` then asserts that no acknowledged record is lost and each is
