@@ -608,7 +608,7 @@ def tier_status(http_url: str, topics: tuple[str, ...], output: str) -> None:
 
 @main.group()
 def cluster() -> None:
-    """Inspect a replicated cluster (metadata read from etcd)."""
+    """Inspect a replicated cluster and move partitions (metadata in etcd)."""
 
 
 @cluster.command("status")
@@ -626,6 +626,83 @@ def cluster_status_cmd(etcd: str, cluster_name: str, output: str) -> None:
     except StrataError as exc:
         _fail(str(exc))
     _emit(output, report, format_status(report))
+
+
+def _replica_ids(text: str) -> tuple[int, ...]:
+    try:
+        ids = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        _fail(f"--replicas: expected comma-separated broker ids like 2,3,1, got {text!r}")
+    if any(i < 0 for i in ids):
+        _fail(f"--replicas: broker ids are non-negative, got {text!r}")
+    return ids
+
+
+@cluster.command("reassign")
+@click.option("--etcd", required=True, metavar="HOST:PORT,...", help="The cluster's etcd endpoints.")
+@click.option("--cluster-name", default="strata-local", show_default=True, help="The brokers' cluster id.")
+@click.option("--topic", required=True, help="Topic of the partition to move.")
+@click.option("--partition", required=True, type=click.IntRange(min=0), help="Partition to move.")
+@click.option("--replicas", metavar="ID,ID,...", help="Target replica list, preferred leader first.")
+@click.option("--cancel", is_flag=True, help="Cancel the partition's reassignment instead.")
+@click.option("--wait", is_flag=True, help="Return once the controller has completed it.")
+@click.option("--timeout", default=300.0, show_default=True, help="Seconds --wait waits.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def cluster_reassign_cmd(
+    etcd: str,
+    cluster_name: str,
+    topic: str,
+    partition: int,
+    replicas: str | None,
+    cancel: bool,
+    wait: bool,
+    timeout: float,
+    output: str,
+) -> None:
+    """Move a partition's replicas to other brokers (or cancel the move).
+
+    New replicas catch up as followers; the controller switches to the target once
+    they are all in sync. Written straight to etcd: no broker needs to be reachable.
+    """
+    import asyncio
+
+    from cluster.reassign import request
+
+    if cancel == (replicas is not None):
+        _fail("give exactly one of --replicas and --cancel")
+    target = None if replicas is None else _replica_ids(replicas)
+    try:
+        result = asyncio.run(
+            request(etcd, cluster_name, topic, partition, target, wait=timeout if wait else None)
+        )
+    except TimeoutError:
+        _fail(f"{topic}-{partition}: the reassignment did not complete within {timeout:g} s (it goes on)")
+    except StrataError as exc:
+        _fail(str(exc))
+    replica_text = ",".join(map(str, result["replicas"]))  # type: ignore[call-overload]
+    if result["in_progress"]:
+        human = f"{topic}-{partition}: reassignment in progress, replicas {replica_text}"
+    else:
+        human = f"{topic}-{partition}: replicas {replica_text}"
+    _emit(output, result, human)
+
+
+@cluster.command("reassignments")
+@click.option("--etcd", required=True, metavar="HOST:PORT,...", help="The cluster's etcd endpoints.")
+@click.option("--cluster-name", default="strata-local", show_default=True, help="The brokers' cluster id.")
+@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+def cluster_reassignments_cmd(etcd: str, cluster_name: str, output: str) -> None:
+    """The partition reassignments in progress."""
+    import asyncio
+
+    from cluster.reassign import describe, format_reassignments, ongoing_reassignments
+    from cluster.status import read_view
+
+    try:
+        rows = [describe(r) for r in ongoing_reassignments(asyncio.run(read_view(etcd, cluster_name)))]
+    except StrataError as exc:
+        _fail(str(exc))
+    _emit(output, rows, "\n".join(format_reassignments(rows)))
 
 
 if __name__ == "__main__":

@@ -120,6 +120,10 @@ from api.protocol.messages.produce import (
     ProduceResponse,
     ProduceTopicResponse,
 )
+from api.reassignment_handlers import (
+    handle_alter_partition_reassignments,
+    handle_list_partition_reassignments,
+)
 from hot import errors as E
 from hot.errors import InvalidRequestError, StrataError, UnknownTopicOrPartitionError, kafka_code
 from hot.region import FileRegion
@@ -810,6 +814,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
 }
 
 # Every API the codec advertises must have a handler, and vice versa.

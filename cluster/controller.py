@@ -20,6 +20,12 @@ which fences the old leader) unless the topic sets
 ``unclean.leader.election.enable=true``, in which case a live out-of-sync replica is
 elected and becomes the whole ISR. Each change is a compare-and-swap on the partition
 state's mod_revision.
+
+Partition reassignments (``cluster.replication.reassignment``) are completed here: once
+every target replica of a moving partition is in the ISR, the controller writes the
+target replica list and the new partition state (ISR ∩ target; a new leader with a
+bumped epoch if the old one's replica leaves) in one transaction. An ISR member that is
+no longer a replica is dropped like a dead one.
 """
 
 from __future__ import annotations
@@ -45,6 +51,8 @@ from cluster.metadata import (
     Versioned,
     initial_state,
 )
+from cluster.replication.reassignment import PartitionReplicas
+from cluster.replication.reassignment import complete as complete_reassignment
 from hot.config import LogConfig
 from hot.errors import (
     InvalidConfigError,
@@ -211,6 +219,7 @@ class Controller:
         self.active = asyncio.Event()
         self.token: ControllerToken | None = None
         self.elections = 0
+        self.reassignments_completed = 0
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -346,9 +355,17 @@ class Controller:
                     ):
                         written += 1
                     continue
+                if p in assignment.value.reassigning and await self._complete_reassignment(
+                    token, topic, p, assignment, current, live
+                ):
+                    written += 1
+                    break  # this topic's record changed: its other partitions next pass
+                # An ISR member that is no longer a replica (a leader's ISR write racing a
+                # completed reassignment) is dropped like a dead one, and never elected.
+                eligible = live & set(replicas)
                 for _ in range(5):  # retry against fresher state on a conflict
                     new = elect_leader(
-                        current.value, replicas, live, unclean=unclean, controller_epoch=token.epoch
+                        current.value, replicas, eligible, unclean=unclean, controller_epoch=token.epoch
                     )
                     if new is None:
                         break
@@ -371,3 +388,39 @@ class Controller:
                         break
                     current = res.state
         return written
+
+    async def _complete_reassignment(
+        self,
+        token: ControllerToken,
+        topic: str,
+        partition: int,
+        assignment: Versioned[TopicAssignment],
+        current: Versioned[PartitionState],
+        live: frozenset[int],
+    ) -> bool:
+        """Switch ``topic``-``partition`` to its reassignment's target once every target
+        replica is in sync (``cluster.replication.reassignment.complete``): assignment and
+        state in one transaction. True if written."""
+        rs = assignment.value.replica_set(partition)
+        s = current.value
+        done = complete_reassignment(rs, leader=s.leader, leader_epoch=s.leader_epoch, isr=s.isr, live=live)
+        if done is None:
+            return False
+        new_topic = assignment.value.with_replica_set(partition, PartitionReplicas(done.replicas))
+        new_state = PartitionState(done.leader, done.leader_epoch, done.isr, token.epoch, s.partition_epoch)
+        ok = await self.client.complete_reassignment(
+            topic, partition, assignment, new_topic, current, new_state, token
+        )
+        if ok:
+            self.reassignments_completed += 1
+            log.info(
+                "%s-%d: reassignment complete: replicas %s -> %s, leader %d (epoch %d), isr %s",
+                topic,
+                partition,
+                list(rs.replicas),
+                list(done.replicas),
+                done.leader,
+                done.leader_epoch,
+                list(done.isr),
+            )
+        return ok

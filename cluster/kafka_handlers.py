@@ -11,6 +11,9 @@
   error, the rest go through the usual path; acks=all is checked against
   ``min.insync.replicas`` before anything is appended. A Fetch with a ``replica_id`` is a
   follower's and is served by ``ClusterBroker.replica_fetch``.
+* AlterPartitionReassignments writes each partition's target to etcd
+  (``cluster.reassign``) and ListPartitionReassignments lists them from the view; any
+  broker answers both, the controller carries reassignments out.
 * ListOffsets and OffsetForLeaderEpoch are answered by the leader only, with leader
   epochs (KIP-320), LATEST being the log end for followers and EARLIEST_LOCAL (-4) the
   first local offset (KIP-405).
@@ -36,6 +39,12 @@ from api.kafka_server import (
 from api.kafka_server import handle_fetch as single_node_fetch
 from api.kafka_server import handle_produce as single_node_produce
 from api.protocol import ApiKey, RequestHeader
+from api.protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ReassignablePartitionResponse,
+    ReassignableTopicResponse,
+)
 from api.protocol.messages.create_topics import (
     CreatableTopic,
     CreatableTopicConfigs,
@@ -59,6 +68,12 @@ from api.protocol.messages.list_offsets import (
     ListOffsetsRequest,
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
+)
+from api.protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    OngoingPartitionReassignment,
+    OngoingTopicReassignment,
 )
 from api.protocol.messages.metadata import (
     MetadataRequest,
@@ -87,6 +102,7 @@ from cluster.controller import (
     validate_topic_configs,
 )
 from cluster.metadata import NO_LEADER, TopicAssignment
+from cluster.reassign import alter_reassignment, ongoing_reassignments
 from cluster.replica_manager import log_configs
 from hot import errors as E
 from hot.config import LogConfig
@@ -522,6 +538,62 @@ async def handle_offset_for_leader_epoch(
     return OffsetForLeaderEpochResponse(topics=tuple(out))
 
 
+# --- AlterPartitionReassignments / ListPartitionReassignments (KIP-455) ----------------------------
+
+
+async def handle_alter_partition_reassignments(
+    conn: Connection, header: RequestHeader, req: AlterPartitionReassignmentsRequest
+) -> AlterPartitionReassignmentsResponse:
+    """Record each partition's target (or cancellation) in etcd; the controller moves the
+    replicas. Answered once written, as Kafka answers once the controller accepted it."""
+    broker = _broker(conn)
+    out = []
+    for t in req.topics:
+        parts = []
+        seen: set[int] = set()
+        for p in t.partitions:
+            try:
+                if p.partition_index in seen:
+                    raise InvalidRequestError(f"partition {p.partition_index} named twice in one request")
+                seen.add(p.partition_index)
+                await alter_reassignment(
+                    broker.replicas.client,
+                    t.name,
+                    p.partition_index,
+                    None if p.replicas is None else tuple(p.replicas),
+                    defaults=broker.manager.defaults,
+                )
+                parts.append(ReassignablePartitionResponse(partition_index=p.partition_index))
+            except StrataError as exc:
+                parts.append(
+                    ReassignablePartitionResponse(
+                        partition_index=p.partition_index, error_code=kafka_code(exc), error_message=str(exc)
+                    )
+                )
+        out.append(ReassignableTopicResponse(name=t.name, partitions=tuple(parts)))
+    return AlterPartitionReassignmentsResponse(responses=tuple(out))
+
+
+async def handle_list_partition_reassignments(
+    conn: Connection, header: RequestHeader, req: ListPartitionReassignmentsRequest
+) -> ListPartitionReassignmentsResponse:
+    view = _broker(conn).replicas.view
+    wanted = None if req.topics is None else {t.name: tuple(t.partition_indexes) for t in req.topics}
+    by_topic: dict[str, list[OngoingPartitionReassignment]] = {}
+    for r in ongoing_reassignments(view, wanted):
+        by_topic.setdefault(r.topic, []).append(
+            OngoingPartitionReassignment(
+                partition_index=r.partition,
+                replicas=r.replicas,
+                adding_replicas=r.adding,
+                removing_replicas=r.removing,
+            )
+        )
+    return ListPartitionReassignmentsResponse(
+        topics=tuple(OngoingTopicReassignment(name=n, partitions=tuple(ps)) for n, ps in by_topic.items())
+    )
+
+
 def cluster_handlers() -> dict[int, Handler]:
     """The handlers a cluster-mode Kafka listener uses instead of the single-node ones."""
     table: dict[int, Callable[..., Any]] = {
@@ -532,5 +604,7 @@ def cluster_handlers() -> dict[int, Handler]:
         ApiKey.FETCH: handle_fetch,
         ApiKey.LIST_OFFSETS: handle_list_offsets,
         ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     }
     return table

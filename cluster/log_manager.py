@@ -25,9 +25,9 @@ from pathlib import Path
 
 from cluster.hw_checkpoint import HighWatermarkCheckpoint, TopicPartition
 from hot.config import LogConfig
-from hot.errors import LogClosedError, StorageError, StrataError
+from hot.errors import LogClosedError, StorageError, StrataError, UnknownTopicOrPartitionError
 from hot.flush import GroupCommitter
-from hot.log import Log, atomic_write
+from hot.log import Log, atomic_write, fsync_dir
 from hot.manager import PARTITION_METADATA_FILE, LogManager
 from hot.topics import TopicInfo
 
@@ -144,6 +144,41 @@ class ClusterLogManager(LogManager):
         self._logs[key] = lg
         self._failed.pop(key, None)
         return lg
+
+    def remove_partition(self, topic: str, partition: int) -> bool:
+        """Close and delete this broker's replica of one partition (it was reassigned
+        away) and forget its checkpointed high watermark; the topic stays registered.
+        False if there was nothing to remove. StorageError if the directory stays."""
+        key = (topic, partition)
+        with self._lock:
+            self._require_open()
+            lg = self._logs.pop(key, None)
+            self._failed.pop(key, None)
+            self._checkpointed.pop(key, None)
+            path = self.partition_dir(topic, partition)
+            if lg is not None:
+                lg.delete()
+            elif path.exists():
+                self._remove_dir(path, "of a replica reassigned away")
+            else:
+                return False
+            fsync_dir(self.logs_dir)
+            return True
+
+    def restore_partition(self, topic: str, partition: int) -> Log:
+        """Open (creating it empty if absent) one partition of a registered topic, e.g. a
+        replica reassigned back to this broker after ``remove_partition``."""
+        with self._lock:
+            info = self.topic(topic)
+            if not 0 <= partition < info.partitions:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
+            lg = self._logs.get((topic, partition))
+            if lg is not None:
+                return lg
+            opened = self._open_partition(info, partition, clean=False, refuse=False)
+            assert opened is not None
+            fsync_dir(self.logs_dir)
+            return opened
 
     def checkpoint_high_watermarks(self) -> None:
         """Write every open log's high watermark to the checkpoint (StorageError on failure)."""

@@ -6,8 +6,10 @@ Records are frozen dataclasses stored in etcd as UTF-8 JSON objects carrying
     BrokerRegistration  {"version", "broker_id", "host", "kafka_port", "http_port", "rack", "start_time_ms",
                          "replica_listener"}  (host:port followers fetch from; absent or null:
                          host:kafka_port)
-    TopicAssignment     {"version", "topic_id", "replication_factor", "partitions", "configs"}
-                        (partitions: one list of replica ids per partition)
+    TopicAssignment     {"version", "topic_id", "replication_factor", "partitions", "configs",
+                         "adding_replicas", "removing_replicas"}
+                        (partitions: one list of replica ids per partition; the last two map
+                        partitions being reassigned to broker ids, absent when none is)
     PartitionState      {"version", "leader", "leader_epoch", "isr", "controller_epoch", "partition_epoch"}
     ControllerRecord    {"version", "broker_id", "epoch"}
 
@@ -49,6 +51,7 @@ from cluster.etcd import (
     WatchUpdate,
 )
 from cluster.keys import BrokerKey, ControllerKey, KeyLayout, PartitionStateKey, TopicKey
+from cluster.replication.reassignment import PartitionReplicas
 from hot.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
@@ -214,12 +217,21 @@ class BrokerRegistration:
 @dataclass(frozen=True, slots=True)
 class TopicAssignment:
     """Where a topic's replicas live: ``partitions[p]`` is partition p's replica list, the
-    first being the preferred leader. ``configs`` holds the topic's overrides only."""
+    first being the preferred leader. ``configs`` holds the topic's overrides only.
+
+    ``adding[p]`` / ``removing[p]`` describe a reassignment of partition p in progress, as
+    Kafka stores it (``cluster.replication.reassignment``): ``partitions[p]`` is then the
+    target plus the original replicas. ``replication_factor`` is the topic's at creation
+    (updated when a completed reassignment leaves every partition with one same count);
+    partitions may differ from it after reassignments, as in Kafka.
+    """
 
     topic_id: str
     replication_factor: int
     partitions: tuple[tuple[int, ...], ...]
     configs: Mapping[str, str] = field(default_factory=dict)
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         uuid.UUID(self.topic_id)  # ValueError when malformed
@@ -227,14 +239,24 @@ class TopicAssignment:
             raise ValueError(f"partition count must be in [1, {MAX_PARTITIONS}], got {len(self.partitions)}")
         if self.replication_factor < 1:
             raise ValueError(f"replication factor must be at least 1, got {self.replication_factor}")
+        adding = {p: tuple(ids) for p, ids in self.adding.items() if ids}
+        removing = {p: tuple(ids) for p, ids in self.removing.items() if ids}
         for p, replicas in enumerate(self.partitions):
             _check_ids(replicas, f"replicas of partition {p}")
-            if len(replicas) != self.replication_factor:
-                raise ValueError(
-                    f"partition {p} has {len(replicas)} replicas; "
-                    f"replication factor is {self.replication_factor}"
-                )
+        counts = {len(r) for r in self.partitions}
+        # Counts may differ once a reassignment changed a partition's replication factor;
+        # a uniform topic at rest must agree with its replication factor.
+        if not adding and not removing and len(counts) == 1 and counts != {self.replication_factor}:
+            raise ValueError(
+                f"partitions have {counts.pop()} replicas; replication factor is {self.replication_factor}"
+            )
+        for p in {*adding, *removing}:
+            if not 0 <= p < len(self.partitions):
+                raise ValueError(f"reassignment of partition {p}, which does not exist")
+            PartitionReplicas(self.partitions[p], adding.get(p, ()), removing.get(p, ()))
         object.__setattr__(self, "configs", dict(self.configs))
+        object.__setattr__(self, "adding", adding)
+        object.__setattr__(self, "removing", removing)
 
     @property
     def partition_count(self) -> int:
@@ -245,15 +267,46 @@ class TopicAssignment:
             raise UnknownTopicOrPartitionError(f"partition {partition} does not exist")
         return self.partitions[partition]
 
-    def to_json(self) -> bytes:
-        return _dump(
-            {
-                "topic_id": self.topic_id,
-                "replication_factor": self.replication_factor,
-                "partitions": [list(r) for r in self.partitions],
-                "configs": dict(self.configs),
-            }
+    def replica_set(self, partition: int) -> PartitionReplicas:
+        """Partition ``partition``'s replicas with its reassignment, if one runs."""
+        return PartitionReplicas(
+            self.replicas(partition), self.adding.get(partition, ()), self.removing.get(partition, ())
         )
+
+    @property
+    def reassigning(self) -> tuple[int, ...]:
+        """The partitions with a reassignment in progress."""
+        return tuple(sorted({*self.adding, *self.removing}))
+
+    def with_replica_set(self, partition: int, rs: PartitionReplicas) -> TopicAssignment:
+        """This assignment with partition ``partition`` replaced by ``rs``."""
+        parts = list(self.partitions)
+        parts[partition] = rs.replicas
+        adding, removing = dict(self.adding), dict(self.removing)
+        adding[partition], removing[partition] = rs.adding, rs.removing
+        rf = self.replication_factor
+        if not rs.reassigning:
+            counts = {
+                len(PartitionReplicas(r, adding.get(q, ()), removing.get(q, ())).target)
+                for q, r in enumerate(parts)
+            }
+            if len(counts) == 1:
+                rf = counts.pop()
+        return replace(self, replication_factor=rf, partitions=tuple(parts), adding=adding, removing=removing)
+
+    def to_json(self) -> bytes:
+        obj: dict[str, Any] = {
+            "topic_id": self.topic_id,
+            "replication_factor": self.replication_factor,
+            "partitions": [list(r) for r in self.partitions],
+            "configs": dict(self.configs),
+        }
+        # Only while something is being reassigned, so other records stay as they were.
+        if self.adding:
+            obj["adding_replicas"] = {str(p): list(ids) for p, ids in sorted(self.adding.items())}
+        if self.removing:
+            obj["removing_replicas"] = {str(p): list(ids) for p, ids in sorted(self.removing.items())}
+        return _dump(obj)
 
     @classmethod
     def from_json(cls, data: bytes) -> TopicAssignment:
@@ -267,6 +320,8 @@ class TopicAssignment:
             isinstance(k, str) and isinstance(v, str) for k, v in configs.items()
         ):
             raise CorruptMetadataError(f"{w}: field 'configs' must map strings to strings, got {configs!r}")
+        adding = _partition_ids(o.get("adding_replicas", {}), "adding_replicas", w)
+        removing = _partition_ids(o.get("removing_replicas", {}), "removing_replicas", w)
         return _decode(
             w,
             lambda: cls(
@@ -274,8 +329,21 @@ class TopicAssignment:
                 replication_factor=_int(o, "replication_factor", w, 1, _INT32_MAX),
                 partitions=tuple(_ids(r, "partitions", w) for r in parts),
                 configs=configs,
+                adding=adding,
+                removing=removing,
             ),
         )
+
+
+def _partition_ids(v: object, name: str, what: str) -> dict[int, tuple[int, ...]]:
+    if not isinstance(v, dict):
+        raise CorruptMetadataError(f"{what}: field {name!r} must map partitions to broker ids, got {v!r}")
+    out: dict[int, tuple[int, ...]] = {}
+    for k, ids in v.items():
+        if not isinstance(k, str) or not k.isdigit():
+            raise CorruptMetadataError(f"{what}: field {name!r} has a key {k!r} that is not a partition")
+        out[int(k)] = _ids(ids, name, what)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -894,6 +962,49 @@ class MetadataClient:
         if current.value.leader_epoch > expected.value.leader_epoch:
             return CasResult(False, current, Conflict.FENCED_LEADER_EPOCH)
         return CasResult(False, current, Conflict.STALE_VERSION)
+
+    async def update_topic(
+        self, name: str, expected: Versioned[TopicAssignment], new: TopicAssignment
+    ) -> Versioned[TopicAssignment] | None:
+        """Replace the topic's assignment if its key is still at ``expected``'s
+        mod_revision (a reassignment request); None when it changed or is gone."""
+        res = await self.etcd.txn(
+            [Compare.mod_revision(self.layout.topic(name), expected.mod_revision)],
+            [Put(self.layout.topic(name), new.to_json())],
+        )
+        return Versioned(new, res.revision, expected.create_revision) if res.succeeded else None
+
+    async def complete_reassignment(
+        self,
+        topic: str,
+        partition: int,
+        expected_topic: Versioned[TopicAssignment],
+        new_topic: TopicAssignment,
+        expected_state: Versioned[PartitionState],
+        new_state: PartitionState,
+        token: ControllerToken,
+    ) -> bool:
+        """The controller's switch to a reassignment's target: the topic's assignment and
+        the partition's state in one transaction, comparing both keys' mod_revisions and
+        the controller key (``StaleControllerEpochError`` when deposed). False when
+        either record changed meanwhile (the controller re-examines the partition)."""
+        if new_state.leader_epoch < expected_state.value.leader_epoch:
+            raise InvalidRequestError(f"{topic}-{partition}: leader epoch cannot go back")
+        new_state = replace(new_state, partition_epoch=expected_state.value.partition_epoch + 1)
+        topic_key = self.layout.topic(topic)
+        state_key = self.layout.partition_state(topic, partition)
+        res = await self.etcd.txn(
+            [
+                Compare.mod_revision(topic_key, expected_topic.mod_revision),
+                Compare.mod_revision(state_key, expected_state.mod_revision),
+                Compare.create_revision(self.layout.controller, token.create_revision),
+            ],
+            [Put(topic_key, new_topic.to_json()), Put(state_key, new_state.to_json())],
+            [Get(self.layout.controller)],
+        )
+        if not res.succeeded:
+            self._check_controller(res.reads[0] if res.reads else (), token)
+        return res.succeeded
 
     @staticmethod
     def _check_controller(controller_kvs: Iterable[KeyValue], token: ControllerToken) -> None:

@@ -248,7 +248,7 @@ class ReplicaManager:
             for p, replicas in enumerate(va.value.partitions):
                 key = (name, p)
                 if me not in replicas:
-                    self._drop_replica(key)
+                    self._remove_replica(key)
                     continue
                 vs = self.view.partitions.get(key)
                 if vs is None:
@@ -274,7 +274,11 @@ class ReplicaManager:
     def _replica(self, topic: str, partition: int) -> PartitionReplica | None:
         key = (topic, partition)
         try:
-            lg = self.manager.get_log(topic, partition)
+            try:
+                lg = self.manager.get_log(topic, partition)
+            except UnknownTopicOrPartitionError:
+                # Reassigned away earlier (its log removed) and now back: start empty.
+                lg = self.manager.restore_partition(topic, partition)
         except StrataError as exc:
             log.warning("%s-%d: no usable local log: %s", topic, partition, exc)
             self._drop_replica(key)
@@ -292,6 +296,31 @@ class ReplicaManager:
     def _drop_topic(self, topic: str) -> None:
         for key in [k for k in self.replicas if k[0] == topic]:
             self._drop_replica(key)
+
+    def _remove_replica(self, key: TopicPartition) -> None:
+        """This broker is not (or no longer) a replica of ``key``: stop, and delete the
+        local log if it held one (reassigned away; or left over from before a crash).
+        Empty logs of partitions never hosted here are the topic's and stay."""
+        was_replica = key in self.replicas
+        self._drop_replica(key)
+        try:
+            lg = self.manager.get_log(*key)
+        except StrataError:
+            lg = None
+        if not was_replica and (lg is None or lg.log_end_offset == 0):
+            return
+        try:
+            if self.manager.remove_partition(*key):
+                log.info("%s-%d: deleted the local replica (no longer assigned here)", *key)
+                self._spawn(self._checkpoint_now(), f"hw-checkpoint-{key[0]}-{key[1]}")
+        except StrataError as exc:
+            log.error("%s-%d: cannot delete the local replica: %s", key[0], key[1], exc)
+
+    async def _checkpoint_now(self) -> None:
+        try:
+            await asyncio.to_thread(self.manager.checkpoint_high_watermarks)
+        except StrataError as exc:
+            log.error("high-watermark checkpoint failed: %s", exc)
 
     def _drop_replica(self, key: TopicPartition) -> None:
         rep = self.replicas.pop(key, None)
@@ -364,7 +393,7 @@ class ReplicaManager:
             leader_id=self.broker_id,
             leader_epoch=s.leader_epoch,
             replicas=replicas,
-            isr=s.isr,
+            isr=tuple(r for r in s.isr if r in replicas),
             leader_epoch_start_offset=lg.log_end_offset,
             high_watermark=lg.high_watermark,
             replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
@@ -397,15 +426,18 @@ class ReplicaManager:
         s = vs.value
         if replicas != leader.replicas:
             leader.update_replicas(replicas)
+        # A replica reassigned away leaves the ISR with it (the controller removes it
+        # from etcd's ISR too, should a racing ISR write have put it back).
+        isr = tuple(r for r in s.isr if r in replicas)
         if (
             leader.pending_isr is None
-            and frozenset(s.isr) != leader.isr
+            and frozenset(isr) != leader.isr
             and vs.mod_revision >= rep.isr_revision
         ):
             # Changed by the controller (a dead follower removed) within our epoch. A view
             # older than our own last ISR write must not undo it: an expansion undone
             # would let the HW pass records an ISR member in etcd lacks.
-            leader.commit_isr(s.isr)
+            leader.commit_isr(isr)
             self.maybe_advance_hw(rep)
         min_isr = rep.log.config.min_insync_replicas
         if leader.min_insync_replicas != min_isr:
@@ -654,6 +686,9 @@ class ReplicaManager:
                 s = vs.value
                 if s.leader != self.broker_id or s.leader_epoch != leader.leader_epoch:
                     return  # fenced: a new epoch is coming through the watch
+                va = self.view.topics.get(rep.topic)
+                if va is None or va.value.partitions[rep.partition] != leader.replicas:
+                    return  # the replica set changed (reassignment): the view comes first
                 ordered = tuple(r for r in leader.replicas if r in isr)
                 new = PartitionState(self.broker_id, s.leader_epoch, ordered, s.controller_epoch)
                 res = await self.client.update_partition_state(rep.topic, rep.partition, vs, new)

@@ -1,5 +1,5 @@
-"""``strata cluster status``: brokers, controller, partition leaders, ISR and
-under-replicated partitions, read straight from etcd (no broker needs to be up).
+"""``strata cluster status``: brokers, controller, partition leaders, ISR,
+under-replicated partitions and reassignments in progress, read straight from etcd (no broker needs to be up).
 
 ``cluster_status`` is pure (a ``ClusterView`` in, a JSON-able report out); ``read_view``
 loads a view with one listing of the cluster's keys.
@@ -12,6 +12,7 @@ from typing import Any
 from cluster.etcd import EtcdClient, WatchReset
 from cluster.keys import KeyLayout
 from cluster.metadata import NO_LEADER, ClusterView
+from cluster.reassign import describe, format_reassignments, ongoing_reassignments
 
 
 async def read_view(endpoints: str, cluster: str, *, timeout: float = 5.0) -> ClusterView:
@@ -25,8 +26,8 @@ async def read_view(endpoints: str, cluster: str, *, timeout: float = 5.0) -> Cl
 
 
 def cluster_status(view: ClusterView) -> dict[str, Any]:
-    """The report: ``brokers``, ``controller``, ``partitions`` (one row each) and the
-    ``under_replicated`` and ``offline`` partitions."""
+    """The report: ``brokers``, ``controller``, ``partitions`` (one row each), the
+    ``under_replicated`` and ``offline`` partitions and the ``reassignments`` in progress."""
     live = view.live_broker_ids()
     brokers = [
         {
@@ -60,6 +61,7 @@ def cluster_status(view: ClusterView) -> dict[str, Any]:
             )
     controller = view.controller
     return {
+        "reassignments": [describe(r) for r in ongoing_reassignments(view)],
         "controller": (
             {"id": controller.value.broker_id, "epoch": controller.value.epoch}
             if controller is not None
@@ -92,5 +94,7 @@ def format_status(report: dict[str, Any]) -> str:
         lines.append(
             f"  {name:<30} {r['leader']:>6} {r['leader_epoch']:>6}  {replicas:<16} {isr:<16} {status}"
         )
+    if report["reassignments"]:
+        lines.extend(format_reassignments(report["reassignments"]))
     lines.append(f"under-replicated: {len(report['under_replicated'])}, offline: {len(report['offline'])}")
     return "\n".join(lines)

@@ -280,6 +280,14 @@ class BrokerNotAvailableError(StrataError):
     retriable = True
 
 
+class InvalidReplicaAssignmentError(StrataError):
+    """A replica list naming no broker, a broker twice, or a broker the cluster does not have."""
+
+
+class NoReassignmentInProgressError(StrataError):
+    """Cancelling a partition reassignment when none is running."""
+
+
 class MetadataStoreError(StrataError):
     """The cluster metadata store (etcd) failed or is unreachable; converted at its client."""
 
@@ -357,6 +365,8 @@ MEMBER_ID_REQUIRED: Final = 79
 GROUP_MAX_SIZE_REACHED: Final = 81
 FENCED_INSTANCE_ID: Final = 82
 GROUP_SUBSCRIBED_TO_TOPIC: Final = 86
+INVALID_REPLICA_ASSIGNMENT: Final = 39
+NO_REASSIGNMENT_IN_PROGRESS: Final = 85
 
 # The one table: error class -> (Kafka error code, HTTP status).
 # Lookup walks the MRO, so a subclass without its own row inherits its parent's.
@@ -397,6 +407,8 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     UnknownLeaderEpochError: (UNKNOWN_LEADER_EPOCH, 409),
     StaleControllerEpochError: (STALE_CONTROLLER_EPOCH, 409),
     BrokerNotAvailableError: (BROKER_NOT_AVAILABLE, 503),
+    InvalidReplicaAssignmentError: (INVALID_REPLICA_ASSIGNMENT, 400),
+    NoReassignmentInProgressError: (NO_REASSIGNMENT_IN_PROGRESS, 409),
     # Clients see the metadata store's trouble as "no leader yet": retriable, and it makes
     # them refresh metadata, which is what should happen once etcd is back.
     MetadataStoreError: (LEADER_NOT_AVAILABLE, 503),

@@ -18,6 +18,10 @@ from api.protocol.messages.alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
+from api.protocol.messages.alter_partition_reassignments import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+)
 from api.protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
 from api.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from api.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
@@ -33,6 +37,10 @@ from api.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse
 from api.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse
 from api.protocol.messages.list_groups import ListGroupsRequest, ListGroupsResponse
 from api.protocol.messages.list_offsets import ListOffsetsRequest, ListOffsetsResponse
+from api.protocol.messages.list_partition_reassignments import (
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+)
 from api.protocol.messages.metadata import MetadataRequest, MetadataResponse
 from api.protocol.messages.offset_commit import OffsetCommitRequest, OffsetCommitResponse
 from api.protocol.messages.offset_delete import OffsetDeleteRequest, OffsetDeleteResponse
@@ -74,6 +82,8 @@ class ApiKey(enum.IntEnum):
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
     INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
     DESCRIBE_CLUSTER = 60
 
@@ -196,6 +206,21 @@ APIS: Final[dict[int, ApiSpec]] = {
             "1+",
         ),
         _api(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse, "0-3", "2+"),
+        # partition reassignment (KIP-455; cluster.kafka_handlers, api.reassignment_handlers)
+        _api(
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+            AlterPartitionReassignmentsRequest,
+            AlterPartitionReassignmentsResponse,
+            "0",
+            "0+",
+        ),
+        _api(
+            ApiKey.LIST_PARTITION_REASSIGNMENTS,
+            ListPartitionReassignmentsRequest,
+            ListPartitionReassignmentsResponse,
+            "0",
+            "0+",
+        ),
         # consumer groups (api.group_handlers)
         _api(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, "0-8", "8+"),
         _api(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse, "0-8", "6+"),

@@ -197,6 +197,8 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         16: (0, 4, 3),
         42: (0, 2, 2),
         47: (0, 0, None),
+        45: (0, 0, 0),
+        46: (0, 0, 0),
     }
 
 
@@ -221,6 +223,8 @@ KP: dict[int, tuple[Any, Any]] = {
     33: (kp_admin.AlterConfigsRequest, kp_admin.AlterConfigsResponse),
     44: (kp_admin.IncrementalAlterConfigsRequest, kp_admin.IncrementalAlterConfigsResponse),
     37: (kp_admin.CreatePartitionsRequest, kp_admin.CreatePartitionsResponse),
+    45: (kp_admin.AlterPartitionReassignmentsRequest, kp_admin.AlterPartitionReassignmentsResponse),
+    46: (kp_admin.ListPartitionReassignmentsRequest, kp_admin.ListPartitionReassignmentsResponse),
 }
 
 # The group-coordinator APIs are checked against kafka-python at every version, both

@@ -7,6 +7,8 @@ loopback, TCP proxies between brokers, and a checker for acknowledged records.
   other brokers while clients and etcd still reach it.
 * ``Cluster`` starts the brokers, reads partition state straight from etcd, and waits for
   conditions (a new leader, a fully replicated topic...).
+* ``PhantomBroker`` is a live registration in etcd with no broker behind it: a replica
+  assigned to it never catches up (a reassignment onto it stays in progress).
 * ``Workload`` produces with confluent-kafka (acks=all, idempotent), recording every
   acknowledged record from the delivery callbacks, and consumes continuously with
   another client; ``check`` then asserts that no acknowledged record is lost and each is
@@ -319,16 +321,22 @@ class Cluster:
 
     # --- admin -----------------------------------------------------------------------------------
 
-    def create_topic(self, name: str, partitions: int, rf: int = 3, min_isr: int = 2) -> None:
+    def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        rf: int = 3,
+        min_isr: int = 2,
+        assignment: list[list[int]] | None = None,
+    ) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        topic = NewTopic(
-            name,
-            num_partitions=partitions,
-            replication_factor=rf,
-            config={"min.insync.replicas": str(min_isr)},
-        )
+        config = {"min.insync.replicas": str(min_isr)}
+        if assignment is not None:  # explicit replicas (partitions and rf follow from them)
+            topic = NewTopic(name, len(assignment), replica_assignment=assignment, config=config)
+        else:
+            topic = NewTopic(name, num_partitions=partitions, replication_factor=rf, config=config)
         admin.create_topics([topic])[name].result(timeout=30)
         wait_until(lambda: self.fully_replicated(name), f"topic {name} created with all leaders")
 
@@ -361,6 +369,51 @@ class Cluster:
 
             wait_until(same, f"identical replicas of {topic}-{p} below {hw[p]}")
             assert len(self.log_bytes(replicas[0], topic, p, hw[p])) > 0 or hw[p] == 0
+
+
+# --- a registration without a broker ---------------------------------------------------------------
+
+
+class PhantomBroker:
+    """A live broker registration in etcd (a real lease, kept alive) with no broker
+    process behind it: a replica assigned to it never fetches, so a reassignment onto it
+    stays in progress until cancelled, deterministically."""
+
+    def __init__(self, etcd: EtcdProcess, broker_id: int) -> None:
+        self.etcd = etcd
+        self.broker_id = broker_id
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="phantom-broker")
+        self._client: Any = None
+
+    def start(self) -> PhantomBroker:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._register(), self._loop).result(WAIT)
+        return self
+
+    async def _register(self) -> None:
+        from cluster.etcd import EtcdClient
+        from cluster.keys import KeyLayout
+        from cluster.metadata import MetadataClient
+
+        etcd = await EtcdClient(self.etcd.endpoint, timeout=5.0).connect()
+        self._client = MetadataClient(etcd, KeyLayout(CLUSTER_NAME), lease_ttl=2)
+        closed = socket.socket()
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+        closed.close()  # nothing listens there
+        await self._client.register("127.0.0.1", port, port, broker_id=self.broker_id)
+
+    async def _close(self) -> None:
+        if self._client is not None:
+            await self._client.close(deregister=True)
+            await self._client.etcd.close()
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self._close(), self._loop).result(WAIT)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(WAIT)
 
 
 # --- the workload and its checker ------------------------------------------------------------------
