@@ -11,6 +11,8 @@
   error, the rest go through the usual path; acks=all is checked against
   ``min.insync.replicas`` before anything is appended. A Fetch with a ``replica_id`` is a
   follower's and is served by ``ClusterBroker.replica_fetch``.
+* FindCoordinator names the leader of the group's ``__consumer_offsets`` partition
+  (``cluster.groups``); that internal topic cannot be created, deleted or produced to.
 * ListOffsets and OffsetForLeaderEpoch are answered by the leader only, with leader
   epochs (KIP-320), LATEST being the log end for followers and EARLIEST_LOCAL (-4) the
   first local offset (KIP-405).
@@ -26,6 +28,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from api.groups.offsets import OFFSETS_TOPIC
 from api.kafka_server import (
     SOURCE_DEFAULT_CONFIG,
     SOURCE_TOPIC_CONFIG,
@@ -86,6 +89,7 @@ from cluster.controller import (
     place_replicas,
     validate_topic_configs,
 )
+from cluster.groups import handle_find_coordinator
 from cluster.metadata import NO_LEADER, TopicAssignment
 from cluster.replica_manager import log_configs
 from hot import errors as E
@@ -93,6 +97,7 @@ from hot.config import LogConfig
 from hot.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
+    InvalidTopicError,
     StrataError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
@@ -104,6 +109,13 @@ log = logging.getLogger("strata.cluster.kafka")
 
 # How long CreateTopics waits for this broker's view to show the new topic.
 _CREATE_VISIBLE_S = 5.0
+
+
+def refuse_internal_topic(name: str, what: str) -> None:
+    """``__consumer_offsets`` is the group coordinators' (cluster.groups): clients may read
+    it, never create, delete or write it. InvalidTopicError, as Kafka answers."""
+    if name == OFFSETS_TOPIC:
+        raise InvalidTopicError(f"cannot {what} the internal topic {name}")
 
 
 def _broker(conn: Connection) -> ClusterBroker:
@@ -179,7 +191,10 @@ async def handle_metadata(conn: Connection, header: RequestHeader, req: Metadata
         a = va.value
         topics.append(
             MetadataResponseTopic(
-                name=name, topic_id=uuid.UUID(a.topic_id), partitions=_partitions(broker, name, a)
+                name=name,
+                topic_id=uuid.UUID(a.topic_id),
+                is_internal=name == OFFSETS_TOPIC,
+                partitions=_partitions(broker, name, a),
             )
         )
     brokers = tuple(
@@ -206,6 +221,7 @@ async def _auto_create(broker: ClusterBroker, name: str) -> int:
     replicas = broker.replicas
     rf = min(replicas.config.default_replication_factor, max(len(replicas.view.brokers), 1))
     try:
+        refuse_internal_topic(name, "auto-create")  # FindCoordinator creates it, configured
         validate_topic_name(name)
         await create_topic(replicas.client, name, broker.config.num_partitions, rf, {})
     except TopicExistsError:
@@ -234,6 +250,7 @@ def _effective_configs(broker: ClusterBroker, configs: dict[str, str]) -> tuple[
 async def _create_one(broker: ClusterBroker, t: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
     replicas = broker.replicas
     view = replicas.view
+    refuse_internal_topic(t.name, "create")
     validate_topic_name(t.name)
     configs = {c.name: c.value for c in t.configs if c.value is not None}
     validate_topic_configs(configs)
@@ -328,6 +345,7 @@ async def handle_delete_topics(
             va = view.topics.get(name)
             if va is None:
                 raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            refuse_internal_topic(name, "delete")
             await broker.replicas.client.delete_topic(name)
             out.append(DeletableTopicResult(name=name, topic_id=uuid.UUID(va.value.topic_id)))
         except StrataError as exc:
@@ -532,5 +550,6 @@ def cluster_handlers() -> dict[int, Handler]:
         ApiKey.FETCH: handle_fetch,
         ApiKey.LIST_OFFSETS: handle_list_offsets,
         ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+        ApiKey.FIND_COORDINATOR: handle_find_coordinator,
     }
     return table
