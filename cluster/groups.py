@@ -206,6 +206,7 @@ class ClusterOffsetStore:
         self._background: set[asyncio.Task[None]] = set()
         self._create_lock = asyncio.Lock()
         self._closed = False
+        self._topics: set[str] | None = None  # the cluster's topics when last looked at
         self.loads = 0  # partitions loaded since start (tests, logs)
 
     # --- life cycle ----------------------------------------------------------------------------
@@ -305,6 +306,8 @@ class ClusterOffsetStore:
             and rep.role is Role.LEADER
             and rep.leader is not None
             and rep.leader_epoch == epoch
+            # A broker unsure of its lease may have been replaced already: no stale reads.
+            and self.replicas.lease_alive()
         )
 
     def _part(self, p: int) -> _Partition | None:
@@ -321,10 +324,23 @@ class ClusterOffsetStore:
         while True:
             seq = view.seq
             try:
+                self._forget_deleted_topics()
                 self.sync()
             except Exception:
                 log.exception("following the leaders of %s failed", OFFSETS_TOPIC)
             await view.wait_changed(seq, _POLL_S)
+
+    def _forget_deleted_topics(self) -> None:
+        """Tombstone the offsets of topics deleted from the cluster, as Kafka does (the
+        local delete listener only fires on brokers holding a replica of the topic)."""
+        if not self.view.ready:
+            return
+        topics = set(self.view.topics)
+        gone = self._topics - topics if self._topics is not None else set()
+        self._topics = topics
+        if self._coordinator is not None:
+            for topic in sorted(gone):
+                self._coordinator.on_topic_deleted(topic)
 
     def sync(self) -> None:
         """Unload partitions no longer led here; start loading newly led ones."""
@@ -493,6 +509,8 @@ class ClusterOffsetStore:
         except (StrataError, TimeoutError) as exc:
             error = replication_error(exc)
         finally:
+            if not w.ok and error is None:  # cancelled: the broker is shutting down
+                error = CoordinatorNotAvailableError("the group coordinator is shutting down")
             w.done = True
             part.drain()
             if not fut.done():

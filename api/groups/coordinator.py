@@ -43,8 +43,10 @@ runs a task that fires them on time, and tests call ``tick()`` after moving a fa
 
 The seams for cluster mode: a ``CoordinatorLocator`` says which node coordinates a group
 (NOT_COORDINATOR when it is not this one) and the ``OffsetStore`` (api.groups.offsets)
-says where offsets live; loading it happens in ``start`` (COORDINATOR_LOAD_IN_PROGRESS
-meanwhile).
+says where offsets live; opening it happens in ``start`` (COORDINATOR_LOAD_IN_PROGRESS
+meanwhile). In cluster mode (cluster.groups) both are the replicated offsets topic's
+store, which hands groups over with ``load_groups`` when this broker takes the lead of
+their partition and takes them back with ``unload_groups`` when it loses it.
 """
 
 from __future__ import annotations

@@ -87,8 +87,9 @@ Op = tuple[RecordKey, bytes, bytes | None, Value | None]
 
 
 class OffsetStore(Protocol):
-    """Where a group coordinator keeps committed offsets and group metadata (the seam for
-    cluster mode, where a replicated log or etcd takes this role). Every method runs on the
+    """Where a group coordinator keeps committed offsets and group metadata: ``OffsetsLog``
+    on a single node, ``cluster.groups.ClusterOffsetStore`` (the replicated
+    ``__consumer_offsets`` topic) in cluster mode. Every method runs on the
     event loop. Writes are appended when called, in call order, and return a future that
     completes once they are durable (and visible to the readers) or fails with a
     StrataError; readers show durable state only."""

@@ -163,6 +163,7 @@ class GroupRun:
                         since_commit = self._commit(consumer, since_commit)
                     continue
                 p, o = msg.partition(), msg.offset()
+                assert p is not None and o is not None
                 with self.lock:
                     acked = self.acked.get(p, 0)
                     if p in fresh:
@@ -323,7 +324,9 @@ def test_offsets_topic_is_internal(cluster: Cluster) -> None:
             ),
         )
         assert created.topics[0].error_code == E.INVALID_TOPIC_EXCEPTION
-        deleted = c._call(ApiKey.DELETE_TOPICS, 4, DeleteTopicsRequest(topic_names=(OFFSETS,), timeout_ms=5000))
+        deleted = c._call(
+            ApiKey.DELETE_TOPICS, 4, DeleteTopicsRequest(topic_names=(OFFSETS,), timeout_ms=5000)
+        )
         assert deleted.responses[0].error_code == E.INVALID_TOPIC_EXCEPTION
     from confluent_kafka import Producer
 
@@ -333,3 +336,108 @@ def test_offsets_topic_is_internal(cluster: Cluster) -> None:
     p.flush(30)
     assert errors and errors[0] is not None, "a produce to __consumer_offsets was accepted"
     assert errors[0].code() == E.INVALID_TOPIC_EXCEPTION
+
+
+def test_new_leader_deduplicates_a_retried_batch(cluster: Cluster) -> None:
+    """KIP-98 across a failover: a batch the old leader appended and replicated, retried by
+    its producer against the new leader (same producer id, epoch and sequence), is
+    answered with its original offset and not written again: the followers rebuilt the
+    producer state from the batches they replicated (``append_as_follower``)."""
+    from api.protocol.messages.init_producer_id import InitProducerIdRequest
+    from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
+    from hot.records import RecordInput, build_batch
+
+    topic = "kip98"
+    cluster.create_topic(topic, 1, rf=3, min_isr=2)
+    leader = cluster.leader(topic)
+    with _client(cluster, leader) as c:
+        init = c.call(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest(transaction_timeout_ms=60000))
+        assert init.error_code == E.NONE
+
+    def batch(seq: int, value: bytes) -> bytes:
+        return build_batch(
+            [RecordInput(None, value)],
+            producer_id=init.producer_id,
+            producer_epoch=init.producer_epoch,
+            base_sequence=seq,
+        )
+
+    def produce(broker_id: int, data: bytes) -> tuple[int, int]:
+        req = ProduceRequest(
+            acks=-1,
+            timeout_ms=10000,
+            topic_data=(
+                ProduceTopicData(name=topic, partition_data=(ProducePartitionData(index=0, records=data),)),
+            ),
+        )
+        with _client(cluster, broker_id) as c:
+            r = c.call(ApiKey.PRODUCE, req).responses[0].partition_responses[0]
+        return r.error_code, r.base_offset
+
+    assert produce(leader, batch(0, b"first")) == (E.NONE, 0)
+    assert produce(leader, batch(1, b"second")) == (E.NONE, 1)
+    cluster.wait_fully_replicated(topic)
+    epoch = cluster.state(topic, 0).leader_epoch
+    cluster.nodes[leader].kill()
+    try:
+        new = cluster.wait_new_leader(topic, 0, leader, epoch)
+        # The retry of the last acknowledged batch: its original offset, nothing appended.
+        wait_until(lambda: produce(new, batch(1, b"second"))[0] == E.NONE, "the new leader to take writes")
+        assert produce(new, batch(1, b"second")) == (E.NONE, 1)
+        # The next sequence goes on from there; a gap is refused.
+        assert produce(new, batch(2, b"third")) == (E.NONE, 2)
+        assert produce(new, batch(5, b"gap"))[0] == E.OUT_OF_ORDER_SEQUENCE_NUMBER
+    finally:
+        cluster.nodes[leader].start()
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "kip98-check"})
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        values: list[bytes] = []
+        deadline = time.monotonic() + WAIT
+        while len(values) < 3 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                values.append(msg.value() or b"")
+        assert values == [b"first", b"second", b"third"]
+        assert consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)[1] == 3
+    finally:
+        consumer.close()
+
+
+def test_kafka_python_group_resumes_from_commit(cluster: Cluster) -> None:
+    """A kafka-python consumer group against the cluster: it finds the coordinator
+    (FindCoordinator v0-v3 clients), commits, and a new consumer resumes there."""
+    kafka = pytest.importorskip("kafka")
+    topic = "kpy"
+    cluster.create_topic(topic, 1, rf=3, min_isr=2)
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(20):
+        p.produce(topic, value=b"%02d" % i, partition=0)
+    assert p.flush(30) == 0
+
+    def consume(count: int) -> list[bytes]:
+        consumer = kafka.KafkaConsumer(
+            topic,
+            bootstrap_servers=cluster.bootstrap,
+            group_id="kpy-group",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            consumer_timeout_ms=20000,
+        )
+        try:
+            got: list[bytes] = []
+            for msg in consumer:
+                got.append(msg.value)
+                if len(got) == count:
+                    break
+            consumer.commit()
+            return got
+        finally:
+            consumer.close()
+
+    assert consume(8) == [b"%02d" % i for i in range(8)]
+    assert consume(12) == [b"%02d" % i for i in range(8, 20)]
