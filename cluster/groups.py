@@ -361,6 +361,11 @@ class ClusterOffsetStore:
             lg = rep.log
             target = lg.log_end_offset
             started = time.monotonic()
+            if lg.config.fsync_mode and lg.recovery_point < target:
+                # The HW counts only what the leader flushed, and no append will flush
+                # the tail it fetched as a follower (nothing is written before the load).
+                await asyncio.to_thread(lg.flush)
+                self.replicas.maybe_advance_hw(rep)
             # Earlier leaders' records count once committed: wait for the HW to reach them.
             while lg.high_watermark < target:
                 if not self._leading(rep, epoch):
