@@ -7,12 +7,13 @@ checker proves that every committed offset survived (a consumer taking a partiti
 starts at or after the last commit acknowledged to any consumer), that no record was
 skipped, and that records were processed twice only when no acknowledged commit covered
 them yet. Also: FindCoordinator agreement (v3 and batched v4), the internal topic's
-guards and Metadata flag, group lag over REST, a kafka-python group, and an idempotent
+guards and Metadata flag, group lag over REST, kafka-python and aiokafka groups, and an idempotent
 producer's retry deduplicated by the new leader after a failover (KIP-98).
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -443,3 +444,46 @@ def test_kafka_python_group_resumes_from_commit(cluster: Cluster) -> None:
 
     assert consume(8) == [b"%02d" % i for i in range(8)]
     assert consume(12) == [b"%02d" % i for i in range(8, 20)]
+
+
+def test_aiokafka_group_commits_and_resumes(cluster: Cluster) -> None:
+    """aiokafka's group consumer against the cluster: join, commit, and a new consumer of
+    the group resumes from the commit."""
+    aiokafka = pytest.importorskip("aiokafka")
+    topic = "aio"
+    cluster.create_topic(topic, 2, rf=3, min_isr=2)
+    _produce_n = 10
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+    for i in range(_produce_n):
+        p.produce(topic, value=b"%02d" % i, partition=i % 2)
+    assert p.flush(30) == 0
+
+    async def consume(count: int) -> set[bytes]:
+        consumer = aiokafka.AIOKafkaConsumer(
+            topic,
+            bootstrap_servers=cluster.bootstrap,
+            group_id="aio-group",
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+        )
+        await consumer.start()
+        try:
+            got: set[bytes] = set()
+            async with asyncio.timeout(WAIT):
+                while len(got) < count:
+                    batches = await consumer.getmany(timeout_ms=500)
+                    for msgs in batches.values():
+                        got.update(m.value for m in msgs)
+            await consumer.commit()
+            return got
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(consume(_produce_n)) == {b"%02d" % i for i in range(_produce_n)}
+    for i in range(_produce_n, _produce_n + 4):
+        p.produce(topic, value=b"%02d" % i, partition=i % 2)
+    assert p.flush(30) == 0
+    # Only the records after the commit.
+    assert asyncio.run(consume(4)) == {b"%02d" % i for i in range(_produce_n, _produce_n + 4)}
