@@ -268,7 +268,14 @@ class ClusterOffsetStore:
     def leader_for(self, group_id: str) -> int:
         """The broker id etcd names leader of the group's offsets partition (FindCoordinator);
         CoordinatorNotAvailableError when the topic is missing or the partition has no
-        live leader."""
+        live leader, or when that is this broker and it cannot confirm its lease (cut off
+        from etcd, its view may be stale: clients should ask another broker)."""
+        node = self._etcd_leader(group_id)
+        if node == self.broker_id and not self.replicas.lease_alive():
+            raise CoordinatorNotAvailableError(f"broker {self.broker_id} cannot confirm its cluster lease")
+        return node
+
+    def _etcd_leader(self, group_id: str) -> int:
         n = self.partition_count()
         if n is None:
             raise CoordinatorNotAvailableError(f"{OFFSETS_TOPIC} does not exist yet")
@@ -283,12 +290,15 @@ class ClusterOffsetStore:
     def coordinator_for(self, group_id: str) -> int:
         """This broker when it leads and has loaded the group's partition; otherwise the
         leader etcd names (NOT_COORDINATOR follows), COORDINATOR_LOAD_IN_PROGRESS when
-        that is this broker but loading is not done."""
+        that is this broker but loading is not done, NOT_COORDINATOR when it is this
+        broker but its lease is in doubt (another may lead already)."""
         n = self.partition_count()
         if n is not None and self._part(partition_for(group_id, n)) is not None:
             return self.broker_id
-        node = self.leader_for(group_id)
+        node = self._etcd_leader(group_id)
         if node == self.broker_id:
+            if not self.replicas.lease_alive():
+                raise NotCoordinatorError(f"broker {self.broker_id} cannot confirm its cluster lease")
             raise CoordinatorLoadInProgressError(f"loading the groups of {OFFSETS_TOPIC}")
         return node
 

@@ -487,3 +487,91 @@ def test_aiokafka_group_commits_and_resumes(cluster: Cluster) -> None:
     assert p.flush(30) == 0
     # Only the records after the commit.
     assert asyncio.run(consume(4)) == {b"%02d" % i for i in range(_produce_n, _produce_n + 4)}
+
+
+def _commit(cluster: Cluster, broker_id: int, group: str, topic: str, offset: int) -> int:
+    """A simple consumer's OffsetCommit (generation -1) of partition 0; its error code."""
+    from api.protocol.messages.offset_commit import (
+        OffsetCommitRequest,
+        OffsetCommitRequestPartition,
+        OffsetCommitRequestTopic,
+    )
+
+    part = OffsetCommitRequestPartition(partition_index=0, committed_offset=offset)
+    req = OffsetCommitRequest(
+        group_id=group, topics=(OffsetCommitRequestTopic(name=topic, partitions=(part,)),)
+    )
+    with _client(cluster, broker_id) as c:
+        return int(c._call(ApiKey.OFFSET_COMMIT, 7, req).topics[0].partitions[0].error_code)
+
+
+def _fetch(cluster: Cluster, broker_id: int, group: str, topic: str) -> tuple[int, int]:
+    """OffsetFetch of partition 0: (error code, committed offset)."""
+    from api.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
+
+    req = OffsetFetchRequest(
+        group_id=group, topics=(OffsetFetchRequestTopic(name=topic, partition_indexes=(0,)),)
+    )
+    with _client(cluster, broker_id) as c:
+        r = c._call(ApiKey.OFFSET_FETCH, 7, req)
+    if r.error_code:
+        return int(r.error_code), -1
+    p = r.topics[0].partitions[0]
+    return int(p.error_code), int(p.committed_offset)
+
+
+def test_cut_off_coordinator_acknowledges_nothing(cluster: Cluster) -> None:
+    """A coordinator cut off from the other brokers shrinks the offsets partition's ISR to
+    itself and acknowledges no commit (min.insync.replicas 2: COORDINATOR_NOT_AVAILABLE)
+    while still serving what was committed; cut off from etcd too, it loses the lead, stops
+    answering for the group (NOT_COORDINATOR, no stale reads) and a new coordinator serves
+    the committed offset."""
+    group, topic = "cut-off-group", "cut-off-topic"
+    cluster.create_topic(topic, 1, rf=3, min_isr=2)
+    wait_until(lambda: _find(cluster, 1, [group])[group][0] == E.NONE, "a coordinator")
+    cluster.wait_fully_replicated(OFFSETS)
+    p = partition_for(group, cluster.view().topics[OFFSETS].value.partition_count)
+    coordinator = cluster.leader(OFFSETS, p)
+    wait_until(lambda: _commit(cluster, coordinator, group, topic, 5) == E.NONE, "a first commit")
+    assert _fetch(cluster, coordinator, group, topic) == (E.NONE, 5)
+    node = cluster.nodes[coordinator]
+    try:
+        node.isolate()
+        # Appended, never replicated: not acknowledged (the ISR shrinks below
+        # min.insync.replicas meanwhile, or offsets.commit.timeout.ms runs out). As in Kafka
+        # the record stays in the log and counts if it is ever replicated.
+        assert _commit(cluster, coordinator, group, topic, 6) in (
+            E.COORDINATOR_NOT_AVAILABLE,
+            E.REQUEST_TIMED_OUT,
+        )
+        wait_until(
+            lambda: cluster.state(OFFSETS, p).isr == (coordinator,), "the ISR to shrink to the coordinator"
+        )
+        # Refused before the append now.
+        assert _commit(cluster, coordinator, group, topic, 6) == E.COORDINATOR_NOT_AVAILABLE
+        assert _fetch(cluster, coordinator, group, topic) == (E.NONE, 5)
+        node.reconnect()
+        cluster.wait_fully_replicated(OFFSETS)
+        wait_until(lambda: _commit(cluster, coordinator, group, topic, 7) == E.NONE, "commits again")
+
+        s = cluster.state(OFFSETS, p)
+        node.isolate(from_etcd=True)
+        new = cluster.wait_new_leader(OFFSETS, p, coordinator, s.leader_epoch)
+        # Once its lease is in doubt the old coordinator answers for the group no more.
+        wait_until(
+            lambda: _fetch(cluster, coordinator, group, topic)[0] == E.NOT_COORDINATOR,
+            "the old one to step down",
+        )
+        assert _commit(cluster, coordinator, group, topic, 8) == E.NOT_COORDINATOR
+        # and sends FindCoordinator elsewhere rather than naming itself from a stale view.
+        assert _find(cluster, coordinator, [group])[group][0] == E.COORDINATOR_NOT_AVAILABLE
+        assert all(
+            _find(cluster, b, [group])[group] == (E.NONE, new) for b in cluster.nodes if b != coordinator
+        )
+        wait_until(
+            lambda: _fetch(cluster, new, group, topic) == (E.NONE, 7),
+            "the new coordinator to serve the offset",
+        )
+    finally:
+        node.reconnect()
+    cluster.wait_fully_replicated(OFFSETS)
