@@ -11,6 +11,7 @@
   error, the rest go through the usual path; acks=all is checked against
   ``min.insync.replicas`` before anything is appended. A Fetch with a ``replica_id`` is a
   follower's and is served by ``ClusterBroker.replica_fetch``.
+* InitProducerId hands out producer ids unique across the cluster (``cluster.producer_ids``).
 * FindCoordinator names the leader of the group's ``__consumer_offsets`` partition
   (``cluster.groups``); that internal topic cannot be created, deleted or produced to.
 * ListOffsets and OffsetForLeaderEpoch are answered by the leader only, with leader
@@ -91,6 +92,7 @@ from cluster.controller import (
 )
 from cluster.groups import handle_find_coordinator
 from cluster.metadata import NO_LEADER, TopicAssignment
+from cluster.producer_ids import handle_init_producer_id
 from cluster.replica_manager import log_configs
 from hot import errors as E
 from hot.config import LogConfig
@@ -551,5 +553,6 @@ def cluster_handlers() -> dict[int, Handler]:
         ApiKey.LIST_OFFSETS: handle_list_offsets,
         ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
         ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+        ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
     }
     return table

@@ -353,9 +353,15 @@ def test_new_leader_deduplicates_a_retried_batch(cluster: Cluster) -> None:
     topic = "kip98"
     cluster.create_topic(topic, 1, rf=3, min_isr=2)
     leader = cluster.leader(topic)
-    with _client(cluster, leader) as c:
-        init = c.call(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest(transaction_timeout_ms=60000))
-        assert init.error_code == E.NONE
+    # Producer ids are unique across brokers (cluster.producer_ids): producers bootstrapped
+    # through different brokers never share one.
+    inits = {}
+    for b in cluster.nodes:
+        with _client(cluster, b) as c:
+            inits[b] = c.call(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest(transaction_timeout_ms=60000))
+            assert inits[b].error_code == E.NONE
+    assert len({i.producer_id for i in inits.values()}) == len(cluster.nodes)
+    init = inits[leader]
 
     def batch(seq: int, value: bytes) -> bytes:
         return build_batch(

@@ -3,6 +3,8 @@ and the mapping of replication failures to group errors."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from cluster.groups import java_string_hash, offsets_topic_configs, partition_for, replication_error
 from hot.errors import (
     CoordinatorNotAvailableError,
@@ -88,3 +90,28 @@ def test_partition_state_applies_acknowledged_writes_in_log_order() -> None:
     part.apply_latest(tomb[0])
     part.apply_durable(tomb[0])
     assert part.offsets == {} and part.offset_keys == {}
+
+
+def test_producer_ids_are_disjoint_across_brokers(tmp_path: Path) -> None:
+    import pytest
+
+    from cluster.producer_ids import MAX_BROKER_ID, init_producer, scoped_producer_id
+    from hot.errors import InvalidConfigError
+    from hot.producer_ids import ProducerIdAllocator
+
+    seen: set[int] = set()
+    for broker in (1, 2, 1001):
+        alloc = ProducerIdAllocator(tmp_path / f"pids-{broker}")
+        for _ in range(3):
+            pid, epoch = init_producer(alloc, broker)
+            assert epoch == 0 and pid not in seen
+            seen.add(pid)
+        # KIP-360: an id this broker issued keeps its id with the epoch bumped ...
+        assert init_producer(alloc, broker, pid, 4) == (pid, 5)
+    # ... one issued elsewhere (or never) gets a new id.
+    alloc = ProducerIdAllocator(tmp_path / "pids-x")
+    other = scoped_producer_id(0, 2)
+    new, epoch = init_producer(alloc, 1, other, 0)
+    assert new != other and epoch == 0 and new & MAX_BROKER_ID == 1
+    with pytest.raises(InvalidConfigError):
+        scoped_producer_id(0, MAX_BROKER_ID + 1)
