@@ -2,9 +2,10 @@
 coordinator's own values (api.groups.types). The coordinator holds the behaviour; this
 module only translates, version quirks included, and maps errors through ERROR_TABLE.
 
-FindCoordinator answers this broker for every group (single node; the coordinator's
-locator is the seam for cluster mode) and refuses transaction coordinators with the same
-fatal code InitProducerId uses, since transactions are not supported.
+FindCoordinator answers this broker for every group (single node; cluster mode installs
+its own, cluster.groups, naming the offsets partition's leader) and refuses transaction
+coordinators with the same fatal code InitProducerId uses, since transactions are not
+supported.
 """
 
 from __future__ import annotations

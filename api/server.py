@@ -120,14 +120,18 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             config = dataclasses.replace(config, kafka_listen=kafka_addr)
         # Consumer groups: the offsets log (<data_dir>/__consumer_offsets-0) is replayed
         # before any listener accepts a connection.
-        groups = GroupCoordinator(
-            config.groups,
-            lambda: OffsetsLog.open(
-                config.data_dir, config.log, segment_bytes=config.groups.offsets_segment_bytes
-            ),
-            node_id=config.broker_id,
-            partition_exists=manager_partition_check(manager),
-        )
+        # (cluster mode: in the replicated __consumer_offsets topic instead, cluster.groups).
+        if node is not None:
+            groups = node.make_groups(config)
+        else:
+            groups = GroupCoordinator(
+                config.groups,
+                lambda: OffsetsLog.open(
+                    config.data_dir, config.log, segment_bytes=config.groups.offsets_segment_bytes
+                ),
+                node_id=config.broker_id,
+                partition_exists=manager_partition_check(manager),
+            )
         await groups.start()
         coordinator = groups
 

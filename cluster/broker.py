@@ -33,11 +33,13 @@ from api.broker import (
     RemoteTier,
 )
 from api.config import BrokerConfig
+from api.groups.offsets import OFFSETS_TOPIC
 from api.metrics import BrokerMetrics
 from cluster.log_manager import ClusterLogManager
 from cluster.replica_manager import PartitionReplica, ReplicaManager
 from hot.errors import (
     InvalidRequestError,
+    InvalidTopicError,
     RequestTimedOutError,
     StrataError,
     UnknownTopicOrPartitionError,
@@ -129,6 +131,8 @@ class ClusterBroker(Broker):
         self, topic: str, partition: int, data: bytes | bytearray | memoryview, *, acks: int = 1
     ) -> PendingAppend:
         try:
+            if topic == OFFSETS_TOPIC:  # written by the group coordinators only (cluster.groups)
+                raise InvalidTopicError(f"cannot produce to the internal topic {topic}")
             rep = self.replicas.writable_leader(topic, partition, acks)
             lg = self._log(topic, partition)
             if lg is not rep.log:

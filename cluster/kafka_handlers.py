@@ -14,6 +14,9 @@
 * AlterPartitionReassignments writes each partition's target to etcd
   (``cluster.reassign``) and ListPartitionReassignments lists them from the view; any
   broker answers both, the controller carries reassignments out.
+* InitProducerId hands out producer ids unique across the cluster (``cluster.producer_ids``).
+* FindCoordinator names the leader of the group's ``__consumer_offsets`` partition
+  (``cluster.groups``); that internal topic cannot be created, deleted or produced to.
 * ListOffsets and OffsetForLeaderEpoch are answered by the leader only, with leader
   epochs (KIP-320), LATEST being the log end for followers and EARLIEST_LOCAL (-4) the
   first local offset (KIP-405).
@@ -29,6 +32,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from api.groups.offsets import OFFSETS_TOPIC
 from api.kafka_server import (
     SOURCE_DEFAULT_CONFIG,
     SOURCE_TOPIC_CONFIG,
@@ -101,14 +105,17 @@ from cluster.controller import (
     place_replicas,
     validate_topic_configs,
 )
+from cluster.groups import handle_find_coordinator
 from cluster.metadata import NO_LEADER, TopicAssignment
 from cluster.reassign import alter_reassignment, ongoing_reassignments
+from cluster.producer_ids import handle_init_producer_id
 from cluster.replica_manager import log_configs
 from hot import errors as E
 from hot.config import LogConfig
 from hot.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
+    InvalidTopicError,
     StrataError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
@@ -120,6 +127,13 @@ log = logging.getLogger("strata.cluster.kafka")
 
 # How long CreateTopics waits for this broker's view to show the new topic.
 _CREATE_VISIBLE_S = 5.0
+
+
+def refuse_internal_topic(name: str, what: str) -> None:
+    """``__consumer_offsets`` is the group coordinators' (cluster.groups): clients may read
+    it, never create, delete or write it. InvalidTopicError, as Kafka answers."""
+    if name == OFFSETS_TOPIC:
+        raise InvalidTopicError(f"cannot {what} the internal topic {name}")
 
 
 def _broker(conn: Connection) -> ClusterBroker:
@@ -195,7 +209,10 @@ async def handle_metadata(conn: Connection, header: RequestHeader, req: Metadata
         a = va.value
         topics.append(
             MetadataResponseTopic(
-                name=name, topic_id=uuid.UUID(a.topic_id), partitions=_partitions(broker, name, a)
+                name=name,
+                topic_id=uuid.UUID(a.topic_id),
+                is_internal=name == OFFSETS_TOPIC,
+                partitions=_partitions(broker, name, a),
             )
         )
     brokers = tuple(
@@ -222,6 +239,7 @@ async def _auto_create(broker: ClusterBroker, name: str) -> int:
     replicas = broker.replicas
     rf = min(replicas.config.default_replication_factor, max(len(replicas.view.brokers), 1))
     try:
+        refuse_internal_topic(name, "auto-create")  # FindCoordinator creates it, configured
         validate_topic_name(name)
         await create_topic(replicas.client, name, broker.config.num_partitions, rf, {})
     except TopicExistsError:
@@ -250,6 +268,7 @@ def _effective_configs(broker: ClusterBroker, configs: dict[str, str]) -> tuple[
 async def _create_one(broker: ClusterBroker, t: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
     replicas = broker.replicas
     view = replicas.view
+    refuse_internal_topic(t.name, "create")
     validate_topic_name(t.name)
     configs = {c.name: c.value for c in t.configs if c.value is not None}
     validate_topic_configs(configs)
@@ -344,6 +363,7 @@ async def handle_delete_topics(
             va = view.topics.get(name)
             if va is None:
                 raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            refuse_internal_topic(name, "delete")
             await broker.replicas.client.delete_topic(name)
             out.append(DeletableTopicResult(name=name, topic_id=uuid.UUID(va.value.topic_id)))
         except StrataError as exc:
@@ -606,5 +626,7 @@ def cluster_handlers() -> dict[int, Handler]:
         ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
         ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
+        ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+        ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
     }
     return table

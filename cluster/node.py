@@ -27,12 +27,14 @@ import logging
 
 from api.broker import RemoteTier
 from api.config import BrokerConfig
+from api.groups.coordinator import GroupCoordinator
 from api.kafka_server import Handler
 from api.metrics import BrokerMetrics
 from cluster.broker import ClusterBroker
 from cluster.config import ClusterConfig
 from cluster.controller import Controller
 from cluster.etcd import EtcdClient
+from cluster.groups import ClusterOffsetStore
 from cluster.kafka_handlers import cluster_handlers
 from cluster.keys import KeyLayout
 from cluster.log_manager import ClusterLogManager
@@ -106,6 +108,21 @@ class ClusterNode:
             tiering=tiering,
             groups=groups,  # type: ignore[arg-type]
         )
+
+    def make_groups(self, config: BrokerConfig) -> GroupCoordinator:
+        """The group coordinator of cluster mode: offsets in the replicated
+        ``__consumer_offsets`` topic, groups served by its partitions' leaders
+        (``cluster.groups``)."""
+        store = ClusterOffsetStore(self.broker_id, self.replicas, config.groups)
+        coordinator = GroupCoordinator(
+            config.groups,
+            lambda: store,
+            node_id=self.broker_id,
+            locator=store,
+            partition_exists=store.partition_exists,
+        )
+        store.attach(coordinator)
+        return coordinator
 
     @staticmethod
     def kafka_handlers() -> dict[int, Handler]:

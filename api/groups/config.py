@@ -39,6 +39,13 @@ class GroupConfig:
     # (api.groups.offsets). Kafka's is 100 MiB; smaller here because opening the log replays
     # every record from its start in Python.
     offsets_segment_bytes: int = 16 * 1024 * 1024  # offsets.topic.segment.bytes
+    # Cluster mode only: the replicated ``__consumer_offsets`` topic, created on the first
+    # FindCoordinator. Kafka's 50 partitions would mean 50 more replicated logs, fetches and
+    # etcd states for a handful of groups here; 8 still spreads coordinators over brokers.
+    # Fixed once the topic exists (a group's partition is hash % count).
+    offsets_topic_num_partitions: int = 8  # offsets.topic.num.partitions
+    # Capped at the live brokers when the topic is created (with a warning).
+    offsets_topic_replication_factor: int = 3  # offsets.topic.replication.factor
 
     def __post_init__(self) -> None:
         for name, (field, parse) in _SPEC.items():
@@ -100,6 +107,8 @@ _SPEC: Final[dict[str, tuple[str, Callable[[str, str], int]]]] = {
     "offset.metadata.max.bytes": ("offset_metadata_max_bytes", _int(0)),
     "offsets.commit.timeout.ms": ("offsets_commit_timeout_ms", _int(1)),
     "offsets.topic.segment.bytes": ("offsets_segment_bytes", _int(MIN_SEGMENT_BYTES)),
+    "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _int(1, 1000)),
+    "offsets.topic.replication.factor": ("offsets_topic_replication_factor", _int(1, 32767)),
 }
 
 KAFKA_NAMES: Final[tuple[str, ...]] = tuple(_SPEC)

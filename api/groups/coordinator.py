@@ -43,8 +43,10 @@ runs a task that fires them on time, and tests call ``tick()`` after moving a fa
 
 The seams for cluster mode: a ``CoordinatorLocator`` says which node coordinates a group
 (NOT_COORDINATOR when it is not this one) and the ``OffsetStore`` (api.groups.offsets)
-says where offsets live; loading it happens in ``start`` (COORDINATOR_LOAD_IN_PROGRESS
-meanwhile).
+says where offsets live; opening it happens in ``start`` (COORDINATOR_LOAD_IN_PROGRESS
+meanwhile). In cluster mode (cluster.groups) both are the replicated offsets topic's
+store, which hands groups over with ``load_groups`` when this broker takes the lead of
+their partition and takes them back with ``unload_groups`` when it loses it.
 """
 
 from __future__ import annotations
@@ -449,8 +451,25 @@ class GroupCoordinator:
             self._failure = e
             return
         self._store = store
+        self.load_groups(store.groups())
+        logger.info("group coordinator loaded %d groups", len(self._groups))
+        self._schedule_expiry()
+        if run_timers:
+            self._timer_task = asyncio.get_running_loop().create_task(
+                self._run_timers(), name="strata-groups-timers"
+            )
+
+    def load_groups(self, group_ids: Iterable[str]) -> None:
+        """Take over the groups the store now holds under ``group_ids`` as Empty (start-up;
+        in cluster mode, when this broker becomes leader of their offsets partition).
+        Groups already known here are left alone."""
+        store = self._store
+        if store is None:
+            return
         now_ms = self._clock.time_ms()
-        for gid in sorted(store.groups()):
+        for gid in sorted(group_ids):
+            if gid in self._groups:
+                continue
             g = _Group(gid, now_ms)
             meta = store.group_metadata(gid)
             if meta is not None:
@@ -463,12 +482,19 @@ class GroupCoordinator:
             else:
                 g.state_timestamp_ms = -1  # offsets only: they expire by commit time
             self._groups[gid] = g
-        logger.info("group coordinator loaded %d groups", len(self._groups))
-        self._schedule_expiry()
-        if run_timers:
-            self._timer_task = asyncio.get_running_loop().create_task(
-                self._run_timers(), name="strata-groups-timers"
-            )
+
+    def unload_groups(self, owned: Callable[[str], bool]) -> int:
+        """Forget every group for which ``owned(group_id)`` holds (cluster mode: this broker
+        stopped leading their offsets partition). Parked JoinGroup/SyncGroup requests fail
+        with NOT_COORDINATOR, so their clients look the coordinator up again. Nothing is
+        written: the new coordinator has the groups' offsets and metadata in its log."""
+        doomed = [g for gid, g in self._groups.items() if owned(gid)]
+        for g in doomed:
+            g.cancel_timers()
+            for m in list(g.members.values()):
+                m.fail_waiters(NotCoordinatorError(f"group {g.group_id!r} moved to another coordinator"))
+            del self._groups[g.group_id]
+        return len(doomed)
 
     async def close(self) -> None:
         """Fail parked requests with COORDINATOR_NOT_AVAILABLE (clients look the

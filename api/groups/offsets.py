@@ -42,7 +42,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Set
+from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Final, Protocol
@@ -83,12 +83,13 @@ _REPLAY_READ_BYTES: Final = 4 << 20
 
 Value = OffsetAndMetadata | StoredGroup
 # (key, encoded key, encoded value or None for a tombstone, decoded value or None)
-_Op = tuple[RecordKey, bytes, bytes | None, Value | None]
+Op = tuple[RecordKey, bytes, bytes | None, Value | None]
 
 
 class OffsetStore(Protocol):
-    """Where a group coordinator keeps committed offsets and group metadata (the seam for
-    cluster mode, where a replicated log or etcd takes this role). Every method runs on the
+    """Where a group coordinator keeps committed offsets and group metadata: ``OffsetsLog``
+    on a single node, ``cluster.groups.ClusterOffsetStore`` (the replicated
+    ``__consumer_offsets`` topic) in cluster mode. Every method runs on the
     event loop. Writes are appended when called, in call order, and return a future that
     completes once they are durable (and visible to the readers) or fails with a
     StrataError; readers show durable state only."""
@@ -142,6 +143,69 @@ def offsets_log_config(defaults: LogConfig | None, segment_bytes: int) -> LogCon
     )
 
 
+def encode_ops(items: Iterable[tuple[RecordKey, Value | None]]) -> list[Op]:
+    """(key, value or None for a tombstone) pairs with their encoded forms."""
+    ops: list[Op] = []
+    for key, value in items:
+        raw: bytes | None = None
+        if isinstance(value, OffsetAndMetadata):
+            raw = encode_offset(value)
+        elif isinstance(value, StoredGroup):
+            raw = encode_group(value)
+        ops.append((key, encode_key(key), raw, value))
+    return ops
+
+
+def build_batches(ops: Iterable[Op], now_ms: int) -> bytearray:
+    """Uncompressed v2 batches of the ops' records, cut at about ``_BATCH_BYTES``."""
+    data = bytearray()
+    chunk: list[RecordInput] = []
+    size = 0
+    for _, k, v, _ in ops:
+        chunk.append(RecordInput(k, v))
+        size += len(k) + (len(v) if v is not None else 0) + _RECORD_OVERHEAD
+        if size >= _BATCH_BYTES:
+            data += build_batch(chunk, base_timestamp=now_ms)
+            chunk, size = [], 0
+    if chunk:
+        data += build_batch(chunk, base_timestamp=now_ms)
+    return data
+
+
+def read_ops(log: Log, start: int, end: int) -> Iterator[list[Op]]:
+    """The records of ``log`` in [``start``, ``end``) as decoded ops, in log order, a read
+    chunk at a time (replay: here at open, in cluster mode when a broker takes the lead of
+    an offsets partition). CorruptLogError for a batch or record that does not parse."""
+    pos = start
+    while pos < end:
+        result = log.read(pos, _REPLAY_READ_BYTES, max_offset=end)
+        if not result.regions:
+            break
+        try:
+            batches = decode_batches(result.read(), allow_partial_tail=False)
+        except CorruptRecordError as e:
+            raise CorruptLogError(log.dir, pos, str(e), what="offset") from e
+        ops: list[Op] = []
+        for batch in batches:
+            for rec in batch:
+                if rec.offset < pos:
+                    continue  # before the start offset, inside the first batch
+                try:
+                    key = decode_key(rec.key or b"")
+                    value: Value | None = None
+                    if rec.value is not None:
+                        value = (
+                            decode_offset(rec.value)
+                            if isinstance(key, OffsetKey)
+                            else decode_group(rec.value)
+                        )
+                except OffsetRecordError as e:
+                    raise CorruptLogError(log.dir, rec.offset, str(e), what="offset") from e
+                ops.append((key, rec.key or b"", rec.value, value))
+        yield ops
+        pos = result.next_offset
+
+
 class OffsetsLog:
     """The OffsetStore of a single node (file layout, record format, durability and
     compaction: module docstring). Not thread-safe: use it from one event loop."""
@@ -170,7 +234,7 @@ class OffsetsLog:
         self._offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         self._groups: dict[str, StoredGroup] = {}
         # Writes appended but not yet durable: (end offset, ops), in log order.
-        self._pending: deque[tuple[int, list[_Op]]] = deque()
+        self._pending: deque[tuple[int, list[Op]]] = deque()
         self._compaction: asyncio.Task[None] | None = None
         self.compactions = 0
         log.add_hw_listener(self._on_hw)
@@ -225,35 +289,11 @@ class OffsetsLog:
 
     def _replay(self) -> None:
         log = self._log
-        pos = log.log_start_offset
         end = log.log_end_offset
-        while pos < end:
-            result = log.read(pos, _REPLAY_READ_BYTES, max_offset=end)
-            if not result.regions:
-                break
-            try:
-                batches = decode_batches(result.read(), allow_partial_tail=False)
-            except CorruptRecordError as e:
-                raise CorruptLogError(log.dir, pos, str(e), what="offset") from e
-            for batch in batches:
-                for rec in batch:
-                    if rec.offset < pos:
-                        continue  # before the log start offset, inside the first batch
-                    try:
-                        key = decode_key(rec.key or b"")
-                        value: Value | None = None
-                        if rec.value is not None:
-                            value = (
-                                decode_offset(rec.value)
-                                if isinstance(key, OffsetKey)
-                                else decode_group(rec.value)
-                            )
-                    except OffsetRecordError as e:
-                        raise CorruptLogError(log.dir, rec.offset, str(e), what="offset") from e
-                    op: _Op = (key, rec.key or b"", rec.value, value)
-                    self._apply_latest(op)
-                    self._apply_durable(op)
-            pos = result.next_offset
+        for ops in read_ops(log, log.log_start_offset, end):
+            for op in ops:
+                self._apply_latest(op)
+                self._apply_durable(op)
         logger.info(
             "offsets log loaded: %d groups, %d live keys, offsets [%d, %d)",
             len(self.groups()),
@@ -315,14 +355,7 @@ class OffsetsLog:
         self._loop = loop
         if self._closed:
             raise CoordinatorNotAvailableError("the offsets log is closed")
-        ops: list[_Op] = []
-        for key, value in items:
-            raw: bytes | None = None
-            if isinstance(value, OffsetAndMetadata):
-                raw = encode_offset(value)
-            elif isinstance(value, StoredGroup):
-                raw = encode_group(value)
-            ops.append((key, encode_key(key), raw, value))
+        ops = encode_ops(items)
         fut: asyncio.Future[None] = loop.create_future()
         if not ops:
             fut.set_result(None)
@@ -331,21 +364,10 @@ class OffsetsLog:
         self._maybe_compact()
         return fut
 
-    def _append(self, ops: list[_Op], fut: asyncio.Future[None], *, restate: bool = False) -> None:
+    def _append(self, ops: list[Op], fut: asyncio.Future[None], *, restate: bool = False) -> None:
         """Append ``ops`` now; ``fut`` completes when they are durable. ``restate``: a
         compaction dump, which changes no state."""
-        now = self._now_ms()
-        data = bytearray()
-        chunk: list[RecordInput] = []
-        size = 0
-        for _, k, v, _ in ops:
-            chunk.append(RecordInput(k, v))
-            size += len(k) + (len(v) if v is not None else 0) + _RECORD_OVERHEAD
-            if size >= _BATCH_BYTES:
-                data += build_batch(chunk, base_timestamp=now)
-                chunk, size = [], 0
-        if chunk:
-            data += build_batch(chunk, base_timestamp=now)
+        data = build_batches(ops, self._now_ms())
         try:
             info = self._log.append(data)
         except StorageError as e:
@@ -391,7 +413,7 @@ class OffsetsLog:
             for op in self._pending.popleft()[1]:
                 self._apply_durable(op)
 
-    def _apply_latest(self, op: _Op) -> None:
+    def _apply_latest(self, op: Op) -> None:
         key, k, v, _ = op
         old = self._latest.pop(key, None)
         if old is not None:
@@ -408,7 +430,7 @@ class OffsetsLog:
             self._latest[key] = v
             self._live_bytes += len(k) + len(v) + _RECORD_OVERHEAD
 
-    def _apply_durable(self, op: _Op) -> None:
+    def _apply_durable(self, op: Op) -> None:
         key, _, _, value = op
         if isinstance(key, OffsetKey):
             if isinstance(value, OffsetAndMetadata):
@@ -454,7 +476,7 @@ class OffsetsLog:
             log.roll()
             start = log.log_end_offset
             fut: asyncio.Future[None] = loop.create_future()
-            ops: list[_Op] = [(key, encode_key(key), v, None) for key, v in self._latest.items()]
+            ops: list[Op] = [(key, encode_key(key), v, None) for key, v in self._latest.items()]
             if ops:
                 self._append(ops, fut, restate=True)
             else:

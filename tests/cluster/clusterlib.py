@@ -186,7 +186,15 @@ class StrataNode(BrokerProcess):
         super().__init__(data_dir, *args, env=env)
 
     def start(self, timeout: float = WAIT) -> StrataNode:
-        super().start(timeout)
+        try:
+            super().start(timeout)
+        except RuntimeError as exc:
+            # A restart reuses the ports, and on a shared machine another process may have
+            # taken one meanwhile: take fresh ones (clients learn them from Metadata).
+            if "Address already in use" not in str(exc):
+                raise
+            self.kafka_port = self.http_port = 0
+            super().start(timeout)
         self.proxy.target_port = self.kafka_port
         return self
 
