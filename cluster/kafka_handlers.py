@@ -107,8 +107,8 @@ from cluster.controller import (
 )
 from cluster.groups import handle_find_coordinator
 from cluster.metadata import NO_LEADER, TopicAssignment
-from cluster.reassign import alter_reassignment, ongoing_reassignments
 from cluster.producer_ids import handle_init_producer_id
+from cluster.reassign import alter_reassignment, ongoing_reassignments
 from cluster.replica_manager import log_configs
 from hot import errors as E
 from hot.config import LogConfig
