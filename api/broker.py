@@ -207,6 +207,38 @@ class Broker:
         for key in [k for k in self._waiters]:
             self._wake_key(key)
 
+    # Awaited forms of the admin calls, what the REST API and the cluster-mode Kafka
+    # handlers use: a cluster-mode broker (cluster.broker) changes etcd, not one node.
+
+    async def admin_create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int = 1,
+        configs: dict[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        return self.create_topic(name, partitions, replication_factor, configs, validate_only=validate_only)
+
+    async def admin_delete_topic(self, name: str) -> None:
+        self.delete_topic(name)
+
+    async def admin_alter_topic_configs(
+        self, name: str, changes: dict[str, str | None], *, replace: bool, validate_only: bool = False
+    ) -> TopicInfo:
+        return self.alter_topic_configs(name, changes, replace=replace, validate_only=validate_only)
+
+    async def admin_add_partitions(
+        self,
+        name: str,
+        total: int,
+        *,
+        assignments: list[list[int]] | None = None,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        return self.add_partitions(name, total, validate_only=validate_only)
+
     def topic_configs(self, name: str) -> list[ConfigEntry]:
         info = self.manager.topic(name)
         effective = self.manager.log_config(name).to_kafka()

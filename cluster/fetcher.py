@@ -9,7 +9,8 @@ Per partition, after every change of leader or epoch (``cluster.replication.foll
 2. fetch from the log end with ``replica_id`` = this broker and the epoch from etcd as
    ``current_leader_epoch``; append the batches unchanged (``append_as_follower``);
    in ``fsync`` flush mode flush them before the next fetch (whose offset tells the
-   leader they are safe here); take ``min(leader HW, log end)`` as high watermark;
+   leader they are safe here); take ``min(leader HW, log end)`` as high watermark, and
+   move the log start offset up to the leader's (bounded by that high watermark);
 3. on an error, do what ``fetch_error_action`` says: OFFSET_OUT_OF_RANGE asks the
    leader's log start / end (ListOffsets) for ``on_offset_out_of_range``; errors
    meaning "stale metadata" wait until etcd shows a new leader or epoch.
@@ -388,11 +389,26 @@ class ReplicaFetcher:
                 if p.high_watermark >= 0:
                     with contextlib.suppress(StrataError):
                         lg.set_high_watermark(min(p.high_watermark, lg.log_end_offset))
+                if p.log_start_offset > lg.log_start_offset:
+                    await self._follow_log_start(f, p.log_start_offset)
         # The next fetch offset tells the leader these records are here: in fsync mode
         # they must be on disk by then.
         for f in flush:
             with contextlib.suppress(StrataError):
                 await asyncio.to_thread(f.rep.log.flush)
+
+    async def _follow_log_start(self, f: _Fetching, leader_log_start: int) -> None:
+        """Move the log start offset up with the leader's (its total retention, or
+        DeleteRecords), as Kafka's followers do; never past this replica's high watermark.
+        Local segments left entirely below it go with the next retention pass."""
+        lg = f.rep.log
+        target = min(leader_log_start, lg.high_watermark)
+        if target <= lg.log_start_offset:
+            return
+        try:
+            await asyncio.to_thread(lg.advance_log_start_offset, target)
+        except StrataError as exc:
+            log.warning("%s: cannot follow the leader's log start %d: %s", f.rep.name, target, exc)
 
     async def _on_error(self, conn: BrokerConnection, f: _Fetching, code: int) -> None:
         action = fetch_error_action(code)

@@ -844,8 +844,45 @@ class MetadataClient:
             self._check_controller(res.reads[0] if res.reads else (), token)
         return res.succeeded
 
-    async def delete_topic(self, name: str) -> None:
-        """Delete the topic and all its partition states in one transaction."""
+    async def update_topic(
+        self,
+        name: str,
+        expected: Versioned[TopicAssignment],
+        new: TopicAssignment,
+        *,
+        controller_epoch: int = 0,
+    ) -> Versioned[TopicAssignment] | None:
+        """Replace the topic's assignment (admin changes: configs, added partitions) if its
+        key is still exactly ``expected`` (compare of its mod_revision); None when it is
+        not (the caller re-reads and retries). Partitions ``new`` adds get their initial
+        state in the same transaction (or, above ``max_txn_ops``, in steps afterwards,
+        which the controller completes should this broker crash in between). The topic
+        id and the existing partitions' replicas must not change."""
+        old = expected.value
+        if new.topic_id != old.topic_id or new.partitions[: old.partition_count] != old.partitions:
+            raise InvalidRequestError(f"topic {name!r}: an update may only add partitions and change configs")
+        topic_key = self.layout.topic(name)
+        states = [
+            Put(
+                self.layout.partition_state(name, p),
+                initial_state(new.partitions[p], controller_epoch).to_json(),
+            )
+            for p in range(old.partition_count, new.partition_count)
+        ]
+        one_txn = len(states) + 1 <= self.max_txn_ops
+        res = await self.etcd.txn(
+            [Compare.mod_revision(topic_key, expected.mod_revision)],
+            [Put(topic_key, new.to_json()), *(states if one_txn else [])],
+        )
+        if not res.succeeded:
+            return None
+        if not one_txn:
+            await self._create_states_in_steps(topic_key, res.revision, states)
+        return Versioned(new, res.revision, expected.create_revision)
+
+    async def delete_topic(self, name: str) -> int:
+        """Delete the topic and all its partition states in one transaction; the etcd
+        revision of the deletion."""
         key = self.layout.topic(name)
         res = await self.etcd.txn(
             [Compare.version(key, 0, ">")],
@@ -853,6 +890,7 @@ class MetadataClient:
         )
         if not res.succeeded:
             raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        return res.revision
 
     async def update_partition_state(
         self,

@@ -156,6 +156,14 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        manager.hosted = self.hosts
+
+    def hosts(self, topic: str, partition: int) -> bool:
+        """Whether the cluster metadata places a replica of the partition on this broker."""
+        va = self.view.topics.get(topic)
+        if va is None or not 0 <= partition < va.value.partition_count:
+            return False
+        return self.broker_id in va.value.partitions[partition]
 
     # --- life cycle --------------------------------------------------------------------------
 
@@ -274,7 +282,7 @@ class ReplicaManager:
     def _replica(self, topic: str, partition: int) -> PartitionReplica | None:
         key = (topic, partition)
         try:
-            lg = self.manager.get_log(topic, partition)
+            lg = self.manager.ensure_log(topic, partition)
         except StrataError as exc:
             log.warning("%s-%d: no usable local log: %s", topic, partition, exc)
             self._drop_replica(key)

@@ -445,7 +445,7 @@ def create_app(broker: Broker) -> FastAPI:
                 configs[c.name] = c.value
         partitions = -1 if req.partitions_count is None else req.partitions_count
         replication = -1 if req.replication_factor is None else req.replication_factor
-        info = broker.create_topic(
+        info = await broker.admin_create_topic(
             req.topic_name, partitions, replication, configs, validate_only=req.validate_only
         )
         return JSONBody(topic_v3(request, info), status_code=201)
@@ -459,7 +459,7 @@ def create_app(broker: Broker) -> FastAPI:
     async def delete_topic(cluster_id: str, topic: str) -> Response:
         check_cluster(cluster_id)
         broker.topic(topic)
-        broker.delete_topic(topic)  # on the loop: it wakes fetch waiters
+        await broker.admin_delete_topic(topic)  # on the loop: it wakes fetch waiters
         return Response(status_code=204)
 
     # -- consumer groups: lag (v1) and REST Proxy v2 consumer instances ------------------------
