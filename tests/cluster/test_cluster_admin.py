@@ -55,6 +55,7 @@ def cluster(
         **s3_endpoint.env,
         "STRATA_OBJECT_STORE": f"s3://{bucket}/{BUCKET_PREFIX}",
         "STRATA_TIERING_UPLOAD_INTERVAL_MS": "200",
+        "STRATA_TIERING_RETENTION_CHECK_INTERVAL_MS": "500",
         "STRATA_DEFAULT_REPLICATION_FACTOR": "3",
     }
     c = Cluster(root, etcd, env=env)
@@ -109,11 +110,21 @@ def _alter(cluster: Cluster, topic: str, ops: list[tuple[str, str | None]], brok
 
 
 def _produce(cluster: Cluster, topic: str, partition: int, n: int, size: int = 20) -> None:
-    p = ck.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+    # Small batches: a segment rolls only between batches.
+    p = ck.Producer(
+        {"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 2048}
+    )
+    errors: list[Any] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
     for i in range(n):
-        p.produce(topic, value=b"%06d" % i + b"x" * size, partition=partition)
+        p.produce(topic, value=b"%06d" % i + b"x" * size, partition=partition, on_delivery=delivered)
         p.poll(0)
     assert p.flush(60) == 0
+    assert not errors, errors[:3]
 
 
 def _consume(cluster: Cluster, topic: str, partition: int, n: int) -> list[bytes]:
@@ -349,15 +360,24 @@ def test_followers_delete_uploaded_segments_and_a_failover_keeps_every_record(
     cluster.wait_fully_replicated(topic)
     n = 3000
     _produce(cluster, topic, 0, n, size=100)
+    assert len(_local_bases(cluster, cluster.leader(topic), topic)) >= 10  # many sealed segments
     # Local retention switched on afterwards, through etcd: followers must apply it too.
     assert _alter(cluster, topic, [("local.retention.bytes", "32768")]) == 0
     s = cluster.state(topic, 0)
     followers = [b for b in (1, 2, 3) if b != s.leader]
 
     def followers_trimmed() -> bool:
-        return all(_local_bases(cluster, b, topic)[:1] != [0] for b in followers)
+        # local.retention.bytes keeps two segments, plus the active one.
+        return all(len(_local_bases(cluster, b, topic)) <= 4 for b in followers)
 
-    wait_until(followers_trimmed, "followers deleted their oldest local segments")
+    try:
+        wait_until(followers_trimmed, "followers deleted their oldest local segments")
+    except TimeoutError:
+        m = _manifest(cluster, s3_endpoint, bucket, topic)
+        for b in (1, 2, 3):
+            print(b, _local_bases(cluster, b, topic)[:5], "".join(cluster.nodes[b].lines[-25:]))
+        print("state", cluster.state(topic, 0), "manifest next", m.next_offset() if m else None)
+        raise
     m = _manifest(cluster, s3_endpoint, bucket, topic)
     assert m is not None
     for b in followers:
@@ -365,7 +385,6 @@ def test_followers_delete_uploaded_segments_and_a_failover_keeps_every_record(
         # Only uploaded data went: the first local segment starts at or below the
         # remote next offset, and local + remote cover the whole log.
         assert 0 < bases[0] <= m.next_offset(), (b, bases[:3], m.next_offset())
-        assert len(bases) < 20
     wait_until(lambda: _local_bases(cluster, s.leader, topic)[0] > 0, "the leader's local retention")
 
     # Fail over to a follower: every record is still readable (remote, then local).
@@ -383,6 +402,19 @@ def test_followers_delete_uploaded_segments_and_a_failover_keeps_every_record(
         ),
         "the new leader uploads",
     )
+
+    # Total retention is the leader's; the follower moves its log start offset with it.
+    assert _alter(cluster, topic, [("retention.bytes", "100000")]) == 0
+    follower = next(b for b in followers if b != new_leader)
+
+    def log_start(broker: int) -> int:
+        path = cluster.nodes[broker].data_dir / "logs" / f"{topic}-0" / "log-start-offset"
+        return int(path.read_text()) if path.exists() else 0
+
+    wait_until(lambda: log_start(new_leader) > 0, "the leader's total retention")
+    wait_until(lambda: log_start(follower) == log_start(new_leader), "the follower's log start follows")
+    mm = _manifest(cluster, s3_endpoint, bucket, topic)
+    assert mm is not None and mm.log_start_offset >= log_start(follower) > 0
 
 
 def test_create_partitions_beyond_the_live_brokers_is_refused(cluster: Cluster) -> None:
