@@ -83,6 +83,9 @@ class FetchedPartition:
     # of the chunk cache's buffers (never joined: the Fetch encoder sends each as a frame
     # part); a partition's data is either ``regions`` (local, sent with sendfile) or this.
     remote: tuple[bytes | memoryview, ...] = ()
+    # Replica fetches (cluster mode): the leader's segment base offsets within the batches
+    # returned, so the follower's segments begin where the leader's do.
+    segment_bases: tuple[int, ...] = ()
 
     @property
     def records(self) -> tuple[FileRegion, ...] | tuple[bytes | memoryview, ...]:

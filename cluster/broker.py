@@ -50,6 +50,7 @@ from hot.errors import (
     UnknownTopicOrPartitionError,
     kafka_code,
 )
+from hot.log import Log
 from hot.topics import TopicInfo
 
 if TYPE_CHECKING:
@@ -359,6 +360,7 @@ class ClusterBroker(Broker):
                             log_start_offset=lg.log_start_offset,
                             regions=r.regions,
                             size=r.size,
+                            segment_bases=_segment_bases(lg, r.first_offset, r.next_offset) if r.size else (),
                         )
                     )
                     budget -= r.size
@@ -373,3 +375,10 @@ class ClusterBroker(Broker):
                 await asyncio.wait_for(waiter, deadline - loop.time())
             except TimeoutError:
                 pass
+
+
+def _segment_bases(lg: Log, first: int, end: int) -> tuple[int, ...]:
+    """Base offsets of ``lg``'s segments that begin within [first, end) (a replica read):
+    where the follower must start new segments. Read on the event loop right after the
+    read, with no append (hence no roll) in between."""
+    return tuple(b for b in (s.base_offset for s in lg.segments()) if first <= b < end)

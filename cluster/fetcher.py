@@ -26,6 +26,7 @@ import contextlib
 import logging
 import socket
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -133,6 +134,29 @@ class BrokerConnection:
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+
+def _append_at_leader_bases(lg: Log, records: memoryview, bases: Sequence[int]) -> None:
+    """Append fetched batches, starting a new segment before each batch at which one of
+    the leader's segments begins (``bases``, sent by the leader with the batches) and
+    nowhere else: this replica never rolls on its own size or clock (``segment.ms``), so
+    its segment boundaries are the leader's, whatever the two clocks or the moments each
+    applied a ``segment.bytes`` change."""
+    cuts = set(bases)
+    start = pos = 0
+    n = len(records)
+    roll_first = False
+    while pos < n:
+        batch = peek_size(records, pos)
+        if batch is None or pos + batch > n:
+            break  # a partial batch at the end: append_as_follower refuses it below
+        base = int.from_bytes(records[pos : pos + 8], "big", signed=True)
+        if base in cuts:
+            if pos > start:
+                lg.append_as_follower(records[start:pos], roll=roll_first)
+            start, roll_first = pos, True
+        pos += batch
+    lg.append_as_follower(records[start:], roll=roll_first)
 
 
 def _append_aligned(lg: Log, records: memoryview) -> None:
@@ -373,7 +397,10 @@ class ReplicaFetcher:
                 records = p.records
                 if records is not None and len(records) > 0:
                     try:
-                        _append_aligned(lg, memoryview(records))
+                        if p.segment_bases is not None:
+                            _append_at_leader_bases(lg, memoryview(records), p.segment_bases)
+                        else:  # a leader that does not send its bases: its size rule
+                            _append_aligned(lg, memoryview(records))
                     except InvalidRecordError as exc:
                         log.warning(
                             "%s: cannot append fetched batches (%s); truncating again", f.rep.name, exc

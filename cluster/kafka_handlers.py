@@ -479,6 +479,8 @@ async def _replica_fetch(broker: ClusterBroker, req: FetchRequest) -> FetchRespo
                 last_stable_offset=f.last_stable_offset,
                 log_start_offset=f.log_start_offset,
                 records=f.records,
+                # With batches always (empty: no leader segment begins among them).
+                segment_bases=f.segment_bases if f.size else None,
             )
         by_topic.setdefault(f.topic, []).append(data)
     broker.metrics.fetch_latency.labels("replica").observe(time.perf_counter() - started)

@@ -7,6 +7,7 @@ the local segments the leader uploaded, with every record readable after a failo
 from __future__ import annotations
 
 import signal
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -327,6 +328,36 @@ def test_rest_v3_creates_and_deletes_topics_in_the_cluster(cluster: Cluster) -> 
         wait_until(lambda b=b: not _partition_dirs(cluster, b, "grow"), "local replicas deleted")
 
 
+def test_followers_roll_where_the_leader_rolled_by_time(cluster: Cluster) -> None:
+    """segment.ms rolls happen on the leader's clock; a follower that was stopped while
+    they happened catches up in large fetches and still cuts its segments there."""
+    topic = "timed"
+    admin = _admin(cluster)
+    new = NewTopic(
+        topic,
+        num_partitions=1,
+        replication_factor=3,
+        config={"min.insync.replicas": "1", "segment.ms": "1000"},
+    )
+    admin.create_topics([new])[topic].result(timeout=30)
+    cluster.wait_fully_replicated(topic)
+    s = cluster.state(topic, 0)
+    stopped = next(b for b in (1, 2, 3) if b != s.leader)
+    cluster.nodes[stopped].pause()
+    try:
+        for _ in range(4):
+            _produce(cluster, topic, 0, 20)
+            time.sleep(1.2)  # longer than segment.ms: the leader's next append rolls
+    finally:
+        cluster.nodes[stopped].resume()
+    leader_bases = _local_bases(cluster, s.leader, topic)
+    assert len(leader_bases) >= 4
+    size = _local_bytes(cluster, s.leader, topic)
+    for b in (1, 2, 3):
+        wait_until(lambda b=b: _local_bytes(cluster, b, topic) == size, f"broker {b} caught up")
+        assert _local_bases(cluster, b, topic) == leader_bases
+
+
 # --- tiered topic: followers delete what the leader uploaded --------------------------------------
 
 
@@ -340,7 +371,13 @@ def _manifest(cluster: Cluster, s3: S3Endpoint, bucket: str, topic: str) -> Part
     return PartitionManifest.from_json(obj["Body"].read())
 
 
+def _local_bytes(cluster: Cluster, broker: int, topic: str) -> int:
+    d: Path = cluster.nodes[broker].data_dir / "logs" / f"{topic}-0"
+    return sum(p.stat().st_size for p in d.glob("*.log"))
+
+
 def _local_bases(cluster: Cluster, broker: int, topic: str) -> list[int]:
+    """The base offsets of the broker's local segments of partition 0."""
     d: Path = cluster.nodes[broker].data_dir / "logs" / f"{topic}-0"
     return sorted(int(p.stem) for p in d.glob("*.log"))
 
