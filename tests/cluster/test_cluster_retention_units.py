@@ -149,3 +149,27 @@ def test_no_log_for_a_partition_hosted_elsewhere(tmp_path: Path) -> None:
         assert {lg.partition for lg in m.logs()} == {1, 2}
     finally:
         m.close()
+
+
+def test_segment_bases_tag_round_trips_and_kafka_clients_skip_it() -> None:
+    from api.protocol import ApiKey, RequestHeader
+    from api.protocol.codec import decode_response, encode_response
+    from api.protocol.messages.fetch import FetchableTopicResponse, FetchPartitionData, FetchResponse
+
+    kp_consumer = pytest.importorskip("kafka.protocol.consumer")
+    plain = FetchPartitionData(partition_index=0, high_watermark=9, records=b"")
+    tagged = FetchPartitionData(partition_index=0, high_watermark=9, records=b"", segment_bases=(0, 512))
+    frames = []
+    for p in (plain, tagged):
+        resp = FetchResponse(responses=(FetchableTopicResponse(topic="t", partitions=(p,)),))
+        parts = encode_response(RequestHeader(ApiKey.FETCH, 12, 1, "x"), resp)
+        frame = b"".join(x if isinstance(x, bytes | bytearray) else bytes(x) for x in parts)  # type: ignore[arg-type]
+        assert decode_response(ApiKey.FETCH, 12, frame)[1] == resp
+        frames.append(frame)
+    # kafka-python (Kafka's JSON schemas) reads the tagged response as the plain one.
+    cls = kp_consumer.FetchResponse
+    header_len = 5  # correlation id and the (empty) tagged fields of response header v1
+    plain_kp = cls.decode(frames[0][header_len:], version=12)
+    tagged_kp = cls.decode(frames[1][header_len:], version=12)
+    assert tagged_kp.responses[0].partitions[0].high_watermark == 9
+    assert plain_kp.responses[0].partitions[0].high_watermark == 9
