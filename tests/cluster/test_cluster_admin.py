@@ -6,6 +6,7 @@ the local segments the leader uploaded, with every record readable after a failo
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 import uuid
@@ -81,7 +82,9 @@ def _error_code(future: Any) -> int:
 
 def _partition_dirs(cluster: Cluster, broker: int, topic: str) -> set[int]:
     logs = cluster.nodes[broker].data_dir / "logs"
-    return {int(p.name.rsplit("-", 1)[1]) for p in logs.glob(f"{topic}-*") if p.is_dir()}
+    # Only live partition directories, not those being deleted (<topic>-<p>.<id>-delete).
+    found = (re.fullmatch(rf"{re.escape(topic)}-(\d+)", p.name) for p in logs.iterdir() if p.is_dir())
+    return {int(m.group(1)) for m in found if m is not None}
 
 
 def _hosted(cluster: Cluster, broker: int, topic: str) -> set[int]:
