@@ -17,9 +17,11 @@ Roles follow the watched ``ClusterView``. For each partition with a replica here
 * the topic is gone, or this broker is no longer a replica: drop the replica.
 
 The local topic registry mirrors etcd's topics that have a replica here (same topic id,
-partition count and log configs); a topic deleted (or recreated) in etcd is deleted
-locally. A local topic etcd never showed since this broker started is kept, with a
-warning: an etcd that lost its data must not make every broker delete everything.
+partition count and log configs, so admin changes made through etcd reach the local
+logs); logs exist only for the partitions placed here (``hosts``, the log manager's
+``hosted``). A topic deleted (or recreated) in etcd is deleted locally. A local topic
+etcd never showed since this broker started is kept, with a warning: an etcd that lost
+its data must not make every broker delete everything.
 
 ISR changes (Kafka's AlterPartition, written by the leader): every
 ``replica.lag.time.max.ms`` / 2 the leader proposes to drop followers out of sync for
