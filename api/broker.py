@@ -210,6 +210,11 @@ class Broker:
         for key in [k for k in self._waiters]:
             self._wake_key(key)
 
+    def replication_factor(self, name: str) -> int:
+        """Replicas per partition of the topic (a single node holds the only one)."""
+        self.topic(name)
+        return 1
+
     # Awaited forms of the admin calls, what the REST API and the cluster-mode Kafka
     # handlers use: a cluster-mode broker (cluster.broker) changes etcd, not one node.
 

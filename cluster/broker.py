@@ -198,6 +198,12 @@ class ClusterBroker(Broker):
         )
         return self._info(name, a)
 
+    def replication_factor(self, name: str) -> int:
+        va = self.replicas.view.topics.get(name)
+        if va is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        return va.value.replication_factor
+
     def topic_configs(self, name: str) -> list[ConfigEntry]:
         """The topic's effective configs as etcd says (the same on every broker, whether
         or not it holds a replica): overrides, then broker defaults."""

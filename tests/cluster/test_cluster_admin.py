@@ -297,7 +297,7 @@ def test_rest_v3_creates_and_deletes_topics_in_the_cluster(cluster: Cluster) -> 
     }
     r = httpx.post(f"{url2}/{cid}/topics", json=body, timeout=30)
     assert r.status_code == 201, r.text
-    assert r.json()["partitions_count"] == 3
+    assert r.json()["partitions_count"] == 3 and r.json()["replication_factor"] == 2
     a = cluster.view().topics["viarest"].value
     assert a.replication_factor == 2 and a.partition_count == 3 and a.configs == {"retention.ms": "600000"}
     wait_until(lambda: cluster.fully_replicated("viarest"), "REST topic replicated")
