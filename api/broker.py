@@ -82,6 +82,9 @@ class FetchedPartition:
     # of the chunk cache's buffers (never joined: the Fetch encoder sends each as a frame
     # part); a partition's data is either ``regions`` (local, sent with sendfile) or this.
     remote: tuple[bytes | memoryview, ...] = ()
+    # Replica fetches (cluster mode): the leader's segment base offsets within the batches
+    # returned, so the follower's segments begin where the leader's do.
+    segment_bases: tuple[int, ...] = ()
 
     @property
     def records(self) -> tuple[FileRegion, ...] | tuple[bytes | memoryview, ...]:
@@ -205,6 +208,43 @@ class Broker:
         self.manager.delete_topic(name)
         for key in [k for k in self._waiters]:
             self._wake_key(key)
+
+    def replication_factor(self, name: str) -> int:
+        """Replicas per partition of the topic (a single node holds the only one)."""
+        self.topic(name)
+        return 1
+
+    # Awaited forms of the admin calls, what the REST API and the cluster-mode Kafka
+    # handlers use: a cluster-mode broker (cluster.broker) changes etcd, not one node.
+
+    async def admin_create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int = 1,
+        configs: dict[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        return self.create_topic(name, partitions, replication_factor, configs, validate_only=validate_only)
+
+    async def admin_delete_topic(self, name: str) -> None:
+        self.delete_topic(name)
+
+    async def admin_alter_topic_configs(
+        self, name: str, changes: dict[str, str | None], *, replace: bool, validate_only: bool = False
+    ) -> TopicInfo:
+        return self.alter_topic_configs(name, changes, replace=replace, validate_only=validate_only)
+
+    async def admin_add_partitions(
+        self,
+        name: str,
+        total: int,
+        *,
+        assignments: list[list[int]] | None = None,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        return self.add_partitions(name, total, validate_only=validate_only)
 
     def topic_configs(self, name: str) -> list[ConfigEntry]:
         info = self.manager.topic(name)

@@ -10,8 +10,10 @@ What changes against the single-node broker:
 * consumer fetches and offsets are served by the leader only, below the high watermark;
 * follower fetches (``replica_id`` >= 0) read up to the log end, record the follower's
   progress (which moves the high watermark and the ISR) and long-poll for appends;
-* topics are created, deleted and configured through etcd (``cluster.kafka_handlers``);
-  the single-node shortcuts (REST topic creation...) are refused in cluster mode.
+* topics are created, deleted, grown and configured through etcd (``cluster.admin``,
+  through the awaited ``admin_*`` methods the REST API and ``cluster.kafka_handlers``
+  use); the synchronous single-node forms, which would change one broker, are refused;
+* DescribeConfigs shows the topic's configs as etcd holds them, on every broker.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from api.broker import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     Broker,
+    ConfigEntry,
     FetchedPartition,
     FetchRequestPartition,
     PendingAppend,
@@ -35,8 +38,12 @@ from api.broker import (
 from api.config import BrokerConfig
 from api.groups.offsets import OFFSETS_TOPIC
 from api.metrics import BrokerMetrics
+from cluster import admin
+from cluster.controller import CLUSTER_TOPIC_CONFIGS, UNCLEAN_LEADER_ELECTION
 from cluster.log_manager import ClusterLogManager
-from cluster.replica_manager import PartitionReplica, ReplicaManager
+from cluster.metadata import TopicAssignment
+from cluster.replica_manager import PartitionReplica, ReplicaManager, log_configs
+from hot.config import LogConfig
 from hot.errors import (
     InvalidRequestError,
     InvalidTopicError,
@@ -44,6 +51,7 @@ from hot.errors import (
     StrataError,
     UnknownTopicOrPartitionError,
 )
+from hot.log import Log
 from hot.topics import TopicInfo
 
 if TYPE_CHECKING:
@@ -52,9 +60,10 @@ if TYPE_CHECKING:
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405: the first offset still on local disk
 
 _NOT_IN_CLUSTER_MODE = (
-    "{what} through this door is not supported in cluster mode; use the Kafka admin API "
-    "(CreateTopics, DeleteTopics) against any broker"
+    "{what} through this door would change one broker only; in cluster mode use the Kafka "
+    "admin API or the REST API, which change the cluster metadata"
 )
+ZERO_UUID = uuid.UUID(int=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +112,9 @@ class ClusterBroker(Broker):
     def topics(self) -> list[TopicInfo]:
         return [self.topic(n) for n in sorted(self.replicas.view.topics)]
 
+    # The synchronous single-node forms would change this broker only: refused. The
+    # awaited ``admin_*`` forms change etcd (``cluster.admin``), every broker follows.
+
     def create_topic(
         self,
         name: str,
@@ -124,6 +136,86 @@ class ClusterBroker(Broker):
 
     def delete_topic(self, name: str) -> None:
         raise InvalidRequestError(_NOT_IN_CLUSTER_MODE.format(what="topic deletion"))
+
+    @staticmethod
+    def _info(name: str, a: TopicAssignment, topic_id: uuid.UUID | None = None) -> TopicInfo:
+        return TopicInfo(name, a.partition_count, dict(a.configs), topic_id or uuid.UUID(a.topic_id))
+
+    async def admin_create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int = 1,
+        configs: dict[str, str] | None = None,
+        *,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        """Create the topic in etcd (-1: ``num.partitions`` / ``default.replication.factor``)."""
+        if partitions == -1:
+            partitions = self.config.num_partitions
+        if replication_factor == -1:
+            replication_factor = self.replicas.config.default_replication_factor
+        res = await admin.create(
+            self.replicas.client,
+            name,
+            partitions,
+            replication_factor,
+            dict(configs or {}),
+            self.manager.defaults,
+            validate_only=validate_only,
+        )
+        if isinstance(res, TopicAssignment):
+            return self._info(name, res, ZERO_UUID)
+        return self._info(name, res.value)
+
+    async def admin_delete_topic(self, name: str) -> None:
+        await admin.delete(self.replicas.client, name)
+        for key in list(self._waiters):
+            self._wake_key(key)
+
+    async def admin_alter_topic_configs(
+        self, name: str, changes: dict[str, str | None], *, replace: bool, validate_only: bool = False
+    ) -> TopicInfo:
+        a = await admin.alter_configs(
+            self.replicas.client,
+            name,
+            changes,
+            self.manager.defaults,
+            replace=replace,
+            validate_only=validate_only,
+        )
+        return self._info(name, a)
+
+    async def admin_add_partitions(
+        self,
+        name: str,
+        total: int,
+        *,
+        assignments: list[list[int]] | None = None,
+        validate_only: bool = False,
+    ) -> TopicInfo:
+        a = await admin.add_partitions(
+            self.replicas.client, name, total, assignments=assignments, validate_only=validate_only
+        )
+        return self._info(name, a)
+
+    def replication_factor(self, name: str) -> int:
+        va = self.replicas.view.topics.get(name)
+        if va is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        return va.value.replication_factor
+
+    def topic_configs(self, name: str) -> list[ConfigEntry]:
+        """The topic's effective configs as etcd says (the same on every broker, whether
+        or not it holds a replica): overrides, then broker defaults."""
+        va = self.replicas.view.topics.get(name)
+        if va is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        configs = dict(va.value.configs)
+        effective = LogConfig.from_kafka(log_configs(configs), self.manager.defaults).to_kafka()
+        effective[UNCLEAN_LEADER_ELECTION] = "false"
+        effective.update({k: v for k, v in configs.items() if k in CLUSTER_TOPIC_CONFIGS})
+        return [ConfigEntry(k, v, k not in configs) for k, v in sorted(effective.items())]
 
     # --- produce -------------------------------------------------------------------------------
 
@@ -277,6 +369,7 @@ class ClusterBroker(Broker):
                             log_start_offset=lg.log_start_offset,
                             regions=r.regions,
                             size=r.size,
+                            segment_bases=_segment_bases(lg, r.first_offset, r.next_offset) if r.size else (),
                         )
                     )
                     budget -= r.size
@@ -291,3 +384,10 @@ class ClusterBroker(Broker):
                 await asyncio.wait_for(waiter, deadline - loop.time())
             except TimeoutError:
                 pass
+
+
+def _segment_bases(lg: Log, first: int, end: int) -> tuple[int, ...]:
+    """Base offsets of ``lg``'s segments that begin within [first, end) (a replica read):
+    where the follower must start new segments. Read on the event loop right after the
+    read, with no append (hence no roll) in between."""
+    return tuple(b for b in (s.base_offset for s in lg.segments()) if first <= b < end)

@@ -9,7 +9,8 @@ Per partition, after every change of leader or epoch (``cluster.replication.foll
 2. fetch from the log end with ``replica_id`` = this broker and the epoch from etcd as
    ``current_leader_epoch``; append the batches unchanged (``append_as_follower``);
    in ``fsync`` flush mode flush them before the next fetch (whose offset tells the
-   leader they are safe here); take ``min(leader HW, log end)`` as high watermark;
+   leader they are safe here); take ``min(leader HW, log end)`` as high watermark, and
+   move the log start offset up to the leader's (bounded by that high watermark);
 3. on an error, do what ``fetch_error_action`` says: OFFSET_OUT_OF_RANGE asks the
    leader's log start / end (ListOffsets) for ``on_offset_out_of_range``; errors
    meaning "stale metadata" wait until etcd shows a new leader or epoch.
@@ -25,6 +26,7 @@ import contextlib
 import logging
 import socket
 import struct
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -132,6 +134,29 @@ class BrokerConnection:
             writer.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+
+def _append_at_leader_bases(lg: Log, records: memoryview, bases: Sequence[int]) -> None:
+    """Append fetched batches, starting a new segment before each batch at which one of
+    the leader's segments begins (``bases``, sent by the leader with the batches) and
+    nowhere else: this replica never rolls on its own size or clock (``segment.ms``), so
+    its segment boundaries are the leader's, whatever the two clocks or the moments each
+    applied a ``segment.bytes`` change."""
+    cuts = set(bases)
+    start = pos = 0
+    n = len(records)
+    roll_first = False
+    while pos < n:
+        batch = peek_size(records, pos)
+        if batch is None or pos + batch > n:
+            break  # a partial batch at the end: append_as_follower refuses it below
+        base = int.from_bytes(records[pos : pos + 8], "big", signed=True)
+        if base in cuts:
+            if pos > start:
+                lg.append_as_follower(records[start:pos], roll=roll_first)
+            start, roll_first = pos, True
+        pos += batch
+    lg.append_as_follower(records[start:], roll=roll_first)
 
 
 def _append_aligned(lg: Log, records: memoryview) -> None:
@@ -372,7 +397,10 @@ class ReplicaFetcher:
                 records = p.records
                 if records is not None and len(records) > 0:
                     try:
-                        _append_aligned(lg, memoryview(records))
+                        if p.segment_bases is not None:
+                            _append_at_leader_bases(lg, memoryview(records), p.segment_bases)
+                        else:  # a leader that does not send its bases: its size rule
+                            _append_aligned(lg, memoryview(records))
                     except InvalidRecordError as exc:
                         log.warning(
                             "%s: cannot append fetched batches (%s); truncating again", f.rep.name, exc
@@ -388,11 +416,26 @@ class ReplicaFetcher:
                 if p.high_watermark >= 0:
                     with contextlib.suppress(StrataError):
                         lg.set_high_watermark(min(p.high_watermark, lg.log_end_offset))
+                if p.log_start_offset > lg.log_start_offset:
+                    await self._follow_log_start(f, p.log_start_offset)
         # The next fetch offset tells the leader these records are here: in fsync mode
         # they must be on disk by then.
         for f in flush:
             with contextlib.suppress(StrataError):
                 await asyncio.to_thread(f.rep.log.flush)
+
+    async def _follow_log_start(self, f: _Fetching, leader_log_start: int) -> None:
+        """Move the log start offset up with the leader's (its total retention, or
+        DeleteRecords), as Kafka's followers do; never past this replica's high watermark.
+        Local segments left entirely below it go with the next retention pass."""
+        lg = f.rep.log
+        target = min(leader_log_start, lg.high_watermark)
+        if target <= lg.log_start_offset:
+            return
+        try:
+            await asyncio.to_thread(lg.advance_log_start_offset, target)
+        except StrataError as exc:
+            log.warning("%s: cannot follow the leader's log start %d: %s", f.rep.name, target, exc)
 
     async def _on_error(self, conn: BrokerConnection, f: _Fetching, code: int) -> None:
         action = fetch_error_action(code)

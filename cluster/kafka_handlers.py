@@ -17,6 +17,10 @@
 * InitProducerId hands out producer ids unique across the cluster (``cluster.producer_ids``).
 * FindCoordinator names the leader of the group's ``__consumer_offsets`` partition
   (``cluster.groups``); that internal topic cannot be created, deleted or produced to.
+* CreatePartitions, AlterConfigs and IncrementalAlterConfigs change the topic's etcd
+  record (``cluster.admin``: validated like the single node, compare-and-swap); every
+  broker applies the change to its replicas from the watch. DescribeConfigs (the
+  single-node handler) reads ``ClusterBroker.topic_configs``, i.e. etcd's values.
 * ListOffsets and OffsetForLeaderEpoch are answered by the leader only, with leader
   epochs (KIP-320), LATEST being the log end for followers and EARLIEST_LOCAL (-4) the
   first local offset (KIP-405).
@@ -29,11 +33,12 @@ import dataclasses
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from api.groups.offsets import OFFSETS_TOPIC
 from api.kafka_server import (
+    RESOURCE_TOPIC,
     SOURCE_DEFAULT_CONFIG,
     SOURCE_TOPIC_CONFIG,
     ZERO_UUID,
@@ -43,11 +48,28 @@ from api.kafka_server import (
 from api.kafka_server import handle_fetch as single_node_fetch
 from api.kafka_server import handle_produce as single_node_produce
 from api.protocol import ApiKey, RequestHeader
+from api.protocol.messages.alter_configs import (
+    OP_APPEND,
+    OP_DELETE,
+    OP_SET,
+    OP_SUBTRACT,
+    AlterableConfigOp,
+    AlterConfigsRequest,
+    AlterConfigsResourceResponse,
+    AlterConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from api.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
     ReassignablePartitionResponse,
     ReassignableTopicResponse,
+)
+from api.protocol.messages.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
 )
 from api.protocol.messages.create_topics import (
     CreatableTopic,
@@ -98,6 +120,7 @@ from api.protocol.messages.produce import (
     ProduceResponse,
     ProduceTopicResponse,
 )
+from cluster.admin import refuse_internal_topic
 from cluster.broker import ClusterBroker, ReplicaFetchPartition
 from cluster.controller import (
     CLUSTER_TOPIC_CONFIGS,
@@ -115,7 +138,6 @@ from hot.config import LogConfig
 from hot.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
-    InvalidTopicError,
     StrataError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
@@ -127,13 +149,6 @@ log = logging.getLogger("strata.cluster.kafka")
 
 # How long CreateTopics waits for this broker's view to show the new topic.
 _CREATE_VISIBLE_S = 5.0
-
-
-def refuse_internal_topic(name: str, what: str) -> None:
-    """``__consumer_offsets`` is the group coordinators' (cluster.groups): clients may read
-    it, never create, delete or write it. InvalidTopicError, as Kafka answers."""
-    if name == OFFSETS_TOPIC:
-        raise InvalidTopicError(f"cannot {what} the internal topic {name}")
 
 
 def _broker(conn: Connection) -> ClusterBroker:
@@ -493,6 +508,8 @@ async def _replica_fetch(broker: ClusterBroker, req: FetchRequest) -> FetchRespo
                 last_stable_offset=f.last_stable_offset,
                 log_start_offset=f.log_start_offset,
                 records=f.records,
+                # With batches always (empty: no leader segment begins among them).
+                segment_bases=f.segment_bases if f.size else None,
             )
         by_topic.setdefault(f.topic, []).append(data)
     broker.metrics.fetch_latency.labels("replica").observe(time.perf_counter() - started)
@@ -614,6 +631,120 @@ async def handle_list_partition_reassignments(
     )
 
 
+# --- CreatePartitions / AlterConfigs / IncrementalAlterConfigs (through etcd) -------------------
+
+
+async def handle_create_partitions(
+    conn: Connection, header: RequestHeader, req: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
+    broker = _broker(conn)
+    results: list[CreatePartitionsTopicResult] = []
+    seen: set[str] = set()
+    for t in req.topics:
+        try:
+            if t.name in seen:
+                raise InvalidRequestError("topic named twice in one request")
+            seen.add(t.name)
+            assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
+            await broker.admin_add_partitions(
+                t.name, t.count, assignments=assignments, validate_only=req.validate_only
+            )
+            results.append(CreatePartitionsTopicResult(name=t.name))
+        except StrataError as exc:
+            results.append(
+                CreatePartitionsTopicResult(name=t.name, error_code=kafka_code(exc), error_message=str(exc))
+            )
+    return CreatePartitionsResponse(results=tuple(results))
+
+
+async def _alter_topic(
+    broker: ClusterBroker,
+    res_type: int,
+    name: str,
+    changes: dict[str, str | None],
+    replace: bool,
+    validate_only: bool,
+) -> AlterConfigsResourceResponse:
+    try:
+        if res_type != RESOURCE_TOPIC:
+            raise InvalidRequestError(f"altering resource type {res_type} is not supported; only topics")
+        await broker.admin_alter_topic_configs(name, changes, replace=replace, validate_only=validate_only)
+        return AlterConfigsResourceResponse(resource_type=res_type, resource_name=name)
+    except StrataError as exc:
+        return AlterConfigsResourceResponse(
+            error_code=kafka_code(exc), error_message=str(exc), resource_type=res_type, resource_name=name
+        )
+
+
+async def handle_alter_configs(
+    conn: Connection, header: RequestHeader, req: AlterConfigsRequest
+) -> AlterConfigsResponse:
+    broker = _broker(conn)
+    out = []
+    for res in req.resources:
+        changes = {c.name: c.value for c in res.configs}
+        out.append(
+            await _alter_topic(broker, res.resource_type, res.resource_name, changes, True, req.validate_only)
+        )
+    return AlterConfigsResponse(responses=tuple(out))
+
+
+def incremental_changes(current: dict[str, str], ops: Iterable[AlterableConfigOp]) -> dict[str, str | None]:
+    """IncrementalAlterConfigs operations as changes (None: back to the default); list
+    values (cleanup.policy) are comma-separated. Same rules as the single-node handler."""
+    changes: dict[str, str | None] = {}
+    for c in ops:
+        if c.config_operation == OP_SET:
+            if c.value is None:
+                raise InvalidRequestError(f"SET of {c.name} needs a value")
+            changes[c.name] = c.value
+        elif c.config_operation == OP_DELETE:
+            changes[c.name] = None
+        elif c.config_operation in (OP_APPEND, OP_SUBTRACT):
+            base = changes.get(c.name, current.get(c.name)) or ""
+            items = [i for i in base.split(",") if i]
+            for v in (c.value or "").split(","):
+                if c.config_operation == OP_APPEND and v and v not in items:
+                    items.append(v)
+                elif c.config_operation == OP_SUBTRACT and v in items:
+                    items.remove(v)
+            changes[c.name] = ",".join(items)
+        else:
+            raise InvalidRequestError(f"unknown config operation {c.config_operation}")
+    return changes
+
+
+async def handle_incremental_alter_configs(
+    conn: Connection, header: RequestHeader, req: IncrementalAlterConfigsRequest
+) -> IncrementalAlterConfigsResponse:
+    broker = _broker(conn)
+    out = []
+    for res in req.resources:
+        try:
+            current = (
+                {c.name: c.value for c in broker.topic_configs(res.resource_name)}
+                if res.resource_type == RESOURCE_TOPIC
+                else {}
+            )
+            changes = incremental_changes(current, res.configs)
+        except StrataError as exc:
+            out.append(
+                AlterConfigsResourceResponse(
+                    error_code=kafka_code(exc),
+                    error_message=str(exc),
+                    resource_type=res.resource_type,
+                    resource_name=res.resource_name,
+                )
+            )
+            continue
+        out.append(
+            await _alter_topic(
+                broker, res.resource_type, res.resource_name, changes, False, req.validate_only
+            )
+        )
+    return IncrementalAlterConfigsResponse(responses=tuple(out))
+
+
 def cluster_handlers() -> dict[int, Handler]:
     """The handlers a cluster-mode Kafka listener uses instead of the single-node ones."""
     table: dict[int, Callable[..., Any]] = {
@@ -628,5 +759,8 @@ def cluster_handlers() -> dict[int, Handler]:
         ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
         ApiKey.FIND_COORDINATOR: handle_find_coordinator,
         ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+        ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+        ApiKey.ALTER_CONFIGS: handle_alter_configs,
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     }
     return table

@@ -10,7 +10,12 @@ Same data directory layout as ``hot.manager.LogManager`` plus
   completed flush: in ``fsync`` flush mode a leader counts only its flushed records
   towards the high watermark, so a flush can move it;
 * the topic registry is a mirror of the cluster's topics in etcd, kept by the replica
-  manager (``create_topic`` with the etcd topic id, ``delete_topic``...).
+  manager (``create_topic`` with the etcd topic id, ``delete_topic``...);
+* a partition gets a log only where it has a replica (``hosted``, from the cluster
+  metadata): the registry knows every partition of a mirrored topic, but no empty log
+  is created for one placed on other brokers (``get_log`` answers NotLeaderError for
+  it); a directory already on disk is opened whatever the metadata says, since it may
+  hold data. ``ensure_log`` creates the log of a replica this broker takes on.
 
 Crash behaviour is the base manager's; the checkpoint is written on clean close (and
 periodically by the replica manager), so after a crash it may lag, which only delays
@@ -25,7 +30,13 @@ from pathlib import Path
 
 from cluster.hw_checkpoint import HighWatermarkCheckpoint, TopicPartition
 from hot.config import LogConfig
-from hot.errors import LogClosedError, StorageError, StrataError, UnknownTopicOrPartitionError
+from hot.errors import (
+    LogClosedError,
+    NotLeaderError,
+    StorageError,
+    StrataError,
+    UnknownTopicOrPartitionError,
+)
 from hot.flush import GroupCommitter
 from hot.log import Log, atomic_write, fsync_dir
 from hot.manager import PARTITION_METADATA_FILE, LogManager
@@ -34,6 +45,7 @@ from hot.topics import TopicInfo
 log = logging.getLogger("strata.cluster.logs")
 
 FlushListener = Callable[[Log], None]
+HostedPredicate = Callable[[str, int], bool]
 
 
 class ReplicaCommitter(GroupCommitter):
@@ -85,6 +97,9 @@ class ClusterLogManager(LogManager):
         self._checkpointed: dict[TopicPartition, int] = {}
         self._replica_committer: ReplicaCommitter | None = None
         self._replica_flush_workers = flush_workers
+        # Whether this broker holds a replica of (topic, partition), per the cluster
+        # metadata; None: every partition of a registered topic (as a single node).
+        self.hosted: HostedPredicate | None = None
 
     def open(self) -> ClusterLogManager:
         self._checkpointed = self.hw_checkpoint.read()
@@ -113,6 +128,9 @@ class ClusterLogManager(LogManager):
         # The base class's, with the log replicated and the replica committer as flusher.
         key = (info.name, partition)
         path = self.partition_dir(info.name, partition)
+        hosted = self.hosted
+        if hosted is not None and not path.exists() and not hosted(info.name, partition):
+            return None  # not a replica here: no empty log (an existing one holds data: opened)
         try:
             lg = Log.open(
                 path,
@@ -165,20 +183,35 @@ class ClusterLogManager(LogManager):
             fsync_dir(self.logs_dir)
             return True
 
-    def restore_partition(self, topic: str, partition: int) -> Log:
-        """Open (creating it empty if absent) one partition of a registered topic, e.g. a
-        replica reassigned back to this broker after ``remove_partition``."""
-        with self._lock:
+    def get_log(self, topic: str, partition: int) -> Log:
+        """The partition's log; NotLeaderError for a partition of a registered topic that
+        has no replica here (Kafka's NOT_LEADER_OR_FOLLOWER)."""
+        try:
+            return super().get_log(topic, partition)
+        except UnknownTopicOrPartitionError:
             info = self.topic(topic)
-            if not 0 <= partition < info.partitions:
-                raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
+            if 0 <= partition < info.partitions:
+                raise NotLeaderError(f"this broker has no replica of {topic}-{partition}") from None
+            raise
+
+    def ensure_log(self, topic: str, partition: int) -> Log:
+        """The log of a partition this broker now holds a replica of, created (empty) if
+        it has none yet; a refused partition's StorageError is raised."""
+        with self._lock:
             lg = self._logs.get((topic, partition))
             if lg is not None:
                 return lg
-            opened = self._open_partition(info, partition, clean=False, refuse=False)
-            assert opened is not None
+            failed = self._failed.get((topic, partition))
+            if failed is not None:
+                raise failed
+            info = self.topic(topic)
+            if not 0 <= partition < info.partitions:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
+            created = self._open_partition(info, partition, clean=False, refuse=False)
+            if created is None:
+                raise NotLeaderError(f"this broker has no replica of {topic}-{partition}")
             fsync_dir(self.logs_dir)
-            return opened
+            return created
 
     def checkpoint_high_watermarks(self) -> None:
         """Write every open log's high watermark to the checkpoint (StorageError on failure)."""

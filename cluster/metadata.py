@@ -912,8 +912,45 @@ class MetadataClient:
             self._check_controller(res.reads[0] if res.reads else (), token)
         return res.succeeded
 
-    async def delete_topic(self, name: str) -> None:
-        """Delete the topic and all its partition states in one transaction."""
+    async def update_topic(
+        self,
+        name: str,
+        expected: Versioned[TopicAssignment],
+        new: TopicAssignment,
+        *,
+        controller_epoch: int = 0,
+    ) -> Versioned[TopicAssignment] | None:
+        """Replace the topic's assignment (admin changes: configs, added partitions) if its
+        key is still exactly ``expected`` (compare of its mod_revision); None when it is
+        not (the caller re-reads and retries). Partitions ``new`` adds get their initial
+        state in the same transaction (or, above ``max_txn_ops``, in steps afterwards,
+        which the controller completes should this broker crash in between). The topic
+        id and the existing partitions' replicas must not change."""
+        old = expected.value
+        if new.topic_id != old.topic_id or new.partitions[: old.partition_count] != old.partitions:
+            raise InvalidRequestError(f"topic {name!r}: an update may only add partitions and change configs")
+        topic_key = self.layout.topic(name)
+        states = [
+            Put(
+                self.layout.partition_state(name, p),
+                initial_state(new.partitions[p], controller_epoch).to_json(),
+            )
+            for p in range(old.partition_count, new.partition_count)
+        ]
+        one_txn = len(states) + 1 <= self.max_txn_ops
+        res = await self.etcd.txn(
+            [Compare.mod_revision(topic_key, expected.mod_revision)],
+            [Put(topic_key, new.to_json()), *(states if one_txn else [])],
+        )
+        if not res.succeeded:
+            return None
+        if not one_txn:
+            await self._create_states_in_steps(topic_key, res.revision, states)
+        return Versioned(new, res.revision, expected.create_revision)
+
+    async def delete_topic(self, name: str) -> int:
+        """Delete the topic and all its partition states in one transaction; the etcd
+        revision of the deletion."""
         key = self.layout.topic(name)
         res = await self.etcd.txn(
             [Compare.version(key, 0, ">")],
@@ -921,6 +958,7 @@ class MetadataClient:
         )
         if not res.succeeded:
             raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        return res.revision
 
     async def update_partition_state(
         self,
@@ -963,11 +1001,12 @@ class MetadataClient:
             return CasResult(False, current, Conflict.FENCED_LEADER_EPOCH)
         return CasResult(False, current, Conflict.STALE_VERSION)
 
-    async def update_topic(
+    async def update_replica_sets(
         self, name: str, expected: Versioned[TopicAssignment], new: TopicAssignment
     ) -> Versioned[TopicAssignment] | None:
-        """Replace the topic's assignment if its key is still at ``expected``'s
-        mod_revision (a reassignment request); None when it changed or is gone."""
+        """Replace the topic's assignment, replica sets included, if its key is still at
+        ``expected``'s mod_revision (a reassignment request); None when it changed or is
+        gone. Admin changes that must not touch replicas use ``update_topic``."""
         res = await self.etcd.txn(
             [Compare.mod_revision(self.layout.topic(name), expected.mod_revision)],
             [Put(self.layout.topic(name), new.to_json())],

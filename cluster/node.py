@@ -34,6 +34,7 @@ from cluster.broker import ClusterBroker
 from cluster.config import ClusterConfig
 from cluster.controller import Controller
 from cluster.etcd import EtcdClient
+from cluster.follower_retention import FollowerRetention
 from cluster.groups import ClusterOffsetStore
 from cluster.kafka_handlers import cluster_handlers
 from cluster.keys import KeyLayout
@@ -68,6 +69,7 @@ class ClusterNode:
         self.manager = ClusterLogManager(self.config.data_dir, self.config.log)
         self.replicas = ReplicaManager(broker_id, client, self.manager, cluster)
         self.controller: Controller | None = None
+        self.follower_retention: FollowerRetention | None = None
         self._started = False
 
     @classmethod
@@ -134,6 +136,16 @@ class ClusterNode:
         tiering.is_leader = self.is_leader
         tiering.uploader.leader_epoch = self.leader_epoch
 
+        def deleted() -> None:
+            guard = self.manager.disk_guard  # installed when tiering starts
+            if guard is not None:
+                guard.invalidate()
+
+        # Followers delete local segments the leader has uploaded (read-only manifests).
+        self.follower_retention = FollowerRetention(
+            self.replicas, tiering.manifests, tiering.config.upload_interval_ms / 1000, on_deleted=deleted
+        )
+
     def is_leader(self, topic: str, partition: int) -> bool:
         """Whether this broker leads the partition now (tiering uploads only then)."""
         rep = self.replicas.replicas.get((topic, partition))
@@ -160,6 +172,8 @@ class ClusterNode:
             self.config.cluster_id,
         )
         self.replicas.start()
+        if self.follower_retention is not None:
+            self.follower_retention.start()
         self.controller = Controller(self.client).start()
         self._started = True
 
@@ -173,6 +187,8 @@ class ClusterNode:
             self.controller = None
         with contextlib.suppress(MetadataStoreError):
             await self.client.close(deregister=True)
+        if self.follower_retention is not None:
+            await self.follower_retention.stop()
         await self.replicas.stop()
         await self.etcd.close()
 
@@ -180,5 +196,7 @@ class ClusterNode:
         """Release etcd without the orderly leave (start-up failures)."""
         with contextlib.suppress(MetadataStoreError):
             await self.client.close(deregister=True)
+        if self.follower_retention is not None:
+            await self.follower_retention.stop()
         await self.replicas.stop()
         await self.etcd.close()

@@ -101,7 +101,7 @@ async def alter_reassignment(
         new = reassign(current, target)
         if new == current:
             return current
-        if await client.update_topic(topic, va, va.value.with_replica_set(partition, new)) is not None:
+        if await client.update_replica_sets(topic, va, va.value.with_replica_set(partition, new)) is not None:
             return new
     raise MetadataStoreError(f"{topic}-{partition}: the topic kept changing; reassignment not written")
 

@@ -17,9 +17,11 @@ Roles follow the watched ``ClusterView``. For each partition with a replica here
 * the topic is gone, or this broker is no longer a replica: drop the replica.
 
 The local topic registry mirrors etcd's topics that have a replica here (same topic id,
-partition count and log configs); a topic deleted (or recreated) in etcd is deleted
-locally. A local topic etcd never showed since this broker started is kept, with a
-warning: an etcd that lost its data must not make every broker delete everything.
+partition count and log configs, so admin changes made through etcd reach the local
+logs); logs exist only for the partitions placed here (``hosts``, the log manager's
+``hosted``). A topic deleted (or recreated) in etcd is deleted locally. A local topic
+etcd never showed since this broker started is kept, with a warning: an etcd that lost
+its data must not make every broker delete everything.
 
 ISR changes (Kafka's AlterPartition, written by the leader): every
 ``replica.lag.time.max.ms`` / 2 the leader proposes to drop followers out of sync for
@@ -156,6 +158,14 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        manager.hosted = self.hosts
+
+    def hosts(self, topic: str, partition: int) -> bool:
+        """Whether the cluster metadata places a replica of the partition on this broker."""
+        va = self.view.topics.get(topic)
+        if va is None or not 0 <= partition < va.value.partition_count:
+            return False
+        return self.broker_id in va.value.partitions[partition]
 
     # --- life cycle --------------------------------------------------------------------------
 
@@ -274,11 +284,7 @@ class ReplicaManager:
     def _replica(self, topic: str, partition: int) -> PartitionReplica | None:
         key = (topic, partition)
         try:
-            try:
-                lg = self.manager.get_log(topic, partition)
-            except UnknownTopicOrPartitionError:
-                # Reassigned away earlier (its log removed) and now back: start empty.
-                lg = self.manager.restore_partition(topic, partition)
+            lg = self.manager.ensure_log(topic, partition)
         except StrataError as exc:
             log.warning("%s-%d: no usable local log: %s", topic, partition, exc)
             self._drop_replica(key)

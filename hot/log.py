@@ -1007,7 +1007,7 @@ class Log:
         return buf
 
     def append_as_follower(
-        self, data: bytes | bytearray | memoryview, *, now_ms: int | None = None
+        self, data: bytes | bytearray | memoryview, *, now_ms: int | None = None, roll: bool | None = None
     ) -> AppendInfo:
         """Append batches that already carry their offsets (replication).
 
@@ -1016,6 +1016,11 @@ class Log:
         unchanged (leader epochs and timestamps included). Each batch whose
         partitionLeaderEpoch (when >= 0) differs from the latest cached epoch is recorded
         in the leader-epoch cache before anything is written (Kafka's assign).
+
+        ``roll``: None rolls by this log's own rules (size, age); True starts a new
+        segment first (unless the active one is empty); False does not roll (unless the
+        offsets would not fit the active segment's index), so a replica can cut its
+        segments exactly where its leader's begin.
         """
         mv = self._view(data)
         batches, idempotent = self._validate(mv, leader=False)
@@ -1039,7 +1044,13 @@ class Log:
                 if b.leader_epoch >= 0 and b.leader_epoch != self._epochs.latest_epoch:
                     self._assign_epoch_locked(b.leader_epoch, b.base_offset, leader=False)
             first = self.log_end_offset
-            seg, done = self._maybe_roll_locked(total, expect - first, now_ms)
+            active = self._segments[-1]
+            if roll is None:
+                seg, done = self._maybe_roll_locked(total, expect - first, now_ms)
+            elif active.is_empty or (not roll and active.fits(expect - first)):
+                seg, done = active, []
+            else:  # asked to, or relative offsets would overflow the index
+                seg, done = self._roll_locked()
             tracked = [(b.base_offset, b.size, b.max_timestamp) for b in batches]
             done += self._write_locked(seg, [mv], total, tracked, expect, records, now_ms)
             if idempotent:

@@ -382,7 +382,7 @@ def create_app(broker: Broker) -> FastAPI:
             "partition_reassignments": {"related": f"{url}/topics/-/partitions/-/reassignment"},
         }
 
-    def topic_v3(request: Request, info: TopicInfo) -> dict[str, Any]:
+    def topic_v3(request: Request, info: TopicInfo, replication_factor: int | None = None) -> dict[str, Any]:
         cid = broker.config.cluster_id
         url = f"{base_url(request)}{cid}/topics/{info.name}"
         return {
@@ -391,7 +391,7 @@ def create_app(broker: Broker) -> FastAPI:
             "cluster_id": cid,
             "topic_name": info.name,
             "is_internal": False,
-            "replication_factor": 1,
+            "replication_factor": replication_factor or broker.replication_factor(info.name),
             "partitions_count": info.partitions,
             "partitions": {"related": f"{url}/partitions"},
             "configs": {"related": f"{url}/configs"},
@@ -447,10 +447,12 @@ def create_app(broker: Broker) -> FastAPI:
                 configs[c.name] = c.value
         partitions = -1 if req.partitions_count is None else req.partitions_count
         replication = -1 if req.replication_factor is None else req.replication_factor
-        info = broker.create_topic(
+        info = await broker.admin_create_topic(
             req.topic_name, partitions, replication, configs, validate_only=req.validate_only
         )
-        return JSONBody(topic_v3(request, info), status_code=201)
+        # validate_only: nothing exists to ask; answer what was asked for.
+        asked = (replication if replication != -1 else None) if req.validate_only else None
+        return JSONBody(topic_v3(request, info, asked or (1 if req.validate_only else None)), status_code=201)
 
     @app.get("/v3/clusters/{cluster_id}/topics/{topic}", response_model=TopicV3, tags=["v3"])
     async def get_topic_v3(request: Request, cluster_id: str, topic: str) -> Response:
@@ -461,7 +463,7 @@ def create_app(broker: Broker) -> FastAPI:
     async def delete_topic(cluster_id: str, topic: str) -> Response:
         check_cluster(cluster_id)
         broker.topic(topic)
-        broker.delete_topic(topic)  # on the loop: it wakes fetch waiters
+        await broker.admin_delete_topic(topic)  # on the loop: it wakes fetch waiters
         return Response(status_code=204)
 
     # -- consumer groups: lag (v1) and REST Proxy v2 consumer instances ------------------------

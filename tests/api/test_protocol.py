@@ -22,6 +22,7 @@ from api.protocol import (
     encode_request,
     encode_response,
 )
+from api.protocol.messages.fetch import SEGMENT_BASES_TAG as STRATA_PRIVATE_TAGS
 from api.protocol.primitives import Reader, Writer
 from api.protocol.schema import (
     BOOL,
@@ -92,6 +93,8 @@ def struct_strategy(cls: type, version: int, flexible: bool) -> st.SearchStrateg
     for fi in wire_fields(cls):
         if not fi.present_in(version):
             continue
+        if fi.tagged_in(version) and fi.tag is not None and fi.tag >= STRATA_PRIVATE_TAGS:
+            continue  # Strata's own (replica fetches): not Kafka's, kafka-python cannot know it
         if fi.tagged_in(version) and isinstance(fi.kind, Struct):
             # absent (None) or a struct that differs from its defaults (else it is not written)
             s = struct_strategy(fi.kind.cls, version, flexible)

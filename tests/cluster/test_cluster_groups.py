@@ -315,6 +315,8 @@ def test_coordinator_failover_keeps_committed_offsets(cluster: Cluster) -> None:
 
 
 def test_offsets_topic_is_internal(cluster: Cluster) -> None:
+    with _client(cluster, 1) as c:  # the first FindCoordinator creates the topic
+        c._call(ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="internal-check"))
     wait_until(lambda: OFFSETS in cluster.view().topics, "the offsets topic")
     with _client(cluster, 1) as c:
         md = c._call(ApiKey.METADATA, 9, MetadataRequest(topics=(MetadataRequestTopic(name=OFFSETS),)))
@@ -339,6 +341,24 @@ def test_offsets_topic_is_internal(cluster: Cluster) -> None:
     p.flush(30)
     assert errors and errors[0] is not None, "a produce to __consumer_offsets was accepted"
     assert errors[0].code() == E.INVALID_TOPIC_EXCEPTION
+
+    # The admin paths that go through etcd guard it too: a partition count change would
+    # move every group, and REST must not create or delete it either.
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    n = cluster.view().topics[OFFSETS].value.partition_count
+    grow = admin.create_partitions([NewPartitions(OFFSETS, n + 1)], request_timeout=10)[OFFSETS]
+    with pytest.raises(Exception) as refused:
+        grow.result(timeout=30)
+    assert refused.value.args[0].code() == E.INVALID_TOPIC_EXCEPTION
+    url = f"{cluster.nodes[1].http_url}/v3/clusters"
+    cid = httpx.get(url, timeout=30).json()["data"][0]["cluster_id"]
+    r = httpx.post(f"{url}/{cid}/topics", json={"topic_name": OFFSETS, "partitions_count": 1}, timeout=30)
+    assert r.status_code in (400, 409), r.text
+    r = httpx.delete(f"{url}/{cid}/topics/{OFFSETS}", timeout=30)
+    assert r.status_code == 400 and "internal topic" in r.text, r.text
+    assert cluster.view().topics[OFFSETS].value.partition_count == n
 
 
 def test_new_leader_deduplicates_a_retried_batch(cluster: Cluster) -> None:

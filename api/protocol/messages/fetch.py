@@ -11,6 +11,9 @@ from typing import Annotated
 
 from api.protocol.schema import ARRAY, INT8, INT16, INT32, INT64, RECORDS, STRING, STRUCT, RecordsData, W
 
+# Tag numbers Kafka will not reach soon; see FetchPartitionData.segment_bases.
+SEGMENT_BASES_TAG = 10_000
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class FetchPartition:
@@ -84,6 +87,10 @@ class FetchPartitionData:
     diverging_epoch: Annotated[EpochEndOffset | None, W(STRUCT(EpochEndOffset), "12+", tag=0)] = None
     current_leader: Annotated[LeaderIdAndEpoch | None, W(STRUCT(LeaderIdAndEpoch), "12+", tag=1)] = None
     snapshot_id: Annotated[SnapshotId | None, W(STRUCT(SnapshotId), "12+", tag=2)] = None
+    # Strata's own tag, in replica fetch responses only (Kafka clients skip unknown tags):
+    # the leader's segment base offsets within the returned range, so a follower's
+    # segments begin exactly where the leader's do (cluster.fetcher).
+    segment_bases: Annotated[Sequence[int] | None, W(ARRAY(INT64), "12+", tag=SEGMENT_BASES_TAG)] = None
     aborted_transactions: Annotated[
         Sequence[AbortedTransaction] | None, W(ARRAY(AbortedTransaction), "4+", nullable="4+")
     ] = None
