@@ -647,7 +647,7 @@ def _replica_ids(text: str) -> tuple[int, ...]:
 @click.option("--cancel", is_flag=True, help="Cancel the partition's reassignment instead.")
 @click.option("--wait", is_flag=True, help="Return once the controller has completed it.")
 @click.option("--timeout", default=300.0, show_default=True, help="Seconds --wait waits.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_output
 def cluster_reassign_cmd(
     etcd: str,
     cluster_name: str,
@@ -690,7 +690,7 @@ def cluster_reassign_cmd(
 @cluster.command("reassignments")
 @click.option("--etcd", required=True, metavar="HOST:PORT,...", help="The cluster's etcd endpoints.")
 @click.option("--cluster-name", default="strata-local", show_default=True, help="The brokers' cluster id.")
-@click.option("--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+@_output
 def cluster_reassignments_cmd(etcd: str, cluster_name: str, output: str) -> None:
     """The partition reassignments in progress."""
     import asyncio
