@@ -196,6 +196,11 @@ def test_create_partitions_places_new_replicas_and_no_broker_creates_foreign_log
 def test_requests_for_partitions_a_broker_does_not_host(cluster: Cluster) -> None:
     a = cluster.view().topics["grow"].value
     p, outsider = next((p, b) for p, r in enumerate(a.partitions) for b in (1, 2, 3) if b not in r)
+    # The partitions added just before are created from each broker's watch: settle first.
+    wait_until(
+        lambda: _partition_dirs(cluster, outsider, "grow") == _hosted(cluster, outsider, "grow"),
+        "the outsider's replicas",
+    )
     before = _partition_dirs(cluster, outsider, "grow")
     port = cluster.nodes[outsider].kafka_port
     with KafkaClient.connect(HostPort("127.0.0.1", port), timeout=30) as c:
