@@ -78,7 +78,7 @@ OFFSETS_TOPIC: Final = "__consumer_offsets"
 OFFSETS_DIR: Final = f"{OFFSETS_TOPIC}-0"
 DEFAULT_SEGMENT_BYTES: Final = 16 * 1024 * 1024
 _BATCH_BYTES: Final = 1 << 20  # records per batch up to about this size
-_RECORD_OVERHEAD: Final = 16  # varints and attributes of one record, roughly
+RECORD_OVERHEAD: Final = 16  # varints and attributes of one record, roughly
 _REPLAY_READ_BYTES: Final = 4 << 20
 
 Value = OffsetAndMetadata | StoredGroup
@@ -163,7 +163,7 @@ def build_batches(ops: Iterable[Op], now_ms: int) -> bytearray:
     size = 0
     for _, k, v, _ in ops:
         chunk.append(RecordInput(k, v))
-        size += len(k) + (len(v) if v is not None else 0) + _RECORD_OVERHEAD
+        size += len(k) + (len(v) if v is not None else 0) + RECORD_OVERHEAD
         if size >= _BATCH_BYTES:
             data += build_batch(chunk, base_timestamp=now_ms)
             chunk, size = [], 0
@@ -417,7 +417,7 @@ class OffsetsLog:
         key, k, v, _ = op
         old = self._latest.pop(key, None)
         if old is not None:
-            self._live_bytes -= len(k) + len(old) + _RECORD_OVERHEAD
+            self._live_bytes -= len(k) + len(old) + RECORD_OVERHEAD
         if isinstance(key, OffsetKey):
             keys = self._keys_by_group.setdefault(key.group, set())
             if v is None:
@@ -428,7 +428,7 @@ class OffsetsLog:
                 keys.add(key)
         if v is not None:
             self._latest[key] = v
-            self._live_bytes += len(k) + len(v) + _RECORD_OVERHEAD
+            self._live_bytes += len(k) + len(v) + RECORD_OVERHEAD
 
     def _apply_durable(self, op: Op) -> None:
         key, _, _, value = op
