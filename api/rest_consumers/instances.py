@@ -27,8 +27,9 @@ body commits every assigned partition's position. Commits carry the member id an
 generation, so a commit from a generation that a rebalance has ended is refused
 (ILLEGAL_GENERATION / REBALANCE_IN_PROGRESS, as a Kafka consumer's CommitFailed).
 
-Instances unused for ``consumer.instance.timeout.ms`` are closed: auto-commit if enabled,
-leave the group. Everything runs on the broker's event loop.
+Instances unused for ``consumer.instance.timeout.ms`` (the broker's ``[groups]`` setting,
+``STRATA_CONSUMER_INSTANCE_TIMEOUT_MS``; default 5 minutes) are closed: auto-commit if
+enabled, leave the group. Everything runs on the broker's event loop.
 """
 
 from __future__ import annotations
@@ -769,8 +770,14 @@ class ConsumerInstances:
     """The consumer instances of one broker, by (group, name), with idle expiry."""
 
     def __init__(self, broker: Broker, config: ConsumerInstancesConfig | None = None) -> None:
+        """``config`` defaults to the broker's: ``consumer.instance.timeout.ms`` from its
+        ``[groups]`` settings, the rest Kafka REST Proxy's defaults."""
         self.broker = broker
-        self.config = config or ConsumerInstancesConfig()
+        if config is None:
+            config = ConsumerInstancesConfig(
+                instance_timeout_ms=broker.config.groups.consumer_instance_timeout_ms
+            )
+        self.config = config
         self._instances: dict[tuple[str, str], ConsumerInstance] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._closed = False
