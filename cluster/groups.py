@@ -105,6 +105,7 @@ _POLL_S: Final = 0.1  # replica roles change after the view does: look again thi
 _HW_POLL_S: Final = 0.02  # while a new leader waits for its high watermark
 _CREATE_VISIBLE_S: Final = 5.0
 MAX_MESSAGE_BYTES: Final = 8 << 20  # our batches are cut at about 1 MiB
+_COMPACTION_ACK_S: Final = 60.0  # least wait for a compaction's dump to be replicated
 
 
 def java_string_hash(s: str) -> int:
@@ -170,6 +171,8 @@ class _Partition:
     pending: deque[_Write] = field(default_factory=deque)
     compaction: asyncio.Task[None] | None = None
     compactions: int = 0
+    # After a failed compaction: not again before the log is this big (no dump per write).
+    retry_above: int = 0
 
     def apply_latest(self, op: Op) -> None:
         key, k, raw, _ = op
@@ -619,7 +622,8 @@ class ClusterOffsetStore:
         ``max(offsets.topic.segment.bytes, 2 x live bytes)`` (the single-node rule)."""
         if part.compaction is not None or self._closed:
             return
-        if part.rep.log.size <= max(self.config.offsets_segment_bytes, 2 * part.live_bytes):
+        threshold = max(self.config.offsets_segment_bytes, 2 * part.live_bytes, part.retry_above)
+        if part.rep.log.size <= threshold:
             return
         task = self._spawn(self._compact_logged(part), f"groups-compaction-{part.number}")
         part.compaction = task
@@ -632,9 +636,11 @@ class ClusterOffsetStore:
     async def _compact_logged(self, part: _Partition) -> None:
         try:
             await self.compact(part)
+            part.retry_above = 0
         except StrataError as exc:
             # The dump, whole or in part, stays in the log and is harmless (module docstring);
-            # the next write over the threshold tries again.
+            # try again once another segment's worth was written.
+            part.retry_above = part.rep.log.size + self.config.offsets_segment_bytes
             log.warning("%s-%d: compaction abandoned: %s", OFFSETS_TOPIC, part.number, exc)
 
     async def compact(self, part: _Partition) -> bool:
@@ -655,9 +661,9 @@ class ClusterOffsetStore:
         ops = part.dump()
         end = self._append_now(part, ops) if ops else start
         try:
-            await self.replicas.wait_for_acks(
-                part.rep, part.epoch, end, ACKS_ALL, self.config.offsets_commit_timeout_ms / 1000
-            )
+            # A dump can be much bigger than a commit: more time than a commit gets.
+            timeout = max(self.config.offsets_commit_timeout_ms / 1000, _COMPACTION_ACK_S)
+            await self.replicas.wait_for_acks(part.rep, part.epoch, end, ACKS_ALL, timeout)
         except (StrataError, TimeoutError) as exc:
             raise replication_error(exc) from exc
         if not self._leading(part.rep, part.epoch):
