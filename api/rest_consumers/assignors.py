@@ -93,10 +93,11 @@ def assign_roundrobin(
 
 def _owners(
     members: Sequence[MemberSubscription], valid: Mapping[str, set[TopicPartition]]
-) -> dict[TopicPartition, str]:
+) -> tuple[dict[TopicPartition, str], set[TopicPartition]]:
     """Partition -> the member that owned it in the previous generation, as far as it is
-    still valid (subscribed, existing); of two claims the newer generation wins, and two
-    claims of one generation cancel out (nobody can be sure: neither keeps it)."""
+    still valid (subscribed, existing); of two claims the newer generation wins. Two claims
+    of one generation cancel out and the partition is contested (second result): nobody
+    keeps it, and nobody gets it this round, since either claimant may still consume it."""
     best: dict[TopicPartition, tuple[int, str | None]] = {}
     for m in members:
         gen = m.subscription.generation_id
@@ -110,7 +111,8 @@ def _owners(
                     best[tp] = (gen, m.member_id)
                 elif gen == seen[0]:
                     best[tp] = (gen, None)
-    return {tp: mid for tp, (_, mid) in best.items() if mid is not None}
+    owners = {tp: mid for tp, (_, mid) in best.items() if mid is not None}
+    return owners, {tp for tp, (_, mid) in best.items() if mid is None}
 
 
 def assign_cooperative_sticky(
@@ -126,7 +128,7 @@ def assign_cooperative_sticky(
         }
         for m in ordered
     }
-    owners = _owners(ordered, valid)
+    owners, contested = _owners(ordered, valid)
     plan: dict[str, set[TopicPartition]] = {m.member_id: set() for m in ordered}
     for tp, mid in owners.items():
         plan[mid].add(tp)
@@ -161,7 +163,10 @@ def assign_cooperative_sticky(
         plan[giver].discard(tp)
         plan[taker].add(tp)
     # Cooperative: a partition changing hands is revoked first (left out this round).
-    return {mid: sorted(tp for tp in tps if owners.get(tp, mid) == mid) for mid, tps in plan.items()}
+    return {
+        mid: sorted(tp for tp in tps if owners.get(tp, mid) == mid and tp not in contested)
+        for mid, tps in plan.items()
+    }
 
 
 def assign(

@@ -105,6 +105,12 @@ def test_cooperative_sticky_claims_subscriptions_and_departures() -> None:
         counts,
     )
     assert plan == {"A": tps("t0p0", "t0p1"), "B": tps("t0p2", "t0p3")}
+    # Two claims of one generation: contested, nobody gets it this round.
+    plan = assign_cooperative_sticky(
+        [owning("A", 5, tps("t0p0", "t0p1"), "t0"), owning("B", 5, tps("t0p0"), "t0")], {"t0": 3}
+    )
+    assert TopicPartition("t0", 1) in plan["A"]  # A's own claim stands
+    assert sorted(plan["A"] + plan["B"]) == tps("t0p1", "t0p2")  # t0p0 to nobody
     # A member left: its partitions are free and go to the others at once.
     plan = assign_cooperative_sticky([owning("A", 6, tps("t0p0", "t0p1"), "t0", "t1")], counts)
     assert plan == {"A": tps("t0p0", "t0p1", "t0p2", "t0p3", "t1p0", "t1p1")}
