@@ -35,6 +35,10 @@ loop, so no other write can land inside it. Crash safety:
   the records after it are newer;
 * segments entirely below the log start offset are ignored by the replay and deleted at the
   next open or compaction.
+
+In cluster mode the offsets live in the replicated ``__consumer_offsets`` topic instead
+(``cluster.groups``), which reuses these records, the replay and the same compaction, done
+by each partition's leader through the replicated write path.
 """
 
 from __future__ import annotations
