@@ -35,15 +35,15 @@ exists), and that partition's leader is the group's coordinator.
   start offset to the dump's first offset and deletes the segments below it. Followers
   follow: fetch responses carry the leader's log start offset and its segment bases
   (``cluster.fetcher``), so they start a segment where the dump starts, move their log
-  start offset there (never past their own high watermark) and their retention pass
-  deletes the same segments. Crash and failover safety: the log start offset only ever
-  moves to the first offset of a dump acknowledged in full, so every replica that can
-  become leader holds, from its log start, either the old records followed by whatever
-  part of the dump it has, or the whole dump. A replay (latest record of a key wins, in
-  log order) gives the same state in both cases: a dump record restates a key's value as
-  of the dump, which is what the replay has reached at that point, and a tombstone is
-  never dropped alone: everything below the dump goes together, so no older value of a
-  deleted key survives it.
+  start offset there (never past their own high watermark), and the watch of the
+  offsets partitions deletes the same segments at once (``_drop_compacted``). Crash and
+  failover safety: the log start offset only ever moves to the first offset of a dump
+  acknowledged in full, so every replica that can become leader holds, from its log
+  start, either the old records followed by whatever part of the dump it has, or the
+  whole dump. A replay (latest record of a key wins, in log order) gives the same state
+  in both cases: a dump record restates a key's value as of the dump, which is what the
+  replay has reached at that point, and a tombstone is never dropped alone: everything
+  below the dump goes together, so no older value of a deleted key survives it.
 
 Everything here runs on the broker's event loop.
 """
