@@ -27,11 +27,23 @@ exists), and that partition's leader is the group's coordinator.
   requests get NOT_COORDINATOR, and clients find the new coordinator.
 * Readers see only acknowledged state (applied in log order as acknowledgements arrive);
   ``has_offsets`` also counts writes in flight, as in the single-node store.
-* No compaction: the single-node compaction moves the log start offset by itself, and
-  followers do not take the leader's log start offset from fetch responses
-  (``cluster.fetcher``), so they would keep every segment; it also rolls segments outside
-  produce, which breaks "replicas roll at the same offsets". The log grows with commits
-  until that is built (docs/cluster.md).
+* Compaction (Kafka's log cleaner keeps the latest record per key; here, as on a single
+  node, the live keys are written again): when the partition holds more than
+  ``max(offsets.topic.segment.bytes, 2 x live bytes)``, the leader rolls its active
+  segment, appends every live key's latest record again (the dump, in its epoch, like a
+  commit), waits until the high watermark passes the dump (acks=all), then moves the log
+  start offset to the dump's first offset and deletes the segments below it. Followers
+  follow: fetch responses carry the leader's log start offset and its segment bases
+  (``cluster.fetcher``), so they start a segment where the dump starts, move their log
+  start offset there (never past their own high watermark), and the watch of the
+  offsets partitions deletes the same segments at once (``_drop_compacted``). Crash and
+  failover safety: the log start offset only ever moves to the first offset of a dump
+  acknowledged in full, so every replica that can become leader holds, from its log
+  start, either the old records followed by whatever part of the dump it has, or the
+  whole dump. A replay (latest record of a key wins, in log order) gives the same state
+  in both cases: a dump record restates a key's value as of the dump, which is what the
+  replay has reached at that point, and a tombstone is never dropped alone: everything
+  below the dump goes together, so no older value of a deleted key survives it.
 
 Everything here runs on the broker's event loop.
 """
@@ -43,14 +55,22 @@ import contextlib
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Coroutine, Iterable, Mapping, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from api.groups.config import GroupConfig
 from api.groups.coordinator import GroupCoordinator
-from api.groups.offsets import OFFSETS_TOPIC, Op, Value, build_batches, encode_ops, read_ops
-from api.groups.offsets_codec import GroupKey, OffsetKey, RecordKey
+from api.groups.offsets import (
+    OFFSETS_TOPIC,
+    RECORD_OVERHEAD,
+    Op,
+    Value,
+    build_batches,
+    encode_ops,
+    read_ops,
+)
+from api.groups.offsets_codec import GroupKey, OffsetKey, RecordKey, encode_key
 from api.groups.types import OffsetAndMetadata, StoredGroup, TopicPartition
 from api.protocol import RequestHeader
 from api.protocol.messages.find_coordinator import (
@@ -85,6 +105,7 @@ _POLL_S: Final = 0.1  # replica roles change after the view does: look again thi
 _HW_POLL_S: Final = 0.02  # while a new leader waits for its high watermark
 _CREATE_VISIBLE_S: Final = 5.0
 MAX_MESSAGE_BYTES: Final = 8 << 20  # our batches are cut at about 1 MiB
+_COMPACTION_ACK_S: Final = 60.0  # least wait for a compaction's dump to be replicated
 
 
 def java_string_hash(s: str) -> int:
@@ -139,16 +160,28 @@ class _Partition:
     number: int
     rep: PartitionReplica
     epoch: int
-    # Log order, writes in flight included.
+    # Log order, writes in flight included: what a replay would rebuild, and the dump.
     offset_keys: dict[str, set[OffsetKey]] = field(default_factory=dict)
     group_keys: set[str] = field(default_factory=set)
+    latest: dict[RecordKey, bytes] = field(default_factory=dict)  # live key -> its value
+    live_bytes: int = 0  # about the size of a dump of every live key
     # Acknowledged state: what readers see.
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, StoredGroup] = field(default_factory=dict)
     pending: deque[_Write] = field(default_factory=deque)
+    compaction: asyncio.Task[None] | None = None
+    compactions: int = 0
+    # After a failed compaction: not again before the log is this big (no dump per write).
+    retry_above: int = 0
 
     def apply_latest(self, op: Op) -> None:
-        key, _, raw, _ = op
+        key, k, raw, _ = op
+        old = self.latest.pop(key, None)
+        if old is not None:
+            self.live_bytes -= len(k) + len(old) + RECORD_OVERHEAD
+        if raw is not None:
+            self.latest[key] = raw
+            self.live_bytes += len(k) + len(raw) + RECORD_OVERHEAD
         if isinstance(key, OffsetKey):
             keys = self.offset_keys.setdefault(key.group, set())
             if raw is None:
@@ -178,6 +211,12 @@ class _Partition:
         else:
             self.groups.pop(key.group, None)
 
+    def replay(self, ops: Iterable[Op]) -> None:
+        """Apply committed records read from the log (loading), in log order."""
+        for op in ops:
+            self.apply_latest(op)
+            self.apply_durable(op)
+
     def drain(self) -> None:
         """Apply acknowledged writes in log order (a failed one applies nothing)."""
         while self.pending and self.pending[0].done:
@@ -188,6 +227,10 @@ class _Partition:
 
     def group_ids(self) -> Set[str]:
         return self.offsets.keys() | self.groups.keys()
+
+    def dump(self) -> list[Op]:
+        """Every live key's latest record (log order state), to append again."""
+        return [(key, encode_key(key), raw, None) for key, raw in self.latest.items()]
 
 
 class ClusterOffsetStore:
@@ -202,12 +245,14 @@ class ClusterOffsetStore:
         self._coordinator: GroupCoordinator | None = None
         self._parts: dict[int, _Partition] = {}
         self._loading: dict[int, asyncio.Task[None]] = {}
+        self._dropping: set[int] = set()  # partitions whose compacted segments are being deleted
         self._task: asyncio.Task[None] | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._create_lock = asyncio.Lock()
         self._closed = False
         self._topics: set[str] | None = None  # the cluster's topics when last looked at
         self.loads = 0  # partitions loaded since start (tests, logs)
+        self.compactions = 0  # compactions done since start (tests, logs)
 
     # --- life cycle ----------------------------------------------------------------------------
 
@@ -353,11 +398,13 @@ class ClusterOffsetStore:
                 self._coordinator.on_topic_deleted(topic)
 
     def sync(self) -> None:
-        """Unload partitions no longer led here; start loading newly led ones."""
+        """Unload partitions no longer led here; start loading newly led ones; delete the
+        segments a compaction left below the log start offset."""
         for p in list(self._parts):
             self._part(p)
         n = self.partition_count() or 0
         for p in range(n):
+            self._drop_compacted(p)
             if p in self._parts or p in self._loading:
                 continue
             rep = self.replicas.replicas.get((OFFSETS_TOPIC, p))
@@ -365,6 +412,31 @@ class ClusterOffsetStore:
                 self._loading[p] = asyncio.get_running_loop().create_task(
                     self._load(p, rep, rep.leader_epoch), name=f"groups-load-{p}"
                 )
+
+    def _drop_compacted(self, p: int) -> None:
+        """Delete this replica's segments entirely below its log start offset. A follower
+        moves its log start offset with the leader's (a compaction there) from fetch
+        responses; the broker's retention pass would delete the segments only every
+        retention check interval (5 minutes), and loading replays from the log start
+        anyway, so this is about disk space: done here, at once."""
+        rep = self.replicas.replicas.get((OFFSETS_TOPIC, p))
+        if rep is None or p in self._dropping:
+            return
+        lg = rep.log
+        segs = lg.segments()
+        if len(segs) < 2 or segs[0].next_offset > min(lg.log_start_offset, lg.high_watermark):
+            return
+        self._dropping.add(p)
+
+        async def drop() -> None:
+            try:
+                await asyncio.to_thread(lg.apply_retention)
+            except StrataError as exc:
+                log.warning("%s-%d: cannot delete compacted segments: %s", OFFSETS_TOPIC, p, exc)
+            finally:
+                self._dropping.discard(p)
+
+        self._spawn(drop(), f"groups-drop-compacted-{p}")
 
     async def _load(self, p: int, rep: PartitionReplica, epoch: int) -> None:
         try:
@@ -383,9 +455,7 @@ class ClusterOffsetStore:
                 await asyncio.sleep(_HW_POLL_S)
             part = _Partition(p, rep, epoch)
             for ops in read_ops(lg, lg.log_start_offset, target):
-                for op in ops:
-                    part.apply_latest(op)
-                    part.apply_durable(op)
+                part.replay(ops)
                 await asyncio.sleep(0)
                 if not self._leading(rep, epoch):
                     return
@@ -497,6 +567,18 @@ class ClusterOffsetStore:
         if not ops:
             fut.set_result(None)
             return fut
+        end = self._append_now(part, ops)
+        for op in ops:
+            part.apply_latest(op)
+        w = _Write(ops)
+        part.pending.append(w)
+        self._spawn(self._await_acks(part, w, end, fut), f"groups-acks-{part.number}")
+        self._maybe_compact(part)
+        return fut
+
+    def _append_now(self, part: _Partition, ops: list[Op]) -> int:
+        """Append ``ops`` to the partition as its leader in its epoch; returns the end
+        offset of the append. The group error Kafka gives when that is not possible."""
         replicas = self.replicas
         try:
             rep = replicas.writable_leader(OFFSETS_TOPIC, part.number, ACKS_ALL)
@@ -506,14 +588,13 @@ class ClusterOffsetStore:
         except StrataError as exc:
             raise replication_error(exc) from exc
         replicas.appended(rep)
-        for op in ops:
-            part.apply_latest(op)
-        w = _Write(ops)
-        part.pending.append(w)
-        task = loop.create_task(self._await_acks(part, w, info.last_offset + 1, fut))
+        return info.last_offset + 1
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
-        return fut
+        return task
 
     async def _await_acks(self, part: _Partition, w: _Write, end: int, fut: asyncio.Future[None]) -> None:
         timeout = self.config.offsets_commit_timeout_ms / 1000
@@ -533,6 +614,78 @@ class ClusterOffsetStore:
                     fut.set_result(None)
                 else:
                     fut.set_exception(error)
+
+    # --- compaction ------------------------------------------------------------------------------
+
+    def _maybe_compact(self, part: _Partition) -> None:
+        """Start compacting the partition when it holds more than
+        ``max(offsets.topic.segment.bytes, 2 x live bytes)`` (the single-node rule)."""
+        if part.compaction is not None or self._closed:
+            return
+        threshold = max(self.config.offsets_segment_bytes, 2 * part.live_bytes, part.retry_above)
+        if part.rep.log.size <= threshold:
+            return
+        task = self._spawn(self._compact_logged(part), f"groups-compaction-{part.number}")
+        part.compaction = task
+
+        def finished(_: asyncio.Task[None]) -> None:
+            part.compaction = None
+
+        task.add_done_callback(finished)
+
+    async def _compact_logged(self, part: _Partition) -> None:
+        try:
+            await self.compact(part)
+            part.retry_above = 0
+        except StrataError as exc:
+            # The dump, whole or in part, stays in the log and is harmless (module docstring);
+            # try again once another segment's worth was written.
+            part.retry_above = part.rep.log.size + self.config.offsets_segment_bytes
+            log.warning("%s-%d: compaction abandoned: %s", OFFSETS_TOPIC, part.number, exc)
+
+    async def compact(self, part: _Partition) -> bool:
+        """Compact one partition this broker leads (mechanism and failover safety: module
+        docstring). False when leadership changed before the log start offset could move;
+        a group error (as for commits) when the dump cannot be written or acknowledged."""
+        lg = part.rep.log
+        before = lg.size
+        # From the roll to the append nothing awaits: no write can land inside the dump,
+        # and every replica starts a segment at the dump's first offset (segment bases).
+        if not self._leading(part.rep, part.epoch):
+            return False
+        try:
+            lg.roll()
+        except StrataError as exc:
+            raise replication_error(exc) from exc
+        start = lg.log_end_offset
+        ops = part.dump()
+        end = self._append_now(part, ops) if ops else start
+        try:
+            # A dump can be much bigger than a commit: more time than a commit gets.
+            timeout = max(self.config.offsets_commit_timeout_ms / 1000, _COMPACTION_ACK_S)
+            await self.replicas.wait_for_acks(part.rep, part.epoch, end, ACKS_ALL, timeout)
+        except (StrataError, TimeoutError) as exc:
+            raise replication_error(exc) from exc
+        if not self._leading(part.rep, part.epoch):
+            return False
+        try:
+            # The high watermark passed the dump: every replica that can lead holds it all.
+            await asyncio.to_thread(lg.advance_log_start_offset, start)
+            await asyncio.to_thread(lg.apply_retention)
+        except StrataError as exc:
+            raise replication_error(exc) from exc
+        part.compactions += 1
+        self.compactions += 1
+        log.info(
+            "%s-%d: compacted: %d live keys, %d -> %d bytes, log start offset %d",
+            OFFSETS_TOPIC,
+            part.number,
+            len(ops),
+            before,
+            lg.size,
+            start,
+        )
+        return True
 
 
 def _all(futs: list[asyncio.Future[None]]) -> asyncio.Future[None]:

@@ -19,7 +19,8 @@ from hot.errors import InvalidConfigError
 
 @dataclass(frozen=True, slots=True)
 class GroupConfig:
-    """Kafka's defaults, except ``offsets_segment_bytes`` (see below)."""
+    """Kafka's defaults (Kafka REST Proxy's for ``consumer_instance_timeout_ms``), except
+    ``offsets_segment_bytes`` (see below)."""
 
     # How long the first rebalance of an empty group waits for more members (each new
     # member extends it, up to the rebalance timeout), so a fleet of consumers starting
@@ -46,6 +47,9 @@ class GroupConfig:
     offsets_topic_num_partitions: int = 8  # offsets.topic.num.partitions
     # Capped at the live brokers when the topic is created (with a warning).
     offsets_topic_replication_factor: int = 3  # offsets.topic.replication.factor
+    # REST Proxy v2 consumer instances unused this long are closed and leave their group
+    # (Kafka REST Proxy's consumer.instance.timeout.ms, same default: 5 minutes).
+    consumer_instance_timeout_ms: int = 300_000  # consumer.instance.timeout.ms
 
     def __post_init__(self) -> None:
         for name, (field, parse) in _SPEC.items():
@@ -109,6 +113,7 @@ _SPEC: Final[dict[str, tuple[str, Callable[[str, str], int]]]] = {
     "offsets.topic.segment.bytes": ("offsets_segment_bytes", _int(MIN_SEGMENT_BYTES)),
     "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _int(1, 1000)),
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", _int(1, 32767)),
+    "consumer.instance.timeout.ms": ("consumer_instance_timeout_ms", _int(1)),
 }
 
 KAFKA_NAMES: Final[tuple[str, ...]] = tuple(_SPEC)

@@ -35,6 +35,10 @@ loop, so no other write can land inside it. Crash safety:
   the records after it are newer;
 * segments entirely below the log start offset are ignored by the replay and deleted at the
   next open or compaction.
+
+In cluster mode the offsets live in the replicated ``__consumer_offsets`` topic instead
+(``cluster.groups``), which reuses these records, the replay and the same compaction, done
+by each partition's leader through the replicated write path.
 """
 
 from __future__ import annotations
@@ -78,7 +82,7 @@ OFFSETS_TOPIC: Final = "__consumer_offsets"
 OFFSETS_DIR: Final = f"{OFFSETS_TOPIC}-0"
 DEFAULT_SEGMENT_BYTES: Final = 16 * 1024 * 1024
 _BATCH_BYTES: Final = 1 << 20  # records per batch up to about this size
-_RECORD_OVERHEAD: Final = 16  # varints and attributes of one record, roughly
+RECORD_OVERHEAD: Final = 16  # varints and attributes of one record, roughly
 _REPLAY_READ_BYTES: Final = 4 << 20
 
 Value = OffsetAndMetadata | StoredGroup
@@ -163,7 +167,7 @@ def build_batches(ops: Iterable[Op], now_ms: int) -> bytearray:
     size = 0
     for _, k, v, _ in ops:
         chunk.append(RecordInput(k, v))
-        size += len(k) + (len(v) if v is not None else 0) + _RECORD_OVERHEAD
+        size += len(k) + (len(v) if v is not None else 0) + RECORD_OVERHEAD
         if size >= _BATCH_BYTES:
             data += build_batch(chunk, base_timestamp=now_ms)
             chunk, size = [], 0
@@ -417,7 +421,7 @@ class OffsetsLog:
         key, k, v, _ = op
         old = self._latest.pop(key, None)
         if old is not None:
-            self._live_bytes -= len(k) + len(old) + _RECORD_OVERHEAD
+            self._live_bytes -= len(k) + len(old) + RECORD_OVERHEAD
         if isinstance(key, OffsetKey):
             keys = self._keys_by_group.setdefault(key.group, set())
             if v is None:
@@ -428,7 +432,7 @@ class OffsetsLog:
                 keys.add(key)
         if v is not None:
             self._latest[key] = v
-            self._live_bytes += len(k) + len(v) + _RECORD_OVERHEAD
+            self._live_bytes += len(k) + len(v) + RECORD_OVERHEAD
 
     def _apply_durable(self, op: Op) -> None:
         key, _, _, value = op

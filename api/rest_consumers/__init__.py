@@ -1,7 +1,7 @@
 """Kafka REST Proxy v2 consumer instances: group members that live inside the broker.
 
 ``instances`` holds the logic (membership, positions, fetching, committing, expiry),
-``assignors`` the server-side range/roundrobin assignors an instance runs when it leads
+``assignors`` the server-side range/roundrobin/cooperative-sticky assignors an instance runs when it leads
 its group. The HTTP routes are in api.rest.consumers.
 """
 

@@ -2,16 +2,22 @@
 
 Each instance is a real member of its group in this broker's GroupCoordinator, called
 in-process (no Kafka connection): protocol type "consumer", offering the eager ``range``
-and ``roundrobin`` protocols, so REST instances and Kafka-protocol consumers can share a
-group. When an instance leads its group it computes the assignment itself
-(api.rest_consumers.assignors) from every member's subscription.
+and ``roundrobin`` protocols and then ``cooperative-sticky`` (KIP-429), so REST instances
+and Kafka-protocol consumers, eager or cooperative, can share a group (a group of REST
+instances alone picks ``range``). When an instance leads its group it computes the
+assignment itself (api.rest_consumers.assignors) from every member's subscription.
 
-Membership runs in one background task per subscribed instance: join, sync (as leader:
-assign), then heartbeat every ``heartbeat_interval_ms``. A heartbeat answered
-REBALANCE_IN_PROGRESS makes it revoke its partitions (after an auto-commit when enabled)
-and rejoin; UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION (the session was lost) make it forget
-its member id and positions and join afresh. A pattern subscription is re-resolved
-against the topic list at every heartbeat; a change rejoins with the new topics.
+Membership runs in one background task per subscribed instance: join (the subscription
+names the partitions it owns and its generation), sync (as leader: assign), then
+heartbeat every ``heartbeat_interval_ms``. A heartbeat answered REBALANCE_IN_PROGRESS
+makes it rejoin: under an eager protocol after revoking every partition (after an
+auto-commit when enabled); under a cooperative one it keeps its partitions, still served
+to fetches, through the rebalance, and the new assignment says which to give up: those
+are committed (auto-commit) and dropped, and the instance rejoins at once so that the
+leader can hand them over in the next round. UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION (the
+session was lost) make it forget its member id and positions and join afresh. A pattern
+subscription is re-resolved against the topic list at every heartbeat; a change rejoins
+with the new topics.
 
 Positions: a newly assigned partition starts at the group's committed offset, else per
 ``auto.offset.reset`` (earliest: log start offset; latest: high watermark; none: error).
@@ -27,8 +33,9 @@ body commits every assigned partition's position. Commits carry the member id an
 generation, so a commit from a generation that a rebalance has ended is refused
 (ILLEGAL_GENERATION / REBALANCE_IN_PROGRESS, as a Kafka consumer's CommitFailed).
 
-Instances unused for ``consumer.instance.timeout.ms`` are closed: auto-commit if enabled,
-leave the group. Everything runs on the broker's event loop.
+Instances unused for ``consumer.instance.timeout.ms`` (the broker's ``[groups]`` setting,
+``STRATA_CONSUMER_INSTANCE_TIMEOUT_MS``; default 5 minutes) are closed: auto-commit if
+enabled, leave the group. Everything runs on the broker's event loop.
 """
 
 from __future__ import annotations
@@ -65,7 +72,7 @@ from api.groups.types import (
     SyncGroupRequest,
     TopicPartition,
 )
-from api.rest_consumers.assignors import SUPPORTED, MemberSubscription, assign
+from api.rest_consumers.assignors import COOPERATIVE, SUPPORTED, MemberSubscription, assign, group_partitions
 from hot.errors import (
     FencedInstanceIdError,
     GroupMaxSizeReachedError,
@@ -213,6 +220,7 @@ class ConsumerInstance:
         self._subscription_version = 0
         self._member_id = ""
         self._generation = -1
+        self._protocol: str | None = None  # of the current generation
         self._assignment: tuple[TopicPartition, ...] = ()
         self._epoch = 0  # bumped whenever the assignment changes
         self._stable = asyncio.Event()  # the assignment is that of the current generation
@@ -359,7 +367,7 @@ class ConsumerInstance:
             version = self._subscription_version
             topics = self._resolve_topics()
             try:
-                await self._join(topics)
+                revoked = await self._join(topics)
             except RebalanceInProgressError:
                 continue
             except _LOST as exc:
@@ -379,11 +387,25 @@ class ConsumerInstance:
                 continue
             backoff = 0.1
             self._error = None
+            if revoked:
+                continue  # cooperative: partitions were revoked, rejoin at once (KIP-429)
             await self._heartbeat_until_rejoin(version, topics)
 
-    async def _join(self, topics: tuple[str, ...]) -> None:
-        meta = encode_subscription(Subscription(1, topics))
+    @property
+    def cooperative(self) -> bool:
+        """Whether the current generation's protocol is cooperative (KIP-429): the
+        assignment is kept through a rebalance, and only revoked partitions are given up."""
+        return self._protocol in COOPERATIVE
+
+    async def _join(self, topics: tuple[str, ...]) -> bool:
+        """Join and sync one generation. True when the new assignment revoked partitions
+        this instance kept through the join (cooperative): it must rejoin at once."""
+        # Owned partitions and generation (v2): what a cooperative leader keeps in place.
+        # Under an eager protocol the assignment was dropped before the join: nothing owned.
+        owned = group_partitions(self._assignment)
+        meta = encode_subscription(Subscription(2, topics, None, owned, self._generation))
         prev_generation = self._generation
+        held = set(self._assignment)
 
         def request() -> JoinGroupRequest:
             return JoinGroupRequest(
@@ -406,6 +428,7 @@ class ConsumerInstance:
             result = await self.coordinator.join_group(request())
         self._member_id = result.member_id
         self._generation = result.generation_id
+        self._protocol = result.protocol_name
         plan: dict[str, bytes] = {}
         self._planned = None
         if result.is_leader and not result.skip_assignment:
@@ -426,8 +449,12 @@ class ConsumerInstance:
             logger.warning("rest consumer %s/%s: undecodable assignment: %s", self.group_id, self.name, exc)
             parts = ()
         assigned = tuple(sorted({TopicPartition(t.topic, p) for t in parts for p in t.partitions}))
+        revoked = held - set(assigned)
+        if revoked and self.settings.auto_commit:
+            await self._auto_commit()  # the revoked partitions' positions, before letting go
         # Positions of partitions held in the previous generation too: nobody else could
-        # consume them in between (eager protocols revoke everything before rejoining).
+        # consume them in between (eager protocols revoke everything before rejoining, and
+        # a cooperative leader hands a partition over only once its owner revoked it).
         keep = prev_generation >= 0 and result.generation_id in (prev_generation, prev_generation + 1)
         self._positions = {tp: o for tp, o in self._positions.items() if keep and tp in assigned}
         self._auto_committed = {tp: o for tp, o in self._auto_committed.items() if tp in self._positions}
@@ -440,6 +467,7 @@ class ConsumerInstance:
             result.generation_id,
             ", ".join(f"{tp.topic}-{tp.partition}" for tp in assigned) or "nothing",
         )
+        return bool(revoked)
 
     def _plan(self, result: JoinGroupResult) -> dict[str, bytes]:
         members = []
@@ -492,7 +520,13 @@ class ConsumerInstance:
             try:
                 self.coordinator.heartbeat(self.group_id, self._member_id, self._generation)
             except RebalanceInProgressError:
-                await self._revoke()
+                if self.cooperative:
+                    # Keep the partitions (and go on serving fetches of them) through the
+                    # rebalance; the new assignment says which ones to give up.
+                    if self.settings.auto_commit:
+                        await self._auto_commit()
+                else:
+                    await self._revoke()
                 return
             except _LOST as exc:
                 logger.info("rest consumer %s/%s lost its session: %s", self.group_id, self.name, exc)
@@ -769,8 +803,14 @@ class ConsumerInstances:
     """The consumer instances of one broker, by (group, name), with idle expiry."""
 
     def __init__(self, broker: Broker, config: ConsumerInstancesConfig | None = None) -> None:
+        """``config`` defaults to the broker's: ``consumer.instance.timeout.ms`` from its
+        ``[groups]`` settings, the rest Kafka REST Proxy's defaults."""
         self.broker = broker
-        self.config = config or ConsumerInstancesConfig()
+        if config is None:
+            config = ConsumerInstancesConfig(
+                instance_timeout_ms=broker.config.groups.consumer_instance_timeout_ms
+            )
+        self.config = config
         self._instances: dict[tuple[str, str], ConsumerInstance] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._closed = False

@@ -115,3 +115,80 @@ def test_producer_ids_are_disjoint_across_brokers(tmp_path: Path) -> None:
     assert new != other and epoch == 0 and new & MAX_BROKER_ID == 1
     with pytest.raises(InvalidConfigError):
         scoped_producer_id(0, MAX_BROKER_ID + 1)
+
+
+def test_replay_is_the_same_whatever_part_of_a_compaction_survived(tmp_path: Path) -> None:
+    """Failover in the middle of a compaction (cluster.groups): the new leader holds the old
+    records and any prefix of the dump (the log start offset has not moved), or, once the
+    dump is acknowledged, the log start offset may be at the dump. Replaying a real log
+    from its log start gives the same committed state in every case, deleted keys stay
+    deleted (their tombstones go only together with every older value), and records
+    written after the dump win over it."""
+    from typing import Any, cast
+
+    from api.groups.offsets import Op, build_batches, encode_ops, offsets_log_config, read_ops
+    from api.groups.offsets_codec import GroupKey, OffsetKey
+    from api.groups.types import OffsetAndMetadata, StoredGroup
+    from cluster.groups import _Partition
+    from hot.log import Log
+
+    def om(offset: int) -> OffsetAndMetadata:
+        return OffsetAndMetadata(offset, -1, "", 1000 + offset)
+
+    a0, a1, b0 = OffsetKey("a", "t", 0), OffsetKey("a", "t", 1), OffsetKey("b", "t", 0)
+    history = encode_ops(
+        [
+            (a0, om(1)),
+            (a1, om(2)),
+            (b0, om(3)),
+            (GroupKey("a"), StoredGroup("consumer", 4, "range", "m-1", 7)),
+            (a0, om(10)),
+            (b0, None),  # OffsetDelete: b has nothing left
+            (GroupKey("b"), StoredGroup("consumer", 1, "range", "m-2", 8)),
+            (GroupKey("b"), None),  # DeleteGroups
+            (a1, om(20)),
+        ]
+    )
+    later = encode_ops([(a1, None), (a0, om(30))])  # written after the dump
+
+    def replayed(dump: list[Op], after: list[Op], *, move_start: bool) -> _Partition:
+        d = tmp_path / f"case-{len(list(tmp_path.iterdir()))}"
+        lg = Log.open(d, offsets_log_config(None, 1 << 20), topic="__consumer_offsets", partition=0)
+        try:
+            lg.append(build_batches(history, 0))
+            lg.roll()  # the dump starts a segment, one batch per record here
+            dump_start = lg.log_end_offset
+            for op in dump:
+                lg.append(build_batches([op], 0))
+            if after:
+                lg.append(build_batches(after, 0))
+            lg.flush()
+            if move_start:
+                lg.advance_log_start_offset(dump_start)
+                lg.apply_retention()
+                assert lg.segments()[0].base_offset == dump_start
+            part = _Partition(0, cast(Any, None), 1)
+            for ops in read_ops(lg, lg.log_start_offset, lg.log_end_offset):
+                part.replay(ops)
+            return part
+        finally:
+            lg.close()
+
+    reference = _Partition(0, cast(Any, None), 1)
+    reference.replay(history)
+    dump = reference.dump()
+    assert {op[0] for op in dump} == {a0, a1, GroupKey("a")}  # tombstoned keys are not dumped
+    expected = (reference.offsets, reference.groups)
+    # The leader died after appending part of the dump (whole batches reach followers).
+    for k in range(len(dump) + 1):
+        part = replayed(dump[:k], [], move_start=False)
+        assert (part.offsets, part.groups) == expected, f"dump cut after {k} records"
+        assert part.latest == reference.latest
+    # The dump is acknowledged and writes followed it: from the old start or the new one.
+    after = _Partition(0, cast(Any, None), 1)
+    after.replay([*history, *later])
+    for move_start in (False, True):
+        part = replayed(dump, later, move_start=move_start)
+        assert (part.offsets, part.groups) == (after.offsets, after.groups)
+        assert part.group_ids() == {"a"}
+        assert part.latest == after.latest

@@ -71,3 +71,15 @@ def test_bad_table_and_values(tmp_path: Path) -> None:
         GroupConfig.from_kafka({"group.max.size": True})
     with pytest.raises(InvalidConfigError, match="expected an integer"):
         GroupConfig(max_size="3")  # type: ignore[arg-type]
+
+
+def test_consumer_instance_timeout_is_a_group_setting(tmp_path: Path) -> None:
+    # Kafka REST Proxy's name and default (5 minutes).
+    assert load_config(env={}).groups.consumer_instance_timeout_ms == 300_000
+    f = tmp_path / "strata.toml"
+    f.write_text('[groups]\n"consumer.instance.timeout.ms" = 2000\n')
+    assert load_config(config_file=f, env={}).groups.consumer_instance_timeout_ms == 2000
+    env = {"STRATA_CONSUMER_INSTANCE_TIMEOUT_MS": "1500"}
+    assert load_config(config_file=f, env=env).groups.consumer_instance_timeout_ms == 1500
+    with pytest.raises(InvalidConfigError, match=r"consumer.instance.timeout.ms: must be in \[1"):
+        load_config(env={"STRATA_CONSUMER_INSTANCE_TIMEOUT_MS": "0"})

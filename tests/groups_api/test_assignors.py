@@ -1,15 +1,18 @@
 """The server-side assignors against Kafka's documented examples (RangeAssignor and
-RoundRobinAssignor javadoc)."""
+RoundRobinAssignor javadoc), and the cooperative-sticky assignor's contract (KIP-429):
+owned partitions stay, the plan is balanced, and a partition changing hands is revoked
+in one round and assigned in the next."""
 
 from __future__ import annotations
 
 import pytest
 
-from api.groups.consumer_protocol import Subscription, decode_assignment
+from api.groups.consumer_protocol import Subscription, TopicPartitions, decode_assignment
 from api.groups.types import TopicPartition
 from api.rest_consumers.assignors import (
     MemberSubscription,
     assign,
+    assign_cooperative_sticky,
     assign_range,
     assign_roundrobin,
 )
@@ -57,5 +60,67 @@ def test_assign_encodes_consumer_assignments() -> None:
     decoded = {m: decode_assignment(b) for m, b in encoded.items()}
     assert [(p.topic, p.partitions) for p in decoded["m1"].partitions] == [("t0", (0, 1))]
     assert [(p.topic, p.partitions) for p in decoded["m2"].partitions] == [("t0", (2,))]
-    with pytest.raises(ValueError, match="cooperative-sticky"):
-        assign("cooperative-sticky", [], {})
+    with pytest.raises(ValueError, match="'sticky'"):
+        assign("sticky", [], {})  # the eager sticky assignor is not offered
+
+
+def owning(mid: str, generation: int, owned: list[TopicPartition], *topics: str) -> MemberSubscription:
+    by_topic: dict[str, list[int]] = {}
+    for tp in owned:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    parts = tuple(TopicPartitions(t, tuple(ps)) for t, ps in by_topic.items())
+    return MemberSubscription(mid, None, Subscription(2, topics, None, parts, generation))
+
+
+def test_cooperative_sticky_revokes_before_reassigning() -> None:
+    counts = {"t0": 6}
+    # First round: nobody owns anything, a balanced plan.
+    first = assign_cooperative_sticky([member("A", "t0"), member("B", "t0")], counts)
+    assert sorted(len(v) for v in first.values()) == [3, 3]
+    assert sorted(first["A"] + first["B"]) == tps(*(f"t0p{i}" for i in range(6)))
+    # C joins: A and B keep two each, C gets nothing yet (what it will get is still owned).
+    a, b = first["A"], first["B"]
+    second = assign_cooperative_sticky(
+        [owning("A", 1, a, "t0"), owning("B", 1, b, "t0"), member("C", "t0")], counts
+    )
+    assert len(second["A"]) == len(second["B"]) == 2 and second["C"] == []
+    assert set(second["A"]) < set(a) and set(second["B"]) < set(b)
+    # After A and B revoked, the next round hands the two partitions to C, moving nothing else.
+    third = assign_cooperative_sticky(
+        [owning("A", 2, second["A"], "t0"), owning("B", 2, second["B"], "t0"), owning("C", 2, [], "t0")],
+        counts,
+    )
+    assert third["A"] == second["A"] and third["B"] == second["B"]
+    assert sorted(third["C"]) == sorted((set(a) - set(second["A"])) | (set(b) - set(second["B"])))
+
+
+def test_cooperative_sticky_claims_subscriptions_and_departures() -> None:
+    counts = {"t0": 4, "t1": 2}
+    # B claims t0p0 from an older generation than A: A keeps it. t1 is not B's any more.
+    plan = assign_cooperative_sticky(
+        [
+            owning("A", 5, tps("t0p0", "t0p1"), "t0"),
+            owning("B", 4, tps("t0p0", "t1p0", "t1p1"), "t0"),
+        ],
+        counts,
+    )
+    assert plan == {"A": tps("t0p0", "t0p1"), "B": tps("t0p2", "t0p3")}
+    # Two claims of one generation: contested, nobody gets it this round.
+    plan = assign_cooperative_sticky(
+        [owning("A", 5, tps("t0p0", "t0p1"), "t0"), owning("B", 5, tps("t0p0"), "t0")], {"t0": 3}
+    )
+    assert TopicPartition("t0", 1) in plan["A"]  # A's own claim stands
+    assert sorted(plan["A"] + plan["B"]) == tps("t0p1", "t0p2")  # t0p0 to nobody
+    # A member left: its partitions are free and go to the others at once.
+    plan = assign_cooperative_sticky([owning("A", 6, tps("t0p0", "t0p1"), "t0", "t1")], counts)
+    assert plan == {"A": tps("t0p0", "t0p1", "t0p2", "t0p3", "t1p0", "t1p1")}
+    # Different subscriptions: every partition to exactly one subscribed member.
+    members = [member("A", "t0"), member("B", "t0", "t1"), member("C", "t1")]
+    plan = assign_cooperative_sticky(members, counts)
+    assert sorted(tp for v in plan.values() for tp in v) == tps(
+        "t0p0", "t0p1", "t0p2", "t0p3", "t1p0", "t1p1"
+    )
+    assert all(tp.topic == "t0" for tp in plan["A"]) and all(tp.topic == "t1" for tp in plan["C"])
+    assert max(len(v) for v in plan.values()) - min(len(v) for v in plan.values()) <= 1
+    encoded = assign("cooperative-sticky", members, counts)
+    assert {m: decode_assignment(e).version for m, e in encoded.items()} == {"A": 1, "B": 1, "C": 1}

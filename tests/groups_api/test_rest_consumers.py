@@ -329,3 +329,92 @@ def test_get_offsets_without_a_body_lists_the_assignment(gbroker: BrokerProcess)
     r = http.get(f"{base}/offsets")
     assert r.json() == {"offsets": [{"topic": topic, "partition": 1, "offset": 2, "metadata": "m"}]}
     assert http.delete(base).status_code == 204
+
+
+COOPERATIVE = {"partition.assignment.strategy": "cooperative-sticky"}
+
+
+def _group_doc(http: httpx.Client, group: str) -> dict[str, Any]:
+    found = [g for g in http.get("/v1/groups").json()["groups"] if g["group_id"] == group]
+    return found[0] if found else {}
+
+
+def test_rest_instances_lead_and_follow_a_cooperative_sticky_group(gbroker: BrokerProcess) -> None:
+    """A REST instance alone picks range (eager first); a confluent-kafka consumer that
+    offers only cooperative-sticky can join, the group switches to it and the REST
+    instance, its leader, runs the cooperative-sticky assignor. A second REST instance
+    then gets its partitions in a second round, after the owners revoked them, while the
+    others keep theirs (and the first instance its positions on them)."""
+    topic, group = "rc-coop", "rc-coop-g"
+    create_topic(gbroker.bootstrap, topic, 4)
+    everything = {(topic, p) for p in range(4)}
+    produce(gbroker.bootstrap, topic, [(None, b"old-%d" % i, i % 4) for i in range(8)])
+    http = rest(gbroker.http_url)
+    r1, _ = create(http, group, "r1")
+    subscribe(http, r1, topics=[topic])
+    assert len(poll_records(http, r1, 8)) == 8  # alone: every partition, every record
+    assert _group_doc(http, group)["protocol"] == "range"
+
+    member = GroupMember(gbroker.bootstrap, group, [topic], **COOPERATIVE).start()
+    r2 = ""
+    try:
+
+        def split(*instances: str) -> bool:
+            owned = [assignment(http, i) for i in instances] + [member.snapshot()[0]]
+            union = set().union(*owned)
+            return (
+                all(owned)
+                and union == everything
+                and sum(len(o) for o in owned) == len(everything)  # nobody twice
+                and _group_doc(http, group).get("state") == "Stable"
+            )
+
+        wait_for("r1 and the confluent consumer to split the partitions", lambda: split(r1))
+        doc = _group_doc(http, group)
+        assert (doc["protocol"], doc["members"]) == ("cooperative-sticky", 2)
+        before_r1, before_member = assignment(http, r1), member.snapshot()[0]
+
+        r2, _ = create(http, group, "r2")
+        subscribe(http, r2, topics=[topic])
+        wait_for("three members to split the partitions", lambda: split(r1, r2))
+        after_r1, after_member = assignment(http, r1), member.snapshot()[0]
+        assert after_r1 <= before_r1 and after_member <= before_member  # sticky: nothing swapped
+        assert _group_doc(http, group)["members"] == 3
+
+        # r1 kept its positions on the partitions it kept: only the new records come.
+        produced = produce(gbroker.bootstrap, topic, [(None, b"new-%d" % p, p) for p in range(4)])
+        got = poll_records(http, r1, len(after_r1))
+        assert sorted((r["partition"], r["offset"]) for r in got) == sorted(
+            (p, o) for p, o in produced if (topic, p) in after_r1
+        )
+    finally:
+        member.close()
+        for inst in (r1, r2):
+            if inst:
+                http.delete(inst)
+
+
+def test_rest_instance_follows_a_cooperative_leader(gbroker: BrokerProcess) -> None:
+    """The confluent-kafka consumer leads (its own cooperative-sticky assignor); the REST
+    instance joining gets partitions once the leader revoked them."""
+    topic, group = "rc-coop-f", "rc-coop-f-g"
+    create_topic(gbroker.bootstrap, topic, 4)
+    everything = {(topic, p) for p in range(4)}
+    http = rest(gbroker.http_url)
+    member = GroupMember(gbroker.bootstrap, group, [topic], **COOPERATIVE).start()
+    try:
+        wait_for("the confluent consumer to own every partition", lambda: member.snapshot()[0] == everything)
+        base, _ = create(http, group, "r")
+        subscribe(http, base, topics=[topic])
+
+        def split() -> bool:
+            ours, theirs = assignment(http, base), member.snapshot()[0]
+            return bool(ours) and bool(theirs) and not (ours & theirs) and ours | theirs == everything
+
+        wait_for("the REST instance to get its share", split)
+        doc = _group_doc(http, group)
+        assert (doc["protocol"], doc["members"], doc["state"]) == ("cooperative-sticky", 2, "Stable")
+        assert len(assignment(http, base)) == 2
+    finally:
+        member.close()
+        http.delete(f"/consumers/{group}/instances/r")
