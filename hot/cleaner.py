@@ -51,11 +51,10 @@ from typing import Final
 from crc32c import crc32c
 
 from hot.batch import CRC_START, HEADER, HEADER_SIZE, MIN_BATCH_LENGTH, Compression
-from hot.compression import compress
-from hot.errors import StorageError, StrataError
+from hot.compression import compress, decompress
+from hot.errors import CorruptRecordError, StorageError, StrataError
 from hot.log import CLEANED_SUFFIX, CleanerView, Log
 from hot.offset_index import MAX_RELATIVE
-from hot.records import Record, decode_batch, encode_varint, encode_varlong
 from hot.segment import SUFFIXES, BatchInfo, Segment, segment_name
 
 logger = logging.getLogger(__name__)
@@ -171,48 +170,96 @@ class CleanStats:
     groups: list[tuple[int, int]] = field(default_factory=list)  # (base, next offset) swapped in
 
 
-# --- pure batch re-encoding ---------------------------------------------------------------------
+# --- pure record scanning and batch rebuilding ------------------------------------------------------
 
 
-def _encode_record(out: bytearray, rec: Record, base_offset: int, base_ts: int) -> None:
-    body = bytearray(b"\x00")  # record attributes (unused)
-    body += encode_varlong(rec.timestamp - base_ts)
-    body += encode_varint(rec.offset - base_offset)
-    for data in (rec.key, rec.value):
-        if data is None:
-            body += encode_varint(-1)
-        else:
-            body += encode_varint(len(data))
-            body += data
-    body += encode_varint(len(rec.headers))
-    for h in rec.headers:
-        k = h.key.encode()
-        body += encode_varint(len(k))
-        body += k
-        if h.value is None:
-            body += encode_varint(-1)
-        else:
-            body += encode_varint(len(h.value))
-            body += h.value
-    out += encode_varint(len(body))
-    out += body
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """Where one record sits in a batch's (decompressed) records payload, and what the
+    cleaner needs of it. Deltas are relative to the batch's base offset / timestamp."""
+
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    tombstone: bool
+    start: int
+    end: int
 
 
-def rebuild_batch(header: tuple[int, ...], kept: Sequence[Record]) -> bytes:
-    """A batch with ``header``'s fields (HEADER.unpack order) holding only ``kept``.
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """Zigzag varint/varlong at ``pos``: (value, position after it)."""
+    b = data[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    u = b & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise CorruptRecordError(f"bad varint at byte {pos} of a records payload")
+        b = data[pos]
+        u |= (b & 0x7F) << shift
+        pos += 1
+        if b < 0x80:
+            return (u >> 1) ^ -(u & 1), pos
+        shift += 7
+
+
+def scan_records(data: bytes, count: int) -> list[RawRecord]:
+    """The ``count`` records of a decompressed payload: key, tombstone flag and byte range
+    only (values and headers are skipped, not decoded)."""
+    out: list[RawRecord] = []
+    pos = 0
+    n = len(data)
+    for _ in range(count):
+        start = pos
+        length, pos = _varint(data, pos)
+        end = pos + length
+        if length < 0 or end > n:
+            raise CorruptRecordError(f"record of {length} bytes at byte {start} overruns the payload")
+        pos += 1  # record attributes
+        ts_delta, pos = _varint(data, pos)
+        off_delta, pos = _varint(data, pos)
+        klen, pos = _varint(data, pos)
+        key = None
+        if klen >= 0:
+            key = data[pos : pos + klen]
+            pos += klen
+        vlen, pos = _varint(data, pos)
+        if pos > end:
+            raise CorruptRecordError(f"record at byte {start} overruns its length")
+        out.append(RawRecord(off_delta, ts_delta, key, vlen < 0, start, end))
+        pos = end
+    if pos != n:
+        raise CorruptRecordError(f"{n - pos} bytes after the last record of a payload")
+    return out
+
+
+def batch_records(raw: bytes) -> tuple[bytes, list[RawRecord]]:
+    """The decompressed records payload of a (non-control) batch and its records."""
+    h = HEADER.unpack_from(raw)
+    payload = raw[HEADER_SIZE:]
+    if h[12] == 0 and not payload:
+        return b"", []
+    data = decompress(h[5] & 0x07, payload) if h[5] & 0x07 else payload
+    return data, scan_records(data, h[12])
+
+
+def rebuild_batch(header: tuple[int, ...], data: bytes, kept: Sequence[RawRecord]) -> bytes:
+    """A batch with ``header``'s fields (HEADER.unpack order) holding only the ``kept``
+    records of its payload ``data``, copied as they are.
 
     baseOffset, lastOffsetDelta, baseTimestamp, producer fields, leader epoch and
-    attributes are kept, so record offsets and sequence numbers stay what they were; an
-    empty ``kept`` gives a header-only batch (recordsCount 0, no payload), the form
-    Kafka's cleaner writes to preserve producer state."""
+    attributes (compression) are kept, so record offsets and sequence numbers stay what
+    they were (record deltas are relative to the unchanged base); an empty ``kept`` gives
+    a header-only batch (recordsCount 0, no payload), the form Kafka's cleaner writes to
+    preserve producer state."""
     (base, _, epoch, magic, _, attrs, delta, base_ts, max_ts, pid, pepoch, bseq, _) = header
     if kept:
-        body = bytearray()
-        for rec in kept:
-            _encode_record(body, rec, base, base_ts)
-        payload = compress(Compression(attrs & 0x07), body)
+        body = b"".join(data[r.start : r.end] for r in kept)
+        payload = compress(Compression(attrs & 0x07), body) if attrs & 0x07 else body
         if not attrs & _TIMESTAMP_TYPE_BIT:  # LogAppendTime keeps the broker's stamp
-            max_ts = max(rec.timestamp for rec in kept)
+            max_ts = base_ts + max(r.timestamp_delta for r in kept)
     else:
         payload = b""
     out = bytearray(HEADER_SIZE)
@@ -343,11 +390,12 @@ class LogCleaner:
                 stats.bytes_read += len(batch_bytes)
                 if HEADER.unpack_from(batch_bytes)[5] & _CONTROL_BIT:
                     continue
-                for rec in decode_batch(batch_bytes, verify_crc=False).records:
+                base = HEADER.unpack_from(batch_bytes)[0]
+                for rec in batch_records(batch_bytes)[1]:
                     if rec.key is None:
                         continue
                     digest = OffsetMap.digest(rec.key)
-                    prev = self._map.put(digest, rec.offset)
+                    prev = self._map.put(digest, base + rec.offset_delta)
                     if prev is None:
                         fits = False
                         break
@@ -450,17 +498,17 @@ class LogCleaner:
         h = HEADER.unpack_from(raw)
         if h[5] & _CONTROL_BIT:
             return raw
-        records = decode_batch(raw, verify_crc=False).records
-        kept: list[Record] = []
+        data, records = batch_records(raw)
+        kept: list[RawRecord] = []
         for rec in records:
             stats.records_read += 1
             if rec.key is None:
                 stats.keyless_dropped += 1
                 continue
             latest = self._map.get(OffsetMap.digest(rec.key))
-            if latest > rec.offset:
+            if latest > info.base_offset + rec.offset_delta:
                 continue
-            if rec.value is None and drop_tombstones:
+            if rec.tombstone and drop_tombstones:
                 stats.tombstones_dropped += 1
                 continue
             kept.append(rec)
@@ -468,12 +516,12 @@ class LogCleaner:
         if len(kept) == len(records):
             return raw
         if kept:
-            return rebuild_batch(h, kept)
+            return rebuild_batch(h, data, kept)
         pid = h[9]
         holds_last_seq = pid >= 0 and view.producer_last_offsets.get(pid) == info.last_offset
         if holds_last_seq or info.last_offset == last_group_batch:
             stats.empty_batches_kept += 1
-            return rebuild_batch(h, ())
+            return rebuild_batch(h, b"", ())
         return None
 
     # --- the background thread -------------------------------------------------------------

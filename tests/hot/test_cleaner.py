@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hot.batch import Compression
-from hot.cleaner import CleanerConfig, LogCleaner, OffsetMap, rebuild_batch
+from hot.batch import HEADER, Compression
+from hot.cleaner import CleanerConfig, LogCleaner, OffsetMap, batch_records, rebuild_batch
 from hot.config import LogConfig
 from hot.errors import InvalidConfigError
 from hot.log import Log
@@ -202,7 +202,7 @@ def test_idempotent_producer_last_batch_header_kept(tmp_path: Path) -> None:
 
 def test_rebuild_batch_keeps_header_fields() -> None:
     raw = build_batch(
-        [RecordInput(key(i), value(i, 0), timestamp=1000 + i) for i in range(5)],
+        [RecordInput(key(i), value(i, 0) if i != 3 else None, timestamp=1000 + i) for i in range(5)],
         base_offset=100,
         producer_id=3,
         producer_epoch=2,
@@ -210,11 +210,10 @@ def test_rebuild_batch_keeps_header_fields() -> None:
         compression=Compression.LZ4,
         partition_leader_epoch=9,
     )
-    from hot.batch import HEADER
-
     src = decode_batch(raw)
-    kept = [src.records[1], src.records[3]]
-    out = decode_batch(rebuild_batch(HEADER.unpack_from(raw), kept))
+    data, recs = batch_records(raw)
+    assert [(r.key, r.tombstone, r.offset_delta) for r in recs] == [(key(i), i == 3, i) for i in range(5)]
+    out = decode_batch(rebuild_batch(HEADER.unpack_from(raw), data, [recs[1], recs[3]]))
     h, s = out.header, src.header
     assert (h.base_offset, h.last_offset_delta, h.producer_id, h.producer_epoch, h.base_sequence) == (
         s.base_offset,
@@ -224,8 +223,10 @@ def test_rebuild_batch_keeps_header_fields() -> None:
         s.base_sequence,
     )
     assert (h.partition_leader_epoch, h.compression, h.base_timestamp) == (9, Compression.LZ4, 1000)
-    assert out.records == tuple(kept)
+    assert out.records == (src.records[1], src.records[3])
     assert h.max_timestamp == 1003
+    empty = decode_batch(rebuild_batch(HEADER.unpack_from(raw), b"", ()))
+    assert (len(empty.records), empty.header.last_offset_delta, empty.header.base_sequence) == (0, 4, 40)
 
 
 def test_offset_map_full_cleans_prefix(tmp_path: Path) -> None:
