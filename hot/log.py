@@ -14,6 +14,11 @@ Partition directory ``<logs_dir>/<topic>-<partition>/``::
                         at the log end on clean close
     leader-epoch-checkpoint      where each leader epoch starts (hot.leader_epoch);
                         rebuilt from the batches' partitionLeaderEpoch if missing
+    cleaner-offset-checkpoint    compacted topics: text "<offset>\n", segments below it
+                        were cleaned (hot.cleaner) and may skip offsets between batches
+    <B>.log/.index/.timeindex + .cleaned / .swap   a cleaned segment being built / being
+                        swapped in (``replace_segments``: crash behaviour; ``open``
+                        completes a committed swap and discards an unfinished one)
 
 Both small files are replaced atomically (write ``<name>.tmp``, fsync, rename, fsync
 the directory). A missing recovery point means "recover everything". The recovery
@@ -372,8 +377,11 @@ class Log:
         interval mode when flush.messages is reached); without one the caller must call
         ``flush()`` for the high watermark to move in fsync mode.
 
-        * Stray ``.tmp`` / ``.deleted`` / ``.cleaned`` / ``.swap`` files are removed (Strata
-          only creates them transiently), as are index files without a ``.log``. A file
+        * A cleaner swap that reached its commit point (``<B>.log.swap`` present) is
+          completed first (``_complete_swaps``). Then stray ``.tmp`` / ``.deleted`` /
+          ``.cleaned`` / ``.swap`` files are removed (Strata only creates them
+          transiently; for the cleaner's, the old segments keep serving), as are index
+          files without a ``.log``. A file
           with a segment suffix whose name is not 20 digits is CorruptLogError.
         * ``clean_shutdown``: every file is trusted; indexes get a sanity check (rebuilt
           from the log headers if it fails) and only the tail after the last index entry
