@@ -337,3 +337,29 @@ def test_keyless_record_refused_by_compacted_topic(tmp_path: Path) -> None:
         log.append(build_batch([RecordInput(b"k", None)]))  # a keyed tombstone is fine
     finally:
         log.close()
+
+
+def test_tiered_compacted_log_uploads_only_cleaned_segments(tmp_path: Path) -> None:
+    """With a cleaner attached, a compacted tiered log hands the uploader only segments
+    below the cleaner checkpoint, and the cleaner never rewrites a segment handed out."""
+    log = open_log(tmp_path / "t-0", remote_storage_enable=True)
+    try:
+        log.cleaner_attached = True
+        append(log, [(k % 3, k) for k in range(40)], 1)
+        log.roll()
+        assert log.upload_waits_for_cleaner
+        assert log.sealed_segments_for_upload(log.high_watermark) == []
+        cleaner = LogCleaner()
+        assert cleaner.needs_cleaning(log, NOW)  # uploads wait: due whatever the ratio
+        assert cleaner.clean(log, NOW) is not None
+        handed = log.sealed_segments_for_upload(log.high_watermark)
+        assert handed and handed[-1].next_offset == log.first_dirty_offset
+        # New dirty data: the cleaner works only above what the uploader was given.
+        append(log, [(k % 3, k) for k in range(40, 60)], 1)
+        log.roll()
+        view = log.cleaner_view(NOW)
+        assert view.segments and all(s.base_offset >= handed[-1].next_offset for s in view.segments)
+        assert cleaner.clean(log, NOW) is not None
+        assert all(s in log.segments() for s in handed)  # the same objects: not rewritten
+    finally:
+        log.close()
