@@ -1,6 +1,8 @@
-"""A compacted topic on a real broker: confluent-kafka (idempotent, its default) produces
+"""A compacted topic on a real broker: an idempotent confluent-kafka producer writes
 key/value updates, the broker's cleaner compacts the sealed segments, and kcat and
-confluent-kafka read back the latest value of every key at its original offset."""
+confluent-kafka read back the latest value of every key at its original offset. The same
+producer keeps going after the broker restarted on the cleaned log (its sequence state
+survived cleaning)."""
 
 from __future__ import annotations
 
@@ -20,10 +22,8 @@ KEYS = 20
 ROUNDS = 12
 
 
-def produce(bootstrap: str) -> dict[int, tuple[bytes, bytes | None]]:
-    """Every write's offset -> (key, value); the last round deletes every 5th key."""
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
-    written: dict[int, tuple[bytes, bytes | None]] = {}
+def produce(p: Producer, written: dict[int, tuple[bytes, bytes | None]], rounds: range) -> None:
+    """Record every write's offset -> (key, value); round ROUNDS - 1 deletes every 5th key."""
     errors: list[KafkaError] = []
 
     def report(err: KafkaError | None, msg: object) -> None:
@@ -32,13 +32,12 @@ def produce(bootstrap: str) -> dict[int, tuple[bytes, bytes | None]]:
             return
         written[msg.offset()] = (msg.key(), msg.value())  # type: ignore[attr-defined]
 
-    for r in range(ROUNDS):
+    for r in rounds:
         for k in range(KEYS):
             value = None if r == ROUNDS - 1 and k % 5 == 0 else b"value-%d-%d-" % (k, r) + b"x" * 30
             p.produce(TOPIC, key=b"key-%d" % k, value=value, partition=0, on_delivery=report)
         p.flush(30)  # one round per request: many small batches, many segments
     assert not errors, errors
-    return written
 
 
 def consume(bootstrap: str) -> list[tuple[int, bytes | None, bytes | None]]:
@@ -112,11 +111,12 @@ def test_compacted_topic_end_to_end(tmp_path: Path) -> None:
                 "delete.retention.ms": "3600000",
             },
         )
-        written = produce(broker.bootstrap)
+        producer = Producer(
+            {"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "enable.idempotence": True}
+        )
+        written: dict[int, tuple[bytes, bytes | None]] = {}
+        produce(producer, written, range(ROUNDS))
         assert len(written) == KEYS * ROUNDS
-        latest: dict[bytes, int] = {}
-        for o in sorted(written):
-            latest[written[o][0]] = o
 
         # A record without a key is refused (Kafka: INVALID_RECORD), nothing is written.
         p = Producer({"bootstrap.servers": broker.bootstrap, "enable.idempotence": False, "retries": 0})
@@ -132,6 +132,17 @@ def test_compacted_topic_end_to_end(tmp_path: Path) -> None:
             time.sleep(1)
             records = consume(broker.bootstrap)
         assert len(records) <= len(written) // 2, "the cleaner did not compact the topic"
+
+        # The broker restarts on the cleaned segments; the idempotent producer goes on
+        # with its next sequence numbers and is accepted (no OutOfOrderSequence).
+        broker.stop()
+        broker.start()
+        produce(producer, written, range(ROUNDS, ROUNDS + 1))
+        assert len(written) == KEYS * (ROUNDS + 1)
+        records = consume(broker.bootstrap)
+        latest: dict[bytes, int] = {}
+        for o in sorted(written):
+            latest[written[o][0]] = o
 
         # Offsets unchanged: every record read is the one written at that offset, in order.
         offsets = [o for o, _, _ in records]
