@@ -11,7 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hot.batch import HEADER, Compression
-from hot.cleaner import CleanerConfig, LogCleaner, OffsetMap, batch_records, rebuild_batch
+from hot.cleaner import (
+    OFFSET_MAP_ENTRY_BYTES,
+    CleanerConfig,
+    LogCleaner,
+    OffsetMap,
+    batch_records,
+    rebuild_batch,
+)
 from hot.config import LogConfig
 from hot.errors import InvalidConfigError
 from hot.log import Log
@@ -235,7 +242,9 @@ def test_offset_map_full_cleans_prefix(tmp_path: Path) -> None:
         append(log, [(k, 0) for k in range(60)] + [(k, 1) for k in range(60)], 3)
         log.roll()
         before = read_all(log)
-        cleaner = LogCleaner(CleanerConfig(dedupe_buffer_size=24 * 40))  # 40 keys per pass
+        cleaner = LogCleaner(
+            CleanerConfig(dedupe_buffer_size=OFFSET_MAP_ENTRY_BYTES * 40)
+        )  # 40 keys per pass
         stats = cleaner.clean(log, NOW, force=True)
         assert stats is not None and 0 < stats.cleaned_to < log.log_end_offset
         for _ in range(20):
@@ -250,7 +259,7 @@ def test_offset_map_full_cleans_prefix(tmp_path: Path) -> None:
 
 
 def test_offset_map_undo() -> None:
-    m = OffsetMap(24 * 2)
+    m = OffsetMap(OFFSET_MAP_ENTRY_BYTES * 2)
     a, b, c = (OffsetMap.digest(x) for x in (b"a", b"b", b"c"))
     assert m.put(a, 1) == -1 and m.put(b, 2) == -1 and m.put(a, 3) == 1
     assert m.put(c, 4) is None
