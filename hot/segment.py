@@ -302,6 +302,11 @@ class Segment:
     else goes through ``recover``, which validates the CRC of every batch, cuts the
     file at the first invalid batch (or, when truncation is not allowed, raises
     CorruptLogError naming the file and position) and rebuilds both indexes.
+
+    The cleaner builds a segment under ``suffix`` ``.cleaned`` (``<B>.log.cleaned``, ...),
+    which ``Log.replace_segments`` renames to ``.swap`` and then into place; a crash in
+    between is resolved by ``Log.open`` (hot.log: the swap completes or the old segments
+    serve).
     """
 
     def __init__(

@@ -372,3 +372,19 @@ def test_tiered_compacted_log_uploads_only_cleaned_segments(tmp_path: Path) -> N
         assert all(s in log.segments() for s in handed)  # the same objects: not rewritten
     finally:
         log.close()
+
+
+def test_max_compaction_lag_forces_cleaning_below_the_ratio(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", min_cleanable_dirty_ratio=1.0, max_compaction_lag_ms=60_000)
+    try:
+        append(log, [(k, 0) for k in range(40)], 1)
+        log.roll()
+        cleaner = LogCleaner()
+        assert cleaner.clean(log, NOW) is not None  # fully dirty: ratio 1.0 reached
+        append(log, [(1, 1)], 1)  # records written at NOW - 10 s
+        log.roll()
+        assert LogCleaner.dirty_ratio(log.cleaner_view(NOW)) < 1.0
+        assert not cleaner.needs_cleaning(log, NOW)  # 10 s old: within max.compaction.lag.ms
+        assert cleaner.needs_cleaning(log, NOW + 60_000)  # past it: due whatever the ratio
+    finally:
+        log.close()
