@@ -97,20 +97,26 @@ def kcat(bootstrap: str) -> list[tuple[int, bytes | None, bytes | None]]:
     return out
 
 
-def test_compacted_topic_end_to_end(tmp_path: Path) -> None:
-    broker = BrokerProcess(tmp_path / "data").start()
+def local_bases(data_dir: Path) -> list[int]:
+    return sorted(int(p.name[:-4]) for p in (data_dir / "logs" / f"{TOPIC}-0").glob("*.log"))
+
+
+@pytest.mark.parametrize("tiered", [False, True], ids=["local", "tiered"])
+def test_compacted_topic_end_to_end(tmp_path: Path, tiered: bool) -> None:
+    """``tiered``: local.retention.bytes is tiny, so the cleaned (then uploaded) segments
+    leave the disk and the oldest part of the topic is read back from the bucket."""
+    env = {"STRATA_TIERING_RETENTION_CHECK_INTERVAL_MS": "500"} if tiered else {}
+    broker = BrokerProcess(tmp_path / "data", env=env).start()
     try:
-        create_topic(
-            broker.bootstrap,
-            TOPIC,
-            1,
-            {
-                "cleanup.policy": "compact",
-                "segment.bytes": "1024",
-                "min.cleanable.dirty.ratio": "0.01",
-                "delete.retention.ms": "3600000",
-            },
-        )
+        config = {
+            "cleanup.policy": "compact",
+            "segment.bytes": "1024",
+            "min.cleanable.dirty.ratio": "0.01",
+            "delete.retention.ms": "3600000",
+        }
+        if tiered:
+            config["local.retention.bytes"] = "1024"
+        create_topic(broker.bootstrap, TOPIC, 1, config)
         producer = Producer(
             {"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "enable.idempotence": True}
         )
@@ -132,6 +138,10 @@ def test_compacted_topic_end_to_end(tmp_path: Path) -> None:
             time.sleep(1)
             records = consume(broker.bootstrap)
         assert len(records) <= len(written) // 2, "the cleaner did not compact the topic"
+        if tiered:
+            while local_bases(tmp_path / "data")[0] == 0 and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert local_bases(tmp_path / "data")[0] > 0, "no cleaned segment was uploaded and removed"
 
         # The broker restarts on the cleaned segments; the idempotent producer goes on
         # with its next sequence numbers and is accepted (no OutOfOrderSequence).
