@@ -59,6 +59,11 @@ class LogConfig:
     # new uploads and local retention; data already uploaded stays readable.
     remote_storage_enable: bool = True  # remote.storage.enable
     remote_copy_lag_ms: int = 0  # remote.copy.lag.ms: min age of a sealed segment before upload
+    # Log compaction (hot.cleaner), used when cleanup.policy includes compact.
+    min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
+    min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
+    max_compaction_lag_ms: int = INT64_MAX  # max.compaction.lag.ms
+    delete_retention_ms: int = 86400000  # delete.retention.ms: how long tombstones survive cleaning
 
     def __post_init__(self) -> None:
         for name, (field, parse) in _SPEC.items():
@@ -69,6 +74,11 @@ class LogConfig:
                 raise InvalidConfigError(f"invalid value {value!r} for {name}: {e}") from None
             if checked != value:
                 raise InvalidConfigError(f"invalid value {value!r} for {name}")
+        if self.min_compaction_lag_ms > self.max_compaction_lag_ms:
+            raise InvalidConfigError(
+                f"min.compaction.lag.ms {self.min_compaction_lag_ms} must not exceed max.compaction.lag.ms "
+                f"{self.max_compaction_lag_ms}"
+            )
         if (
             self.local_retention_ms != -2
             and self.retention_ms != -1
@@ -126,6 +136,16 @@ class LogConfig:
     # --- derived ---------------------------------------------------------------------------
 
     @property
+    def compact(self) -> bool:
+        """cleanup.policy includes compact (the log cleaner keeps the latest record per key)."""
+        return "compact" in self.cleanup_policy.split(",")
+
+    @property
+    def delete(self) -> bool:
+        """cleanup.policy includes delete (time/size retention applies)."""
+        return "delete" in self.cleanup_policy.split(",")
+
+    @property
     def fsync_mode(self) -> bool:
         return self.flush_mode == FLUSH_FSYNC
 
@@ -171,6 +191,16 @@ def _int(lo: int, hi: int = INT64_MAX) -> Callable[[str], int]:
     return parse
 
 
+def _ratio(raw: str) -> float:
+    try:
+        value = float(raw.strip())
+    except ValueError:
+        raise InvalidConfigError("not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise InvalidConfigError("must be in [0, 1]")
+    return value
+
+
 def _enum(*allowed: str) -> Callable[[str], str]:
     def parse(raw: str) -> str:
         text = raw.strip()
@@ -207,6 +237,10 @@ _SPEC: Final[dict[str, tuple[str, Callable[[str], object]]]] = {
     "file.delete.delay.ms": ("file_delete_delay_ms", _int(0)),
     "remote.storage.enable": ("remote_storage_enable", _bool),
     "remote.copy.lag.ms": ("remote_copy_lag_ms", _int(0)),
+    "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _ratio),
+    "min.compaction.lag.ms": ("min_compaction_lag_ms", _int(0)),
+    "max.compaction.lag.ms": ("max_compaction_lag_ms", _int(1)),
+    "delete.retention.ms": ("delete_retention_ms", _int(0)),
 }
 
 KAFKA_NAMES: Final[tuple[str, ...]] = tuple(_SPEC)

@@ -14,6 +14,11 @@ Partition directory ``<logs_dir>/<topic>-<partition>/``::
                         at the log end on clean close
     leader-epoch-checkpoint      where each leader epoch starts (hot.leader_epoch);
                         rebuilt from the batches' partitionLeaderEpoch if missing
+    cleaner-offset-checkpoint    compacted topics: text "<offset>\n", segments below it
+                        were cleaned (hot.cleaner) and may skip offsets between batches
+    <B>.log/.index/.timeindex + .cleaned / .swap   a cleaned segment being built / being
+                        swapped in (``replace_segments``: crash behaviour; ``open``
+                        completes a committed swap and discards an unfinished one)
 
 Both small files are replaced atomically (write ``<name>.tmp``, fsync, rename, fsync
 the directory). A missing recovery point means "recover everything". The recovery
@@ -110,7 +115,10 @@ logger = logging.getLogger(__name__)
 
 RECOVERY_POINT_FILE: Final = "recovery-point"
 LOG_START_OFFSET_FILE: Final = "log-start-offset"
-STRAY_SUFFIXES: Final = (".tmp", ".deleted", ".cleaned", ".swap")
+CLEANER_CHECKPOINT_FILE: Final = "cleaner-offset-checkpoint"
+CLEANED_SUFFIX: Final = ".cleaned"
+SWAP_SUFFIX: Final = ".swap"
+STRAY_SUFFIXES: Final = (".tmp", ".deleted", CLEANED_SUFFIX, SWAP_SUFFIX)
 DELETE_DIR_SUFFIX: Final = "-delete"
 
 # First 16 bytes of a batch, rewritten on append: baseOffset, batchLength, partitionLeaderEpoch.
@@ -229,6 +237,16 @@ class ReadResult:
         return b"".join(r.read() for r in self.regions)
 
 
+@dataclass(frozen=True, slots=True)
+class CleanerView:
+    """What the cleaner may work on, taken under the log's lock (see ``Log.cleaner_view``)."""
+
+    segments: tuple[Segment, ...]  # cleanable: sealed, below the HW, past min.compaction.lag.ms
+    first_dirty: int  # segments from here on were never cleaned
+    producer_last_offsets: dict[int, int]  # producer id -> offset of its last batch
+    upload_waits: bool  # tiered: uploads wait for these segments to be cleaned
+
+
 @dataclass(slots=True)  # not frozen: built once per batch on the hot path, never shared
 class _Batch:
     """A validated batch of an append request."""
@@ -331,6 +349,11 @@ class Log:
         self._last_flush = time.monotonic()
         self.retention_guard: RetentionGuard | None = None
         self.append_guard: AppendGuard | None = None
+        # Compaction (hot.cleaner). With a cleaner attached, a compacted tiered log uploads
+        # only cleaned segments, and the cleaner never rewrites one handed to the uploader.
+        self.cleaner_attached = False
+        self._first_dirty = 0
+        self._upload_floor = 0  # segments ending at or below it were handed to the uploader
 
     # --- opening and recovery ------------------------------------------------------------------
 
@@ -354,8 +377,11 @@ class Log:
         interval mode when flush.messages is reached); without one the caller must call
         ``flush()`` for the high watermark to move in fsync mode.
 
-        * Stray ``.tmp`` / ``.deleted`` / ``.cleaned`` / ``.swap`` files are removed (Strata
-          only creates them transiently), as are index files without a ``.log``. A file
+        * A cleaner swap that reached its commit point (``<B>.log.swap`` present) is
+          completed first (``_complete_swaps``). Then stray ``.tmp`` / ``.deleted`` /
+          ``.cleaned`` / ``.swap`` files are removed (Strata only creates them
+          transiently; for the cleaner's, the old segments keep serving), as are index
+          files without a ``.log``. A file
           with a segment suffix whose name is not 20 digits is CorruptLogError.
         * ``clean_shutdown``: every file is trusted; indexes get a sanity check (rebuilt
           from the log headers if it fails) and only the tail after the last index entry
@@ -389,6 +415,12 @@ class Log:
             raise StorageError(f"cannot open log directory {d}: {e}") from e
         if created:
             fsync_dir(os.path.dirname(d) or ".")
+        if any(n.endswith(SUFFIXES[0] + SWAP_SUFFIX) for n in names):
+            cls._complete_swaps(d, names, config.index_interval_bytes)
+            try:
+                names = os.listdir(d)
+            except OSError as e:
+                raise StorageError(f"cannot open log directory {d}: {e}") from e
         logs: set[int] = set()
         indexes: list[tuple[int, str]] = []
         snapshots: list[int] = []
@@ -424,12 +456,15 @@ class Log:
 
         lso_file = read_offset_file(os.path.join(d, LOG_START_OFFSET_FILE))
         rp_file = read_offset_file(os.path.join(d, RECOVERY_POINT_FILE))
+        first_dirty = read_offset_file(os.path.join(d, CLEANER_CHECKPOINT_FILE)) or 0
         interval = config.index_interval_bytes
         segments: list[Segment] = []
         try:
             bases = sorted(logs)
             for base in bases:
                 segments.append(Segment(d, base, index_interval_bytes=interval))
+                # Below the cleaner checkpoint segments may have been cleaned (gaps allowed).
+                segments[-1].compacted = base < first_dirty
             recovered = cls._load_segments(d, segments, clean_shutdown, rp_file or 0)
             if segments and lso_file is not None and lso_file > segments[-1].next_offset:
                 logger.warning(
@@ -465,6 +500,7 @@ class Log:
             if hw_managed_externally and high_watermark is not None:
                 log._hw = max(lso, min(high_watermark, log.log_end_offset))
             log._snapshots = sorted(snapshots)
+            log._first_dirty = min(first_dirty, log.log_end_offset)
             log._load_producer_state()
             log._load_leader_epochs(recovered)
             if rp_file != log.log_end_offset:
@@ -538,6 +574,54 @@ class Log:
             hw_managed_externally=hw_managed_externally,
             high_watermark=next_offset,
         )
+
+    @staticmethod
+    def _complete_swaps(d: str, names: Sequence[str], index_interval_bytes: int) -> None:
+        """Finish the cleaner swaps a crash interrupted (see ``replace_segments``).
+
+        ``<B>.log.swap`` exists only once the cleaned segment and its indexes were complete
+        and fsynced: it replaces every segment with a base offset in [B, its next offset).
+        Those are deleted, then the ``.swap`` files are renamed into place (the ``.log``
+        last). Index ``.swap`` files without their ``.log.swap`` and ``.cleaned`` files
+        are an unfinished clean: open removes them as strays, the old segments serve."""
+        log_suffix = SUFFIXES[0]
+        for name in sorted(names):
+            if not name.endswith(log_suffix + SWAP_SUFFIX):
+                continue
+            parsed = parse_segment_name(name[: -len(SWAP_SUFFIX)])
+            if parsed is None:
+                continue
+            base = parsed[0]
+            seg = Segment(d, base, index_interval_bytes=index_interval_bytes, suffix=SWAP_SUFFIX)
+            seg.compacted = True
+            try:
+                seg.recover(allow_truncate=False)  # fsynced before the rename: must be whole
+                end = seg.next_offset
+                seg.close()
+            except CorruptLogError as e:
+                # Not something the cleaner wrote: leave the old segments serving (a gap
+                # the swap had already opened would still refuse the partition at load).
+                seg.close_quietly()
+                logger.warning("%s: discarding invalid cleaned segment: %s", d, e)
+                continue  # removed with the other strays
+            except BaseException:
+                seg.close_quietly()
+                raise
+            if end == base:
+                logger.warning("%s: discarding empty cleaned segment %s", d, name)
+                continue
+            logger.warning("%s: completing the swap of cleaned segment [%d, %d)", d, base, end)
+            for other in names:
+                p = parse_segment_name(other)
+                if p is not None and base <= p[0] < end:
+                    _unlink(os.path.join(d, other))
+            stem = os.path.join(d, segment_name(base))
+            try:
+                for suffix in (*SUFFIXES[1:], log_suffix):
+                    os.rename(stem + suffix + SWAP_SUFFIX, stem + suffix)
+            except OSError as e:
+                raise StorageError(f"cannot complete the swap of {stem}{log_suffix}{SWAP_SUFFIX}: {e}") from e
+            fsync_dir(d)
 
     @staticmethod
     def _load_segments(d: str, segments: list[Segment], clean: bool, recovery_point: int) -> list[Segment]:
@@ -831,6 +915,7 @@ class Log:
         out: list[_Batch] = []
         idempotent = False
         max_size = self._config.max_message_bytes if leader else None
+        compact = leader and self._config.compact
         for pos, h in iter_batches(mv, max_size=max_size):
             if leader:
                 if h.records_count <= 0 or h.records_count != h.last_offset_delta + 1:
@@ -845,6 +930,8 @@ class Log:
                         f"batch at byte {pos} has producer id {h.producer_id} but epoch "
                         f"{h.producer_epoch} and base sequence {h.base_sequence}"
                     )
+                if compact:
+                    self._check_keys(mv, pos)
             if h.producer_id >= 0:
                 idempotent = True
             out.append(
@@ -864,6 +951,20 @@ class Log:
                 )
             )
         return out, idempotent
+
+    @staticmethod
+    def _check_keys(mv: memoryview, pos: int) -> None:
+        """A compacted topic keeps the latest record per key: a record without one could
+        never be kept, so it is refused (Kafka: INVALID_RECORD)."""
+        from hot.records import decode_batch  # the record codec is only needed here
+
+        batch = decode_batch(mv, pos, verify_crc=False)
+        for rec in batch.records:
+            if rec.key is None:
+                raise InvalidRecordError(
+                    "compacted topic cannot accept a record without a key "
+                    f"(batch at byte {pos}, offset delta {rec.offset - batch.base_offset})"
+                )
 
     def append(
         self, data: bytes | bytearray | memoryview, *, leader_epoch: int = 0, now_ms: int | None = None
@@ -1370,13 +1471,18 @@ class Log:
             if not self.is_online:
                 return []
             cfg = self._config
-            excess = self.size - cfg.retention_bytes if cfg.retention_bytes >= 0 else None
+            # cleanup.policy=compact alone: no time or size retention (Kafka).
+            excess = self.size - cfg.retention_bytes if cfg.retention_bytes >= 0 and cfg.delete else None
             doomed: list[Segment] = []
             for seg in self._segments[:-1]:
                 if seg.next_offset > self._hw:
                     break
                 below_start = seg.next_offset <= self._log_start_offset
-                expired = cfg.retention_ms >= 0 and now_ms - seg.largest_timestamp() > cfg.retention_ms
+                expired = (
+                    cfg.delete
+                    and cfg.retention_ms >= 0
+                    and now_ms - seg.largest_timestamp() > cfg.retention_ms
+                )
                 too_big = excess is not None and excess - seg.size >= 0
                 if not (below_start or expired or too_big):
                     break
@@ -1457,13 +1563,116 @@ class Log:
         storage may upload). The active segment is never included."""
         with self._lock:
             limit = min(max_offset, self._hw)
+            if self.upload_waits_for_cleaner:
+                limit = min(limit, self._first_dirty)
             out: list[Segment] = []
             for seg in self._segments[self._segment_index(from_offset) : -1]:
                 if seg.next_offset > limit:
                     break
                 if seg.next_offset > from_offset and not seg.is_empty:
                     out.append(seg)
+            if out:
+                self._upload_floor = max(self._upload_floor, out[-1].next_offset)
             return out
+
+    # --- compaction (hot.cleaner) ---------------------------------------------------------------
+
+    @property
+    def upload_waits_for_cleaner(self) -> bool:
+        """A compacted tiered log with a cleaner: only cleaned segments are uploaded (those
+        below ``first_dirty_offset``), so the bucket gets compacted data and the cleaner
+        never rewrites a segment the uploader may be reading."""
+        cfg = self._config
+        return self.cleaner_attached and cfg.compact and cfg.remote_storage_enable
+
+    @property
+    def first_dirty_offset(self) -> int:
+        """Segments from this offset on were never cleaned (``cleaner-offset-checkpoint``)."""
+        return self._first_dirty
+
+    def set_first_dirty_offset(self, offset: int) -> None:
+        """Persist the cleaner's progress (atomic, durable). Segments below it may hold offset
+        gaps: open lets their batches skip offsets (``Segment.compacted``)."""
+        with self._lock:
+            if offset <= self._first_dirty:
+                return
+            self._first_dirty = offset
+            atomic_write(os.path.join(self.dir, CLEANER_CHECKPOINT_FILE), b"%d\n" % offset)
+
+    def cleaner_view(self, now_ms: int) -> CleanerView:
+        """The cleanable segments: sealed, entirely below the high watermark, newest record
+        older than min.compaction.lag.ms, not handed to the uploader; oldest first, stopping
+        at the first that does not qualify."""
+        with self._lock:
+            lag = self._config.min_compaction_lag_ms
+            segs: list[Segment] = []
+            for seg in self._segments[:-1]:
+                if seg.next_offset <= self._upload_floor or seg.next_offset <= self._log_start_offset:
+                    continue
+                if seg.next_offset > self._hw or now_ms - seg.largest_timestamp() < lag:
+                    break
+                segs.append(seg)
+            first_dirty = max(self._first_dirty, segs[0].base_offset) if segs else self._first_dirty
+            last = {pid: e.last_offset for pid, e in self._producers.entries().items()}
+            return CleanerView(tuple(segs), first_dirty, last, self.upload_waits_for_cleaner)
+
+    def replace_segments(self, old: Sequence[Segment], cleaned: Segment) -> bool:
+        """Swap ``cleaned`` (sealed and closed ``<B>.*.cleaned`` files, B = old[0]'s base)
+        in for the consecutive sealed segments ``old``; False (nothing changed) if ``old``
+        are no longer exactly those segments (retention, truncation, a concurrent clean).
+
+        Crash-safe order: rename ``.index.cleaned``, ``.timeindex.cleaned``, then
+        ``.log.cleaned`` to ``.swap`` and fsync the directory (the commit point: ``open``
+        completes a swap whose ``.log.swap`` exists, and discards one whose does not);
+        delete the old segments; rename the ``.swap`` files into place (``.log`` last);
+        fsync the directory. Offsets, high watermark, log start offset and recovery point
+        do not change. Fetches holding regions of the old files keep reading them."""
+        with self._flush_lock, self._lock:
+            if not self.is_online or not old:
+                return False
+            try:
+                i = next(k for k, s in enumerate(self._segments) if s is old[0])
+            except StopIteration:
+                return False
+            n = len(old)
+            if i + n >= len(self._segments) or any(
+                a is not b for a, b in zip(self._segments[i : i + n], old, strict=True)
+            ):
+                return False
+            base = old[0].base_offset
+            stem = os.path.join(self.dir, segment_name(base))
+            names = [stem + suffix for suffix in (*SUFFIXES[1:], SUFFIXES[0])]
+            try:
+                # First: the checkpoint tells open that these offsets may hold gaps.
+                self.set_first_dirty_offset(old[-1].next_offset)
+                for name in names:
+                    os.rename(name + CLEANED_SUFFIX, name + SWAP_SUFFIX)
+                fsync_dir(self.dir)
+            except OSError as e:
+                raise StorageError(f"cannot swap in cleaned segment {stem}: {e}") from e
+            try:
+                for seg in old:
+                    seg.delete()
+                for name in names:
+                    os.rename(name + SWAP_SUFFIX, name)
+                fsync_dir(self.dir)
+                new = Segment(self.dir, base, index_interval_bytes=self._config.index_interval_bytes)
+                new.compacted = True
+                problem = new.load()
+                if problem is not None:
+                    new.close_quietly()
+                    raise CorruptLogError(new.log_path, *problem)
+            except OSError as e:
+                err = StorageError(f"cannot swap in cleaned segment {stem}: {e}")
+                self._go_offline(err)
+                raise err from e
+            except StorageError as e:
+                self._go_offline(e)
+                raise
+            new.sealed = True
+            self._segments[i : i + n] = [new]
+            self._bases = [s.base_offset for s in self._segments]
+            return True
 
     def _drop_segments_locked(self, n: int, *, advance_log_start: bool = True) -> None:
         doomed = self._segments[:n]
@@ -1555,6 +1764,7 @@ class Log:
             self._fire(done)
 
     def _truncate_locked(self, offset: int) -> None:
+        self._first_dirty = min(self._first_dirty, offset)
         i = self._segment_index(offset)
         # Newest first, each removal durable before the next: a crash leaves a prefix.
         for doomed in reversed(self._segments[i + 1 :]):
@@ -1600,6 +1810,7 @@ class Log:
             self._fire(done)
 
     def _truncate_fully_locked(self, offset: int, log_start: int) -> list[Future[None]]:
+        self._first_dirty = min(self._first_dirty, offset)
         try:
             # The checkpoint goes first: a missing one is rebuilt from whatever segments a
             # crash leaves behind, a stale one would describe deleted batches.
@@ -1809,6 +2020,7 @@ __all__ = [
     "RECOVERY_POINT_FILE",
     "AppendGuard",
     "AppendInfo",
+    "CleanerView",
     "Log",
     "ReadResult",
     "TimestampType",

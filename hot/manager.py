@@ -37,6 +37,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
+from hot.cleaner import CleanerConfig, LogCleaner
 from hot.config import LogConfig
 from hot.errors import (
     DiskHighWaterError,
@@ -179,6 +180,10 @@ class LogManager:
         self._committer: GroupCommitter | None = None
         self._interval: IntervalFlusher | None = None
         self._retention_thread: threading.Thread | None = None
+        # Kafka's log.cleaner.* settings; replace before start_background() to change them.
+        self.cleaner_config = CleanerConfig()
+        self._cleaner: LogCleaner | None = None
+        self._cleaner_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock_fd: int | None = None
         self._retention_guard: RetentionGuard | None = None
@@ -372,13 +377,15 @@ class LogManager:
             log.close(clean=False)
             raise
         log.retention_guard = self._retention_guard
+        log.cleaner_attached = self.cleaner_config.enable and not log.hw_managed_externally
         log.append_guard = self._disk_guard.check if self._disk_guard is not None else None
         self._logs[key] = log
         self._failed.pop(key, None)
         return log
 
     def start_background(self) -> None:
-        """Start the interval flusher and the retention thread (idempotent)."""
+        """Start the interval flusher, the retention thread and the log cleaner (compacted
+        topics, hot.cleaner; unless ``cleaner.enable`` is off) (idempotent)."""
         with self._lock:
             self._require_open()
             if self._interval is None:
@@ -389,6 +396,21 @@ class LogManager:
                     target=self._retention_loop, name="strata-retention", daemon=True
                 )
                 self._retention_thread.start()
+            if self._cleaner_thread is None and self.cleaner_config.enable:
+                self._cleaner = LogCleaner(self.cleaner_config)
+                self._cleaner_thread = threading.Thread(
+                    target=self._cleaner.run, args=(self._compacted_logs,), name="strata-cleaner", daemon=True
+                )
+                self._cleaner_thread.start()
+
+    def _compacted_logs(self) -> list[Log]:
+        # Replicated logs are not cleaned yet: a follower appends only dense batches
+        # (append_as_follower), so it could not copy a leader's cleaned, gapped range.
+        return [
+            log
+            for log in self.logs()
+            if log.config.compact and log.is_online and not log.hw_managed_externally
+        ]
 
     def _retention_loop(self) -> None:
         interval = max(0.001, self.retention_check_interval_ms / 1000.0)
@@ -408,9 +430,15 @@ class LogManager:
             if self._registry is None:
                 return
             self._stop.set()
+            if self._cleaner is not None:
+                self._cleaner.stop.set()
             if self._retention_thread is not None:
                 self._retention_thread.join()
                 self._retention_thread = None
+            if self._cleaner_thread is not None:
+                self._cleaner_thread.join()
+                self._cleaner_thread = None
+                self._cleaner = None
             if self._interval is not None:
                 self._interval.close()
                 self._interval = None

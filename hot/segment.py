@@ -42,9 +42,11 @@ TIMEINDEX_SUFFIX: Final = ".timeindex"
 SUFFIXES: Final = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
 NAME_DIGITS: Final = 20
 NO_TIMESTAMP: Final = -1
-# Strata logs are dense (no compaction): every batch starts exactly where the previous one
+# A segment written by appends is dense: every batch starts exactly where the previous one
 # ended, and the first one at the segment's base offset. Scans enforce it, which also
-# catches bit flips in baseOffset (a field outside the CRC).
+# catches bit flips in baseOffset (a field outside the CRC). A segment the cleaner wrote
+# (``Segment.compacted``, hot.cleaner) has gaps where it dropped whole batches: there
+# scans only refuse a base offset going backwards.
 
 IOV_MAX: Final = 1024  # Linux UIO_MAXIOV
 _SCAN_CHUNK: Final = 4 * 1024 * 1024  # read size of the CRC scans
@@ -300,17 +302,25 @@ class Segment:
     else goes through ``recover``, which validates the CRC of every batch, cuts the
     file at the first invalid batch (or, when truncation is not allowed, raises
     CorruptLogError naming the file and position) and rebuilds both indexes.
+
+    The cleaner builds a segment under ``suffix`` ``.cleaned`` (``<B>.log.cleaned``, ...),
+    which ``Log.replace_segments`` renames to ``.swap`` and then into place; a crash in
+    between is resolved by ``Log.open`` (hot.log: the swap completes or the old segments
+    serve).
     """
 
-    def __init__(self, directory: str, base_offset: int, *, index_interval_bytes: int) -> None:
+    def __init__(
+        self, directory: str, base_offset: int, *, index_interval_bytes: int, suffix: str = ""
+    ) -> None:
+        # ``suffix`` (e.g. ".cleaned") names files the cleaner builds before swapping them in.
         stem = os.path.join(directory, segment_name(base_offset))
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
-        self.log_path = stem + LOG_SUFFIX
+        self.log_path = stem + LOG_SUFFIX + suffix
         self.file = LogFile(self.log_path)
         try:
-            self.offset_index = OffsetIndex(stem + INDEX_SUFFIX, base_offset)
-            self.time_index = TimeIndex(stem + TIMEINDEX_SUFFIX, base_offset)
+            self.offset_index = OffsetIndex(stem + INDEX_SUFFIX + suffix, base_offset)
+            self.time_index = TimeIndex(stem + TIMEINDEX_SUFFIX + suffix, base_offset)
         except StorageError:
             self.file.close()
             raise
@@ -321,6 +331,8 @@ class Segment:
         self.created_ms: int | None = None
         self.dirty = False  # bytes written since the last fsync
         self.sealed = False
+        # Written by the cleaner: batches may leave offset gaps (set before load/recover).
+        self.compacted = False
         self.deleted = False
         self._bytes_since_index = 0
 
@@ -398,6 +410,10 @@ class Segment:
 
     # --- reading headers -----------------------------------------------------------------
 
+    def _misplaced(self, base: int, expect: int) -> bool:
+        """A batch base offset that cannot follow ``expect`` (see the module comment on gaps)."""
+        return base < expect or (base != expect and not self.compacted)
+
     def _corrupt(self, position: int, reason: str) -> CorruptLogError:
         return CorruptLogError(self.log_path, position, reason)
 
@@ -433,9 +449,9 @@ class Segment:
         while pos < limit:
             h = self._header_at(pos, limit)
             base = h[_H_BASE]
-            if base != expect:
-                if first and pos > 0:
-                    raise _IndexMismatch(f"index entry ({expect}, {pos}) points at a batch with base {base}")
+            if first and pos > 0 and base != expect:
+                raise _IndexMismatch(f"index entry ({expect}, {pos}) points at a batch with base {base}")
+            if self._misplaced(base, expect):
                 raise self._corrupt(pos, f"batch base offset {base} where {expect} was expected")
             first = False
             expect = base + h[_H_DELTA] + 1
@@ -590,7 +606,7 @@ class Segment:
                 return 0, "truncated batch header"
             h = HEADER.unpack(raw)
             problem = _header_problem(h, 0, size)
-            if problem is None and h[_H_BASE] != self.base_offset:
+            if problem is None and self._misplaced(h[_H_BASE], self.base_offset):
                 problem = f"first batch has base offset {h[_H_BASE]}, file name says {self.base_offset}"
             if problem is not None:
                 return 0, problem
@@ -603,7 +619,10 @@ class Segment:
                 return pos, "truncated batch header"
             h = HEADER.unpack(raw)
             problem = _header_problem(h, pos, size)
-            if problem is None and h[_H_BASE] != next_offset:
+            if problem is None and (
+                self._misplaced(h[_H_BASE], next_offset)
+                or (pos == entry_pos and entry_pos > 0 and h[_H_BASE] != next_offset)
+            ):
                 problem = f"batch base offset {h[_H_BASE]} where {next_offset} was expected"
             if problem is not None:
                 if entry_pos > 0 and pos == entry_pos:
@@ -655,7 +674,7 @@ class Segment:
                 return pos, "truncated batch header"
             h = HEADER.unpack(raw)
             problem = _header_problem(h, pos, size)
-            if problem is None and h[_H_BASE] != next_offset:
+            if problem is None and self._misplaced(h[_H_BASE], next_offset):
                 problem = f"batch base offset {h[_H_BASE]} where {next_offset} was expected"
             if problem is not None:
                 return pos, problem
@@ -688,9 +707,9 @@ class Segment:
             h = HEADER.unpack_from(buf, rel)
             problem = _header_problem(h, pos, size)
             if problem is None:
-                if pos == 0 and h[_H_BASE] != self.base_offset:
+                if pos == 0 and self._misplaced(h[_H_BASE], self.base_offset):
                     problem = f"first batch has base offset {h[_H_BASE]}, file name says {self.base_offset}"
-                elif h[_H_BASE] != next_offset:
+                elif self._misplaced(h[_H_BASE], next_offset):
                     problem = f"batch base offset {h[_H_BASE]} where {next_offset} was expected"
             if problem is not None:
                 return pos, next_offset, problem

@@ -1,0 +1,575 @@
+"""Log compaction (Kafka's LogCleaner): keep the latest record of every key.
+
+A ``LogCleaner`` serves every log of a ``LogManager`` whose ``cleanup.policy`` includes
+``compact``. One pass over a log:
+
+1. Take the cleanable range: sealed segments (never the active one) entirely below the
+   high watermark whose newest record is older than ``min.compaction.lag.ms``. Its head
+   ``[first dirty offset, end)`` is dirty (not cleaned since it was written), the rest is
+   clean. The first dirty offset is ``Log.first_dirty_offset`` (the partition's
+   ``cleaner-offset-checkpoint`` file).
+2. Clean only if dirty bytes / cleanable bytes >= ``min.cleanable.dirty.ratio``, or the
+   oldest dirty record is older than ``max.compaction.lag.ms``, or (tiered logs) uploads
+   wait for it (``Log.upload_waits_for_cleaner``).
+3. Build the key -> latest offset map (``OffsetMap``) over the dirty segments, whole
+   segments only; when the map is full the dirty prefix that fit is cleaned and the rest
+   waits for the next pass (Kafka does the same).
+4. Rewrite each group of consecutive segments (Kafka's groupSegmentsBySize: together no
+   larger than ``segment.bytes``) into one segment, keeping a record unless the map holds
+   a later offset for its key. Batches whose records all survive are copied byte for
+   byte; others are re-encoded with the same base offset, last offset delta, producer
+   id / epoch / base sequence, leader epoch and compression, so offsets keep their gaps
+   and idempotent-producer metadata stays valid. A batch left without records is dropped,
+   except that its header alone is kept (Kafka's rule) when it holds its producer's last
+   sequence, and the group's last batch is kept so the segment still ends where it did.
+   Control batches are kept. Keyless records (possible only if the policy changed after
+   they were written) are dropped and counted, as Kafka does.
+5. Tombstones (null value) are dropped once the segment holding them was cleaned more
+   than ``delete.retention.ms`` ago: a cleaned segment's mtime is the time it was first
+   cleaned (re-cleaning keeps the sources' mtime).
+6. ``Log.replace_segments`` swaps the cleaned segment in (crash-safe, see its docstring),
+   then the first dirty offset moves to the end of the mapped range.
+
+I/O is throttled to ``io_max_bytes_per_second`` (bytes read plus bytes written). The
+offset map caps the number of keys at ``dedupe_buffer_size // 136``: a 16-byte MD5 digest
+and an offset per key cost about 136 bytes as a Python dict entry (Kafka's packed map
+needs 24), so the setting bounds the memory actually used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Final
+
+from crc32c import crc32c
+
+from hot.batch import CRC_START, HEADER, HEADER_SIZE, MIN_BATCH_LENGTH, Compression
+from hot.compression import compress, decompress
+from hot.errors import CorruptRecordError, StorageError, StrataError
+from hot.log import CLEANED_SUFFIX, CleanerView, Log
+from hot.offset_index import MAX_RELATIVE
+from hot.segment import SUFFIXES, BatchInfo, Segment, segment_name
+
+logger = logging.getLogger(__name__)
+
+# What one key costs in the map: a 16-byte digest and an offset are 24 bytes in Kafka's
+# SkimpyOffsetMap, but ~133 bytes as a Python dict entry (bytes object, int, hash slot;
+# measured with tracemalloc), so the dedupe buffer size bounds real memory.
+OFFSET_MAP_ENTRY_BYTES: Final = 136
+DEFAULT_DEDUPE_BUFFER_SIZE: Final = 128 * 1024 * 1024  # log.cleaner.dedupe.buffer.size
+DEFAULT_BACKOFF_MS: Final = 15_000  # log.cleaner.backoff.ms
+_CRC: Final = struct.Struct(">I")
+_CRC_POS: Final = 17
+_CONTROL_BIT: Final = 0x20
+_TIMESTAMP_TYPE_BIT: Final = 0x08
+_READ_CHUNK: Final = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerConfig:
+    """Broker-wide cleaner settings (Kafka's ``log.cleaner.*``)."""
+
+    enable: bool = True  # log.cleaner.enable
+    dedupe_buffer_size: int = DEFAULT_DEDUPE_BUFFER_SIZE  # log.cleaner.dedupe.buffer.size
+    io_max_bytes_per_second: float = float("inf")  # log.cleaner.io.max.bytes.per.second
+    backoff_ms: int = DEFAULT_BACKOFF_MS  # log.cleaner.backoff.ms
+
+    def __post_init__(self) -> None:
+        if self.dedupe_buffer_size < OFFSET_MAP_ENTRY_BYTES:
+            raise ValueError(f"log.cleaner.dedupe.buffer.size must be >= {OFFSET_MAP_ENTRY_BYTES}")
+        if not self.io_max_bytes_per_second > 0:
+            raise ValueError("log.cleaner.io.max.bytes.per.second must be > 0")
+        if self.backoff_ms < 0:
+            raise ValueError("log.cleaner.backoff.ms must be >= 0")
+
+
+class OffsetMap:
+    """Key digest (MD5, 16 bytes) -> latest offset, at most ``memory // OFFSET_MAP_ENTRY_BYTES`` keys.
+
+    Two keys with the same digest would make the older one's records disappear; with MD5
+    that takes ~2^64 keys, the risk Kafka accepts too."""
+
+    def __init__(self, memory: int) -> None:
+        self.slots = max(1, memory // OFFSET_MAP_ENTRY_BYTES)
+        self._map: dict[bytes, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._map)
+
+    @staticmethod
+    def digest(key: bytes) -> bytes:
+        return hashlib.md5(key, usedforsecurity=False).digest()
+
+    def put(self, digest: bytes, offset: int) -> int | None:
+        """Record ``offset`` as the latest for ``digest``; returns the previous offset (-1
+        if none), or None if the map is full and ``digest`` is new."""
+        prev = self._map.get(digest, -1)
+        if prev < 0 and len(self._map) >= self.slots:
+            return None
+        self._map[digest] = offset
+        return prev
+
+    def undo(self, changes: Sequence[tuple[bytes, int]]) -> None:
+        """Revert ``put``s, given (digest, previous offset) newest first."""
+        for digest, prev in changes:
+            if prev < 0:
+                del self._map[digest]
+            else:
+                self._map[digest] = prev
+
+    def get(self, digest: bytes) -> int:
+        """The latest offset recorded for ``digest``, -1 if none."""
+        return self._map.get(digest, -1)
+
+    def clear(self) -> None:
+        self._map.clear()
+
+
+class Throttler:
+    """Blocks the calling thread so that ``take`` is called for at most ``rate`` bytes/s."""
+
+    def __init__(self, rate: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.rate = rate
+        self._clock = clock
+        self._start = clock()
+        self._taken = 0
+
+    def take(self, n: int, stop: threading.Event | None = None) -> None:
+        if self.rate == float("inf"):
+            return
+        self._taken += n
+        ahead = self._taken / self.rate - (self._clock() - self._start)
+        if ahead > 0:
+            if stop is not None:
+                stop.wait(ahead)
+            else:
+                time.sleep(ahead)
+
+
+@dataclass(slots=True)
+class CleanStats:
+    """What one pass over one log did."""
+
+    segments_in: int = 0
+    segments_out: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    records_read: int = 0
+    records_kept: int = 0
+    tombstones_dropped: int = 0
+    keyless_dropped: int = 0
+    empty_batches_kept: int = 0
+    first_dirty: int = 0
+    cleaned_to: int = 0
+    elapsed_s: float = 0.0
+    aborted: bool = False
+    groups: list[tuple[int, int]] = field(default_factory=list)  # (base, next offset) swapped in
+
+
+# --- pure record scanning and batch rebuilding ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """Where one record sits in a batch's (decompressed) records payload, and what the
+    cleaner needs of it. Deltas are relative to the batch's base offset / timestamp."""
+
+    offset_delta: int
+    timestamp_delta: int
+    key: bytes | None
+    tombstone: bool
+    start: int
+    end: int
+
+
+def _varint(data: bytes, pos: int) -> tuple[int, int]:
+    """Zigzag varint/varlong at ``pos``: (value, position after it)."""
+    b = data[pos]
+    if b < 0x80:
+        return (b >> 1) ^ -(b & 1), pos + 1
+    u = b & 0x7F
+    shift = 7
+    pos += 1
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise CorruptRecordError(f"bad varint at byte {pos} of a records payload")
+        b = data[pos]
+        u |= (b & 0x7F) << shift
+        pos += 1
+        if b < 0x80:
+            return (u >> 1) ^ -(u & 1), pos
+        shift += 7
+
+
+def scan_records(data: bytes, count: int) -> list[RawRecord]:
+    """The ``count`` records of a decompressed payload: key, tombstone flag and byte range
+    only (values and headers are skipped, not decoded)."""
+    out: list[RawRecord] = []
+    pos = 0
+    n = len(data)
+    for _ in range(count):
+        start = pos
+        length, pos = _varint(data, pos)
+        end = pos + length
+        if length < 0 or end > n:
+            raise CorruptRecordError(f"record of {length} bytes at byte {start} overruns the payload")
+        pos += 1  # record attributes
+        ts_delta, pos = _varint(data, pos)
+        off_delta, pos = _varint(data, pos)
+        klen, pos = _varint(data, pos)
+        key = None
+        if klen >= 0:
+            key = data[pos : pos + klen]
+            pos += klen
+        vlen, pos = _varint(data, pos)
+        if pos > end:
+            raise CorruptRecordError(f"record at byte {start} overruns its length")
+        out.append(RawRecord(off_delta, ts_delta, key, vlen < 0, start, end))
+        pos = end
+    if pos != n:
+        raise CorruptRecordError(f"{n - pos} bytes after the last record of a payload")
+    return out
+
+
+def batch_records(raw: bytes) -> tuple[bytes, list[RawRecord]]:
+    """The decompressed records payload of a (non-control) batch and its records."""
+    h = HEADER.unpack_from(raw)
+    payload = raw[HEADER_SIZE:]
+    if h[12] == 0 and not payload:
+        return b"", []
+    data = decompress(h[5] & 0x07, payload) if h[5] & 0x07 else payload
+    return data, scan_records(data, h[12])
+
+
+def rebuild_batch(header: tuple[int, ...], data: bytes, kept: Sequence[RawRecord]) -> bytes:
+    """A batch with ``header``'s fields (HEADER.unpack order) holding only the ``kept``
+    records of its payload ``data``, copied as they are.
+
+    baseOffset, lastOffsetDelta, baseTimestamp, producer fields, leader epoch and
+    attributes (compression) are kept, so record offsets and sequence numbers stay what
+    they were (record deltas are relative to the unchanged base); an empty ``kept`` gives
+    a header-only batch (recordsCount 0, no payload), the form Kafka's cleaner writes to
+    preserve producer state."""
+    (base, _, epoch, magic, _, attrs, delta, base_ts, max_ts, pid, pepoch, bseq, _) = header
+    if kept:
+        body = b"".join(data[r.start : r.end] for r in kept)
+        payload = compress(Compression(attrs & 0x07), body) if attrs & 0x07 else body
+        if not attrs & _TIMESTAMP_TYPE_BIT:  # LogAppendTime keeps the broker's stamp
+            max_ts = base_ts + max(r.timestamp_delta for r in kept)
+    else:
+        payload = b""
+    out = bytearray(HEADER_SIZE)
+    HEADER.pack_into(
+        out,
+        0,
+        base,
+        MIN_BATCH_LENGTH + len(payload),
+        epoch,
+        magic,
+        0,
+        attrs,
+        delta,
+        base_ts,
+        max_ts,
+        pid,
+        pepoch,
+        bseq,
+        len(kept),
+    )
+    out += payload
+    _CRC.pack_into(out, _CRC_POS, crc32c(memoryview(out)[CRC_START:]))
+    return bytes(out)
+
+
+# --- the cleaner --------------------------------------------------------------------------------
+
+
+def group_segments(segments: Sequence[Segment], max_bytes: int) -> list[list[Segment]]:
+    """Consecutive runs whose total size fits ``max_bytes`` and whose offsets fit a
+    segment's 32-bit relative offsets (Kafka's groupSegmentsBySize)."""
+    groups: list[list[Segment]] = []
+    for seg in segments:
+        if groups:
+            g = groups[-1]
+            if (
+                sum(s.size for s in g) + seg.size <= max_bytes
+                and seg.next_offset - g[0].base_offset <= MAX_RELATIVE
+            ):
+                g.append(seg)
+                continue
+        groups.append([seg])
+    return groups
+
+
+class LogCleaner:
+    """Compacts logs (one at a time, on the caller's thread or ``run``'s)."""
+
+    def __init__(self, config: CleanerConfig | None = None) -> None:
+        self.config = config if config is not None else CleanerConfig()
+        self._map = OffsetMap(self.config.dedupe_buffer_size)
+        self.stop = threading.Event()
+
+    # --- deciding ------------------------------------------------------------------------
+
+    @staticmethod
+    def dirty_ratio(view: CleanerView) -> float:
+        total = sum(s.size for s in view.segments)
+        dirty = sum(s.size for s in view.segments if s.base_offset >= view.first_dirty)
+        return dirty / total if total else 0.0
+
+    @staticmethod
+    def _due(log: Log, view: CleanerView, now_ms: int) -> bool:
+        dirty = [s for s in view.segments if s.base_offset >= view.first_dirty]
+        if not dirty:
+            return False
+        if view.upload_waits:
+            return True
+        cfg = log.config
+        if LogCleaner.dirty_ratio(view) >= cfg.min_cleanable_dirty_ratio:
+            return True
+        oldest = min(s.largest_timestamp() for s in dirty)
+        return now_ms - oldest > cfg.max_compaction_lag_ms
+
+    def needs_cleaning(self, log: Log, now_ms: int | None = None) -> bool:
+        if now_ms is None:
+            now_ms = time.time_ns() // 1_000_000
+        if not log.config.compact or not log.is_online:
+            return False
+        return self._due(log, log.cleaner_view(now_ms), now_ms)
+
+    # --- cleaning ------------------------------------------------------------------------
+
+    def clean(self, log: Log, now_ms: int | None = None, *, force: bool = False) -> CleanStats | None:
+        """One pass over ``log`` if it is due (or ``force``); None if nothing was done."""
+        if now_ms is None:
+            now_ms = time.time_ns() // 1_000_000
+        if not log.config.compact or not log.is_online:
+            return None
+        view = log.cleaner_view(now_ms)
+        if not (self._due(log, view, now_ms) if not force else view.segments):
+            return None
+        started = time.monotonic()
+        stats = CleanStats(first_dirty=view.first_dirty)
+        throttle = Throttler(self.config.io_max_bytes_per_second)
+        self._map.clear()
+        end = self._build_map(view, stats, throttle)
+        if end is None:
+            return None
+        cleanable = [s for s in view.segments if s.next_offset <= end]
+        cfg = log.config
+        horizon = now_ms - cfg.delete_retention_ms
+        for group in group_segments(cleanable, cfg.segment_bytes):
+            if self.stop.is_set():
+                stats.aborted = True
+                break
+            if not self._clean_group(log, view, group, horizon, now_ms, stats, throttle):
+                stats.aborted = True
+                break
+        if not stats.aborted:
+            log.set_first_dirty_offset(end)
+            stats.cleaned_to = end
+        stats.elapsed_s = time.monotonic() - started
+        return stats
+
+    def _build_map(self, view: CleanerView, stats: CleanStats, throttle: Throttler) -> int | None:
+        """Map the dirty segments, whole segments only; returns the offset the map covers
+        up to (exclusive), None if not even the first dirty segment fits."""
+        # The clean section alone can be re-cleaned (forced: expired tombstones).
+        end: int | None = view.first_dirty if view.segments[0].base_offset < view.first_dirty else None
+        for seg in view.segments:
+            if seg.base_offset < view.first_dirty:
+                continue
+            changes: list[tuple[bytes, int]] = []  # to roll back a segment that does not fit
+            fits = True
+            for _, batch_bytes in _read_batches(seg):
+                throttle.take(len(batch_bytes), self.stop)
+                stats.bytes_read += len(batch_bytes)
+                if HEADER.unpack_from(batch_bytes)[5] & _CONTROL_BIT:
+                    continue
+                base = HEADER.unpack_from(batch_bytes)[0]
+                for rec in batch_records(batch_bytes)[1]:
+                    if rec.key is None:
+                        continue
+                    digest = OffsetMap.digest(rec.key)
+                    prev = self._map.put(digest, base + rec.offset_delta)
+                    if prev is None:
+                        fits = False
+                        break
+                    changes.append((digest, prev))
+                if not fits:
+                    break
+            if not fits:
+                self._map.undo(changes[::-1])
+                if end is None or end == view.first_dirty:
+                    logger.warning(
+                        "%s: the keys of segment %s do not fit the cleaner's offset map (%d keys); "
+                        "raise log.cleaner.dedupe.buffer.size",
+                        seg.log_path,
+                        seg.log_path,
+                        self._map.slots,
+                    )
+                break
+            end = seg.next_offset
+        return end
+
+    def _clean_group(
+        self,
+        log: Log,
+        view: CleanerView,
+        group: list[Segment],
+        horizon: int,
+        now_ms: int,
+        stats: CleanStats,
+        throttle: Throttler,
+    ) -> bool:
+        base = group[0].base_offset
+        was_clean = [s.base_offset < view.first_dirty for s in group]
+        try:
+            mtimes = [s.file.mtime_ms() for s in group]
+        except StorageError:
+            return False  # a source went away (retention, truncation): try again next pass
+        # Tombstones go once their segment was cleaned longer than delete.retention.ms ago.
+        drop_tombstones = [clean and mtime < horizon for clean, mtime in zip(was_clean, mtimes, strict=True)]
+        stem = os.path.join(log.dir, segment_name(base))
+        for suffix in SUFFIXES:  # leftovers of a pass that failed
+            try:
+                os.unlink(stem + suffix + CLEANED_SUFFIX)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                raise StorageError(f"cannot remove {stem}{suffix}{CLEANED_SUFFIX}: {e}") from e
+        out = Segment(
+            log.dir, base, index_interval_bytes=log.config.index_interval_bytes, suffix=CLEANED_SUFFIX
+        )
+        ok = False
+        try:
+            last_group_batch = group[-1].next_offset - 1
+            for seg, tomb in zip(group, drop_tombstones, strict=True):
+                for info, raw in _read_batches(seg):
+                    throttle.take(len(raw), self.stop)
+                    kept_bytes = self._filter_batch(info, raw, tomb, view, last_group_batch, stats)
+                    if kept_bytes is None:
+                        continue
+                    h = HEADER.unpack_from(kept_bytes)
+                    out.append(
+                        [kept_bytes],
+                        len(kept_bytes),
+                        [(h[0], len(kept_bytes), h[8])],
+                        info.next_offset,
+                        now_ms,
+                    )
+                    stats.bytes_written += len(kept_bytes)
+                    throttle.take(len(kept_bytes), self.stop)
+            out.seal()
+            out.close()
+            # First clean: the clean time; re-clean: keep the sources' (tombstone horizon).
+            mtime = now_ms if not all(was_clean) else max(mtimes)
+            os.utime(out.log_path, ns=(mtime * 1_000_000, mtime * 1_000_000))
+            ok = log.replace_segments(group, out)
+        except OSError as e:
+            raise StorageError(f"cleaning {log.name} at {base} failed: {e}") from e
+        finally:
+            if not ok:
+                out.close_quietly()
+                for path in (out.log_path, out.index_path, out.timeindex_path):
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        pass
+        if ok:
+            stats.segments_in += len(group)
+            stats.segments_out += 1
+            stats.groups.append((base, group[-1].next_offset))
+        return ok
+
+    def _filter_batch(
+        self,
+        info: BatchInfo,
+        raw: bytes,
+        drop_tombstones: bool,
+        view: CleanerView,
+        last_group_batch: int,
+        stats: CleanStats,
+    ) -> bytes | None:
+        h = HEADER.unpack_from(raw)
+        if h[5] & _CONTROL_BIT:
+            return raw
+        data, records = batch_records(raw)
+        kept: list[RawRecord] = []
+        for rec in records:
+            stats.records_read += 1
+            if rec.key is None:
+                stats.keyless_dropped += 1
+                continue
+            latest = self._map.get(OffsetMap.digest(rec.key))
+            if latest > info.base_offset + rec.offset_delta:
+                continue
+            if rec.tombstone and drop_tombstones:
+                stats.tombstones_dropped += 1
+                continue
+            kept.append(rec)
+        stats.records_kept += len(kept)
+        if len(kept) == len(records):
+            return raw
+        if kept:
+            return rebuild_batch(h, data, kept)
+        pid = h[9]
+        holds_last_seq = pid >= 0 and view.producer_last_offsets.get(pid) == info.last_offset
+        if holds_last_seq or info.last_offset == last_group_batch:
+            stats.empty_batches_kept += 1
+            return rebuild_batch(h, b"", ())
+        return None
+
+    # --- the background thread -------------------------------------------------------------
+
+    def run(self, logs: Callable[[], Sequence[Log]]) -> None:
+        """Clean due logs until ``stop`` is set; sleep ``backoff_ms`` when none is due."""
+        while not self.stop.is_set():
+            cleaned = False
+            for log in logs():
+                if self.stop.is_set():
+                    return
+                try:
+                    stats = self.clean(log)
+                except StrataError as e:
+                    logger.error("cleaning %s failed: %s", log.name, e)
+                    continue
+                if stats is not None and stats.segments_out:
+                    cleaned = True
+                    logger.info(
+                        "cleaned %s: %d segments -> %d, %d -> %d bytes, %d of %d records kept in %.3fs",
+                        log.name,
+                        stats.segments_in,
+                        stats.segments_out,
+                        stats.bytes_read,
+                        stats.bytes_written,
+                        stats.records_kept,
+                        stats.records_read,
+                        stats.elapsed_s,
+                    )
+            if not cleaned:
+                self.stop.wait(self.config.backoff_ms / 1000.0)
+
+
+def _read_batches(seg: Segment) -> Iterator[tuple[BatchInfo, bytes]]:
+    """Every batch of a sealed segment with its bytes (reads of about 1 MiB)."""
+    infos = seg.batches()
+    i = 0
+    while i < len(infos):
+        start = infos[i].position
+        j = i
+        while j < len(infos) and infos[j].position + infos[j].size - start <= _READ_CHUNK:
+            j += 1
+        j = max(j, i + 1)
+        end = infos[j - 1].position + infos[j - 1].size
+        data = seg.read_bytes(start, end - start)
+        for info in infos[i:j]:
+            yield info, data[info.position - start : info.position - start + info.size]
+        i = j
