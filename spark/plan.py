@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import dataclasses
 import struct
 import uuid
 from collections.abc import Callable, Coroutine, Sequence
@@ -76,6 +77,7 @@ class SegmentSlice:
     end_position: int
     start_offset: int
     end_offset: int
+    compacted: bool = False  # cleaned segment (compacted topic): offsets may skip between batches
 
     @property
     def length(self) -> int:
@@ -240,12 +242,8 @@ def _cut_points(index: RemoteOffsetIndex, sl: SegmentSlice, ideal: Sequence[floa
 
 def _cut(sl: SegmentSlice, offset: int, position: int) -> tuple[SegmentSlice, SegmentSlice]:
     """``sl`` cut at a batch boundary (an index entry): offsets below and from ``offset``."""
-    head = SegmentSlice(
-        sl.key, sl.base_offset, sl.last_offset, sl.size, sl.start_position, position, sl.start_offset, offset
-    )
-    tail = SegmentSlice(
-        sl.key, sl.base_offset, sl.last_offset, sl.size, position, sl.end_position, offset, sl.end_offset
-    )
+    head = dataclasses.replace(sl, end_position=position, end_offset=offset)
+    tail = dataclasses.replace(sl, start_position=position, start_offset=offset)
     return head, tail
 
 
@@ -527,7 +525,15 @@ class Planner:
                 if ce is not None:
                     end_pos = ce[1]
         return SegmentSlice(
-            seg.keys.log, seg.base_offset, seg.last_offset, seg.size, start_pos, end_pos, lo, hi
+            seg.keys.log,
+            seg.base_offset,
+            seg.last_offset,
+            seg.size,
+            start_pos,
+            end_pos,
+            lo,
+            hi,
+            seg.compacted,
         )
 
     # -- timestamps --

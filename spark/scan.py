@@ -241,14 +241,15 @@ def _truncated(sl: SegmentSlice, next_offset: int, position: int) -> CorruptLogE
 def _check_dense(sl: SegmentSlice, fr: Frames, buf_start: int, expect: int | None) -> None:
     """Offsets of a segment are dense: each batch starts where the previous one ended (the
     first one at the segment's base, or at or below the first wanted offset after an
-    index jump), and none runs past the segment's last offset."""
+    index jump), and none runs past the segment's last offset. A cleaned segment of a
+    compacted topic may skip offsets between batches, but never goes back."""
     bases = fr.base_offsets
     nexts = fr.next_offsets
     prev = np.empty(len(bases), dtype=np.int64)
     prev[1:] = nexts[:-1]
     prev[0] = bases[0] if expect is None else expect
-    wrong = (bases != prev) | (nexts - 1 > sl.last_offset)
-    if expect is None and bases[0] > sl.start_offset:
+    wrong = ((bases < prev) if sl.compacted else (bases != prev)) | (nexts - 1 > sl.last_offset)
+    if expect is None and bases[0] > sl.start_offset and not sl.compacted:
         raise CorruptLogError(
             sl.key,
             int(bases[0]),

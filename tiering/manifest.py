@@ -167,6 +167,8 @@ class RemoteSegment:
     has_producer_snapshot: bool = False
     record_count: int | None = None
     log_crc32c: int | None = None  # None: an entry written before the field existed
+    # Cleaned by the log cleaner (compacted topics): offsets may skip between batches.
+    compacted: bool = False
 
     def __post_init__(self) -> None:
         sid = self.segment_id.hex if isinstance(self.segment_id, uuid.UUID) else repr(self.segment_id)
@@ -211,6 +213,8 @@ class RemoteSegment:
             raise InvalidSegmentError(f"segment {sid}: keys must be a SegmentKeys of non-empty strings")
         if not isinstance(self.has_producer_snapshot, bool):
             raise InvalidSegmentError(f"segment {sid}: has_producer_snapshot must be a boolean")
+        if not isinstance(self.compacted, bool):
+            raise InvalidSegmentError(f"segment {sid}: compacted must be a boolean")
         if self.record_count is not None and (not _is_int(self.record_count) or self.record_count < 0):
             raise InvalidSegmentError(f"segment {sid}: record_count must be a non-negative integer or null")
 
@@ -248,13 +252,18 @@ class RemoteSegment:
         }
         if self.log_crc32c is not None:  # absent in entries written before it existed
             out["log_crc32c"] = self.log_crc32c
+        if self.compacted:  # absent (false) keeps every other entry as it was
+            out["compacted"] = True
         return out
 
     @classmethod
     def from_dict(cls, d: object) -> RemoteSegment:
         """Parse one segment record; ManifestError (or ValueError) on anything malformed."""
         obj = _fields(
-            d, _SEGMENT_FIELDS, "segment", optional=("has_producer_snapshot", "record_count", "log_crc32c")
+            d,
+            _SEGMENT_FIELDS,
+            "segment",
+            optional=("has_producer_snapshot", "record_count", "log_crc32c", "compacted"),
         )
         keys = _fields(obj["keys"], _KEY_FIELDS, "segment keys")
         try:
@@ -283,6 +292,7 @@ class RemoteSegment:
             has_producer_snapshot=obj.get("has_producer_snapshot", False),
             record_count=obj.get("record_count"),
             log_crc32c=_crc32c_field(obj),
+            compacted=obj.get("compacted", False),
         )
 
     def _identity(self) -> tuple[int, int, SegmentKeys]:
@@ -307,6 +317,7 @@ _SEGMENT_FIELDS: Final = (
     "has_producer_snapshot",
     "record_count",
     "log_crc32c",
+    "compacted",
 )
 _KEY_FIELDS: Final = ("log", "index", "timeindex", "producer_snapshot", "leader_epoch_checkpoint")
 

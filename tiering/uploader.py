@@ -538,7 +538,9 @@ class Uploader:
             created_ms=now,
             updated_ms=now,
             has_producer_snapshot=local.snapshot_path is not None,
-            record_count=seg.next_offset - seg.base_offset,
+            # A cleaned segment skips offsets: its span is not its record count.
+            record_count=None if seg.compacted else seg.next_offset - seg.base_offset,
+            compacted=seg.compacted,
         )
         log_start = log.log_start_offset
 

@@ -132,9 +132,12 @@ async def upload_segment_files(
     topic: str,
     topic_id: uuid.UUID,
     partition: int,
+    *,
+    compacted: bool = False,
 ) -> RemoteSegment:
     """Upload one sealed segment (``.log`` and its ``.index``/``.timeindex`` next to it) exactly
-    as docs/tiering.md prescribes: COPY_STARTED, the objects, then COPIED."""
+    as docs/tiering.md prescribes: COPY_STARTED, the objects, then COPIED. ``compacted``: a
+    segment the log cleaner rewrote (offsets may skip), flagged as the uploader flags it."""
     base, last, first_ts, max_ts, size, sha = _facts(log_path)
     stem = log_path[: -len(".log")]
     sid = uuid.uuid4()
@@ -155,6 +158,7 @@ async def upload_segment_files(
         keys=keys,
         created_ms=now,
         updated_ms=now,
+        compacted=compacted,
     )
     await manifests.update(topic, topic_id, partition, lambda m: m.add_or_update(rs))
     await store.put_file(keys.log, log_path)
@@ -179,7 +183,9 @@ async def tier_log(
     ms = manifests or ManifestStore(store)
     sealed = log.segments()[:-1]
     return [
-        await upload_segment_files(store, ms, seg.log_path, topic, topic_id, partition)
+        await upload_segment_files(
+            store, ms, seg.log_path, topic, topic_id, partition, compacted=seg.compacted
+        )
         for seg in sealed[:count]
     ]
 

@@ -4,6 +4,7 @@ seam), ranges, spillover, damage, and ``strata export``; on file:// and on S3 (m
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import uuid
 from dataclasses import dataclass
@@ -280,6 +281,61 @@ def test_log_start_offset_hides_deleted_records(tmp_path: Path) -> None:
     assert sorted(got, key=key) == sorted(
         (r for r in a.rows if r.partition == 0 and r.offset >= 123), key=key
     )
+
+
+def test_cleaned_segments_of_a_compacted_topic_are_read_with_their_gaps(tmp_path: Path) -> None:
+    """The cleaner keeps each record at its offset and drops superseded ones, so a cleaned
+    segment skips offsets; the uploader flags it ``compacted`` and the reader accepts the
+    gaps there (and only there: dense segments still refuse them, tested elsewhere)."""
+    from hot.cleaner import CleanerConfig, LogCleaner
+    from hot.config import LogConfig
+    from hot.log import Log
+    from hot.records import RecordInput, build_batch
+
+    cfg = LogConfig.from_kafka(
+        {
+            "cleanup.policy": "compact",
+            "segment.bytes": "2048",
+            "min.cleanable.dirty.ratio": "0",
+            "strata.flush.mode": "interval",
+        }
+    )
+    log = Log.open(tmp_path / f"{TOPIC}-0", cfg, topic=TOPIC, partition=0)
+    written: list[tuple[int, bytes, bytes]] = []
+    for rnd in range(8):
+        for k in range(12) if rnd == 0 else range(0, 12, 2):  # odd keys: written once, early
+            kb, vb = b"k%d" % k, b"v%d-%d" % (k, rnd) + b"." * 40
+            info = log.append(build_batch([RecordInput(kb, vb, timestamp=TS0 + rnd)]))
+            written.append((info.last_offset, kb, vb))
+    cleaner = LogCleaner(CleanerConfig())
+    for _ in range(10):  # until nothing is left to clean
+        if cleaner.clean(log, TS0 + 10**9) is None:
+            break
+    sealed = log.segments()[:-1]
+    assert any(seg.compacted for seg in sealed), "the cleaner rewrote nothing"
+    last = sealed[-1].next_offset - 1
+    url = f"file://{tmp_path / 'bucket'}"
+    topic_id = uuid.uuid4()
+
+    async def go() -> None:
+        store = open_store(url)
+        try:
+            segs = await tier_log(store, log, TOPIC, topic_id, 0)
+            assert any(s.compacted for s in segs)
+            await put_topic(store, TOPIC, topic_id, 1)
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+    log.close()
+    got = sorted(scan(ReadOptions.parse({"topic": TOPIC}, path=url)), key=key)
+    offsets = [r.offset for r in got]
+    assert offsets == sorted(set(offsets))
+    assert offsets[0] > 0 and any(b - a > 1 for a, b in itertools.pairwise(offsets)), "no gaps"
+    want = {k: (o, v) for o, k, v in written if o <= last}  # the latest in the archived range
+    # Exactly one row per key: its latest value, at the offset it was written at.
+    assert len(got) == len(want)
+    assert {r.key: (r.offset, r.value) for r in got} == want
 
 
 def test_pieces_are_nearly_equal_cut_at_index_entries_and_small_segments_pack(archive: Archive) -> None:
