@@ -202,6 +202,8 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         47: (0, 0, None),
         45: (0, 0, 0),
         46: (0, 0, 0),
+        17: (0, 1, None),
+        36: (0, 2, 2),
     }
 
 
