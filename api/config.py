@@ -269,7 +269,7 @@ def load_config(
         values["cluster"] = cluster
     values["tls"] = TlsConfig.from_mapping(security_values["tls"])
     values["sasl"] = SaslConfig.from_mapping(security_values["sasl"])
-    if cluster_values and (values["tls"].enabled or values["sasl"].enabled):
+    if cluster_values and (values["tls"].enabled or values["sasl"].enabled or values["sasl"].rest_basic_auth):
         # Followers fetch from the leader's Kafka listener in plaintext (cluster.fetcher).
         raise InvalidConfigError(
             "[tls] and [sasl] are supported on single-node brokers only, not with [cluster]"

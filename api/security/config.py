@@ -7,9 +7,10 @@
     client_auth = "none"                 # none | requested | required (mutual TLS)
     [sasl]                        # SASL on the Kafka listener (SASL_SSL with [tls], else SASL_PLAINTEXT)
     mechanisms = "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN"   # empty: no authentication
+    rest_basic_auth = false       # true: the HTTP server requires basic auth by the same users
 
 Environment: ``STRATA_TLS_CERT``, ``STRATA_TLS_KEY``, ``STRATA_TLS_CA``,
-``STRATA_TLS_CLIENT_AUTH``, ``STRATA_SASL_MECHANISMS``.
+``STRATA_TLS_CLIENT_AUTH``, ``STRATA_SASL_MECHANISMS``, ``STRATA_SASL_REST_BASIC_AUTH``.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from hot.errors import InvalidConfigError
 CLIENT_AUTH: Final = ("none", "requested", "required")
 SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 TLS_KEYS: Final = ("cert", "key", "ca", "client_auth")
-SASL_KEYS: Final = ("mechanisms",)
+SASL_KEYS: Final = ("mechanisms", "rest_basic_auth")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +64,7 @@ class TlsConfig:
 @dataclass(frozen=True, slots=True)
 class SaslConfig:
     mechanisms: tuple[str, ...] = ()
+    rest_basic_auth: bool = False
 
     @property
     def enabled(self) -> bool:
@@ -87,7 +89,18 @@ class SaslConfig:
                 )
             if name not in mechs:
                 mechs.append(name)
-        return cls(tuple(mechs))
+        return cls(tuple(mechs), _bool(values.get("rest_basic_auth", False), "sasl.rest_basic_auth"))
+
+
+def _bool(value: object, setting: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise InvalidConfigError(f"{setting}: expected a boolean, got {value!r}")
 
 
 def _path(value: object, setting: str) -> Path | None:

@@ -7,8 +7,8 @@
 
 Only SCRAM stored/server keys are kept (salted PBKDF2, RFC 5802); SASL/PLAIN verifies a
 password against the SCRAM-SHA-512 credential. The file is written atomically (temp file,
-fsync, rename, fsync of the directory) with mode 0600. The broker re-reads it when its
-modification time changes, so ``strata users add`` takes effect without a restart.
+fsync, rename, fsync of the directory) with mode 0600. The broker re-reads it when it
+changes (new inode, mtime or size), so ``strata users add`` takes effect without a restart.
 """
 
 from __future__ import annotations
@@ -67,11 +67,13 @@ class UserStore:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._users: dict[str, dict[str, ScramCredential]] = {}
-        self._mtime: int | None = None
+        self._mtime: tuple[int, int, int] | None = None
 
-    def _stat(self) -> int | None:
+    def _stat(self) -> tuple[int, int, int] | None:
+        # every save renames a new file into place: a new inode even within one mtime tick
         try:
-            return self.path.stat().st_mtime_ns
+            st = self.path.stat()
+            return (st.st_ino, st.st_mtime_ns, st.st_size)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -99,6 +101,11 @@ class UserStore:
         self._users = users
         self._mtime = mtime
         return self
+
+    @property
+    def version(self) -> tuple[int, int, int] | None:
+        """Changes whenever the file does (inode, mtime, size as last read; None: no file)."""
+        return self._mtime
 
     def names(self) -> list[str]:
         return sorted(self._users)
