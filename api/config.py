@@ -9,6 +9,7 @@ TOML layout::
     kafka_listen = "127.0.0.1:9092"
     http_listen = "127.0.0.1:8080"
     advertised_listener = "broker1.example:9092"   # optional
+    internal_listen = "10.0.0.5:9093"               # optional plaintext listener for replication
     object_store = "s3://bucket/prefix"             # default file://<data_dir>/objects
     auto_create_topics = false
     num_partitions = 1                               # for auto-created topics
@@ -32,7 +33,8 @@ TOML layout::
     mechanisms = "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN"
 
 Environment: ``STRATA_DATA_DIR``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN``,
-``STRATA_ADVERTISED_LISTENER``, ``STRATA_OBJECT_STORE``, ``STRATA_AUTO_CREATE_TOPICS``,
+``STRATA_ADVERTISED_LISTENER``, ``STRATA_INTERNAL_LISTEN``, ``STRATA_OBJECT_STORE``,
+``STRATA_AUTO_CREATE_TOPICS``,
 ``STRATA_NUM_PARTITIONS``, ``STRATA_MAX_REQUEST_BYTES``, and topic defaults as
 ``STRATA_LOG_<NAME>`` with the Kafka name upper-cased and dots as underscores
 (``STRATA_LOG_SEGMENT_BYTES``, ``STRATA_LOG_STRATA_FLUSH_MODE``), and tiering settings
@@ -94,6 +96,9 @@ class BrokerConfig:
     kafka_listen: HostPort = HostPort("127.0.0.1", 9092)
     http_listen: HostPort = HostPort("127.0.0.1", 8080)
     advertised_listener: HostPort | None = None
+    # A second Kafka listener without TLS/SASL for followers (cluster.fetcher speaks
+    # plaintext); keep it on a private network. Unset: none.
+    internal_listen: HostPort | None = None
     object_store: str | None = None
     auto_create_topics: bool = False
     num_partitions: int = 1
@@ -125,6 +130,7 @@ _SCALARS: dict[str, str] = {
     "kafka_listen": "hostport",
     "http_listen": "hostport",
     "advertised_listener": "hostport",
+    "internal_listen": "hostport",
     "object_store": "str",
     "auto_create_topics": "bool",
     "num_partitions": "int",
@@ -269,10 +275,11 @@ def load_config(
         values["cluster"] = cluster
     values["tls"] = TlsConfig.from_mapping(security_values["tls"])
     values["sasl"] = SaslConfig.from_mapping(security_values["sasl"])
-    if cluster_values and (values["tls"].enabled or values["sasl"].enabled or values["sasl"].rest_basic_auth):
-        # Followers fetch from the leader's Kafka listener in plaintext (cluster.fetcher).
+    secured = values["tls"].enabled or values["sasl"].enabled
+    if cluster_values and secured and "internal_listen" not in values:
+        # Followers fetch in plaintext (cluster.fetcher): they need a listener of their own.
         raise InvalidConfigError(
-            "[tls] and [sasl] are supported on single-node brokers only, not with [cluster]"
+            "[tls]/[sasl] with [cluster] need internal_listen: a plaintext listener for replication"
         )
     return dataclasses.replace(BrokerConfig(), **values)
 

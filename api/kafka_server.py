@@ -254,6 +254,7 @@ class Connection:
         if server.sasl_mechanisms and server.users is not None:
             self.sasl = SaslSession(server.sasl_mechanisms, server.users)
         self._close_after_answer = False
+        self.tls = writer.get_extra_info("ssl_object") is not None
 
     async def run(self) -> None:
         self._write_task = asyncio.create_task(self._write_loop())
@@ -336,8 +337,8 @@ class Connection:
 
     async def _write_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        transport = self.writer.transport
         while True:
+            transport = self.writer.transport
             item = await self.pending.get()
             if item is None:
                 return
@@ -364,10 +365,19 @@ class Connection:
                     else:
                         region: FileRegion = part  # type: ignore[assignment]
                         await self.writer.drain()
-                        await loop.sendfile(transport, region.file, region.position, region.length)
+                        if self.tls:
+                            # No sendfile through TLS; asyncio's fallback would seek the shared
+                            # file object and swap the protocol. pread-based, whole batches.
+                            self.writer.write(region.read())
+                        else:
+                            await loop.sendfile(transport, region.file, region.position, region.length)
                 await self.writer.drain()
             except (ConnectionError, OSError, RuntimeError) as exc:
                 log.info("client %s went away while being answered: %s", self.peer, exc)
+                self.stop_reading()
+                return
+            except StrataError as exc:  # a segment closed or short while being read (TLS path)
+                log.warning("closing connection from %s: %s", self.peer, exc)
                 self.stop_reading()
                 return
             if self._close_after_answer:  # failed authentication: answered, now closed

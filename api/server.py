@@ -121,6 +121,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         manager.start_background()
         kafka_sock = _bind(config.kafka_listen)
         http_sock = _bind(config.http_listen)
+        internal_sock = _bind(config.internal_listen) if config.internal_listen is not None else None
         kafka_addr = HostPort(config.kafka_listen.host, kafka_sock.getsockname()[1])
         http_addr = HostPort(config.http_listen.host, http_sock.getsockname()[1])
         if config.advertised_listener is None:
@@ -160,6 +161,15 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             users=UserStore(users_path(config.data_dir)).reload() if config.sasl.enabled else None,
         )
         await kafka.start(kafka_sock)
+        internal: KafkaServer | None = None
+        internal_addr: HostPort | None = None
+        if internal_sock is not None and config.internal_listen is not None:
+            # Replication's listener: the same handlers, no TLS or SASL (cluster.fetcher).
+            internal = KafkaServer(broker, handlers=node.kafka_handlers() if node is not None else None)
+            await internal.start(internal_sock)
+            internal_addr = HostPort(config.internal_listen.host, internal_sock.getsockname()[1])
+            if node is not None and node.cluster.inter_broker_listener is None:
+                node.cluster = dataclasses.replace(node.cluster, inter_broker_listener=str(internal_addr))
         app = create_app(broker)
         http = _EmbeddedUvicorn(
             uvicorn.Config(
@@ -177,6 +187,8 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         say(f"strata: object store {config.object_store_url}")
         security = _security_protocol(config)
         say(f"strata: kafka listener on {kafka_addr} (advertised as {config.advertised}; {security})")
+        if internal_addr is not None:
+            say(f"strata: internal kafka listener on {internal_addr} (PLAINTEXT, for replication)")
         if config.sasl.enabled:
             say(
                 f"strata: SASL mechanisms {', '.join(config.sasl.mechanisms)},"
@@ -222,6 +234,8 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
                 await node.stop()
                 node = None
             await kafka.close()
+            if internal is not None:
+                await internal.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(http_task, timeout=10)
     finally:

@@ -177,5 +177,8 @@ def test_load_config_security_tables(tmp_path: Path) -> None:
     assert cfg.tls == TlsConfig(Path("s.pem"), Path("s.key"), Path("ca.pem"), "requested")
     assert cfg.sasl.mechanisms == ("PLAIN",)
     assert load_config(env={}).tls.enabled is False
-    with pytest.raises(InvalidConfigError, match="single-node"):
-        load_config(env={"STRATA_SASL_MECHANISMS": "PLAIN", "STRATA_ETCD": "127.0.0.1:2379"})
+    cluster = {"STRATA_SASL_MECHANISMS": "PLAIN", "STRATA_ETCD": "127.0.0.1:2379"}
+    with pytest.raises(InvalidConfigError, match="need internal_listen"):
+        load_config(env=cluster)
+    cfg = load_config(env={**cluster, "STRATA_INTERNAL_LISTEN": "127.0.0.1:0"})
+    assert cfg.internal_listen is not None and cfg.internal_listen.port == 0
