@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,7 +27,7 @@ def etcd(tmp_path: Path) -> Iterator[EtcdProcess]:
 
 
 def test_replication_with_secured_client_listener(tmp_path: Path, etcd: EtcdProcess) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
     pki = make_pki(tmp_path / "pki")
     for i in (1, 2):  # users are per broker in cluster mode (not in etcd yet)
@@ -43,7 +44,7 @@ def test_replication_with_secured_client_listener(tmp_path: Path, etcd: EtcdProc
         for node in cluster.nodes.values():
             assert "internal kafka listener on 127.0.0.1:" in node.output()
             assert "SASL_SSL" in node.output()
-        conf = {
+        conf: dict[str, Any] = {
             "bootstrap.servers": cluster.bootstrap,
             "security.protocol": "SASL_SSL",
             "ssl.ca.location": str(pki.ca),
