@@ -220,8 +220,9 @@ class KafkaServer:
             return True
         except (ssl.SSLError, OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
             log.warning("TLS handshake with %s failed: %s", peer, describe_handshake_error(exc))
-        except asyncio.CancelledError:
-            pass
+        except asyncio.CancelledError:  # shutting down mid-handshake
+            writer.transport.abort()
+            raise
         with contextlib.suppress(Exception):
             writer.transport.abort()
         return False

@@ -155,3 +155,36 @@ def test_requests_before_authentication_close_the_connection(tmp_path: Path) -> 
         assert "SASL_PLAINTEXT" in b.output()
     finally:
         b.stop()
+
+
+def test_kafka_python_scram(sasl_broker: BrokerProcess, pki: Pki) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    opts = {
+        "bootstrap_servers": sasl_broker.bootstrap,
+        "security_protocol": "SASL_SSL",
+        "ssl_cafile": str(pki.ca),
+        "sasl_mechanism": "SCRAM-SHA-256",
+        "sasl_plain_username": "alice",
+        "sasl_plain_password": ALICE_PW,
+    }
+    p = KafkaProducer(**opts)
+    p.send("kp-scram", b"kp").get(timeout=30)
+    p.close()
+    c = KafkaConsumer("kp-scram", auto_offset_reset="earliest", consumer_timeout_ms=10_000, **opts)
+    got = next(iter(c)).value
+    c.close()
+    assert got == b"kp"
+
+
+def test_users_add_from_prompt(tmp_path: Path) -> None:
+    # not a terminal: click reads the password and its confirmation from stdin, echoing nothing
+    out = strata_users(tmp_path, "add", "dave", stdin="Dave-pw-1\nDave-pw-1\n")
+    assert out.returncode == 0, out.stderr
+    assert "Dave-pw-1" not in out.stdout + out.stderr
+    mismatch = strata_users(tmp_path, "add", "erin", stdin="a-pw\nb-pw\n")
+    assert mismatch.returncode != 0
+    listed = strata_users(tmp_path, "list")
+    assert listed.stdout.split() == ["dave", "SCRAM-SHA-256,SCRAM-SHA-512"]
+    bad = strata_users(tmp_path, "add", "bad name", "--password-stdin", stdin="x\n")
+    assert bad.returncode == 1 and "invalid user name" in bad.stderr
