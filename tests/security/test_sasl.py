@@ -5,6 +5,7 @@ the broker's output."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import struct
@@ -188,3 +189,25 @@ def test_users_add_from_prompt(tmp_path: Path) -> None:
     assert listed.stdout.split() == ["dave", "SCRAM-SHA-256,SCRAM-SHA-512"]
     bad = strata_users(tmp_path, "add", "bad name", "--password-stdin", stdin="x\n")
     assert bad.returncode == 1 and "invalid user name" in bad.stderr
+
+
+@pytest.mark.parametrize("mech", ["SCRAM-SHA-512", "PLAIN"])
+async def test_aiokafka_sasl_ssl(sasl_broker: BrokerProcess, pki: Pki, mech: str) -> None:
+    import ssl
+
+    from aiokafka import AIOKafkaProducer
+
+    p = AIOKafkaProducer(
+        bootstrap_servers=sasl_broker.bootstrap,
+        security_protocol="SASL_SSL",
+        ssl_context=ssl.create_default_context(cafile=str(pki.ca)),
+        sasl_mechanism=mech,
+        sasl_plain_username="alice",
+        sasl_plain_password=ALICE_PW,
+    )
+    await p.start()
+    try:
+        meta = await asyncio.wait_for(p.send_and_wait(f"aio-{mech.lower()}", b"a"), 60)
+        assert meta.offset == 0
+    finally:
+        await p.stop()
