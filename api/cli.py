@@ -705,5 +705,85 @@ def cluster_reassignments_cmd(etcd: str, cluster_name: str, output: str) -> None
     _emit(output, rows, "\n".join(format_reassignments(rows)))
 
 
+# --- users (SASL credentials of a single-node broker) -------------------------------------
+
+_users_data_dir = click.option(
+    "--data-dir",
+    type=click.Path(file_okay=False),
+    envvar="STRATA_DATA_DIR",
+    default="./strata-data",
+    show_default=True,
+    help="The broker's data directory (credentials in <data-dir>/meta/users.json).",
+)
+
+
+@main.group()
+def users() -> None:
+    """Add, delete and list SASL users (PLAIN, SCRAM-SHA-256/512) of a single-node broker."""
+
+
+@users.command("add")
+@click.argument("name")
+@click.option(
+    "--password-stdin", is_flag=True, help="Read the password from the first line of stdin [prompt]."
+)
+@_users_data_dir
+@_output
+def users_add(name: str, password_stdin: bool, data_dir: str, output: str) -> None:
+    """Add a user, or set a user's password. Running brokers pick it up at the next login."""
+    from pathlib import Path
+
+    from api.security.users import UserStore, check_username, users_path
+
+    try:
+        check_username(name)
+        if password_stdin:
+            password = sys.stdin.readline().rstrip("\r\n")
+        else:
+            password = click.prompt("Password", hide_input=True, confirmation_prompt=True, err=True)
+        store = UserStore(users_path(Path(data_dir)))
+        existed = name in store.reload().names()
+        store.set_password(name, password)
+    except StrataError as exc:
+        _fail(str(exc))
+    verb = "updated" if existed else "added"
+    _emit(output, {"user": name, "status": verb}, f"{verb} user {name} (SCRAM-SHA-256, SCRAM-SHA-512, PLAIN)")
+
+
+@users.command("delete")
+@click.argument("name")
+@_users_data_dir
+@_output
+def users_delete(name: str, data_dir: str, output: str) -> None:
+    """Delete a user; connections already authenticated stay open."""
+    from pathlib import Path
+
+    from api.security.users import UserStore, users_path
+
+    try:
+        if not UserStore(users_path(Path(data_dir))).delete(name):
+            _fail(f"no user named {name!r}")
+    except StrataError as exc:
+        _fail(str(exc))
+    _emit(output, {"user": name, "status": "deleted"}, f"deleted user {name}")
+
+
+@users.command("list")
+@_users_data_dir
+@_output
+def users_list(data_dir: str, output: str) -> None:
+    """The users and their SCRAM mechanisms (never any secret)."""
+    from pathlib import Path
+
+    from api.security.users import UserStore, users_path
+
+    try:
+        store = UserStore(users_path(Path(data_dir))).reload()
+    except StrataError as exc:
+        _fail(str(exc))
+    rows = [{"user": n, "mechanisms": store.mechanisms(n)} for n in store.names()]
+    _emit(output, rows, "\n".join(f"{r['user']}\t{','.join(r['mechanisms'])}" for r in rows))
+
+
 if __name__ == "__main__":
     main()

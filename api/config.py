@@ -9,6 +9,7 @@ TOML layout::
     kafka_listen = "127.0.0.1:9092"
     http_listen = "127.0.0.1:8080"
     advertised_listener = "broker1.example:9092"   # optional
+    internal_listen = "10.0.0.5:9093"               # optional plaintext listener for replication
     object_store = "s3://bucket/prefix"             # default file://<data_dir>/objects
     auto_create_topics = false
     num_partitions = 1                               # for auto-created topics
@@ -25,16 +26,24 @@ TOML layout::
     [cluster]                                        # cluster mode, cluster.config names
     etcd = "127.0.0.1:2379"                          # set: a replicated cluster on etcd
     "replica.lag.time.max.ms" = 30000
+    [tls]                                            # api.security.config: TLS, mutual TLS
+    cert = "server.pem"
+    key = "server.key"
+    [sasl]                                           # SASL on the Kafka listener
+    mechanisms = "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN"
 
 Environment: ``STRATA_DATA_DIR``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN``,
-``STRATA_ADVERTISED_LISTENER``, ``STRATA_OBJECT_STORE``, ``STRATA_AUTO_CREATE_TOPICS``,
+``STRATA_ADVERTISED_LISTENER``, ``STRATA_INTERNAL_LISTEN``, ``STRATA_OBJECT_STORE``,
+``STRATA_AUTO_CREATE_TOPICS``,
 ``STRATA_NUM_PARTITIONS``, ``STRATA_MAX_REQUEST_BYTES``, and topic defaults as
 ``STRATA_LOG_<NAME>`` with the Kafka name upper-cased and dots as underscores
 (``STRATA_LOG_SEGMENT_BYTES``, ``STRATA_LOG_STRATA_FLUSH_MODE``), and tiering settings
 as ``STRATA_TIERING_<FIELD>`` (``STRATA_TIERING_UPLOAD_INTERVAL_MS``), and the group
 settings of api.groups.config as ``STRATA_`` + the Kafka name upper-cased with dots as
 underscores (``STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS``), and the cluster settings
-of cluster.config the same way (``STRATA_ETCD``, ``STRATA_REPLICA_LAG_TIME_MAX_MS``).
+of cluster.config the same way (``STRATA_ETCD``, ``STRATA_REPLICA_LAG_TIME_MAX_MS``),
+and the security settings as ``STRATA_TLS_<KEY>`` / ``STRATA_SASL_<KEY>``
+(``STRATA_TLS_CERT``, ``STRATA_SASL_MECHANISMS``; see api.security.config).
 """
 
 from __future__ import annotations
@@ -49,6 +58,7 @@ from typing import Any
 
 from api.groups.config import ENV_NAMES as GROUP_ENV_NAMES
 from api.groups.config import GroupConfig
+from api.security.config import SASL_KEYS, TLS_KEYS, SaslConfig, TlsConfig
 from cluster.config import ENV_NAMES as CLUSTER_ENV_NAMES
 from cluster.config import ClusterConfig
 from hot.config import KAFKA_NAMES, LogConfig
@@ -86,6 +96,9 @@ class BrokerConfig:
     kafka_listen: HostPort = HostPort("127.0.0.1", 9092)
     http_listen: HostPort = HostPort("127.0.0.1", 8080)
     advertised_listener: HostPort | None = None
+    # A second Kafka listener without TLS/SASL for followers (cluster.fetcher speaks
+    # plaintext); keep it on a private network. Unset: none.
+    internal_listen: HostPort | None = None
     object_store: str | None = None
     auto_create_topics: bool = False
     num_partitions: int = 1
@@ -97,6 +110,8 @@ class BrokerConfig:
     groups: GroupConfig = field(default_factory=GroupConfig)
     # Cluster mode (replication, metadata in etcd) when set; None: single node.
     cluster: ClusterConfig | None = None
+    tls: TlsConfig = field(default_factory=TlsConfig)
+    sasl: SaslConfig = field(default_factory=SaslConfig)
 
     @property
     def object_store_url(self) -> str:
@@ -115,6 +130,7 @@ _SCALARS: dict[str, str] = {
     "kafka_listen": "hostport",
     "http_listen": "hostport",
     "advertised_listener": "hostport",
+    "internal_listen": "hostport",
     "object_store": "str",
     "auto_create_topics": "bool",
     "num_partitions": "int",
@@ -167,6 +183,7 @@ def load_config(
     tiering_values: dict[str, object] = {}
     group_values: dict[str, object] = {}
     cluster_values: dict[str, object] = {}
+    security_values: dict[str, dict[str, object]] = {"tls": {}, "sasl": {}}
 
     path = config_file or env.get("STRATA_CONFIG")
     if path:
@@ -194,6 +211,10 @@ def load_config(
                 if not isinstance(value, dict):
                     raise InvalidConfigError(f"{path}: [cluster] must be a table")
                 cluster_values.update({str(k): v for k, v in value.items()})
+            elif key in security_values:
+                if not isinstance(value, dict):
+                    raise InvalidConfigError(f"{path}: [{key}] must be a table")
+                security_values[key].update({str(k): v for k, v in value.items()})
             elif key in _SCALARS:
                 values[key] = _convert(key, value)
             else:
@@ -220,6 +241,11 @@ def load_config(
         env_value = env.get(env_key)
         if env_value is not None and env_value != "":
             cluster_values[name] = env_value
+    for table, keys in (("tls", TLS_KEYS), ("sasl", SASL_KEYS)):
+        for name in keys:
+            env_value = env.get(f"STRATA_{table.upper()}_{name.upper()}")
+            if env_value is not None and env_value != "":
+                security_values[table][name] = env_value
 
     for key, value in (overrides or {}).items():
         if value is None:
@@ -232,6 +258,8 @@ def load_config(
             group_values.update(value)
         elif key == "cluster":
             cluster_values.update({k: v for k, v in value.items() if v is not None})
+        elif key in security_values:
+            security_values[key].update({k: v for k, v in value.items() if v is not None})
         elif key in _SCALARS:
             values[key] = _convert(key, value)
         else:
@@ -245,6 +273,14 @@ def load_config(
         if "broker_id" in values:  # given: fixed; absent: assigned through etcd
             cluster = dataclasses.replace(cluster, broker_id=values["broker_id"])
         values["cluster"] = cluster
+    values["tls"] = TlsConfig.from_mapping(security_values["tls"])
+    values["sasl"] = SaslConfig.from_mapping(security_values["sasl"])
+    secured = values["tls"].enabled or values["sasl"].enabled
+    if cluster_values and secured and "internal_listen" not in values:
+        # Followers fetch in plaintext (cluster.fetcher): they need a listener of their own.
+        raise InvalidConfigError(
+            "[tls]/[sasl] with [cluster] need internal_listen: a plaintext listener for replication"
+        )
     return dataclasses.replace(BrokerConfig(), **values)
 
 

@@ -11,6 +11,12 @@ Zero copy: a Fetch response is encoded into parts, bytes for headers and
 ``FileRegion`` objects for record data, and each region goes to the socket with
 ``loop.sendfile`` (``os.sendfile`` underneath), never through Python buffers.
 
+Security (api.security): with TLS the handshake runs per connection before anything is
+read, and a failed one (no client certificate, a plaintext client) is one log line. With
+SASL only ApiVersions, SaslHandshake and SaslAuthenticate are served until the client
+has authenticated; any other request closes the connection, as Kafka does. A failed
+authentication is answered (SASL_AUTHENTICATION_FAILED) and the connection then closed.
+
 Malformed input (bad frame sizes, unknown API keys, undecodable bodies, unsupported
 versions other than the ApiVersions fallback) closes that connection only, with one
 log line saying why; nothing is answered for the bad request.
@@ -22,6 +28,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -120,10 +127,15 @@ from api.protocol.messages.produce import (
     ProduceResponse,
     ProduceTopicResponse,
 )
+from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from api.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from api.reassignment_handlers import (
     handle_alter_partition_reassignments,
     handle_list_partition_reassignments,
 )
+from api.security.sasl import SaslSession
+from api.security.tls import describe_handshake_error, peer_principal
+from api.security.users import UserStore
 from hot import errors as E
 from hot.errors import InvalidRequestError, StrataError, UnknownTopicOrPartitionError, kafka_code
 from hot.region import FileRegion
@@ -142,12 +154,29 @@ SOURCE_TOPIC_CONFIG = 1
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 
+TLS_HANDSHAKE_TIMEOUT = 10.0
+# What a client may send on a SASL listener before it has authenticated.
+PRE_AUTH_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
 Handler = Callable[["Connection", RequestHeader, Any], Awaitable[Any]]
 
 
 class KafkaServer:
-    def __init__(self, broker: Broker, *, handlers: Mapping[int, Handler] | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        *,
+        handlers: Mapping[int, Handler] | None = None,
+        ssl_context: ssl.SSLContext | None = None,
+        sasl_mechanisms: tuple[str, ...] = (),
+        users: UserStore | None = None,
+    ) -> None:
         self.broker = broker
+        self.ssl_context = ssl_context
+        self.sasl_mechanisms = sasl_mechanisms
+        self.users = users
+        if sasl_mechanisms and users is None:
+            raise ValueError("SASL needs a user store")
         # Cluster mode (cluster.kafka_handlers) replaces some of the single-node handlers.
         self.handlers: dict[int, Handler] = {**HANDLERS, **(handlers or {})}
         self._server: asyncio.Server | None = None
@@ -171,6 +200,8 @@ class KafkaServer:
                 await asyncio.wait_for(self._server.wait_closed(), timeout=grace)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.ssl_context is not None and not await self._handshake(writer):
+            return
         conn = Connection(self, reader, writer)
         self._connections.add(conn)
         self.broker.metrics.connections.inc()
@@ -179,6 +210,22 @@ class KafkaServer:
         finally:
             self._connections.discard(conn)
             self.broker.metrics.connections.dec()
+
+    async def _handshake(self, writer: asyncio.StreamWriter) -> bool:
+        # Done here rather than by start_server(ssl=...), where asyncio swallows handshake
+        # failures silently: an operator should see who failed and why, in one line.
+        peer = writer.get_extra_info("peername")
+        try:
+            await writer.start_tls(self.ssl_context, ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT)  # type: ignore[arg-type]
+            return True
+        except (ssl.SSLError, OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            log.warning("TLS handshake with %s failed: %s", peer, describe_handshake_error(exc))
+        except asyncio.CancelledError:  # shutting down mid-handshake
+            writer.transport.abort()
+            raise
+        with contextlib.suppress(Exception):
+            writer.transport.abort()
+        return False
 
 
 class Connection:
@@ -203,6 +250,12 @@ class Connection:
         self._read_task: asyncio.Task[None] | None = None
         self._write_task: asyncio.Task[None] | None = None
         self._closed = asyncio.Event()
+        self.principal: str | None = peer_principal(writer.get_extra_info("ssl_object"))
+        self.sasl: SaslSession | None = None
+        if server.sasl_mechanisms and server.users is not None:
+            self.sasl = SaslSession(server.sasl_mechanisms, server.users)
+        self._close_after_answer = False
+        self.tls = writer.get_extra_info("ssl_object") is not None
 
     async def run(self) -> None:
         self._write_task = asyncio.create_task(self._write_loop())
@@ -264,6 +317,8 @@ class Connection:
             raise
         except UnknownApiKeyError:
             raise
+        if self.sasl is not None and not self.sasl.authenticated and header.api_key not in PRE_AUTH_APIS:
+            raise ProtocolError(f"{APIS[header.api_key].name} request before SASL authentication")
         handler = self.server.handlers[header.api_key]
         task = asyncio.create_task(self._run_handler(handler, header, request, started))
         await self._enqueue(header, task)
@@ -283,8 +338,8 @@ class Connection:
 
     async def _write_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        transport = self.writer.transport
         while True:
+            transport = self.writer.transport
             item = await self.pending.get()
             if item is None:
                 return
@@ -311,12 +366,35 @@ class Connection:
                     else:
                         region: FileRegion = part  # type: ignore[assignment]
                         await self.writer.drain()
-                        await loop.sendfile(transport, region.file, region.position, region.length)
+                        if self.tls:
+                            # No sendfile through TLS; asyncio's fallback would seek the shared
+                            # file object and swap the protocol. pread-based, whole batches.
+                            self.writer.write(region.read())
+                        else:
+                            await loop.sendfile(transport, region.file, region.position, region.length)
                 await self.writer.drain()
             except (ConnectionError, OSError, RuntimeError) as exc:
                 log.info("client %s went away while being answered: %s", self.peer, exc)
                 self.stop_reading()
                 return
+            except StrataError as exc:  # a segment closed or short while being read (TLS path)
+                log.warning("closing connection from %s: %s", self.peer, exc)
+                self.stop_reading()
+                return
+            if self._close_after_answer:  # failed authentication: answered, now closed
+                self.stop_reading()
+                return
+
+    def authentication_failed(self, mechanism: str, user: str | None, exc: StrataError) -> None:
+        # never the token: it holds the password (PLAIN) or a proof (SCRAM)
+        log.warning(
+            "closing connection from %s: SASL %s authentication failed for user %r: %s",
+            self.peer,
+            mechanism,
+            user,
+            exc,
+        )
+        self._close_after_answer = True
 
 
 def _done(value: Any) -> asyncio.Task[Any]:
@@ -331,6 +409,41 @@ def _done(value: Any) -> asyncio.Task[Any]:
 
 async def handle_api_versions(conn: Connection, header: RequestHeader, req: Any) -> Any:
     return api_versions_response()
+
+
+async def handle_sasl_handshake(
+    conn: Connection, header: RequestHeader, req: SaslHandshakeRequest
+) -> SaslHandshakeResponse:
+    if conn.sasl is None:
+        return SaslHandshakeResponse(error_code=E.ILLEGAL_SASL_STATE)
+    try:
+        conn.sasl.handshake(req.mechanism)
+    except StrataError as exc:
+        return SaslHandshakeResponse(error_code=kafka_code(exc), mechanisms=conn.sasl.enabled)
+    return SaslHandshakeResponse(mechanisms=conn.sasl.enabled)
+
+
+async def handle_sasl_authenticate(
+    conn: Connection, header: RequestHeader, req: SaslAuthenticateRequest
+) -> SaslAuthenticateResponse:
+    session = conn.sasl
+    if session is None:
+        return SaslAuthenticateResponse(
+            error_code=E.ILLEGAL_SASL_STATE, error_message="SASL is not enabled on this listener"
+        )
+    try:
+        answer = await session.authenticate(req.auth_bytes)
+    except StrataError as exc:
+        conn.authentication_failed(session.mechanism or "?", session.username, exc)
+        return SaslAuthenticateResponse(
+            error_code=kafka_code(exc), error_message=f"Authentication failed: {exc}"
+        )
+    if session.authenticated:
+        conn.principal = session.principal
+        log.info(
+            "client %s authenticated as %r with SASL %s", conn.peer, session.principal, session.mechanism
+        )
+    return SaslAuthenticateResponse(auth_bytes=answer)
 
 
 def _topic_by_id(broker: Broker, topic_id: uuid.UUID) -> TopicInfo | None:
@@ -600,10 +713,16 @@ def _broker_configs(conn: Connection) -> dict[str, str]:
             "auto.create.topics.enable": "true" if cfg.auto_create_topics else "false",
             "num.partitions": str(cfg.num_partitions),
             "socket.request.max.bytes": str(cfg.max_request_bytes),
-            "advertised.listeners": f"PLAINTEXT://{cfg.advertised}",
+            "advertised.listeners": f"{_security_protocol(cfg.tls.enabled, cfg.sasl.enabled)}://{cfg.advertised}",
         }
     )
     return out
+
+
+def _security_protocol(tls: bool, sasl: bool) -> str:
+    return {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT"}.get(
+        (tls, sasl), "SASL_SSL"
+    )
 
 
 async def handle_describe_configs(
@@ -816,6 +935,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_DELETE: handle_offset_delete,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
 }
 
 # Every API the codec advertises must have a handler, and vice versa.

@@ -32,6 +32,8 @@ from api.groups.offsets import OffsetsLog
 from api.kafka_server import KafkaServer
 from api.metrics import BrokerMetrics, LogStatsCollector, manager_logs
 from api.rest import create_app
+from api.security.tls import server_context, uvicorn_options
+from api.security.users import UserStore, users_path
 from hot.manager import LogManager
 from hot.topics import TopicInfo
 from tiering.metrics import TieringMetrics
@@ -61,6 +63,11 @@ def _bind(addr: HostPort) -> socket.socket:
     sock.listen(1024)
     sock.setblocking(False)
     return sock
+
+
+def _security_protocol(config: BrokerConfig) -> str:
+    tls, sasl = config.tls.enabled, config.sasl.enabled
+    return ("SASL_SSL" if tls else "SASL_PLAINTEXT") if sasl else ("SSL" if tls else "PLAINTEXT")
 
 
 async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None = None) -> None:
@@ -114,6 +121,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         manager.start_background()
         kafka_sock = _bind(config.kafka_listen)
         http_sock = _bind(config.http_listen)
+        internal_sock = _bind(config.internal_listen) if config.internal_listen is not None else None
         kafka_addr = HostPort(config.kafka_listen.host, kafka_sock.getsockname()[1])
         http_addr = HostPort(config.http_listen.host, http_sock.getsockname()[1])
         if config.advertised_listener is None:
@@ -145,8 +153,23 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             broker = Broker(config, manager, metrics, tiering=tiering, groups=groups)
         broker.bind_loop(loop)
 
-        kafka = KafkaServer(broker, handlers=node.kafka_handlers() if node is not None else None)
+        kafka = KafkaServer(
+            broker,
+            handlers=node.kafka_handlers() if node is not None else None,
+            ssl_context=server_context(config.tls) if config.tls.enabled else None,
+            sasl_mechanisms=config.sasl.mechanisms,
+            users=UserStore(users_path(config.data_dir)).reload() if config.sasl.enabled else None,
+        )
         await kafka.start(kafka_sock)
+        internal: KafkaServer | None = None
+        internal_addr: HostPort | None = None
+        if internal_sock is not None and config.internal_listen is not None:
+            # Replication's listener: the same handlers, no TLS or SASL (cluster.fetcher).
+            internal = KafkaServer(broker, handlers=node.kafka_handlers() if node is not None else None)
+            await internal.start(internal_sock)
+            internal_addr = HostPort(config.internal_listen.host, internal_sock.getsockname()[1])
+            if node is not None and node.cluster.inter_broker_listener is None:
+                node.cluster = dataclasses.replace(node.cluster, inter_broker_listener=str(internal_addr))
         app = create_app(broker)
         http = _EmbeddedUvicorn(
             uvicorn.Config(
@@ -156,13 +179,26 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
                 log_level="warning",
                 access_log=False,
                 timeout_graceful_shutdown=5,
+                **uvicorn_options(config.tls),
             )
         )
         http_task = asyncio.create_task(http.serve(sockets=[http_sock]), name="http")
         say(f"strata: data dir {config.data_dir.resolve()}")
         say(f"strata: object store {config.object_store_url}")
-        say(f"strata: kafka listener on {kafka_addr} (advertised as {config.advertised})")
-        say(f"strata: http listener on http://{http_addr}")
+        security = _security_protocol(config)
+        say(f"strata: kafka listener on {kafka_addr} (advertised as {config.advertised}; {security})")
+        if internal_addr is not None:
+            say(f"strata: internal kafka listener on {internal_addr} (PLAINTEXT, for replication)")
+        if config.sasl.enabled:
+            say(
+                f"strata: SASL mechanisms {', '.join(config.sasl.mechanisms)},"
+                f" users in {users_path(config.data_dir)}"
+            )
+        if config.tls.enabled:
+            # no scheme before the address: tests/brokers.py reads the port from this line
+            say(f"strata: http listener on {http_addr} (https, client certificates {config.tls.client_auth})")
+        else:
+            say(f"strata: http listener on http://{http_addr}")
         # Everything allocated so far (S3 clients' service models: hundreds of thousands of
         # objects, the offsets log, ...) lives as long as the process; left to the cyclic GC,
         # each full collection walks it all, which stopped the event loop for 100-240 ms
@@ -198,6 +234,8 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
                 await node.stop()
                 node = None
             await kafka.close()
+            if internal is not None:
+                await internal.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(http_task, timeout=10)
     finally:

@@ -202,6 +202,25 @@ class OffsetMetadataTooLargeError(GroupError):
     """Committed-offset metadata longer than ``offset.metadata.max.bytes``."""
 
 
+# --- security ----------------------------------------------------------------------------
+
+
+class AuthenticationError(StrataError):
+    """Credentials were refused. Messages never contain the secret that was offered."""
+
+
+class UnsupportedSaslMechanismError(StrataError):
+    """A SASL mechanism this listener does not enable."""
+
+
+class IllegalSaslStateError(StrataError):
+    """A SASL request out of order (authenticate before handshake, handshake twice)."""
+
+
+class TlsError(StrataError):
+    """A certificate, key or CA file that cannot be loaded (converted from ssl/OSError)."""
+
+
 # --- server side -----------------------------------------------------------------------
 
 
@@ -367,6 +386,9 @@ FENCED_INSTANCE_ID: Final = 82
 GROUP_SUBSCRIBED_TO_TOPIC: Final = 86
 INVALID_REPLICA_ASSIGNMENT: Final = 39
 NO_REASSIGNMENT_IN_PROGRESS: Final = 85
+UNSUPPORTED_SASL_MECHANISM: Final = 33
+ILLEGAL_SASL_STATE: Final = 34
+SASL_AUTHENTICATION_FAILED: Final = 58
 
 # The one table: error class -> (Kafka error code, HTTP status).
 # Lookup walks the MRO, so a subclass without its own row inherits its parent's.
@@ -396,6 +418,10 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     # Kafka's code for "this client may not use transactional ids": fatal in every client,
     # where a retriable code would make them retry forever.
     TransactionsNotSupportedError: (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 501),
+    AuthenticationError: (SASL_AUTHENTICATION_FAILED, 401),
+    UnsupportedSaslMechanismError: (UNSUPPORTED_SASL_MECHANISM, 400),
+    IllegalSaslStateError: (ILLEGAL_SASL_STATE, 400),
+    TlsError: (INVALID_CONFIG, 500),
     StorageError: (KAFKA_STORAGE_ERROR, 503),
     CorruptLogError: (KAFKA_STORAGE_ERROR, 503),
     DiskHighWaterError: (KAFKA_STORAGE_ERROR, 507),

@@ -50,6 +50,8 @@ from api.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochResponse,
 )
 from api.protocol.messages.produce import ProduceRequest, ProduceResponse
+from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from api.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from api.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from api.protocol.schema import MessageSchema
 
@@ -233,6 +235,9 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.LIST_GROUPS, ListGroupsRequest, ListGroupsResponse, "0-4", "3+"),
         _api(ApiKey.DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse, "0-2", "2+"),
         _api(ApiKey.OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse, "0", "none"),
+        # authentication (api.security.sasl)
+        _api(ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest, SaslHandshakeResponse, "0-1", "none"),
+        _api(ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest, SaslAuthenticateResponse, "0-2", "2+"),
     )
 }
 

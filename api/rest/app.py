@@ -161,6 +161,11 @@ def create_app(broker: Broker) -> FastAPI:
         default_response_class=JSONBody,
     )
     app.add_middleware(MetricsMiddleware, broker=broker)
+    if broker.config.sasl.rest_basic_auth:  # outermost: nothing runs for an unauthenticated request
+        from api.security.basic_auth import BasicAuthMiddleware
+        from api.security.users import UserStore, users_path
+
+        app.add_middleware(BasicAuthMiddleware, users=UserStore(users_path(broker.config.data_dir)))
     sticky = itertools.count()
     limit = broker.config.max_request_bytes
     metrics = broker.metrics

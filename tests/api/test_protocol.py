@@ -202,6 +202,8 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         47: (0, 0, None),
         45: (0, 0, 0),
         46: (0, 0, 0),
+        17: (0, 1, None),
+        36: (0, 2, 2),
     }
 
 
@@ -211,6 +213,7 @@ kp_admin = pytest.importorskip("kafka.protocol.admin")
 kp_consumer = pytest.importorskip("kafka.protocol.consumer")
 kp_metadata = pytest.importorskip("kafka.protocol.metadata")
 kp_producer = pytest.importorskip("kafka.protocol.producer")
+kp_sasl = pytest.importorskip("kafka.protocol.sasl")
 
 KP: dict[int, tuple[Any, Any]] = {
     0: (kp_producer.ProduceRequest, kp_producer.ProduceResponse),
@@ -228,6 +231,8 @@ KP: dict[int, tuple[Any, Any]] = {
     37: (kp_admin.CreatePartitionsRequest, kp_admin.CreatePartitionsResponse),
     45: (kp_admin.AlterPartitionReassignmentsRequest, kp_admin.AlterPartitionReassignmentsResponse),
     46: (kp_admin.ListPartitionReassignmentsRequest, kp_admin.ListPartitionReassignmentsResponse),
+    17: (kp_sasl.SaslHandshakeRequest, kp_sasl.SaslHandshakeResponse),
+    36: (kp_sasl.SaslAuthenticateRequest, kp_sasl.SaslAuthenticateResponse),
 }
 
 # The group-coordinator APIs are checked against kafka-python at every version, both

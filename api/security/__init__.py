@@ -1,0 +1,1 @@
+"""Transport security and authentication: TLS contexts, SASL (PLAIN, SCRAM), local users."""
