@@ -52,8 +52,8 @@ def test_isr_shrink_expand_and_leader_election_counters(cluster: Cluster) -> Non
     _produce(cluster.bootstrap, 20)
     cluster.wait_fully_replicated(TOPIC)
     for n in nodes:  # the families exist on every broker, elections with both kinds
-        s = _scrape(n.http_url)
-        assert ("strata_leader_elections_total", frozenset({("kind", "unclean")})) in s
+        scraped = _scrape(n.http_url)
+        assert ("strata_leader_elections_total", frozenset({("kind", "unclean")})) in scraped
     shrinks0 = _total(nodes, "strata_isr_shrinks_total", **pl)
     expands0 = _total(nodes, "strata_isr_expands_total", **pl)
     clean0 = _total(nodes, "strata_leader_elections_total", kind="clean")

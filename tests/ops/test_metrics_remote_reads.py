@@ -97,8 +97,10 @@ def test_remote_reads_bytes_errors_and_fresh_local_gauges(
             assert time.monotonic() < deadline, f"consumed {len(got)} of {N - second_base}"
             msg = consumer.poll(1.0)
             if msg is not None and not msg.error():
-                got.append(msg.offset())
-                assert msg.value().startswith(f"v{msg.offset()}:".encode())
+                offset, value = msg.offset(), msg.value()
+                assert offset is not None and value is not None
+                assert value.startswith(f"v{offset}:".encode())
+                got.append(offset)
     finally:
         consumer.close()
     assert got == list(range(second_base, N))
