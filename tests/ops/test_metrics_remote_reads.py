@@ -97,9 +97,9 @@ def test_remote_reads_bytes_errors_and_fresh_local_gauges(
             assert time.monotonic() < deadline, f"consumed {len(got)} of {N - second_base}"
             msg = consumer.poll(1.0)
             if msg is not None and not msg.error():
-                offset, value = msg.offset(), msg.value()
-                assert offset is not None and value is not None
-                assert value.startswith(f"v{offset}:".encode())
+                offset, data = msg.offset(), msg.value()
+                assert offset is not None and data is not None
+                assert data.startswith(f"v{offset}:".encode())
                 got.append(offset)
     finally:
         consumer.close()
