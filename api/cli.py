@@ -730,7 +730,7 @@ def _check_partition(topic: str, parts: list[dict[str, Any]], partition: int | N
         _fail(f"partition {partition} out of range: {topic} has partitions 0 to {len(parts) - 1}")
 
 
-def _progress(what: str, total: int | None) -> Any:
+def _progress(what: str) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -797,7 +797,7 @@ def produce_cmd(
         _fail(f"{path or 'stdin'} is not UTF-8 text: {exc.reason} at byte {exc.start}")
     try:
         records = list(parse_lines(lines, key_separator, source=source))
-        bar = _progress(f"produce {topic_name}", len(records))
+        bar = _progress(f"produce {topic_name}")
         task = bar.add_task("produce", total=len(records))
         with bar:
             summary = produce(
@@ -877,7 +877,7 @@ def consume_cmd(
         if count is not None:
             bar.update(task, advance=1)
 
-    bar = _progress(f"consume {topic_name}", count)
+    bar = _progress(f"consume {topic_name}")
     task = bar.add_task("consume", total=count)
     try:
         with bar if count is not None else contextlib.nullcontext():
@@ -916,7 +916,7 @@ def bench_cmd(
             client.create_topic(name, partitions, -1, {})
         except StrataError as exc:
             _fail(f"cannot create the scratch topic {name}: {exc}")
-    bar = _progress("bench", records)
+    bar = _progress("bench")
     tasks = {"produce": bar.add_task("produce", total=records), "fetch": bar.add_task("fetch", total=records)}
     try:
         with bar:

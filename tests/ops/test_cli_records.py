@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from api.cli import main
 from tests.brokers import ROOT, BrokerProcess, create_topic
 
 TOPIC = "cli-records"
@@ -145,3 +146,19 @@ def test_bench_prints_rates_and_cleans_up(broker_factory: Callable[..., BrokerPr
     assert r.returncode == 0, r.stderr
     assert not [t for t in json.loads(r.stdout) if t["name"].startswith("strata-bench-")], r.stdout
     assert b.stop() == 0
+
+
+def test_the_issue_s_subcommands_exist() -> None:
+    wanted = {
+        "serve",
+        "topic",
+        "produce",
+        "consume",
+        "groups",
+        "cluster",
+        "tier",
+        "restore",
+        "export",
+        "bench",
+    }
+    assert wanted <= set(main.commands)

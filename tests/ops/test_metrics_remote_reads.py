@@ -10,9 +10,11 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
+from hot.errors import KAFKA_STORAGE_ERROR
 from tests.brokers import BrokerProcess, S3Endpoint, create_topic
 from tests.ops.settle import wait_settled
 from tests.ops.test_metrics_workload import _scrape, _value
@@ -30,6 +32,19 @@ def _rest_read(http: str, offset: int) -> list[dict[str, object]]:
     with urllib.request.urlopen(req, timeout=30) as resp:
         records: list[dict[str, object]] = json.loads(resp.read())
     return records
+
+
+def _kafka_fetch(bootstrap: str, offset: int) -> Any:
+    """Partition 0 of one raw Fetch (the client sees the error code as sent)."""
+    from api.client import KafkaClient
+    from api.config import HostPort
+    from api.protocol import ApiKey
+    from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+
+    part = FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=65536)
+    req = FetchRequest(max_wait_ms=0, min_bytes=1, topics=(FetchTopic(topic=TOPIC, partitions=(part,)),))
+    with KafkaClient.connect(HostPort.parse(bootstrap), timeout=30) as c:
+        return c.call(ApiKey.FETCH, req).responses[0].partitions[0]
 
 
 def test_remote_reads_bytes_errors_and_fresh_local_gauges(
@@ -76,8 +91,11 @@ def test_remote_reads_bytes_errors_and_fresh_local_gauges(
         _rest_read(b.http_url, 0)
     assert exc.value.code == 502
     assert first.split("/", 1)[1] in json.loads(exc.value.read())["message"]
+    # A Kafka Fetch gets KAFKA_STORAGE_ERROR for the partition, and no bytes.
+    resp = _kafka_fetch(b.bootstrap, 0)
+    assert (resp.error_code, resp.records) == (KAFKA_STORAGE_ERROR, b"")
     s = _scrape(b.http_url)
-    assert _value(s, "strata_tiering_remote_read_errors_total", topic=TOPIC, kind="missing") == 1
+    assert _value(s, "strata_tiering_remote_read_errors_total", topic=TOPIC, kind="missing") == 2
     assert _value(s, "strata_tiering_remote_read_bytes_total", topic=TOPIC) == 0
 
     # -- reads of the segments still in the bucket succeed and are counted -------------------
@@ -107,6 +125,6 @@ def test_remote_reads_bytes_errors_and_fresh_local_gauges(
     s = _scrape(b.http_url)
     # The consumer read [second_base, local_start) from the remote tier: more bytes counted.
     assert _value(s, "strata_tiering_remote_read_bytes_total", topic=TOPIC) > rest_bytes
-    assert _value(s, "strata_tiering_remote_read_errors_total", topic=TOPIC, kind="missing") == 1
+    assert _value(s, "strata_tiering_remote_read_errors_total", topic=TOPIC, kind="missing") == 2
     assert _value(s, "strata_tiering_remote_read_errors_total", topic=TOPIC, kind="corrupt") == 0
     assert b.stop() == 0
