@@ -68,16 +68,21 @@ class ProduceSummary:
             "topic": self.topic,
             "records": self.records,
             "bytes": self.bytes,
-            "partitions": {str(p): v for p, v in sorted(self.partitions.items())},
+            "partitions": {  # offsets null with acks=0 (the broker does not answer)
+                str(p): {k: (n if n >= 0 else None) for k, n in v.items()}
+                for p, v in sorted(self.partitions.items())
+            },
         }
 
     def text(self) -> str:
         parts = ", ".join(
-            f"{p}: {v['first_offset']}-{v['last_offset']}" for p, v in sorted(self.partitions.items())
+            f"partition {p} offsets {v['first_offset']}-{v['last_offset']}"
+            if v["first_offset"] >= 0
+            else f"partition {p}"  # acks=0: offsets unknown
+            for p, v in sorted(self.partitions.items())
         )
-        return f"produced {self.records} records ({self.bytes} bytes) to {self.topic}" + (
-            f" (partition: offsets {parts})" if parts else ""
-        )
+        head = f"produced {self.records} records ({self.bytes} bytes) to {self.topic}"
+        return f"{head}: {parts}" if parts else head
 
 
 def produce(
@@ -107,9 +112,12 @@ def produce(
         if err is not None:
             failures.append(err)
             return
-        p, off = msg.partition(), msg.offset()
+        p = msg.partition()
+        off = msg.offset()
+        if off is None:  # acks=0: the broker does not answer, offsets are unknown
+            off = -1
         row = summary.partitions.setdefault(p, {"first_offset": off, "last_offset": off, "records": 0})
-        if off >= 0:  # acks=0: offsets are unknown (-1001)
+        if off >= 0:
             row["first_offset"] = min(row["first_offset"], off)
             row["last_offset"] = max(row["last_offset"], off)
         row["records"] += 1

@@ -92,6 +92,16 @@ def test_produce_then_consume_round_trip(
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines() == ["k3\tvalue 3", "k4\tvalue 4"]
+
+    # acks=0: sent, offsets unknown to the producer, and still appended
+    r = strata("produce", TOPIC, "-b", b.bootstrap, "-p", "1", "--acks", "0", "-o", "json", stdin="fire\n")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["partitions"] == {
+        "1": {"first_offset": None, "last_offset": None, "records": 1}
+    }
+    r = strata("consume", TOPIC, "-b", b.bootstrap, "-p", "1", "--offset", "5", "-n", "1")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "fire\n"
     assert b.stop() == 0
 
 
