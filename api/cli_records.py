@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import signal
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -237,20 +238,27 @@ def consume(
         )
         got = 0
         last = time.monotonic()
-        while count is None or got < count:
-            msg = consumer.poll(0.2)
-            if msg is None:
-                if idle_timeout is not None and time.monotonic() - last >= idle_timeout:
-                    break
-                continue
-            err = msg.error()
-            if err is not None:
-                if err.code() == KafkaError._PARTITION_EOF:
+        # Ctrl-C ends the read between records (never in the middle of printing one), so
+        # that what is committed is exactly what was printed.
+        stop: list[int] = []
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: stop.append(signum))
+        try:
+            while (count is None or got < count) and not stop:
+                msg = consumer.poll(0.2)
+                if msg is None:
+                    if idle_timeout is not None and time.monotonic() - last >= idle_timeout:
+                        break
                     continue
-                raise CliError(f"{topic}-{msg.partition()}: {err.str()}")
-            on_record(msg)
-            got += 1
-            last = time.monotonic()
+                err = msg.error()
+                if err is not None:
+                    if err.code() == KafkaError._PARTITION_EOF:
+                        continue
+                    raise CliError(f"{topic}-{msg.partition()}: {err.str()}")
+                on_record(msg)
+                got += 1
+                last = time.monotonic()
+        finally:
+            signal.signal(signal.SIGINT, previous)
         if group is not None and got:
             consumer.commit(asynchronous=False)
         return got

@@ -172,3 +172,49 @@ def test_the_issue_s_subcommands_exist() -> None:
         "bench",
     }
     assert wanted <= set(main.commands)
+
+
+def test_ctrl_c_ends_a_group_read_and_commits_what_was_printed(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    import os
+    import signal
+
+    b = broker_factory()
+    create_topic(b.bootstrap, TOPIC, 1)
+    r = strata("produce", TOPIC, "-b", b.bootstrap, stdin="".join(f"r{i}\n" for i in range(5)))
+    assert r.returncode == 0, r.stderr
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "api.cli",
+            "consume",
+            TOPIC,
+            "-b",
+            b.bootstrap,
+            "-g",
+            "ctrl-c",
+            "--from-beginning",
+        ],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        first = [proc.stdout.readline()]  # blocks until the first record is printed
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    printed = [line for line in (first[0] + rest).splitlines()]
+    assert printed and printed == [f"r{i}" for i in range(len(printed))]
+    # The group resumes exactly after what was printed.
+    r = strata("consume", TOPIC, "-b", b.bootstrap, "-g", "ctrl-c", "--timeout", "2")
+    assert r.returncode == 0, r.stderr
+    assert printed + r.stdout.splitlines() == [f"r{i}" for i in range(5)]
+    assert b.stop() == 0
