@@ -21,7 +21,8 @@ aggregate with ``sum`` over brokers):
 
     strata_isr_shrinks_total{topic,partition}    ISR writes that removed replicas (the
                                                  partition leader on follower lag, or the
-                                                 controller dropping a dead broker)
+                                                 controller dropping a dead broker or the
+                                                 replicas a completed reassignment removed)
     strata_isr_expands_total{topic,partition}    ISR writes that added a caught-up replica
     strata_leader_elections_total{kind}          leaders elected by the controller: clean
                                                  (from the ISR) or unclean

@@ -422,6 +422,10 @@ class Controller:
         )
         if ok:
             self.reassignments_completed += 1
+            if done.isr != s.isr:
+                self.on_isr_change(topic, partition, s.isr, done.isr)
+            if done.leader != s.leader and done.leader != NO_LEADER:
+                self.on_election(topic, partition, done.leader in s.isr)
             log.info(
                 "%s-%d: reassignment complete: replicas %s -> %s, leader %d (epoch %d), isr %s",
                 topic,

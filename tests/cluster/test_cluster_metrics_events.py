@@ -1,23 +1,28 @@
 """Exact cluster event counters on a real 3-broker cluster (real etcd): a follower frozen
 with SIGSTOP leaves the ISR (strata_isr_shrinks_total moves), resumed it rejoins
-(strata_isr_expands_total moves), and killing the leader makes the controller elect a
+(strata_isr_expands_total moves), a reassignment off the leader counts its ISR
+changes and the leader it elects, and killing the leader makes the controller elect a
 clean leader (strata_leader_elections_total{kind="clean"} moves). Each event is counted
 by the broker that wrote it to etcd, so the figures are sums over the live brokers."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.cluster.clusterlib import Cluster, StrataNode, wait_until
+from tests.brokers import ROOT
+from tests.cluster.clusterlib import CLUSTER_NAME, Cluster, StrataNode, wait_until
 from tests.cluster.etcdlib import EtcdProcess
 from tests.ops.test_metrics_workload import _scrape, _value
 
 pytest.importorskip("confluent_kafka")
 
 TOPIC = "events"
+MOVED = "moved"
 
 
 @pytest.fixture
@@ -79,6 +84,34 @@ def test_isr_shrink_expand_and_leader_election_counters(cluster: Cluster) -> Non
     now = cluster.state(TOPIC, 0)
     if now.leader_epoch == s.leader_epoch:  # no election meanwhile: ISR changes are not counted as one
         assert _total(nodes, "strata_leader_elections_total", kind="clean") == clean0
+
+    # -- a reassignment moves the partition off its leader: the switch is one ISR write that
+    #    removes the old leader and one election of a new one ----------------------------
+    cluster.create_topic(MOVED, 1, assignment=[[1, 2]], min_isr=1)
+    before = {
+        "shrinks": _total(nodes, "strata_isr_shrinks_total", topic=MOVED, partition="0"),
+        "expands": _total(nodes, "strata_isr_expands_total", topic=MOVED, partition="0"),
+        "clean": _total(nodes, "strata_leader_elections_total", kind="clean"),
+    }
+    args = ("reassign", "--topic", MOVED, "--partition", "0", "--replicas", "3,2", "--wait")
+    where = ("--etcd", cluster.etcd.endpoint, "--cluster-name", CLUSTER_NAME)
+    moved = subprocess.run(
+        [sys.executable, "-m", "api.cli", "cluster", *args, *where],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert moved.returncode == 0, moved.stderr
+    assert cluster.state(MOVED, 0).leader in (2, 3)
+
+    def switched() -> bool:  # the controller counts right after its etcd transaction
+        return _total(nodes, "strata_leader_elections_total", kind="clean") >= before["clean"] + 1
+
+    wait_until(switched, "the reassignment's election counted")
+    # broker 3 joined the ISR (an expand, by the leader), broker 1 left it (a shrink)
+    assert _total(nodes, "strata_isr_expands_total", topic=MOVED, partition="0") >= before["expands"] + 1
+    assert _total(nodes, "strata_isr_shrinks_total", topic=MOVED, partition="0") >= before["shrinks"] + 1
 
     # -- the leader dies: a clean election, counted by the (surviving) controller ------------
     s = cluster.state(TOPIC, 0)
