@@ -180,6 +180,7 @@ def test_ctrl_c_ends_a_group_read_and_commits_what_was_printed(
 ) -> None:
     import os
     import signal
+    import threading
 
     b = broker_factory()
     create_topic(b.bootstrap, TOPIC, 1)
@@ -204,15 +205,21 @@ def test_ctrl_c_ends_a_group_read_and_commits_what_was_printed(
         stderr=subprocess.PIPE,
         text=True,
     )
+    watchdog = threading.Timer(60, proc.kill)  # bounds the reads below if it never stops
+    watchdog.start()
     try:
-        assert proc.stdout is not None
-        first = [proc.stdout.readline()]  # blocks until the first record is printed
+        assert proc.stdout is not None and proc.stderr is not None
+        first = proc.stdout.readline()  # blocks until the first record is printed
         proc.send_signal(signal.SIGINT)
-        rest, err = proc.communicate(timeout=60)
+        # Through the same buffered reader: readline() may have buffered later lines.
+        rest = proc.stdout.read()
+        err = proc.stderr.read()
+        proc.wait()
     finally:
+        watchdog.cancel()
         proc.kill()
     assert proc.returncode == 0, err
-    printed = [line for line in (first[0] + rest).splitlines()]
+    printed = (first + rest).splitlines()
     assert printed and printed == [f"r{i}" for i in range(len(printed))]
     # The group resumes exactly after what was printed (a last record bounds the read).
     r = strata("produce", TOPIC, "-b", b.bootstrap, stdin="end\n")
