@@ -13,10 +13,19 @@ watched copy of the etcd metadata (``cluster.status.cluster_status`` over the
     strata_cluster_partition_leader_epoch{topic,partition}       bumped by every leader election
 
 Every broker sees the whole cluster, so each exports the same cluster-wide figures
-(aggregate with ``max``). Leader elections are ``changes()``/``increase()`` of the
-leader epoch, ISR shrinks and expands ``changes()`` of the ISR size; exact event counters
-would need hooks in cluster/replica_manager.py. In single-node mode the families exist
-with no series.
+(aggregate with ``max``). In single-node mode the families exist with no series.
+
+Events are counted exactly by ``ClusterEventMetrics``, through hooks of the logic that
+writes them to etcd (each event is counted once, by the broker that wrote it, so
+aggregate with ``sum`` over brokers):
+
+    strata_isr_shrinks_total{topic,partition}    ISR writes that removed replicas (the
+                                                 partition leader on follower lag, or the
+                                                 controller dropping a dead broker or the
+                                                 replicas a completed reassignment removed)
+    strata_isr_expands_total{topic,partition}    ISR writes that added a caught-up replica
+    strata_leader_elections_total{kind}          leaders elected by the controller: clean
+                                                 (from the ISR) or unclean
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -86,3 +96,37 @@ class ClusterMetricsCollector(Collector):
                 leader.add_metric(lv, row["leader"])
                 epoch.add_metric(lv, row["leader_epoch"])
         yield from (live, controller, urp, offline, replicas, isr, under, leader, epoch)
+
+
+class ClusterEventMetrics:
+    """Exact counters of ISR changes and leader elections; the cluster logic calls the two
+    hooks (``ReplicaManager.on_isr_change``, ``Controller.on_isr_change`` and
+    ``Controller.on_election``) and never touches prometheus."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        pl = ["topic", "partition"]
+        self.isr_shrinks = Counter(
+            "strata_isr_shrinks", "ISR writes that removed replicas", pl, registry=registry
+        )
+        self.isr_expands = Counter(
+            "strata_isr_expands", "ISR writes that added replicas", pl, registry=registry
+        )
+        self.leader_elections = Counter(
+            "strata_leader_elections",
+            "Partition leaders elected by this broker as controller (clean or unclean)",
+            ["kind"],
+            registry=registry,
+        )
+        for kind in ("clean", "unclean"):
+            self.leader_elections.labels(kind)  # both series exist from the start
+
+    def isr_changed(self, topic: str, partition: int, old: tuple[int, ...], new: tuple[int, ...]) -> None:
+        """One committed ISR write; a write that both drops and adds counts as both."""
+        before, after = set(old), set(new)
+        if before - after:
+            self.isr_shrinks.labels(topic, str(partition)).inc()
+        if after - before:
+            self.isr_expands.labels(topic, str(partition)).inc()
+
+    def leader_elected(self, topic: str, partition: int, clean: bool) -> None:
+        self.leader_elections.labels("clean" if clean else "unclean").inc()

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import uvicorn
 
 from api.broker import Broker
-from api.cluster_metrics import ClusterMetricsCollector
+from api.cluster_metrics import ClusterEventMetrics, ClusterMetricsCollector
 from api.config import BrokerConfig, HostPort
 from api.groups.coordinator import GroupCoordinator, manager_partition_check
 from api.groups.offsets import OffsetsLog
@@ -114,6 +114,9 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         metrics.registry.register(LogStatsCollector(manager_logs(manager)))
         view = node.client.view if node is not None else None
         metrics.registry.register(ClusterMetricsCollector(lambda: view))
+        events = ClusterEventMetrics(metrics.registry)
+        if node is not None:
+            node.replicas.on_isr_change = events.isr_changed
         tiering = TieringService(manager, store, config.tiering, TieringMetrics(metrics.registry))
         if node is not None:
             node.attach_tiering(tiering)  # only partition leaders tier
@@ -208,6 +211,9 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         if node is not None:
             adv = config.advertised
             await node.start(adv.host, adv.port, http_addr.port)
+            if node.controller is not None:  # created by start(); it has not run yet
+                node.controller.on_isr_change = events.isr_changed
+                node.controller.on_election = events.leader_elected
             say(f"strata: broker {config.broker_id} joined cluster {config.cluster_id}")
         say("strata: ready")
         try:

@@ -220,6 +220,11 @@ class Controller:
         self.token: ControllerToken | None = None
         self.elections = 0
         self.reassignments_completed = 0
+        # Metric hooks (api.cluster_metrics): ISR changes and leader elections written here.
+        self.on_isr_change: Callable[[str, int, tuple[int, ...], tuple[int, ...]], None] = (
+            lambda topic, partition, old, new: None
+        )
+        self.on_election: Callable[[str, int, bool], None] = lambda topic, partition, clean: None
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -372,8 +377,12 @@ class Controller:
                     res = await c.update_partition_state(topic, p, current, new, controller=token)
                     if res.ok:
                         written += 1
+                        if new.isr != current.value.isr:
+                            self.on_isr_change(topic, p, current.value.isr, new.isr)
                         if new.leader != current.value.leader:
                             self.elections += 1
+                            if new.leader != NO_LEADER:  # going offline elects nobody
+                                self.on_election(topic, p, new.leader in current.value.isr)
                             log.info(
                                 "%s-%d: leader %d -> %d (epoch %d), isr %s",
                                 topic,
@@ -413,6 +422,10 @@ class Controller:
         )
         if ok:
             self.reassignments_completed += 1
+            if done.isr != s.isr:
+                self.on_isr_change(topic, partition, s.isr, done.isr)
+            if done.leader != s.leader and done.leader != NO_LEADER:
+                self.on_election(topic, partition, done.leader in s.isr)
             log.info(
                 "%s-%d: reassignment complete: replicas %s -> %s, leader %d (epoch %d), isr %s",
                 topic,

@@ -46,7 +46,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -158,6 +158,11 @@ class ReplicaManager:
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Metric hook (api.cluster_metrics): (topic, partition, old ISR, new ISR) per ISR
+        # change this leader wrote to etcd.
+        self.on_isr_change: Callable[[str, int, tuple[int, ...], tuple[int, ...]], None] = (
+            lambda topic, partition, old, new: None
+        )
         manager.hosted = self.hosts
 
     def hosts(self, topic: str, partition: int) -> bool:
@@ -705,6 +710,7 @@ class ReplicaManager:
                         leader.commit_isr(ordered)
                         committed = True
                         log.info("%s: ISR %s -> %s (%s)", rep.name, list(s.isr), list(ordered), why)
+                        self.on_isr_change(rep.topic, rep.partition, s.isr, ordered)
                     return
                 vs = res.state
         except MetadataStoreError as exc:

@@ -68,10 +68,31 @@ class TieringMetrics:
             _PARTITION,
             registry=r,
         )
+        self.remote_read_bytes = Counter(
+            "strata_tiering_remote_read_bytes",
+            "Record bytes returned by remote-tier reads (what clients are served, cache hits included)",
+            ["topic"],
+            registry=r,
+        )
+        self.remote_read_errors = Counter(
+            "strata_tiering_remote_read_errors",
+            "Failed remote-tier reads by kind (missing, corrupt, store)",
+            ["topic", "kind"],
+            registry=r,
+        )
         self.store_available = Gauge(
             "strata_tiering_store_available", "0 while the object store is failing", registry=r
         )
         self.store_available.set(1)
+
+    def remote_read(self, topic: str, nbytes: int) -> None:
+        """Hook of the remote reader (``RemoteReader.on_read``)."""
+        if nbytes:
+            self.remote_read_bytes.labels(topic).inc(nbytes)
+
+    def remote_read_error(self, topic: str, kind: str) -> None:
+        """Hook of the remote reader (``RemoteReader.on_error``)."""
+        self.remote_read_errors.labels(topic, kind).inc()
 
     def forget_partition(self, topic: str, partition: int) -> None:
         """Drop the per-partition series of a deleted partition."""

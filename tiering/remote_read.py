@@ -61,6 +61,7 @@ from crc32c import crc32c
 from hot.batch import CRC_START, HEADER_SIZE, BatchHeader, parse_header
 from hot.errors import (
     ObjectNotFoundError,
+    ObjectStoreError,
     OffsetOutOfRangeError,
     StrataError,
 )
@@ -488,6 +489,10 @@ class RemoteReader:
         self._index_loads: dict[str, asyncio.Task[object]] = {}
         self._prefetch_tasks: set[asyncio.Task[None]] = set()
         self.manifest_loads = 0  # manifest GETs (a metric, and a test hook for the GET budget)
+        # Metric hooks (tiering.metrics), no-ops by default: (topic, bytes) per read that
+        # returned data, (topic, kind) per failed read.
+        self.on_read: Callable[[str, int], None] = lambda topic, nbytes: None
+        self.on_error: Callable[[str, str], None] = lambda topic, kind: None
 
     @property
     def object_checks(self) -> int:
@@ -666,7 +671,21 @@ class RemoteReader:
         async def body(m: PartitionManifest) -> RemoteReadResult:
             return await self._read(m, offset, max_bytes, min_one, limit)
 
-        return await self._with_fresh_manifest(topic, topic_id, partition, offset, body)
+        try:
+            result = await self._with_fresh_manifest(topic, topic_id, partition, offset, body)
+        except OffsetOutOfRangeError:
+            raise  # the client's offset, not a failure of the tier
+        except RemoteObjectMissingError:
+            self.on_error(topic, "missing")
+            raise
+        except RemoteCorruptObjectError:
+            self.on_error(topic, "corrupt")
+            raise
+        except ObjectStoreError:
+            self.on_error(topic, "store")
+            raise
+        self.on_read(topic, result.size)
+        return result
 
     async def _read(
         self, m: PartitionManifest, offset: int, max_bytes: int, min_one: bool, limit: int

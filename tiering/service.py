@@ -174,6 +174,8 @@ class TieringService:
             prefetch_chunks=cfg.prefetch_chunks,
         )
         self.reader = RemoteReader(store, self.manifests, self.cache, cfg)
+        self.reader.on_read = self.metrics.remote_read
+        self.reader.on_error = self.metrics.remote_read_error
         self.metrics.registry.register(CacheStatsCollector(self.cache.stats))
         self.uploader.on_manifest = self.reader.note_manifest
         self._task: asyncio.Task[None] | None = None

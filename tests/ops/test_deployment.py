@@ -146,6 +146,14 @@ def test_every_grafana_query_uses_metrics_a_real_broker_exports(
         for name in re.findall(r"\bstrata_[a-z0-9_]+", t["expr"])
     }
     assert len(queried) >= 20
+    # The exact event counters (not only gauges' changes()) are charted.
+    assert {
+        "strata_isr_shrinks_total",
+        "strata_isr_expands_total",
+        "strata_leader_elections_total",
+        "strata_tiering_remote_read_bytes_total",
+        "strata_tiering_remote_read_errors_total",
+    } <= queried
     assert queried <= exported, sorted(queried - exported)
     assert b.stop() == 0
 
