@@ -37,6 +37,7 @@ from api.protocol import (
     encode_frame,
     encode_response,
 )
+from api.protocol.messages.find_coordinator import FindCoordinatorResponse
 from hot.batch import iter_batches, set_base_offset
 
 TOPICS = ("orders", "payments")
@@ -54,8 +55,9 @@ class Region:
 
 
 class MiniBroker:
-    """Answers ApiVersions, Metadata, Produce (into memory), ListOffsets and Fetch; closes the
-    connection on anything else, as Kafka does for requests it cannot serve."""
+    """Answers ApiVersions, Metadata, Produce (into memory), ListOffsets and Fetch (and
+    FindCoordinator with COORDINATOR_NOT_AVAILABLE); closes the connection on anything
+    else, as Kafka does for requests it cannot serve."""
 
     def __init__(self) -> None:
         self.log: dict[tuple[str, int], list[tuple[int, int, bytes]]] = {}  # (base, next, batch)
@@ -139,6 +141,10 @@ class MiniBroker:
             return encode_response(header, self._list_offsets(body))
         if header.api_key == ApiKey.FETCH:
             return encode_response(header, self._fetch(body))
+        if header.api_key == ApiKey.FIND_COORDINATOR:
+            # librdkafka consumers look for their group's coordinator even with assign();
+            # closing the connection here would also drop their Fetch in flight on it.
+            return encode_response(header, FindCoordinatorResponse(error_code=15))  # not available
         return None
 
     def _end(self, tp: tuple[str, int]) -> int:
