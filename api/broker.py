@@ -85,6 +85,9 @@ class FetchedPartition:
     # Replica fetches (cluster mode): the leader's segment base offsets within the batches
     # returned, so the follower's segments begin where the leader's do.
     segment_bases: tuple[int, ...] = ()
+    # Offsets the batches returned cover (next - first): the records served, counted from
+    # batch headers already parsed (an upper bound where a compacted segment skips offsets).
+    record_span: int = 0
 
     @property
     def records(self) -> tuple[FileRegion, ...] | tuple[bytes | memoryview, ...]:
@@ -406,6 +409,7 @@ class Broker:
                             log_start_offset=lg.log_start_offset,
                             regions=result.regions,
                             size=result.size,
+                            record_span=result.next_offset - result.first_offset if result.size else 0,
                         )
             except StrataError as exc:
                 fp = FetchedPartition(p.topic, p.partition, exc)
@@ -427,6 +431,7 @@ class Broker:
             log_start_offset=lg.log_start_offset,
             remote=r.parts,
             size=r.size,
+            record_span=r.next_offset - r.first_offset if r.size else 0,
         )
 
     async def fetch(
@@ -467,6 +472,7 @@ class Broker:
                     for r in results:
                         if r.size:
                             self.metrics.fetched_bytes.labels(r.topic).inc(r.size)
+                            self.metrics.fetched_messages.labels(r.topic).inc(r.record_span)
                     return results
                 try:
                     await asyncio.wait_for(fut, timeout=remaining)

@@ -31,6 +31,9 @@ class BrokerMetrics:
             "strata_produce_bytes", "Record batch bytes appended", ["topic"], registry=r
         )
         self.fetched_bytes = Counter("strata_fetch_bytes", "Record batch bytes served", ["topic"], registry=r)
+        self.fetched_messages = Counter(
+            "strata_fetch_messages", "Records served (offsets the batches cover)", ["topic"], registry=r
+        )
         self.produce_latency = Histogram(
             "strata_produce_latency_seconds",
             "Produce latency from request decode to acknowledgement",

@@ -124,6 +124,8 @@ def test_metrics_follow_produce_fetch_tiering_groups_and_errors(
         assert _value(fetched, "strata_fetch_bytes_total", topic=TOPIC) >= _value(
             fetched, "strata_produce_bytes_total", topic=TOPIC
         )
+        # Whole batches are served, and a poll may fetch a batch again: at least every record.
+        assert _value(fetched, "strata_fetch_messages_total", topic=TOPIC) >= N
         assert _value(fetched, "strata_fetch_latency_seconds_count", api="kafka") > 0
         assert _value(fetched, "strata_request_latency_seconds_count", api="Fetch") > 0
 
