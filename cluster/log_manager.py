@@ -38,8 +38,8 @@ from hot.errors import (
     UnknownTopicOrPartitionError,
 )
 from hot.flush import GroupCommitter
-from hot.log import Log, atomic_write, fsync_dir
-from hot.manager import PARTITION_METADATA_FILE, LogManager
+from hot.log import Log, fsync_dir
+from hot.manager import LogManager
 from hot.topics import TopicInfo
 
 log = logging.getLogger("strata.cluster.logs")
@@ -125,43 +125,25 @@ class ClusterLogManager(LogManager):
         clean: bool,
         refuse: bool = True,
     ) -> Log | None:
-        # The base class's, with the log replicated and the replica committer as flusher.
-        key = (info.name, partition)
         path = self.partition_dir(info.name, partition)
         hosted = self.hosted
         if hosted is not None and not path.exists() and not hosted(info.name, partition):
             return None  # not a replica here: no empty log (an existing one holds data: opened)
-        try:
-            lg = Log.open(
-                path,
-                self.registry.config(info.name),
-                topic=info.name,
-                partition=partition,
-                flusher=self._replica_committer,
-                clean_shutdown=clean,
-                producer_id_expiration_ms=self.producer_id_expiration_ms,
-                hw_managed_externally=True,
-                high_watermark=self._checkpointed.get(key),
-            )
-        except StorageError as e:
-            log.error("refusing partition %s-%d: %s", info.name, partition, e)
-            self._failed[key] = e
-            if not refuse:
-                raise
-            return None
-        try:
-            if self._stored_topic_id(path) != info.topic_id:
-                atomic_write(
-                    path / PARTITION_METADATA_FILE, f"version: 0\ntopic_id: {info.topic_id}\n".encode()
-                )
-        except StorageError:
-            lg.close(clean=False)
-            raise
-        lg.retention_guard = self._retention_guard
-        lg.append_guard = self._disk_guard.check if self._disk_guard is not None else None
-        self._logs[key] = lg
-        self._failed.pop(key, None)
-        return lg
+        return super()._open_partition(info, partition, clean=clean, refuse=refuse)
+
+    def _open_log(self, path: Path, info: TopicInfo, partition: int, *, clean: bool) -> Log:
+        # Replicated: the replica committer flushes, and the HW comes from replication.
+        return Log.open(
+            path,
+            self.registry.config(info.name),
+            topic=info.name,
+            partition=partition,
+            flusher=self._replica_committer,
+            clean_shutdown=clean,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
+            hw_managed_externally=True,
+            high_watermark=self._checkpointed.get((info.name, partition)),
+        )
 
     def remove_partition(self, topic: str, partition: int) -> bool:
         """Close and delete this broker's replica of one partition (it was reassigned

@@ -339,6 +339,19 @@ class LogManager:
                     return None
         return None
 
+    def _open_log(self, path: Path, info: TopicInfo, partition: int, *, clean: bool) -> Log:
+        """``Log.open`` of one partition (subclasses open replicated logs)."""
+        assert self._registry is not None
+        return Log.open(
+            path,
+            self._registry.config(info.name),
+            topic=info.name,
+            partition=partition,
+            flusher=self._committer,
+            clean_shutdown=clean,
+            producer_id_expiration_ms=self.producer_id_expiration_ms,
+        )
+
     def _open_partition(
         self,
         info: TopicInfo,
@@ -351,17 +364,8 @@ class LogManager:
         raises it) when ``refuse``, else it is raised."""
         key = (info.name, partition)
         path = self.partition_dir(info.name, partition)
-        assert self._registry is not None
         try:
-            log = Log.open(
-                path,
-                self._registry.config(info.name),
-                topic=info.name,
-                partition=partition,
-                flusher=self._committer,
-                clean_shutdown=clean,
-                producer_id_expiration_ms=self.producer_id_expiration_ms,
-            )
+            log = self._open_log(path, info, partition, clean=clean)
         except StorageError as e:
             logger.error("refusing partition %s-%d: %s", info.name, partition, e)
             self._failed[key] = e
