@@ -108,6 +108,10 @@ def stop_process(proc: subprocess.Popen[Any] | None, timeout: float = 30.0) -> N
         proc.wait(10)
 
 
+PROFILE_RATE = 200  # py-spy samples per second (--profile-rate)
+PROFILE_GIL = False  # --profile-gil
+
+
 class Profiler:
     """``py-spy record`` of a process for one phase (``--profile DIR``; a no-op without it).
     Collapsed stacks go to ``DIR/<phase>.txt``."""
@@ -118,8 +122,10 @@ class Profiler:
             return
         directory.mkdir(parents=True, exist_ok=True)
         out = directory / f"{phase}.txt"
-        cmd = ["py-spy", "record", "-p", str(pid), "-r", "200", "-f", "raw", "-o", str(out), "--nonblocking"]
-        cmd.append("--threads")  # one stack per thread: the event loop apart from the workers
+        cmd = ["py-spy", "record", "-p", str(pid), "-r", str(PROFILE_RATE), "-f", "raw", "-o", str(out)]
+        cmd += ["--nonblocking", "--threads"]  # one stack per thread: the event loop apart from the workers
+        if PROFILE_GIL:
+            cmd.append("--gil")  # only samples of the thread holding the GIL
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)  # let it attach
 
@@ -134,6 +140,15 @@ class Profiler:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+def cpu_split(pid: int) -> tuple[float, float]:
+    """(user, system) CPU seconds of a process (Linux /proc), zeros if it is gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0, 0.0
+    return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
 
 
 def cpu_seconds(pid: int) -> float:
@@ -626,17 +641,20 @@ def run(args: argparse.Namespace, work: Path) -> None:
             broker.stop()
             shutil.rmtree(broker.data_dir / "cache", ignore_errors=True)
             broker.start(extra_env)
+            split0 = cpu_split(broker.pid)
             cpu0 = cpu_seconds(broker.pid), cpu_seconds(moto.pid), time.process_time()
             with Profiler(args.profile, broker.pid, phase):
                 r = fetch_range(broker.bootstrap, 0, end, fetch_bytes, args.timeout)
             cpu1 = cpu_seconds(broker.pid), cpu_seconds(moto.pid), time.process_time()
+            user_s, sys_s = (b - a for a, b in zip(split0, cpu_split(broker.pid), strict=True))
             assert r.bytes == sealed_bytes, (r.bytes, sealed_bytes)
             counters = cache_counters(broker.metrics())
             broker_s, moto_s, loop_s = (b - a for a, b in zip(cpu0, cpu1, strict=True))
             print(
                 f"{phase}: {r.fetches} fetches in {r.seconds:.2f} s ({r.mb_s:.0f} MB/s), first fetch "
                 f"{r.first_s * 1000:.0f} ms, median {r.median_s * 1000:.0f} ms, "
-                f"{r.mb_s_after_first:.0f} MB/s after the first fetch; CPU broker {broker_s:.2f} s, "
+                f"{r.mb_s_after_first:.0f} MB/s after the first fetch; CPU broker {broker_s:.2f} s "
+                f"(user {user_s:.2f}, system {sys_s:.2f}), "
                 f"moto {moto_s:.2f} s, Fetch loop {loop_s:.2f} s; {counters}",
                 flush=True,
             )
@@ -743,8 +761,12 @@ def main() -> None:
     )
     ap.add_argument("--timeout", type=float, default=180.0, help="bound of every wait (s)")
     ap.add_argument("--profile", type=Path, help="py-spy the broker per phase into this directory")
+    ap.add_argument("--profile-rate", type=int, default=PROFILE_RATE, help="py-spy samples per second")
+    ap.add_argument("--profile-gil", action="store_true", help="py-spy: only the thread holding the GIL")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args()
+    global PROFILE_RATE, PROFILE_GIL
+    PROFILE_RATE, PROFILE_GIL = args.profile_rate, args.profile_gil
     # SIGTERM unwinds like Ctrl-C, so the finally blocks stop moto and the broker (they run
     # in sessions of their own and get no signal from the terminal).
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))

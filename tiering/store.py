@@ -615,6 +615,7 @@ class S3Store(ObjectStore):
         self._bucket_verified = False
         self._closed = False
         self._sync: Any = None  # the blocking client of ``get``, created on first use
+        self._warm_up_task: asyncio.Task[None] | None = None
         self.buffers = BufferPool()  # bodies of ``get_view``
         self._sync_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(
@@ -750,6 +751,27 @@ class S3Store(ObjectStore):
         await asyncio.to_thread(_import_s3_client_modules)
         await self._client()
         await self._in_pool(self._sync_client)
+        if self._warm_up_task is None:
+            self._warm_up_task = asyncio.create_task(self._warm_up(), name="strata-s3-warm-up")
+
+    async def _warm_up(self) -> None:
+        """One GET of a key that cannot exist through each client, in the background.
+
+        A client's first request loads and compiles what botocore defers (the operation's
+        model and parsers, the endpoint rule set, signing): about 60 ms on the first
+        aioboto3 GET (the first manifest read of a remote fetch) and a few on the first
+        blocking one. Paid here, after start-up, it stays off the first consumer's fetch.
+        In the background because a down endpoint would otherwise hold the start for the
+        retries. Best effort: any outcome (NoSuchKey, expected) is ignored."""
+        key = f"{self.prefix}{RESERVED_SEGMENT}/warm-up"
+        with contextlib.suppress(Exception):
+            client = await self._client()
+            resp = await client.get_object(Bucket=self.bucket, Key=key)
+            resp["Body"].close()
+        with contextlib.suppress(Exception):
+            await self._in_pool(
+                functools.partial(self._sync_client().get_object, Bucket=self.bucket, Key=key)
+            )
 
     @contextlib.asynccontextmanager
     async def _errors(self, op: str, key: str | None = None) -> AsyncIterator[None]:
@@ -1005,6 +1027,11 @@ class S3Store(ObjectStore):
 
     async def close(self) -> None:
         self._closed = True
+        warm_up, self._warm_up_task = self._warm_up_task, None
+        if warm_up is not None and not warm_up.done():
+            warm_up.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await warm_up
         self._pool.shutdown(wait=False)
         task, self._client_task = self._client_task, None
         if task is None or self._loop is not asyncio.get_running_loop():

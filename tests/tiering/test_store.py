@@ -541,3 +541,27 @@ async def test_s3_connect_failure_is_a_store_error_and_retried_on_use() -> None:
             await s.get("k")
     finally:
         await s.close()
+
+
+async def test_s3_connect_warms_up_in_the_background_without_leaving_objects(s3_bucket: str) -> None:
+    s = open_store(f"s3://{s3_bucket}/p")
+    try:
+        await s.connect()
+        task = s._warm_up_task  # type: ignore[attr-defined]
+        assert task is not None
+        await asyncio.wait_for(task, 30)  # its GETs answered NoSuchKey, which it ignores
+        assert await s.list() == []
+        await s.put("k", b"v")
+        assert await s.get("k") == b"v"
+    finally:
+        await s.close()
+
+
+async def test_s3_warm_up_against_a_dead_endpoint_fails_quietly_and_close_cancels_it() -> None:
+    # nothing listens on port 9: the warm-up's GETs fail (after retries), in the background
+    s = open_store("s3://bucket/p", endpoint_url="http://127.0.0.1:9", region="us-east-1", max_attempts=5)
+    await s.connect()  # does not wait for the warm-up
+    task = s._warm_up_task  # type: ignore[attr-defined]
+    assert task is not None
+    await s.close()  # cancels it if it is still retrying
+    assert task.done() and s._warm_up_task is None  # type: ignore[attr-defined]
