@@ -744,6 +744,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
 
 
 def main() -> None:
+    global PROFILE_RATE, PROFILE_GIL
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--mib", type=int, default=256, help="data produced (MiB)")
     ap.add_argument("--segment-mib", type=int, default=8, help="segment.bytes of the topic (MiB)")
@@ -765,7 +766,6 @@ def main() -> None:
     ap.add_argument("--profile-gil", action="store_true", help="py-spy: only the thread holding the GIL")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
     args = ap.parse_args()
-    global PROFILE_RATE, PROFILE_GIL
     PROFILE_RATE, PROFILE_GIL = args.profile_rate, args.profile_gil
     # SIGTERM unwinds like Ctrl-C, so the finally blocks stop moto and the broker (they run
     # in sessions of their own and get no signal from the terminal).
