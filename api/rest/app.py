@@ -165,7 +165,8 @@ def create_app(broker: Broker) -> FastAPI:
         from api.security.basic_auth import BasicAuthMiddleware
         from api.security.users import UserStore, users_path
 
-        app.add_middleware(BasicAuthMiddleware, users=UserStore(users_path(broker.config.data_dir)))
+        users = broker.users or UserStore(users_path(broker.config.data_dir))
+        app.add_middleware(BasicAuthMiddleware, users=users)
     sticky = itertools.count()
     limit = broker.config.max_request_bytes
     metrics = broker.metrics
