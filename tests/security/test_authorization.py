@@ -1,0 +1,316 @@
+"""ACL authorization on a real single-node broker (SASL_PLAINTEXT on loopback), with real
+clients: confluent-kafka and kafka-python admin manage ACLs; producers, consumers and kcat
+are refused exactly what no ACL allows; the super user is never refused; a broker with
+authorization off answers SECURITY_DISABLED; no password reaches the broker's output."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.brokers import BrokerProcess
+from tests.security.test_sasl import strata_users
+from tests.security.test_tls import wait_for_line
+
+ADMIN_PW = "Admin-pw-0c4e2a"
+ALICE_PW = "Alice-pw-ab31f0"
+BOB_PW = "Bob-pw-77d1e3"
+SECRETS = (ADMIN_PW, ALICE_PW, BOB_PW)
+MECH = "SCRAM-SHA-256"
+
+
+def add_user(data: Path, name: str, pw: str) -> None:
+    r = strata_users(data, "add", name, "--password-stdin", stdin=pw + "\n")
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    data = tmp_path_factory.mktemp("authz")
+    for name, pw in (("admin", ADMIN_PW), ("alice", ALICE_PW), ("bob", BOB_PW)):
+        add_user(data, name, pw)
+    env = {
+        "STRATA_SASL_MECHANISMS": f"{MECH},PLAIN",
+        "STRATA_AUTHORIZATION_ENABLED": "true",
+        "STRATA_AUTHORIZATION_SUPER_USERS": "User:admin",
+    }
+    b = BrokerProcess(data, env=env).start()
+    yield b
+    b.kill()
+    out = b.output()
+    for secret in SECRETS:
+        assert secret not in out
+
+
+def conf(b: BrokerProcess, user: str, pw: str, mech: str = MECH) -> dict[str, Any]:
+    return {
+        "bootstrap.servers": b.bootstrap,
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": mech,
+        "sasl.username": user,
+        "sasl.password": pw,
+    }
+
+
+def admin_client(b: BrokerProcess, user: str = "admin", pw: str = ADMIN_PW) -> Any:
+    from confluent_kafka.admin import AdminClient
+
+    return AdminClient(conf(b, user, pw))
+
+
+def create_topics(b: BrokerProcess, *names: str) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    admin = admin_client(b)
+    for f in admin.create_topics([NewTopic(n, num_partitions=1) for n in names]).values():
+        f.result(timeout=30)
+
+
+def binding(
+    rtype: str, name: str, principal: str, op: str, *, prefixed: bool = False, deny: bool = False
+) -> Any:
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    return AclBinding(
+        ResourceType[rtype],
+        name,
+        ResourcePatternType.PREFIXED if prefixed else ResourcePatternType.LITERAL,
+        principal,
+        "*",
+        AclOperation[op],
+        AclPermissionType.DENY if deny else AclPermissionType.ALLOW,
+    )
+
+
+def add_acls(b: BrokerProcess, *bindings: Any) -> None:
+    admin = admin_client(b)  # referenced until the futures resolve
+    for f in admin.create_acls(list(bindings)).values():
+        f.result(timeout=30)
+
+
+def produce(c: dict[str, Any], topic: str, n: int = 3) -> list[Any]:
+    """Delivery errors (None for delivered records), bounded."""
+    from confluent_kafka import Producer
+
+    results: list[Any] = []
+    p = Producer({**c, "message.timeout.ms": 10000, "retries": 0})
+    for i in range(n):
+        p.produce(topic, value=f"v{i}".encode(), on_delivery=lambda err, msg: results.append(err))
+    p.flush(30)
+    return results
+
+
+def test_confluent_admin_acls_and_cluster_authorization(broker: BrokerProcess) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    b1 = binding("TOPIC", "acl-t", "User:alice", "READ")
+    b2 = binding("TOPIC", "acl-", "User:alice", "WRITE", prefixed=True)
+    b3 = binding("GROUP", "acl-g", "User:bob", "READ", deny=True)
+    add_acls(broker, b1, b2, b3)
+    admin = admin_client(broker)
+    any_filter = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    got = admin.describe_acls(any_filter).result(timeout=30)
+    assert {b1, b2, b3} <= set(got)
+    alice = AclBindingFilter(
+        ResourceType.TOPIC,
+        None,
+        ResourcePatternType.ANY,
+        "User:alice",
+        None,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
+    assert set(admin.describe_acls(alice).result(timeout=30)) >= {b1, b2}
+    # bob is neither a super user nor allowed ALTER/DESCRIBE on the cluster
+    bob = admin_client(broker, "bob", BOB_PW)
+    # (librdkafka 2.16 turns a refused DescribeAcls into an empty list: nothing leaks)
+    start = len(broker.lines)
+    assert bob.describe_acls(any_filter).result(timeout=30) == []
+    wait_for_line(broker, "denied User:bob DESCRIBE on cluster", start)
+    with pytest.raises(KafkaException) as exc:
+        for f in bob.create_acls([binding("TOPIC", "x", "User:bob", "ALL")]).values():
+            f.result(timeout=30)
+    assert "CLUSTER_AUTHORIZATION_FAILED" in str(exc.value) or "not authorized" in str(exc.value)
+    deny_filter = AclBindingFilter(
+        ResourceType.GROUP,
+        "acl-g",
+        ResourcePatternType.LITERAL,
+        None,
+        None,
+        AclOperation.ANY,
+        AclPermissionType.DENY,
+    )
+    deleted = next(iter(admin.delete_acls([deny_filter]).values())).result(timeout=30)
+    assert deleted == [b3]
+    assert b3 not in set(admin.describe_acls(any_filter).result(timeout=30))
+    assert (broker.data_dir / "meta" / "acls.json").exists()
+
+
+def test_write_and_read_need_acls(broker: BrokerProcess) -> None:
+    from confluent_kafka import Consumer, KafkaError
+
+    topic, group = f"orders-{uuid.uuid4().hex[:6]}", f"g-{uuid.uuid4().hex[:6]}"
+    create_topics(broker, topic)
+    alice, bob = conf(broker, "alice", ALICE_PW), conf(broker, "bob", BOB_PW)
+    # no ACL yet: deny by default
+    errs = produce(alice, topic, 1)
+    assert errs and errs[0] is not None and errs[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED, errs
+    add_acls(broker, binding("TOPIC", topic, "User:alice", "WRITE"))
+    assert produce(alice, topic) == [None, None, None]
+    errs = produce(bob, topic, 1)
+    assert errs[0] is not None and errs[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    # the super user is never refused
+    assert produce(conf(broker, "admin", ADMIN_PW), topic, 1) == [None]
+
+    def consume(c: dict[str, Any], want: int) -> tuple[list[bytes], list[int]]:
+        consumer = Consumer(
+            {**c, "group.id": group, "auto.offset.reset": "earliest", "enable.auto.commit": False}
+        )
+        consumer.subscribe([topic])
+        got: list[bytes] = []
+        errors: list[int] = []
+        deadline = time.monotonic() + 20
+        try:
+            while len(got) < want and not errors and time.monotonic() < deadline:
+                m = consumer.poll(0.5)
+                if m is None:
+                    continue
+                if m.error() is not None:
+                    errors.append(m.error().code())
+                else:
+                    got.append(m.value() or b"")
+            if got:
+                consumer.commit(asynchronous=False)
+        finally:
+            consumer.close()
+        return got, errors
+
+    # READ on the topic but not on the group: the group refuses
+    add_acls(broker, binding("TOPIC", topic, "User:bob", "READ"))
+    got, errors = consume(bob, 4)
+    assert not got and KafkaError.GROUP_AUTHORIZATION_FAILED in errors, errors
+    add_acls(broker, binding("GROUP", group, "User:bob", "READ"))
+    got, errors = consume(bob, 4)
+    assert got == [b"v0", b"v1", b"v2", b"v0"] and not errors
+    # a DENY beats the ALLOW: bob can no longer read the topic
+    add_acls(broker, binding("TOPIC", topic, "User:bob", "READ", deny=True))
+    got, errors = consume(bob, 1)
+    assert not got and KafkaError.TOPIC_AUTHORIZATION_FAILED in errors, errors
+
+
+def test_metadata_lists_only_describable_topics(broker: BrokerProcess) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    visible, hidden = f"vis-{uuid.uuid4().hex[:6]}", f"hid-{uuid.uuid4().hex[:6]}"
+    create_topics(broker, visible, hidden)
+    add_acls(broker, binding("TOPIC", visible, "User:alice", "DESCRIBE"))
+    md = AdminClient(conf(broker, "alice", ALICE_PW)).list_topics(timeout=30)
+    assert visible in md.topics and hidden not in md.topics
+    md = admin_client(broker).list_topics(timeout=30)
+    assert visible in md.topics and hidden in md.topics
+
+
+def test_kafka_python_admin_acls(broker: BrokerProcess) -> None:
+    from kafka.admin import (
+        ACL,
+        ACLFilter,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourcePatternFilter,
+        ResourceType,
+    )
+
+    admin = KafkaAdminClient(
+        bootstrap_servers=broker.bootstrap,
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="admin",
+        sasl_plain_password=ADMIN_PW,
+        request_timeout_ms=30000,
+    )
+    try:
+        acl = ACL(
+            "User:carol",
+            "*",
+            ACLOperation.READ,
+            ACLPermissionType.ALLOW,
+            ResourcePattern(ResourceType.TOPIC, "kp-topic", ACLResourcePatternType.LITERAL),
+        )
+        result = admin.create_acls([acl])
+        assert result["succeeded"] == [acl] and not result["failed"]
+        flt = ACLFilter(
+            "User:carol",
+            None,
+            ACLOperation.ANY,
+            ACLPermissionType.ANY,
+            ResourcePatternFilter(ResourceType.TOPIC, None, ACLResourcePatternType.ANY),
+        )
+        found, _ = admin.describe_acls(flt)
+        assert [(a.principal, a.resource_pattern.resource_name) for a in found] == [
+            ("User:carol", "kp-topic")
+        ]
+        ((_, matches, _error),) = admin.delete_acls([flt])
+        assert [m[0].principal if isinstance(m, tuple) else m.principal for m in matches] == ["User:carol"]
+        found, _ = admin.describe_acls(flt)
+        assert found == []
+    finally:
+        admin.close()
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat not installed")
+def test_kcat_with_and_without_acl(broker: BrokerProcess) -> None:
+    topic = f"kcat-{uuid.uuid4().hex[:6]}"
+    create_topics(broker, topic)
+    common = ["-b", broker.bootstrap, "-t", topic, "-p", "0"]
+    for k, v in conf(broker, "alice", ALICE_PW).items():
+        if k != "bootstrap.servers":
+            common += ["-X", f"{k}={v}"]
+    refused = subprocess.run(["kcat", "-P", *common], input=b"x\n", timeout=60, capture_output=True)
+    assert refused.returncode != 0 and b"uthoriz" in refused.stderr, refused.stderr
+    add_acls(broker, binding("TOPIC", topic, "User:alice", "ALL"))
+    subprocess.run(["kcat", "-P", *common], input=b"x\ny\n", check=True, timeout=60)
+    out = subprocess.run(
+        ["kcat", "-C", *common, "-o", "beginning", "-e", "-q"], check=True, timeout=60, capture_output=True
+    )
+    assert out.stdout.split() == [b"x", b"y"]
+    assert ALICE_PW.encode() not in refused.stderr
+
+
+def test_security_disabled(tmp_path: Path) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient
+
+    b = BrokerProcess(tmp_path).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        with pytest.raises(KafkaException) as exc:
+            for f in admin.create_acls([binding("TOPIC", "t", "User:x", "READ")]).values():
+                f.result(timeout=30)
+        assert "SECURITY_DISABLED" in str(exc.value) or "not enabled" in str(exc.value)
+    finally:
+        b.kill()
