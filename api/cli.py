@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from api.cli_acl import acl as acl_group
 from hot.errors import StrataError
 
 
@@ -785,6 +786,11 @@ def users_list(data_dir: str, output: str) -> None:
         _fail(str(exc))
     rows = [{"user": n, "mechanisms": store.mechanisms(n)} for n in store.names()]
     _emit(output, rows, "\n".join(f"{r['user']}\t{','.join(r['mechanisms'])}" for r in rows))
+
+
+# -- ACLs (logic in api.cli_acl) ----------------------------------------------------------------
+
+main.add_command(acl_group)
 
 
 # -- records: produce, consume, bench (logic in api.cli_records) ------------------------------

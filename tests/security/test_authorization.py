@@ -314,3 +314,66 @@ def test_security_disabled(tmp_path: Path) -> None:
         assert "SECURITY_DISABLED" in str(exc.value) or "not enabled" in str(exc.value)
     finally:
         b.kill()
+
+
+def strata_acl(
+    b: BrokerProcess, *args: str, env: dict[str, str] | None = None, stdin: str | None = None
+) -> Any:
+    import os
+    import sys
+
+    from tests.brokers import ROOT
+
+    return subprocess.run(
+        [sys.executable, "-m", "api.cli", "acl", *args, "--bootstrap", b.bootstrap],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def test_strata_acl_cli(broker: BrokerProcess, tmp_path: Path) -> None:
+    import json
+
+    as_admin = ("--sasl-user", "admin", "--sasl-mechanism", MECH)
+    env = {"STRATA_SASL_PASSWORD": ADMIN_PW}
+    added = strata_acl(
+        broker, "add", "-p", "User:dave", "--operation", "read", "--operation", "describe",
+        "--topic", "cli-", "--prefixed", "-o", "json", *as_admin, env=env,
+    )  # fmt: skip
+    assert added.returncode == 0, added.stderr
+    assert {r["operation"] for r in json.loads(added.stdout)} == {"READ", "DESCRIBE"}
+    # a --command-config file, librdkafka style, password read from stdin instead
+    props = tmp_path / "client.properties"
+    props.write_text(
+        "# admin\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=admin\n"
+    )
+    listed = strata_acl(
+        broker, "list", "-p", "User:dave", "-o", "json", "--command-config", str(props), "--password-stdin",
+        stdin=ADMIN_PW + "\n",
+    )  # fmt: skip
+    assert listed.returncode == 0, listed.stderr
+    rows = json.loads(listed.stdout)
+    assert {(r["resource_name"], r["pattern_type"], r["operation"]) for r in rows} == {
+        ("cli-", "PREFIXED", "READ"),
+        ("cli-", "PREFIXED", "DESCRIBE"),
+    }
+    text = strata_acl(broker, "list", "--topic", "cli-", "--prefixed", *as_admin, env=env)
+    assert "ALLOW\tUser:dave\tREAD\ttopic:cli- (prefixed)\thost=*" in text.stdout
+    # not a super user: one line, no secret
+    refused = strata_acl(broker, "list", "--sasl-user", "bob", env={"STRATA_SASL_PASSWORD": BOB_PW})
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("strata: error: not authorized to DESCRIBE the cluster")
+    assert refused.stderr.count("\n") == 1 and BOB_PW not in refused.stderr
+    wrong = strata_acl(broker, "list", "--sasl-user", "admin", env={"STRATA_SASL_PASSWORD": "Wrong-7c1d"})
+    assert wrong.returncode == 1 and "Wrong-7c1d" not in wrong.stderr + wrong.stdout
+    assert "invalid user name or password" in wrong.stderr
+    removed = strata_acl(broker, "remove", "-p", "User:dave", "--operation", "describe", *as_admin, env=env)
+    assert removed.returncode == 0 and "removed\tALLOW\tUser:dave\tDESCRIBE" in removed.stdout
+    left = strata_acl(broker, "list", "-p", "User:dave", "-o", "json", *as_admin, env=env)
+    assert [r["operation"] for r in json.loads(left.stdout)] == ["READ"]
+    everything = strata_acl(broker, "remove", *as_admin, env=env)
+    assert everything.returncode == 1 and "refusing to remove every ACL" in everything.stderr
