@@ -348,9 +348,7 @@ def test_strata_acl_cli(broker: BrokerProcess, tmp_path: Path) -> None:
     assert {r["operation"] for r in json.loads(added.stdout)} == {"READ", "DESCRIBE"}
     # a --command-config file, librdkafka style, password read from stdin instead
     props = tmp_path / "client.properties"
-    props.write_text(
-        "# admin\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=admin\n"
-    )
+    props.write_text("# admin\nsecurity.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.username=admin\n")
     listed = strata_acl(
         broker, "list", "-p", "User:dave", "-o", "json", "--command-config", str(props), "--password-stdin",
         stdin=ADMIN_PW + "\n",
