@@ -40,6 +40,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         "STRATA_SASL_MECHANISMS": f"{MECH},PLAIN",
         "STRATA_AUTHORIZATION_ENABLED": "true",
         "STRATA_AUTHORIZATION_SUPER_USERS": "User:admin",
+        "STRATA_SASL_REST_BASIC_AUTH": "true",
     }
     b = BrokerProcess(data, env=env).start()
     yield b
@@ -375,3 +376,41 @@ def test_strata_acl_cli(broker: BrokerProcess, tmp_path: Path) -> None:
     assert [r["operation"] for r in json.loads(left.stdout)] == ["READ"]
     everything = strata_acl(broker, "remove", *as_admin, env=env)
     assert everything.returncode == 1 and "refusing to remove every ACL" in everything.stderr
+
+
+def test_rest_401_and_403(broker: BrokerProcess) -> None:
+    import httpx
+
+    topic = f"rest-{uuid.uuid4().hex[:6]}"
+    create_topics(broker, topic)
+    body = {"records": [{"value": {"n": 1}}]}
+    ctype = {"Content-Type": "application/vnd.kafka.json.v2+json"}
+    with httpx.Client(base_url=broker.http_url, timeout=30) as http:
+        assert http.post(f"/topics/{topic}", json=body, headers=ctype).status_code == 401
+        assert http.get("/topics", auth=("alice", "Wrong-3e9f")).status_code == 401
+        r = http.post(f"/topics/{topic}", json=body, headers=ctype, auth=("alice", ALICE_PW))
+        assert r.status_code == 403, r.text
+        assert r.json()["message"] == f"not authorized to WRITE topic {topic!r}"
+        assert r.json()["error_code"] // 100 == 403
+        add_acls(broker, binding("TOPIC", topic, "User:alice", "WRITE"))
+        r = http.post(f"/topics/{topic}", json=body, headers=ctype, auth=("alice", ALICE_PW))
+        assert r.status_code == 200 and r.json()["offsets"][0]["error_code"] is None, r.text
+        records = f"/topics/{topic}/partitions/0/records?offset=0&timeout=0"
+        accept = {"Accept": "application/vnd.kafka.json.v2+json"}
+        assert http.get(records, headers=accept, auth=("alice", ALICE_PW)).status_code == 403
+        add_acls(broker, binding("TOPIC", topic, "User:alice", "READ"))
+        r = http.get(records, headers=accept, auth=("alice", ALICE_PW))
+        assert r.status_code == 200 and [x["value"] for x in r.json()] == [{"n": 1}]
+        # listings show only what the user may describe; the super user sees everything
+        assert topic in http.get("/topics", auth=("alice", ALICE_PW)).json()
+        assert topic not in http.get("/topics", auth=("bob", BOB_PW)).json()
+        assert topic in http.get("/topics", auth=("admin", ADMIN_PW)).json()
+        r = http.delete(f"/v3/clusters/strata-local/topics/{topic}", auth=("alice", ALICE_PW))
+        assert r.status_code == 403 and "DELETE" in r.json()["message"]
+        r = http.post(
+            "/consumers/rest-g",
+            json={"name": "c1", "format": "json"},
+            auth=("alice", ALICE_PW),
+            headers=ctype,
+        )
+        assert r.status_code == 403 and "group 'rest-g'" in r.json()["message"]
