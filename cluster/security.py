@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 from api.security.acl import AclBinding, AclFilter
 from api.security.acl_store import added, decode_acls, encode_acls, removed
@@ -25,6 +26,7 @@ from hot.errors import MetadataStoreError
 log = logging.getLogger("strata.cluster.security")
 
 CAS_ATTEMPTS = 20
+T = TypeVar("T")
 
 
 class SecurityDocuments:
@@ -145,3 +147,57 @@ class EtcdUserStore(UserTable):
     def version(self) -> tuple[int, int, int] | None:
         rev = self.docs.revisions.get(self.key)
         return None if rev is None else (rev, 0, 0)
+
+
+# --- `strata users --etcd`: the cluster's credentials, edited in place -------------------------
+
+
+async def _with_etcd(endpoints: str, fn: Callable[[EtcdClient], Awaitable[T]]) -> T:
+    async with EtcdClient(endpoints) as etcd:
+        return await fn(etcd)
+
+
+def _table(raw: bytes | None) -> UserTable:
+    table = UserTable()
+    table.load_document(raw, "etcd users")
+    return table
+
+
+async def etcd_set_password(endpoints: str, cluster_name: str, user: str, password: str) -> bool:
+    """Salt and hash ``password`` for every mechanism into etcd; True if the user existed."""
+    existed = False
+
+    def change(old: bytes | None) -> bytes:
+        nonlocal existed
+        table = _table(old)
+        existed = user in table.names()
+        table.put_password(user, password)
+        return table.document()
+
+    key = KeyLayout(cluster_name).users
+    await _with_etcd(endpoints, lambda etcd: update_key(etcd, key, change))
+    return existed
+
+
+async def etcd_delete_user(endpoints: str, cluster_name: str, user: str) -> bool:
+    found = False
+
+    def change(old: bytes | None) -> bytes:
+        nonlocal found
+        table = _table(old)
+        found = table.remove(user)
+        return table.document()
+
+    key = KeyLayout(cluster_name).users
+    await _with_etcd(endpoints, lambda etcd: update_key(etcd, key, change))
+    return found
+
+
+async def etcd_users(endpoints: str, cluster_name: str) -> UserTable:
+    key = KeyLayout(cluster_name).users
+
+    async def read(etcd: EtcdClient) -> UserTable:
+        kv = await etcd.get(key)
+        return _table(kv.value if kv is not None else None)
+
+    return await _with_etcd(endpoints, read)
