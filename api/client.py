@@ -184,6 +184,17 @@ class KafkaClient:
         resp = self.call(ApiKey.METADATA, MetadataRequest(topics=None, allow_auto_topic_creation=False))
         return [{"name": t.name, "partitions": len(t.partitions)} for t in resp.topics if not t.error_code]
 
+    def partition_count(self, name: str) -> int:
+        """The topic's partition count, from Metadata alone (needs only DESCRIBE on it)."""
+        md = self.call(
+            ApiKey.METADATA,
+            MetadataRequest(topics=(MetadataRequestTopic(name=name),), allow_auto_topic_creation=False),
+        )
+        topic = md.topics[0]
+        if topic.error_code:
+            raise error_for_code(topic.error_code, f"topic {name!r}: Kafka error code {topic.error_code}")
+        return len(topic.partitions)
+
     def describe_topic(self, name: str) -> dict[str, Any]:
         md = self.call(
             ApiKey.METADATA,

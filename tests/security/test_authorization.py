@@ -414,3 +414,44 @@ def test_rest_401_and_403(broker: BrokerProcess) -> None:
             headers=ctype,
         )
         assert r.status_code == 403 and "group 'rest-g'" in r.json()["message"]
+
+
+def test_spark_include_hot_needs_acls(broker: BrokerProcess) -> None:
+    """The Spark source's broker path (plan: Metadata + ListOffsets; tasks: Fetch) over
+    SASL: refused with an error naming the topic until ACLs allow DESCRIBE, then READ."""
+    from hot.errors import TopicAuthorizationFailedError
+    from spark.options import ReadOptions
+    from spark.plan import HotTask, plan_scan
+    from spark.scan import read_task
+
+    topic = f"spark-{uuid.uuid4().hex[:6]}"
+    create_topics(broker, topic)
+    assert produce(conf(broker, "admin", ADMIN_PW), topic) == [None, None, None]
+    options = {
+        "topic": topic,
+        "includeHot": "true",
+        "broker": broker.bootstrap,
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": MECH,
+        "kafka.sasl.username": "alice",
+        "kafka.sasl.password": ALICE_PW,
+    }
+    opts = ReadOptions.parse(options, path=f"file://{broker.data_dir.resolve()}/objects")
+    assert ALICE_PW not in repr(opts)
+    with pytest.raises(TopicAuthorizationFailedError) as exc:
+        plan_scan(opts)
+    assert f"DESCRIBE topic {topic!r}" in str(exc.value) and ALICE_PW not in str(exc.value)
+    add_acls(broker, binding("TOPIC", topic, "User:alice", "DESCRIBE"))
+    plan = plan_scan(opts)
+    (task,) = plan.tasks
+    assert isinstance(task, HotTask) and (task.start_offset, task.end_offset) == (0, 3)
+    with pytest.raises(TopicAuthorizationFailedError) as exc:
+        list(read_task(task, opts))
+    assert f"READ topic {topic!r}" in str(exc.value)
+    add_acls(broker, binding("TOPIC", topic, "User:alice", "READ"))
+    rows = [v for b in read_task(task, opts) for v in b.column("value").to_pylist()]
+    assert rows == [b"v0", b"v1", b"v2"]
+    wrong = ReadOptions.parse({**options, "kafka.sasl.password": "Wrong-55e0"}, path=opts.store.url)
+    with pytest.raises(Exception) as exc:
+        plan_scan(wrong)
+    assert "Wrong-55e0" not in str(exc.value)
