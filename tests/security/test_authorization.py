@@ -455,3 +455,78 @@ def test_spark_include_hot_needs_acls(broker: BrokerProcess) -> None:
     with pytest.raises(Exception) as exc:
         plan_scan(wrong)
     assert "Wrong-55e0" not in str(exc.value)
+
+
+def test_mtls_certificate_principal(tmp_path: Path) -> None:
+    """A client certificate's subject is the principal (User:CN=test-client); the CLI's
+    KafkaClient speaks TLS with a client certificate from a --command-config file."""
+    import asyncio
+    import json
+
+    from confluent_kafka import KafkaError
+
+    from api.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+    from api.security.acl_store import FileAclStore, acls_path
+    from tests.security.tlslib import make_pki, server_env
+
+    pki = make_pki(tmp_path / "pki")
+    data = tmp_path / "data"
+    me = "User:CN=test-client"
+
+    def allow(rt: ResourceType, name: str, op: Operation) -> AclBinding:
+        return AclBinding(rt, name, PatternType.LITERAL, me, "*", op, Permission.ALLOW)
+
+    asyncio.run(  # written before start: the broker reads <data-dir>/meta/acls.json
+        FileAclStore(acls_path(data)).create(
+            [
+                allow(ResourceType.CLUSTER, "kafka-cluster", Operation.DESCRIBE),
+                allow(ResourceType.CLUSTER, "kafka-cluster", Operation.CREATE),
+                allow(ResourceType.TOPIC, "mtls", Operation.WRITE),
+            ]
+        )
+    )
+    env = {**server_env(pki, "required"), "STRATA_AUTHORIZATION_ENABLED": "true"}
+    b = BrokerProcess(data, env=env).start()
+    try:
+        tls = {
+            "bootstrap.servers": b.bootstrap,
+            "security.protocol": "SSL",
+            "ssl.ca.location": str(pki.ca),
+            "ssl.certificate.location": str(pki.client_cert),
+            "ssl.key.location": str(pki.client_key),
+        }
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient(tls)
+        admin.create_topics([NewTopic("mtls", 1)])["mtls"].result(timeout=30)
+        assert produce(tls, "mtls", 2) == [None, None]
+        from confluent_kafka import Consumer
+
+        c = Consumer({**tls, "group.id": "mtls-g", "auto.offset.reset": "earliest"})
+        c.subscribe(["mtls"])
+        codes: list[int] = []
+        deadline = time.monotonic() + 20
+        while not codes and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is not None:
+                codes.append(m.error().code())
+        c.close()
+        assert (
+            KafkaError.GROUP_AUTHORIZATION_FAILED in codes or KafkaError.TOPIC_AUTHORIZATION_FAILED in codes
+        )
+        props = tmp_path / "client.properties"
+        props.write_text(
+            "security.protocol=SSL\n"
+            f"ssl.ca.location={pki.ca}\nssl.certificate.location={pki.client_cert}\n"
+            f"ssl.key.location={pki.client_key}\n"
+        )
+        listed = strata_acl(b, "list", "--command-config", str(props), "-o", "json")
+        assert listed.returncode == 0, listed.stderr
+        assert {r["principal"] for r in json.loads(listed.stdout)} == {me}
+        # the same client without its certificate: the TLS handshake fails, one line
+        props.write_text(f"security.protocol=SSL\nssl.ca.location={pki.ca}\n")
+        refused = strata_acl(b, "list", "--command-config", str(props))
+        assert refused.returncode == 1 and refused.stderr.count("\n") == 1
+    finally:
+        b.kill()
+    assert f"denied {me} DESCRIBE on group 'mtls-g'" in b.output()  # FindCoordinator
