@@ -294,6 +294,12 @@ def load_config(
         raise InvalidConfigError(
             "[tls]/[sasl] with [cluster] need internal_listen: a plaintext listener for replication"
         )
+    if cluster_values and values["authorization"].enabled and "internal_listen" not in values:
+        # Followers are anonymous: only the internal listener is the inter-broker principal.
+        raise InvalidConfigError(
+            "[authorization] with [cluster] needs internal_listen: the inter-broker listener"
+            " replication uses (not subject to ACLs)"
+        )
     return dataclasses.replace(BrokerConfig(), **values)
 
 

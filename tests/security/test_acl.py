@@ -144,3 +144,26 @@ def test_file_store_is_atomic_and_reloads(tmp_path: Path) -> None:
     matched = asyncio.run(b.delete([AclFilter(resource_type=G), AclFilter(resource_type=G)]))
     assert matched == [[two], [two]]
     assert a.bindings() == (one,)
+
+
+def test_authorization_config(tmp_path: Path) -> None:
+    from api.config import load_config
+    from hot.errors import InvalidConfigError
+
+    toml = tmp_path / "a.toml"
+    toml.write_text('[authorization]\nenabled = true\nsuper_users = ["User:admin", "User:CN=ops,O=acme"]\n')
+    cfg = load_config(config_file=toml, env={})
+    assert cfg.authorization.enabled and not cfg.authorization.allow_everyone_if_no_acl_found
+    assert cfg.authorization.super_users == {"User:admin", "User:CN=ops,O=acme"}
+    env = {"STRATA_AUTHORIZATION_ENABLED": "1", "STRATA_AUTHORIZATION_ALLOW_EVERYONE_IF_NO_ACL_FOUND": "true"}
+    assert load_config(env=env).authorization.allow_everyone_if_no_acl_found
+    assert load_config(env={}).authorization.enabled is False
+    with pytest.raises(InvalidConfigError, match="super_users"):
+        load_config(env={"STRATA_AUTHORIZATION_SUPER_USERS": "admin"})
+    toml.write_text("[authorization]\nenable = true\n")
+    with pytest.raises(InvalidConfigError, match="unknown authorization setting 'enable'"):
+        load_config(config_file=toml, env={})
+    cluster = {"STRATA_AUTHORIZATION_ENABLED": "true", "STRATA_ETCD": "127.0.0.1:2379"}
+    with pytest.raises(InvalidConfigError, match="needs internal_listen"):
+        load_config(env=cluster)
+    assert load_config(env={**cluster, "STRATA_INTERNAL_LISTEN": "127.0.0.1:0"}).authorization.enabled
