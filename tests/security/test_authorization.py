@@ -530,3 +530,64 @@ def test_mtls_certificate_principal(tmp_path: Path) -> None:
     finally:
         b.kill()
     assert f"denied {me} DESCRIBE on group 'mtls-g'" in b.output()  # FindCoordinator
+
+
+def test_admin_requests_refused_per_resource(broker: BrokerProcess) -> None:
+    """CreateTopics, DeleteTopics, DescribeConfigs, CreatePartitions, DeleteGroups and
+    ListGroups as a principal with no ACL, through confluent-kafka's AdminClient; then an
+    idempotent producer, whose InitProducerId needs WRITE on some topic."""
+    from confluent_kafka import KafkaError, KafkaException, Producer
+    from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic
+
+    topic = f"adm-{uuid.uuid4().hex[:6]}"
+    create_topics(broker, topic)
+    bob_conf = conf(broker, "bob", BOB_PW)
+    bob = admin_client(broker, "bob", BOB_PW)
+
+    def code_of(future: Any) -> int:
+        with pytest.raises(KafkaException) as exc:
+            future.result(timeout=30)
+        return int(exc.value.args[0].code())
+
+    assert code_of(bob.create_topics([NewTopic(f"{topic}-new", 1)])[f"{topic}-new"]) == (
+        KafkaError.TOPIC_AUTHORIZATION_FAILED
+    )
+    assert code_of(bob.delete_topics([topic])[topic]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert code_of(bob.create_partitions([NewPartitions(topic, 2)])[topic]) == (
+        KafkaError.TOPIC_AUTHORIZATION_FAILED
+    )
+    res = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    assert code_of(bob.describe_configs([res])[res]) == KafkaError.TOPIC_AUTHORIZATION_FAILED
+    assert code_of(bob.delete_consumer_groups(["some-group"])["some-group"]) == (
+        KafkaError.GROUP_AUTHORIZATION_FAILED
+    )
+    # the super user may do all of it; and bob's group listing is filtered, not refused
+    admin = admin_client(broker)
+    admin.describe_configs([res])[res].result(timeout=30)
+    from confluent_kafka import Consumer, TopicPartition
+
+    secret = f"secret-{topic}"
+    c = Consumer({**conf(broker, "admin", ADMIN_PW), "group.id": secret})
+    c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)
+    c.close()
+    everyone = {g.group_id for g in admin.list_consumer_groups().result(timeout=30).valid}
+    assert secret in everyone
+    assert secret not in {g.group_id for g in bob.list_consumer_groups().result(timeout=30).valid}
+    # idempotence: without WRITE anywhere InitProducerId is refused (fatal for librdkafka)
+    fatal: list[Any] = []
+    p = Producer(
+        {**bob_conf, "enable.idempotence": True, "error_cb": fatal.append, "message.timeout.ms": 10000}
+    )
+    p.produce(topic, value=b"x")
+    deadline = time.monotonic() + 20
+    with pytest.raises(KafkaException) as exc:  # poll() raises librdkafka's fatal error
+        while time.monotonic() < deadline:
+            p.poll(0.2)
+    err = exc.value.args[0]
+    assert err.fatal() and err.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED, err
+    add_acls(broker, binding("TOPIC", topic, "User:bob", "WRITE"))
+    delivered: list[Any] = []
+    p = Producer({**bob_conf, "enable.idempotence": True, "message.timeout.ms": 10000})
+    p.produce(topic, value=b"y", on_delivery=lambda err, msg: delivered.append(err))
+    p.flush(30)
+    assert delivered == [None]
