@@ -169,9 +169,10 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         else:
             broker = Broker(config, manager, metrics, tiering=tiering, groups=groups)
         broker.bind_loop(loop)
-        if node is not None and (config.authorization.enabled or config.sasl.enabled):
-            await node.start_security()
-        if config.sasl.enabled or config.sasl.rest_basic_auth:
+        needs_users = config.sasl.enabled or config.sasl.rest_basic_auth
+        if node is not None and (config.authorization.enabled or needs_users):
+            await node.start_security()  # ACLs and users from etcd, before any listener
+        if needs_users:
             broker.users = (
                 node.user_store() if node is not None else UserStore(users_path(config.data_dir))
             ).reload()
