@@ -50,10 +50,17 @@ class AccessControl:
         self.store = store
 
     def allowed(
-        self, principal: str, host: str, operation: Operation, resource_type: ResourceType, name: str
+        self,
+        principal: str,
+        host: str,
+        operation: Operation,
+        resource_type: ResourceType,
+        name: str,
+        *,
+        quiet: bool = False,
     ) -> bool:
         ok = self.authorizer.authorize(self.store.bindings(), principal, host, operation, resource_type, name)
-        if not ok:  # Kafka's authorizer log: who was refused what
+        if not ok and not quiet:  # Kafka's authorizer log: who was refused what
             log.info(
                 "denied %s %s on %s %r from %s", principal, operation.name, _WHAT[resource_type], name, host
             )
@@ -78,12 +85,50 @@ def denied(operation: Operation, resource_type: ResourceType, name: str) -> Auth
     return cls(f"not authorized to {operation.name} {target}")
 
 
-def allowed(conn: Connection, operation: Operation, resource_type: ResourceType, name: str) -> bool:
-    """May this connection's principal do ``operation`` on the resource? (Kafka handlers.)"""
+def allowed(
+    conn: Connection, operation: Operation, resource_type: ResourceType, name: str, *, quiet: bool = False
+) -> bool:
+    """May this connection's principal do ``operation`` on the resource? (Kafka handlers.)
+    ``quiet``: a question, not a request (authorized-operations fields): not logged."""
     access: AccessControl | None = getattr(conn.broker, "access", None)
     if access is None or conn.server.inter_broker:
         return True
-    return access.allowed(user_principal(conn.principal), conn.host, operation, resource_type, name)
+    principal = user_principal(conn.principal)
+    return access.allowed(principal, conn.host, operation, resource_type, name, quiet=quiet)
+
+
+# What Kafka reports in authorized-operations fields, per resource type (KIP-430).
+SUPPORTED_OPERATIONS: Final[dict[ResourceType, tuple[Operation, ...]]] = {
+    ResourceType.TOPIC: (
+        Operation.READ,
+        Operation.WRITE,
+        Operation.CREATE,
+        Operation.DELETE,
+        Operation.ALTER,
+        Operation.DESCRIBE,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+    ),
+    ResourceType.GROUP: (Operation.READ, Operation.DELETE, Operation.DESCRIBE),
+    ResourceType.CLUSTER: (
+        Operation.CREATE,
+        Operation.ALTER,
+        Operation.DESCRIBE,
+        Operation.CLUSTER_ACTION,
+        Operation.DESCRIBE_CONFIGS,
+        Operation.ALTER_CONFIGS,
+        Operation.IDEMPOTENT_WRITE,
+    ),
+}
+
+
+def authorized_operations(conn: Connection, resource_type: ResourceType, name: str) -> int:
+    """The bit set (1 << operation code) of what the principal may do on the resource."""
+    return sum(
+        1 << op
+        for op in SUPPORTED_OPERATIONS[resource_type]
+        if allowed(conn, op, resource_type, name, quiet=True)
+    )
 
 
 def require(conn: Connection, operation: Operation, resource_type: ResourceType, name: str) -> None:

@@ -38,7 +38,7 @@ from api.protocol.messages.offset_fetch import (
 )
 from api.protocol.messages.sync_group import SyncGroupResponse
 from api.security.acl import Operation, ResourceType
-from api.security.authz import allowed, allowed_cluster
+from api.security.authz import allowed, allowed_cluster, authorized_operations
 from api.security.guards import Guard, Handler, topic_ok
 from hot import errors as E
 
@@ -207,13 +207,23 @@ async def guard_list_groups(inner: Handler, conn: Connection, header: RequestHea
 async def guard_describe_groups(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
     ok = [g for g in req.groups if group_ok(conn, Operation.DESCRIBE, g)]
     if len(ok) == len(req.groups):
-        return await inner(conn, header, req)
+        resp = await inner(conn, header, req)
+        return dataclasses.replace(resp, groups=tuple(_with_operations(conn, req, d) for d in resp.groups))
     refused = {g: DescribedGroup(error_code=GAF, group_id=g) for g in req.groups if g not in ok}
     described: dict[str, DescribedGroup] = {}
     if ok:
         resp = await inner(conn, header, dataclasses.replace(req, groups=tuple(ok)))
-        described = {d.group_id: d for d in resp.groups}
+        described = {d.group_id: _with_operations(conn, req, d) for d in resp.groups}
     return DescribeGroupsResponse(groups=tuple(described.get(g) or refused[g] for g in req.groups))
+
+
+def _with_operations(conn: Connection, req: Any, d: DescribedGroup) -> DescribedGroup:
+    """The principal's own operations on the group, where the request asked for them."""
+    if not req.include_authorized_operations or d.error_code:
+        return d
+    return dataclasses.replace(
+        d, authorized_operations=authorized_operations(conn, ResourceType.GROUP, d.group_id)
+    )
 
 
 async def guard_delete_groups(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:

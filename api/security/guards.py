@@ -46,7 +46,13 @@ from api.protocol.messages.offset_for_leader_epoch import (
 )
 from api.protocol.messages.produce import ProducePartitionResponse, ProduceResponse, ProduceTopicResponse
 from api.security.acl import CLUSTER_NAME, Operation, ResourceType
-from api.security.authz import AccessControl, allowed, allowed_cluster, user_principal
+from api.security.authz import (
+    AccessControl,
+    allowed,
+    allowed_cluster,
+    authorized_operations,
+    user_principal,
+)
 from hot import errors as E
 
 if TYPE_CHECKING:
@@ -189,6 +195,10 @@ async def guard_metadata(inner: Handler, conn: Connection, header: RequestHeader
     topics = []
     for t in resp.topics:
         if topic_ok(conn, Operation.DESCRIBE, t.name):
+            if req.include_topic_authorized_operations and t.name is not None and not t.error_code:
+                t = dataclasses.replace(
+                    t, topic_authorized_operations=authorized_operations(conn, ResourceType.TOPIC, t.name)
+                )
             topics.append(t)
         elif req.topics is not None:  # named (or asked by id): say so; a full listing omits it
             by_name = t.name in asked
@@ -199,6 +209,9 @@ async def guard_metadata(inner: Handler, conn: Connection, header: RequestHeader
                     topic_id=ZERO_UUID if by_name else t.topic_id,
                 )
             )
+    if req.include_cluster_authorized_operations:
+        ops = authorized_operations(conn, ResourceType.CLUSTER, CLUSTER_NAME)
+        resp = dataclasses.replace(resp, cluster_authorized_operations=ops)
     return dataclasses.replace(resp, topics=tuple(topics))
 
 

@@ -591,3 +591,32 @@ def test_admin_requests_refused_per_resource(broker: BrokerProcess) -> None:
     p.produce(topic, value=b"y", on_delivery=lambda err, msg: delivered.append(err))
     p.flush(30)
     assert delivered == [None]
+
+
+def test_authorized_operations(broker: BrokerProcess) -> None:
+    """KIP-430 fields: what the principal itself may do, as confluent-kafka reports it."""
+    from confluent_kafka import Consumer, TopicCollection, TopicPartition
+    from confluent_kafka.admin import AclOperation
+
+    topic, group = f"ops-{uuid.uuid4().hex[:6]}", f"ops-g-{uuid.uuid4().hex[:6]}"
+    create_topics(broker, topic)
+    c = Consumer({**conf(broker, "admin", ADMIN_PW), "group.id": group})
+    c.commit(offsets=[TopicPartition(topic, 0, 0)], asynchronous=False)  # the group now exists
+    c.close()
+    add_acls(
+        broker,
+        binding("TOPIC", topic, "User:alice", "WRITE"),
+        binding("TOPIC", topic, "User:alice", "ALTER_CONFIGS"),
+        binding("GROUP", group, "User:alice", "READ"),
+    )
+    alice = admin_client(broker, "alice", ALICE_PW)
+    desc = alice.describe_topics(TopicCollection([topic]), include_authorized_operations=True)[topic]
+    ops = set(desc.result(timeout=30).authorized_operations)
+    assert ops == {
+        AclOperation.WRITE,
+        AclOperation.DESCRIBE,
+        AclOperation.ALTER_CONFIGS,
+        AclOperation.DESCRIBE_CONFIGS,
+    }
+    g = alice.describe_consumer_groups([group], include_authorized_operations=True)[group].result(timeout=30)
+    assert set(g.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
