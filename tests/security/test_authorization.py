@@ -620,3 +620,50 @@ def test_authorized_operations(broker: BrokerProcess) -> None:
     }
     g = alice.describe_consumer_groups([group], include_authorized_operations=True)[group].result(timeout=30)
     assert set(g.authorized_operations) == {AclOperation.READ, AclOperation.DESCRIBE}
+
+
+def test_cluster_level_requests(broker: BrokerProcess) -> None:
+    """Requests only the cluster's own principals make: a follower's Fetch (replica_id >= 0)
+    needs CLUSTER_ACTION, partition reassignment ALTER/DESCRIBE on the cluster. Sent with
+    the project's KafkaClient over SASL."""
+    from api.client import KafkaClient
+    from api.config import HostPort
+    from api.protocol import ApiKey
+    from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+    from api.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
+    from api.security.client_config import ClientSecurity
+    from hot import errors as E
+
+    topic = f"cl-{uuid.uuid4().hex[:6]}"
+    create_topics(broker, topic)
+    add_acls(broker, binding("TOPIC", topic, "User:bob", "READ"))
+
+    def client(user: str, pw: str) -> KafkaClient:
+        props = {k: str(v) for k, v in conf(broker, user, pw).items() if k != "bootstrap.servers"}
+        return KafkaClient.connect(
+            HostPort.parse(broker.bootstrap), security=ClientSecurity.from_properties(props)
+        )
+
+    fetch = FetchRequest(
+        replica_id=1,
+        max_wait_ms=0,
+        min_bytes=0,
+        topics=(
+            FetchTopic(
+                topic=topic,
+                partitions=(FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1024),),
+            ),
+        ),
+    )
+    with client("bob", BOB_PW) as bob:
+        resp = bob.call(ApiKey.FETCH, fetch)
+        assert [p.error_code for t in resp.responses for p in t.partitions] == [
+            E.CLUSTER_AUTHORIZATION_FAILED
+        ]
+        listed = bob.call(ApiKey.LIST_PARTITION_REASSIGNMENTS, ListPartitionReassignmentsRequest(topics=None))
+        assert listed.error_code == E.CLUSTER_AUTHORIZATION_FAILED
+    with client("admin", ADMIN_PW) as admin:
+        listed = admin.call(
+            ApiKey.LIST_PARTITION_REASSIGNMENTS, ListPartitionReassignmentsRequest(topics=None)
+        )
+        assert listed.error_code == 0
