@@ -61,8 +61,7 @@ if TYPE_CHECKING:
 Handler = Callable[["Connection", RequestHeader, Any], Awaitable[Any]]
 Guard = Callable[[Handler, "Connection", RequestHeader, Any], Awaitable[Any]]
 
-RESOURCE_TOPIC: Final = 2  # ConfigResource types (DescribeConfigs, AlterConfigs)
-RESOURCE_BROKER: Final = 4
+RESOURCE_BROKER: Final = 4  # ConfigResource type of broker configs (topic: 2)
 ZERO_UUID: Final = uuid.UUID(int=0)
 
 
