@@ -72,6 +72,7 @@ def make_access_control(config: BrokerConfig, node: ClusterNode | None) -> Acces
     authz = config.authorization
     authorizer = Authorizer(authz.super_users, allow_if_no_acl=authz.allow_everyone_if_no_acl_found)
     store: AclStore = node.acl_store() if node is not None else FileAclStore(acls_path(config.data_dir))
+    store.bindings()  # a malformed ACL document stops the start, with one line naming it
     return AccessControl(authorizer, store)
 
 

@@ -167,3 +167,15 @@ def test_authorization_config(tmp_path: Path) -> None:
     with pytest.raises(InvalidConfigError, match="needs internal_listen"):
         load_config(env=cluster)
     assert load_config(env={**cluster, "STRATA_INTERNAL_LISTEN": "127.0.0.1:0"}).authorization.enabled
+
+
+def test_malformed_acls_file_stops_the_broker(tmp_path: Path) -> None:
+    from tests.brokers import BrokerProcess
+
+    path = acls_path(tmp_path)
+    path.parent.mkdir(parents=True)
+    path.write_text('{"version": 1, "acls": [{"resource_type": "TOPIC"}]}')
+    b = BrokerProcess(tmp_path, env={"STRATA_AUTHORIZATION_ENABLED": "true"})
+    with pytest.raises(RuntimeError, match="exited during start-up") as exc:
+        b.start(timeout=60)
+    assert "acls.json: malformed ACL" in str(exc.value)
