@@ -35,6 +35,8 @@ from tiering.remote_read import RemoteReader, RemoteReadResult
 
 if TYPE_CHECKING:
     from api.groups.coordinator import GroupCoordinator
+    from api.security.authz import AccessControl
+    from api.security.users import UserTable
 
 log = logging.getLogger("strata.broker")
 
@@ -132,6 +134,10 @@ class Broker:
         self.metrics = metrics or BrokerMetrics()
         self.tiering = tiering
         self.groups = groups  # consumer groups (api.group_handlers); None: not served
+        # ACL enforcement (api.security.authz); None: authorization off, everything allowed.
+        self.access: AccessControl | None = None
+        # SASL / REST basic-auth users (file or, in cluster mode, etcd); None: not needed.
+        self.users: UserTable | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[int, set[asyncio.Future[None]]] = {}
         self._listening: weakref.WeakSet[Log] = weakref.WeakSet()

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from api.cli_acl import acl as acl_group
 from hot.errors import StrataError
 
 
@@ -707,7 +708,7 @@ def cluster_reassignments_cmd(etcd: str, cluster_name: str, output: str) -> None
     _emit(output, rows, "\n".join(format_reassignments(rows)))
 
 
-# --- users (SASL credentials of a single-node broker) -------------------------------------
+# --- users (SASL credentials: a single node's users.json, or a cluster's etcd) ---------------
 
 _users_data_dir = click.option(
     "--data-dir",
@@ -717,11 +718,21 @@ _users_data_dir = click.option(
     show_default=True,
     help="The broker's data directory (credentials in <data-dir>/meta/users.json).",
 )
+_users_etcd = click.option(
+    "--etcd",
+    metavar="HOST:PORT,...",
+    envvar="STRATA_ETCD",
+    help="Cluster mode: the cluster's etcd endpoints (credentials in etcd, not --data-dir).",
+)
+_users_cluster = click.option(
+    "--cluster-name", default="strata-local", show_default=True, help="With --etcd: the brokers' cluster id."
+)
 
 
 @main.group()
 def users() -> None:
-    """Add, delete and list SASL users (PLAIN, SCRAM-SHA-256/512) of a single-node broker."""
+    """Add, delete and list SASL users (PLAIN, SCRAM-SHA-256/512): salted and hashed in
+    <data-dir>/meta/users.json on a single node, in etcd in cluster mode (--etcd)."""
 
 
 @users.command("add")
@@ -730,9 +741,14 @@ def users() -> None:
     "--password-stdin", is_flag=True, help="Read the password from the first line of stdin [prompt]."
 )
 @_users_data_dir
+@_users_etcd
+@_users_cluster
 @_output
-def users_add(name: str, password_stdin: bool, data_dir: str, output: str) -> None:
+def users_add(
+    name: str, password_stdin: bool, data_dir: str, etcd: str | None, cluster_name: str, output: str
+) -> None:
     """Add a user, or set a user's password. Running brokers pick it up at the next login."""
+    import asyncio
     from pathlib import Path
 
     from api.security.users import UserStore, check_username, users_path
@@ -743,9 +759,14 @@ def users_add(name: str, password_stdin: bool, data_dir: str, output: str) -> No
             password = sys.stdin.readline().rstrip("\r\n")
         else:
             password = click.prompt("Password", hide_input=True, confirmation_prompt=True, err=True)
-        store = UserStore(users_path(Path(data_dir)))
-        existed = name in store.reload().names()
-        store.set_password(name, password)
+        if etcd:
+            from cluster.security import etcd_set_password
+
+            existed = asyncio.run(etcd_set_password(etcd, cluster_name, name, password))
+        else:
+            store = UserStore(users_path(Path(data_dir)))
+            existed = name in store.reload().names()
+            store.set_password(name, password)
     except StrataError as exc:
         _fail(str(exc))
     verb = "updated" if existed else "added"
@@ -755,36 +776,59 @@ def users_add(name: str, password_stdin: bool, data_dir: str, output: str) -> No
 @users.command("delete")
 @click.argument("name")
 @_users_data_dir
+@_users_etcd
+@_users_cluster
 @_output
-def users_delete(name: str, data_dir: str, output: str) -> None:
+def users_delete(name: str, data_dir: str, etcd: str | None, cluster_name: str, output: str) -> None:
     """Delete a user; connections already authenticated stay open."""
+    import asyncio
     from pathlib import Path
 
     from api.security.users import UserStore, users_path
 
     try:
-        if not UserStore(users_path(Path(data_dir))).delete(name):
-            _fail(f"no user named {name!r}")
+        if etcd:
+            from cluster.security import etcd_delete_user
+
+            found = asyncio.run(etcd_delete_user(etcd, cluster_name, name))
+        else:
+            found = UserStore(users_path(Path(data_dir))).delete(name)
     except StrataError as exc:
         _fail(str(exc))
+    if not found:
+        _fail(f"no user named {name!r}")
     _emit(output, {"user": name, "status": "deleted"}, f"deleted user {name}")
 
 
 @users.command("list")
 @_users_data_dir
+@_users_etcd
+@_users_cluster
 @_output
-def users_list(data_dir: str, output: str) -> None:
+def users_list(data_dir: str, etcd: str | None, cluster_name: str, output: str) -> None:
     """The users and their SCRAM mechanisms (never any secret)."""
+    import asyncio
     from pathlib import Path
 
-    from api.security.users import UserStore, users_path
+    from api.security.users import UserStore, UserTable, users_path
 
     try:
-        store = UserStore(users_path(Path(data_dir))).reload()
+        store: UserTable
+        if etcd:
+            from cluster.security import etcd_users
+
+            store = asyncio.run(etcd_users(etcd, cluster_name))
+        else:
+            store = UserStore(users_path(Path(data_dir))).reload()
     except StrataError as exc:
         _fail(str(exc))
     rows = [{"user": n, "mechanisms": store.mechanisms(n)} for n in store.names()]
     _emit(output, rows, "\n".join(f"{r['user']}\t{','.join(r['mechanisms'])}" for r in rows))
+
+
+# -- ACLs (logic in api.cli_acl) ----------------------------------------------------------------
+
+main.add_command(acl_group)
 
 
 # -- records: produce, consume, bench (logic in api.cli_records) ------------------------------

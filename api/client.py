@@ -7,6 +7,7 @@ support. Error codes in responses become hot.errors exceptions.
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from collections.abc import Iterable, Sequence
 from types import TracebackType
@@ -17,6 +18,13 @@ from api.group_lag import partition_lag
 from api.groups.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
 from api.protocol import ApiKey, decode_response, encode_request
 from api.protocol.apis import APIS
+from api.protocol.messages.acls import (
+    AclCreation,
+    CreateAclsRequest,
+    DeleteAclsFilter,
+    DeleteAclsRequest,
+    DescribeAclsRequest,
+)
 from api.protocol.messages.api_versions import ApiVersionsRequest
 from api.protocol.messages.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from api.protocol.messages.delete_groups import DeleteGroupsRequest
@@ -27,11 +35,18 @@ from api.protocol.messages.list_groups import ListGroupsRequest
 from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from api.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
+from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
+from api.protocol.messages.sasl_handshake import SaslHandshakeRequest
+from api.security.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
+from api.security.client_config import ClientSecurity
+from api.security.scram import ScramClient
 from hot.errors import (
     GROUP_ID_NOT_FOUND,
     NON_EMPTY_GROUP,
+    AuthenticationError,
     GroupIdNotFoundError,
     StrataError,
+    TlsError,
     error_for_code,
 )
 
@@ -50,15 +65,53 @@ class KafkaClient:
         self.versions: dict[int, int] = {}
 
     @classmethod
-    def connect(cls, addr: HostPort, timeout: float = 30.0) -> KafkaClient:
+    def connect(
+        cls, addr: HostPort, timeout: float = 30.0, security: ClientSecurity | None = None
+    ) -> KafkaClient:
+        """Connect, negotiate versions and, with ``security``, speak TLS and authenticate."""
+        sec = security or ClientSecurity()
         sock = socket.create_connection((addr.host, addr.port), timeout=timeout)
-        client = cls(sock)
-        resp = client._call(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
-        for v in resp.api_keys:
-            ours = APIS.get(v.api_key)
-            if ours is not None and v.max_version >= ours.min_version:
-                client.versions[v.api_key] = min(v.max_version, ours.max_version)
+        try:
+            if sec.tls:
+                try:
+                    sock = sec.ssl_context().wrap_socket(sock, server_hostname=addr.host)
+                except ssl.SSLError as exc:
+                    raise TlsError(f"TLS handshake with {addr} failed: {exc.reason or exc}") from None
+            client = cls(sock)
+            resp = client._call(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
+            for v in resp.api_keys:
+                ours = APIS.get(v.api_key)
+                if ours is not None and v.max_version >= ours.min_version:
+                    client.versions[v.api_key] = min(v.max_version, ours.max_version)
+            if sec.sasl:
+                client._authenticate(sec)
+        except BaseException:
+            sock.close()
+            raise
         return client
+
+    def _authenticate(self, sec: ClientSecurity) -> None:
+        # SaslHandshake v1, then the tokens in SaslAuthenticate requests (KIP-152).
+        hs = self._call(ApiKey.SASL_HANDSHAKE, 1, SaslHandshakeRequest(mechanism=sec.mechanism))
+        if hs.error_code:
+            raise error_for_code(
+                hs.error_code,
+                f"SASL mechanism {sec.mechanism} not enabled (broker offers {list(hs.mechanisms)})",
+            )
+        assert sec.username is not None and sec.password is not None
+        if sec.mechanism == "PLAIN":
+            self._sasl_token(f"\0{sec.username}\0{sec.password}".encode())
+            return
+        scram = ScramClient(sec.mechanism, sec.username, sec.password)
+        server_first = self._sasl_token(scram.first())
+        scram.verify(self._sasl_token(scram.final(server_first)))
+
+    def _sasl_token(self, token: bytes) -> bytes:
+        version = min(self.versions.get(ApiKey.SASL_AUTHENTICATE, 0), 1)
+        resp = self._call(ApiKey.SASL_AUTHENTICATE, version, SaslAuthenticateRequest(auth_bytes=token))
+        if resp.error_code:
+            raise AuthenticationError(resp.error_message or "SASL authentication failed")
+        return bytes(resp.auth_bytes)
 
     def __enter__(self) -> KafkaClient:
         return self
@@ -130,6 +183,17 @@ class KafkaClient:
     def list_topics(self) -> list[dict[str, Any]]:
         resp = self.call(ApiKey.METADATA, MetadataRequest(topics=None, allow_auto_topic_creation=False))
         return [{"name": t.name, "partitions": len(t.partitions)} for t in resp.topics if not t.error_code]
+
+    def partition_count(self, name: str) -> int:
+        """The topic's partition count, from Metadata alone (needs only DESCRIBE on it)."""
+        md = self.call(
+            ApiKey.METADATA,
+            MetadataRequest(topics=(MetadataRequestTopic(name=name),), allow_auto_topic_creation=False),
+        )
+        topic = md.topics[0]
+        if topic.error_code:
+            raise error_for_code(topic.error_code, f"topic {name!r}: Kafka error code {topic.error_code}")
+        return len(topic.partitions)
 
     def describe_topic(self, name: str) -> dict[str, Any]:
         md = self.call(
@@ -325,3 +389,74 @@ class KafkaClient:
                 raise error_for_code(
                     r.error_code, f"group {r.group_id!r}: {_GROUP_ERRORS.get(r.error_code, r.error_code)}"
                 )
+
+    # -- ACLs (api.security.acl) ------------------------------------------------------------
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> None:
+        req = CreateAclsRequest(
+            creations=tuple(
+                AclCreation(
+                    resource_type=b.resource_type,
+                    resource_name=b.resource_name,
+                    resource_pattern_type=b.pattern_type,
+                    principal=b.principal,
+                    host=b.host,
+                    operation=b.operation,
+                    permission_type=b.permission,
+                )
+                for b in bindings
+            )
+        )
+        for r in self.call(ApiKey.CREATE_ACLS, req).results:
+            if r.error_code:
+                raise error_for_code(r.error_code, r.error_message)
+
+    def describe_acls(self, flt: AclFilter) -> list[AclBinding]:
+        resp = self.call(ApiKey.DESCRIBE_ACLS, DescribeAclsRequest(**_filter_fields(flt)))
+        if resp.error_code:
+            raise error_for_code(resp.error_code, resp.error_message)
+        return [
+            AclBinding(
+                ResourceType(r.resource_type),
+                r.resource_name,
+                PatternType(r.pattern_type),
+                a.principal,
+                a.host,
+                Operation(a.operation),
+                Permission(a.permission_type),
+            )
+            for r in resp.resources
+            for a in r.acls
+        ]
+
+    def delete_acls(self, filters: Sequence[AclFilter]) -> list[AclBinding]:
+        req = DeleteAclsRequest(filters=tuple(DeleteAclsFilter(**_filter_fields(f)) for f in filters))
+        deleted: list[AclBinding] = []
+        for r in self.call(ApiKey.DELETE_ACLS, req).filter_results:
+            if r.error_code:
+                raise error_for_code(r.error_code, r.error_message)
+            deleted += [
+                AclBinding(
+                    ResourceType(m.resource_type),
+                    m.resource_name,
+                    PatternType(m.pattern_type),
+                    m.principal,
+                    m.host,
+                    Operation(m.operation),
+                    Permission(m.permission_type),
+                )
+                for m in r.matching_acls
+            ]
+        return list(dict.fromkeys(deleted))
+
+
+def _filter_fields(f: AclFilter) -> dict[str, Any]:
+    return {
+        "resource_type_filter": f.resource_type,
+        "resource_name_filter": f.resource_name,
+        "pattern_type_filter": f.pattern_type,
+        "principal_filter": f.principal,
+        "host_filter": f.host,
+        "operation": f.operation,
+        "permission_type": f.permission,
+    }

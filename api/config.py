@@ -31,6 +31,9 @@ TOML layout::
     key = "server.key"
     [sasl]                                           # SASL on the Kafka listener
     mechanisms = "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN"
+    [authorization]                                  # ACLs (api.security.acl)
+    enabled = true
+    super_users = "User:admin"
 
 Environment: ``STRATA_DATA_DIR``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN``,
 ``STRATA_ADVERTISED_LISTENER``, ``STRATA_INTERNAL_LISTEN``, ``STRATA_OBJECT_STORE``,
@@ -42,8 +45,9 @@ as ``STRATA_TIERING_<FIELD>`` (``STRATA_TIERING_UPLOAD_INTERVAL_MS``), and the g
 settings of api.groups.config as ``STRATA_`` + the Kafka name upper-cased with dots as
 underscores (``STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS``), and the cluster settings
 of cluster.config the same way (``STRATA_ETCD``, ``STRATA_REPLICA_LAG_TIME_MAX_MS``),
-and the security settings as ``STRATA_TLS_<KEY>`` / ``STRATA_SASL_<KEY>``
-(``STRATA_TLS_CERT``, ``STRATA_SASL_MECHANISMS``; see api.security.config).
+and the security settings as ``STRATA_TLS_<KEY>`` / ``STRATA_SASL_<KEY>`` /
+``STRATA_AUTHORIZATION_<KEY>`` (``STRATA_TLS_CERT``, ``STRATA_SASL_MECHANISMS``,
+``STRATA_AUTHORIZATION_ENABLED``; see api.security.config).
 """
 
 from __future__ import annotations
@@ -58,7 +62,14 @@ from typing import Any
 
 from api.groups.config import ENV_NAMES as GROUP_ENV_NAMES
 from api.groups.config import GroupConfig
-from api.security.config import SASL_KEYS, TLS_KEYS, SaslConfig, TlsConfig
+from api.security.config import (
+    AUTHZ_KEYS,
+    SASL_KEYS,
+    TLS_KEYS,
+    AuthorizationConfig,
+    SaslConfig,
+    TlsConfig,
+)
 from cluster.config import ENV_NAMES as CLUSTER_ENV_NAMES
 from cluster.config import ClusterConfig
 from hot.config import KAFKA_NAMES, LogConfig
@@ -112,6 +123,7 @@ class BrokerConfig:
     cluster: ClusterConfig | None = None
     tls: TlsConfig = field(default_factory=TlsConfig)
     sasl: SaslConfig = field(default_factory=SaslConfig)
+    authorization: AuthorizationConfig = field(default_factory=AuthorizationConfig)
 
     @property
     def object_store_url(self) -> str:
@@ -183,7 +195,7 @@ def load_config(
     tiering_values: dict[str, object] = {}
     group_values: dict[str, object] = {}
     cluster_values: dict[str, object] = {}
-    security_values: dict[str, dict[str, object]] = {"tls": {}, "sasl": {}}
+    security_values: dict[str, dict[str, object]] = {"tls": {}, "sasl": {}, "authorization": {}}
 
     path = config_file or env.get("STRATA_CONFIG")
     if path:
@@ -241,7 +253,7 @@ def load_config(
         env_value = env.get(env_key)
         if env_value is not None and env_value != "":
             cluster_values[name] = env_value
-    for table, keys in (("tls", TLS_KEYS), ("sasl", SASL_KEYS)):
+    for table, keys in (("tls", TLS_KEYS), ("sasl", SASL_KEYS), ("authorization", AUTHZ_KEYS)):
         for name in keys:
             env_value = env.get(f"STRATA_{table.upper()}_{name.upper()}")
             if env_value is not None and env_value != "":
@@ -275,11 +287,18 @@ def load_config(
         values["cluster"] = cluster
     values["tls"] = TlsConfig.from_mapping(security_values["tls"])
     values["sasl"] = SaslConfig.from_mapping(security_values["sasl"])
+    values["authorization"] = AuthorizationConfig.from_mapping(security_values["authorization"])
     secured = values["tls"].enabled or values["sasl"].enabled
     if cluster_values and secured and "internal_listen" not in values:
         # Followers fetch in plaintext (cluster.fetcher): they need a listener of their own.
         raise InvalidConfigError(
             "[tls]/[sasl] with [cluster] need internal_listen: a plaintext listener for replication"
+        )
+    if cluster_values and values["authorization"].enabled and "internal_listen" not in values:
+        # Followers are anonymous: only the internal listener is the inter-broker principal.
+        raise InvalidConfigError(
+            "[authorization] with [cluster] needs internal_listen: the inter-broker listener"
+            " replication uses (not subject to ACLs)"
         )
     return dataclasses.replace(BrokerConfig(), **values)
 

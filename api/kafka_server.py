@@ -36,6 +36,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from api.acl_handlers import handle_create_acls, handle_delete_acls, handle_describe_acls
 from api.broker import Broker, FetchRequestPartition, PendingAppend
 from api.group_handlers import (
     handle_delete_groups,
@@ -135,9 +136,11 @@ from api.reassignment_handlers import (
     handle_alter_partition_reassignments,
     handle_list_partition_reassignments,
 )
+from api.security.group_guards import GROUP_GUARDS
+from api.security.guards import TOPIC_GUARDS, guard
 from api.security.sasl import SaslSession
 from api.security.tls import describe_handshake_error, peer_principal
-from api.security.users import UserStore
+from api.security.users import UserTable
 from hot import errors as E
 from hot.errors import InvalidRequestError, StrataError, UnknownTopicOrPartitionError, kafka_code
 from hot.region import FileRegion
@@ -145,6 +148,7 @@ from hot.topics import TopicInfo
 
 log = logging.getLogger("strata.kafka")
 
+GUARDS = {**TOPIC_GUARDS, **GROUP_GUARDS}
 MAX_IN_FLIGHT = 64
 READ_CHUNK = 1 << 18
 # Response parts at least this large bypass asyncio's write buffer (Connection._send_direct).
@@ -173,16 +177,22 @@ class KafkaServer:
         handlers: Mapping[int, Handler] | None = None,
         ssl_context: ssl.SSLContext | None = None,
         sasl_mechanisms: tuple[str, ...] = (),
-        users: UserStore | None = None,
+        users: UserTable | None = None,
+        inter_broker: bool = False,
     ) -> None:
         self.broker = broker
+        # The internal listener: its connections are the inter-broker principal (api.security.authz).
+        self.inter_broker = inter_broker
         self.ssl_context = ssl_context
         self.sasl_mechanisms = sasl_mechanisms
         self.users = users
         if sasl_mechanisms and users is None:
             raise ValueError("SASL needs a user store")
-        # Cluster mode (cluster.kafka_handlers) replaces some of the single-node handlers.
-        self.handlers: dict[int, Handler] = {**HANDLERS, **(handlers or {})}
+        # Cluster mode (cluster.kafka_handlers) replaces some of the single-node handlers;
+        # every one of them sits behind its API's ACL guard (api.security.guards).
+        self.handlers: dict[int, Handler] = {
+            key: guard(key, h, GUARDS) for key, h in {**HANDLERS, **(handlers or {})}.items()
+        }
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
 
@@ -241,6 +251,7 @@ class Connection:
         self.reader = reader
         self.writer = writer
         self.peer = writer.get_extra_info("peername")
+        self.host = str(self.peer[0]) if isinstance(self.peer, tuple) and self.peer else ""
         sock = writer.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -498,7 +509,7 @@ async def handle_metadata(conn: Connection, header: RequestHeader, req: Metadata
     if req.topics is None:
         infos = [(t.name, t.topic_id, t, 0) for t in broker.topics()]
     else:
-        allow_auto = req.allow_auto_topic_creation if header.api_version >= 4 else True
+        allow_auto = req.allow_auto_topic_creation  # absent before v4: its default, True
         for rt in req.topics:
             try:
                 if rt.name is None:
@@ -970,6 +981,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSET_DELETE: handle_offset_delete,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
+    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
+    ApiKey.CREATE_ACLS: handle_create_acls,
+    ApiKey.DELETE_ACLS: handle_delete_acls,
     ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
 }

@@ -32,6 +32,9 @@ from api.groups.offsets import OffsetsLog
 from api.kafka_server import KafkaServer
 from api.metrics import BrokerMetrics, LogStatsCollector, manager_logs
 from api.rest import create_app
+from api.security.acl import Authorizer
+from api.security.acl_store import AclStore, FileAclStore, acls_path
+from api.security.authz import AccessControl
 from api.security.tls import server_context, uvicorn_options
 from api.security.users import UserStore, users_path
 from hot.manager import LogManager
@@ -63,6 +66,18 @@ def _bind(addr: HostPort) -> socket.socket:
     sock.listen(1024)
     sock.setblocking(False)
     return sock
+
+
+def make_access_control(config: BrokerConfig, node: ClusterNode | None) -> AccessControl:
+    authz = config.authorization
+    authorizer = Authorizer(authz.super_users, allow_if_no_acl=authz.allow_everyone_if_no_acl_found)
+    store: AclStore = node.acl_store() if node is not None else FileAclStore(acls_path(config.data_dir))
+    store.bindings()  # a malformed ACL document stops the start, with one line naming it
+    return AccessControl(authorizer, store)
+
+
+def _acl_home(config: BrokerConfig) -> str:
+    return "etcd" if config.cluster is not None else str(acls_path(config.data_dir))
 
 
 def _security_protocol(config: BrokerConfig) -> str:
@@ -155,20 +170,31 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         else:
             broker = Broker(config, manager, metrics, tiering=tiering, groups=groups)
         broker.bind_loop(loop)
+        needs_users = config.sasl.enabled or config.sasl.rest_basic_auth
+        if node is not None and (config.authorization.enabled or needs_users):
+            await node.start_security()  # ACLs and users from etcd, before any listener
+        if needs_users:
+            broker.users = (
+                node.user_store() if node is not None else UserStore(users_path(config.data_dir))
+            ).reload()
+        if config.authorization.enabled:
+            broker.access = make_access_control(config, node)
 
         kafka = KafkaServer(
             broker,
             handlers=node.kafka_handlers() if node is not None else None,
             ssl_context=server_context(config.tls) if config.tls.enabled else None,
             sasl_mechanisms=config.sasl.mechanisms,
-            users=UserStore(users_path(config.data_dir)).reload() if config.sasl.enabled else None,
+            users=broker.users if config.sasl.enabled else None,
         )
         await kafka.start(kafka_sock)
         internal: KafkaServer | None = None
         internal_addr: HostPort | None = None
         if internal_sock is not None and config.internal_listen is not None:
             # Replication's listener: the same handlers, no TLS or SASL (cluster.fetcher).
-            internal = KafkaServer(broker, handlers=node.kafka_handlers() if node is not None else None)
+            internal = KafkaServer(
+                broker, handlers=node.kafka_handlers() if node is not None else None, inter_broker=True
+            )
             await internal.start(internal_sock)
             internal_addr = HostPort(config.internal_listen.host, internal_sock.getsockname()[1])
             if node is not None and node.cluster.inter_broker_listener is None:
@@ -192,11 +218,12 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         say(f"strata: kafka listener on {kafka_addr} (advertised as {config.advertised}; {security})")
         if internal_addr is not None:
             say(f"strata: internal kafka listener on {internal_addr} (PLAINTEXT, for replication)")
+        if config.authorization.enabled:
+            supers = ", ".join(sorted(config.authorization.super_users)) or "none"
+            say(f"strata: authorization on (ACLs in {_acl_home(config)}; super users {supers})")
         if config.sasl.enabled:
-            say(
-                f"strata: SASL mechanisms {', '.join(config.sasl.mechanisms)},"
-                f" users in {users_path(config.data_dir)}"
-            )
+            home = "etcd" if node is not None else str(users_path(config.data_dir))
+            say(f"strata: SASL mechanisms {', '.join(config.sasl.mechanisms)}, users in {home}")
         if config.tls.enabled:
             # no scheme before the address: tests/brokers.py reads the port from this line
             say(f"strata: http listener on {http_addr} (https, client certificates {config.tls.client_auth})")

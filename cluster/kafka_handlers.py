@@ -203,7 +203,7 @@ async def handle_metadata(conn: Connection, header: RequestHeader, req: Metadata
     if req.topics is None:
         wanted = [(name, ZERO_UUID, 0) for name in sorted(view.topics)]
     else:
-        allow_auto = req.allow_auto_topic_creation if header.api_version >= 4 else True
+        allow_auto = req.allow_auto_topic_creation  # absent before v4: its default, True
         by_id = {uuid.UUID(va.value.topic_id): name for name, va in view.topics.items()}
         for rt in req.topics:
             name = rt.name if rt.name is not None else by_id.get(rt.topic_id)

@@ -9,6 +9,8 @@ default), so several clusters can share one etcd:
     <root>/<name>/controller-epoch                last controller epoch (decimal), never deleted
     <root>/<name>/topics/<topic>                  TopicAssignment JSON
     <root>/<name>/partitions/<topic>/<p>/state    PartitionState JSON
+    <root>/<name>/security/acls                   ACL bindings JSON (cluster.security)
+    <root>/<name>/security/users                  SASL credentials JSON: salted SCRAM keys
 
 Broker ids and partition numbers are written in decimal without padding; readers parse
 them rather than relying on key order. Topic names are Kafka-legal (letters, digits,
@@ -96,6 +98,20 @@ class KeyLayout:
         if partition < 0:
             raise InvalidConfigError(f"partition must be non-negative, got {partition}")
         return self.topic_partitions(name) + str(partition).encode() + b"/state"
+
+    # --- security (cluster.security) --------------------------------------------------------
+
+    @property
+    def security_prefix(self) -> bytes:
+        return self.prefix + b"security/"
+
+    @property
+    def acls(self) -> bytes:
+        return self.security_prefix + b"acls"
+
+    @property
+    def users(self) -> bytes:
+        return self.security_prefix + b"users"
 
     # --- parsing (keys seen in listings and watches) ---------------------------------------------
 

@@ -41,6 +41,7 @@ from cluster.keys import KeyLayout
 from cluster.log_manager import ClusterLogManager
 from cluster.metadata import MetadataClient
 from cluster.replica_manager import ReplicaManager, Role
+from cluster.security import EtcdAclStore, EtcdUserStore, SecurityDocuments
 from hot.errors import MetadataStoreError
 from tiering.service import TieringService
 
@@ -71,6 +72,8 @@ class ClusterNode:
         self.controller: Controller | None = None
         self.follower_retention: FollowerRetention | None = None
         self._started = False
+        # ACLs and SASL users of the whole cluster (cluster.security), watched from etcd.
+        self.security = SecurityDocuments(etcd, client.layout)
 
     @classmethod
     async def connect(cls, config: BrokerConfig, cluster: ClusterConfig) -> ClusterNode:
@@ -125,6 +128,16 @@ class ClusterNode:
         )
         store.attach(coordinator)
         return coordinator
+
+    async def start_security(self) -> None:
+        """Load the cluster's ACLs and users before any listener accepts a connection."""
+        await self.security.start()
+
+    def acl_store(self) -> EtcdAclStore:
+        return EtcdAclStore(self.security)
+
+    def user_store(self) -> EtcdUserStore:
+        return EtcdUserStore(self.security)
 
     @staticmethod
     def kafka_handlers() -> dict[int, Handler]:
@@ -190,6 +203,7 @@ class ClusterNode:
         if self.follower_retention is not None:
             await self.follower_retention.stop()
         await self.replicas.stop()
+        await self.security.close()
         await self.etcd.close()
 
     async def close(self) -> None:
@@ -199,4 +213,5 @@ class ClusterNode:
         if self.follower_retention is not None:
             await self.follower_retention.stop()
         await self.replicas.stop()
+        await self.security.close()
         await self.etcd.close()

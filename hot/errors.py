@@ -221,6 +221,26 @@ class TlsError(StrataError):
     """A certificate, key or CA file that cannot be loaded (converted from ssl/OSError)."""
 
 
+class AuthorizationError(StrataError):
+    """The principal is authenticated but no ACL allows the operation (api.security.acl)."""
+
+
+class TopicAuthorizationFailedError(AuthorizationError):
+    """No ACL allows the operation on the topic."""
+
+
+class GroupAuthorizationFailedError(AuthorizationError):
+    """No ACL allows the operation on the consumer group."""
+
+
+class ClusterAuthorizationFailedError(AuthorizationError):
+    """No ACL allows the operation on the cluster resource."""
+
+
+class SecurityDisabledError(StrataError):
+    """An ACL request to a broker whose authorization is off."""
+
+
 # --- server side -----------------------------------------------------------------------
 
 
@@ -389,6 +409,10 @@ NO_REASSIGNMENT_IN_PROGRESS: Final = 85
 UNSUPPORTED_SASL_MECHANISM: Final = 33
 ILLEGAL_SASL_STATE: Final = 34
 SASL_AUTHENTICATION_FAILED: Final = 58
+TOPIC_AUTHORIZATION_FAILED: Final = 29
+GROUP_AUTHORIZATION_FAILED: Final = 30
+CLUSTER_AUTHORIZATION_FAILED: Final = 31
+SECURITY_DISABLED: Final = 54
 
 # The one table: error class -> (Kafka error code, HTTP status).
 # Lookup walks the MRO, so a subclass without its own row inherits its parent's.
@@ -422,6 +446,12 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     UnsupportedSaslMechanismError: (UNSUPPORTED_SASL_MECHANISM, 400),
     IllegalSaslStateError: (ILLEGAL_SASL_STATE, 400),
     TlsError: (INVALID_CONFIG, 500),
+    # Authenticated but not permitted: 403, where a failed authentication is 401.
+    TopicAuthorizationFailedError: (TOPIC_AUTHORIZATION_FAILED, 403),
+    GroupAuthorizationFailedError: (GROUP_AUTHORIZATION_FAILED, 403),
+    ClusterAuthorizationFailedError: (CLUSTER_AUTHORIZATION_FAILED, 403),
+    AuthorizationError: (CLUSTER_AUTHORIZATION_FAILED, 403),  # after: error_for_code picks the first
+    SecurityDisabledError: (SECURITY_DISABLED, 400),
     StorageError: (KAFKA_STORAGE_ERROR, 503),
     CorruptLogError: (KAFKA_STORAGE_ERROR, 503),
     DiskHighWaterError: (KAFKA_STORAGE_ERROR, 507),

@@ -24,6 +24,21 @@ Option names are case-insensitive, as in every Spark data source::
                                   partitions (as Spark's Kafka source option)
     readChunkBytes                size of one ranged GET while scanning [8m]
 
+Security of the broker connection (includeHot), named as Spark's Kafka source names them
+(``kafka.`` + the client property); PEM files rather than Java keystores::
+
+    kafka.security.protocol       PLAINTEXT (default) | SSL | SASL_PLAINTEXT | SASL_SSL
+    kafka.sasl.mechanism          PLAIN (default) | SCRAM-SHA-256 | SCRAM-SHA-512
+    kafka.sasl.username           the SASL user (its principal needs DESCRIBE and READ on the
+    kafka.sasl.password           topics: ListOffsets plans, Fetch reads)
+    kafka.ssl.cafile              CA file (PEM) the broker's certificate is checked against
+                                  (alias: kafka.ssl.ca.location)
+    kafka.ssl.certfile,           client certificate and key (PEM) for mutual TLS
+    kafka.ssl.keyfile             (aliases: kafka.ssl.certificate.location, kafka.ssl.key.location)
+    kafka.ssl.endpoint.identification.algorithm   "none": do not check the broker's host name
+
+The password is kept out of the options' repr and out of every error message.
+
 Offsets follow Spark's Kafka source exactly: in JSON, -2 means earliest and -1 latest;
 "latest" (or -1) is refused as a starting offset and "earliest" (or -2) as an ending one,
 as Spark refuses them for batch queries. A timestamp bound resolves, per partition, to the
@@ -40,6 +55,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from api.security.client_config import ClientSecurity
 from hot.errors import InvalidConfigError
 from hot.topics import validate_topic_name
 
@@ -106,6 +122,7 @@ class ReadOptions:
     max_partition_bytes: int = DEFAULT_MAX_PARTITION_BYTES
     min_partitions: int = 0
     read_chunk_bytes: int = DEFAULT_READ_CHUNK_BYTES
+    security: ClientSecurity = field(default_factory=ClientSecurity)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, path: str | None = None) -> ReadOptions:
@@ -166,7 +183,29 @@ class ReadOptions:
             max_partition_bytes=max_bytes,
             min_partitions=_count(o.get("minpartitions"), "minPartitions"),
             read_chunk_bytes=chunk,
+            security=_security(o),
         )
+
+
+# option (lower case) -> client property (api.security.client_config)
+_SECURITY_OPTIONS: Final = {
+    "kafka.security.protocol": "security.protocol",
+    "kafka.sasl.mechanism": "sasl.mechanism",
+    "kafka.sasl.username": "sasl.username",
+    "kafka.sasl.password": "sasl.password",
+    "kafka.ssl.cafile": "ssl.ca.location",
+    "kafka.ssl.ca.location": "ssl.ca.location",
+    "kafka.ssl.certfile": "ssl.certificate.location",
+    "kafka.ssl.certificate.location": "ssl.certificate.location",
+    "kafka.ssl.keyfile": "ssl.key.location",
+    "kafka.ssl.key.location": "ssl.key.location",
+    "kafka.ssl.endpoint.identification.algorithm": "ssl.endpoint.identification.algorithm",
+}
+
+
+def _security(o: Mapping[str, str]) -> ClientSecurity:
+    props = {prop: str(o[opt]) for opt, prop in _SECURITY_OPTIONS.items() if o.get(opt)}
+    return ClientSecurity.from_properties(props, where="strata options kafka.*")
 
 
 def _topics(text: str) -> tuple[str, ...]:

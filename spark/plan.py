@@ -41,12 +41,16 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
+from api.security.client_config import ClientSecurity
 from hot.errors import (
+    TOPIC_AUTHORIZATION_FAILED,
+    AuthorizationError,
     CorruptLogError,
     CorruptRecordError,
     InvalidConfigError,
     ObjectNotFoundError,
     StrataError,
+    TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
 )
 from hot.records import decode_batch
@@ -609,19 +613,28 @@ class Planner:
         return None
 
 
+def refused(broker: object, operation: str, topic: str) -> TopicAuthorizationFailedError:
+    """includeHot against a broker whose ACLs do not let this principal at the topic."""
+    return TopicAuthorizationFailedError(
+        f"includeHot: broker {broker} refuses to let this principal {operation} topic {topic!r}"
+        f" (an ACL must allow READ on it; see kafka.sasl.username)"
+    )
+
+
 class BrokerClient:
     """The two questions a plan asks a broker, over the project's blocking Kafka client."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, security: ClientSecurity | None = None) -> None:
         from api.config import HostPort
 
         self.address = HostPort.parse(address, setting="strata option broker")
+        self.security = security
 
     def _client(self) -> object:
         from api.client import KafkaClient
 
         try:
-            return KafkaClient.connect(self.address, timeout=30.0)
+            return KafkaClient.connect(self.address, timeout=30.0, security=self.security)
         except OSError as e:
             raise StrataError(
                 f"cannot reach broker {self.address} for includeHot: {e.strerror or e}"
@@ -634,9 +647,11 @@ class BrokerClient:
         assert isinstance(client, KafkaClient)
         with client:
             try:
-                return len(client.describe_topic(topic)["partitions"])
+                return client.partition_count(topic)
             except UnknownTopicOrPartitionError:
                 return 0
+            except AuthorizationError:
+                raise refused(self.address, "DESCRIBE", topic) from None
 
     def list_offsets(self, topic: str, partitions: list[int], timestamp: int) -> dict[int, int]:
         """Offset per partition for ListOffsets ``timestamp`` (-1 high watermark, -2 log start)."""
@@ -667,6 +682,8 @@ class BrokerClient:
             out: dict[int, int] = {}
             for t in client.call(ApiKey.LIST_OFFSETS, req).topics:
                 for p in t.partitions:
+                    if p.error_code == TOPIC_AUTHORIZATION_FAILED:
+                        raise refused(self.address, "DESCRIBE", topic)
                     if p.error_code:
                         raise error_for_code(
                             p.error_code, f"ListOffsets {topic}-{p.partition_index}: error {p.error_code}"
@@ -688,7 +705,7 @@ def plan_scan(
         b = broker
         if options.include_hot and b is None:
             assert options.broker is not None
-            b = BrokerClient(options.broker)
+            b = BrokerClient(options.broker, options.security)
         try:
             return await Planner(options, s, b).plan()
         finally:

@@ -31,6 +31,7 @@ import pyarrow as pa
 
 from hot.errors import (
     OFFSET_OUT_OF_RANGE,
+    TOPIC_AUTHORIZATION_FAILED,
     CorruptLogError,
     CorruptRecordError,
     ObjectNotFoundError,
@@ -48,6 +49,7 @@ from spark.plan import (
     ScanTask,
     SegmentSlice,
     open_store_from,
+    refused,
     run_blocking,
 )
 from tiering.manifest import ManifestStore
@@ -307,7 +309,9 @@ def read_hot(task: HotTask, options: ReadOptions, store: SyncObjectStore) -> Ite
     max_bytes = options.read_chunk_bytes
     off = task.start_offset
     try:
-        client = KafkaClient.connect(HostPort.parse(task.broker, setting="strata option broker"))
+        client = KafkaClient.connect(
+            HostPort.parse(task.broker, setting="strata option broker"), security=options.security
+        )
     except OSError as e:
         raise StrataError(
             f"cannot reach broker {task.broker} for the hot tail of {task.topic}-{task.partition}: {e}"
@@ -341,6 +345,8 @@ def read_hot(task: HotTask, options: ReadOptions, store: SyncObjectStore) -> Ite
                         yield batch
                     off = next_off
                 continue
+            if pd.error_code == TOPIC_AUTHORIZATION_FAILED:
+                raise refused(task.broker, "READ", task.topic)
             if pd.error_code:
                 raise error_for_code(
                     pd.error_code,

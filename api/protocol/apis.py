@@ -12,6 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from api.protocol.messages.acls import (
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
 from api.protocol.messages.alter_configs import (
     AlterConfigsRequest,
     AlterConfigsResponse,
@@ -78,6 +86,9 @@ class ApiKey(enum.IntEnum):
     DELETE_TOPICS = 20
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
     SASL_AUTHENTICATE = 36
@@ -235,6 +246,10 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.LIST_GROUPS, ListGroupsRequest, ListGroupsResponse, "0-4", "3+"),
         _api(ApiKey.DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse, "0-2", "2+"),
         _api(ApiKey.OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse, "0", "none"),
+        # ACLs (api.security.acl_handlers)
+        _api(ApiKey.DESCRIBE_ACLS, DescribeAclsRequest, DescribeAclsResponse, "0-3", "2+"),
+        _api(ApiKey.CREATE_ACLS, CreateAclsRequest, CreateAclsResponse, "0-3", "2+"),
+        _api(ApiKey.DELETE_ACLS, DeleteAclsRequest, DeleteAclsResponse, "0-3", "2+"),
         # authentication (api.security.sasl)
         _api(ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest, SaslHandshakeResponse, "0-1", "none"),
         _api(ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest, SaslAuthenticateResponse, "0-2", "2+"),

@@ -41,6 +41,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from api.broker import Broker, FetchRequestPartition, ProduceResult
 from api.dashboard import dashboard_router
 from api.group_metrics import register_group_metrics
+from api.rest.authz import may_create, require_create, require_topic, topic_visible
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
     DEFAULT_FETCH_TIMEOUT_MS,
@@ -93,6 +94,7 @@ from api.rest.models import (
 )
 from api.rest.ops import ops_router
 from api.rest_consumers import ConsumerInstances
+from api.security.acl import Operation
 from hot.config import INT32_MAX, INT64_MAX
 from hot.errors import StrataError, classify, http_status
 from hot.records import build_batch
@@ -165,7 +167,8 @@ def create_app(broker: Broker) -> FastAPI:
         from api.security.basic_auth import BasicAuthMiddleware
         from api.security.users import UserStore, users_path
 
-        app.add_middleware(BasicAuthMiddleware, users=UserStore(users_path(broker.config.data_dir)))
+        users = broker.users or UserStore(users_path(broker.config.data_dir))
+        app.add_middleware(BasicAuthMiddleware, users=users)
     sticky = itertools.count()
     limit = broker.config.max_request_bytes
     metrics = broker.metrics
@@ -199,17 +202,19 @@ def create_app(broker: Broker) -> FastAPI:
     # -- v2: metadata -----------------------------------------------------------------------
 
     @app.get("/topics", response_model=list[str], response_class=V2Response, tags=["v2"])
-    async def list_topics() -> Response:
-        return V2Response(sorted(t.name for t in broker.topics()))
+    async def list_topics(request: Request) -> Response:
+        return V2Response(sorted(t.name for t in broker.topics() if topic_visible(broker, request, t.name)))
 
     @app.get("/topics/{topic}", response_model=TopicV2, response_class=V2Response, tags=["v2"])
-    async def get_topic(topic: str) -> Response:
+    async def get_topic(request: Request, topic: str) -> Response:
+        require_topic(broker, request, Operation.DESCRIBE, topic)
         return V2Response(topic_v2(broker, broker.topic(topic)))
 
     @app.get(
         "/topics/{topic}/partitions", response_model=list[PartitionV2], response_class=V2Response, tags=["v2"]
     )
-    async def list_partitions(topic: str) -> Response:
+    async def list_partitions(request: Request, topic: str) -> Response:
+        require_topic(broker, request, Operation.DESCRIBE, topic)
         info = broker.topic(topic)
         return V2Response([partition_v2(broker, p) for p in range(info.partitions)])
 
@@ -219,7 +224,10 @@ def create_app(broker: Broker) -> FastAPI:
         response_class=V2Response,
         tags=["v2"],
     )
-    async def get_partition(topic: str, partition: int = Path(ge=0, le=INT32_MAX)) -> Response:
+    async def get_partition(
+        request: Request, topic: str, partition: int = Path(ge=0, le=INT32_MAX)
+    ) -> Response:
+        require_topic(broker, request, Operation.DESCRIBE, topic)
         info = broker.topic(topic)
         check_partition(info, partition)
         return V2Response(partition_v2(broker, partition))
@@ -232,7 +240,8 @@ def create_app(broker: Broker) -> FastAPI:
 
     async def produce(request: Request, topic: str, forced_partition: int | None) -> Response:
         fmt = produce_format(request)
-        info = broker.topic(topic, auto_create=True)
+        require_topic(broker, request, Operation.WRITE, topic)
+        info = broker.topic(topic, auto_create=may_create(broker, request, topic))
         if forced_partition is not None:
             check_partition(info, forced_partition)
         model: type[JsonProduceRequest] | type[BinaryProduceRequest] = (
@@ -316,6 +325,7 @@ def create_app(broker: Broker) -> FastAPI:
         ),
     ) -> Response:
         fmt = fetch_format(request)
+        require_topic(broker, request, Operation.READ, topic)
         info = broker.topic(topic)
         check_partition(info, partition)
         started = time.perf_counter()
@@ -423,7 +433,9 @@ def create_app(broker: Broker) -> FastAPI:
     @app.get("/v3/clusters/{cluster_id}/topics", response_model=TopicListV3, tags=["v3"])
     async def list_topics_v3(request: Request, cluster_id: str) -> Response:
         check_cluster(cluster_id)
-        topics = sorted(broker.topics(), key=lambda t: t.name)
+        topics = sorted(
+            (t for t in broker.topics() if topic_visible(broker, request, t.name)), key=lambda t: t.name
+        )
         url = f"{base_url(request)}{cluster_id}/topics"
         return JSONBody(
             {
@@ -446,6 +458,7 @@ def create_app(broker: Broker) -> FastAPI:
         if media != JSON and not (media.startswith("application/") and media.endswith("+json")):
             raise RestError(415, 41500, f"unsupported Content-Type {media or '(none)'!r}: use {JSON}")
         req = await parse_body(request, limit, CreateTopicRequest)
+        require_create(broker, request, req.topic_name)
         configs: dict[str, str] = {}
         for c in req.configs:
             if c.value is not None:
@@ -462,11 +475,13 @@ def create_app(broker: Broker) -> FastAPI:
     @app.get("/v3/clusters/{cluster_id}/topics/{topic}", response_model=TopicV3, tags=["v3"])
     async def get_topic_v3(request: Request, cluster_id: str, topic: str) -> Response:
         check_cluster(cluster_id)
+        require_topic(broker, request, Operation.DESCRIBE, topic)
         return JSONBody(topic_v3(request, broker.topic(topic)))
 
     @app.delete("/v3/clusters/{cluster_id}/topics/{topic}", status_code=204, tags=["v3"])
-    async def delete_topic(cluster_id: str, topic: str) -> Response:
+    async def delete_topic(request: Request, cluster_id: str, topic: str) -> Response:
         check_cluster(cluster_id)
+        require_topic(broker, request, Operation.DELETE, topic)
         broker.topic(topic)
         await broker.admin_delete_topic(topic)  # on the loop: it wakes fetch waiters
         return Response(status_code=204)

@@ -27,11 +27,12 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import quote
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from api.groups.types import TopicPartition
+from api.rest.authz import denied_pattern, require
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
     JSON,
@@ -62,6 +63,7 @@ from api.rest_consumers import (
     InstanceSettings,
 )
 from api.rest_consumers.instances import DEFAULT_REQUEST_TIMEOUT_MS
+from api.security.acl import Operation, ResourceType
 from hot.config import INT32_MAX, INT64_MAX
 from hot.errors import StrataError, http_status
 
@@ -277,7 +279,11 @@ def _converter(fmt: str) -> Callable[[ConsumedRecord], dict[str, Any]]:
 
 
 def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
-    router = APIRouter(tags=["v2 consumers"])
+    async def group_read(request: Request, group: str) -> None:
+        # every consumer-instance route is the group's business: READ on it (api.rest.authz)
+        require(broker, request, Operation.READ, ResourceType.GROUP, group)
+
+    router = APIRouter(tags=["v2 consumers"], dependencies=[Depends(group_read)])
     limit = broker.config.max_request_bytes
 
     def instance(group: str, name: str) -> ConsumerInstance:
@@ -365,6 +371,11 @@ def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
             raise unprocessable("give topics or topic_pattern, not both")
         if req.topic_pattern is None and not req.topics:
             raise unprocessable("give a non-empty topics list or a topic_pattern")
+        if req.topic_pattern is not None and broker.access is not None:
+            # topics a pattern matches later could not be checked one by one: name them
+            raise denied_pattern()
+        for t in req.topics or ():
+            require(broker, request, Operation.READ, ResourceType.TOPIC, t)
         inst.subscribe(req.topics or (), req.topic_pattern)
         return Response(status_code=204)
 

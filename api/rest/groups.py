@@ -11,12 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from api.group_lag import coordinator_of, group_lag, manager_end_offsets
+from api.rest.authz import allowed, require
 from api.rest.codec import JSONBody
+from api.security.acl import Operation, ResourceType
 from hot.errors import StrataError
 
 if TYPE_CHECKING:
@@ -71,10 +73,12 @@ def groups_router(broker: Broker) -> APIRouter:
     end_offsets = manager_end_offsets(broker.manager)
 
     @router.get("/v1/groups", response_model=GroupListV1)
-    async def list_groups() -> Response:
+    async def list_groups(request: Request) -> Response:
         coordinator = coordinator_of(broker)
         out = []
         for listing in coordinator.list_groups():
+            if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, listing.group_id):
+                continue
             try:
                 d = coordinator.describe_group(listing.group_id)
             except StrataError:
@@ -92,7 +96,8 @@ def groups_router(broker: Broker) -> APIRouter:
         return JSONBody({"groups": out})
 
     @router.get("/v1/groups/{group}/lag", response_model=GroupLagV1)
-    async def get_group_lag(group: str) -> Response:
+    async def get_group_lag(request: Request, group: str) -> Response:
+        require(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group)
         lag = group_lag(coordinator_of(broker), end_offsets, group)
         d = lag.description
         return JSONBody(

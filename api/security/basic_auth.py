@@ -22,7 +22,7 @@ from typing import Any
 
 from api.security.sasl import PLAIN_CREDENTIAL
 from api.security.scram import HASHES, verify_password
-from api.security.users import UserStore
+from api.security.users import UserTable
 
 log = logging.getLogger("strata.rest")
 
@@ -51,7 +51,7 @@ def parse_basic(header: str | None) -> tuple[str, str] | None:
 
 
 class BasicAuthMiddleware:
-    def __init__(self, app: ASGIApp, users: UserStore) -> None:
+    def __init__(self, app: ASGIApp, users: UserTable) -> None:
         self.app = app
         self.users = users
         self._key = secrets.token_bytes(32)  # keys the cache digests; lives in memory only

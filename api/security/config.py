@@ -8,9 +8,15 @@
     [sasl]                        # SASL on the Kafka listener (SASL_SSL with [tls], else SASL_PLAINTEXT)
     mechanisms = "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN"   # empty: no authentication
     rest_basic_auth = false       # true: the HTTP server requires basic auth by the same users
+    [authorization]               # ACLs (api.security.acl) on the Kafka and HTTP listeners
+    enabled = false
+    super_users = "User:admin,User:CN=ops"   # allowed everything, ACLs or not
+    allow_everyone_if_no_acl_found = false   # Kafka's default: deny what no ACL names
 
 Environment: ``STRATA_TLS_CERT``, ``STRATA_TLS_KEY``, ``STRATA_TLS_CA``,
-``STRATA_TLS_CLIENT_AUTH``, ``STRATA_SASL_MECHANISMS``, ``STRATA_SASL_REST_BASIC_AUTH``.
+``STRATA_TLS_CLIENT_AUTH``, ``STRATA_SASL_MECHANISMS``, ``STRATA_SASL_REST_BASIC_AUTH``,
+``STRATA_AUTHORIZATION_ENABLED``, ``STRATA_AUTHORIZATION_SUPER_USERS``,
+``STRATA_AUTHORIZATION_ALLOW_EVERYONE_IF_NO_ACL_FOUND``.
 """
 
 from __future__ import annotations
@@ -20,12 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from api.security.acl import AclError, parse_principals
 from hot.errors import InvalidConfigError
 
 CLIENT_AUTH: Final = ("none", "requested", "required")
 SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 TLS_KEYS: Final = ("cert", "key", "ca", "client_auth")
 SASL_KEYS: Final = ("mechanisms", "rest_basic_auth")
+AUTHZ_KEYS: Final = ("enabled", "super_users", "allow_everyone_if_no_acl_found")
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +98,34 @@ class SaslConfig:
             if name not in mechs:
                 mechs.append(name)
         return cls(tuple(mechs), _bool(values.get("rest_basic_auth", False), "sasl.rest_basic_auth"))
+
+
+@dataclass(frozen=True, slots=True)
+class AuthorizationConfig:
+    enabled: bool = False
+    super_users: frozenset[str] = frozenset()
+    allow_everyone_if_no_acl_found: bool = False
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> AuthorizationConfig:
+        for k in values:
+            if k not in AUTHZ_KEYS:
+                raise InvalidConfigError(
+                    f"unknown authorization setting {k!r} (known: {', '.join(AUTHZ_KEYS)})"
+                )
+        raw = values.get("super_users", "")
+        try:
+            supers = parse_principals([str(i) for i in raw] if isinstance(raw, list) else str(raw))
+        except AclError as exc:
+            raise InvalidConfigError(f"authorization.super_users: {exc}") from None
+        return cls(
+            _bool(values.get("enabled", False), "authorization.enabled"),
+            supers,
+            _bool(
+                values.get("allow_everyone_if_no_acl_found", False),
+                "authorization.allow_everyone_if_no_acl_found",
+            ),
+        )
 
 
 def _bool(value: object, setting: str) -> bool:

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Sequence
 
 from api.security.scram import HASHES, ScramServer, make_credential, verify_password
-from api.security.users import UserStore
+from api.security.users import UserTable
 from hot.errors import AuthenticationError, IllegalSaslStateError, UnsupportedSaslMechanismError
 
 PLAIN_CREDENTIAL = "SCRAM-SHA-512"
@@ -25,7 +25,7 @@ _DUMMY = make_credential(HASHES[PLAIN_CREDENTIAL], "strata-no-such-user", salt=b
 
 
 class SaslSession:
-    def __init__(self, mechanisms: Sequence[str], users: UserStore) -> None:
+    def __init__(self, mechanisms: Sequence[str], users: UserTable) -> None:
         self.enabled = tuple(mechanisms)
         self.users = users
         self.mechanism: str | None = None

@@ -199,3 +199,57 @@ class ScramServer:
             raise AuthenticationError("invalid user name or password")
         self.done = True
         return f"v={_b64(hmac.digest(cred.server_key, auth_message, self._hash))}".encode()
+
+
+class ScramClient:
+    """The client side of one exchange (what api.client speaks to a SASL listener).
+
+    ``first()`` -> client-first; ``final(server_first)`` -> client-final (the proof);
+    ``verify(server_final)`` checks the server's signature, so a server that does not know
+    the password cannot pass for the broker.
+    """
+
+    def __init__(self, mechanism: str, username: str, password: str, *, nonce: str | None = None) -> None:
+        if mechanism not in HASHES:
+            raise InvalidConfigError(f"unknown SCRAM mechanism {mechanism!r}")
+        self._hash = HASHES[mechanism]
+        self._password = password
+        self._nonce = nonce or secrets.token_urlsafe(24)
+        name = username.replace("=", "=3D").replace(",", "=2C")
+        self._first_bare = f"n={name},r={self._nonce}"
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self._first_bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        try:
+            text = server_first.decode("utf-8")
+        except UnicodeDecodeError:
+            raise AuthenticationError("SCRAM: server-first message is not UTF-8") from None
+        attrs = dict(_attributes(text, "server-first message"))
+        nonce, salt_b64, iterations = attrs.get("r", ""), attrs.get("s"), attrs.get("i", "")
+        if not nonce.startswith(self._nonce) or salt_b64 is None or not iterations.isdigit():
+            raise AuthenticationError("SCRAM: malformed server-first message")
+        if int(iterations) < MIN_ITERATIONS:
+            raise AuthenticationError(f"SCRAM: server asks for only {iterations} iterations")
+        salted = salted_password(self._hash, self._password, _unb64(salt_b64, "salt"), int(iterations))
+        client_key = hmac.digest(salted, b"Client Key", self._hash)
+        stored_key = hashlib.new(self._hash, client_key).digest()
+        without_proof = f"c={_b64(b'n,,')},r={nonce}"
+        auth_message = f"{self._first_bare},{text},{without_proof}".encode()
+        signature = hmac.digest(stored_key, auth_message, self._hash)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        server_key = hmac.digest(salted, b"Server Key", self._hash)
+        self._server_signature = hmac.digest(server_key, auth_message, self._hash)
+        return f"{without_proof},p={_b64(proof)}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        text = server_final.decode("utf-8", "replace")
+        if text.startswith("e="):
+            raise AuthenticationError(f"SCRAM: server refused: {text[2:]}")
+        attrs = dict(_attributes(text, "server-final message"))
+        if not hmac.compare_digest(_unb64(attrs.get("v", ""), "server signature"), self._server_signature):
+            raise AuthenticationError(
+                "SCRAM: the server's signature is wrong (it does not know the password)"
+            )

@@ -16,11 +16,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any, Final
 
+from api.security.files import stat_version, write_atomic
 from api.security.scram import DEFAULT_ITERATIONS, HASHES, ScramCredential, make_credential
 from hot.errors import InvalidConfigError, InvalidRequestError, StorageError
 
@@ -49,7 +49,7 @@ def _encode(cred: ScramCredential) -> dict[str, Any]:
     }
 
 
-def _decode(path: Path, user: str, mech: str, raw: Any) -> ScramCredential:
+def _decode(path: Path | str, user: str, mech: str, raw: Any) -> ScramCredential:
     try:
         return ScramCredential(
             salt=base64.b64decode(raw["salt"], validate=True),
@@ -61,51 +61,45 @@ def _decode(path: Path, user: str, mech: str, raw: Any) -> ScramCredential:
         raise InvalidConfigError(f"{path}: malformed {mech} credential of user {user!r}") from None
 
 
-class UserStore:
-    """Credentials per user and mechanism, loaded from (and saved to) one JSON file."""
+class UserTable:
+    """Credentials per user and mechanism, and their JSON document (file or etcd alike)."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
+    def __init__(self) -> None:
         self._users: dict[str, dict[str, ScramCredential]] = {}
-        self._mtime: tuple[int, int, int] | None = None
 
-    def _stat(self) -> tuple[int, int, int] | None:
-        # every save renames a new file into place: a new inode even within one mtime tick
-        try:
-            st = self.path.stat()
-            return (st.st_ino, st.st_mtime_ns, st.st_size)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise StorageError(f"cannot stat {self.path}: {exc.strerror}") from None
-
-    def reload(self) -> UserStore:
-        """Re-read the file if it changed since the last read (absent: no users)."""
-        mtime = self._stat()
-        if mtime == self._mtime and (mtime is not None or not self._users):
-            return self
-        users: dict[str, dict[str, ScramCredential]] = {}
-        if mtime is not None:
-            try:
-                doc = json.loads(self.path.read_text("utf-8"))
-            except OSError as exc:
-                raise StorageError(f"cannot read {self.path}: {exc.strerror}") from None
-            except ValueError:
-                raise InvalidConfigError(f"{self.path} is not valid JSON") from None
-            if not isinstance(doc, dict) or doc.get("version") != 1 or not isinstance(doc.get("users"), dict):
-                raise InvalidConfigError(f"{self.path}: expected {{'version': 1, 'users': {{...}}}}")
-            for name, mechs in doc["users"].items():
-                if not isinstance(mechs, dict):
-                    raise InvalidConfigError(f"{self.path}: user {name!r} must map mechanisms to credentials")
-                users[name] = {m: _decode(self.path, name, m, c) for m, c in mechs.items() if m in HASHES}
-        self._users = users
-        self._mtime = mtime
+    def reload(self) -> UserTable:
+        """Bring the table up to date with where it lives; in memory only: nothing to do."""
         return self
 
     @property
     def version(self) -> tuple[int, int, int] | None:
-        """Changes whenever the file does (inode, mtime, size as last read; None: no file)."""
-        return self._mtime
+        """Changes whenever the stored users do (what REST basic auth's cache keys on)."""
+        return None
+
+    def load_document(self, data: bytes | None, where: str) -> None:
+        users: dict[str, dict[str, ScramCredential]] = {}
+        if data is not None:
+            try:
+                doc = json.loads(data)
+            except ValueError:
+                raise InvalidConfigError(f"{where} is not valid JSON") from None
+            if not isinstance(doc, dict) or doc.get("version") != 1 or not isinstance(doc.get("users"), dict):
+                raise InvalidConfigError(f"{where}: expected {{'version': 1, 'users': {{...}}}}")
+            for name, mechs in doc["users"].items():
+                if not isinstance(mechs, dict):
+                    raise InvalidConfigError(f"{where}: user {name!r} must map mechanisms to credentials")
+                users[name] = {m: _decode(where, name, m, c) for m, c in mechs.items() if m in HASHES}
+        self._users = users
+
+    def document(self) -> bytes:
+        doc = {
+            "version": 1,
+            "users": {
+                u: {m: _encode(c) for m, c in sorted(mechs.items())}
+                for u, mechs in sorted(self._users.items())
+            },
+        }
+        return json.dumps(doc, indent=1).encode()
 
     def names(self) -> list[str]:
         return sorted(self._users)
@@ -116,48 +110,63 @@ class UserStore:
     def credential(self, user: str, mechanism: str) -> ScramCredential | None:
         return self._users.get(user, {}).get(mechanism)
 
-    def set_password(self, user: str, password: str, *, iterations: int = DEFAULT_ITERATIONS) -> None:
+    def put_password(self, user: str, password: str, *, iterations: int = DEFAULT_ITERATIONS) -> None:
+        """In memory: salted SCRAM keys of every mechanism for ``password``."""
         check_username(user)
         if not password:
             raise InvalidRequestError("the password must not be empty")
-        self.reload()
         self._users[user] = {
             m: make_credential(h, password, iterations=iterations) for m, h in HASHES.items()
         }
+
+    def remove(self, user: str) -> bool:
+        return self._users.pop(user, None) is not None
+
+
+class UserStore(UserTable):
+    """The users of ``<data_dir>/meta/users.json``, re-read when the file changes."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__()
+        self.path = path
+        self._mtime: tuple[int, int, int] | None = None
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        return stat_version(self.path)
+
+    def reload(self) -> UserStore:
+        """Re-read the file if it changed since the last read (absent: no users)."""
+        mtime = self._stat()
+        if mtime == self._mtime and (mtime is not None or not self._users):
+            return self
+        data = None
+        if mtime is not None:
+            try:
+                data = self.path.read_bytes()
+            except OSError as exc:
+                raise StorageError(f"cannot read {self.path}: {exc.strerror}") from None
+        self.load_document(data, str(self.path))
+        self._mtime = mtime
+        return self
+
+    @property
+    def version(self) -> tuple[int, int, int] | None:
+        """Changes whenever the file does (inode, mtime, size as last read; None: no file)."""
+        return self._mtime
+
+    def set_password(self, user: str, password: str, *, iterations: int = DEFAULT_ITERATIONS) -> None:
+        check_username(user)
+        self.reload()
+        self.put_password(user, password, iterations=iterations)
         self._save()
 
     def delete(self, user: str) -> bool:
         self.reload()
-        if self._users.pop(user, None) is None:
+        if not self.remove(user):
             return False
         self._save()
         return True
 
     def _save(self) -> None:
-        doc = {
-            "version": 1,
-            "users": {
-                u: {m: _encode(c) for m, c in sorted(mechs.items())}
-                for u, mechs in sorted(self._users.items())
-            },
-        }
-        data = json.dumps(doc, indent=1).encode()
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                os.fchmod(fd, 0o600)  # an older temp file may have had other bits
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(tmp, self.path)
-            dir_fd = os.open(self.path.parent, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
-        except OSError as exc:
-            raise StorageError(f"cannot write {self.path}: {exc.strerror}") from None
+        write_atomic(self.path, self.document())
         self._mtime = self._stat()

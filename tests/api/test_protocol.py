@@ -204,6 +204,9 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         46: (0, 0, 0),
         17: (0, 1, None),
         36: (0, 2, 2),
+        29: (0, 3, 2),
+        30: (0, 3, 2),
+        31: (0, 3, 2),
     }
 
 
@@ -233,6 +236,9 @@ KP: dict[int, tuple[Any, Any]] = {
     46: (kp_admin.ListPartitionReassignmentsRequest, kp_admin.ListPartitionReassignmentsResponse),
     17: (kp_sasl.SaslHandshakeRequest, kp_sasl.SaslHandshakeResponse),
     36: (kp_sasl.SaslAuthenticateRequest, kp_sasl.SaslAuthenticateResponse),
+    29: (kp_admin.DescribeAclsRequest, kp_admin.DescribeAclsResponse),
+    30: (kp_admin.CreateAclsRequest, kp_admin.CreateAclsResponse),
+    31: (kp_admin.DeleteAclsRequest, kp_admin.DeleteAclsResponse),
 }
 
 # The group-coordinator APIs are checked against kafka-python at every version, both

@@ -1,0 +1,233 @@
+"""``strata acl add|remove|list``: ACLs through CreateAcls/DescribeAcls/DeleteAcls.
+
+Client security, as Kafka's tools: ``--command-config FILE`` with librdkafka-style
+properties (api.security.client_config), or ``--security-protocol``, ``--sasl-mechanism``,
+``--sasl-user`` with the password from ``STRATA_SASL_PASSWORD`` or ``--password-stdin``,
+and ``--tls-ca``. A password never appears in output or error messages.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from api.security.acl import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclError,
+    AclFilter,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
+from hot.errors import StrataError
+
+OPERATIONS = [o.name for o in Operation if o not in (Operation.UNKNOWN, Operation.ANY)]
+
+
+def _fail(message: str) -> None:
+    click.echo(f"strata: error: {message}", err=True)
+    sys.exit(1)
+
+
+def security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The client security options (shared by every ``strata acl`` command)."""
+    opts = [
+        click.option(
+            "--bootstrap",
+            "-b",
+            default="127.0.0.1:9092",
+            show_default=True,
+            metavar="HOST:PORT",
+            help="Broker.",
+        ),
+        click.option(
+            "--command-config",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="librdkafka-style properties: security.protocol, sasl.*, ssl.*.",
+        ),
+        click.option(
+            "--security-protocol",
+            type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False),
+        ),
+        click.option("--sasl-mechanism", type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])),
+        click.option("--sasl-user", help="SASL user; the password from $STRATA_SASL_PASSWORD or stdin."),
+        click.option(
+            "--password-stdin", is_flag=True, help="Read the SASL password from stdin's first line."
+        ),
+        click.option(
+            "--tls-ca", type=click.Path(dir_okay=False), help="CA file for the broker's certificate."
+        ),
+        click.option(
+            "--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True
+        ),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def connect(kw: dict[str, Any]) -> Any:
+    from api.client import KafkaClient
+    from api.config import HostPort
+    from api.security.client_config import ClientSecurity, read_properties
+
+    props: dict[str, str] = read_properties(kw["command_config"]) if kw["command_config"] else {}
+    for key, opt in (
+        ("security.protocol", "security_protocol"),
+        ("sasl.mechanism", "sasl_mechanism"),
+        ("sasl.username", "sasl_user"),
+        ("ssl.ca.location", "tls_ca"),
+    ):
+        if kw[opt]:
+            props[key] = str(kw[opt])
+    if kw["sasl_user"] and "security.protocol" not in props:
+        props["security.protocol"] = "SASL_SSL" if "ssl.ca.location" in props else "SASL_PLAINTEXT"
+    if "sasl.password" not in props and props.get("security.protocol", "").upper().startswith("SASL"):
+        if kw["password_stdin"]:
+            props["sasl.password"] = sys.stdin.readline().rstrip("\r\n")
+        elif os.environ.get("STRATA_SASL_PASSWORD"):
+            props["sasl.password"] = os.environ["STRATA_SASL_PASSWORD"]
+    bootstrap = kw["bootstrap"]
+    try:
+        security = ClientSecurity.from_properties(props, where=str(kw["command_config"] or "options"))
+        return KafkaClient.connect(HostPort.parse(bootstrap, setting="--bootstrap"), security=security)
+    except StrataError as exc:
+        _fail(str(exc))
+    except OSError as exc:
+        _fail(f"cannot connect to {bootstrap}: {exc.strerror or exc}")
+
+
+def _resource(topic: str | None, group: str | None, cluster: bool) -> tuple[ResourceType, str | None]:
+    given = [x for x in (topic is not None, group is not None, cluster) if x]
+    if len(given) > 1:
+        _fail("give at most one of --topic, --group, --cluster")
+    if topic is not None:
+        return ResourceType.TOPIC, topic
+    if group is not None:
+        return ResourceType.GROUP, group
+    if cluster:
+        return ResourceType.CLUSTER, CLUSTER_NAME
+    return ResourceType.ANY, None
+
+
+def _row(b: AclBinding) -> dict[str, Any]:
+    return b.to_json()
+
+
+def _line(b: AclBinding) -> str:
+    pattern = "" if b.pattern_type == PatternType.LITERAL else f" ({b.pattern_type.name.lower()})"
+    return (
+        f"{b.permission.name}\t{b.principal}\t{b.operation.name}\t"
+        f"{b.resource_type.name.lower()}:{b.resource_name}{pattern}\thost={b.host}"
+    )
+
+
+def _emit(output: str, bindings: list[AclBinding], verb: str) -> None:
+    if output == "json":
+        click.echo(json.dumps([_row(b) for b in bindings], indent=2, sort_keys=True))
+    elif bindings:
+        click.echo("\n".join(f"{verb}{_line(b)}" for b in bindings))
+
+
+_selectors = [
+    click.option("--topic", help="Topic name (or prefix with --prefixed; '*' for every topic)."),
+    click.option("--group", help="Consumer group name (or prefix; '*' for every group)."),
+    click.option("--cluster", is_flag=True, help="The cluster resource."),
+    click.option("--prefixed", is_flag=True, help="The name is a prefix (PREFIXED pattern)."),
+]
+
+
+def selectors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for opt in reversed(_selectors):
+        fn = opt(fn)
+    return fn
+
+
+@click.group()
+def acl() -> None:
+    """Add, remove and list ACLs on a broker with authorization enabled."""
+
+
+@acl.command("add")
+@click.option("--principal", "-p", required=True, multiple=True, help="User:<name> or User:* (repeatable).")
+@click.option(
+    "--operation",
+    "operations",
+    required=True,
+    multiple=True,
+    type=click.Choice(OPERATIONS, case_sensitive=False),
+)
+@click.option("--deny", is_flag=True, help="A DENY binding (default ALLOW); DENY wins over any ALLOW.")
+@click.option("--host", default="*", show_default=True, help="Client address the binding applies to.")
+@selectors
+@security_options
+def acl_add(**kw: Any) -> None:
+    """Add bindings: every principal x operation on one resource."""
+    rtype, name = _resource(kw["topic"], kw["group"], kw["cluster"])
+    if rtype == ResourceType.ANY or name is None:
+        _fail("name the resource: --topic, --group or --cluster")
+    assert name is not None
+    pattern = PatternType.PREFIXED if kw["prefixed"] else PatternType.LITERAL
+    permission = Permission.DENY if kw["deny"] else Permission.ALLOW
+    try:
+        bindings = [
+            AclBinding(rtype, name, pattern, p, kw["host"], Operation[op.upper()], permission).validate()
+            for p in kw["principal"]
+            for op in kw["operations"]
+        ]
+    except AclError as exc:
+        _fail(str(exc))
+    with connect(kw) as client:
+        try:
+            client.create_acls(bindings)
+        except StrataError as exc:
+            _fail(str(exc))
+    _emit(kw["output"], bindings, "added\t")
+
+
+def _filter(kw: dict[str, Any]) -> AclFilter:
+    rtype, name = _resource(kw["topic"], kw["group"], kw["cluster"])
+    pattern = PatternType.PREFIXED if kw["prefixed"] else (PatternType.LITERAL if name else PatternType.ANY)
+    op = Operation[kw["operation"].upper()] if kw.get("operation") else Operation.ANY
+    return AclFilter(rtype, name, pattern, kw.get("principal"), None, op, Permission.ANY)
+
+
+@acl.command("remove")
+@click.option("--principal", "-p", help="Only this principal's bindings.")
+@click.option("--operation", type=click.Choice(OPERATIONS, case_sensitive=False), help="Only this operation.")
+@selectors
+@security_options
+def acl_remove(**kw: Any) -> None:
+    """Remove every binding matching the selectors (at least one is needed)."""
+    if not (kw["principal"] or kw["operation"] or kw["topic"] or kw["group"] or kw["cluster"]):
+        _fail("refusing to remove every ACL: give --principal, --operation, --topic, --group or --cluster")
+    with connect(kw) as client:
+        try:
+            removed = client.delete_acls([_filter(kw)])
+        except StrataError as exc:
+            _fail(str(exc))
+    _emit(kw["output"], removed, "removed\t")
+    if kw["output"] == "text" and not removed:
+        click.echo("no matching ACLs")
+
+
+@acl.command("list")
+@click.option("--principal", "-p", help="Only this principal's bindings.")
+@selectors
+@security_options
+def acl_list(**kw: Any) -> None:
+    """List bindings (all, or those of a principal / resource)."""
+    with connect(kw) as client:
+        try:
+            found = client.describe_acls(_filter(kw))
+        except StrataError as exc:
+            _fail(str(exc))
+    _emit(kw["output"], found, "")

@@ -1,0 +1,389 @@
+"""ACL enforcement of every Kafka API, in front of the handlers (single node and cluster alike).
+
+A guard takes the request, answers what the principal may not do with Kafka's error for it
+(TOPIC_/GROUP_/CLUSTER_AUTHORIZATION_FAILED, per partition, topic, group or resource as
+Kafka does), hands the permitted rest to the real handler and merges both answers. So the
+handlers stay unaware of authorization and cluster mode's handlers are covered too.
+Without an authorizer, or on the internal (inter-broker) listener, requests go straight
+to the handler (``guard``).
+
+Rules (Kafka's): Produce WRITE topic; Fetch READ topic, a follower's fetch CLUSTER_ACTION;
+ListOffsets and OffsetForLeaderEpoch DESCRIBE topic; Metadata lists only topics the
+principal may DESCRIBE, and auto-creates only with CREATE on the cluster or topic;
+CreateTopics CREATE (cluster or topic); DeleteTopics DELETE; CreatePartitions ALTER;
+DescribeConfigs DESCRIBE_CONFIGS and (Incremental)AlterConfigs ALTER_CONFIGS on the topic
+or, for a broker, the cluster; InitProducerId IDEMPOTENT_WRITE on the cluster or WRITE on
+some topic; partition reassignment ALTER/DESCRIBE on the cluster. Group APIs:
+api.security.group_guards.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from api.protocol import APIS, ApiKey, RequestHeader
+from api.protocol.messages.alter_configs import AlterConfigsResourceResponse
+from api.protocol.messages.create_partitions import CreatePartitionsTopicResult
+from api.protocol.messages.create_topics import CreatableTopicResult
+from api.protocol.messages.delete_topics import DeletableTopicResult
+from api.protocol.messages.describe_configs import DescribeConfigsResult
+from api.protocol.messages.fetch import (
+    FetchableTopicResponse,
+    FetchPartitionData,
+    FetchRequest,
+    FetchResponse,
+)
+from api.protocol.messages.init_producer_id import InitProducerIdResponse
+from api.protocol.messages.list_offsets import ListOffsetsPartitionResponse, ListOffsetsTopicResponse
+from api.protocol.messages.metadata import MetadataResponseTopic
+from api.protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderPartitionResult,
+    OffsetForLeaderTopicResult,
+)
+from api.protocol.messages.produce import ProducePartitionResponse, ProduceResponse, ProduceTopicResponse
+from api.security.acl import CLUSTER_NAME, Operation, ResourceType
+from api.security.authz import (
+    AccessControl,
+    allowed,
+    allowed_cluster,
+    authorized_operations,
+    user_principal,
+)
+from hot import errors as E
+
+if TYPE_CHECKING:
+    from api.kafka_server import Connection
+
+Handler = Callable[["Connection", RequestHeader, Any], Awaitable[Any]]
+Guard = Callable[[Handler, "Connection", RequestHeader, Any], Awaitable[Any]]
+
+RESOURCE_BROKER: Final = 4  # ConfigResource type of broker configs (topic: 2)
+ZERO_UUID: Final = uuid.UUID(int=0)
+
+
+def _active(conn: Connection) -> bool:
+    return getattr(conn.broker, "access", None) is not None and not conn.server.inter_broker
+
+
+def topic_ok(conn: Connection, op: Operation, topic: str | None) -> bool:
+    return topic is not None and allowed(conn, op, ResourceType.TOPIC, topic)
+
+
+def _split(items: Any, ok: Callable[[Any], bool]) -> tuple[list[Any], list[Any]]:
+    yes: list[Any] = []
+    no: list[Any] = []
+    for item in items:
+        (yes if ok(item) else no).append(item)
+    return yes, no
+
+
+# --- per-partition data APIs --------------------------------------------------------------------
+
+
+async def guard_produce(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    ok, no = _split(req.topic_data, lambda t: topic_ok(conn, Operation.WRITE, t.name))
+    resp = await inner(conn, header, dataclasses.replace(req, topic_data=tuple(ok))) if ok else None
+    if req.acks == 0:
+        return None
+    refused = tuple(
+        ProduceTopicResponse(
+            name=t.name,
+            partition_responses=tuple(
+                ProducePartitionResponse(index=p.index, error_code=E.TOPIC_AUTHORIZATION_FAILED)
+                for p in t.partition_data
+            ),
+        )
+        for t in no
+    )
+    if resp is None:
+        return ProduceResponse(responses=refused)
+    return dataclasses.replace(resp, responses=(*resp.responses, *refused))
+
+
+async def guard_fetch(inner: Handler, conn: Connection, header: RequestHeader, req: FetchRequest) -> Any:
+    if req.replica_id >= 0:  # a follower: the whole request is the cluster's business
+        ok_all = allowed_cluster(conn, Operation.CLUSTER_ACTION)
+        ok, no = (list(req.topics), []) if ok_all else ([], list(req.topics))
+        code = E.CLUSTER_AUTHORIZATION_FAILED
+    else:
+        ok, no = _split(req.topics, lambda t: topic_ok(conn, Operation.READ, t.topic))
+        code = E.TOPIC_AUTHORIZATION_FAILED
+    refused = tuple(
+        FetchableTopicResponse(
+            topic=t.topic,
+            partitions=tuple(
+                FetchPartitionData(partition_index=p.partition, error_code=code, records=b"")
+                for p in t.partitions
+            ),
+        )
+        for t in no
+    )
+    if not no:
+        return await inner(conn, header, req)
+    if not ok:
+        return FetchResponse(responses=refused)
+    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
+    return dataclasses.replace(resp, responses=(*resp.responses, *refused))
+
+
+async def guard_list_offsets(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    ok, no = _split(req.topics, lambda t: topic_ok(conn, Operation.DESCRIBE, t.name))
+    if not no:
+        return await inner(conn, header, req)
+    refused = tuple(
+        ListOffsetsTopicResponse(
+            name=t.name,
+            partitions=tuple(
+                ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index, error_code=E.TOPIC_AUTHORIZATION_FAILED
+                )
+                for p in t.partitions
+            ),
+        )
+        for t in no
+    )
+    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
+    return dataclasses.replace(resp, topics=(*resp.topics, *refused))
+
+
+async def guard_offset_for_leader_epoch(
+    inner: Handler, conn: Connection, header: RequestHeader, req: Any
+) -> Any:
+    if req.replica_id >= 0:
+        ok_all = allowed_cluster(conn, Operation.CLUSTER_ACTION)
+        ok, no = (list(req.topics), []) if ok_all else ([], list(req.topics))
+        code = E.CLUSTER_AUTHORIZATION_FAILED
+    else:
+        ok, no = _split(req.topics, lambda t: topic_ok(conn, Operation.DESCRIBE, t.topic))
+        code = E.TOPIC_AUTHORIZATION_FAILED
+    if not no:
+        return await inner(conn, header, req)
+    refused = tuple(
+        OffsetForLeaderTopicResult(
+            topic=t.topic,
+            partitions=tuple(
+                OffsetForLeaderPartitionResult(partition=p.partition, error_code=code) for p in t.partitions
+            ),
+        )
+        for t in no
+    )
+    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
+    return dataclasses.replace(resp, topics=(*resp.topics, *refused))
+
+
+# --- metadata and topic administration ----------------------------------------------------------
+
+
+def _may_create(conn: Connection, topic: str) -> bool:
+    return allowed_cluster(conn, Operation.CREATE) or topic_ok(conn, Operation.CREATE, topic)
+
+
+async def guard_metadata(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    asked: set[str] = set()
+    if req.topics is not None:
+        named = [t for t in req.topics if t.name is not None]
+        asked = {t.name for t in named}
+        if req.allow_auto_topic_creation and not all(_may_create(conn, t.name) for t in named):
+            # Kafka: no auto-creation without CREATE; the topic is then just unknown
+            req = dataclasses.replace(req, allow_auto_topic_creation=False)
+    resp = await inner(conn, header, req)
+    topics = []
+    for t in resp.topics:
+        if topic_ok(conn, Operation.DESCRIBE, t.name):
+            if req.include_topic_authorized_operations and t.name is not None and not t.error_code:
+                t = dataclasses.replace(
+                    t, topic_authorized_operations=authorized_operations(conn, ResourceType.TOPIC, t.name)
+                )
+            topics.append(t)
+        elif req.topics is not None:  # named (or asked by id): say so; a full listing omits it
+            by_name = t.name in asked
+            topics.append(
+                MetadataResponseTopic(
+                    error_code=E.TOPIC_AUTHORIZATION_FAILED,
+                    name=t.name if by_name else None,
+                    topic_id=ZERO_UUID if by_name else t.topic_id,
+                )
+            )
+    if req.include_cluster_authorized_operations:
+        ops = authorized_operations(conn, ResourceType.CLUSTER, CLUSTER_NAME)
+        resp = dataclasses.replace(resp, cluster_authorized_operations=ops)
+    return dataclasses.replace(resp, topics=tuple(topics))
+
+
+async def guard_create_topics(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    ok, no = _split(req.topics, lambda t: _may_create(conn, t.name))
+    if not no:
+        return await inner(conn, header, req)
+    refused = tuple(
+        CreatableTopicResult(
+            name=t.name,
+            error_code=E.TOPIC_AUTHORIZATION_FAILED,
+            error_message=f"not authorized to CREATE topic {t.name!r}",
+        )
+        for t in no
+    )
+    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
+    return dataclasses.replace(resp, topics=(*resp.topics, *refused))
+
+
+def _topic_name_by_id(conn: Connection, topic_id: uuid.UUID) -> str | None:
+    for t in conn.broker.topics():
+        if t.topic_id == topic_id:
+            return t.name
+    return None
+
+
+async def guard_delete_topics(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    names_ok, names_no = _split(req.topic_names, lambda n: topic_ok(conn, Operation.DELETE, n))
+
+    def state_ok(t: Any) -> bool:
+        name = t.name if t.name is not None else _topic_name_by_id(conn, t.topic_id)
+        return name is None or topic_ok(conn, Operation.DELETE, name)  # unknown id: the handler says so
+
+    states_ok, states_no = _split(req.topics, state_ok)
+    if not names_no and not states_no:
+        return await inner(conn, header, req)
+    refused = tuple(
+        DeletableTopicResult(
+            name=name,
+            topic_id=topic_id,
+            error_code=E.TOPIC_AUTHORIZATION_FAILED,
+            error_message="not authorized",
+        )
+        for name, topic_id in [(n, ZERO_UUID) for n in names_no] + [(t.name, t.topic_id) for t in states_no]
+    )
+    resp = await inner(
+        conn, header, dataclasses.replace(req, topic_names=tuple(names_ok), topics=tuple(states_ok))
+    )
+    return dataclasses.replace(resp, responses=(*resp.responses, *refused))
+
+
+async def guard_create_partitions(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    ok, no = _split(req.topics, lambda t: topic_ok(conn, Operation.ALTER, t.name))
+    if not no:
+        return await inner(conn, header, req)
+    refused = tuple(
+        CreatePartitionsTopicResult(
+            name=t.name,
+            error_code=E.TOPIC_AUTHORIZATION_FAILED,
+            error_message=f"not authorized to ALTER topic {t.name!r}",
+        )
+        for t in no
+    )
+    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
+    return dataclasses.replace(resp, results=(*resp.results, *refused))
+
+
+def _config_ok(conn: Connection, op: Operation, res: Any) -> bool:
+    if res.resource_type == RESOURCE_BROKER:
+        return allowed(conn, op, ResourceType.CLUSTER, CLUSTER_NAME)
+    return topic_ok(conn, op, res.resource_name)  # other types: the handler refuses them
+
+
+def _config_code(res: Any) -> int:
+    if res.resource_type == RESOURCE_BROKER:
+        return E.CLUSTER_AUTHORIZATION_FAILED
+    return E.TOPIC_AUTHORIZATION_FAILED
+
+
+async def guard_describe_configs(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    ok, no = _split(req.resources, lambda r: _config_ok(conn, Operation.DESCRIBE_CONFIGS, r))
+    if not no:
+        return await inner(conn, header, req)
+    refused = tuple(
+        DescribeConfigsResult(
+            error_code=_config_code(r),
+            error_message="not authorized to DESCRIBE_CONFIGS",
+            resource_type=r.resource_type,
+            resource_name=r.resource_name,
+        )
+        for r in no
+    )
+    resp = await inner(conn, header, dataclasses.replace(req, resources=tuple(ok)))
+    return dataclasses.replace(resp, results=(*resp.results, *refused))
+
+
+async def guard_alter_configs(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    """AlterConfigs and IncrementalAlterConfigs (same request and response shapes)."""
+    ok, no = _split(req.resources, lambda r: _config_ok(conn, Operation.ALTER_CONFIGS, r))
+    if not no:
+        return await inner(conn, header, req)
+    refused = tuple(
+        AlterConfigsResourceResponse(
+            error_code=_config_code(r),
+            error_message="not authorized to ALTER_CONFIGS",
+            resource_type=r.resource_type,
+            resource_name=r.resource_name,
+        )
+        for r in no
+    )
+    resp = await inner(conn, header, dataclasses.replace(req, resources=tuple(ok)))
+    return dataclasses.replace(resp, responses=(*resp.responses, *refused))
+
+
+async def guard_init_producer_id(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    # Transactional ids are refused by the handler itself (no transactions).
+    if req.transactional_id is None and not (
+        allowed_cluster(conn, Operation.IDEMPOTENT_WRITE) or _write_on_some_topic(conn)
+    ):
+        return InitProducerIdResponse(error_code=E.CLUSTER_AUTHORIZATION_FAILED)
+    return await inner(conn, header, req)
+
+
+def _write_on_some_topic(conn: Connection) -> bool:
+    access: AccessControl | None = conn.broker.access
+    assert access is not None  # guards run only with an authorizer
+    return access.allowed_on_some(
+        user_principal(conn.principal), conn.host, Operation.WRITE, ResourceType.TOPIC
+    )
+
+
+def _cluster_guard(op: Operation) -> Guard:
+    async def guard_cluster(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+        if allowed_cluster(conn, op):
+            return await inner(conn, header, req)
+        # Both reassignment responses carry a top-level error code and message.
+        cls = APIS[header.api_key].response.cls
+        return cls(
+            error_code=E.CLUSTER_AUTHORIZATION_FAILED,
+            error_message=f"not authorized to {op.name} the cluster",
+        )
+
+    return guard_cluster
+
+
+def guard(api_key: int, handler: Handler, guards: Mapping[int, Guard]) -> Handler:
+    """``handler`` behind its API's guard (if any), active only when authorization is."""
+    g = guards.get(api_key)
+    if g is None:
+        return handler
+
+    @functools.wraps(handler)
+    async def guarded(conn: Connection, header: RequestHeader, req: Any) -> Any:
+        if not _active(conn):
+            return await handler(conn, header, req)
+        return await g(handler, conn, header, req)
+
+    return guarded
+
+
+TOPIC_GUARDS: Final[dict[int, Guard]] = {
+    ApiKey.PRODUCE: guard_produce,
+    ApiKey.FETCH: guard_fetch,
+    ApiKey.LIST_OFFSETS: guard_list_offsets,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: guard_offset_for_leader_epoch,
+    ApiKey.METADATA: guard_metadata,
+    ApiKey.CREATE_TOPICS: guard_create_topics,
+    ApiKey.DELETE_TOPICS: guard_delete_topics,
+    ApiKey.CREATE_PARTITIONS: guard_create_partitions,
+    ApiKey.DESCRIBE_CONFIGS: guard_describe_configs,
+    ApiKey.ALTER_CONFIGS: guard_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: guard_alter_configs,
+    ApiKey.INIT_PRODUCER_ID: guard_init_producer_id,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster_guard(Operation.ALTER),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster_guard(Operation.DESCRIBE),
+}
