@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from api.config import BrokerConfig
 from api.metrics import BrokerMetrics
+from api.security.quotas import FileQuotaStore, QuotaManager, quotas_path
 from hot.config import LogConfig
 from hot.errors import (
     InvalidPartitionsError,
@@ -132,6 +133,13 @@ class Broker:
         self.metrics = metrics or BrokerMetrics()
         self.tiering = tiering
         self.groups = groups  # consumer groups (api.group_handlers); None: not served
+        # Byte-rate quotas per user, shared by the Kafka listeners and REST (cluster mode
+        # swaps in quotas kept in etcd: cluster.node).
+        self.quotas = QuotaManager(
+            config.quotas,
+            FileQuotaStore(quotas_path(config.data_dir)),
+            on_throttle=self.metrics.quota_throttled,
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[int, set[asyncio.Future[None]]] = {}
         self._listening: weakref.WeakSet[Log] = weakref.WeakSet()

@@ -43,7 +43,8 @@ settings of api.groups.config as ``STRATA_`` + the Kafka name upper-cased with d
 underscores (``STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS``), and the cluster settings
 of cluster.config the same way (``STRATA_ETCD``, ``STRATA_REPLICA_LAG_TIME_MAX_MS``),
 and the security settings as ``STRATA_TLS_<KEY>`` / ``STRATA_SASL_<KEY>``
-(``STRATA_TLS_CERT``, ``STRATA_SASL_MECHANISMS``; see api.security.config).
+(``STRATA_TLS_CERT``, ``STRATA_SASL_MECHANISMS``; see api.security.config), and the
+default quotas as ``STRATA_QUOTAS_PRODUCER_BYTE_RATE`` / ``STRATA_QUOTAS_CONSUMER_BYTE_RATE``.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ from typing import Any
 from api.groups.config import ENV_NAMES as GROUP_ENV_NAMES
 from api.groups.config import GroupConfig
 from api.security.config import SASL_KEYS, TLS_KEYS, SaslConfig, TlsConfig
+from api.security.quotas import QUOTA_KEYS, QuotaConfig
 from cluster.config import ENV_NAMES as CLUSTER_ENV_NAMES
 from cluster.config import ClusterConfig
 from hot.config import KAFKA_NAMES, LogConfig
@@ -112,6 +114,7 @@ class BrokerConfig:
     cluster: ClusterConfig | None = None
     tls: TlsConfig = field(default_factory=TlsConfig)
     sasl: SaslConfig = field(default_factory=SaslConfig)
+    quotas: QuotaConfig = field(default_factory=QuotaConfig)
 
     @property
     def object_store_url(self) -> str:
@@ -183,7 +186,7 @@ def load_config(
     tiering_values: dict[str, object] = {}
     group_values: dict[str, object] = {}
     cluster_values: dict[str, object] = {}
-    security_values: dict[str, dict[str, object]] = {"tls": {}, "sasl": {}}
+    security_values: dict[str, dict[str, object]] = {"tls": {}, "sasl": {}, "quotas": {}}
 
     path = config_file or env.get("STRATA_CONFIG")
     if path:
@@ -241,7 +244,7 @@ def load_config(
         env_value = env.get(env_key)
         if env_value is not None and env_value != "":
             cluster_values[name] = env_value
-    for table, keys in (("tls", TLS_KEYS), ("sasl", SASL_KEYS)):
+    for table, keys in (("tls", TLS_KEYS), ("sasl", SASL_KEYS), ("quotas", QUOTA_KEYS)):
         for name in keys:
             env_value = env.get(f"STRATA_{table.upper()}_{name.upper()}")
             if env_value is not None and env_value != "":
@@ -275,6 +278,7 @@ def load_config(
         values["cluster"] = cluster
     values["tls"] = TlsConfig.from_mapping(security_values["tls"])
     values["sasl"] = SaslConfig.from_mapping(security_values["sasl"])
+    values["quotas"] = QuotaConfig.from_mapping(security_values["quotas"])
     secured = values["tls"].enabled or values["sasl"].enabled
     if cluster_values and secured and "internal_listen" not in values:
         # Followers fetch in plaintext (cluster.fetcher): they need a listener of their own.

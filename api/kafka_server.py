@@ -129,6 +129,12 @@ from api.protocol.messages.produce import (
 )
 from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from api.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from api.quota_handlers import (
+    handle_alter_client_quotas,
+    handle_describe_client_quotas,
+    with_fetch_quota,
+    with_produce_quota,
+)
 from api.reassignment_handlers import (
     handle_alter_partition_reassignments,
     handle_list_partition_reassignments,
@@ -179,6 +185,9 @@ class KafkaServer:
             raise ValueError("SASL needs a user store")
         # Cluster mode (cluster.kafka_handlers) replaces some of the single-node handlers.
         self.handlers: dict[int, Handler] = {**HANDLERS, **(handlers or {})}
+        # Byte-rate quotas (api.quota_handlers) around whichever Produce/Fetch is served.
+        self.handlers[ApiKey.PRODUCE] = with_produce_quota(self.handlers[ApiKey.PRODUCE])
+        self.handlers[ApiKey.FETCH] = with_fetch_quota(self.handlers[ApiKey.FETCH])
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
 
@@ -256,6 +265,7 @@ class Connection:
             self.sasl = SaslSession(server.sasl_mechanisms, server.users)
         self._close_after_answer = False
         self.tls = writer.get_extra_info("ssl_object") is not None
+        self._muted_until = 0.0  # quota throttling: no reads before this (time.monotonic)
 
     async def run(self) -> None:
         self._write_task = asyncio.create_task(self._write_loop())
@@ -275,6 +285,17 @@ class Connection:
                 await asyncio.wait_for(self._write_task, timeout=30)
             self.abort()
 
+    def throttle(self, ms: int) -> None:
+        """Stop reading this connection for ``ms`` (KIP-219: the response is already on its way)."""
+        self._muted_until = max(self._muted_until, time.monotonic() + ms / 1000)
+
+    def throttled_ms(self) -> int:
+        return max(0, round((self._muted_until - time.monotonic()) * 1000))
+
+    async def _unmuted(self) -> None:
+        while (delay := self._muted_until - time.monotonic()) > 0:
+            await asyncio.sleep(delay)
+
     def stop_reading(self) -> None:
         self._reading = False
         if self._read_task is not None and not self._read_task.done():
@@ -292,6 +313,7 @@ class Connection:
 
     async def _read_loop(self) -> None:
         while self._reading:
+            await self._unmuted()
             data = await self.reader.read(READ_CHUNK)
             if not data:
                 if not self.decoder.at_boundary:
@@ -303,6 +325,7 @@ class Connection:
                 return
             self.decoder.feed(data)
             while (frame := self.decoder.next_frame()) is not None:
+                await self._unmuted()
                 await self._dispatch(frame)
 
     async def _dispatch(self, frame: bytes) -> None:
@@ -320,6 +343,9 @@ class Connection:
         if self.sasl is not None and not self.sasl.authenticated and header.api_key not in PRE_AUTH_APIS:
             raise ProtocolError(f"{APIS[header.api_key].name} request before SASL authentication")
         handler = self.server.handlers[header.api_key]
+        admit = getattr(handler, "admit", None)
+        if admit is not None:  # quota accounting on arrival (api.quota_handlers)
+            admit(self, request)
         task = asyncio.create_task(self._run_handler(handler, header, request, started))
         await self._enqueue(header, task)
 
@@ -937,6 +963,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
 }
 
 # Every API the codec advertises must have a handler, and vice versa.
