@@ -5,6 +5,7 @@ Kafka client, persisted in ``meta/quotas.json``."""
 
 from __future__ import annotations
 
+import base64
 import re
 import stat
 import threading
@@ -292,5 +293,34 @@ def test_consumer_is_held_to_a_quota_set_at_runtime(tmp_path: Path) -> None:
         assert rate == pytest.approx(MIB, rel=TOLERANCE), f"{rate / MIB:.2f} MiB/s"
         assert got < 9_000_000  # far from all of it
         assert throttled.is_set()
+    finally:
+        b.kill()
+
+
+def test_rest_produce_is_held_to_the_users_rate(tmp_path: Path) -> None:
+    rate_limit = 200_000
+    env = {"STRATA_QUOTAS_PRODUCER_BYTE_RATE": str(rate_limit)}
+    b = BrokerProcess(tmp_path / "data", "--auto-create-topics", env=env).start()
+    try:
+        topic = f"qr-{uuid.uuid4().hex[:6]}"
+        create_topic(b.bootstrap, topic, 1)
+        value = base64.b64encode(b"x" * 15_000).decode()
+        body = {"records": [{"value": value} for _ in range(4)]}  # 60 kB a request
+        headers = {"Content-Type": "application/vnd.kafka.binary.v2+json"}
+        throttled = 0
+        with httpx.Client(base_url=b.http_url, timeout=30) as http:
+            t0 = time.monotonic()
+            mark: tuple[float, float] | None = None
+            while (now := time.monotonic()) - t0 < 5.0:
+                if mark is None and now - t0 >= 1.0:
+                    mark = (now, metric(b, "strata_produce_bytes_total", topic=topic))
+                r = http.post(f"/topics/{topic}", json=body, headers=headers)
+                assert r.status_code == 200, r.text
+                throttled += int(r.headers["X-Strata-Throttle-Ms"]) > 0
+            end = (time.monotonic(), metric(b, "strata_produce_bytes_total", topic=topic))
+        assert mark is not None
+        rate = (end[1] - mark[1]) / (end[0] - mark[0])
+        assert rate == pytest.approx(rate_limit, rel=TOLERANCE), f"{rate:.0f} B/s"
+        assert throttled > 0
     finally:
         b.kill()
