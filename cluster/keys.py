@@ -9,6 +9,7 @@ default), so several clusters can share one etcd:
     <root>/<name>/controller-epoch                last controller epoch (decimal), never deleted
     <root>/<name>/topics/<topic>                  TopicAssignment JSON
     <root>/<name>/partitions/<topic>/<p>/state    PartitionState JSON
+    <root>/<name>/quotas                          runtime client quotas JSON (api.security.quotas)
 
 Broker ids and partition numbers are written in decimal without padding; readers parse
 them rather than relying on key order. Topic names are Kafka-legal (letters, digits,
@@ -97,6 +98,12 @@ class KeyLayout:
             raise InvalidConfigError(f"partition must be non-negative, got {partition}")
         return self.topic_partitions(name) + str(partition).encode() + b"/state"
 
+    # --- client quotas ----------------------------------------------------------------------
+
+    @property
+    def quotas(self) -> bytes:
+        return self.prefix + b"quotas"
+
     # --- parsing (keys seen in listings and watches) ---------------------------------------------
 
     def parse(self, key: bytes) -> ParsedKey | None:
@@ -116,6 +123,8 @@ class KeyLayout:
             return PartitionStateKey(parts[1], int(parts[2]))
         if rest == "controller":
             return ControllerKey()
+        if rest == "quotas":
+            return QuotasKey()
         return None
 
 
@@ -144,4 +153,9 @@ class ControllerKey:
     pass
 
 
-ParsedKey = BrokerKey | TopicKey | PartitionStateKey | ControllerKey
+@dataclass(frozen=True, slots=True)
+class QuotasKey:
+    pass
+
+
+ParsedKey = BrokerKey | TopicKey | PartitionStateKey | ControllerKey | QuotasKey

@@ -40,6 +40,7 @@ from cluster.kafka_handlers import cluster_handlers
 from cluster.keys import KeyLayout
 from cluster.log_manager import ClusterLogManager
 from cluster.metadata import MetadataClient
+from cluster.quotas import EtcdQuotaStore
 from cluster.replica_manager import ReplicaManager, Role
 from hot.errors import MetadataStoreError
 from tiering.service import TieringService
@@ -102,7 +103,7 @@ class ClusterNode:
         """The broker over this node's replicas; ``config`` is the final one (with the
         bound listener addresses)."""
         self.config = config
-        return ClusterBroker(
+        broker = ClusterBroker(
             config,
             self.manager,
             self.replicas,
@@ -110,6 +111,9 @@ class ClusterNode:
             tiering=tiering,
             groups=groups,  # type: ignore[arg-type]
         )
+        # Runtime quotas shared by the whole cluster (cluster.quotas), not per data dir.
+        broker.quotas.store = EtcdQuotaStore(self.etcd, self.client.layout, self.client.view)
+        return broker
 
     def make_groups(self, config: BrokerConfig) -> GroupCoordinator:
         """The group coordinator of cluster mode: offsets in the replicated
