@@ -42,6 +42,20 @@ def main() -> None:
 @click.option(
     "--inter-broker-listener", metavar="HOST:PORT", help="Address followers fetch from [the Kafka listener]."
 )
+@click.option("--tls-cert", metavar="PEM", help="TLS certificate chain: TLS on the Kafka and HTTP listeners.")
+@click.option("--tls-key", metavar="PEM", help="TLS private key (with --tls-cert).")
+@click.option("--tls-ca", metavar="PEM", help="CA bundle client certificates are checked against.")
+@click.option(
+    "--tls-client-auth", type=click.Choice(["none", "requested", "required"]), help="Mutual TLS [none]."
+)
+@click.option(
+    "--sasl-mechanisms", metavar="MECH,...", help="SASL on the Kafka listener, e.g. SCRAM-SHA-512,PLAIN."
+)
+@click.option(
+    "--rest-auth",
+    metavar="none|basic|bearer|basic,bearer",
+    help="REST authentication: basic (strata users), bearer (strata tokens) [none].",
+)
 def serve(
     config_file: str | None,
     data_dir: str | None,
@@ -53,12 +67,27 @@ def serve(
     etcd: str | None,
     broker_id: int | None,
     inter_broker_listener: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_ca: str | None,
+    tls_client_auth: str | None,
+    sasl_mechanisms: str | None,
+    rest_auth: str | None,
 ) -> None:
-    """Start a broker on this machine."""
+    """Start a broker on this machine.
+
+    Settings: flags over STRATA_* environment variables over the --config TOML.
+    """
     from api.config import load_config
     from api.server import run
 
     try:
+        rest: dict[str, object] = {}
+        if rest_auth is not None:
+            schemes = {x.strip().lower() for x in rest_auth.split(",") if x.strip()} - {"none"}
+            if schemes - {"basic", "bearer"}:
+                raise click.BadParameter(f"unknown scheme in {rest_auth!r}", param_hint="--rest-auth")
+            rest = {"rest_basic_auth": "basic" in schemes, "rest_bearer_auth": "bearer" in schemes}
         config = load_config(
             config_file=config_file,
             overrides={
@@ -70,6 +99,8 @@ def serve(
                 "auto_create_topics": auto_create_topics,
                 "broker_id": broker_id,
                 "cluster": {"etcd": etcd, "inter.broker.listener": inter_broker_listener},
+                "tls": {"cert": tls_cert, "key": tls_key, "ca": tls_ca, "client_auth": tls_client_auth},
+                "sasl": {"mechanisms": sasl_mechanisms, **rest},
             },
         )
         sys.exit(run(config))
@@ -785,6 +816,97 @@ def users_list(data_dir: str, output: str) -> None:
         _fail(str(exc))
     rows = [{"user": n, "mechanisms": store.mechanisms(n)} for n in store.names()]
     _emit(output, rows, "\n".join(f"{r['user']}\t{','.join(r['mechanisms'])}" for r in rows))
+
+
+# --- tokens (REST bearer tokens of a broker) -------------------------------------------------
+
+
+@main.group()
+def tokens() -> None:
+    """Create, list and revoke REST bearer tokens (serve with --rest-auth bearer)."""
+
+
+def _token_row(t: Any, now: float) -> dict[str, Any]:
+    import datetime
+
+    def iso(ts: float | None) -> str | None:
+        return (
+            None
+            if ts is None
+            else datetime.datetime.fromtimestamp(ts, datetime.UTC).isoformat(timespec="seconds")
+        )
+
+    return {
+        "id": t.id,
+        "user": t.user,
+        "created": iso(t.created),
+        "expires": iso(t.expires),
+        "expired": t.expired(now),
+    }
+
+
+@tokens.command("create")
+@click.option("--user", required=True, help="The principal the token acts as.")
+@click.option("--ttl", default="24h", show_default=True, help="Lifetime: 3600, 30m, 12h, 30d or never.")
+@_users_data_dir
+@_output
+def tokens_create(user: str, ttl: str, data_dir: str, output: str) -> None:
+    """Create a token; it is printed once and only its SHA-256 is kept."""
+    import time
+    from pathlib import Path
+
+    from api.security.tokens import TokenStore, parse_ttl, tokens_path
+
+    try:
+        token, info = TokenStore(tokens_path(Path(data_dir))).create(user, parse_ttl(ttl))
+    except StrataError as exc:
+        _fail(str(exc))
+    _emit(output, {**_token_row(info, time.time()), "token": token}, token)
+
+
+@tokens.command("list")
+@_users_data_dir
+@_output
+def tokens_list(data_dir: str, output: str) -> None:
+    """The tokens' ids, users and expiry (never a token)."""
+    import time
+    from pathlib import Path
+
+    from api.security.tokens import TokenStore, tokens_path
+
+    try:
+        rows = [_token_row(t, time.time()) for t in TokenStore(tokens_path(Path(data_dir))).infos()]
+    except StrataError as exc:
+        _fail(str(exc))
+    human = "\n".join(
+        f"{r['id']}\t{r['user']}\t{r['expires'] or 'never'}{' (expired)' if r['expired'] else ''}"
+        for r in rows
+    )
+    _emit(output, rows, human)
+
+
+@tokens.command("revoke")
+@click.argument("token_id", required=False)
+@click.option("--user", help="Revoke every token of this user instead.")
+@_users_data_dir
+@_output
+def tokens_revoke(token_id: str | None, user: str | None, data_dir: str, output: str) -> None:
+    """Revoke the token with TOKEN_ID (from `list`), or all tokens of --user."""
+    import time
+    from pathlib import Path
+
+    from api.security.tokens import TokenStore, tokens_path
+
+    if (token_id is None) == (user is None):
+        _fail("give a token id or --user, not both")
+    try:
+        gone = TokenStore(tokens_path(Path(data_dir))).revoke(token_id=token_id, user=user)
+    except StrataError as exc:
+        _fail(str(exc))
+    if not gone:
+        _fail(f"no token {token_id!r}" if token_id is not None else f"no token of user {user!r}")
+    rows = [_token_row(t, time.time()) for t in gone]
+    _emit(output, rows, "\n".join(f"revoked {r['id']} ({r['user']})" for r in rows))
 
 
 # -- records: produce, consume, bench (logic in api.cli_records) ------------------------------

@@ -170,11 +170,18 @@ def create_app(broker: Broker) -> FastAPI:
         default_response_class=JSONBody,
     )
     app.add_middleware(MetricsMiddleware, broker=broker)
-    if broker.config.sasl.rest_basic_auth:  # outermost: nothing runs for an unauthenticated request
+    sasl = broker.config.sasl
+    if sasl.rest_basic_auth or sasl.rest_bearer_auth:  # outermost: nothing runs unauthenticated
         from api.security.basic_auth import BasicAuthMiddleware
+        from api.security.tokens import TokenStore, tokens_path
         from api.security.users import UserStore, users_path
 
-        app.add_middleware(BasicAuthMiddleware, users=UserStore(users_path(broker.config.data_dir)))
+        data_dir = broker.config.data_dir
+        app.add_middleware(
+            BasicAuthMiddleware,
+            users=UserStore(users_path(data_dir)) if sasl.rest_basic_auth else None,
+            tokens=TokenStore(tokens_path(data_dir)) if sasl.rest_bearer_auth else None,
+        )
     sticky = itertools.count()
     limit = broker.config.max_request_bytes
     metrics = broker.metrics

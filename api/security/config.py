@@ -8,9 +8,12 @@
     [sasl]                        # SASL on the Kafka listener (SASL_SSL with [tls], else SASL_PLAINTEXT)
     mechanisms = "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN"   # empty: no authentication
     rest_basic_auth = false       # true: the HTTP server requires basic auth by the same users
+    rest_bearer_auth = false      # true: it accepts bearer tokens (strata tokens create)
 
 Environment: ``STRATA_TLS_CERT``, ``STRATA_TLS_KEY``, ``STRATA_TLS_CA``,
-``STRATA_TLS_CLIENT_AUTH``, ``STRATA_SASL_MECHANISMS``, ``STRATA_SASL_REST_BASIC_AUTH``.
+``STRATA_TLS_CLIENT_AUTH``, ``STRATA_SASL_MECHANISMS``, ``STRATA_SASL_REST_BASIC_AUTH``,
+``STRATA_SASL_REST_BEARER_AUTH``; ``strata serve`` flags ``--tls-cert`` ... ``--rest-auth``.
+With both REST schemes on, a request may use either.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from hot.errors import InvalidConfigError
 CLIENT_AUTH: Final = ("none", "requested", "required")
 SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 TLS_KEYS: Final = ("cert", "key", "ca", "client_auth")
-SASL_KEYS: Final = ("mechanisms", "rest_basic_auth")
+SASL_KEYS: Final = ("mechanisms", "rest_basic_auth", "rest_bearer_auth")
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,7 @@ class TlsConfig:
 class SaslConfig:
     mechanisms: tuple[str, ...] = ()
     rest_basic_auth: bool = False
+    rest_bearer_auth: bool = False
 
     @property
     def enabled(self) -> bool:
@@ -89,7 +93,11 @@ class SaslConfig:
                 )
             if name not in mechs:
                 mechs.append(name)
-        return cls(tuple(mechs), _bool(values.get("rest_basic_auth", False), "sasl.rest_basic_auth"))
+        return cls(
+            tuple(mechs),
+            _bool(values.get("rest_basic_auth", False), "sasl.rest_basic_auth"),
+            _bool(values.get("rest_bearer_auth", False), "sasl.rest_bearer_auth"),
+        )
 
 
 def _bool(value: object, setting: str) -> bool:
