@@ -16,6 +16,8 @@ read, and a failed one (no client certificate, a plaintext client) is one log li
 SASL only ApiVersions, SaslHandshake and SaslAuthenticate are served until the client
 has authenticated; any other request closes the connection, as Kafka does. A failed
 authentication is answered (SASL_AUTHENTICATION_FAILED) and the connection then closed.
+After a SaslHandshake v0 the tokens come as bare size-prefixed frames, answered the same
+way (KIP-43, before SaslAuthenticate existed); a failure there just closes the connection.
 
 Malformed input (bad frame sizes, unknown API keys, undecodable bodies, unsupported
 versions other than the ApiVersions fallback) closes that connection only, with one
@@ -266,6 +268,8 @@ class Connection:
         self._close_after_answer = False
         self.tls = writer.get_extra_info("ssl_object") is not None
         self._muted_until = 0.0  # quota throttling: no reads before this (time.monotonic)
+        # Set by a SaslHandshake v0: frames are raw SASL tokens until authenticated.
+        self.raw_sasl: RequestHeader | None = None
 
     async def run(self) -> None:
         self._write_task = asyncio.create_task(self._write_loop())
@@ -329,6 +333,9 @@ class Connection:
                 await self._dispatch(frame)
 
     async def _dispatch(self, frame: bytes) -> None:
+        if self.raw_sasl is not None:
+            await self._enqueue(self.raw_sasl, asyncio.create_task(self._raw_sasl_token(frame)))
+            return
         started = time.perf_counter()
         try:
             header, request = decode_request(frame)
@@ -411,6 +418,27 @@ class Connection:
                 self.stop_reading()
                 return
 
+    async def _raw_sasl_token(self, token: bytes) -> list[bytes] | None:
+        """One token of the SaslHandshake v0 flow: the answer goes out as a bare frame."""
+        session = self.sasl
+        assert session is not None
+        try:
+            answer = await session.authenticate(token)
+        except StrataError as exc:
+            self.authentication_failed(session.mechanism or "?", session.username, exc)
+            self.stop_reading()  # v0 has no way to say why: the connection just closes
+            return None
+        if session.authenticated:
+            self.raw_sasl = None  # Kafka requests from here on
+            self.authenticated(session)
+        return [answer]
+
+    def authenticated(self, session: SaslSession) -> None:
+        self.principal = session.principal
+        log.info(
+            "client %s authenticated as %r with SASL %s", self.peer, session.principal, session.mechanism
+        )
+
     def authentication_failed(self, mechanism: str, user: str | None, exc: StrataError) -> None:
         # never the token: it holds the password (PLAIN) or a proof (SCRAM)
         log.warning(
@@ -446,6 +474,8 @@ async def handle_sasl_handshake(
         conn.sasl.handshake(req.mechanism)
     except StrataError as exc:
         return SaslHandshakeResponse(error_code=kafka_code(exc), mechanisms=conn.sasl.enabled)
+    if header.api_version == 0:  # raw tokens follow (KIP-43), not SaslAuthenticate requests
+        conn.raw_sasl = header
     return SaslHandshakeResponse(mechanisms=conn.sasl.enabled)
 
 
@@ -465,10 +495,7 @@ async def handle_sasl_authenticate(
             error_code=kafka_code(exc), error_message=f"Authentication failed: {exc}"
         )
     if session.authenticated:
-        conn.principal = session.principal
-        log.info(
-            "client %s authenticated as %r with SASL %s", conn.peer, session.principal, session.mechanism
-        )
+        conn.authenticated(session)
     return SaslAuthenticateResponse(auth_bytes=answer)
 
 
