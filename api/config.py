@@ -61,6 +61,7 @@ from api.groups.config import ENV_NAMES as GROUP_ENV_NAMES
 from api.groups.config import GroupConfig
 from api.security.config import SASL_KEYS, TLS_KEYS, SaslConfig, TlsConfig
 from api.security.quotas import QUOTA_KEYS, QuotaConfig
+from cluster import inter_broker
 from cluster.config import ENV_NAMES as CLUSTER_ENV_NAMES
 from cluster.config import ClusterConfig
 from hot.config import KAFKA_NAMES, LogConfig
@@ -280,12 +281,18 @@ def load_config(
     values["sasl"] = SaslConfig.from_mapping(security_values["sasl"])
     values["quotas"] = QuotaConfig.from_mapping(security_values["quotas"])
     secured = values["tls"].enabled or values["sasl"].enabled
-    if cluster_values and secured and "internal_listen" not in values:
-        # Followers fetch in plaintext (cluster.fetcher): they need a listener of their own.
+    inter = values["cluster"].inter_broker_protocol if cluster_values else "PLAINTEXT"
+    tls_on, sasl_on = values["tls"].enabled, values["sasl"].enabled
+    client_protocol = ("SASL_" if sasl_on else "") + ("SSL" if tls_on else "PLAINTEXT" if sasl_on else "")
+    if cluster_values and secured and "internal_listen" not in values and inter != client_protocol:
+        # Followers must speak the listener's protocol (cluster.inter_broker), or have their own.
         raise InvalidConfigError(
-            "[tls]/[sasl] with [cluster] need internal_listen: a plaintext listener for replication"
+            "[tls]/[sasl] with [cluster] need internal_listen (a listener for replication) or"
+            f" security.inter.broker.protocol={client_protocol}"
         )
-    return dataclasses.replace(BrokerConfig(), **values)
+    config = dataclasses.replace(BrokerConfig(), **values)
+    inter_broker.check(config)
+    return config
 
 
 def _scalar_text(value: Any) -> str:

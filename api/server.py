@@ -34,6 +34,7 @@ from api.metrics import BrokerMetrics, LogStatsCollector, manager_logs
 from api.rest import create_app
 from api.security.tls import server_context, uvicorn_options
 from api.security.users import UserStore, users_path
+from cluster.inter_broker import internal_listener_options
 from hot.manager import LogManager
 from hot.topics import TopicInfo
 from tiering.metrics import TieringMetrics
@@ -167,8 +168,17 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         internal: KafkaServer | None = None
         internal_addr: HostPort | None = None
         if internal_sock is not None and config.internal_listen is not None:
-            # Replication's listener: the same handlers, no TLS or SASL (cluster.fetcher).
-            internal = KafkaServer(broker, handlers=node.kafka_handlers() if node is not None else None)
+            # Replication's listener: the same handlers, with the inter-broker protocol's
+            # security (cluster.inter_broker; plaintext by default).
+            internal_opts = internal_listener_options(config)
+            internal = KafkaServer(
+                broker,
+                handlers=node.kafka_handlers() if node is not None else None,
+                users=UserStore(users_path(config.data_dir)).reload()
+                if internal_opts.get("sasl_mechanisms")
+                else None,
+                **internal_opts,
+            )
             await internal.start(internal_sock)
             internal_addr = HostPort(config.internal_listen.host, internal_sock.getsockname()[1])
             if node is not None and node.cluster.inter_broker_listener is None:
@@ -191,7 +201,8 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         security = _security_protocol(config)
         say(f"strata: kafka listener on {kafka_addr} (advertised as {config.advertised}; {security})")
         if internal_addr is not None:
-            say(f"strata: internal kafka listener on {internal_addr} (PLAINTEXT, for replication)")
+            protocol = config.cluster.inter_broker_protocol if config.cluster is not None else "PLAINTEXT"
+            say(f"strata: internal kafka listener on {internal_addr} ({protocol}, for replication)")
         if config.sasl.enabled:
             say(
                 f"strata: SASL mechanisms {', '.join(config.sasl.mechanisms)},"

@@ -36,6 +36,7 @@ from cluster.controller import Controller
 from cluster.etcd import EtcdClient
 from cluster.follower_retention import FollowerRetention
 from cluster.groups import ClusterOffsetStore
+from cluster.inter_broker import client_security
 from cluster.kafka_handlers import cluster_handlers
 from cluster.keys import KeyLayout
 from cluster.log_manager import ClusterLogManager
@@ -69,6 +70,7 @@ class ClusterNode:
         self.broker_id = broker_id
         self.manager = ClusterLogManager(self.config.data_dir, self.config.log)
         self.replicas = ReplicaManager(broker_id, client, self.manager, cluster)
+        self.replicas.security = client_security(self.config)
         self.controller: Controller | None = None
         self.follower_retention: FollowerRetention | None = None
         self._started = False
