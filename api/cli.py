@@ -56,6 +56,13 @@ def main() -> None:
     metavar="none|basic|bearer|basic,bearer",
     help="REST authentication: basic (strata users), bearer (strata tokens) [none].",
 )
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    help="Log level of the broker's stderr log.",
+)
 def serve(
     config_file: str | None,
     data_dir: str | None,
@@ -73,6 +80,7 @@ def serve(
     tls_client_auth: str | None,
     sasl_mechanisms: str | None,
     rest_auth: str | None,
+    log_level: str,
 ) -> None:
     """Start a broker on this machine.
 
@@ -103,7 +111,7 @@ def serve(
                 "sasl": {"mechanisms": sasl_mechanisms, **rest},
             },
         )
-        sys.exit(run(config))
+        sys.exit(run(config, log_level=log_level.upper()))
     except StrataError as exc:
         _fail(str(exc))
     except OSError as exc:

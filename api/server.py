@@ -270,9 +270,9 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
     say("strata: stopped cleanly")
 
 
-def run(config: BrokerConfig) -> int:
+def run(config: BrokerConfig, *, log_level: str = "INFO") -> int:
     logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
         asyncio.run(serve(config))
