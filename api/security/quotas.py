@@ -194,12 +194,20 @@ class QuotaTable:
 class FileQuotaStore:
     """Runtime quotas of a single-node broker in ``<data_dir>/meta/quotas.json``."""
 
+    # Read on every produce and fetch: the file is looked at (stat) at most this often.
+    RECHECK_S: Final = 1.0
+
     def __init__(self, path: Path) -> None:
         self.path = path
         self._table = QuotaTable()
         self._version: tuple[int, int, int] | None = None
+        self._checked = -math.inf
 
     def table(self) -> QuotaTable:
+        now = time.monotonic()
+        if now - self._checked < self.RECHECK_S:
+            return self._table
+        self._checked = now
         version = file_version(self.path)
         if version != self._version:
             if version is None:

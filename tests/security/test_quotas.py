@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import re
+import ssl
 import stat
 import threading
 import time
@@ -322,5 +323,78 @@ def test_rest_produce_is_held_to_the_users_rate(tmp_path: Path) -> None:
         rate = (end[1] - mark[1]) / (end[0] - mark[0])
         assert rate == pytest.approx(rate_limit, rel=TOLERANCE), f"{rate:.0f} B/s"
         assert throttled > 0
+    finally:
+        b.kill()
+
+
+def test_quotas_are_per_sasl_user_from_the_toml(tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+
+    from tests.security.test_sasl import strata_users
+
+    data = tmp_path / "data"
+    for user in ("alice", "bob"):
+        assert strata_users(data, "add", user, "--password-stdin", stdin="pw-" + user).returncode == 0
+    toml = tmp_path / "strata.toml"
+    toml.write_text('[sasl]\nmechanisms = "PLAIN"\n[quotas.users.alice]\nproducer_byte_rate = 200000\n')
+    b = BrokerProcess(data, "--config", str(toml), "--auto-create-topics").start()
+    try:
+        throttled: dict[str, int] = {}
+        for user in ("alice", "bob"):
+            events: list[int] = []
+            p = Producer(
+                {
+                    "bootstrap.servers": b.bootstrap,
+                    "security.protocol": "SASL_PLAINTEXT",
+                    "sasl.mechanism": "PLAIN",
+                    "sasl.username": user,
+                    "sasl.password": "pw-" + user,
+                    "throttle_cb": lambda ev, events=events: events.append(int(ev.throttle_time * 1000)),
+                }
+            )
+            for _ in range(100):  # 1 MB: five seconds' worth for alice, nothing for bob
+                p.produce("per-user", b"u" * 10_000)
+                p.poll(0)
+            assert p.flush(30) == 0
+            throttled[user] = max(events, default=0)
+        assert throttled["alice"] > 0 and throttled["bob"] == 0, throttled
+        assert metric(b, "strata_quota_throttle_seconds_count", principal="User:alice") > 0
+        assert metric(b, "strata_quota_throttle_seconds_count", principal="User:bob") == 0
+    finally:
+        b.kill()
+
+
+def test_quota_of_a_client_certificate_principal(tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+
+    from tests.security.tlslib import make_pki, server_env
+
+    pki = make_pki(tmp_path / "pki")
+    toml = tmp_path / "strata.toml"
+    toml.write_text('[quotas.users."CN=test-client"]\nproducer_byte_rate = 200000\n')
+    env = server_env(pki, client_auth="required")
+    b = BrokerProcess(tmp_path / "data", "--config", str(toml), "--auto-create-topics", env=env).start()
+    try:
+        events: list[int] = []
+        p = Producer(
+            {
+                "bootstrap.servers": b.bootstrap,
+                "security.protocol": "SSL",
+                "ssl.ca.location": str(pki.ca),
+                "ssl.certificate.location": str(pki.client_cert),
+                "ssl.key.location": str(pki.client_key),
+                "throttle_cb": lambda ev: events.append(int(ev.throttle_time * 1000)),
+            }
+        )
+        for _ in range(100):
+            p.produce("mtls-quota", b"c" * 10_000)
+            p.poll(0)
+        assert p.flush(30) == 0
+        assert events and max(events) > 0
+        # the HTTP listener asks for the client certificate too
+        ctx = ssl.create_default_context(cafile=str(pki.ca))
+        ctx.load_cert_chain(pki.client_cert, pki.client_key)
+        text = httpx.get(f"https://127.0.0.1:{b.http_port}/metrics", verify=ctx, timeout=10).text
+        assert 'strata_quota_throttle_seconds_count{principal="User:CN=test-client"' in text
     finally:
         b.kill()
