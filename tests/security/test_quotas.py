@@ -398,3 +398,42 @@ def test_quota_of_a_client_certificate_principal(tmp_path: Path) -> None:
         assert 'strata_quota_throttle_seconds_count{principal="User:CN=test-client"' in text
     finally:
         b.kill()
+
+
+def test_rest_consumer_instance_is_held_to_the_fetch_rate(tmp_path: Path) -> None:
+    from tests.groups_api.helpers import BROKER_ENV, JSON_HEADERS, V2_BINARY, produce
+
+    rate_limit = 100_000
+    env = {**BROKER_ENV, "STRATA_QUOTAS_CONSUMER_BYTE_RATE": str(rate_limit)}
+    b = BrokerProcess(tmp_path / "data", env=env).start()
+    try:
+        topic = "qrc"
+        create_topic(b.bootstrap, topic, 1)
+        produce(b.bootstrap, topic, [(None, b"r" * 10_000, 0) for _ in range(100)])
+        with httpx.Client(base_url=b.http_url, timeout=30) as http:
+            body = {"name": "i", "format": "binary", "auto.offset.reset": "earliest"}
+            assert http.post("/consumers/qg", json=body, headers=JSON_HEADERS).status_code == 200
+            base = "/consumers/qg/instances/i"
+            r = http.post(f"{base}/subscription", json={"topics": [topic]}, headers=JSON_HEADERS)
+            assert r.status_code == 204
+            first: float | None = None
+            counted = 0
+            mark: tuple[float, int] | None = None
+            deadline = time.monotonic() + 30
+            while (now := time.monotonic()) < deadline and (first is None or now - first < 5.5):
+                if first is not None and mark is None and now - first >= 1.5:
+                    mark = (now, counted)
+                r = http.get(
+                    f"{base}/records",
+                    params={"timeout": 200, "max_bytes": 20_000},
+                    headers={"Accept": V2_BINARY},
+                )
+                assert r.status_code == 200, r.text
+                if r.json():
+                    first = first or time.monotonic()
+                    counted += len(r.content)
+            assert mark is not None
+            rate = (counted - mark[1]) / (time.monotonic() - mark[0])
+            assert rate == pytest.approx(rate_limit, rel=TOLERANCE), f"{rate:.0f} B/s"
+    finally:
+        b.kill()
