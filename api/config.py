@@ -280,18 +280,17 @@ def load_config(
     values["tls"] = TlsConfig.from_mapping(security_values["tls"])
     values["sasl"] = SaslConfig.from_mapping(security_values["sasl"])
     values["quotas"] = QuotaConfig.from_mapping(security_values["quotas"])
-    secured = values["tls"].enabled or values["sasl"].enabled
-    inter = values["cluster"].inter_broker_protocol if cluster_values else "PLAINTEXT"
-    tls_on, sasl_on = values["tls"].enabled, values["sasl"].enabled
-    client_protocol = ("SASL_" if sasl_on else "") + ("SSL" if tls_on else "PLAINTEXT" if sasl_on else "")
-    if cluster_values and secured and "internal_listen" not in values and inter != client_protocol:
-        # Followers must speak the listener's protocol (cluster.inter_broker), or have their own.
-        raise InvalidConfigError(
-            "[tls]/[sasl] with [cluster] need internal_listen (a listener for replication) or"
-            f" security.inter.broker.protocol={client_protocol}"
-        )
     config = dataclasses.replace(BrokerConfig(), **values)
     inter_broker.check(config)
+    inter = config.cluster.inter_broker_protocol if config.cluster is not None else "PLAINTEXT"
+    tls_on, sasl_on = config.tls.enabled, config.sasl.enabled
+    client_protocol = ("SASL_" if sasl_on else "") + ("SSL" if tls_on else "PLAINTEXT")
+    if config.cluster is not None and config.internal_listen is None and inter != client_protocol:
+        # Followers must speak the listener's protocol (cluster.inter_broker), or have their own.
+        raise InvalidConfigError(
+            f"[cluster] with a {client_protocol} Kafka listener needs internal_listen (a listener for"
+            f" replication) or security.inter.broker.protocol={client_protocol}"
+        )
     return config
 
 

@@ -131,6 +131,12 @@ def test_inter_broker_settings_are_checked(tmp_path: Path) -> None:
         },
         "security.inter.broker.protocol=SSL": {**base, **server_env(pki)},
         "one of PLAINTEXT": {**base, "STRATA_SECURITY_INTER_BROKER_PROTOCOL": "TLS"},
+        "a PLAINTEXT Kafka listener needs internal_listen": {
+            **base,
+            "STRATA_SECURITY_INTER_BROKER_PROTOCOL": "SASL_PLAINTEXT",
+            "STRATA_INTER_BROKER_SASL_USERNAME": "repl",
+            "STRATA_INTER_BROKER_SASL_PASSWORD": REPL_PW,
+        },
     }
     for message, env in cases.items():
         with pytest.raises(InvalidConfigError, match=re.escape(message)):
@@ -141,6 +147,7 @@ def test_inter_broker_settings_are_checked(tmp_path: Path) -> None:
     with_sasl = load_config(
         env={
             **base,
+            "STRATA_INTERNAL_LISTEN": "127.0.0.1:0",
             "STRATA_SECURITY_INTER_BROKER_PROTOCOL": "sasl_plaintext",
             "STRATA_INTER_BROKER_SASL_USERNAME": "repl",
             "STRATA_INTER_BROKER_SASL_PASSWORD": REPL_PW,
