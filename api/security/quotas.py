@@ -26,6 +26,7 @@ burst of one second's quota.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import time
@@ -121,10 +122,6 @@ class WindowedRate:
         if not self._buckets or now >= self._buckets[-1][0] + self.window:
             self._buckets.append([now, 0.0])
         self._buckets[-1][1] += amount
-
-    def unrecord(self, amount: float) -> None:
-        if self._buckets:
-            self._buckets[-1][1] = max(0.0, self._buckets[-1][1] - amount)
 
     def rate(self, now: float) -> float:
         """Bytes/s since the oldest sample began, counted as at least one window long."""
@@ -224,8 +221,10 @@ class FileQuotaStore:
         return self._table
 
     async def alter(self, changes: list[tuple[str | None, str, float | None]]) -> None:
+        self._checked = -math.inf  # read the file as it is now
         table = self.table().altered(changes)
-        write_private(self.path, json.dumps(table.to_json(), indent=1, sort_keys=True).encode())
+        data = json.dumps(table.to_json(), indent=1, sort_keys=True).encode()
+        await asyncio.to_thread(write_private, self.path, data)  # fsyncs: off the event loop
         self._table, self._version = table, file_version(self.path)
 
 
