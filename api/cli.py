@@ -826,6 +826,69 @@ def users_list(data_dir: str, output: str) -> None:
     _emit(output, rows, "\n".join(f"{r['user']}\t{','.join(r['mechanisms'])}" for r in rows))
 
 
+# --- quotas (client byte-rate quotas, AlterClientQuotas/DescribeClientQuotas) ----------------
+
+
+@main.group()
+def quotas() -> None:
+    """Show and change runtime user quotas on a running broker (plaintext listener)."""
+
+
+@quotas.command("describe")
+@_bootstrap
+@_output
+def quotas_describe(bootstrap: str, output: str) -> None:
+    """Runtime quotas per user; <default> is the default user (TOML quotas are not shown)."""
+    try:
+        with _client(bootstrap) as c:
+            rows = c.describe_client_quotas()
+    except StrataError as exc:
+        _fail(str(exc))
+    human = "\n".join(
+        f"{r['user'] or '<default>'}\t" + ",".join(f"{k}={v:g}" for k, v in sorted(r["quotas"].items()))
+        for r in rows
+    )
+    _emit(output, rows, human)
+
+
+@quotas.command("alter")
+@click.option("--user", help="The user (SASL, REST or certificate principal name).")
+@click.option("--default", "default_user", is_flag=True, help="The default user instead.")
+@click.option("--producer-byte-rate", type=float, help="Bytes/s a user may produce.")
+@click.option("--consumer-byte-rate", type=float, help="Bytes/s a user may fetch.")
+@click.option(
+    "--remove",
+    multiple=True,
+    type=click.Choice(["producer_byte_rate", "consumer_byte_rate"]),
+    help="Remove this quota (repeatable).",
+)
+@_bootstrap
+def quotas_alter(
+    user: str | None,
+    default_user: bool,
+    producer_byte_rate: float | None,
+    consumer_byte_rate: float | None,
+    remove: tuple[str, ...],
+    bootstrap: str,
+) -> None:
+    """Set or remove quotas of --user or --default (kept by the broker, or in etcd)."""
+    if (user is None) == (not default_user):
+        _fail("give --user NAME or --default")
+    changes: dict[str, float | None] = {k: None for k in remove}
+    if producer_byte_rate is not None:
+        changes["producer_byte_rate"] = producer_byte_rate
+    if consumer_byte_rate is not None:
+        changes["consumer_byte_rate"] = consumer_byte_rate
+    if not changes:
+        _fail("nothing to change: give --producer-byte-rate, --consumer-byte-rate or --remove")
+    try:
+        with _client(bootstrap) as c:
+            c.alter_client_quotas(user, changes)
+    except StrataError as exc:
+        _fail(str(exc))
+    click.echo(f"altered quotas of {user or '<default>'}")
+
+
 # --- tokens (REST bearer tokens of a broker) -------------------------------------------------
 
 

@@ -437,3 +437,37 @@ def test_rest_consumer_instance_is_held_to_the_fetch_rate(tmp_path: Path) -> Non
             assert rate == pytest.approx(rate_limit, rel=TOLERANCE), f"{rate:.0f} B/s"
     finally:
         b.kill()
+
+
+def test_strata_quotas_cli(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+
+    from tests.brokers import ROOT
+
+    def strata(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "api.cli", "quotas", *args, "-b", b.bootstrap],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    b = BrokerProcess(tmp_path / "data").start()
+    try:
+        assert strata("alter", "--user", "alice", "--producer-byte-rate", "1024").returncode == 0
+        assert strata("alter", "--default", "--consumer-byte-rate", "2048").returncode == 0
+        out = strata("describe", "-o", "json")
+        assert out.returncode == 0, out.stderr
+        assert json.loads(out.stdout) == [
+            {"user": None, "quotas": {"consumer_byte_rate": 2048.0}},
+            {"user": "alice", "quotas": {"producer_byte_rate": 1024.0}},
+        ]
+        assert strata("alter", "--user", "alice", "--remove", "producer_byte_rate").returncode == 0
+        assert strata("describe").stdout.split() == ["<default>", "consumer_byte_rate=2048"]
+        bad = strata("alter", "--user", "alice")
+        assert bad.returncode == 1 and "nothing to change" in bad.stderr
+    finally:
+        b.kill()
