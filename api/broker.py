@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from api.config import BrokerConfig
 from api.metrics import BrokerMetrics
+from api.security.quotas import FileQuotaStore, QuotaManager, quotas_path
 from hot.config import LogConfig
 from hot.errors import (
     InvalidPartitionsError,
@@ -138,6 +139,13 @@ class Broker:
         self.access: AccessControl | None = None
         # SASL / REST basic-auth users (file or, in cluster mode, etcd); None: not needed.
         self.users: UserTable | None = None
+        # Byte-rate quotas per user, shared by the Kafka listeners and REST (cluster mode
+        # swaps in quotas kept in etcd: cluster.node).
+        self.quotas = QuotaManager(
+            config.quotas,
+            FileQuotaStore(quotas_path(config.data_dir)),
+            on_throttle=self.metrics.quota_throttled,
+        )
         self._loop: asyncio.AbstractEventLoop | None = None
         self._waiters: dict[int, set[asyncio.Future[None]]] = {}
         self._listening: weakref.WeakSet[Log] = weakref.WeakSet()

@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from api.cli_acl import acl as acl_group
+from api.cli_acl import connect, security_options
 from hot.errors import StrataError
 
 
@@ -43,6 +44,27 @@ def main() -> None:
 @click.option(
     "--inter-broker-listener", metavar="HOST:PORT", help="Address followers fetch from [the Kafka listener]."
 )
+@click.option("--tls-cert", metavar="PEM", help="TLS certificate chain: TLS on the Kafka and HTTP listeners.")
+@click.option("--tls-key", metavar="PEM", help="TLS private key (with --tls-cert).")
+@click.option("--tls-ca", metavar="PEM", help="CA bundle client certificates are checked against.")
+@click.option(
+    "--tls-client-auth", type=click.Choice(["none", "requested", "required"]), help="Mutual TLS [none]."
+)
+@click.option(
+    "--sasl-mechanisms", metavar="MECH,...", help="SASL on the Kafka listener, e.g. SCRAM-SHA-512,PLAIN."
+)
+@click.option(
+    "--rest-auth",
+    metavar="none|basic|bearer|basic,bearer",
+    help="REST authentication: basic (strata users), bearer (strata tokens) [none].",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+    default="INFO",
+    show_default=True,
+    help="Log level of the broker's stderr log.",
+)
 def serve(
     config_file: str | None,
     data_dir: str | None,
@@ -54,12 +76,28 @@ def serve(
     etcd: str | None,
     broker_id: int | None,
     inter_broker_listener: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    tls_ca: str | None,
+    tls_client_auth: str | None,
+    sasl_mechanisms: str | None,
+    rest_auth: str | None,
+    log_level: str,
 ) -> None:
-    """Start a broker on this machine."""
+    """Start a broker on this machine.
+
+    Settings: flags over STRATA_* environment variables over the --config TOML.
+    """
     from api.config import load_config
     from api.server import run
 
     try:
+        rest: dict[str, object] = {}
+        if rest_auth is not None:
+            schemes = {x.strip().lower() for x in rest_auth.split(",") if x.strip()} - {"none"}
+            if schemes - {"basic", "bearer"}:
+                raise click.BadParameter(f"unknown scheme in {rest_auth!r}", param_hint="--rest-auth")
+            rest = {"rest_basic_auth": "basic" in schemes, "rest_bearer_auth": "bearer" in schemes}
         config = load_config(
             config_file=config_file,
             overrides={
@@ -71,9 +109,11 @@ def serve(
                 "auto_create_topics": auto_create_topics,
                 "broker_id": broker_id,
                 "cluster": {"etcd": etcd, "inter.broker.listener": inter_broker_listener},
+                "tls": {"cert": tls_cert, "key": tls_key, "ca": tls_ca, "client_auth": tls_client_auth},
+                "sasl": {"mechanisms": sasl_mechanisms, **rest},
             },
         )
-        sys.exit(run(config))
+        sys.exit(run(config, log_level=log_level.upper()))
     except StrataError as exc:
         _fail(str(exc))
     except OSError as exc:
@@ -829,6 +869,158 @@ def users_list(data_dir: str, etcd: str | None, cluster_name: str, output: str) 
 # -- ACLs (logic in api.cli_acl) ----------------------------------------------------------------
 
 main.add_command(acl_group)
+# --- quotas (client byte-rate quotas, AlterClientQuotas/DescribeClientQuotas) ----------------
+
+
+@main.group()
+def quotas() -> None:
+    """Show and change runtime user quotas on a running broker (security options as `strata acl`)."""
+
+
+@quotas.command("describe")
+@security_options
+def quotas_describe(**kw: Any) -> None:
+    """Runtime quotas per user; <default> is the default user (TOML quotas are not shown)."""
+    output = kw["output"]
+    try:
+        with connect(kw) as c:
+            rows = c.describe_client_quotas()
+    except StrataError as exc:
+        _fail(str(exc))
+    human = "\n".join(
+        f"{r['user'] or '<default>'}\t" + ",".join(f"{k}={v:g}" for k, v in sorted(r["quotas"].items()))
+        for r in rows
+    )
+    _emit(output, rows, human)
+
+
+@quotas.command("alter")
+@click.option("--user", help="The user (SASL, REST or certificate principal name).")
+@click.option("--default", "default_user", is_flag=True, help="The default user instead.")
+@click.option("--producer-byte-rate", type=float, help="Bytes/s a user may produce.")
+@click.option("--consumer-byte-rate", type=float, help="Bytes/s a user may fetch.")
+@click.option(
+    "--remove",
+    multiple=True,
+    type=click.Choice(["producer_byte_rate", "consumer_byte_rate"]),
+    help="Remove this quota (repeatable).",
+)
+@security_options
+def quotas_alter(
+    user: str | None,
+    default_user: bool,
+    producer_byte_rate: float | None,
+    consumer_byte_rate: float | None,
+    remove: tuple[str, ...],
+    **kw: Any,
+) -> None:
+    """Set or remove quotas of --user or --default (kept by the broker, or in etcd)."""
+    if (user is None) == (not default_user):
+        _fail("give --user NAME or --default")
+    changes: dict[str, float | None] = {k: None for k in remove}
+    if producer_byte_rate is not None:
+        changes["producer_byte_rate"] = producer_byte_rate
+    if consumer_byte_rate is not None:
+        changes["consumer_byte_rate"] = consumer_byte_rate
+    if not changes:
+        _fail("nothing to change: give --producer-byte-rate, --consumer-byte-rate or --remove")
+    try:
+        with connect(kw) as c:
+            c.alter_client_quotas(user, changes)
+    except StrataError as exc:
+        _fail(str(exc))
+    click.echo(f"altered quotas of {user or '<default>'}")
+
+
+# --- tokens (REST bearer tokens of a broker) -------------------------------------------------
+
+
+@main.group()
+def tokens() -> None:
+    """Create, list and revoke REST bearer tokens (serve with --rest-auth bearer)."""
+
+
+def _token_row(t: Any, now: float) -> dict[str, Any]:
+    import datetime
+
+    def iso(ts: float | None) -> str | None:
+        return (
+            None
+            if ts is None
+            else datetime.datetime.fromtimestamp(ts, datetime.UTC).isoformat(timespec="seconds")
+        )
+
+    return {
+        "id": t.id,
+        "user": t.user,
+        "created": iso(t.created),
+        "expires": iso(t.expires),
+        "expired": t.expired(now),
+    }
+
+
+@tokens.command("create")
+@click.option("--user", required=True, help="The principal the token acts as.")
+@click.option("--ttl", default="24h", show_default=True, help="Lifetime: 3600, 30m, 12h, 30d or never.")
+@_users_data_dir
+@_output
+def tokens_create(user: str, ttl: str, data_dir: str, output: str) -> None:
+    """Create a token; it is printed once and only its SHA-256 is kept."""
+    import time
+    from pathlib import Path
+
+    from api.security.tokens import TokenStore, parse_ttl, tokens_path
+
+    try:
+        token, info = TokenStore(tokens_path(Path(data_dir))).create(user, parse_ttl(ttl))
+    except StrataError as exc:
+        _fail(str(exc))
+    _emit(output, {**_token_row(info, time.time()), "token": token}, token)
+
+
+@tokens.command("list")
+@_users_data_dir
+@_output
+def tokens_list(data_dir: str, output: str) -> None:
+    """The tokens' ids, users and expiry (never a token)."""
+    import time
+    from pathlib import Path
+
+    from api.security.tokens import TokenStore, tokens_path
+
+    try:
+        rows = [_token_row(t, time.time()) for t in TokenStore(tokens_path(Path(data_dir))).infos()]
+    except StrataError as exc:
+        _fail(str(exc))
+    human = "\n".join(
+        f"{r['id']}\t{r['user']}\t{r['expires'] or 'never'}{' (expired)' if r['expired'] else ''}"
+        for r in rows
+    )
+    _emit(output, rows, human)
+
+
+@tokens.command("revoke")
+@click.argument("token_id", required=False)
+@click.option("--user", help="Revoke every token of this user instead.")
+@_users_data_dir
+@_output
+def tokens_revoke(token_id: str | None, user: str | None, data_dir: str, output: str) -> None:
+    """Revoke the token with TOKEN_ID (from `list`), or all tokens of --user."""
+    import time
+    from pathlib import Path
+
+    from api.security.tokens import TokenStore, tokens_path
+
+    if (token_id is None) == (user is None):
+        _fail("give a token id or --user, not both")
+    try:
+        gone = TokenStore(tokens_path(Path(data_dir))).revoke(token_id=token_id, user=user)
+    except StrataError as exc:
+        _fail(str(exc))
+    if not gone:
+        _fail(f"no token {token_id!r}" if token_id is not None else f"no token of user {user!r}")
+    rows = [_token_row(t, time.time()) for t in gone]
+    _emit(output, rows, "\n".join(f"revoked {r['id']} ({r['user']})" for r in rows))
 
 
 # -- records: produce, consume, bench (logic in api.cli_records) ------------------------------

@@ -25,10 +25,12 @@ from api.protocol.messages.acls import (
     DeleteAclsRequest,
     DescribeAclsRequest,
 )
+from api.protocol.messages.alter_client_quotas import AlterClientQuotasRequest, AlterEntryData, OpData
 from api.protocol.messages.api_versions import ApiVersionsRequest
 from api.protocol.messages.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from api.protocol.messages.delete_groups import DeleteGroupsRequest
 from api.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicState
+from api.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest, EntityData
 from api.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from api.protocol.messages.describe_groups import DescribeGroupsRequest
 from api.protocol.messages.list_groups import ListGroupsRequest
@@ -179,6 +181,28 @@ class KafkaClient:
         for t in self.call(ApiKey.DELETE_TOPICS, req).responses:
             if t.error_code:
                 raise error_for_code(t.error_code, t.error_message)
+
+    def describe_client_quotas(self) -> list[dict[str, Any]]:
+        """Runtime user quotas: ``[{"user": name or None (default), "quotas": {key: rate}}]``."""
+        resp = self.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, DescribeClientQuotasRequest())
+        if resp.error_code:
+            raise error_for_code(resp.error_code, resp.error_message)
+        return [
+            {"user": e.entity[0].entity_name, "quotas": {v.key: v.value for v in e.values}}
+            for e in resp.entries or ()
+            if len(e.entity) == 1 and e.entity[0].entity_type == "user"
+        ]
+
+    def alter_client_quotas(self, user: str | None, changes: dict[str, float | None]) -> None:
+        """Set (a rate) or remove (None) quotas of ``user``; None is the default user."""
+        ops = tuple(
+            OpData(key=k, remove=True) if v is None else OpData(key=k, value=v) for k, v in changes.items()
+        )
+        entity = (EntityData(entity_type="user", entity_name=user),)
+        req = AlterClientQuotasRequest(entries=(AlterEntryData(entity=entity, ops=ops),))
+        for e in self.call(ApiKey.ALTER_CLIENT_QUOTAS, req).entries:
+            if e.error_code:
+                raise error_for_code(e.error_code, e.error_message)
 
     def list_topics(self) -> list[dict[str, Any]]:
         resp = self.call(ApiKey.METADATA, MetadataRequest(topics=None, allow_auto_topic_creation=False))

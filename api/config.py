@@ -47,7 +47,8 @@ underscores (``STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS``), and the cluster setti
 of cluster.config the same way (``STRATA_ETCD``, ``STRATA_REPLICA_LAG_TIME_MAX_MS``),
 and the security settings as ``STRATA_TLS_<KEY>`` / ``STRATA_SASL_<KEY>`` /
 ``STRATA_AUTHORIZATION_<KEY>`` (``STRATA_TLS_CERT``, ``STRATA_SASL_MECHANISMS``,
-``STRATA_AUTHORIZATION_ENABLED``; see api.security.config).
+``STRATA_AUTHORIZATION_ENABLED``; see api.security.config), and the default quotas as
+``STRATA_QUOTAS_PRODUCER_BYTE_RATE`` / ``STRATA_QUOTAS_CONSUMER_BYTE_RATE``.
 """
 
 from __future__ import annotations
@@ -70,6 +71,8 @@ from api.security.config import (
     SaslConfig,
     TlsConfig,
 )
+from api.security.quotas import QUOTA_KEYS, QuotaConfig
+from cluster import inter_broker
 from cluster.config import ENV_NAMES as CLUSTER_ENV_NAMES
 from cluster.config import ClusterConfig
 from hot.config import KAFKA_NAMES, LogConfig
@@ -124,6 +127,7 @@ class BrokerConfig:
     tls: TlsConfig = field(default_factory=TlsConfig)
     sasl: SaslConfig = field(default_factory=SaslConfig)
     authorization: AuthorizationConfig = field(default_factory=AuthorizationConfig)
+    quotas: QuotaConfig = field(default_factory=QuotaConfig)
 
     @property
     def object_store_url(self) -> str:
@@ -195,7 +199,7 @@ def load_config(
     tiering_values: dict[str, object] = {}
     group_values: dict[str, object] = {}
     cluster_values: dict[str, object] = {}
-    security_values: dict[str, dict[str, object]] = {"tls": {}, "sasl": {}, "authorization": {}}
+    security_values: dict[str, dict[str, object]] = {"tls": {}, "sasl": {}, "authorization": {}, "quotas": {}}
 
     path = config_file or env.get("STRATA_CONFIG")
     if path:
@@ -253,7 +257,8 @@ def load_config(
         env_value = env.get(env_key)
         if env_value is not None and env_value != "":
             cluster_values[name] = env_value
-    for table, keys in (("tls", TLS_KEYS), ("sasl", SASL_KEYS), ("authorization", AUTHZ_KEYS)):
+    tables = (("tls", TLS_KEYS), ("sasl", SASL_KEYS), ("authorization", AUTHZ_KEYS), ("quotas", QUOTA_KEYS))
+    for table, keys in tables:
         for name in keys:
             env_value = env.get(f"STRATA_{table.upper()}_{name.upper()}")
             if env_value is not None and env_value != "":
@@ -288,19 +293,32 @@ def load_config(
     values["tls"] = TlsConfig.from_mapping(security_values["tls"])
     values["sasl"] = SaslConfig.from_mapping(security_values["sasl"])
     values["authorization"] = AuthorizationConfig.from_mapping(security_values["authorization"])
-    secured = values["tls"].enabled or values["sasl"].enabled
-    if cluster_values and secured and "internal_listen" not in values:
-        # Followers fetch in plaintext (cluster.fetcher): they need a listener of their own.
+    values["quotas"] = QuotaConfig.from_mapping(security_values["quotas"])
+    config = dataclasses.replace(BrokerConfig(), **values)
+    inter_broker.check(config)
+    inter = config.cluster.inter_broker_protocol if config.cluster is not None else "PLAINTEXT"
+    tls_on, sasl_on = config.tls.enabled, config.sasl.enabled
+    client_protocol = ("SASL_" if sasl_on else "") + ("SSL" if tls_on else "PLAINTEXT")
+    if config.cluster is not None and config.internal_listen is None and inter != client_protocol:
+        # Followers must speak the listener's protocol (cluster.inter_broker), or have their own.
         raise InvalidConfigError(
-            "[tls]/[sasl] with [cluster] need internal_listen: a plaintext listener for replication"
+            f"[cluster] with a {client_protocol} Kafka listener needs internal_listen (a listener for"
+            f" replication) or security.inter.broker.protocol={client_protocol}"
         )
-    if cluster_values and values["authorization"].enabled and "internal_listen" not in values:
-        # Followers are anonymous: only the internal listener is the inter-broker principal.
+    if (
+        config.cluster is not None
+        and config.authorization.enabled
+        and config.internal_listen is None
+        and inter == "PLAINTEXT"
+    ):
+        # Plaintext followers are anonymous: only the internal listener is the inter-broker
+        # principal. Over SSL/SASL they are the broker's certificate or the inter-broker user,
+        # which then needs CLUSTER_ACTION on the cluster (or to be a super user).
         raise InvalidConfigError(
-            "[authorization] with [cluster] needs internal_listen: the inter-broker listener"
-            " replication uses (not subject to ACLs)"
+            "[authorization] with [cluster] needs internal_listen (the inter-broker listener,"
+            " not subject to ACLs) or an authenticated security.inter.broker.protocol"
         )
-    return dataclasses.replace(BrokerConfig(), **values)
+    return config
 
 
 def _scalar_text(value: Any) -> str:

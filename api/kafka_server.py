@@ -18,6 +18,8 @@ read, and a failed one (no client certificate, a plaintext client) is one log li
 SASL only ApiVersions, SaslHandshake and SaslAuthenticate are served until the client
 has authenticated; any other request closes the connection, as Kafka does. A failed
 authentication is answered (SASL_AUTHENTICATION_FAILED) and the connection then closed.
+After a SaslHandshake v0 the tokens come as bare size-prefixed frames, answered the same
+way (KIP-43, before SaslAuthenticate existed); a failure there just closes the connection.
 
 Malformed input (bad frame sizes, unknown API keys, undecodable bodies, unsupported
 versions other than the ApiVersions fallback) closes that connection only, with one
@@ -132,12 +134,18 @@ from api.protocol.messages.produce import (
 )
 from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from api.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from api.quota_handlers import (
+    handle_alter_client_quotas,
+    handle_describe_client_quotas,
+    with_fetch_quota,
+    with_produce_quota,
+)
 from api.reassignment_handlers import (
     handle_alter_partition_reassignments,
     handle_list_partition_reassignments,
 )
 from api.security.group_guards import GROUP_GUARDS
-from api.security.guards import TOPIC_GUARDS, guard
+from api.security.guards import TOPIC_GUARDS, UNGUARDED, guard
 from api.security.sasl import SaslSession
 from api.security.tls import describe_handshake_error, peer_principal
 from api.security.users import UserTable
@@ -193,6 +201,9 @@ class KafkaServer:
         self.handlers: dict[int, Handler] = {
             key: guard(key, h, GUARDS) for key, h in {**HANDLERS, **(handlers or {})}.items()
         }
+        # Byte-rate quotas (api.quota_handlers) around whichever Produce/Fetch is served.
+        self.handlers[ApiKey.PRODUCE] = with_produce_quota(self.handlers[ApiKey.PRODUCE])
+        self.handlers[ApiKey.FETCH] = with_fetch_quota(self.handlers[ApiKey.FETCH])
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
 
@@ -272,6 +283,9 @@ class Connection:
         self._close_after_answer = False
         self.tls = writer.get_extra_info("ssl_object") is not None
         self._direct: socket.socket | None = None
+        self._muted_until = 0.0  # quota throttling: no reads before this (time.monotonic)
+        # Set by a SaslHandshake v0: frames are raw SASL tokens until authenticated.
+        self.raw_sasl: RequestHeader | None = None
 
     async def run(self) -> None:
         self._write_task = asyncio.create_task(self._write_loop())
@@ -290,6 +304,17 @@ class Connection:
                 await asyncio.wait_for(self.pending.put(None), timeout=30)
                 await asyncio.wait_for(self._write_task, timeout=30)
             self.abort()
+
+    def throttle(self, ms: int) -> None:
+        """Stop reading this connection for ``ms`` (KIP-219: the response is already on its way)."""
+        self._muted_until = max(self._muted_until, time.monotonic() + ms / 1000)
+
+    def throttled_ms(self) -> int:
+        return max(0, round((self._muted_until - time.monotonic()) * 1000))
+
+    async def _unmuted(self) -> None:
+        while (delay := self._muted_until - time.monotonic()) > 0:
+            await asyncio.sleep(delay)
 
     def stop_reading(self) -> None:
         self._reading = False
@@ -311,6 +336,7 @@ class Connection:
 
     async def _read_loop(self) -> None:
         while self._reading:
+            await self._unmuted()
             data = await self.reader.read(READ_CHUNK)
             if not data:
                 if not self.decoder.at_boundary:
@@ -322,9 +348,13 @@ class Connection:
                 return
             self.decoder.feed(data)
             while (frame := self.decoder.next_frame()) is not None:
+                await self._unmuted()
                 await self._dispatch(frame)
 
     async def _dispatch(self, frame: bytes) -> None:
+        if self.raw_sasl is not None:
+            await self._enqueue(self.raw_sasl, asyncio.create_task(self._raw_sasl_token(frame)))
+            return
         started = time.perf_counter()
         try:
             header, request = decode_request(frame)
@@ -339,6 +369,9 @@ class Connection:
         if self.sasl is not None and not self.sasl.authenticated and header.api_key not in PRE_AUTH_APIS:
             raise ProtocolError(f"{APIS[header.api_key].name} request before SASL authentication")
         handler = self.server.handlers[header.api_key]
+        admit = getattr(handler, "admit", None)
+        if admit is not None:  # quota accounting on arrival (api.quota_handlers)
+            admit(self, request)
         task = asyncio.create_task(self._run_handler(handler, header, request, started))
         await self._enqueue(header, task)
 
@@ -431,6 +464,27 @@ class Connection:
             self._direct.setblocking(False)
         await loop.sock_sendall(self._direct, part)
 
+    async def _raw_sasl_token(self, token: bytes) -> list[bytes] | None:
+        """One token of the SaslHandshake v0 flow: the answer goes out as a bare frame."""
+        session = self.sasl
+        assert session is not None
+        try:
+            answer = await session.authenticate(token)
+        except StrataError as exc:
+            self.authentication_failed(session.mechanism or "?", session.username, exc)
+            self.stop_reading()  # v0 has no way to say why: the connection just closes
+            return None
+        if session.authenticated:
+            self.raw_sasl = None  # Kafka requests from here on
+            self.authenticated(session)
+        return [answer]
+
+    def authenticated(self, session: SaslSession) -> None:
+        self.principal = session.principal
+        log.info(
+            "client %s authenticated as %r with SASL %s", self.peer, session.principal, session.mechanism
+        )
+
     def authentication_failed(self, mechanism: str, user: str | None, exc: StrataError) -> None:
         # never the token: it holds the password (PLAIN) or a proof (SCRAM)
         log.warning(
@@ -466,6 +520,8 @@ async def handle_sasl_handshake(
         conn.sasl.handshake(req.mechanism)
     except StrataError as exc:
         return SaslHandshakeResponse(error_code=kafka_code(exc), mechanisms=conn.sasl.enabled)
+    if header.api_version == 0:  # raw tokens follow (KIP-43), not SaslAuthenticate requests
+        conn.raw_sasl = header
     return SaslHandshakeResponse(mechanisms=conn.sasl.enabled)
 
 
@@ -485,10 +541,7 @@ async def handle_sasl_authenticate(
             error_code=kafka_code(exc), error_message=f"Authentication failed: {exc}"
         )
     if session.authenticated:
-        conn.principal = session.principal
-        log.info(
-            "client %s authenticated as %r with SASL %s", conn.peer, session.principal, session.mechanism
-        )
+        conn.authenticated(session)
     return SaslAuthenticateResponse(auth_bytes=answer)
 
 
@@ -986,7 +1039,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_ACLS: handle_delete_acls,
     ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
 }
 
 # Every API the codec advertises must have a handler, and vice versa.
 assert set(HANDLERS) == set(APIS), set(HANDLERS) ^ set(APIS)
+# every API is checked by a guard unless listed, with its reason, in UNGUARDED
+assert set(APIS) == set(GUARDS) | UNGUARDED, set(APIS) ^ (set(GUARDS) | UNGUARDED)

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
+_THROTTLE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
 
 class BrokerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
@@ -69,6 +71,17 @@ class BrokerMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
+
+        self.quota_throttle = Histogram(
+            "strata_quota_throttle_seconds",
+            "Throttle times imposed on a user over its byte-rate quota (api.security.quotas)",
+            ["principal", "quota"],
+            buckets=_THROTTLE_BUCKETS,
+            registry=r,
+        )
+
+    def quota_throttled(self, user: str, quota: str, seconds: float) -> None:
+        self.quota_throttle.labels(f"User:{user}", quota).observe(seconds)
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -37,6 +37,7 @@ from api.security.acl_store import AclStore, FileAclStore, acls_path
 from api.security.authz import AccessControl
 from api.security.tls import server_context, uvicorn_options
 from api.security.users import UserStore, users_path
+from cluster.inter_broker import internal_listener_options
 from hot.manager import LogManager
 from hot.topics import TopicInfo
 from tiering.metrics import TieringMetrics
@@ -170,7 +171,8 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         else:
             broker = Broker(config, manager, metrics, tiering=tiering, groups=groups)
         broker.bind_loop(loop)
-        needs_users = config.sasl.enabled or config.sasl.rest_basic_auth
+        inter_sasl = config.cluster is not None and config.cluster.inter_broker_sasl
+        needs_users = config.sasl.enabled or config.sasl.rest_basic_auth or inter_sasl
         if node is not None and (config.authorization.enabled or needs_users):
             await node.start_security()  # ACLs and users from etcd, before any listener
         if needs_users:
@@ -191,9 +193,16 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         internal: KafkaServer | None = None
         internal_addr: HostPort | None = None
         if internal_sock is not None and config.internal_listen is not None:
-            # Replication's listener: the same handlers, no TLS or SASL (cluster.fetcher).
+            # Replication's listener: the same handlers, with the inter-broker protocol's
+            # security (cluster.inter_broker; plaintext by default). Its clients are the
+            # inter-broker principal: no ACL checks there.
+            internal_opts = internal_listener_options(config)
             internal = KafkaServer(
-                broker, handlers=node.kafka_handlers() if node is not None else None, inter_broker=True
+                broker,
+                handlers=node.kafka_handlers() if node is not None else None,
+                users=broker.users if internal_opts.get("sasl_mechanisms") else None,
+                inter_broker=True,
+                **internal_opts,
             )
             await internal.start(internal_sock)
             internal_addr = HostPort(config.internal_listen.host, internal_sock.getsockname()[1])
@@ -217,7 +226,8 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         security = _security_protocol(config)
         say(f"strata: kafka listener on {kafka_addr} (advertised as {config.advertised}; {security})")
         if internal_addr is not None:
-            say(f"strata: internal kafka listener on {internal_addr} (PLAINTEXT, for replication)")
+            protocol = config.cluster.inter_broker_protocol if config.cluster is not None else "PLAINTEXT"
+            say(f"strata: internal kafka listener on {internal_addr} ({protocol}, for replication)")
         if config.authorization.enabled:
             supers = ", ".join(sorted(config.authorization.super_users)) or "none"
             say(f"strata: authorization on (ACLs in {_acl_home(config)}; super users {supers})")
@@ -286,9 +296,9 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
     say("strata: stopped cleanly")
 
 
-def run(config: BrokerConfig) -> int:
+def run(config: BrokerConfig, *, log_level: str = "INFO") -> int:
     logging.basicConfig(
-        level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     try:
         asyncio.run(serve(config))

@@ -18,6 +18,13 @@ environment each is ``STRATA_`` + the name upper-cased with dots as underscores
     default.replication.factor                    for CreateTopics with -1 and auto-creation (1)
     inter.broker.listener                         host:port followers connect to; default the
                                                   advertised Kafka listener (Strata's)
+    security.inter.broker.protocol                PLAINTEXT | SSL | SASL_PLAINTEXT | SASL_SSL
+                                                  of follower connections (PLAINTEXT); SSL is
+                                                  mutual: a broker's [tls] certificate is its
+                                                  client certificate, checked against [tls] ca
+    sasl.mechanism.inter.broker.protocol          SASL mechanism of followers (SCRAM-SHA-512)
+    inter.broker.sasl.username                    the user followers authenticate as (Strata's)
+    inter.broker.sasl.password                    its password (Strata's; a secret, never logged)
 
 The cluster's name (etcd key prefix) is the broker's ``cluster_id``; the broker id is
 the broker's ``broker_id`` when given, else assigned through etcd (``broker_id`` None).
@@ -27,11 +34,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from hot.config import INT32_MAX
 from hot.errors import InvalidConfigError
+
+INTER_BROKER_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,20 +57,43 @@ class ClusterConfig:
     hw_checkpoint_interval_ms: int = 5000  # replica.high.watermark.checkpoint.interval.ms
     default_replication_factor: int = 1  # default.replication.factor
     inter_broker_listener: str | None = None  # inter.broker.listener (host:port)
+    inter_broker_protocol: str = "PLAINTEXT"  # security.inter.broker.protocol
+    inter_broker_sasl_mechanism: str = "SCRAM-SHA-512"  # sasl.mechanism.inter.broker.protocol
+    inter_broker_sasl_username: str | None = None  # inter.broker.sasl.username
+    inter_broker_sasl_password: str | None = field(default=None, repr=False)  # never in a repr
 
     def __post_init__(self) -> None:
         _endpoints(self.etcd)
         if self.broker_id is not None and (isinstance(self.broker_id, bool) or self.broker_id < 0):
             raise InvalidConfigError(f"broker id must be non-negative, got {self.broker_id!r}")
-        for name, (field, parse) in _SPEC.items():
-            if field in ("etcd", "inter_broker_listener"):
+        for name, (attr, parse) in _SPEC.items():
+            if attr in _NOT_INTS:
                 continue
-            value = getattr(self, field)
+            value = getattr(self, attr)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise InvalidConfigError(f"{name}: expected an integer, got {value!r}")
             parse(str(value), name)
         if self.inter_broker_listener is not None:
             parse_host_port(self.inter_broker_listener, "inter.broker.listener")
+        if self.inter_broker_protocol not in INTER_BROKER_PROTOCOLS:
+            raise InvalidConfigError(
+                f"security.inter.broker.protocol: one of {', '.join(INTER_BROKER_PROTOCOLS)},"
+                f" got {self.inter_broker_protocol!r}"
+            )
+        credentials = self.inter_broker_sasl_username and self.inter_broker_sasl_password
+        if self.inter_broker_sasl and not credentials:
+            raise InvalidConfigError(
+                f"security.inter.broker.protocol={self.inter_broker_protocol} needs"
+                " inter.broker.sasl.username and inter.broker.sasl.password"
+            )
+
+    @property
+    def inter_broker_tls(self) -> bool:
+        return self.inter_broker_protocol in ("SSL", "SASL_SSL")
+
+    @property
+    def inter_broker_sasl(self) -> bool:
+        return self.inter_broker_protocol.startswith("SASL_")
 
     @property
     def lease_ttl_s(self) -> int:
@@ -122,6 +154,26 @@ def _int(lo: int, hi: int = INT32_MAX) -> Callable[[str, str], object]:
     return parse
 
 
+def _protocol(raw: str, name: str) -> object:
+    text = raw.strip().upper()
+    if text not in INTER_BROKER_PROTOCOLS:
+        raise InvalidConfigError(f"{name}: one of {', '.join(INTER_BROKER_PROTOCOLS)}, got {raw!r}")
+    return text
+
+
+def _mechanism(raw: str, name: str) -> object:
+    text = raw.strip().upper()
+    if text not in ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"):
+        raise InvalidConfigError(f"{name}: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512, got {raw!r}")
+    return text
+
+
+def _secret(raw: str, name: str) -> object:
+    if not raw:
+        raise InvalidConfigError(f"{name}: must not be empty")
+    return raw
+
+
 def _text(raw: str, name: str) -> object:
     text = raw.strip()
     if not text:
@@ -145,6 +197,20 @@ _SPEC: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
     "replica.high.watermark.checkpoint.interval.ms": ("hw_checkpoint_interval_ms", _int(1)),
     "default.replication.factor": ("default_replication_factor", _int(1, 32767)),
     "inter.broker.listener": ("inter_broker_listener", _text),
+    "security.inter.broker.protocol": ("inter_broker_protocol", _protocol),
+    "sasl.mechanism.inter.broker.protocol": ("inter_broker_sasl_mechanism", _mechanism),
+    "inter.broker.sasl.username": ("inter_broker_sasl_username", _secret),
+    "inter.broker.sasl.password": ("inter_broker_sasl_password", _secret),
 }
+_NOT_INTS: Final = frozenset(
+    {
+        "etcd",
+        "inter_broker_listener",
+        "inter_broker_protocol",
+        "inter_broker_sasl_mechanism",
+        "inter_broker_sasl_username",
+        "inter_broker_sasl_password",
+    }
+)
 KAFKA_NAMES: Final[tuple[str, ...]] = tuple(_SPEC)
 ENV_NAMES: Final[dict[str, str]] = {"STRATA_" + n.upper().replace(".", "_"): n for n in _SPEC}

@@ -25,6 +25,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,6 +46,8 @@ from api.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
+from api.security.sasl_client import authenticate
+from cluster.inter_broker import InterBrokerClient
 from cluster.replication.follower import (
     Backoff,
     FetchFrom,
@@ -80,22 +83,41 @@ class FetchConnectionError(StrataError):
 class BrokerConnection:
     """One Kafka protocol connection to another broker; one request at a time."""
 
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(
+        self, host: str, port: int, client_id: str, security: InterBrokerClient | None = None
+    ) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
+        self.security = security  # TLS and/or SASL towards the leader (cluster.inter_broker)
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._correlation = 0
 
     async def open(self, timeout: float) -> None:
+        sec = self.security
+        tls: dict[str, Any] = {}
+        if sec is not None and sec.ssl_context is not None:
+            tls = {"ssl": sec.ssl_context, "server_hostname": self.host, "ssl_handshake_timeout": timeout}
         try:
             reader, writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, limit=1 << 20), timeout
+                asyncio.open_connection(self.host, self.port, limit=1 << 20, **tls), timeout
             )
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ssl.SSLError) as exc:
             raise FetchConnectionError(f"cannot connect to {self.host}:{self.port}: {exc!r}") from exc
         self._reader, self._writer = reader, writer
+        if sec is not None and sec.sasl_mechanism is not None:
+            assert sec.sasl_username is not None and sec.sasl_password is not None
+            try:
+                await authenticate(
+                    lambda key, req: self.call(key, req, timeout),
+                    sec.sasl_mechanism,
+                    sec.sasl_username,
+                    sec.sasl_password,
+                )
+            except StrataError as exc:
+                await self.close()
+                raise FetchConnectionError(f"{self.host}:{self.port}: {exc}") from exc
         sock = writer.get_extra_info("socket")
         if sock is not None:
             # Without it Nagle holds back a fetch behind the previous one's unacknowledged
@@ -249,7 +271,10 @@ class ReplicaFetcher:
                         if conn is not None:
                             await conn.close()
                         conn = BrokerConnection(
-                            address[0], address[1], f"strata-replica-fetcher-{self.manager.broker_id}"
+                            address[0],
+                            address[1],
+                            f"strata-replica-fetcher-{self.manager.broker_id}",
+                            self.manager.security,
                         )
                         await conn.open(self.config.etcd_timeout_s)
                     await self._truncate_all(conn)

@@ -11,6 +11,7 @@ default), so several clusters can share one etcd:
     <root>/<name>/partitions/<topic>/<p>/state    PartitionState JSON
     <root>/<name>/security/acls                   ACL bindings JSON (cluster.security)
     <root>/<name>/security/users                  SASL credentials JSON: salted SCRAM keys
+    <root>/<name>/quotas                          runtime client quotas JSON (api.security.quotas)
 
 Broker ids and partition numbers are written in decimal without padding; readers parse
 them rather than relying on key order. Topic names are Kafka-legal (letters, digits,
@@ -113,6 +114,12 @@ class KeyLayout:
     def users(self) -> bytes:
         return self.security_prefix + b"users"
 
+    # --- client quotas ----------------------------------------------------------------------
+
+    @property
+    def quotas(self) -> bytes:
+        return self.prefix + b"quotas"
+
     # --- parsing (keys seen in listings and watches) ---------------------------------------------
 
     def parse(self, key: bytes) -> ParsedKey | None:
@@ -132,6 +139,8 @@ class KeyLayout:
             return PartitionStateKey(parts[1], int(parts[2]))
         if rest == "controller":
             return ControllerKey()
+        if rest == "quotas":
+            return QuotasKey()
         return None
 
 
@@ -160,4 +169,9 @@ class ControllerKey:
     pass
 
 
-ParsedKey = BrokerKey | TopicKey | PartitionStateKey | ControllerKey
+@dataclass(frozen=True, slots=True)
+class QuotasKey:
+    pass
+
+
+ParsedKey = BrokerKey | TopicKey | PartitionStateKey | ControllerKey | QuotasKey

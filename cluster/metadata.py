@@ -50,7 +50,7 @@ from cluster.etcd import (
     WatchReset,
     WatchUpdate,
 )
-from cluster.keys import BrokerKey, ControllerKey, KeyLayout, PartitionStateKey, TopicKey
+from cluster.keys import BrokerKey, ControllerKey, KeyLayout, PartitionStateKey, QuotasKey, TopicKey
 from cluster.replication.reassignment import PartitionReplicas
 from hot.errors import (
     InvalidConfigError,
@@ -481,6 +481,7 @@ class ClusterView:
         self.topics: dict[str, Versioned[TopicAssignment]] = {}
         self.partitions: dict[tuple[str, int], Versioned[PartitionState]] = {}
         self.controller: Versioned[ControllerRecord] | None = None
+        self.quotas: KeyValue | None = None  # raw: parsed by cluster.quotas
         self.revision = 0
         self.ready = False
         self.seq = 0  # bumped by every applied update
@@ -492,6 +493,7 @@ class ClusterView:
             self.topics.clear()
             self.partitions.clear()
             self.controller = None
+            self.quotas = None
             for kv in update.kvs:
                 self._put(kv)
             self.revision = update.revision
@@ -526,6 +528,8 @@ class ClusterView:
                 self.controller = Versioned(
                     ControllerRecord.from_json(kv.value), kv.mod_revision, kv.create_revision
                 )
+            elif isinstance(parsed, QuotasKey):
+                self.quotas = kv
         except CorruptMetadataError as exc:
             log.warning("ignoring %r: %s", kv.key, exc)
             self._delete(kv.key)
@@ -540,6 +544,8 @@ class ClusterView:
             self.partitions.pop((parsed.topic, parsed.partition), None)
         elif isinstance(parsed, ControllerKey):
             self.controller = None
+        elif isinstance(parsed, QuotasKey):
+            self.quotas = None
 
     # --- queries ------------------------------------------------------------------------------
 

@@ -36,10 +36,12 @@ from cluster.controller import Controller
 from cluster.etcd import EtcdClient
 from cluster.follower_retention import FollowerRetention
 from cluster.groups import ClusterOffsetStore
+from cluster.inter_broker import client_security
 from cluster.kafka_handlers import cluster_handlers
 from cluster.keys import KeyLayout
 from cluster.log_manager import ClusterLogManager
 from cluster.metadata import MetadataClient
+from cluster.quotas import EtcdQuotaStore
 from cluster.replica_manager import ReplicaManager, Role
 from cluster.security import EtcdAclStore, EtcdUserStore, SecurityDocuments
 from hot.errors import MetadataStoreError
@@ -69,6 +71,7 @@ class ClusterNode:
         self.broker_id = broker_id
         self.manager = ClusterLogManager(self.config.data_dir, self.config.log)
         self.replicas = ReplicaManager(broker_id, client, self.manager, cluster)
+        self.replicas.security = client_security(self.config)
         self.controller: Controller | None = None
         self.follower_retention: FollowerRetention | None = None
         self._started = False
@@ -105,7 +108,7 @@ class ClusterNode:
         """The broker over this node's replicas; ``config`` is the final one (with the
         bound listener addresses)."""
         self.config = config
-        return ClusterBroker(
+        broker = ClusterBroker(
             config,
             self.manager,
             self.replicas,
@@ -113,6 +116,9 @@ class ClusterNode:
             tiering=tiering,
             groups=groups,  # type: ignore[arg-type]
         )
+        # Runtime quotas shared by the whole cluster (cluster.quotas), not per data dir.
+        broker.quotas.store = EtcdQuotaStore(self.etcd, self.client.layout, self.client.view)
+        return broker
 
     def make_groups(self, config: BrokerConfig) -> GroupCoordinator:
         """The group coordinator of cluster mode: offsets in the replicated

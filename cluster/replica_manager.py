@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from cluster.config import ClusterConfig
 from cluster.controller import CLUSTER_TOPIC_CONFIGS
+from cluster.inter_broker import InterBrokerClient
 from cluster.log_manager import ClusterLogManager
 from cluster.metadata import NO_LEADER, MetadataClient, PartitionState, TopicAssignment, Versioned
 from cluster.replication.leader_state import (
@@ -150,6 +151,8 @@ class ReplicaManager:
         self.config = config
         self.replicas: dict[TopicPartition, PartitionReplica] = {}
         self.fetchers: dict[int, ReplicaFetcher] = {}
+        # How followers connect to leaders (cluster.inter_broker); None: plaintext.
+        self.security: InterBrokerClient | None = None
         self.shutting_down = False
         self._by_log: dict[int, PartitionReplica] = {}
         self._seen_topics: set[str] = set()  # in etcd at some point since start

@@ -20,6 +20,7 @@ from api.protocol.messages.acls import (
     DescribeAclsRequest,
     DescribeAclsResponse,
 )
+from api.protocol.messages.alter_client_quotas import AlterClientQuotasRequest, AlterClientQuotasResponse
 from api.protocol.messages.alter_configs import (
     AlterConfigsRequest,
     AlterConfigsResponse,
@@ -35,6 +36,10 @@ from api.protocol.messages.create_partitions import CreatePartitionsRequest, Cre
 from api.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from api.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
 from api.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
+from api.protocol.messages.describe_client_quotas import (
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
 from api.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from api.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from api.protocol.messages.fetch import FetchRequest, FetchResponse
@@ -98,6 +103,8 @@ class ApiKey(enum.IntEnum):
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
     OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
     DESCRIBE_CLUSTER = 60
 
 
@@ -250,6 +257,15 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.DESCRIBE_ACLS, DescribeAclsRequest, DescribeAclsResponse, "0-3", "2+"),
         _api(ApiKey.CREATE_ACLS, CreateAclsRequest, CreateAclsResponse, "0-3", "2+"),
         _api(ApiKey.DELETE_ACLS, DeleteAclsRequest, DeleteAclsResponse, "0-3", "2+"),
+        # client quotas (api.security.quotas)
+        _api(
+            ApiKey.DESCRIBE_CLIENT_QUOTAS,
+            DescribeClientQuotasRequest,
+            DescribeClientQuotasResponse,
+            "0-1",
+            "1+",
+        ),
+        _api(ApiKey.ALTER_CLIENT_QUOTAS, AlterClientQuotasRequest, AlterClientQuotasResponse, "0-1", "1+"),
         # authentication (api.security.sasl)
         _api(ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest, SaslHandshakeResponse, "0-1", "none"),
         _api(ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest, SaslAuthenticateResponse, "0-2", "2+"),

@@ -20,6 +20,11 @@ existing REST clients work unchanged:
   Confluent-style ``status * 100 + sub`` (40401 unknown topic, 40402 unknown
   partition, 40404 unknown cluster, 40601 not representable in the asked format,
   42201 malformed or invalid request, 42202 bad base64; sub 00 otherwise).
+* Quotas (api.security.quotas) apply per user, the basic/bearer auth user or ANONYMOUS:
+  a produce over the user's producer_byte_rate is answered after the throttle time, a
+  fetch by a user over its consumer_byte_rate is served after it; the
+  ``X-Strata-Throttle-Ms`` header says how long. Delaying rather than answering 429
+  keeps every client working and, for one request at a time, holds it to the rate.
 """
 
 from __future__ import annotations
@@ -95,10 +100,14 @@ from api.rest.models import (
 from api.rest.ops import ops_router
 from api.rest_consumers import ConsumerInstances
 from api.security.acl import Operation
+from api.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from hot.config import INT32_MAX, INT64_MAX
 from hot.errors import StrataError, classify, http_status
 from hot.records import build_batch
 from hot.topics import TopicInfo
+
+# How long a produce/fetch response was held back for the user's byte-rate quota, ms.
+THROTTLE_HEADER = "X-Strata-Throttle-Ms"
 
 # --- metrics middleware ---------------------------------------------------------------------
 
@@ -163,12 +172,19 @@ def create_app(broker: Broker) -> FastAPI:
         default_response_class=JSONBody,
     )
     app.add_middleware(MetricsMiddleware, broker=broker)
-    if broker.config.sasl.rest_basic_auth:  # outermost: nothing runs for an unauthenticated request
+    sasl = broker.config.sasl
+    if sasl.rest_basic_auth or sasl.rest_bearer_auth:  # outermost: nothing runs unauthenticated
         from api.security.basic_auth import BasicAuthMiddleware
+        from api.security.tokens import TokenStore, tokens_path
         from api.security.users import UserStore, users_path
 
-        users = broker.users or UserStore(users_path(broker.config.data_dir))
-        app.add_middleware(BasicAuthMiddleware, users=users)
+        data_dir = broker.config.data_dir
+        app.add_middleware(
+            BasicAuthMiddleware,
+            # cluster mode: the users in etcd (broker.users); else the data dir's file
+            users=(broker.users or UserStore(users_path(data_dir))) if sasl.rest_basic_auth else None,
+            tokens=TokenStore(tokens_path(data_dir)) if sasl.rest_bearer_auth else None,
+        )
     sticky = itertools.count()
     limit = broker.config.max_request_bytes
     metrics = broker.metrics
@@ -270,7 +286,15 @@ def create_app(broker: Broker) -> FastAPI:
                 metrics.errors.labels("rest_produce", str(code)).inc()
                 offsets.append({"partition": p, "offset": None, "error_code": code, "error": str(res.error)})
         metrics.produce_latency.labels("rest").observe(time.perf_counter() - started)
-        return V2Response({"offsets": offsets, "key_schema_id": None, "value_schema_id": None})
+        # Over the user's quota: the response is held back for the throttle time (the
+        # client is slowed without having to understand anything; api.security.quotas).
+        size = sum(len(b) for b in batches.values())
+        throttle_ms = broker.quotas.record(request.scope.get("strata.principal"), PRODUCER_BYTE_RATE, size)
+        await asyncio.sleep(throttle_ms / 1000)
+        return V2Response(
+            {"offsets": offsets, "key_schema_id": None, "value_schema_id": None},
+            headers={THROTTLE_HEADER: str(throttle_ms)},
+        )
 
     produce_body = request_body_spec((V2_JSON, JsonProduceRequest), (V2_BINARY, BinaryProduceRequest))
 
@@ -328,6 +352,10 @@ def create_app(broker: Broker) -> FastAPI:
         require_topic(broker, request, Operation.READ, topic)
         info = broker.topic(topic)
         check_partition(info, partition)
+        # A user over its fetch quota waits before it is served; what it is served counts.
+        user = request.scope.get("strata.principal")
+        throttle_ms = broker.quotas.pending(user, CONSUMER_BYTE_RATE)
+        await asyncio.sleep(throttle_ms / 1000)
         started = time.perf_counter()
         [fetched] = await broker.fetch(
             [FetchRequestPartition(topic, partition, offset, max_bytes)],
@@ -337,6 +365,7 @@ def create_app(broker: Broker) -> FastAPI:
         )
         if fetched.error is not None:
             raise fetched.error
+        broker.quotas.record(user, CONSUMER_BYTE_RATE, fetched.size)
         records = await asyncio.to_thread(read_records, fetched) if fetched.size else []
         out: list[dict[str, Any]] = []
         size = 0
@@ -369,7 +398,11 @@ def create_app(broker: Broker) -> FastAPI:
             raise RestError(
                 406, 40601, f"records cannot be represented as JSON; use Accept: {V2_BINARY}"
             ) from None
-        return Response(body, media_type=V2_JSON if fmt == "json" else V2_BINARY)
+        return Response(
+            body,
+            media_type=V2_JSON if fmt == "json" else V2_BINARY,
+            headers={THROTTLE_HEADER: str(throttle_ms)},
+        )
 
     # -- v3: clusters and topics ------------------------------------------------------------
 

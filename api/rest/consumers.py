@@ -23,6 +23,7 @@ The logic lives in api.rest_consumers; these routes only translate.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 from urllib.parse import quote
@@ -64,6 +65,7 @@ from api.rest_consumers import (
 )
 from api.rest_consumers.instances import DEFAULT_REQUEST_TIMEOUT_MS
 from api.security.acl import Operation, ResourceType
+from api.security.quotas import CONSUMER_BYTE_RATE
 from hot.config import INT32_MAX, INT64_MAX
 from hot.errors import StrataError, http_status
 
@@ -436,12 +438,19 @@ def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
         inst = instance(group, name)
         fmt = _records_format(request, inst.settings.format)
         wait = timeout if timeout is not None else inst.settings.request_timeout_ms
+        # The user's consumer quota (api.security.quotas): over it, wait before fetching;
+        # what is served counts (here the response body: records already decoded).
+        user = request.scope.get("strata.principal")
+        throttle_ms = broker.quotas.pending(user, CONSUMER_BYTE_RATE)
+        await asyncio.sleep(throttle_ms / 1000)
         records = await inst.fetch(wait, max_bytes, _converter(fmt))
         try:
             body = dumps_compact(records)
         except (ValueError, RecursionError):
             raise RestError(406, 40601, f"records cannot be represented as JSON; use {V2_BINARY}") from None
-        return Response(body, media_type=V2_JSON if fmt == "json" else V2_BINARY)
+        broker.quotas.record(user, CONSUMER_BYTE_RATE, len(body))
+        media = V2_JSON if fmt == "json" else V2_BINARY
+        return Response(body, media_type=media, headers={"X-Strata-Throttle-Ms": str(throttle_ms)})
 
     # -- offsets --------------------------------------------------------------------------
 

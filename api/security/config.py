@@ -8,6 +8,7 @@
     [sasl]                        # SASL on the Kafka listener (SASL_SSL with [tls], else SASL_PLAINTEXT)
     mechanisms = "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN"   # empty: no authentication
     rest_basic_auth = false       # true: the HTTP server requires basic auth by the same users
+    rest_bearer_auth = false      # true: it accepts bearer tokens (strata tokens create)
     [authorization]               # ACLs (api.security.acl) on the Kafka and HTTP listeners
     enabled = false
     super_users = "User:admin,User:CN=ops"   # allowed everything, ACLs or not
@@ -16,7 +17,9 @@
 Environment: ``STRATA_TLS_CERT``, ``STRATA_TLS_KEY``, ``STRATA_TLS_CA``,
 ``STRATA_TLS_CLIENT_AUTH``, ``STRATA_SASL_MECHANISMS``, ``STRATA_SASL_REST_BASIC_AUTH``,
 ``STRATA_AUTHORIZATION_ENABLED``, ``STRATA_AUTHORIZATION_SUPER_USERS``,
-``STRATA_AUTHORIZATION_ALLOW_EVERYONE_IF_NO_ACL_FOUND``.
+``STRATA_AUTHORIZATION_ALLOW_EVERYONE_IF_NO_ACL_FOUND``, ``STRATA_SASL_REST_BEARER_AUTH``;
+``strata serve`` flags ``--tls-cert`` ... ``--rest-auth``.
+With both REST schemes on, a request may use either.
 """
 
 from __future__ import annotations
@@ -32,8 +35,8 @@ from hot.errors import InvalidConfigError
 CLIENT_AUTH: Final = ("none", "requested", "required")
 SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 TLS_KEYS: Final = ("cert", "key", "ca", "client_auth")
-SASL_KEYS: Final = ("mechanisms", "rest_basic_auth")
 AUTHZ_KEYS: Final = ("enabled", "super_users", "allow_everyone_if_no_acl_found")
+SASL_KEYS: Final = ("mechanisms", "rest_basic_auth", "rest_bearer_auth")
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,7 @@ class TlsConfig:
 class SaslConfig:
     mechanisms: tuple[str, ...] = ()
     rest_basic_auth: bool = False
+    rest_bearer_auth: bool = False
 
     @property
     def enabled(self) -> bool:
@@ -97,7 +101,11 @@ class SaslConfig:
                 )
             if name not in mechs:
                 mechs.append(name)
-        return cls(tuple(mechs), _bool(values.get("rest_basic_auth", False), "sasl.rest_basic_auth"))
+        return cls(
+            tuple(mechs),
+            _bool(values.get("rest_basic_auth", False), "sasl.rest_basic_auth"),
+            _bool(values.get("rest_bearer_auth", False), "sasl.rest_bearer_auth"),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ ListOffsets and OffsetForLeaderEpoch DESCRIBE topic; Metadata lists only topics 
 principal may DESCRIBE, and auto-creates only with CREATE on the cluster or topic;
 CreateTopics CREATE (cluster or topic); DeleteTopics DELETE; CreatePartitions ALTER;
 DescribeConfigs DESCRIBE_CONFIGS and (Incremental)AlterConfigs ALTER_CONFIGS on the topic
-or, for a broker, the cluster; InitProducerId IDEMPOTENT_WRITE on the cluster or WRITE on
+or, for a broker, the cluster; DescribeClientQuotas / AlterClientQuotas DESCRIBE_CONFIGS /
+ALTER_CONFIGS on the cluster; InitProducerId IDEMPOTENT_WRITE on the cluster or WRITE on
 some topic; partition reassignment ALTER/DESCRIBE on the cluster. Group APIs:
 api.security.group_guards.
 """
@@ -26,6 +27,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from api.protocol import APIS, ApiKey, RequestHeader
+from api.protocol.messages.alter_client_quotas import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    AlterEntryResponse,
+)
 from api.protocol.messages.alter_configs import AlterConfigsResourceResponse
 from api.protocol.messages.create_partitions import CreatePartitionsTopicResult
 from api.protocol.messages.create_topics import CreatableTopicResult
@@ -346,7 +352,7 @@ def _cluster_guard(op: Operation) -> Guard:
     async def guard_cluster(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
         if allowed_cluster(conn, op):
             return await inner(conn, header, req)
-        # Both reassignment responses carry a top-level error code and message.
+        # These responses (reassignments, DescribeClientQuotas) carry a top-level error.
         cls = APIS[header.api_key].response.cls
         return cls(
             error_code=E.CLUSTER_AUTHORIZATION_FAILED,
@@ -354,6 +360,24 @@ def _cluster_guard(op: Operation) -> Guard:
         )
 
     return guard_cluster
+
+
+async def guard_alter_client_quotas(
+    inner: Handler, conn: Connection, header: RequestHeader, req: AlterClientQuotasRequest
+) -> Any:
+    # No top-level error code in this response: every entry is refused (as Kafka does).
+    if allowed_cluster(conn, Operation.ALTER_CONFIGS):
+        return await inner(conn, header, req)
+    return AlterClientQuotasResponse(
+        entries=tuple(
+            AlterEntryResponse(
+                error_code=E.CLUSTER_AUTHORIZATION_FAILED,
+                error_message="not authorized to ALTER_CONFIGS the cluster",
+                entity=e.entity,
+            )
+            for e in req.entries
+        )
+    )
 
 
 def guard(api_key: int, handler: Handler, guards: Mapping[int, Guard]) -> Handler:
@@ -386,4 +410,19 @@ TOPIC_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.INIT_PRODUCER_ID: guard_init_producer_id,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster_guard(Operation.ALTER),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster_guard(Operation.DESCRIBE),
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster_guard(Operation.DESCRIBE_CONFIGS),
+    ApiKey.ALTER_CLIENT_QUOTAS: guard_alter_client_quotas,
 }
+
+# APIs without a guard, and why: every other API must have one (checked at import by
+# api.kafka_server), so a new API cannot go unchecked by accident.
+UNGUARDED: Final = frozenset(
+    {
+        ApiKey.API_VERSIONS,  # before authentication, as in Kafka
+        ApiKey.SASL_HANDSHAKE,
+        ApiKey.SASL_AUTHENTICATE,
+        ApiKey.DESCRIBE_ACLS,  # the ACL handlers check the cluster themselves (api.acl_handlers)
+        ApiKey.CREATE_ACLS,
+        ApiKey.DELETE_ACLS,
+    }
+)

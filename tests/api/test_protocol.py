@@ -207,6 +207,8 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         29: (0, 3, 2),
         30: (0, 3, 2),
         31: (0, 3, 2),
+        48: (0, 1, 1),
+        49: (0, 1, 1),
     }
 
 
@@ -234,6 +236,8 @@ KP: dict[int, tuple[Any, Any]] = {
     37: (kp_admin.CreatePartitionsRequest, kp_admin.CreatePartitionsResponse),
     45: (kp_admin.AlterPartitionReassignmentsRequest, kp_admin.AlterPartitionReassignmentsResponse),
     46: (kp_admin.ListPartitionReassignmentsRequest, kp_admin.ListPartitionReassignmentsResponse),
+    48: (kp_admin.DescribeClientQuotasRequest, kp_admin.DescribeClientQuotasResponse),
+    49: (kp_admin.AlterClientQuotasRequest, kp_admin.AlterClientQuotasResponse),
     17: (kp_sasl.SaslHandshakeRequest, kp_sasl.SaslHandshakeResponse),
     36: (kp_sasl.SaslAuthenticateRequest, kp_sasl.SaslAuthenticateResponse),
     29: (kp_admin.DescribeAclsRequest, kp_admin.DescribeAclsResponse),

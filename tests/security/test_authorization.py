@@ -667,3 +667,36 @@ def test_cluster_level_requests(broker: BrokerProcess) -> None:
             ApiKey.LIST_PARTITION_REASSIGNMENTS, ListPartitionReassignmentsRequest(topics=None)
         )
         assert listed.error_code == 0
+
+
+def test_client_quota_apis_need_cluster_configs_acls(broker: BrokerProcess, tmp_path: Path) -> None:
+    import json
+    import sys
+
+    from tests.brokers import ROOT
+
+    def quotas(user: str, pw: str, *args: str) -> subprocess.CompletedProcess[str]:
+        sasl = ("--sasl-user", user, "--sasl-mechanism", MECH, "--password-stdin")
+        return subprocess.run(
+            [sys.executable, "-m", "api.cli", "quotas", *args, "-b", broker.bootstrap, *sasl],
+            cwd=ROOT,
+            input=pw + "\n",
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    # bob: no ACL on the cluster, so neither AlterClientQuotas nor DescribeClientQuotas
+    refused = quotas("bob", BOB_PW, "alter", "--user", "bob", "--producer-byte-rate", "1e9")
+    assert refused.returncode != 0 and "authoriz" in refused.stderr.lower(), refused.stderr
+    refused = quotas("bob", BOB_PW, "describe")
+    assert refused.returncode != 0 and "authoriz" in refused.stderr.lower(), refused.stderr
+    # the super user may, and bob's attempt changed nothing
+    ok = quotas("admin", ADMIN_PW, "describe", "-o", "json")
+    assert ok.returncode == 0, ok.stderr
+    assert all(row["user"] != "bob" for row in json.loads(ok.stdout))
+    # DESCRIBE_CONFIGS on the cluster lets bob describe, still not alter
+    add_acls(broker, binding("BROKER", "kafka-cluster", "User:bob", "DESCRIBE_CONFIGS"))
+    assert quotas("bob", BOB_PW, "describe").returncode == 0
+    refused = quotas("bob", BOB_PW, "alter", "--user", "bob", "--producer-byte-rate", "1e9")
+    assert refused.returncode != 0 and "authoriz" in refused.stderr.lower(), refused.stderr

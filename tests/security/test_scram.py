@@ -178,7 +178,7 @@ def test_load_config_security_tables(tmp_path: Path) -> None:
     assert cfg.sasl.mechanisms == ("PLAIN",)
     assert load_config(env={}).tls.enabled is False
     cluster = {"STRATA_SASL_MECHANISMS": "PLAIN", "STRATA_ETCD": "127.0.0.1:2379"}
-    with pytest.raises(InvalidConfigError, match="need internal_listen"):
+    with pytest.raises(InvalidConfigError, match="needs internal_listen"):
         load_config(env=cluster)
     cfg = load_config(env={**cluster, "STRATA_INTERNAL_LISTEN": "127.0.0.1:0"})
     assert cfg.internal_listen is not None and cfg.internal_listen.port == 0

@@ -88,8 +88,11 @@ def _leaf(
         .not_valid_after(now + datetime.timedelta(days=2))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(
+            # a broker's certificate is also its client certificate towards other brokers
             x509.ExtendedKeyUsage(
-                [ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH]
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+                if server
+                else [ExtendedKeyUsageOID.CLIENT_AUTH]
             ),
             critical=False,
         )

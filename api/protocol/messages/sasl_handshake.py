@@ -4,9 +4,8 @@
     Response: error_code INT16, mechanisms ARRAY(STRING)
 
 v0 means the SASL tokens that follow are raw size-prefixed frames; v1 means they come
-wrapped in SaslAuthenticate requests (KIP-152). Strata serves only the v1 flow (every
-client since Kafka 1.0 uses it); a v0 handshake is answered and the raw token that
-follows closes the connection as an undecodable frame.
+wrapped in SaslAuthenticate requests (KIP-152). Both are served (api.kafka_server:
+``Connection.raw_sasl`` switches a connection to raw tokens after a v0 handshake).
 """
 
 from collections.abc import Sequence
