@@ -23,6 +23,7 @@ from tests.security.test_authorization import (
     create_topics,
     produce,
 )
+from tests.spark.sparklib import stop_spark
 
 pyspark_sql = pytest.importorskip("pyspark.sql")
 
@@ -65,7 +66,7 @@ def spark() -> Iterator[object]:
     session.sparkContext.setLogLevel("ERROR")
     session.dataSource.register(StrataDataSource)
     yield session
-    session.stop()
+    stop_spark(session)
     os.environ.clear()
     os.environ.update(saved)
 

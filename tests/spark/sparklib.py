@@ -228,3 +228,31 @@ def rows_of_table(table: object) -> list[Row]:
             )
         )
     return out
+
+
+def stop_spark(session: object) -> None:
+    """Stop ``session`` and the JVM behind it.
+
+    ``SparkSession.stop()`` leaves pyspark's JVM gateway running, and the next session in
+    this process reuses that JVM, whose Python workers keep the environment it was started
+    with: a module that sets the AWS chain variables (the S3 endpoint) for its session
+    would not reach the workers after another module's session. Closing the gateway's stdin
+    makes the JVM exit; the next ``getOrCreate`` launches a fresh one."""
+    from pyspark import SparkContext
+
+    session.stop()  # type: ignore[attr-defined]
+    gateway = SparkContext._gateway
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    if proc is not None:
+        if proc.stdin is not None:
+            proc.stdin.close()
+        try:
+            proc.wait(30)
+        except Exception:
+            proc.kill()
+            proc.wait(10)

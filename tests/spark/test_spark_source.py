@@ -36,6 +36,7 @@ from tests.spark.sparklib import (
     open_log,
     put_topic,
     rows_of_table,
+    stop_spark,
     tier_log,
     upload_segment_files,
 )
@@ -80,7 +81,7 @@ def spark(s3_endpoint: S3Endpoint) -> Iterator[SparkSession]:
     session.sparkContext.setLogLevel("ERROR")
     session.dataSource.register(StrataDataSource)
     yield session
-    session.stop()
+    stop_spark(session)
     os.environ.clear()
     os.environ.update(saved)
 
