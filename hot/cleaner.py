@@ -44,13 +44,13 @@ import os
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from crc32c import crc32c
 
-from hot.batch import CRC_START, HEADER, HEADER_SIZE, MIN_BATCH_LENGTH, Compression
+from hot.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, Compression
 from hot.compression import compress, decompress
 from hot.errors import CorruptRecordError, StorageError, StrataError
 from hot.log import CLEANED_SUFFIX, CleanerView, Log
@@ -288,6 +288,105 @@ def rebuild_batch(header: tuple[int, ...], data: bytes, kept: Sequence[RawRecord
     return bytes(out)
 
 
+def map_batch(raw: bytes, offset_map: OffsetMap, changes: list[tuple[bytes, int]]) -> bool:
+    """Record the keys of one batch in ``offset_map`` (control batches have none),
+    appending (digest, previous offset) to ``changes`` for ``OffsetMap.undo``; False when
+    the map is full (the batch is then only partly recorded: undo ``changes``)."""
+    h = HEADER.unpack_from(raw)
+    if h[5] & _CONTROL_BIT:
+        return True
+    base = h[0]
+    for rec in batch_records(raw)[1]:
+        if rec.key is None:
+            continue
+        digest = OffsetMap.digest(rec.key)
+        prev = offset_map.put(digest, base + rec.offset_delta)
+        if prev is None:
+            return False
+        changes.append((digest, prev))
+    return True
+
+
+def filter_batch(
+    raw: bytes,
+    base_offset: int,
+    last_offset: int,
+    offset_map: OffsetMap,
+    *,
+    drop_tombstones: bool,
+    producer_last_offsets: Mapping[int, int],
+    last_group_batch: int,
+    stats: CleanStats,
+) -> bytes | None:
+    """What cleaning keeps of one batch (shared by the local cleaner and the remote
+    compaction of tiering/compactor.py): ``raw`` itself when every record survives, a
+    rebuilt batch holding the survivors, a header-only batch when none survives but the
+    batch holds its producer's last sequence (``producer_last_offsets``: producer id ->
+    offset of its last batch) or is the group's last (``last_group_batch``), else None.
+    A record survives unless ``offset_map`` holds a later offset for its key, it is
+    keyless, or it is a tombstone and ``drop_tombstones``. Control batches are kept."""
+    h = HEADER.unpack_from(raw)
+    if h[5] & _CONTROL_BIT:
+        return raw
+    data, records = batch_records(raw)
+    kept: list[RawRecord] = []
+    for rec in records:
+        if rec.key is None:
+            stats.keyless_dropped += 1
+            continue
+        latest = offset_map.get(OffsetMap.digest(rec.key))
+        if latest > base_offset + rec.offset_delta:
+            continue
+        if rec.tombstone and drop_tombstones:
+            stats.tombstones_dropped += 1
+            continue
+        kept.append(rec)
+    stats.records_read += len(records)
+    stats.records_kept += len(kept)
+    if len(kept) == len(records):
+        return raw
+    if kept:
+        return rebuild_batch(h, data, kept)
+    pid = h[9]
+    holds_last_seq = pid >= 0 and producer_last_offsets.get(pid) == last_offset
+    if holds_last_seq or last_offset == last_group_batch:
+        stats.empty_batches_kept += 1
+        return rebuild_batch(h, b"", ())
+    return None
+
+
+def iter_file_batches(path: str, chunk: int = _READ_CHUNK) -> Iterator[tuple[int, int, bytes]]:
+    """(base offset, last offset, bytes) of every batch of a segment file, read about
+    ``chunk`` bytes at a time (the remote compaction's downloaded segments).
+    CorruptRecordError on a truncated batch."""
+    with open(path, "rb") as f:
+        buf = b""
+        pos = 0
+        while True:
+            if len(buf) - pos < HEADER_SIZE:
+                more = f.read(chunk)
+                buf = buf[pos:] + more
+                pos = 0
+                if not more:
+                    if buf:
+                        raise CorruptRecordError(f"{path}: {len(buf)} bytes of a truncated batch at the end")
+                    return
+                continue
+            h = HEADER.unpack_from(buf, pos)
+            size = LOG_OVERHEAD + h[1]
+            if h[1] < MIN_BATCH_LENGTH:
+                raise CorruptRecordError(f"{path}: batch of bad length {h[1]} at offset {h[0]}")
+            if len(buf) - pos < size:
+                more = f.read(max(chunk, size))
+                if not more:
+                    raise CorruptRecordError(f"{path}: truncated batch at offset {h[0]}")
+                buf = buf[pos:] + more
+                pos = 0
+                continue
+            yield h[0], h[0] + h[6], buf[pos : pos + size]
+            pos += size
+
+
 # --- the cleaner --------------------------------------------------------------------------------
 
 
@@ -391,19 +490,8 @@ class LogCleaner:
             for _, batch_bytes in _read_batches(seg):
                 throttle.take(len(batch_bytes), self.stop)
                 stats.bytes_read += len(batch_bytes)
-                if HEADER.unpack_from(batch_bytes)[5] & _CONTROL_BIT:
-                    continue
-                base = HEADER.unpack_from(batch_bytes)[0]
-                for rec in batch_records(batch_bytes)[1]:
-                    if rec.key is None:
-                        continue
-                    digest = OffsetMap.digest(rec.key)
-                    prev = self._map.put(digest, base + rec.offset_delta)
-                    if prev is None:
-                        fits = False
-                        break
-                    changes.append((digest, prev))
-                if not fits:
+                if not map_batch(batch_bytes, self._map, changes):
+                    fits = False
                     break
             if not fits:
                 self._map.undo(changes[::-1])
@@ -498,34 +586,16 @@ class LogCleaner:
         last_group_batch: int,
         stats: CleanStats,
     ) -> bytes | None:
-        h = HEADER.unpack_from(raw)
-        if h[5] & _CONTROL_BIT:
-            return raw
-        data, records = batch_records(raw)
-        kept: list[RawRecord] = []
-        for rec in records:
-            stats.records_read += 1
-            if rec.key is None:
-                stats.keyless_dropped += 1
-                continue
-            latest = self._map.get(OffsetMap.digest(rec.key))
-            if latest > info.base_offset + rec.offset_delta:
-                continue
-            if rec.tombstone and drop_tombstones:
-                stats.tombstones_dropped += 1
-                continue
-            kept.append(rec)
-        stats.records_kept += len(kept)
-        if len(kept) == len(records):
-            return raw
-        if kept:
-            return rebuild_batch(h, data, kept)
-        pid = h[9]
-        holds_last_seq = pid >= 0 and view.producer_last_offsets.get(pid) == info.last_offset
-        if holds_last_seq or info.last_offset == last_group_batch:
-            stats.empty_batches_kept += 1
-            return rebuild_batch(h, b"", ())
-        return None
+        return filter_batch(
+            raw,
+            info.base_offset,
+            info.last_offset,
+            self._map,
+            drop_tombstones=drop_tombstones,
+            producer_last_offsets=view.producer_last_offsets,
+            last_group_batch=last_group_batch,
+            stats=stats,
+        )
 
     # --- the background thread -------------------------------------------------------------
 
