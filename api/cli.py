@@ -37,6 +37,11 @@ def main() -> None:
 @click.option(
     "--auto-create-topics/--no-auto-create-topics", default=None, help="Create unknown topics on use [off]."
 )
+@click.option(
+    "--log-cleaner/--no-log-cleaner",
+    default=None,
+    help="Compact topics with cleanup.policy=compact (log.cleaner.enable) [on].",
+)
 @click.option("--etcd", metavar="HOST:PORT,...", help="Join the replicated cluster on this etcd.")
 @click.option("--broker-id", type=int, help="Broker id [assigned through etcd in cluster mode].")
 @click.option(
@@ -50,6 +55,7 @@ def serve(
     advertised_listener: str | None,
     object_store: str | None,
     auto_create_topics: bool | None,
+    log_cleaner: bool | None,
     etcd: str | None,
     broker_id: int | None,
     inter_broker_listener: str | None,
@@ -69,6 +75,7 @@ def serve(
                 "object_store": object_store,
                 "auto_create_topics": auto_create_topics,
                 "broker_id": broker_id,
+                "cleaner": {"log.cleaner.enable": log_cleaner},
                 "cluster": {"etcd": etcd, "inter.broker.listener": inter_broker_listener},
             },
         )

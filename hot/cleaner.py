@@ -52,7 +52,7 @@ from crc32c import crc32c
 
 from hot.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, Compression
 from hot.compression import compress, decompress
-from hot.errors import CorruptRecordError, StorageError, StrataError
+from hot.errors import CorruptRecordError, InvalidConfigError, StorageError, StrataError
 from hot.log import CLEANED_SUFFIX, CleanerView, Log
 from hot.offset_index import MAX_RELATIVE
 from hot.segment import SUFFIXES, BatchInfo, Segment, segment_name
@@ -88,6 +88,51 @@ class CleanerConfig:
             raise ValueError("log.cleaner.io.max.bytes.per.second must be > 0")
         if self.backoff_ms < 0:
             raise ValueError("log.cleaner.backoff.ms must be >= 0")
+
+
+CLEANER_NAMES: Final = {
+    "log.cleaner.enable": "enable",
+    "log.cleaner.dedupe.buffer.size": "dedupe_buffer_size",
+    "log.cleaner.io.max.bytes.per.second": "io_max_bytes_per_second",
+    "log.cleaner.backoff.ms": "backoff_ms",
+    # Kafka's cleaner thread count: one thread serves every log here; only 0 (= disabled)
+    # and 1 are accepted, so a Kafka config keeps working.
+    "log.cleaner.threads": "threads",
+}
+# STRATA_LOG_CLEANER_ENABLE, ... (Kafka name upper-cased, dots as underscores)
+CLEANER_ENV_NAMES: Final = {"STRATA_" + n.upper().replace(".", "_"): n for n in CLEANER_NAMES}
+
+
+def cleaner_config_from_kafka(values: Mapping[str, object]) -> CleanerConfig:
+    """A CleanerConfig from Kafka-named broker settings (TOML scalars or strings);
+    InvalidConfigError names the setting at fault. Unknown names are refused."""
+    changes: dict[str, object] = {}
+    for name, raw in values.items():
+        field_name = CLEANER_NAMES.get(name)
+        if field_name is None:
+            raise InvalidConfigError(f"unknown cleaner setting {name!r} (known: {', '.join(CLEANER_NAMES)})")
+        text = str(raw).strip().lower() if not isinstance(raw, bool) else ("true" if raw else "false")
+        try:
+            if field_name == "enable":
+                if text not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                    raise ValueError
+                changes["enable"] = text in ("true", "1", "yes", "on")
+            elif field_name == "io_max_bytes_per_second":
+                changes[field_name] = float(text)
+            elif field_name == "threads":
+                threads = int(text)
+                if threads not in (0, 1):
+                    raise InvalidConfigError(f"{name}: only 0 (off) or 1 are supported, got {threads}")
+                if threads == 0:
+                    changes["enable"] = False
+            else:
+                changes[field_name] = int(text)
+        except ValueError:
+            raise InvalidConfigError(f"{name}: bad value {raw!r}") from None
+    try:
+        return CleanerConfig(**changes)  # type: ignore[arg-type]
+    except ValueError as e:
+        raise InvalidConfigError(str(e)) from None
 
 
 class OffsetMap:

@@ -185,7 +185,7 @@ class RemoteCompactor:
         """Compact the remote segments of ``log``'s partition if due (or ``force``); None
         when nothing was done. ObjectStoreError propagates (the service backs off)."""
         cfg = log.config
-        if not (cfg.compact and cfg.remote_storage_enable):
+        if not (cfg.compact and cfg.remote_storage_enable and self.cleaner_config.enable):
             return None
         st = self.uploader.state(log.topic, log.partition, topic_id)
         if st.stopped is not None:
