@@ -509,7 +509,11 @@ class LogCleaner:
         cleanable = [s for s in view.segments if s.next_offset <= end]
         cfg = log.config
         horizon = now_ms - cfg.delete_retention_ms
-        for group in group_segments(cleanable, cfg.segment_bytes):
+        # A replicated tiered log never merges segments: whichever replica leads next
+        # uploads from where the last leader stopped, which must be one of its own segment
+        # boundaries (followers roll where their leader did; merging would drop some).
+        max_bytes = 0 if log.hw_managed_externally and cfg.remote_storage_enable else cfg.segment_bytes
+        for group in group_segments(cleanable, max_bytes):
             if self.stop.is_set():
                 stats.aborted = True
                 break

@@ -20,7 +20,7 @@ from hot.cleaner import (
     rebuild_batch,
 )
 from hot.config import LogConfig
-from hot.errors import InvalidConfigError
+from hot.errors import InvalidConfigError, InvalidRecordError
 from hot.log import Log
 from hot.records import RecordInput, build_batch, decode_batch, decode_batches
 
@@ -388,3 +388,56 @@ def test_max_compaction_lag_forces_cleaning_below_the_ratio(tmp_path: Path) -> N
         assert cleaner.needs_cleaning(log, NOW + 60_000)  # past it: due whatever the ratio
     finally:
         log.close()
+
+
+def test_follower_copies_a_cleaned_leaders_gaps_only_on_compacted_topics(tmp_path: Path) -> None:
+    """A follower catching up from a cleaned leader gets batches whose offsets skip: a
+    compacted topic's replica appends them as they are (and keeps them across an unclean
+    restart and its own cleaning); any other topic's replica refuses a gap as corruption."""
+    leader = open_log(tmp_path / "leader")
+    append(leader, [(k % 4, k) for k in range(60)], 2)
+    leader.roll()
+    clean_until_done(leader)
+    raw = leader.read(0, 1 << 22).read()
+    leader_rows = read_all(leader)
+    assert len(leader_rows) < 60 and leader_rows[-1][0] == 59  # gaps below the end
+    leader.close()
+
+    follower = Log.open(
+        tmp_path / "follower", LogConfig(**COMPACT), topic="t", partition=0, hw_managed_externally=True
+    )
+    follower.append_as_follower(raw)
+    follower.set_high_watermark(follower.log_end_offset)
+    assert follower.log_end_offset == 60 and read_all(follower) == leader_rows
+    follower.close(clean=False)  # unclean: the reopen scans and recovers the gapped segment
+    follower = Log.open(
+        tmp_path / "follower", LogConfig(**COMPACT), topic="t", partition=0, hw_managed_externally=True
+    )
+    try:
+        assert follower.log_end_offset == 60
+        follower.set_high_watermark(60)
+        assert read_all(follower) == leader_rows
+        # The follower's own cleaner works on the copied, gapped segments too.
+        append(follower, [(k % 4, k) for k in range(60, 80)], 2)  # (as a leader would, later)
+        follower.set_high_watermark(follower.log_end_offset)
+        follower.roll()
+        clean_until_done(follower)
+        rows = read_all(follower)
+        assert {k for _, k, _ in rows} == {key(k) for k in range(4)}
+        assert [o for o, _, _ in rows][-4:] == [76, 77, 78, 79]
+    finally:
+        follower.close()
+
+    dense = Log.open(
+        tmp_path / "dense",
+        LogConfig(**{**COMPACT, "cleanup_policy": "delete"}),  # type: ignore[arg-type]
+        topic="t",
+        partition=0,
+        hw_managed_externally=True,
+    )
+    try:
+        with pytest.raises(InvalidRecordError, match="non-monotonic"):
+            dense.append_as_follower(raw)
+        assert dense.log_end_offset == 0
+    finally:
+        dense.close()
