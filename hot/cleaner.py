@@ -38,6 +38,7 @@ needs 24), so the setting bounds the memory actually used.
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import logging
 import os
@@ -144,13 +145,23 @@ class OffsetMap:
     def __init__(self, memory: int) -> None:
         self.slots = max(1, memory // OFFSET_MAP_ENTRY_BYTES)
         self._map: dict[bytes, int] = {}
+        self.keyless = 0  # keyless records met while mapping (a hint: never decreases)
 
     def __len__(self) -> int:
         return len(self._map)
 
     @staticmethod
     def digest(key: bytes) -> bytes:
+        """The map's identity of ``key``: the key itself when shorter than 16 bytes (no
+        hashing, no collision; costs no more memory than a digest), else its 16-byte MD5
+        (the lengths keep the two kinds apart)."""
+        if len(key) < 16:
+            return key
         return hashlib.md5(key, usedforsecurity=False).digest()
+
+    def sorted_offsets(self) -> list[int]:
+        """Every offset in the map, ascending (``survivors`` counts records per batch)."""
+        return sorted(self._map.values())
 
     def put(self, digest: bytes, offset: int) -> int | None:
         """Record ``offset`` as the latest for ``digest``; returns the previous offset (-1
@@ -175,6 +186,7 @@ class OffsetMap:
 
     def clear(self) -> None:
         self._map.clear()
+        self.keyless = 0
 
 
 class Throttler:
@@ -255,29 +267,112 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 
 def scan_records(data: bytes, count: int) -> list[RawRecord]:
     """The ``count`` records of a decompressed payload: key, tombstone flag and byte range
-    only (values and headers are skipped, not decoded)."""
+    only (values and headers are skipped, not decoded; one-byte varints decoded inline)."""
     out: list[RawRecord] = []
+    append = out.append
     pos = 0
     n = len(data)
-    for _ in range(count):
-        start = pos
-        length, pos = _varint(data, pos)
-        end = pos + length
-        if length < 0 or end > n:
-            raise CorruptRecordError(f"record of {length} bytes at byte {start} overruns the payload")
-        pos += 1  # record attributes
-        ts_delta, pos = _varint(data, pos)
-        off_delta, pos = _varint(data, pos)
-        klen, pos = _varint(data, pos)
-        key = None
-        if klen >= 0:
-            key = data[pos : pos + klen]
-            pos += klen
-        vlen, pos = _varint(data, pos)
-        if pos > end:
-            raise CorruptRecordError(f"record at byte {start} overruns its length")
-        out.append(RawRecord(off_delta, ts_delta, key, vlen < 0, start, end))
-        pos = end
+    try:
+        for _ in range(count):
+            start = pos
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif data[pos + 1] < 0x80:  # records of 64 to 8191 bytes
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                length, pos = _varint(data, pos)
+            end = pos + length
+            if length < 0 or end > n:
+                raise CorruptRecordError(f"record of {length} bytes at byte {start} overruns the payload")
+            pos += 1  # record attributes
+            b = data[pos]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                ts_delta, pos = _varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                off_delta, pos = _varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                klen, pos = _varint(data, pos)
+            key = None
+            if klen >= 0:
+                key = data[pos : pos + klen]
+                pos += klen
+            b = data[pos]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                vlen, pos = _varint(data, pos)
+            if pos > end:
+                raise CorruptRecordError(f"record at byte {start} overruns its length")
+            append(RawRecord(off_delta, ts_delta, key, vlen < 0, start, end))
+            pos = end
+    except IndexError:
+        raise CorruptRecordError(f"truncated record at byte {pos} of a records payload") from None
+    if pos != n:
+        raise CorruptRecordError(f"{n - pos} bytes after the last record of a payload")
+    return out
+
+
+def scan_keys(data: bytes, count: int) -> list[tuple[int, bytes | None]]:
+    """(offset delta, key) of the ``count`` records of a decompressed payload: what the
+    offset map needs, with the one-byte varints (most of them) decoded inline."""
+    out: list[tuple[int, bytes | None]] = []
+    append = out.append
+    pos = 0
+    n = len(data)
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif data[pos + 1] < 0x80:  # records of 64 to 8191 bytes
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                length, pos = _varint(data, pos)
+            end = pos + length
+            if length < 0 or end > n:
+                raise CorruptRecordError(f"record of {length} bytes at byte {pos} overruns the payload")
+            p = pos + 1  # record attributes
+            if data[p] < 0x80:  # timestamp delta
+                p += 1
+            else:
+                p = _varint(data, p)[1]
+            b = data[p]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                off_delta, p = _varint(data, p)
+            b = data[p]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                klen, p = _varint(data, p)
+            if p + max(klen, 0) > end:
+                raise CorruptRecordError(f"record at byte {pos} overruns its length")
+            append((off_delta, data[p : p + klen] if klen >= 0 else None))
+            pos = end
+    except IndexError:
+        raise CorruptRecordError(f"truncated record at byte {pos} of a records payload") from None
     if pos != n:
         raise CorruptRecordError(f"{n - pos} bytes after the last record of a payload")
     return out
@@ -338,17 +433,25 @@ def map_batch(raw: bytes, offset_map: OffsetMap, changes: list[tuple[bytes, int]
     appending (digest, previous offset) to ``changes`` for ``OffsetMap.undo``; False when
     the map is full (the batch is then only partly recorded: undo ``changes``)."""
     h = HEADER.unpack_from(raw)
-    if h[5] & _CONTROL_BIT:
+    if h[5] & _CONTROL_BIT or h[12] == 0:
         return True
     base = h[0]
-    for rec in batch_records(raw)[1]:
-        if rec.key is None:
+    payload = raw[HEADER_SIZE:]
+    data = decompress(h[5] & 0x07, payload) if h[5] & 0x07 else payload
+    digest_of = OffsetMap.digest
+    m = offset_map._map  # OffsetMap.put inlined: this loop runs once per record
+    slots = offset_map.slots
+    record = changes.append
+    for off_delta, key in scan_keys(data, h[12]):
+        if key is None:
+            offset_map.keyless += 1
             continue
-        digest = OffsetMap.digest(rec.key)
-        prev = offset_map.put(digest, base + rec.offset_delta)
-        if prev is None:
+        digest = digest_of(key)
+        prev = m.get(digest, -1)
+        if prev < 0 and len(m) >= slots:
             return False
-        changes.append((digest, prev))
+        m[digest] = base + off_delta
+        record((digest, prev))
     return True
 
 
@@ -362,6 +465,7 @@ def filter_batch(
     producer_last_offsets: Mapping[int, int],
     last_group_batch: int,
     stats: CleanStats,
+    mapped_offsets: Sequence[int] | None = None,
 ) -> bytes | None:
     """What cleaning keeps of one batch (shared by the local cleaner and the remote
     compaction of tiering/compactor.py): ``raw`` itself when every record survives, a
@@ -369,10 +473,29 @@ def filter_batch(
     batch holds its producer's last sequence (``producer_last_offsets``: producer id ->
     offset of its last batch) or is the group's last (``last_group_batch``), else None.
     A record survives unless ``offset_map`` holds a later offset for its key, it is
-    keyless, or it is a tombstone and ``drop_tombstones``. Control batches are kept."""
+    keyless, or it is a tombstone and ``drop_tombstones``. Control batches are kept.
+
+    ``mapped_offsets`` (``OffsetMap.sorted_offsets``), given only for a batch whose every
+    key was mapped (the dirty range): the records surviving are exactly the map's offsets
+    inside the batch, so a batch where all or none survive is decided from the header,
+    without decompressing or scanning its records."""
     h = HEADER.unpack_from(raw)
     if h[5] & _CONTROL_BIT:
         return raw
+    if mapped_offsets is not None and not drop_tombstones:
+        count = h[12]
+        survivors = bisect.bisect_right(mapped_offsets, last_offset) - bisect.bisect_left(
+            mapped_offsets, base_offset
+        )
+        if survivors == count:  # every record is its key's latest (so none is keyless)
+            stats.records_read += count
+            stats.records_kept += count
+            return raw
+        if survivors == 0:
+            stats.records_read += count
+            if count and offset_map.keyless:  # keyless records exist: count them
+                stats.keyless_dropped += sum(1 for _, k in _keys_of(h, raw) if k is None)
+            return _emptied(h, last_offset, producer_last_offsets, last_group_batch, stats)
     data, records = batch_records(raw)
     kept: list[RawRecord] = []
     for rec in records:
@@ -392,12 +515,30 @@ def filter_batch(
         return raw
     if kept:
         return rebuild_batch(h, data, kept)
+    return _emptied(h, last_offset, producer_last_offsets, last_group_batch, stats)
+
+
+def _emptied(
+    h: tuple[int, ...],
+    last_offset: int,
+    producer_last_offsets: Mapping[int, int],
+    last_group_batch: int,
+    stats: CleanStats,
+) -> bytes | None:
+    """A batch none of whose records survive: its header alone when it holds its
+    producer's last sequence or is the group's last batch, else nothing."""
     pid = h[9]
     holds_last_seq = pid >= 0 and producer_last_offsets.get(pid) == last_offset
     if holds_last_seq or last_offset == last_group_batch:
         stats.empty_batches_kept += 1
         return rebuild_batch(h, b"", ())
     return None
+
+
+def _keys_of(h: tuple[int, ...], raw: bytes) -> list[tuple[int, bytes | None]]:
+    payload = raw[HEADER_SIZE:]
+    data = decompress(h[5] & 0x07, payload) if h[5] & 0x07 else payload
+    return scan_keys(data, h[12])
 
 
 def iter_file_batches(path: str, chunk: int = _READ_CHUNK) -> Iterator[tuple[int, int, bytes]]:
@@ -458,6 +599,7 @@ class LogCleaner:
     def __init__(self, config: CleanerConfig | None = None) -> None:
         self.config = config if config is not None else CleanerConfig()
         self._map = OffsetMap(self.config.dedupe_buffer_size)
+        self._mapped: list[int] = []  # the map's offsets, sorted (filter_batch's fast path)
         self.stop = threading.Event()
 
     # --- deciding ------------------------------------------------------------------------
@@ -507,6 +649,7 @@ class LogCleaner:
         if end is None:
             return None
         cleanable = [s for s in view.segments if s.next_offset <= end]
+        self._mapped = self._map.sorted_offsets()
         cfg = log.config
         horizon = now_ms - cfg.delete_retention_ms
         # A replicated tiered log never merges segments: whichever replica leads next
@@ -588,10 +731,12 @@ class LogCleaner:
         ok = False
         try:
             last_group_batch = group[-1].next_offset - 1
-            for seg, tomb in zip(group, drop_tombstones, strict=True):
+            for seg, tomb, clean in zip(group, drop_tombstones, was_clean, strict=True):
+                # Every key of a dirty segment is in the map: filter_batch's fast path.
+                mapped = None if clean else self._mapped
                 for info, raw in _read_batches(seg):
                     throttle.take(len(raw), self.stop)
-                    kept_bytes = self._filter_batch(info, raw, tomb, view, last_group_batch, stats)
+                    kept_bytes = self._filter_batch(info, raw, tomb, view, last_group_batch, stats, mapped)
                     if kept_bytes is None:
                         continue
                     h = HEADER.unpack_from(kept_bytes)
@@ -634,6 +779,7 @@ class LogCleaner:
         view: CleanerView,
         last_group_batch: int,
         stats: CleanStats,
+        mapped: Sequence[int] | None = None,
     ) -> bytes | None:
         return filter_batch(
             raw,
@@ -644,6 +790,7 @@ class LogCleaner:
             producer_last_offsets=view.producer_last_offsets,
             last_group_batch=last_group_batch,
             stats=stats,
+            mapped_offsets=mapped,
         )
 
     # --- the background thread -------------------------------------------------------------

@@ -229,6 +229,7 @@ class RemoteCompactor:
         if not cleanable:
             return None
         pid_last = await asyncio.to_thread(_producer_last_offsets, cleanable, paths)
+        mapped = await asyncio.to_thread(offset_map.sorted_offsets)
         horizon = now - cfg.delete_retention_ms
         rewritten: list[_Rewritten] = []
         for i, group in enumerate(group_remote(cleanable, cfg.segment_bytes)):
@@ -238,6 +239,7 @@ class RemoteCompactor:
                 paths,
                 str(work / f"out-{i}"),
                 offset_map,
+                mapped,
                 pid_last,
                 m,
                 horizon,
@@ -359,6 +361,7 @@ class RemoteCompactor:
         paths: dict[uuid.UUID, str],
         out_dir: str,
         offset_map: OffsetMap,
+        mapped: list[int],
         pid_last: dict[int, int],
         m: PartitionManifest,
         horizon: int,
@@ -391,6 +394,8 @@ class RemoteCompactor:
                         producer_last_offsets=pid_last,
                         last_group_batch=last_group_batch,
                         stats=stats,
+                        # every key of a dirty segment is in the map: the fast path
+                        mapped_offsets=None if seg.base_offset < m.cleaned_offset else mapped,
                     )
                     if kept is not raw:
                         changed = True

@@ -46,6 +46,7 @@ from typing import Any, Final
 from crc32c import crc32c
 
 from hot.batch import HEADER, HEADER_SIZE
+from hot.cleaner import iter_file_batches
 from hot.errors import (
     CorruptLogError,
     FencedLeaderEpochError,
@@ -91,6 +92,7 @@ _HASH_CHUNK: Final = 1 << 20
 # HEADER.unpack indexes: partitionLeaderEpoch, baseTimestamp.
 _H_EPOCH: Final = 2
 _H_BASE_TS: Final = 7
+_H_COUNT: Final = 12
 
 
 def fault(point: str) -> None:
@@ -173,6 +175,20 @@ class LocalSegmentInfo:
     timeindex_size: int
     snapshot_path: str | None
     snapshot_size: int
+    # Every offset of the segment has a batch (no gap a cleaner, or a cleaned leader a
+    # follower copied from, left): the manifest's ``compacted`` flag is its negation.
+    dense: bool = True
+
+
+def _dense(seg: Segment) -> bool:
+    """No offset of the segment lacks its record: batches follow each other exactly and
+    each holds a record per offset it spans (a cleaner's rebuilt batch does not)."""
+    expect = seg.base_offset
+    for base, last, raw in iter_file_batches(seg.log_path):
+        if base != expect or HEADER.unpack_from(raw)[_H_COUNT] != last - base + 1:
+            return False
+        expect = last + 1
+    return expect == seg.next_offset
 
 
 def inspect_segment(log: Log, seg: Segment) -> LocalSegmentInfo:
@@ -216,6 +232,7 @@ def inspect_segment(log: Log, seg: Segment) -> LocalSegmentInfo:
         timeindex_size=timeindex_size,
         snapshot_path=snapshot,
         snapshot_size=snapshot_size,
+        dense=not seg.compacted or _dense(seg),
     )
 
 
@@ -568,8 +585,8 @@ class Uploader:
             updated_ms=now,
             has_producer_snapshot=local.snapshot_path is not None,
             # A cleaned segment skips offsets: its span is not its record count.
-            record_count=None if seg.compacted else seg.next_offset - seg.base_offset,
-            compacted=seg.compacted,
+            record_count=None if not local.dense else seg.next_offset - seg.base_offset,
+            compacted=not local.dense,
         )
         log_start = log.log_start_offset
 
