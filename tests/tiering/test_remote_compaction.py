@@ -431,3 +431,49 @@ def test_manifest_store_cas_is_what_the_swap_uses(tmp_path: Path) -> None:
         asyncio.run(main())
     finally:
         manager.close()
+
+
+def test_a_reader_on_the_old_manifest_rereads_it_when_objects_are_gone(tmp_path: Path) -> None:
+    """Another broker's reader cached the manifest before the swap; once the replaced
+    objects are deleted its next read meets a missing object, reloads the manifest and
+    serves the rewritten segments (no error reaches the client)."""
+    url = f"file://{tmp_path / 'bucket'}"
+    manager = LogManager(tmp_path / "data").open()
+    log = open_compacted(manager)
+    write(log, _writes(200, 5))
+    log.roll()
+    before = local_rows(log)
+
+    async def main() -> None:
+        service = new_service(manager, url, remote_compaction_grace_ms=0)
+        other = new_service(manager, url)
+        tid = manager.topic(TOPIC).topic_id
+        try:
+            await _upload_all(service)
+            end = (await load_manifest(url, manager, TOPIC)).next_offset()
+            old = await other.reader.manifest(TOPIC, tid, 0)
+            assert old is not None and not any(s.compacted for s in old.copied())
+            await service.compactor.compact_log(log, tid, force=True)
+            st_ = service.uploader.cached_state(TOPIC, 0)
+            assert st_ is not None and await service.uploader.delete_replaced(st_, int(time.time() * 1000))
+            rows = []
+            offset = 0
+            while offset < end:  # the reader's cached (old) manifest is used first
+                r = await other.reader.read(TOPIC, tid, 0, offset, 1 << 16, max_offset=end)
+                assert r.size
+                from hot.records import decode_batches
+
+                for b in decode_batches(b"".join(r.parts)):
+                    rows.extend((rec.offset, rec.key, rec.value) for rec in b.records if rec.offset >= offset)
+                offset = r.next_offset
+            new = await other.reader.manifest(TOPIC, tid, 0)
+            assert new is not None and new.revision > old.revision  # it reloaded
+            check_subsequence_with_latest([r for r in before if r[0] < end], rows, tombstones_may_go=False)
+        finally:
+            await service.close()
+            await other.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        manager.close()
