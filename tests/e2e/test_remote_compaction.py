@@ -7,6 +7,7 @@ Spark read of the bucket see the latest value of every key at its original offse
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import sys
 import time
@@ -132,12 +133,42 @@ def test_remote_compaction_on_a_real_broker(
         assert {latest[k] for k in latest} <= set(offsets)
         assert len(records) < len(written) // 2
         assert kcat(broker.bootstrap) == records
+        assert _rest_read(broker.http_url, len(records)) == records
     finally:
         broker.stop()
 
     # Spark reads the bucket (rewritten segments, gaps and all): the latest value of every
     # key among the remote offsets.
     _spark_check(url, s3_endpoint, written, remote_end)
+
+
+def _rest_read(http_url: str, count: int) -> list[tuple[int, bytes | None, bytes | None]]:
+    """The topic from offset 0 through a REST Proxy v2 consumer instance."""
+    from tests.groups_api.helpers import JSON_HEADERS, assignment, poll_records, rest, wait_for
+
+    http = rest(http_url)
+    r = http.post(
+        "/consumers/rc-rest",
+        json={
+            "name": "r",
+            "format": "binary",
+            "auto.offset.reset": "earliest",
+            "auto.commit.enable": "false",
+        },
+        headers=JSON_HEADERS,
+    )
+    assert r.status_code == 200, r.text
+    base = "/consumers/rc-rest/instances/r"
+    r = http.post(f"{base}/subscription", json={"topics": [TOPIC]}, headers=JSON_HEADERS)
+    assert r.status_code == 204, r.text
+    wait_for("an assignment", lambda: assignment(http, base) == {(TOPIC, 0)})
+    got = poll_records(http, base, count)
+    http.delete(base)
+
+    def raw(v: str | None) -> bytes | None:
+        return None if v is None else base64.b64decode(v)
+
+    return [(g["offset"], raw(g["key"]), raw(g["value"])) for g in got]
 
 
 def _spark_check(
