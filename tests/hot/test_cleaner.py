@@ -493,3 +493,20 @@ def test_filter_fast_path_matches_the_record_scan(
         fast.keyless_dropped,
         fast.empty_batches_kept,
     )
+
+
+def test_truncation_inside_a_gap_ends_the_log_at_the_offset(tmp_path: Path) -> None:
+    """A replica truncated to an offset its cleaned log skips ends exactly there (not at
+    the next batch), so it refetches every offset from it."""
+    log = open_log(tmp_path / "t-0")
+    try:
+        append(log, [(0, 0)] + [(1 + k % 3, k) for k in range(30)], 1)  # key 0 stays at offset 0
+        log.roll()
+        clean_until_done(log)
+        kept = [o for o, _, _ in read_all(log)]
+        gap = next(o for o in range(kept[0], kept[-1]) if o not in kept)
+        log.truncate_to(gap)
+        assert log.log_end_offset == gap
+        assert [o for o, _, _ in read_all(log)] == [o for o in kept if o < gap]
+    finally:
+        log.close()
