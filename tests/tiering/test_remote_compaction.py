@@ -332,6 +332,16 @@ def test_swap_refuses_changed_entries() -> None:
         m.swap_compacted([a, b], [seg(0, 18)], 5, cleaned_offset=20)
     back = PartitionManifest.from_json(swapped.to_json())
     assert back == swapped
+    # The new fields are written only when set, and checked when read.
+    assert b"cleaned_offset" not in m.to_json() and b"replaced" not in m.to_json()
+    import dataclasses
+
+    from tiering.manifest import InvalidSegmentError
+
+    with pytest.raises(InvalidSegmentError, match="replaced"):
+        dataclasses.replace(a, replaced=True)  # a COPIED entry cannot be replaced
+    with pytest.raises(InvalidSegmentError, match="cleaned_ms"):
+        dataclasses.replace(a, cleaned_ms=-1)
     assert swapped.replaced_due(5, 0) and not swapped.replaced_due(5, 1)
 
 
