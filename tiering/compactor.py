@@ -306,17 +306,21 @@ class RemoteCompactor:
         digest = hashlib.sha256() if seg.log_crc32c is None else None
         crc = 0
         with open(path, "wb") as f:
+
+            def write(data: bytes, crc: int) -> int:  # in a worker thread: file I/O, checksum
+                f.write(data)
+                if digest is not None:
+                    digest.update(data)
+                    return crc
+                return int(crc32c(data, crc))
+
             pos = 0
             while pos < seg.size:
                 end = min(seg.size, pos + _GET_CHUNK)
                 data = await self.store.get(seg.keys.log, start=pos, end=end)
                 if len(data) != end - pos:
                     raise RemoteSegmentCorruptError(f"{seg.keys.log}: short read at byte {pos}")
-                await asyncio.to_thread(f.write, data)
-                if digest is not None:
-                    digest.update(data)
-                else:
-                    crc = crc32c(data, crc)
+                crc = await asyncio.to_thread(write, data, crc)
                 pos = end
         if digest is not None and digest.hexdigest() != seg.log_sha256:
             raise RemoteSegmentCorruptError(f"{seg.keys.log}: SHA-256 does not match the manifest")
