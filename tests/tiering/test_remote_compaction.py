@@ -487,3 +487,48 @@ def test_a_reader_on_the_old_manifest_rereads_it_when_objects_are_gone(tmp_path:
         asyncio.run(main())
     finally:
         manager.close()
+
+
+def test_spark_tasks_planned_before_the_swap_read_on_from_the_rewritten_segments(tmp_path: Path) -> None:
+    """A Spark scan planned on the old manifest, read after the replaced objects are gone:
+    the tasks re-plan the rest of their range on the current manifest (no failure)."""
+    from spark.options import ReadOptions
+    from spark.plan import plan_scan
+    from spark.scan import read_task
+    from tests.spark.sparklib import rows_of_table
+
+    url = f"file://{tmp_path / 'bucket'}"
+    manager = LogManager(tmp_path / "data").open()
+    log = open_compacted(manager)
+    write(log, _writes(200, 5))
+    log.roll()
+    before = local_rows(log)
+
+    async def upload_and_end() -> int:
+        service = new_service(manager, url)
+        try:
+            await _upload_all(service)
+        finally:
+            await service.close()
+        return (await load_manifest(url, manager, TOPIC)).next_offset()
+
+    async def compact() -> None:
+        service = new_service(manager, url, remote_compaction_grace_ms=0)
+        try:
+            await service.compactor.compact_log(log, manager.topic(TOPIC).topic_id, force=True)
+            st_ = service.uploader.cached_state(TOPIC, 0)
+            assert st_ is not None and await service.uploader.delete_replaced(st_, int(time.time() * 1000))
+        finally:
+            await service.close()
+
+    try:
+        end = asyncio.run(upload_and_end())
+        opts = ReadOptions.parse({"topic": TOPIC}, path=url)
+        plan = plan_scan(opts)
+        assert plan.tasks
+        asyncio.run(compact())
+        rows = [r for task in plan.tasks for b in read_task(task, opts) for r in rows_of_table(b)]
+        got = [(r.offset, r.key, r.value) for r in rows]
+        check_subsequence_with_latest([r for r in before if r[0] < end], got, tombstones_may_go=False)
+    finally:
+        manager.close()
