@@ -16,7 +16,10 @@ A ``LogCleaner`` serves every log of a ``LogManager`` whose ``cleanup.policy`` i
    waits for the next pass (Kafka does the same).
 4. Rewrite each group of consecutive segments (Kafka's groupSegmentsBySize: together no
    larger than ``segment.bytes``) into one segment, keeping a record unless the map holds
-   a later offset for its key. Batches whose records all survive are copied byte for
+   a later offset for its key. In the dirty range the survivors of a batch are exactly
+   the map's offsets inside it (counted by bisecting the sorted offsets), so a batch
+   whose records all or none survive is decided from its header alone, never
+   decompressed or scanned. Batches whose records all survive are copied byte for
    byte; others are re-encoded with the same base offset, last offset delta, producer
    id / epoch / base sequence, leader epoch and compression, so offsets keep their gaps
    and idempotent-producer metadata stays valid. A batch left without records is dropped,
@@ -32,8 +35,9 @@ A ``LogCleaner`` serves every log of a ``LogManager`` whose ``cleanup.policy`` i
 
 I/O is throttled to ``io_max_bytes_per_second`` (bytes read plus bytes written). The
 offset map caps the number of keys at ``dedupe_buffer_size // 136``: a 16-byte MD5 digest
-and an offset per key cost about 136 bytes as a Python dict entry (Kafka's packed map
-needs 24), so the setting bounds the memory actually used.
+(or the key itself when shorter than 16 bytes) and an offset per key cost about 136 bytes
+as a Python dict entry (Kafka's packed map needs 24), so the setting bounds the memory
+actually used.
 """
 
 from __future__ import annotations
