@@ -9,14 +9,16 @@ all COPIED bytes of the main manifest) reaches ``min.cleanable.dirty.ratio``. On
 
 1. Read the manifest. Only the main manifest's COPIED segments are compacted (spilled
    segments are left as they are; their tombstones therefore stay, see 4).
-2. Download the segments, ``.log`` only, streamed to files under
-   ``<data-dir>/remote-compaction/`` in ranged GETs (memory stays bounded), each checked
-   against its manifest checksum.
-3. Map key -> latest offset over the dirty segments (whole segments, at most
+2. Map key -> latest offset over the dirty segments (whole segments, at most
    ``log.cleaner.dedupe.buffer.size`` worth of keys: a map that fills up cleans the prefix
-   that fit, as the local cleaner does). Keys of local segments not yet uploaded are never
-   used, so the swap never depends on what is not in the bucket yet.
-4. Rewrite each group of consecutive segments (together at most ``segment.bytes``, offsets
+   that fit, as the local cleaner does), each ``.log`` downloaded by ranged GETs into
+   ``<data-dir>/remote-compaction/``, checked against its manifest checksum, mapped and
+   deleted: memory and disk stay bounded. Keys of local segments not yet uploaded are
+   never used, so the swap never depends on what is not in the bucket yet.
+3. Producers' last batches: from the producer snapshot uploaded with the last segment
+   compacted (the state after it; a header scan of the segments if it is missing).
+4. Group by group (downloaded again, then deleted: disk holds one group and its output),
+   rewrite consecutive segments (together at most ``segment.bytes``, offsets
    within 32-bit relative offsets) with hot.cleaner's ``filter_batch``: original offsets
    (gaps between batches), producer-state headers of a producer's last batch kept, control
    batches kept, the group's last batch kept so the segment ends where it did. Tombstones
@@ -67,9 +69,10 @@ from hot.cleaner import (
     map_batch,
 )
 from hot.config import LogConfig
-from hot.errors import CorruptRecordError, StrataError
+from hot.errors import CorruptLogError, CorruptRecordError, ObjectNotFoundError, StrataError
 from hot.log import Log
 from hot.offset_index import MAX_RELATIVE
+from hot.producer_state import ProducerSnapshotFile
 from hot.segment import Segment
 from tiering.keys import segment_keys
 from tiering.manifest import CompactionConflictError, PartitionManifest, RemoteSegment, SegmentState
@@ -215,46 +218,51 @@ class RemoteCompactor:
         now = self._now()
         stats = RemoteCompactionStats()
         copied = m.copied()
-        # Download every segment (a dirty one is needed for the map, a clean one to filter).
-        paths: dict[uuid.UUID, str] = {}
-        for seg in copied:
-            path = str(work / f"{seg.segment_id.hex}.log")
-            await self._download(seg, path)
-            paths[seg.segment_id] = path
+        # 1. The map, over the dirty segments, downloaded one at a time (then deleted).
         offset_map = OffsetMap(self.cleaner_config.dedupe_buffer_size)
-        end = await asyncio.to_thread(self._build_map, copied, paths, m.cleaned_offset, offset_map)
+        end = await self._build_map(copied, m.cleaned_offset, offset_map, str(work / "map.log"))
         if end is None:
             return None
         cleanable = [s for s in copied if s.last_offset < end]
         if not cleanable:
             return None
-        pid_last = await asyncio.to_thread(_producer_last_offsets, cleanable, paths)
+        pid_last = await self._producer_last_offsets(cleanable, work)
         mapped = await asyncio.to_thread(offset_map.sorted_offsets)
         horizon = now - cfg.delete_retention_ms
-        rewritten: list[_Rewritten] = []
-        for i, group in enumerate(group_remote(cleanable, cfg.segment_bytes)):
-            out = await asyncio.to_thread(
-                self._rewrite_group,
-                group,
-                paths,
-                str(work / f"out-{i}"),
-                offset_map,
-                mapped,
-                pid_last,
-                m,
-                horizon,
-                now,
-                cfg.index_interval_bytes,
-                stats.records,
-            )
-            if out is not None:
-                rewritten.append(out)
         stats.cleaned_offset = end
+        rewritten: list[_Rewritten] = []
         new_entries: list[RemoteSegment] = []
         try:
-            for rw in rewritten:
-                new_entries.append(await self._upload(st, rw))
+            # 2. Group by group: download, rewrite, upload under new keys, delete the local
+            # files (disk holds one group and its output at a time).
+            for i, group in enumerate(group_remote(cleanable, cfg.segment_bytes)):
+                paths: dict[uuid.UUID, str] = {}
+                for seg in group:
+                    paths[seg.segment_id] = str(work / f"{seg.segment_id.hex}.log")
+                    await self._download(seg, paths[seg.segment_id])
+                out_dir = work / f"out-{i}"
+                out = await asyncio.to_thread(
+                    self._rewrite_group,
+                    group,
+                    paths,
+                    str(out_dir),
+                    offset_map,
+                    mapped,
+                    pid_last,
+                    m,
+                    horizon,
+                    now,
+                    cfg.index_interval_bytes,
+                    stats.records,
+                )
+                if out is not None:
+                    new_entries.append(await self._upload(st, out))
+                    rewritten.append(out)
+                for path in paths.values():
+                    await asyncio.to_thread(os.unlink, path)
+                await asyncio.to_thread(shutil.rmtree, out_dir, True)
             fault("compact_after_upload")
+            # 3. One compare-and-swap.
             olds = [s for rw in rewritten for s in rw.sources]
             swapped_at = self._now()
 
@@ -327,27 +335,26 @@ class RemoteCompactor:
         if digest is None and crc != seg.log_crc32c:
             raise RemoteSegmentCorruptError(f"{seg.keys.log}: CRC-32C does not match the manifest")
 
-    def _build_map(
+    async def _build_map(
         self,
         segments: Sequence[RemoteSegment],
-        paths: dict[uuid.UUID, str],
         cleaned_offset: int,
         offset_map: OffsetMap,
+        path: str,
     ) -> int | None:
-        """Map the dirty segments (whole ones); the offset the map covers up to
-        (exclusive), None when not even the first dirty segment fits."""
+        """Map the dirty segments (whole ones, each downloaded to ``path`` in turn); the
+        offset the map covers up to (exclusive), None when not even the first dirty
+        segment fits."""
         end: int | None = cleaned_offset if segments[0].base_offset < cleaned_offset else None
         for seg in segments:
             if seg.base_offset < cleaned_offset:
                 continue
-            changes: list[tuple[bytes, int]] = []
-            fits = True
-            for _, _, raw in iter_file_batches(paths[seg.segment_id]):
-                if not map_batch(raw, offset_map, changes):
-                    fits = False
-                    break
+            await self._download(seg, path)
+            try:
+                fits = await asyncio.to_thread(_map_file, path, offset_map)
+            finally:
+                await asyncio.to_thread(os.unlink, path)
             if not fits:
-                offset_map.undo(changes[::-1])
                 if end is None or end == cleaned_offset:
                     logger.warning(
                         "remote segment %s does not fit the offset map (%d keys); raise "
@@ -358,6 +365,28 @@ class RemoteCompactor:
                 break
             end = seg.last_offset + 1
         return end
+
+    async def _producer_last_offsets(self, segments: Sequence[RemoteSegment], work: Path) -> dict[int, int]:
+        """Producer id -> offset of its last batch up to the end of ``segments``: from the
+        producer snapshot uploaded with the last one (the state after it, as the local
+        cleaner uses the log's producer state), else by scanning every segment's headers."""
+        last = segments[-1]
+        if last.has_producer_snapshot:
+            try:
+                data = await self.store.get(last.keys.producer_snapshot)
+                entries = ProducerSnapshotFile.decode(data, last.last_offset + 1, last.keys.producer_snapshot)
+                return {e.producer_id: e.last_offset for e in entries if e.batches}
+            except (ObjectNotFoundError, CorruptLogError) as e:
+                logger.warning("producer snapshot %s unusable (%s); scanning", last.keys.producer_snapshot, e)
+        out: dict[int, int] = {}
+        path = str(work / "producers.log")
+        for seg in segments:
+            await self._download(seg, path)
+            try:
+                out.update(await asyncio.to_thread(_producer_last_offsets, path))
+            finally:
+                await asyncio.to_thread(os.unlink, path)
+        return out
 
     def _rewrite_group(
         self,
@@ -495,16 +524,24 @@ class RemoteCompactor:
         )
 
 
-def _producer_last_offsets(segments: Sequence[RemoteSegment], paths: dict[uuid.UUID, str]) -> dict[int, int]:
-    """Producer id -> last offset of its last batch in ``segments``: an emptied batch that
-    is its producer's last here keeps its header (a later one may be beyond, which only
-    keeps a header more than needed)."""
+def _map_file(path: str, offset_map: OffsetMap) -> bool:
+    """Map every batch of a segment file; False (and the file's puts undone) when the map
+    fills up."""
+    changes: list[tuple[bytes, int]] = []
+    for _, _, raw in iter_file_batches(path):
+        if not map_batch(raw, offset_map, changes):
+            offset_map.undo(changes[::-1])
+            return False
+    return True
+
+
+def _producer_last_offsets(path: str) -> dict[int, int]:
+    """Producer id -> last offset of its last batch in a segment file."""
     out: dict[int, int] = {}
-    for seg in segments:
-        for _, last, raw in iter_file_batches(paths[seg.segment_id]):
-            pid = HEADER.unpack_from(raw)[_H_PID]
-            if pid >= 0:
-                out[pid] = last
+    for _, last, raw in iter_file_batches(path):
+        pid = HEADER.unpack_from(raw)[_H_PID]
+        if pid >= 0:
+            out[pid] = last
     return out
 
 

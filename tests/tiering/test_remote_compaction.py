@@ -532,3 +532,50 @@ def test_spark_tasks_planned_before_the_swap_read_on_from_the_rewritten_segments
         check_subsequence_with_latest([r for r in before if r[0] < end], got, tombstones_may_go=False)
     finally:
         manager.close()
+
+
+def test_producer_last_batch_header_survives_remote_compaction(tmp_path: Path) -> None:
+    """An idempotent producer's last batch in the compacted range keeps its header even when
+    all its records are superseded (the producer snapshot uploaded with the last segment
+    says which batch is last), so its sequence state stays valid; its earlier emptied
+    batches go."""
+    from hot.batch import HEADER
+    from hot.records import RecordInput, build_batch
+
+    url = f"file://{tmp_path / 'bucket'}"
+    manager = LogManager(tmp_path / "data").open()
+    log = open_compacted(manager)
+    pid = 4242
+    for i in range(12):  # producer batches over keys 0-1, one record each
+        recs = [RecordInput(b"key-%d" % (i % 2), b"p%d" % i)]
+        log.append(build_batch(recs, producer_id=pid, producer_epoch=0, base_sequence=i))
+    last_pid_offset = log.log_end_offset - 1
+    write(log, [(0, 100), (1, 101)] * 20)  # supersede everything the producer wrote
+    log.roll()
+
+    async def main() -> None:
+        service = new_service(manager, url)
+        try:
+            await _upload_all(service)
+            m0 = await load_manifest(url, manager, TOPIC)
+            assert m0.copied()[-1].has_producer_snapshot
+            stats = await service.compactor.compact_log(log, manager.topic(TOPIC).topic_id, force=True)
+            assert stats is not None and stats.swapped
+            m = await load_manifest(url, manager, TOPIC)
+            headers: list[tuple[int, int, int]] = []  # (base, producer id, record count)
+            for s in m.copied():
+                data = await service.store.get(s.keys.log)
+                pos = 0
+                while pos < len(data):
+                    h = HEADER.unpack_from(data, pos)
+                    headers.append((h[0], h[9], h[12]))
+                    pos += 12 + h[1]
+            mine = [h for h in headers if h[1] == pid]
+            assert mine == [(last_pid_offset, pid, 0)]  # only the last, as a bare header
+        finally:
+            await service.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        manager.close()
