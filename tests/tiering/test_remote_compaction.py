@@ -579,3 +579,43 @@ def test_producer_last_batch_header_survives_remote_compaction(tmp_path: Path) -
         asyncio.run(main())
     finally:
         manager.close()
+
+
+def test_compactions_and_uploads_racing_freely(tmp_path: Path) -> None:
+    """No seam: rounds of writes, each uploaded by one uploader while another broker-like
+    service compacts the bucket at the same moment; after every round the manifest covers
+    the remote range exactly once and holds every key's latest value."""
+    url = f"file://{tmp_path / 'bucket'}"
+    manager = LogManager(tmp_path / "data").open()
+    log = open_compacted(manager)
+
+    async def main() -> None:
+        tid = manager.topic(TOPIC).topic_id
+        uploading = new_service(manager, url)
+        compacting = new_service(manager, url, remote_compaction_grace_ms=0)
+        history: list[tuple[int, bytes | None, bytes | None]] = []
+        try:
+            for r in range(6):
+                write(log, [(k % 5, 100 * r + k) for k in range(40)])
+                log.roll()
+                history = local_rows(log)
+                await asyncio.gather(
+                    uploading.uploader.upload_partition(log, tid),
+                    compacting.compactor.compact_log(log, tid, force=True),
+                )
+                m = await load_manifest(url, manager, TOPIC)
+                check_manifest(m)
+                end = m.next_offset()
+                rows = await remote_rows(uploading, log, end)
+                check_subsequence_with_latest(
+                    [h for h in history if h[0] < end], rows, tombstones_may_go=False
+                )
+            assert sample(compacting, "strata_tiering_remote_compaction_runs_total", topic=TOPIC) >= 3
+        finally:
+            await uploading.close()
+            await compacting.close()
+
+    try:
+        asyncio.run(main())
+    finally:
+        manager.close()
