@@ -201,6 +201,11 @@ class RemoteCompactor:
     ) -> RemoteCompactionStats | None:
         if not st.recovered:
             await self.uploader.recover(st)
+        # The uploader's cached manifest decides whether a pass is due (no GET per check:
+        # this broker writes the manifest); the pass itself starts from a fresh read.
+        cached = st.manifest
+        if not force and cached is not None and st.loaded and not self.due(cached, cfg):
+            return None
         m = await self.uploader._load(st)
         if not (self.due(m, cfg) or (force and m.copied())):
             return None

@@ -60,8 +60,14 @@ def _cleaned_to(cluster: Cluster, broker: int) -> int:
 
 
 def _replica_offsets(cluster: Cluster, broker: int, upto: int) -> list[int]:
-    data = cluster.log_bytes(broker, TOPIC, 0, upto)
-    return [r.offset for b in decode_batches(data) for r in b.records if r.offset < upto]
+    for _ in range(50):
+        try:
+            data = cluster.log_bytes(broker, TOPIC, 0, upto)
+        except FileNotFoundError:  # the replica's cleaner swapped segments meanwhile
+            time.sleep(0.05)
+            continue
+        return [r.offset for b in decode_batches(data) for r in b.records if r.offset < upto]
+    raise AssertionError(f"broker {broker}'s segment files kept changing")
 
 
 def _produce(bootstrap: str, written: dict[int, tuple[bytes, bytes]], rounds: range) -> None:
