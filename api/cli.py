@@ -39,6 +39,11 @@ def main() -> None:
 @click.option(
     "--auto-create-topics/--no-auto-create-topics", default=None, help="Create unknown topics on use [off]."
 )
+@click.option(
+    "--log-cleaner/--no-log-cleaner",
+    default=None,
+    help="Compact topics with cleanup.policy=compact (log.cleaner.enable) [on].",
+)
 @click.option("--etcd", metavar="HOST:PORT,...", help="Join the replicated cluster on this etcd.")
 @click.option("--broker-id", type=int, help="Broker id [assigned through etcd in cluster mode].")
 @click.option(
@@ -73,6 +78,7 @@ def serve(
     advertised_listener: str | None,
     object_store: str | None,
     auto_create_topics: bool | None,
+    log_cleaner: bool | None,
     etcd: str | None,
     broker_id: int | None,
     inter_broker_listener: str | None,
@@ -108,6 +114,7 @@ def serve(
                 "object_store": object_store,
                 "auto_create_topics": auto_create_topics,
                 "broker_id": broker_id,
+                "cleaner": {"log.cleaner.enable": log_cleaner},
                 "cluster": {"etcd": etcd, "inter.broker.listener": inter_broker_listener},
                 "tls": {"cert": tls_cert, "key": tls_key, "ca": tls_ca, "client_auth": tls_client_auth},
                 "sasl": {"mechanisms": sasl_mechanisms, **rest},

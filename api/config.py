@@ -17,6 +17,9 @@ TOML layout::
     [log]                                            # topic defaults, Kafka names
     "segment.bytes" = 1073741824
     "strata.flush.mode" = "fsync"
+    [cleaner]                                        # log cleaner (hot.cleaner), Kafka names
+    "log.cleaner.enable" = true
+    "log.cleaner.backoff.ms" = 15000
     [tiering]                                        # tiering.config.TieringConfig fields
     upload_bytes_per_second = 0
     retention_check_interval_ms = 30000
@@ -40,7 +43,9 @@ Environment: ``STRATA_DATA_DIR``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN`
 ``STRATA_AUTO_CREATE_TOPICS``,
 ``STRATA_NUM_PARTITIONS``, ``STRATA_MAX_REQUEST_BYTES``, and topic defaults as
 ``STRATA_LOG_<NAME>`` with the Kafka name upper-cased and dots as underscores
-(``STRATA_LOG_SEGMENT_BYTES``, ``STRATA_LOG_STRATA_FLUSH_MODE``), and tiering settings
+(``STRATA_LOG_SEGMENT_BYTES``, ``STRATA_LOG_STRATA_FLUSH_MODE``), the log cleaner's
+``log.cleaner.*`` settings as ``STRATA_`` + the Kafka name upper-cased with dots as
+underscores (``STRATA_LOG_CLEANER_BACKOFF_MS``), and tiering settings
 as ``STRATA_TIERING_<FIELD>`` (``STRATA_TIERING_UPLOAD_INTERVAL_MS``), and the group
 settings of api.groups.config as ``STRATA_`` + the Kafka name upper-cased with dots as
 underscores (``STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS``), and the cluster settings
@@ -75,6 +80,7 @@ from api.security.quotas import QUOTA_KEYS, QuotaConfig
 from cluster import inter_broker
 from cluster.config import ENV_NAMES as CLUSTER_ENV_NAMES
 from cluster.config import ClusterConfig
+from hot.cleaner import CLEANER_ENV_NAMES, CleanerConfig, cleaner_config_from_kafka
 from hot.config import KAFKA_NAMES, LogConfig
 from hot.errors import InvalidConfigError
 from tiering.config import FIELDS as TIERING_FIELDS
@@ -121,6 +127,7 @@ class BrokerConfig:
     cluster_id: str = "strata-local"
     log: LogConfig = field(default_factory=LogConfig)
     tiering: TieringConfig = field(default_factory=TieringConfig)
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)  # log.cleaner.*
     groups: GroupConfig = field(default_factory=GroupConfig)
     # Cluster mode (replication, metadata in etcd) when set; None: single node.
     cluster: ClusterConfig | None = None
@@ -197,6 +204,7 @@ def load_config(
     values: dict[str, Any] = {}
     log_values: dict[str, str] = {}
     tiering_values: dict[str, object] = {}
+    cleaner_values: dict[str, object] = {}
     group_values: dict[str, object] = {}
     cluster_values: dict[str, object] = {}
     security_values: dict[str, dict[str, object]] = {"tls": {}, "sasl": {}, "authorization": {}, "quotas": {}}
@@ -219,6 +227,10 @@ def load_config(
                 if not isinstance(value, dict):
                     raise InvalidConfigError(f"{path}: [tiering] must be a table")
                 tiering_values.update({str(k): v for k, v in value.items()})
+            elif key == "cleaner":
+                if not isinstance(value, dict):
+                    raise InvalidConfigError(f"{path}: [cleaner] must be a table")
+                cleaner_values.update({str(k): v for k, v in value.items()})
             elif key == "groups":
                 if not isinstance(value, dict):
                     raise InvalidConfigError(f"{path}: [groups] must be a table")
@@ -248,6 +260,10 @@ def load_config(
         env_value = env.get(f"STRATA_TIERING_{name.upper()}")
         if env_value is not None and env_value != "":
             tiering_values[name] = env_value
+    for env_key, kafka_name in CLEANER_ENV_NAMES.items():
+        env_value = env.get(env_key)
+        if env_value is not None and env_value != "":
+            cleaner_values[kafka_name] = env_value
     for env_key, kafka_name in GROUP_ENV_NAMES.items():
         env_value = env.get(env_key)
         if env_value is not None and env_value != "":
@@ -271,6 +287,8 @@ def load_config(
             log_values.update(value)
         elif key == "tiering":
             tiering_values.update(value)
+        elif key == "cleaner":
+            cleaner_values.update({k: v for k, v in value.items() if v is not None})
         elif key == "groups":
             group_values.update(value)
         elif key == "cluster":
@@ -284,6 +302,7 @@ def load_config(
 
     values["log"] = LogConfig.from_kafka(log_values) if log_values else LogConfig()
     values["tiering"] = TieringConfig.from_mapping(tiering_values)
+    values["cleaner"] = cleaner_config_from_kafka(cleaner_values)
     values["groups"] = GroupConfig.from_kafka(group_values)
     if cluster_values:
         cluster = ClusterConfig.from_kafka(cluster_values)

@@ -116,6 +116,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         except BaseException:
             await store.close()
             raise
+    manager.cleaner_config = config.cleaner
     try:
         manager.open()
     except BaseException:

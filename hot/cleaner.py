@@ -16,7 +16,10 @@ A ``LogCleaner`` serves every log of a ``LogManager`` whose ``cleanup.policy`` i
    waits for the next pass (Kafka does the same).
 4. Rewrite each group of consecutive segments (Kafka's groupSegmentsBySize: together no
    larger than ``segment.bytes``) into one segment, keeping a record unless the map holds
-   a later offset for its key. Batches whose records all survive are copied byte for
+   a later offset for its key. In the dirty range the survivors of a batch are exactly
+   the map's offsets inside it (counted by bisecting the sorted offsets), so a batch
+   whose records all or none survive is decided from its header alone, never
+   decompressed or scanned. Batches whose records all survive are copied byte for
    byte; others are re-encoded with the same base offset, last offset delta, producer
    id / epoch / base sequence, leader epoch and compression, so offsets keep their gaps
    and idempotent-producer metadata stays valid. A batch left without records is dropped,
@@ -32,27 +35,29 @@ A ``LogCleaner`` serves every log of a ``LogManager`` whose ``cleanup.policy`` i
 
 I/O is throttled to ``io_max_bytes_per_second`` (bytes read plus bytes written). The
 offset map caps the number of keys at ``dedupe_buffer_size // 136``: a 16-byte MD5 digest
-and an offset per key cost about 136 bytes as a Python dict entry (Kafka's packed map
-needs 24), so the setting bounds the memory actually used.
+(or the key itself when shorter than 16 bytes) and an offset per key cost about 136 bytes
+as a Python dict entry (Kafka's packed map needs 24), so the setting bounds the memory
+actually used.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import logging
 import os
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from crc32c import crc32c
 
-from hot.batch import CRC_START, HEADER, HEADER_SIZE, MIN_BATCH_LENGTH, Compression
+from hot.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, MIN_BATCH_LENGTH, Compression
 from hot.compression import compress, decompress
-from hot.errors import CorruptRecordError, StorageError, StrataError
+from hot.errors import CorruptRecordError, InvalidConfigError, StorageError, StrataError
 from hot.log import CLEANED_SUFFIX, CleanerView, Log
 from hot.offset_index import MAX_RELATIVE
 from hot.segment import SUFFIXES, BatchInfo, Segment, segment_name
@@ -90,6 +95,51 @@ class CleanerConfig:
             raise ValueError("log.cleaner.backoff.ms must be >= 0")
 
 
+CLEANER_NAMES: Final = {
+    "log.cleaner.enable": "enable",
+    "log.cleaner.dedupe.buffer.size": "dedupe_buffer_size",
+    "log.cleaner.io.max.bytes.per.second": "io_max_bytes_per_second",
+    "log.cleaner.backoff.ms": "backoff_ms",
+    # Kafka's cleaner thread count: one thread serves every log here; only 0 (= disabled)
+    # and 1 are accepted, so a Kafka config keeps working.
+    "log.cleaner.threads": "threads",
+}
+# STRATA_LOG_CLEANER_ENABLE, ... (Kafka name upper-cased, dots as underscores)
+CLEANER_ENV_NAMES: Final = {"STRATA_" + n.upper().replace(".", "_"): n for n in CLEANER_NAMES}
+
+
+def cleaner_config_from_kafka(values: Mapping[str, object]) -> CleanerConfig:
+    """A CleanerConfig from Kafka-named broker settings (TOML scalars or strings);
+    InvalidConfigError names the setting at fault. Unknown names are refused."""
+    changes: dict[str, object] = {}
+    for name, raw in values.items():
+        field_name = CLEANER_NAMES.get(name)
+        if field_name is None:
+            raise InvalidConfigError(f"unknown cleaner setting {name!r} (known: {', '.join(CLEANER_NAMES)})")
+        text = str(raw).strip().lower() if not isinstance(raw, bool) else ("true" if raw else "false")
+        try:
+            if field_name == "enable":
+                if text not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                    raise ValueError
+                changes["enable"] = text in ("true", "1", "yes", "on")
+            elif field_name == "io_max_bytes_per_second":
+                changes[field_name] = float(text)
+            elif field_name == "threads":
+                threads = int(text)
+                if threads not in (0, 1):
+                    raise InvalidConfigError(f"{name}: only 0 (off) or 1 are supported, got {threads}")
+                if threads == 0:
+                    changes["enable"] = False
+            else:
+                changes[field_name] = int(text)
+        except ValueError:
+            raise InvalidConfigError(f"{name}: bad value {raw!r}") from None
+    try:
+        return CleanerConfig(**changes)  # type: ignore[arg-type]
+    except ValueError as e:
+        raise InvalidConfigError(str(e)) from None
+
+
 class OffsetMap:
     """Key digest (MD5, 16 bytes) -> latest offset, at most ``memory // OFFSET_MAP_ENTRY_BYTES`` keys.
 
@@ -99,13 +149,23 @@ class OffsetMap:
     def __init__(self, memory: int) -> None:
         self.slots = max(1, memory // OFFSET_MAP_ENTRY_BYTES)
         self._map: dict[bytes, int] = {}
+        self.keyless = 0  # keyless records met while mapping (a hint: never decreases)
 
     def __len__(self) -> int:
         return len(self._map)
 
     @staticmethod
     def digest(key: bytes) -> bytes:
+        """The map's identity of ``key``: the key itself when shorter than 16 bytes (no
+        hashing, no collision; costs no more memory than a digest), else its 16-byte MD5
+        (the lengths keep the two kinds apart)."""
+        if len(key) < 16:
+            return key
         return hashlib.md5(key, usedforsecurity=False).digest()
+
+    def sorted_offsets(self) -> list[int]:
+        """Every offset in the map, ascending (``survivors`` counts records per batch)."""
+        return sorted(self._map.values())
 
     def put(self, digest: bytes, offset: int) -> int | None:
         """Record ``offset`` as the latest for ``digest``; returns the previous offset (-1
@@ -130,6 +190,7 @@ class OffsetMap:
 
     def clear(self) -> None:
         self._map.clear()
+        self.keyless = 0
 
 
 class Throttler:
@@ -210,29 +271,112 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 
 def scan_records(data: bytes, count: int) -> list[RawRecord]:
     """The ``count`` records of a decompressed payload: key, tombstone flag and byte range
-    only (values and headers are skipped, not decoded)."""
+    only (values and headers are skipped, not decoded; one-byte varints decoded inline)."""
     out: list[RawRecord] = []
+    append = out.append
     pos = 0
     n = len(data)
-    for _ in range(count):
-        start = pos
-        length, pos = _varint(data, pos)
-        end = pos + length
-        if length < 0 or end > n:
-            raise CorruptRecordError(f"record of {length} bytes at byte {start} overruns the payload")
-        pos += 1  # record attributes
-        ts_delta, pos = _varint(data, pos)
-        off_delta, pos = _varint(data, pos)
-        klen, pos = _varint(data, pos)
-        key = None
-        if klen >= 0:
-            key = data[pos : pos + klen]
-            pos += klen
-        vlen, pos = _varint(data, pos)
-        if pos > end:
-            raise CorruptRecordError(f"record at byte {start} overruns its length")
-        out.append(RawRecord(off_delta, ts_delta, key, vlen < 0, start, end))
-        pos = end
+    try:
+        for _ in range(count):
+            start = pos
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif data[pos + 1] < 0x80:  # records of 64 to 8191 bytes
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                length, pos = _varint(data, pos)
+            end = pos + length
+            if length < 0 or end > n:
+                raise CorruptRecordError(f"record of {length} bytes at byte {start} overruns the payload")
+            pos += 1  # record attributes
+            b = data[pos]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                ts_delta, pos = _varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                off_delta, pos = _varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                klen, pos = _varint(data, pos)
+            key = None
+            if klen >= 0:
+                key = data[pos : pos + klen]
+                pos += klen
+            b = data[pos]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                vlen, pos = _varint(data, pos)
+            if pos > end:
+                raise CorruptRecordError(f"record at byte {start} overruns its length")
+            append(RawRecord(off_delta, ts_delta, key, vlen < 0, start, end))
+            pos = end
+    except IndexError:
+        raise CorruptRecordError(f"truncated record at byte {pos} of a records payload") from None
+    if pos != n:
+        raise CorruptRecordError(f"{n - pos} bytes after the last record of a payload")
+    return out
+
+
+def scan_keys(data: bytes, count: int) -> list[tuple[int, bytes | None]]:
+    """(offset delta, key) of the ``count`` records of a decompressed payload: what the
+    offset map needs, with the one-byte varints (most of them) decoded inline."""
+    out: list[tuple[int, bytes | None]] = []
+    append = out.append
+    pos = 0
+    n = len(data)
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            elif data[pos + 1] < 0x80:  # records of 64 to 8191 bytes
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
+            else:
+                length, pos = _varint(data, pos)
+            end = pos + length
+            if length < 0 or end > n:
+                raise CorruptRecordError(f"record of {length} bytes at byte {pos} overruns the payload")
+            p = pos + 1  # record attributes
+            if data[p] < 0x80:  # timestamp delta
+                p += 1
+            else:
+                p = _varint(data, p)[1]
+            b = data[p]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                off_delta, p = _varint(data, p)
+            b = data[p]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                klen, p = _varint(data, p)
+            if p + max(klen, 0) > end:
+                raise CorruptRecordError(f"record at byte {pos} overruns its length")
+            append((off_delta, data[p : p + klen] if klen >= 0 else None))
+            pos = end
+    except IndexError:
+        raise CorruptRecordError(f"truncated record at byte {pos} of a records payload") from None
     if pos != n:
         raise CorruptRecordError(f"{n - pos} bytes after the last record of a payload")
     return out
@@ -288,6 +432,151 @@ def rebuild_batch(header: tuple[int, ...], data: bytes, kept: Sequence[RawRecord
     return bytes(out)
 
 
+def map_batch(raw: bytes, offset_map: OffsetMap, changes: list[tuple[bytes, int]]) -> bool:
+    """Record the keys of one batch in ``offset_map`` (control batches have none),
+    appending (digest, previous offset) to ``changes`` for ``OffsetMap.undo``; False when
+    the map is full (the batch is then only partly recorded: undo ``changes``)."""
+    h = HEADER.unpack_from(raw)
+    if h[5] & _CONTROL_BIT or h[12] == 0:
+        return True
+    base = h[0]
+    payload = raw[HEADER_SIZE:]
+    data = decompress(h[5] & 0x07, payload) if h[5] & 0x07 else payload
+    digest_of = OffsetMap.digest
+    m = offset_map._map  # OffsetMap.put inlined: this loop runs once per record
+    slots = offset_map.slots
+    record = changes.append
+    for off_delta, key in scan_keys(data, h[12]):
+        if key is None:
+            offset_map.keyless += 1
+            continue
+        digest = digest_of(key)
+        prev = m.get(digest, -1)
+        if prev < 0 and len(m) >= slots:
+            return False
+        m[digest] = base + off_delta
+        record((digest, prev))
+    return True
+
+
+def filter_batch(
+    raw: bytes,
+    base_offset: int,
+    last_offset: int,
+    offset_map: OffsetMap,
+    *,
+    drop_tombstones: bool,
+    producer_last_offsets: Mapping[int, int],
+    last_group_batch: int,
+    stats: CleanStats,
+    mapped_offsets: Sequence[int] | None = None,
+) -> bytes | None:
+    """What cleaning keeps of one batch (shared by the local cleaner and the remote
+    compaction of tiering/compactor.py): ``raw`` itself when every record survives, a
+    rebuilt batch holding the survivors, a header-only batch when none survives but the
+    batch holds its producer's last sequence (``producer_last_offsets``: producer id ->
+    offset of its last batch) or is the group's last (``last_group_batch``), else None.
+    A record survives unless ``offset_map`` holds a later offset for its key, it is
+    keyless, or it is a tombstone and ``drop_tombstones``. Control batches are kept.
+
+    ``mapped_offsets`` (``OffsetMap.sorted_offsets``), given only for a batch whose every
+    key was mapped (the dirty range): the records surviving are exactly the map's offsets
+    inside the batch, so a batch where all or none survive is decided from the header,
+    without decompressing or scanning its records."""
+    h = HEADER.unpack_from(raw)
+    if h[5] & _CONTROL_BIT:
+        return raw
+    if mapped_offsets is not None and not drop_tombstones:
+        count = h[12]
+        survivors = bisect.bisect_right(mapped_offsets, last_offset) - bisect.bisect_left(
+            mapped_offsets, base_offset
+        )
+        if survivors == count:  # every record is its key's latest (so none is keyless)
+            stats.records_read += count
+            stats.records_kept += count
+            return raw
+        if survivors == 0:
+            stats.records_read += count
+            if count and offset_map.keyless:  # keyless records exist: count them
+                stats.keyless_dropped += sum(1 for _, k in _keys_of(h, raw) if k is None)
+            return _emptied(h, last_offset, producer_last_offsets, last_group_batch, stats)
+    data, records = batch_records(raw)
+    kept: list[RawRecord] = []
+    for rec in records:
+        if rec.key is None:
+            stats.keyless_dropped += 1
+            continue
+        latest = offset_map.get(OffsetMap.digest(rec.key))
+        if latest > base_offset + rec.offset_delta:
+            continue
+        if rec.tombstone and drop_tombstones:
+            stats.tombstones_dropped += 1
+            continue
+        kept.append(rec)
+    stats.records_read += len(records)
+    stats.records_kept += len(kept)
+    if len(kept) == len(records):
+        return raw
+    if kept:
+        return rebuild_batch(h, data, kept)
+    return _emptied(h, last_offset, producer_last_offsets, last_group_batch, stats)
+
+
+def _emptied(
+    h: tuple[int, ...],
+    last_offset: int,
+    producer_last_offsets: Mapping[int, int],
+    last_group_batch: int,
+    stats: CleanStats,
+) -> bytes | None:
+    """A batch none of whose records survive: its header alone when it holds its
+    producer's last sequence or is the group's last batch, else nothing."""
+    pid = h[9]
+    holds_last_seq = pid >= 0 and producer_last_offsets.get(pid) == last_offset
+    if holds_last_seq or last_offset == last_group_batch:
+        stats.empty_batches_kept += 1
+        return rebuild_batch(h, b"", ())
+    return None
+
+
+def _keys_of(h: tuple[int, ...], raw: bytes) -> list[tuple[int, bytes | None]]:
+    payload = raw[HEADER_SIZE:]
+    data = decompress(h[5] & 0x07, payload) if h[5] & 0x07 else payload
+    return scan_keys(data, h[12])
+
+
+def iter_file_batches(path: str, chunk: int = _READ_CHUNK) -> Iterator[tuple[int, int, bytes]]:
+    """(base offset, last offset, bytes) of every batch of a segment file, read about
+    ``chunk`` bytes at a time (the remote compaction's downloaded segments).
+    CorruptRecordError on a truncated batch."""
+    with open(path, "rb") as f:
+        buf = b""
+        pos = 0
+        while True:
+            if len(buf) - pos < HEADER_SIZE:
+                more = f.read(chunk)
+                buf = buf[pos:] + more
+                pos = 0
+                if not more:
+                    if buf:
+                        raise CorruptRecordError(f"{path}: {len(buf)} bytes of a truncated batch at the end")
+                    return
+                continue
+            h = HEADER.unpack_from(buf, pos)
+            size = LOG_OVERHEAD + h[1]
+            if h[1] < MIN_BATCH_LENGTH:
+                raise CorruptRecordError(f"{path}: batch of bad length {h[1]} at offset {h[0]}")
+            if len(buf) - pos < size:
+                more = f.read(max(chunk, size))
+                if not more:
+                    raise CorruptRecordError(f"{path}: truncated batch at offset {h[0]}")
+                buf = buf[pos:] + more
+                pos = 0
+                continue
+            yield h[0], h[0] + h[6], buf[pos : pos + size]
+            pos += size
+
+
 # --- the cleaner --------------------------------------------------------------------------------
 
 
@@ -314,6 +603,7 @@ class LogCleaner:
     def __init__(self, config: CleanerConfig | None = None) -> None:
         self.config = config if config is not None else CleanerConfig()
         self._map = OffsetMap(self.config.dedupe_buffer_size)
+        self._mapped: list[int] = []  # the map's offsets, sorted (filter_batch's fast path)
         self.stop = threading.Event()
 
     # --- deciding ------------------------------------------------------------------------
@@ -363,9 +653,14 @@ class LogCleaner:
         if end is None:
             return None
         cleanable = [s for s in view.segments if s.next_offset <= end]
+        self._mapped = self._map.sorted_offsets()
         cfg = log.config
         horizon = now_ms - cfg.delete_retention_ms
-        for group in group_segments(cleanable, cfg.segment_bytes):
+        # A replicated tiered log never merges segments: whichever replica leads next
+        # uploads from where the last leader stopped, which must be one of its own segment
+        # boundaries (followers roll where their leader did; merging would drop some).
+        max_bytes = 0 if log.hw_managed_externally and cfg.remote_storage_enable else cfg.segment_bytes
+        for group in group_segments(cleanable, max_bytes):
             if self.stop.is_set():
                 stats.aborted = True
                 break
@@ -391,19 +686,8 @@ class LogCleaner:
             for _, batch_bytes in _read_batches(seg):
                 throttle.take(len(batch_bytes), self.stop)
                 stats.bytes_read += len(batch_bytes)
-                if HEADER.unpack_from(batch_bytes)[5] & _CONTROL_BIT:
-                    continue
-                base = HEADER.unpack_from(batch_bytes)[0]
-                for rec in batch_records(batch_bytes)[1]:
-                    if rec.key is None:
-                        continue
-                    digest = OffsetMap.digest(rec.key)
-                    prev = self._map.put(digest, base + rec.offset_delta)
-                    if prev is None:
-                        fits = False
-                        break
-                    changes.append((digest, prev))
-                if not fits:
+                if not map_batch(batch_bytes, self._map, changes):
+                    fits = False
                     break
             if not fits:
                 self._map.undo(changes[::-1])
@@ -451,10 +735,12 @@ class LogCleaner:
         ok = False
         try:
             last_group_batch = group[-1].next_offset - 1
-            for seg, tomb in zip(group, drop_tombstones, strict=True):
+            for seg, tomb, clean in zip(group, drop_tombstones, was_clean, strict=True):
+                # Every key of a dirty segment is in the map: filter_batch's fast path.
+                mapped = None if clean else self._mapped
                 for info, raw in _read_batches(seg):
                     throttle.take(len(raw), self.stop)
-                    kept_bytes = self._filter_batch(info, raw, tomb, view, last_group_batch, stats)
+                    kept_bytes = self._filter_batch(info, raw, tomb, view, last_group_batch, stats, mapped)
                     if kept_bytes is None:
                         continue
                     h = HEADER.unpack_from(kept_bytes)
@@ -497,35 +783,19 @@ class LogCleaner:
         view: CleanerView,
         last_group_batch: int,
         stats: CleanStats,
+        mapped: Sequence[int] | None = None,
     ) -> bytes | None:
-        h = HEADER.unpack_from(raw)
-        if h[5] & _CONTROL_BIT:
-            return raw
-        data, records = batch_records(raw)
-        kept: list[RawRecord] = []
-        for rec in records:
-            stats.records_read += 1
-            if rec.key is None:
-                stats.keyless_dropped += 1
-                continue
-            latest = self._map.get(OffsetMap.digest(rec.key))
-            if latest > info.base_offset + rec.offset_delta:
-                continue
-            if rec.tombstone and drop_tombstones:
-                stats.tombstones_dropped += 1
-                continue
-            kept.append(rec)
-        stats.records_kept += len(kept)
-        if len(kept) == len(records):
-            return raw
-        if kept:
-            return rebuild_batch(h, data, kept)
-        pid = h[9]
-        holds_last_seq = pid >= 0 and view.producer_last_offsets.get(pid) == info.last_offset
-        if holds_last_seq or info.last_offset == last_group_batch:
-            stats.empty_batches_kept += 1
-            return rebuild_batch(h, b"", ())
-        return None
+        return filter_batch(
+            raw,
+            info.base_offset,
+            info.last_offset,
+            self._map,
+            drop_tombstones=drop_tombstones,
+            producer_last_offsets=view.producer_last_offsets,
+            last_group_batch=last_group_batch,
+            stats=stats,
+            mapped_offsets=mapped,
+        )
 
     # --- the background thread -------------------------------------------------------------
 

@@ -463,8 +463,9 @@ class Log:
             bases = sorted(logs)
             for base in bases:
                 segments.append(Segment(d, base, index_interval_bytes=interval))
-                # Below the cleaner checkpoint segments may have been cleaned (gaps allowed).
-                segments[-1].compacted = base < first_dirty
+                # Below the cleaner checkpoint segments may have been cleaned (gaps allowed);
+                # a compacted topic's replica may also have copied its leader's gaps.
+                segments[-1].compacted = base < first_dirty or config.compact
             recovered = cls._load_segments(d, segments, clean_shutdown, rp_file or 0)
             if segments and lso_file is not None and lso_file > segments[-1].next_offset:
                 logger.warning(
@@ -479,6 +480,7 @@ class Log:
                 recovered = []
             if not segments:
                 segments.append(Segment(d, lso_file or 0, index_interval_bytes=interval))
+                segments[-1].compacted = config.compact
                 recovered.append(segments[-1])
             for s in recovered:
                 s.flush()
@@ -672,6 +674,9 @@ class Log:
         with self._lock:
             self._config = config
             self._segments[-1].index_interval_bytes = config.index_interval_bytes
+            if config.compact:  # from now on a follower may copy a leader's gaps
+                for seg in self._segments:
+                    seg.compacted = True
 
     @property
     def log_start_offset(self) -> int:
@@ -1113,7 +1118,11 @@ class Log:
         """Append batches that already carry their offsets (replication).
 
         The first batch must start at the log end and each next one where the previous
-        ended (InvalidRecordError "non-monotonic offsets" otherwise). Bytes are written
+        ended (InvalidRecordError "non-monotonic offsets" otherwise), except on a compacted
+        topic (``cleanup.policy`` with ``compact``): a leader's cleaner leaves offset gaps
+        between batches, which a follower catching up copies as they are, so there a
+        batch may start after the log end or the previous batch (never before). Anywhere
+        else a gap means corruption and is refused. Bytes are written
         unchanged (leader epochs and timestamps included). Each batch whose
         partitionLeaderEpoch (when >= 0) differs from the latest cached epoch is recorded
         in the leader-epoch cache before anything is written (Kafka's assign).
@@ -1134,8 +1143,9 @@ class Log:
         with self._lock:
             self._check_usable()
             expect = self.log_end_offset
+            gaps_ok = self._config.compact
             for b in batches:
-                if b.base_offset != expect:
+                if b.base_offset != expect and not (gaps_ok and b.base_offset > expect):
                     raise InvalidRecordError(
                         f"non-monotonic offsets: batch base offset {b.base_offset} where {expect} "
                         "was expected"
@@ -1247,6 +1257,7 @@ class Log:
             # before anything can reach its successor.
             old.seal()
             new = Segment(self.dir, old.next_offset, index_interval_bytes=self._config.index_interval_bytes)
+            new.compacted = self._config.compact  # a follower may copy a cleaned leader's gaps
         except StorageError as e:
             self._go_offline(e)
             raise
@@ -1823,6 +1834,7 @@ class Log:
             self._log_start_offset = log_start
             self._persist_log_start_offset()  # fsyncs the directory for the deletions too
             new = Segment(self.dir, offset, index_interval_bytes=self._config.index_interval_bytes)
+            new.compacted = self._config.compact
             self._segments = [new]
             self._bases = [offset]
             self._local_log_start_offset = offset

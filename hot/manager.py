@@ -381,7 +381,7 @@ class LogManager:
             log.close(clean=False)
             raise
         log.retention_guard = self._retention_guard
-        log.cleaner_attached = self.cleaner_config.enable and not log.hw_managed_externally
+        log.cleaner_attached = self.cleaner_config.enable
         log.append_guard = self._disk_guard.check if self._disk_guard is not None else None
         self._logs[key] = log
         self._failed.pop(key, None)
@@ -408,13 +408,9 @@ class LogManager:
                 self._cleaner_thread.start()
 
     def _compacted_logs(self) -> list[Log]:
-        # Replicated logs are not cleaned yet: a follower appends only dense batches
-        # (append_as_follower), so it could not copy a leader's cleaned, gapped range.
-        return [
-            log
-            for log in self.logs()
-            if log.config.compact and log.is_online and not log.hw_managed_externally
-        ]
+        # Replicated logs too, leaders and followers alike (each cleans its own copy below
+        # its high watermark); a follower copies a cleaned leader's gaps (append_as_follower).
+        return [log for log in self.logs() if log.config.compact and log.is_online]
 
     def _retention_loop(self) -> None:
         interval = max(0.001, self.retention_check_interval_ms / 1000.0)

@@ -801,7 +801,9 @@ class Segment:
         self.file.truncate(found.position)
         self.offset_index.truncate_to(found.base_offset)
         self.time_index.truncate_to(found.base_offset)
-        self.next_offset = found.base_offset
+        # ``offset`` may fall in a gap (a compacted segment): the log then ends at ``offset``,
+        # not at the dropped batch's base, so a follower refetches from there.
+        self.next_offset = min(found.base_offset, offset) if self.compacted else found.base_offset
         # Recompute the max timestamp from what is left.
         last = self.time_index.last_entry()
         self.max_timestamp, self.offset_of_max_timestamp = last if last else (NO_TIMESTAMP, self.base_offset)

@@ -28,6 +28,7 @@ from typing import Final
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from hot.errors import (
     OFFSET_OUT_OF_RANGE,
@@ -104,8 +105,10 @@ def read_cold(
 ) -> Iterator[pa.RecordBatch]:
     """The rows of one slice of a cold task. A segment that retention deleted since the
     plan (the manifest's log start is now past it) is data loss: ``OffsetOutOfRangeError``,
-    or with ``failOnDataLoss=false`` its rows not read yet are skipped. A missing object
-    that the manifest still covers is damage: ``ObjectNotFoundError``."""
+    or with ``failOnDataLoss=false`` its rows not read yet are skipped. A segment that
+    remote compaction replaced since the plan (its objects deleted after the grace
+    period) is read on from the segments the manifest names now. A missing object that
+    the manifest still names is damage: ``ObjectNotFoundError``."""
     done = sl.start_offset  # rows below this were yielded
     try:
         for batch in read_slice(store, task.topic, task.partition, sl, options.read_chunk_bytes):
@@ -114,13 +117,52 @@ def read_cold(
     except ObjectNotFoundError:
         log_start = _archive_log_start(options, task.topic, task.topic_id, task.partition)
         if log_start is not None and log_start <= sl.last_offset:
-            raise  # the manifest still covers the segment: its object should exist
+            again = _replanned(options, task, sl, done)
+            if again is None:
+                raise  # the manifest still names this object: it should exist
+            for nsl in again:
+                for batch in read_slice(store, task.topic, task.partition, nsl, options.read_chunk_bytes):
+                    rows = batch.filter(pc.greater_equal(batch.column(_OFFSET_COLUMN), done))
+                    if rows.num_rows:
+                        yield rows
+            return
         why = (
             "deleted with their topic"
             if log_start is None
             else f"deleted by retention (the log now starts at offset {log_start})"
         )
         _data_loss(options, task.topic, task.partition, done, sl.end_offset, why)
+
+
+def _replanned(
+    options: ReadOptions, task: ColdTask, sl: SegmentSlice, done: int
+) -> list[SegmentSlice] | None:
+    """Slices holding ``[done, sl.end_offset)`` in the manifest as it is now, if they are
+    other objects than ``sl``'s (a remote compaction swapped them in) and cover the range
+    from ``done`` on without a hole; else None."""
+    if task.topic_id is None or done >= sl.end_offset:
+        return [] if done >= sl.end_offset else None
+    tid = uuid.UUID(task.topic_id)
+
+    async def plan() -> list[SegmentSlice]:
+        planner = Planner(options, open_store_from(options.store))
+        try:
+            return await planner.archived_slices(task.topic, tid, task.partition, done, sl.end_offset)
+        finally:
+            await planner.store.close()
+
+    slices = run_blocking(plan)
+    if not slices or any(n.key == sl.key for n in slices) or slices[0].base_offset > done:
+        return None
+    if slices[-1].last_offset + 1 < sl.end_offset:
+        return None
+    logger.info(
+        "%s-%d: segment %s was replaced (remote compaction); reading on from its successor",
+        task.topic,
+        task.partition,
+        sl.key,
+    )
+    return slices
 
 
 def _archive_log_start(options: ReadOptions, topic: str, topic_id: str | None, partition: int) -> int | None:

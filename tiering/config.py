@@ -40,6 +40,12 @@ class TieringConfig:
     orphan_grace_ms: int = 3_600_000
     # Period of the orphan sweep.
     orphan_sweep_interval_ms: int = 3_600_000
+    # Remote compaction (compacted tiered topics): how often partitions are checked; a
+    # partition is compacted when its remote dirty ratio reaches min.cleanable.dirty.ratio.
+    remote_compaction_interval_ms: int = 60_000
+    # Objects of segments remote compaction replaced are deleted this long after the swap,
+    # so remote reads (and Spark tasks) already holding the old manifest can finish.
+    remote_compaction_grace_ms: int = 600_000
     # Longest pause between retries while the object store is unreachable.
     max_backoff_ms: int = 5000
     # Remote reader's chunk cache; None = <data_dir>/cache.
@@ -95,6 +101,8 @@ _INT_MINIMUMS: Final[dict[str, int]] = {
     "orphan_grace_ms": 0,
     "orphan_sweep_interval_ms": 1,
     "max_backoff_ms": 1,
+    "remote_compaction_interval_ms": 1,
+    "remote_compaction_grace_ms": 0,
     "cache_max_bytes": 0,
     "cache_chunk_bytes": 1,
     "prefetch_chunks": 0,

@@ -17,8 +17,10 @@ Keys are relative to the store's prefix (``s3://bucket/<prefix>/`` or ``file:///
   recreated under the same name never shares objects with its predecessor.
 - ``<base>``/``<last>`` are offsets as 20 zero-padded decimal digits (Kafka's file
   naming), so lexicographic order is offset order.
-- ``<segment_id>`` is a fresh UUID per upload attempt: a re-upload after a crash writes
-  new keys and never overwrites an object that some manifest revision may reference.
+- ``<segment_id>`` is a fresh UUID per upload attempt and per segment rewritten by remote
+  compaction (tiering/compactor.py): a re-upload after a crash or a compacted rewrite of
+  an offset range writes new keys and never overwrites an object that some manifest
+  revision, an in-flight reader or the chunk cache (keyed by object key) may still use.
 - ``<digest>`` is a short hash of the spillover manifest's content, so two writers racing
   to spill the same offset range never overwrite each other's (possibly different) object.
 

@@ -116,6 +116,11 @@ class SegmentOverlapError(ManifestError):
     """A COPIED segment whose offsets overlap another COPIED (or spilled) segment."""
 
 
+class CompactionConflictError(ManifestError):
+    """Remote compaction's swap found the segments it rewrote changed (retention, another
+    writer): the swap is abandoned and its new objects deleted."""
+
+
 class SegmentState(StrEnum):
     COPY_STARTED = "COPY_STARTED"
     COPIED = "COPIED"
@@ -169,6 +174,12 @@ class RemoteSegment:
     log_crc32c: int | None = None  # None: an entry written before the field existed
     # Cleaned by the log cleaner (compacted topics): offsets may skip between batches.
     compacted: bool = False
+    # Remote compaction (tiering/compactor.py): when this segment's records were first
+    # cleaned remotely (its tombstones go delete.retention.ms later); None: never.
+    cleaned_ms: int | None = None
+    # A DELETE_STARTED entry that remote compaction replaced by a rewritten segment: its
+    # objects stay readable until the replaced-object grace period has passed.
+    replaced: bool = False
 
     def __post_init__(self) -> None:
         sid = self.segment_id.hex if isinstance(self.segment_id, uuid.UUID) else repr(self.segment_id)
@@ -215,6 +226,14 @@ class RemoteSegment:
             raise InvalidSegmentError(f"segment {sid}: has_producer_snapshot must be a boolean")
         if not isinstance(self.compacted, bool):
             raise InvalidSegmentError(f"segment {sid}: compacted must be a boolean")
+        if self.cleaned_ms is not None and (not _is_int(self.cleaned_ms) or self.cleaned_ms < 0):
+            raise InvalidSegmentError(f"segment {sid}: cleaned_ms must be a non-negative integer")
+        if not isinstance(self.replaced, bool):
+            raise InvalidSegmentError(f"segment {sid}: replaced must be a boolean")
+        if self.replaced and self.state not in (SegmentState.DELETE_STARTED, SegmentState.DELETED):
+            raise InvalidSegmentError(
+                f"segment {sid}: only a DELETE_STARTED or DELETED entry can be replaced"
+            )
         if self.record_count is not None and (not _is_int(self.record_count) or self.record_count < 0):
             raise InvalidSegmentError(f"segment {sid}: record_count must be a non-negative integer or null")
 
@@ -254,6 +273,10 @@ class RemoteSegment:
             out["log_crc32c"] = self.log_crc32c
         if self.compacted:  # absent (false) keeps every other entry as it was
             out["compacted"] = True
+        if self.cleaned_ms is not None:
+            out["cleaned_ms"] = self.cleaned_ms
+        if self.replaced:
+            out["replaced"] = True
         return out
 
     @classmethod
@@ -263,7 +286,14 @@ class RemoteSegment:
             d,
             _SEGMENT_FIELDS,
             "segment",
-            optional=("has_producer_snapshot", "record_count", "log_crc32c", "compacted"),
+            optional=(
+                "has_producer_snapshot",
+                "record_count",
+                "log_crc32c",
+                "compacted",
+                "cleaned_ms",
+                "replaced",
+            ),
         )
         keys = _fields(obj["keys"], _KEY_FIELDS, "segment keys")
         try:
@@ -293,6 +323,8 @@ class RemoteSegment:
             record_count=obj.get("record_count"),
             log_crc32c=_crc32c_field(obj),
             compacted=obj.get("compacted", False),
+            cleaned_ms=obj.get("cleaned_ms"),
+            replaced=obj.get("replaced", False),
         )
 
     def _identity(self) -> tuple[int, int, SegmentKeys]:
@@ -318,6 +350,8 @@ _SEGMENT_FIELDS: Final = (
     "record_count",
     "log_crc32c",
     "compacted",
+    "cleaned_ms",
+    "replaced",
 )
 _KEY_FIELDS: Final = ("log", "index", "timeindex", "producer_snapshot", "leader_epoch_checkpoint")
 
@@ -406,6 +440,7 @@ _MANIFEST_FIELDS: Final = (
     "segments",
     "spillover",
     "leader_epoch",
+    "cleaned_offset",
 )
 
 
@@ -421,9 +456,16 @@ class PartitionManifest:
     segments: tuple[RemoteSegment, ...]
     spillover: tuple[SpilloverRef, ...] = field(default=())
     leader_epoch: int = -1  # highest writer's leader epoch; -1: single node (not written)
+    # Remote compaction: remote offsets below it were compacted against every key of the
+    # remote records below it (Kafka's cleaner checkpoint, for the bucket); 0: never.
+    cleaned_offset: int = 0
 
     def __post_init__(self) -> None:
         validate_topic_name(self.topic)
+        if not _is_int(self.cleaned_offset) or self.cleaned_offset < 0:
+            raise InvalidSegmentError(
+                f"cleaned_offset must be a non-negative integer, got {self.cleaned_offset!r}"
+            )
         if not _is_int(self.leader_epoch) or self.leader_epoch < -1:
             raise InvalidSegmentError(f"leader_epoch must be an integer >= -1, got {self.leader_epoch!r}")
         if not isinstance(self.topic_id, uuid.UUID):
@@ -455,6 +497,8 @@ class PartitionManifest:
         }
         if self.leader_epoch >= 0:  # single-node manifests stay exactly as before
             d["leader_epoch"] = self.leader_epoch
+        if self.cleaned_offset > 0:  # manifests never compacted remotely stay as before
+            d["cleaned_offset"] = self.cleaned_offset
         return d
 
     def to_json(self) -> bytes:
@@ -468,7 +512,7 @@ class PartitionManifest:
         except (ValueError, UnicodeDecodeError) as e:
             raise CorruptManifestError(f"{source}: not valid JSON: {e}") from None
         try:
-            obj = _fields(doc, _MANIFEST_FIELDS, "manifest", optional=("leader_epoch",))
+            obj = _fields(doc, _MANIFEST_FIELDS, "manifest", optional=("leader_epoch", "cleaned_offset"))
             if obj["format_version"] != cls.FORMAT_VERSION:
                 raise CorruptManifestError(
                     f"unsupported format_version {obj['format_version']!r} "
@@ -501,6 +545,7 @@ class PartitionManifest:
                 segments=tuple(segments),
                 spillover=tuple(spillover),
                 leader_epoch=obj.get("leader_epoch", -1),
+                cleaned_offset=obj.get("cleaned_offset", 0),
             )
         except CorruptManifestError as e:
             raise CorruptManifestError(f"{source}: {e}") from None
@@ -622,10 +667,79 @@ class PartitionManifest:
             raise InvalidRequestError(f"log start offset must be a non-negative integer, got {offset!r}")
         return self if offset <= self.log_start_offset else replace(self, log_start_offset=offset)
 
+    def swap_compacted(
+        self,
+        old: Sequence[RemoteSegment],
+        new: Sequence[RemoteSegment],
+        now_ms: int,
+        *,
+        cleaned_offset: int,
+    ) -> PartitionManifest:
+        """Remote compaction's swap, applied in one compare-and-swap: the COPIED entries
+        ``old`` become DELETE_STARTED (``replaced``; their objects stay readable for a
+        grace period), the COPIED entries ``new`` (rewritten from them, under new keys)
+        take their place, and ``cleaned_offset`` rises to ``cleaned_offset``.
+
+        ``old`` must still be in the manifest exactly as the compactor read them (COPIED,
+        unchanged), else CompactionConflictError: retention, a newer leader or another
+        compaction changed them, and the swap is abandoned. ``new`` must cover exactly the
+        offsets of ``old``, run by run: every run of consecutive ``old`` entries is replaced
+        by entries spanning the same [base, last]. Idempotent: a manifest that already holds
+        ``new`` is returned unchanged (a replayed write whose response was lost)."""
+        new_ids = {s.segment_id for s in new}
+        if new_ids and all(self.get(i) is not None for i in new_ids):
+            return self
+        if any(self.get(i) is not None for i in new_ids):
+            raise CompactionConflictError("some rewritten segments are already in the manifest")
+        for s in new:
+            if s.state is not SegmentState.COPIED or s.replaced:
+                raise InvalidSegmentError(f"rewritten segment {s.segment_id.hex} must be COPIED")
+        for s in old:
+            cur = self.get(s.segment_id)
+            if cur is None or cur != s or cur.state is not SegmentState.COPIED:
+                raise CompactionConflictError(
+                    f"segment {s.segment_id.hex} [{s.base_offset}, {s.last_offset}] changed since the "
+                    "compaction read it"
+                )
+        if _spans(old) != _spans(new):
+            raise InvalidSegmentError("rewritten segments must cover exactly the offsets they replace")
+        old_ids = {s.segment_id for s in old}
+        segments = [
+            replace(s.with_state(SegmentState.DELETE_STARTED, now_ms), replaced=True)
+            if s.segment_id in old_ids
+            else s
+            for s in self.segments
+        ]
+        segments.extend(new)
+        return replace(
+            self,
+            segments=_sorted(segments),
+            cleaned_offset=max(self.cleaned_offset, cleaned_offset),
+        )
+
+    def replaced_due(self, now_ms: int, grace_ms: int) -> list[RemoteSegment]:
+        """``replaced`` entries whose grace period has passed (their objects may go)."""
+        return [
+            s
+            for s in self.segments
+            if s.replaced and s.state is SegmentState.DELETE_STARTED and now_ms - s.updated_ms >= grace_ms
+        ]
+
     def drop_spillover(self, key: str) -> PartitionManifest:
         """Forget a spillover manifest (after retention deleted its segments); idempotent."""
         kept = tuple(r for r in self.spillover if r.key != key)
         return self if len(kept) == len(self.spillover) else replace(self, spillover=kept)
+
+
+def _spans(segments: Sequence[RemoteSegment]) -> list[tuple[int, int]]:
+    """Runs of contiguous offsets [base, last] covered by ``segments``."""
+    out: list[tuple[int, int]] = []
+    for s in sorted(segments, key=lambda s: s.base_offset):
+        if out and s.base_offset == out[-1][1] + 1:
+            out[-1] = (out[-1][0], s.last_offset)
+        else:
+            out.append((s.base_offset, s.last_offset))
+    return out
 
 
 def _sorted(segments: Sequence[RemoteSegment]) -> tuple[RemoteSegment, ...]:

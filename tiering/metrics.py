@@ -50,6 +50,30 @@ class TieringMetrics:
             ["topic"],
             registry=r,
         )
+        self.remote_compaction_runs = Counter(
+            "strata_tiering_remote_compaction_runs",
+            "Remote compaction passes that swapped rewritten segments into a manifest",
+            ["topic"],
+            registry=r,
+        )
+        self.remote_compaction_conflicts = Counter(
+            "strata_tiering_remote_compaction_conflicts",
+            "Remote compaction swaps abandoned because the replaced entries changed",
+            ["topic"],
+            registry=r,
+        )
+        self.remote_compaction_bytes_rewritten = Counter(
+            "strata_tiering_remote_compaction_bytes_rewritten",
+            "Bytes of remote segments replaced by remote compaction",
+            ["topic"],
+            registry=r,
+        )
+        self.remote_compaction_bytes_removed = Counter(
+            "strata_tiering_remote_compaction_bytes_removed",
+            "Remote bytes remote compaction removed (replaced minus rewritten sizes)",
+            ["topic"],
+            registry=r,
+        )
         self.orphans_deleted = Counter(
             "strata_tiering_orphans_deleted", "Unreferenced remote objects deleted by the sweeper", registry=r
         )

@@ -47,6 +47,7 @@ from hot.log import Log, atomic_write
 from hot.manager import LogManager
 from hot.topics import TopicInfo
 from tiering.cache import ChunkCache
+from tiering.compactor import WORK_DIR, RemoteCompactor
 from tiering.config import TieringConfig
 from tiering.manifest import ManifestStore, PartitionManifest
 from tiering.metrics import CacheStatsCollector, TieringMetrics
@@ -140,6 +141,7 @@ class PassResult:
     remote_deleted: int = 0
     topics_deleted: int = 0
     orphans_deleted: int = 0
+    remote_compacted: int = 0
 
 
 class TieringService:
@@ -163,6 +165,9 @@ class TieringService:
         self.manifests = manifests if manifests is not None else ManifestStore(store)
         self._clock_ms = clock_ms
         self.uploader = Uploader(manager, self.manifests, self.config, self.metrics, clock_ms=clock_ms)
+        self.compactor = RemoteCompactor(
+            self.uploader, manager.data_dir / WORK_DIR, manager.cleaner_config, clock_ms=clock_ms
+        )
         self.sweeper = OrphanSweeper(manager, self.manifests, self.config, self.metrics)
         self.pending_deletes = PendingDeletes(manager.meta_dir / PENDING_DELETES_FILE)
         cfg = self.config
@@ -184,6 +189,7 @@ class TieringService:
         self._closing = False
         self._last_retention_ms = clock_ms()
         self._last_sweep_ms = clock_ms()
+        self._last_compaction_ms = clock_ms()
         self.store_failing = False
         self._rng = random.Random()
         # Cluster mode: whether this broker leads a partition (only the leader uploads and
@@ -303,7 +309,12 @@ class TieringService:
             self._wake.clear()
 
     async def run_once(
-        self, now_ms: int | None = None, *, retention: bool | None = None, sweep: bool | None = None
+        self,
+        now_ms: int | None = None,
+        *,
+        retention: bool | None = None,
+        sweep: bool | None = None,
+        compact: bool | None = None,
     ) -> PassResult:
         """One pass: pending remote deletions, uploads + local retention of every tiered
         partition, and (when due, or when forced by the flags) total retention and the
@@ -321,6 +332,11 @@ class TieringService:
             result.remote_deleted = await self._retention_all(now)
             # Total retention may have moved log starts past local segments.
             await self._local_retention_all(now, result)
+        if compact or (
+            compact is None and now - self._last_compaction_ms >= cfg.remote_compaction_interval_ms
+        ):
+            self._last_compaction_ms = now
+            result.remote_compacted = await self._compact_all()
         if sweep or (sweep is None and now - self._last_sweep_ms >= cfg.orphan_sweep_interval_ms):
             self._last_sweep_ms = now
             result.orphans_deleted = await self.sweeper.sweep(now)
@@ -369,10 +385,39 @@ class TieringService:
                     logger.error("upload of %s failed: %s", log.name, e)
                     return
                 result.local_deleted += len(await self.uploader.apply_local_retention(log, now))
+                st = self.uploader.cached_state(info.name, log.partition)
+                if st is not None and st.stopped is None:
+                    try:
+                        await self.uploader.delete_replaced(st, now)
+                    except ObjectStoreError as e:
+                        failure.append(e)
+                    except PartitionStoppedError:
+                        return
 
         await asyncio.gather(*(one(info, log) for info, log in tiered))
         if failure:
             raise failure[0]
+
+    async def _compact_all(self, *, force: bool = False) -> int:
+        """Remote compaction of every due partition led here; returns how many swapped."""
+        done = 0
+        for info, log in self._all_logs():
+            cfg = log.config
+            if not (cfg.compact and cfg.remote_storage_enable):
+                continue
+            try:
+                stats = await self.compactor.compact_log(log, info.topic_id, force=force)
+            except ObjectStoreError:
+                raise
+            except PartitionStoppedError:
+                continue
+            except (StrataError, OSError) as e:
+                if not (log.closed or not log.is_online):
+                    logger.error("remote compaction of %s failed: %s", log.name, e)
+                continue
+            if stats is not None and stats.swapped:
+                done += 1
+        return done
 
     async def _local_retention_all(self, now: int, result: PassResult) -> None:
         for _, log in self._all_logs():

@@ -46,6 +46,7 @@ from typing import Any, Final
 from crc32c import crc32c
 
 from hot.batch import HEADER, HEADER_SIZE
+from hot.cleaner import iter_file_batches
 from hot.errors import (
     CorruptLogError,
     FencedLeaderEpochError,
@@ -61,6 +62,7 @@ from hot.topics import TopicInfo
 from tiering.config import TieringConfig
 from tiering.keys import SegmentKeys, manifest_key, partition_root, segment_keys, topic_manifest_key
 from tiering.manifest import (
+    CompactionConflictError,
     ManifestError,
     ManifestStore,
     Mutation,
@@ -75,15 +77,25 @@ from tiering.metrics import TieringMetrics
 logger = logging.getLogger(__name__)
 
 FAULT_ENV: Final = "STRATA_TIERING_FAULT"
-FAULT_POINTS: Final = ("after_copy_started", "after_log_upload", "after_copied", "after_delete_started")
+FAULT_POINTS: Final = (
+    "after_copy_started",
+    "after_log_upload",
+    "after_copied",
+    "after_delete_started",
+    # remote compaction (tiering/compactor.py)
+    "compact_after_log_upload",
+    "compact_after_upload",
+    "compact_after_swap",
+)
 FAULT_EXIT_CODE: Final = 86
 _HASH_CHUNK: Final = 1 << 20
 # HEADER.unpack indexes: partitionLeaderEpoch, baseTimestamp.
 _H_EPOCH: Final = 2
 _H_BASE_TS: Final = 7
+_H_COUNT: Final = 12
 
 
-def _fault(point: str) -> None:
+def fault(point: str) -> None:
     if os.environ.get(FAULT_ENV) == point:
         logger.error("fault injection (%s=%s): exiting now", FAULT_ENV, point)
         os._exit(FAULT_EXIT_CODE)
@@ -163,6 +175,20 @@ class LocalSegmentInfo:
     timeindex_size: int
     snapshot_path: str | None
     snapshot_size: int
+    # Every offset of the segment has a batch (no gap a cleaner, or a cleaned leader a
+    # follower copied from, left): the manifest's ``compacted`` flag is its negation.
+    dense: bool = True
+
+
+def _dense(seg: Segment) -> bool:
+    """No offset of the segment lacks its record: batches follow each other exactly and
+    each holds a record per offset it spans (a cleaner's rebuilt batch does not)."""
+    expect = seg.base_offset
+    for base, last, raw in iter_file_batches(seg.log_path):
+        if base != expect or HEADER.unpack_from(raw)[_H_COUNT] != last - base + 1:
+            return False
+        expect = last + 1
+    return expect == seg.next_offset
 
 
 def inspect_segment(log: Log, seg: Segment) -> LocalSegmentInfo:
@@ -206,6 +232,7 @@ def inspect_segment(log: Log, seg: Segment) -> LocalSegmentInfo:
         timeindex_size=timeindex_size,
         snapshot_path=snapshot,
         snapshot_size=snapshot_size,
+        dense=not seg.compacted or _dense(seg),
     )
 
 
@@ -347,7 +374,7 @@ class Uploader:
             logger.info("tiering of %s-%d fenced: %s", st.topic, st.partition, e)
             raise PartitionStoppedError(str(e)) from e
         except ManifestError as e:
-            if isinstance(e, SegmentOverlapError):
+            if isinstance(e, SegmentOverlapError | CompactionConflictError):
                 raise
             self._stop(st, "manifest", f"manifest update failed: {e}")
             raise PartitionStoppedError(st.stopped or str(e)) from e
@@ -362,8 +389,12 @@ class Uploader:
         """Finish what a crash interrupted: COPY_STARTED and DELETE_STARTED entries are
         deleted (objects first, then the entries)."""
         m = await self._load(st)
+        # Entries remote compaction replaced stay until their grace period has passed
+        # (readers may still be reading them): ``delete_replaced`` removes them.
         leftovers = [
-            s for s in m.segments if s.state in (SegmentState.COPY_STARTED, SegmentState.DELETE_STARTED)
+            s
+            for s in m.segments
+            if s.state in (SegmentState.COPY_STARTED, SegmentState.DELETE_STARTED) and not s.replaced
         ]
         if leftovers:
             logger.info(
@@ -409,7 +440,7 @@ class Uploader:
             return m
 
         m = await self._update(st, mark)
-        _fault("after_delete_started")
+        fault("after_delete_started")
         if after_mark is not None:
             after_mark(m)
         if not marked:
@@ -425,6 +456,21 @@ class Uploader:
         await self._update(st, drop)
         self.metrics.remote_deleted_segments.labels(st.topic).inc(len(marked))
         return marked
+
+    async def delete_replaced(self, st: PartitionState, now_ms: int) -> int:
+        """Delete the objects of entries remote compaction replaced more than
+        ``remote_compaction_grace_ms`` ago, then the entries (idempotent; only looks at the
+        cached manifest, so it costs nothing when there is nothing to do)."""
+        m = st.manifest
+        if m is None:
+            return 0
+        due = m.replaced_due(now_ms, self.config.remote_compaction_grace_ms)
+        if not due:
+            return 0
+        removed = await self._delete_remote(
+            st, {s.segment_id for s in due}, states=(SegmentState.DELETE_STARTED,)
+        )
+        return len(removed)
 
     # --- uploads ------------------------------------------------------------------------------
 
@@ -539,8 +585,8 @@ class Uploader:
             updated_ms=now,
             has_producer_snapshot=local.snapshot_path is not None,
             # A cleaned segment skips offsets: its span is not its record count.
-            record_count=None if seg.compacted else seg.next_offset - seg.base_offset,
-            compacted=seg.compacted,
+            record_count=None if not local.dense else seg.next_offset - seg.base_offset,
+            compacted=not local.dense,
         )
         log_start = log.log_start_offset
 
@@ -553,7 +599,7 @@ class Uploader:
             await self._update(st, start)
         except _Superseded:
             return False
-        _fault("after_copy_started")
+        fault("after_copy_started")
         try:
             await self._bucket.take(
                 local.size + local.index_size + local.timeindex_size + local.snapshot_size
@@ -561,7 +607,7 @@ class Uploader:
 
             async def put_log() -> None:
                 await self.store.put_file(keys.log, seg.log_path, length=local.size)
-                _fault("after_log_upload")
+                fault("after_log_upload")
 
             # The small objects go up while the .log does (one round trip each, not in a row).
             puts = [
@@ -608,7 +654,7 @@ class Uploader:
             )
             await self._abandon(st, sid, keys)
             return False
-        _fault("after_copied")
+        fault("after_copied")
         self.metrics.uploaded_segments.labels(st.topic).inc()
         self.metrics.uploaded_bytes.labels(st.topic).inc(local.size)
         logger.debug(

@@ -83,3 +83,34 @@ def test_bad_config_file(tmp_path: Path) -> None:
     unknown.write_text("colour = 'blue'\n")
     with pytest.raises(InvalidConfigError, match="unknown setting 'colour'"):
         load_config(config_file=unknown, env={})
+
+
+def test_log_cleaner_settings_file_env_flags(tmp_path: Path) -> None:
+    """log.cleaner.* (Kafka's broker names) in [cleaner], STRATA_LOG_CLEANER_*, --log-cleaner."""
+    from hot.cleaner import CleanerConfig
+
+    assert load_config(env={}).cleaner == CleanerConfig()
+    f = tmp_path / "strata.toml"
+    f.write_text(
+        '[cleaner]\n"log.cleaner.backoff.ms" = 500\n"log.cleaner.dedupe.buffer.size" = 1048576\n'
+        '"log.cleaner.io.max.bytes.per.second" = 1e6\n"log.cleaner.enable" = true\n'
+    )
+    cfg = load_config(config_file=f, env={"STRATA_LOG_CLEANER_BACKOFF_MS": "250"})
+    assert cfg.cleaner == CleanerConfig(
+        enable=True, backoff_ms=250, dedupe_buffer_size=1048576, io_max_bytes_per_second=1e6
+    )
+    off = load_config(config_file=f, env={}, overrides={"cleaner": {"log.cleaner.enable": False}})
+    assert not off.cleaner.enable
+    assert not load_config(env={"STRATA_LOG_CLEANER_THREADS": "0"}).cleaner.enable
+    for env, message in (
+        ({"STRATA_LOG_CLEANER_BACKOFF_MS": "-1"}, "backoff"),
+        ({"STRATA_LOG_CLEANER_ENABLE": "maybe"}, "log.cleaner.enable"),
+        ({"STRATA_LOG_CLEANER_THREADS": "4"}, "log.cleaner.threads"),
+        ({"STRATA_LOG_CLEANER_DEDUPE_BUFFER_SIZE": "10"}, "dedupe"),
+    ):
+        with pytest.raises(InvalidConfigError, match=message):
+            load_config(env=env)
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[cleaner]\n"log.cleaner.nope" = 1\n')
+    with pytest.raises(InvalidConfigError, match="unknown cleaner setting"):
+        load_config(config_file=bad, env={})

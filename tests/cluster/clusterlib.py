@@ -336,11 +336,12 @@ class Cluster:
         rf: int = 3,
         min_isr: int = 2,
         assignment: list[list[int]] | None = None,
+        configs: dict[str, str] | None = None,
     ) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
 
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        config = {"min.insync.replicas": str(min_isr)}
+        config = {"min.insync.replicas": str(min_isr), **(configs or {})}
         if assignment is not None:  # explicit replicas (partitions and rf follow from them)
             topic = NewTopic(name, len(assignment), replica_assignment=assignment, config=config)
         else:

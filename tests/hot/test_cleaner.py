@@ -20,7 +20,7 @@ from hot.cleaner import (
     rebuild_batch,
 )
 from hot.config import LogConfig
-from hot.errors import InvalidConfigError
+from hot.errors import InvalidConfigError, InvalidRecordError
 from hot.log import Log
 from hot.records import RecordInput, build_batch, decode_batch, decode_batches
 
@@ -386,5 +386,127 @@ def test_max_compaction_lag_forces_cleaning_below_the_ratio(tmp_path: Path) -> N
         assert LogCleaner.dirty_ratio(log.cleaner_view(NOW)) < 1.0
         assert not cleaner.needs_cleaning(log, NOW)  # 10 s old: within max.compaction.lag.ms
         assert cleaner.needs_cleaning(log, NOW + 60_000)  # past it: due whatever the ratio
+    finally:
+        log.close()
+
+
+def test_follower_copies_a_cleaned_leaders_gaps_only_on_compacted_topics(tmp_path: Path) -> None:
+    """A follower catching up from a cleaned leader gets batches whose offsets skip: a
+    compacted topic's replica appends them as they are (and keeps them across an unclean
+    restart and its own cleaning); any other topic's replica refuses a gap as corruption."""
+    leader = open_log(tmp_path / "leader")
+    append(leader, [(k % 4, k) for k in range(60)], 2)
+    leader.roll()
+    clean_until_done(leader)
+    raw = leader.read(0, 1 << 22).read()
+    leader_rows = read_all(leader)
+    assert len(leader_rows) < 60 and leader_rows[-1][0] == 59  # gaps below the end
+    leader.close()
+
+    follower = Log.open(
+        tmp_path / "follower", LogConfig(**COMPACT), topic="t", partition=0, hw_managed_externally=True
+    )
+    follower.append_as_follower(raw)
+    follower.set_high_watermark(follower.log_end_offset)
+    assert follower.log_end_offset == 60 and read_all(follower) == leader_rows
+    follower.close(clean=False)  # unclean: the reopen scans and recovers the gapped segment
+    follower = Log.open(
+        tmp_path / "follower", LogConfig(**COMPACT), topic="t", partition=0, hw_managed_externally=True
+    )
+    try:
+        assert follower.log_end_offset == 60
+        follower.set_high_watermark(60)
+        assert read_all(follower) == leader_rows
+        # The follower's own cleaner works on the copied, gapped segments too.
+        append(follower, [(k % 4, k) for k in range(60, 80)], 2)  # (as a leader would, later)
+        follower.set_high_watermark(follower.log_end_offset)
+        follower.roll()
+        clean_until_done(follower)
+        rows = read_all(follower)
+        assert {k for _, k, _ in rows} == {key(k) for k in range(4)}
+        assert [o for o, _, _ in rows][-4:] == [76, 77, 78, 79]
+    finally:
+        follower.close()
+
+    dense = Log.open(
+        tmp_path / "dense",
+        LogConfig(**{**COMPACT, "cleanup_policy": "delete"}),  # type: ignore[arg-type]
+        topic="t",
+        partition=0,
+        hw_managed_externally=True,
+    )
+    try:
+        with pytest.raises(InvalidRecordError, match="non-monotonic"):
+            dense.append_as_follower(raw)
+        assert dense.log_end_offset == 0
+    finally:
+        dense.close()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    batches=st.lists(
+        st.lists(st.tuples(st.one_of(st.none(), st.integers(0, 6)), st.booleans()), min_size=1, max_size=6),
+        min_size=1,
+        max_size=12,
+    ),
+    long_keys=st.booleans(),
+)
+def test_filter_fast_path_matches_the_record_scan(
+    batches: list[list[tuple[int | None, bool]]], long_keys: bool
+) -> None:
+    """``filter_batch`` with the map's sorted offsets (all-or-none batches decided from the
+    header) keeps exactly what the record-by-record scan keeps, with the same counts."""
+    from hot.cleaner import CleanStats, filter_batch, map_batch
+
+    raws: list[tuple[int, int, bytes]] = []
+    offset = 0
+    for recs in batches:
+        inputs = [
+            RecordInput(
+                None if k is None else (b"k" * (20 if long_keys else 1)) + b"%d" % k,
+                None if tomb else b"v%d" % offset,
+            )
+            for k, tomb in recs
+        ]
+        raw = bytearray(build_batch(inputs))
+        HEADER.pack_into(raw, 0, offset, *HEADER.unpack_from(raw)[1:])
+        raws.append((offset, offset + len(recs) - 1, bytes(raw)))
+        offset += len(recs)
+    m = OffsetMap(1 << 20)
+    for _, _, raw in raws:
+        assert map_batch(raw, m, [])
+    mapped = m.sorted_offsets()
+    slow, fast = CleanStats(), CleanStats()
+    for base, last, raw in raws:
+        kwargs: dict[str, object] = {
+            "drop_tombstones": False,
+            "producer_last_offsets": {},
+            "last_group_batch": raws[-1][1],
+        }
+        a = filter_batch(raw, base, last, m, stats=slow, **kwargs)  # type: ignore[arg-type]
+        b = filter_batch(raw, base, last, m, stats=fast, mapped_offsets=mapped, **kwargs)  # type: ignore[arg-type]
+        assert a == b
+    assert (slow.records_read, slow.records_kept, slow.keyless_dropped, slow.empty_batches_kept) == (
+        fast.records_read,
+        fast.records_kept,
+        fast.keyless_dropped,
+        fast.empty_batches_kept,
+    )
+
+
+def test_truncation_inside_a_gap_ends_the_log_at_the_offset(tmp_path: Path) -> None:
+    """A replica truncated to an offset its cleaned log skips ends exactly there (not at
+    the next batch), so it refetches every offset from it."""
+    log = open_log(tmp_path / "t-0")
+    try:
+        append(log, [(0, 0)] + [(1 + k % 3, k) for k in range(30)], 1)  # key 0 stays at offset 0
+        log.roll()
+        clean_until_done(log)
+        kept = [o for o, _, _ in read_all(log)]
+        gap = next(o for o in range(kept[0], kept[-1]) if o not in kept)
+        log.truncate_to(gap)
+        assert log.log_end_offset == gap
+        assert [o for o, _, _ in read_all(log)] == [o for o in kept if o < gap]
     finally:
         log.close()
