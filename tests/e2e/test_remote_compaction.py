@@ -177,6 +177,7 @@ def _spark_check(
     from pyspark.sql import SparkSession
 
     from spark import StrataDataSource
+    from tests.spark.sparklib import stop_spark
 
     saved = dict(os.environ)
     os.environ["PYSPARK_PYTHON"] = sys.executable
@@ -202,7 +203,7 @@ def _spark_check(
             .collect()
         )
     finally:
-        session.stop()
+        stop_spark(session)  # and its JVM, which keeps this test's S3 endpoint variables
         os.environ.clear()
         os.environ.update(saved)
     got = sorted((r["offset"], bytes(r["key"]), bytes(r["value"])) for r in rows)
