@@ -147,6 +147,11 @@ class BrokerConfig:
         """What clients are told to connect to (Metadata responses)."""
         return self.advertised_listener or self.kafka_listen
 
+    @property
+    def security_protocol(self) -> str:
+        """The Kafka listener's protocol in Kafka's names: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL."""
+        return ("SASL_" if self.sasl.enabled else "") + ("SSL" if self.tls.enabled else "PLAINTEXT")
+
 
 _SCALARS: dict[str, str] = {
     "data_dir": "path",
@@ -316,8 +321,7 @@ def load_config(
     config = dataclasses.replace(BrokerConfig(), **values)
     inter_broker.check(config)
     inter = config.cluster.inter_broker_protocol if config.cluster is not None else "PLAINTEXT"
-    tls_on, sasl_on = config.tls.enabled, config.sasl.enabled
-    client_protocol = ("SASL_" if sasl_on else "") + ("SSL" if tls_on else "PLAINTEXT")
+    client_protocol = config.security_protocol
     if config.cluster is not None and config.internal_listen is None and inter != client_protocol:
         # Followers must speak the listener's protocol (cluster.inter_broker), or have their own.
         raise InvalidConfigError(

@@ -812,16 +812,10 @@ def _broker_configs(conn: Connection) -> dict[str, str]:
             "auto.create.topics.enable": "true" if cfg.auto_create_topics else "false",
             "num.partitions": str(cfg.num_partitions),
             "socket.request.max.bytes": str(cfg.max_request_bytes),
-            "advertised.listeners": f"{_security_protocol(cfg.tls.enabled, cfg.sasl.enabled)}://{cfg.advertised}",
+            "advertised.listeners": f"{cfg.security_protocol}://{cfg.advertised}",
         }
     )
     return out
-
-
-def _security_protocol(tls: bool, sasl: bool) -> str:
-    return {(False, False): "PLAINTEXT", (True, False): "SSL", (False, True): "SASL_PLAINTEXT"}.get(
-        (tls, sasl), "SASL_SSL"
-    )
 
 
 async def handle_describe_configs(

@@ -32,6 +32,7 @@ from api.protocol.messages.describe_client_quotas import (
 )
 from api.protocol.messages.fetch import FetchRequest, FetchResponse
 from api.protocol.messages.produce import ProduceRequest, ProduceResponse
+from api.protocol.schema import records_length
 from api.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Quotas
 from hot.errors import InvalidRequestError, StrataError, kafka_code
 
@@ -43,15 +44,13 @@ Handler = Callable[["Connection", RequestHeader, Any], Awaitable[Any]]
 
 
 def records_size(records: Any) -> int:
-    """Bytes of a response's records: bytes-likes, file regions, or a sequence of those."""
+    """Bytes of a response's records: none, one part or a sequence of parts, measured as
+    the encoder measures them (``records_length``)."""
     if records is None:
         return 0
-    if isinstance(records, bytes | bytearray | memoryview):
-        return len(records)
-    length = getattr(records, "length", None)
-    if isinstance(length, int):
-        return length
-    return sum(records_size(r) for r in records)
+    if isinstance(records, bytes | bytearray | memoryview) or not isinstance(records, Sequence):
+        return records_length(records)
+    return sum(records_length(p) for p in records)
 
 
 class ProduceQuota:

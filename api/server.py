@@ -81,11 +81,6 @@ def _acl_home(config: BrokerConfig) -> str:
     return "etcd" if config.cluster is not None else str(acls_path(config.data_dir))
 
 
-def _security_protocol(config: BrokerConfig) -> str:
-    tls, sasl = config.tls.enabled, config.sasl.enabled
-    return ("SASL_SSL" if tls else "SASL_PLAINTEXT") if sasl else ("SSL" if tls else "PLAINTEXT")
-
-
 async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None = None) -> None:
     """Run a broker until SIGTERM/SIGINT (or cancellation)."""
     say = announce or (lambda line: print(line, flush=True))
@@ -224,7 +219,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         http_task = asyncio.create_task(http.serve(sockets=[http_sock]), name="http")
         say(f"strata: data dir {config.data_dir.resolve()}")
         say(f"strata: object store {config.object_store_url}")
-        security = _security_protocol(config)
+        security = config.security_protocol
         say(f"strata: kafka listener on {kafka_addr} (advertised as {config.advertised}; {security})")
         if internal_addr is not None:
             protocol = config.cluster.inter_broker_protocol if config.cluster is not None else "PLAINTEXT"
