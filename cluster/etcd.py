@@ -563,6 +563,22 @@ class EtcdClient:
                         await asyncio.wait_for(watch.cancel(), self.timeout)
 
 
+async def cas_update(
+    etcd: EtcdClient, key: bytes, change: Callable[[bytes | None], bytes], *, attempts: int
+) -> tuple[bytes, int]:
+    """Replace ``key``'s value by ``change(old)`` (``None``: absent) with a compare-and-swap
+    on its mod revision, re-reading and retrying a lost race up to ``attempts`` times.
+    Returns the value written and the revision of the write."""
+    for _ in range(attempts):
+        kv = await etcd.get(key)
+        new = change(kv.value if kv is not None else None)
+        guard = Compare.absent(key) if kv is None else Compare.mod_revision(key, kv.mod_revision)
+        result = await etcd.txn([guard], [Put(key, new)])
+        if result.succeeded:
+            return new, result.revision
+    raise MetadataStoreError(f"could not update {key.decode()}: too many concurrent changes")
+
+
 class LeaseKeeper:
     """Keeps one lease alive from a background task.
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 
 from api.security.quotas import QuotaTable
-from cluster.etcd import Compare, EtcdClient, Put
+from cluster.etcd import EtcdClient, cas_update
 from cluster.keys import KeyLayout
 from cluster.metadata import ClusterView
-from hot.errors import InvalidConfigError, MetadataStoreError
+from hot.errors import InvalidConfigError
 
 CAS_ATTEMPTS = 10
 VIEW_TIMEOUT = 10.0
@@ -37,19 +37,12 @@ class EtcdQuotaStore:
         return self._table
 
     async def alter(self, changes: list[tuple[str | None, str, float | None]]) -> None:
-        for _ in range(CAS_ATTEMPTS):
-            kv = await self.etcd.get(self.key)
-            current = QuotaTable() if kv is None else _parse(kv.value, str(self.key))
-            table = current.altered(changes)
-            guard = (
-                Compare.absent(self.key) if kv is None else Compare.mod_revision(self.key, kv.mod_revision)
-            )
-            data = json.dumps(table.to_json(), sort_keys=True).encode()
-            result = await self.etcd.txn([guard], [Put(self.key, data)])
-            if result.succeeded:
-                await self.view.wait_for_revision(result.revision, VIEW_TIMEOUT)
-                return
-        raise MetadataStoreError("client quotas changed concurrently too often; try again")
+        def change(old: bytes | None) -> bytes:
+            current = QuotaTable() if old is None else _parse(old, str(self.key))
+            return json.dumps(current.altered(changes).to_json(), sort_keys=True).encode()
+
+        _, revision = await cas_update(self.etcd, self.key, change, attempts=CAS_ATTEMPTS)
+        await self.view.wait_for_revision(revision, VIEW_TIMEOUT)
 
 
 def _parse(data: bytes, where: str) -> QuotaTable:

@@ -19,7 +19,7 @@ from typing import TypeVar
 from api.security.acl import AclBinding, AclFilter
 from api.security.acl_store import added, decode_acls, encode_acls, removed
 from api.security.users import UserTable
-from cluster.etcd import Compare, EtcdClient, Put, WatchEvent, WatchEventType, WatchReset
+from cluster.etcd import EtcdClient, WatchEvent, WatchEventType, WatchReset, cas_update
 from cluster.keys import KeyLayout
 from hot.errors import MetadataStoreError
 
@@ -84,18 +84,12 @@ async def update_key(
     change: Callable[[bytes | None], bytes],
     docs: SecurityDocuments | None = None,
 ) -> None:
-    """Replace ``key``'s value by ``change(old)`` with compare-and-swap (retried on a race)."""
-    for _ in range(CAS_ATTEMPTS):
-        kv = await etcd.get(key)
-        new = change(kv.value if kv is not None else None)
-        guard = Compare.absent(key) if kv is None else Compare.mod_revision(key, kv.mod_revision)
-        result = await etcd.txn([guard], [Put(key, new)])
-        if result.succeeded:
-            if docs is not None and result.revision >= docs.revisions.get(key, 0):
-                docs.values[key] = new
-                docs.revisions[key] = result.revision
-            return
-    raise MetadataStoreError(f"could not update {key.decode()}: too many concurrent changes")
+    """Replace ``key``'s value by ``change(old)`` with compare-and-swap (retried on a race);
+    ``docs`` sees the write at once (read-your-writes before its watch catches up)."""
+    new, revision = await cas_update(etcd, key, change, attempts=CAS_ATTEMPTS)
+    if docs is not None and revision >= docs.revisions.get(key, 0):
+        docs.values[key] = new
+        docs.revisions[key] = revision
 
 
 class EtcdAclStore:
