@@ -19,13 +19,25 @@ Files, one per chunk, under ``<cache_dir>/<d0d1>/<digest>-<index>.chunk`` where
 two (256 subdirectories keep directories small). Layout (big-endian)::
 
     offset  size  field
-    0       4     magic        b"STCC"
+    0       4     magic        b"STC2"
     4       4     crc          uint32  CRC-32C of bytes [8, end)
     8       4     index        uint32  chunk index
     12      4     length       uint32  payload bytes
     16      2     keyLength    uint16
-    18      k     key          UTF-8 object key (guards against digest collisions)
-    18+k    n     payload
+    18      1     flags        uint8   bit 0 VERIFIED (below); other bits 0
+    19      k     key          UTF-8 object key (guards against digest collisions)
+    19+k    n     payload
+
+Files of the first layout (magic ``STCC``: no flags byte, the key at 18) are still read,
+as not verified. VERIFIED: the payload is a slice of an object fetched whole whose
+checksum matched the caller's ``check`` (for segments, the manifest's CRC-32C of the
+whole object, computed by the uploader after it validated every batch). Readers may skip
+their own validation of such bytes; the flag is covered by the file's CRC, so a damaged
+flag fails the file like any other damage.
+
+Whole-object GETs compute the CRC-32C of each chunk once, in the GET's worker thread;
+the whole object's CRC handed to ``check`` and each chunk file's CRC are combined from
+those (``tiering.checksum``), so the bytes are read once for both.
 
 Write-behind: a GET's bytes go to the readers waiting for them (and to a small in-memory
 LRU of recent chunks, ``memory_bytes``) first; the chunk files are written afterwards, in a
@@ -68,18 +80,22 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, Protocol
 
 from crc32c import crc32c
 
 from hot.errors import InvalidConfigError, ObjectNotFoundError, ObjectStoreError
+from tiering.checksum import crc32c_combine, crc32c_concat, crc32c_pieces
 from tiering.store import InvalidRangeError, ObjectStore
 
 logger = logging.getLogger(__name__)
 
 
-MAGIC: Final = b"STCC"
-CHUNK_HEADER: Final = struct.Struct(">4sIIIH")  # magic, crc, index, length, keyLength
+MAGIC: Final = b"STC2"
+CHUNK_HEADER: Final = struct.Struct(">4sIIIHB")  # magic, crc, index, length, keyLength, flags
+MAGIC_V1: Final = b"STCC"  # the first layout: no flags byte
+CHUNK_HEADER_V1: Final = struct.Struct(">4sIIIH")
+FLAG_VERIFIED: Final = 0x01
 CHUNK_SUFFIX: Final = ".chunk"
 DIGEST_HEX: Final = 40
 # Objects up to this size are fetched with one GET when read from their start (``whole``).
@@ -88,6 +104,7 @@ DEFAULT_WHOLE_OBJECT_BYTES: Final = 16 << 20
 # not back from the file just written, and small fetches reuse a chunk without disk reads.
 DEFAULT_MEMORY_BYTES: Final = 64 << 20
 _CRC_START: Final = 8
+_CRC_FIELDS: Final = struct.Struct(">IIHB")  # the header fields the CRC covers: index .. flags
 _MAX_TRACKED_OBJECTS: Final = 4096  # objects whose last read chunk is remembered for prefetch
 _tmp_ids = itertools.count()
 _NOGIL_COPY_BYTES: Final = 256 << 10  # smaller copies keep the GIL (a foreign call costs more)
@@ -147,8 +164,9 @@ class CacheStats:
 class ChunkFile:
     """One cached chunk: ``<cache_dir>/<d0d1>/<digest40>-<index:08d>.chunk``.
 
-    Layout (big-endian): magic ``STCC`` | crc uint32 (CRC-32C of everything after it) |
-    index uint32 | length uint32 | keyLength uint16 | key (UTF-8) | payload. Written to
+    Layout (big-endian): magic ``STC2`` | crc uint32 (CRC-32C of everything after it) |
+    index uint32 | length uint32 | keyLength uint16 | flags uint8 | key (UTF-8) | payload
+    (module docstring; ``STCC`` files, without flags, are read too). Written to
     ``<name>.<n>.tmp`` (with O_DIRECT: padded to 4 KiB, then truncated to its length) and
     renamed, without fsync (a cache); after a crash a torn, short or zero-filled file
     fails ``decode`` (magic, CRC, lengths, key, index) and is deleted, never served.
@@ -156,32 +174,61 @@ class ChunkFile:
     (worker threads)."""
 
     @staticmethod
-    def header(key: str, index: int, payload: bytes | memoryview) -> bytes:
-        """Everything before the payload (the CRC covers the payload too)."""
+    def header(
+        key: str,
+        index: int,
+        payload: bytes | memoryview,
+        *,
+        verified: bool = False,
+        payload_crc: int | None = None,
+    ) -> bytes:
+        """Everything before the payload (the CRC covers the payload too). ``payload_crc``:
+        the payload's CRC-32C if the caller has it (saves a pass over the payload)."""
         kb = key.encode("utf-8")
-        body = struct.pack(">IIH", index, len(payload), len(kb)) + kb
-        crc = crc32c(payload, crc32c(body))
-        return CHUNK_HEADER.pack(MAGIC, crc, index, len(payload), len(kb)) + kb
+        flags = FLAG_VERIFIED if verified else 0
+        body = _CRC_FIELDS.pack(index, len(payload), len(kb), flags) + kb
+        if payload_crc is None:
+            crc = crc32c(payload, crc32c(body))
+        else:
+            crc = crc32c_combine(crc32c(body), payload_crc, len(payload))
+        return CHUNK_HEADER.pack(MAGIC, crc, index, len(payload), len(kb), flags) + kb
 
     @staticmethod
-    def encode(key: str, index: int, payload: bytes | memoryview) -> bytes:
-        return ChunkFile.header(key, index, payload) + bytes(payload)
+    def encode(key: str, index: int, payload: bytes | memoryview, *, verified: bool = False) -> bytes:
+        return ChunkFile.header(key, index, payload, verified=verified) + bytes(payload)
 
     @staticmethod
     def decode(data: bytes, key: str, index: int) -> memoryview | None:
         """The payload (a view of ``data``), or None if the file is damaged or holds another chunk."""
-        if len(data) < CHUNK_HEADER.size:
+        found = ChunkFile.decode_chunk(data, key, index)
+        return None if found is None else found[0]
+
+    @staticmethod
+    def decode_chunk(data: bytes, key: str, index: int) -> tuple[memoryview, bool] | None:
+        """(payload as a view of ``data``, VERIFIED flag), or None if the file is damaged
+        or holds another chunk."""
+        if len(data) < CHUNK_HEADER_V1.size:
             return None
-        magic, crc, idx, length, klen = CHUNK_HEADER.unpack_from(data, 0)
-        start = CHUNK_HEADER.size + klen
-        if magic != MAGIC or idx != index or len(data) != start + length:
+        magic = data[:4]
+        if magic == MAGIC and len(data) >= CHUNK_HEADER.size:
+            _, crc, idx, length, klen, flags = CHUNK_HEADER.unpack_from(data, 0)
+            key_at = CHUNK_HEADER.size
+            if flags & ~FLAG_VERIFIED:
+                return None
+        elif magic == MAGIC_V1:
+            _, crc, idx, length, klen = CHUNK_HEADER_V1.unpack_from(data, 0)
+            key_at, flags = CHUNK_HEADER_V1.size, 0
+        else:
+            return None
+        start = key_at + klen
+        if idx != index or len(data) != start + length:
             return None
         view = memoryview(data)
         if crc32c(view[_CRC_START:]) != crc:
             return None
-        if view[CHUNK_HEADER.size : start] != key.encode("utf-8"):
+        if view[key_at:start] != key.encode("utf-8"):
             return None
-        return view[start:]
+        return view[start:], bool(flags & FLAG_VERIFIED)
 
     @staticmethod
     def read(path: str) -> bytes | None:
@@ -296,8 +343,18 @@ def _key_digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:DIGEST_HEX]
 
 
-# Checks a whole object's bytes (in a worker thread); raises to reject them.
-ObjectCheck = Callable[[memoryview], None]
+class ObjectCheck(Protocol):
+    """Checks a whole object's bytes, in the worker thread that fetched them; raises to
+    reject them. ``crc`` is the CRC-32C of ``data`` (computed by the cache with the
+    chunks' own)."""
+
+    def __call__(self, data: memoryview, crc: int) -> None: ...
+
+
+# A chunk's bytes, and whether they passed a whole-object check (module docstring: VERIFIED).
+_Chunk = tuple[memoryview, bool]
+# A chunk file to write: name, index, payload, VERIFIED, the payload's CRC-32C if known.
+_Written = tuple[str, int, memoryview, bool, int | None]
 
 
 def _check_size(key: str, position: int, size: int, data: memoryview) -> None:
@@ -310,10 +367,16 @@ def _check_size(key: str, position: int, size: int, data: memoryview) -> None:
         )
 
 
-def _check_whole(data: memoryview, *, key: str, size: int, check: ObjectCheck) -> None:
-    """The size, then the caller's check, of a whole object (before anything is served)."""
+def _check_whole(
+    data: memoryview, *, key: str, size: int, check: ObjectCheck, chunk_bytes: int, crcs: list[int]
+) -> None:
+    """The size, then the caller's check, of a whole object (before anything is served).
+    Fills ``crcs`` with the CRC-32C of each chunk (for the chunk files)."""
     _check_size(key, 0, size, data)
-    check(data)
+    crcs[:] = crc32c_pieces(data, chunk_bytes)
+    last = len(data) - (len(crcs) - 1) * chunk_bytes if crcs else 0
+    lengths = [chunk_bytes] * (len(crcs) - 1) + [last] if crcs else []
+    check(data, crc32c_concat(zip(crcs, lengths, strict=True)))
 
 
 # --- the cache --------------------------------------------------------------------------------
@@ -350,9 +413,9 @@ class ChunkCache:
         self.whole_object_bytes = whole_object_bytes
         self._index: OrderedDict[str, int] = OrderedDict()  # chunk file name -> file size, LRU first
         self._size = 0
-        self._mem: OrderedDict[str, memoryview] = OrderedDict()  # chunk name -> payload, LRU first
+        self._mem: OrderedDict[str, _Chunk] = OrderedDict()  # chunk name -> payload, LRU first
         self._mem_size = 0
-        self._inflight: dict[str, asyncio.Future[memoryview]] = {}
+        self._inflight: dict[str, asyncio.Future[_Chunk]] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # GETs (strong references while they run)
         self._prefetching: set[asyncio.Task[None]] = set()
         self._prefetch_bytes = 0  # bytes of prefetch GETs in flight (bounded by memory_bytes)
@@ -445,23 +508,41 @@ class ChunkCache:
         is at most ``whole_object_bytes`` and none of it is cached or being fetched, GET it
         whole, and pass its bytes to ``check`` (in a worker thread) before serving or
         caching any of them; an exception from ``check`` fails the read."""
+        views, _ = await self.read_checked_views(
+            key, start, end, object_size=object_size, whole=whole, check=check
+        )
+        return views
+
+    async def read_checked_views(
+        self,
+        key: str,
+        start: int,
+        end: int,
+        *,
+        object_size: int,
+        whole: bool = False,
+        check: ObjectCheck | None = None,
+    ) -> tuple[list[memoryview], bool]:
+        """``read_views``, and whether every one of those bytes passed a whole-object
+        ``check`` (now, or when its chunk was fetched; module docstring: VERIFIED)."""
         end = min(end, object_size)
         if start >= end:
-            return []
+            return [], True
         first, last = start // self.chunk_bytes, (end - 1) // self.chunk_bytes
         whole = whole and start == 0
         chunks = await self._chunks(key, first, last, object_size, whole=whole, check=check)
+        verified = all(v for _, v in chunks)
         base = first * self.chunk_bytes
         if len(chunks) == 1:
-            return [chunks[0][start - base : end - base]]
-        out = [chunks[0][start - base :]]
-        out.extend(chunks[1:-1])
-        out.append(chunks[-1][: end - (last * self.chunk_bytes)])
-        return out
+            return [chunks[0][0][start - base : end - base]], verified
+        out = [chunks[0][0][start - base :]]
+        out.extend(c for c, _ in chunks[1:-1])
+        out.append(chunks[-1][0][: end - (last * self.chunk_bytes)])
+        return out, verified
 
     async def get_chunk(self, key: str, index: int, *, object_size: int) -> memoryview:
         """Chunk ``index`` of the object (exactly its expected length, else an error)."""
-        return (await self._chunks(key, index, index, object_size))[0]
+        return (await self._chunks(key, index, index, object_size))[0][0]
 
     async def _chunks(
         self,
@@ -472,7 +553,7 @@ class ChunkCache:
         *,
         whole: bool = False,
         check: ObjectCheck | None = None,
-    ) -> list[memoryview]:
+    ) -> list[_Chunk]:
         """Chunks ``first..last``: from memory, else from disk (one worker-thread hop for
         all of them), else joining a GET in flight, else from new GETs."""
         if self._closed:
@@ -484,14 +565,14 @@ class ChunkCache:
         for i in range(first, last + 1):
             self._note_sequential(key, i, object_size)
         n = last - first + 1
-        out: list[memoryview | None] = [None] * n
-        waits: dict[int, asyncio.Future[memoryview]] = {}
+        out: list[_Chunk | None] = [None] * n
+        waits: dict[int, asyncio.Future[_Chunk]] = {}
         on_disk: list[int] = []
         for i in range(n):
             name = self.chunk_name(key, first + i)
-            view = self._from_memory(name)
-            if view is not None:
-                out[i] = view
+            chunk = self._from_memory(name)
+            if chunk is not None:
+                out[i] = chunk
             elif name in self._index:
                 on_disk.append(i)
             else:
@@ -503,14 +584,14 @@ class ChunkCache:
             jobs = [(self.chunk_name(key, first + i), first + i) for i in on_disk]
             loaded, damaged = await asyncio.to_thread(self._load_many, key, jobs)
             self._corrupt += damaged
-            for i, (name, index), view in zip(on_disk, jobs, loaded, strict=True):
+            for i, (name, index), found in zip(on_disk, jobs, loaded, strict=True):
                 a, b = self.chunk_range(index, object_size)
-                if view is not None and len(view) == b - a:
+                if found is not None and len(found[0]) == b - a:
                     self._hits += 1
-                    out[i] = view
+                    out[i] = found
                     if name in self._index:
                         self._index.move_to_end(name)
-                    self._remember(name, view)
+                    self._remember(name, found)
                     continue
                 self._forget(name)
                 fut = self._inflight.get(name)  # a GET may have started during the load
@@ -544,38 +625,40 @@ class ChunkCache:
             out[i] = await asyncio.shield(fut)
         return [v for v in out if v is not None]
 
-    def _from_memory(self, name: str) -> memoryview | None:
-        view = self._mem.get(name)
-        if view is None:
+    def _from_memory(self, name: str) -> _Chunk | None:
+        chunk = self._mem.get(name)
+        if chunk is None:
             return None
         self._hits += 1
         self._mem.move_to_end(name)
         if name in self._index:
             self._index.move_to_end(name)
-        return view
+        return chunk
 
-    def _remember(self, name: str, view: memoryview) -> None:
+    def _remember(self, name: str, chunk: _Chunk) -> None:
         """Keep a chunk in the in-memory LRU (only with a disk cache: without one, every read
         is a GET by definition)."""
-        if self.memory_bytes <= 0 or len(view) > self.memory_bytes:
+        size = len(chunk[0])
+        if self.memory_bytes <= 0 or size > self.memory_bytes:
             return
         old = self._mem.pop(name, None)
         if old is not None:
-            self._mem_size -= len(old)
-        self._mem[name] = view
-        self._mem_size += len(view)
+            self._mem_size -= len(old[0])
+        self._mem[name] = chunk
+        self._mem_size += size
         while self._mem_size > self.memory_bytes:
             _, dropped = self._mem.popitem(last=False)
-            self._mem_size -= len(dropped)
+            self._mem_size -= len(dropped[0])
 
     def _drop_from_memory(self, name: str) -> None:
         old = self._mem.pop(name, None)
         if old is not None:
-            self._mem_size -= len(old)
+            self._mem_size -= len(old[0])
 
-    def _load_many(self, key: str, jobs: Sequence[tuple[str, int]]) -> tuple[list[memoryview | None], int]:
-        """(payload or None per chunk, files found damaged and deleted). Runs in a thread."""
-        out: list[memoryview | None] = []
+    def _load_many(self, key: str, jobs: Sequence[tuple[str, int]]) -> tuple[list[_Chunk | None], int]:
+        """(payload and VERIFIED flag, or None, per chunk; files found damaged and
+        deleted). Runs in a thread."""
+        out: list[_Chunk | None] = []
         damaged = 0
         for name, index in jobs:
             path = self._path(name)
@@ -583,12 +666,12 @@ class ChunkCache:
             if raw is None:
                 out.append(None)
                 continue
-            view = ChunkFile.decode(raw, key, index)
-            if view is None:
+            found = ChunkFile.decode_chunk(raw, key, index)
+            if found is None:
                 logger.warning("damaged cache file %s deleted", path)
                 ChunkFile.delete([path])
                 damaged += 1
-            out.append(view)
+            out.append(found)
         return out, damaged
 
     def _forget(self, name: str) -> None:
@@ -622,9 +705,9 @@ class ChunkCache:
         """One GET for chunks ``first..last`` (the whole object if ``whole``); a future per
         chunk in ``_inflight`` that readers join."""
         loop = asyncio.get_running_loop()
-        futs: list[tuple[str, asyncio.Future[memoryview]]] = []
+        futs: list[tuple[str, asyncio.Future[_Chunk]]] = []
         for i in range(first, last + 1):
-            fut: asyncio.Future[memoryview] = loop.create_future()
+            fut: asyncio.Future[_Chunk] = loop.create_future()
             # retrieve the exception when nobody awaits it (e.g. a failed prefetch)
             fut.add_done_callback(lambda f: f.cancelled() or f.exception())
             name = self.chunk_name(key, i)
@@ -657,17 +740,25 @@ class ChunkCache:
         object_size: int,
         whole: bool,
         check: ObjectCheck | None,
-        futs: list[tuple[str, asyncio.Future[memoryview]]],
+        futs: list[tuple[str, asyncio.Future[_Chunk]]],
     ) -> None:
         start, _ = self.chunk_range(first, object_size)
         _, end = self.chunk_range(last, object_size)
         try:
             self._gets += 1
-            verify: ObjectCheck | None = None
+            verify: Callable[[memoryview], None] | None = None
+            crcs: list[int] = []  # of each chunk, filled by a whole-object check
             if whole and check is not None:
                 # in the worker thread that fetched the bytes: no hop back and forth
                 self.object_checks += 1
-                verify = functools.partial(_check_whole, key=key, size=end - start, check=check)
+                verify = functools.partial(
+                    _check_whole,
+                    key=key,
+                    size=end - start,
+                    check=check,
+                    chunk_bytes=self.chunk_bytes,
+                    crcs=crcs,
+                )
             try:
                 # a whole object is asked for without a Range: a longer object is caught too
                 store = self.store
@@ -680,17 +771,18 @@ class ChunkCache:
             self._fetched_bytes += len(data)
             _check_size(key, start, end - start, data)
             view = data
-            chunks: list[tuple[str, int, memoryview]] = []
+            verified = verify is not None
+            chunks: list[_Written] = []
             for i, (name, fut) in enumerate(futs):
                 lo = i * self.chunk_bytes
                 payload = view[lo : lo + self.chunk_bytes]
-                chunks.append((name, first + i, payload))
+                chunks.append((name, first + i, payload, verified, crcs[i] if verified else None))
                 if self._inflight.get(name) is fut:
                     del self._inflight[name]
                 if not self._closed:
-                    self._remember(name, payload)
+                    self._remember(name, (payload, verified))
                 if not fut.done():
-                    fut.set_result(payload)
+                    fut.set_result((payload, verified))
             if self.max_bytes > 0 and not self._closed:
                 self._write_behind(key, chunks)
         except BaseException as e:
@@ -708,28 +800,26 @@ class ChunkCache:
 
     # -- write-behind -------------------------------------------------------------------------
 
-    def _write_behind(self, key: str, chunks: list[tuple[str, int, memoryview]]) -> None:
+    def _write_behind(self, key: str, chunks: list[_Written]) -> None:
         token = object()
-        for name, _, _ in chunks:
+        for name, *_ in chunks:
             self._pending_write[name] = token
         task = asyncio.get_running_loop().create_task(self._write_chunks(key, chunks, token))
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
 
-    def _write_files(
-        self, key: str, chunks: list[tuple[str, int, memoryview]], token: object
-    ) -> list[tuple[str, int]]:
+    def _write_files(self, key: str, chunks: list[_Written], token: object) -> list[tuple[str, int]]:
         """Write the chunk files; (name, file size) of each written. Runs in a thread."""
         written: list[tuple[str, int]] = []
-        for name, index, payload in chunks:
+        for name, index, payload, verified, crc in chunks:
             if self._pending_write.get(name) is not token:
                 continue  # invalidated (or fetched again) meanwhile
-            header = ChunkFile.header(key, index, payload)
+            header = ChunkFile.header(key, index, payload, verified=verified, payload_crc=crc)
             if ChunkFile.write(self._path(name), payload, header):
                 written.append((name, len(header) + len(payload)))
         return written
 
-    async def _write_chunks(self, key: str, chunks: list[tuple[str, int, memoryview]], token: object) -> None:
+    async def _write_chunks(self, key: str, chunks: list[_Written], token: object) -> None:
         written = await asyncio.to_thread(self._write_files, key, chunks, token)
         stale: list[str] = []
         for name, size in written:
@@ -742,7 +832,7 @@ class ChunkCache:
             self._forget(name)
             self._index[name] = size
             self._size += size
-        for name, _, _ in chunks:
+        for name, *_ in chunks:
             if self._pending_write.get(name) is token:
                 del self._pending_write[name]  # not written (an I/O error, logged)
         doomed = stale + [self._path(n) for n in self._evict_names()]

@@ -19,7 +19,10 @@ log raised OffsetMovedToTieredStorageError). The reader
    is fetched with one GET of the whole object, and the cache checks its CRC-32C (SHA-256
    for manifest entries older than ``log_crc32c``) against the manifest inside that GET,
    before any of its bytes is served: once per fetch of the
-   object, never on cache hits (chunk files carry their own CRC-32C). Bytes that fail are
+   object, never on cache hits (chunk files carry their own CRC-32C). Such bytes skip
+   the batch CRCs (the uploader validated every batch before it computed the manifest's
+   checksum); the cache marks them, in memory and in their chunk files (VERIFIED), so a
+   cache hit on them skips it too. Bytes from ranged GETs get every check. Bytes that fail are
    never served: RemoteCorruptObjectError names the key, byte position and offset. A
    missing object is RemoteObjectMissingError naming the key. Both map to
    KAFKA_STORAGE_ERROR for that partition only.
@@ -312,17 +315,20 @@ def validate_batches(data: Buffer | Sequence[Buffer], seg: RemoteSegment, positi
         pos += h.size
 
 
-def check_segment_object(data: Buffer, seg: RemoteSegment) -> None:
+def check_segment_object(data: Buffer, crc: int | None = None, *, seg: RemoteSegment) -> None:
     """The one check of a segment's ``.log`` fetched whole against its manifest entry: its
-    CRC-32C against ``log_crc32c`` or, for entries written before that field existed, its
-    SHA-256 against ``log_sha256``. On a mismatch, the batches are scanned so that damage
-    inside one is reported with its offset and position (a CRC error); the whole-object
-    error covers what no batch CRC sees (e.g. a changed baseOffset or
-    partitionLeaderEpoch, or another object under the key). Why CRC-32C: it is what S3
+    CRC-32C (``crc`` if the caller computed it already) against ``log_crc32c`` or, for
+    entries written before that field existed, its SHA-256 against ``log_sha256``. Bytes
+    that pass need no batch-by-batch validation: the uploader computed ``log_crc32c``
+    only after validating every batch of the local segment (``inspect_segment``). On a
+    mismatch, the batches are scanned so that damage inside one is reported with its
+    offset and position (a CRC error); the whole-object error covers what no batch CRC
+    sees (e.g. a changed baseOffset or partitionLeaderEpoch, or another object under the
+    key). Why CRC-32C: it is what S3
     itself offers as a full-object checksum, and in hardware it costs 0.4 ms per 8 MiB
     where SHA-256 cost 7.5 ms, the largest single item of a cold read's CPU."""
     if seg.log_crc32c is not None:
-        crc = int(crc32c(data))
+        crc = int(crc32c(data)) if crc is None else crc
         if crc == seg.log_crc32c:
             return
         problem = f"CRC-32C {crc:#010x} of the object differs from the manifest's {seg.log_crc32c:#010x}"
@@ -382,7 +388,9 @@ class _CachedManifest:
 class _SegmentBuffer:
     """A growing window ``[start, end)`` of one segment's ``.log`` bytes, held as the chunk
     cache's views (never joined). ``whole``: the read started at byte 0, so the cache may
-    GET the whole segment (its checksum checked) rather than chunk by chunk."""
+    GET the whole segment (its checksum checked) rather than chunk by chunk. ``verified``:
+    every byte of the window passed that whole-segment check (now or when the cache
+    fetched it), so its batches need no validation of their own."""
 
     def __init__(self, cache: ChunkCache, seg: RemoteSegment, start: int, *, whole: bool = False) -> None:
         self.cache = cache
@@ -392,6 +400,7 @@ class _SegmentBuffer:
         self.whole = whole and start == 0
         self._starts: list[int] = []  # segment position of each view
         self._views: list[memoryview] = []
+        self.verified = True
 
     async def ensure(self, end: int, *, hint: int = 0) -> None:
         """Make ``[start, end)`` available (reading up to ``hint`` ahead in one go)."""
@@ -400,7 +409,7 @@ class _SegmentBuffer:
             return
         want = min(self.seg.size, max(end, hint, self.end + self.cache.chunk_bytes))
         try:
-            views = await self.cache.read_views(
+            views, verified = await self.cache.read_checked_views(
                 self.seg.keys.log,
                 self.end,
                 want,
@@ -410,6 +419,7 @@ class _SegmentBuffer:
             )
         except ObjectNotFoundError:
             raise _SegmentGone(self.seg.keys.log) from None
+        self.verified = self.verified and verified
         for v in views:
             if len(v):
                 self._starts.append(self.end)
@@ -841,10 +851,12 @@ class RemoteReader:
                 position=pos,
             )
         parts = buf.slice(first_pos, pos)
-        if taken >= _THREAD_VALIDATE_BYTES:
-            await asyncio.to_thread(validate_batches, parts, seg, first_pos)
-        else:
-            validate_batches(parts, seg, first_pos)
+        # Bytes that passed the whole-segment check need no second pass (check_segment_object).
+        if not buf.verified:
+            if taken >= _THREAD_VALIDATE_BYTES:
+                await asyncio.to_thread(validate_batches, parts, seg, first_pos)
+            else:
+                validate_batches(parts, seg, first_pos)
         if not taken:
             return _Piece((), 0, -1, offset, (), (), at_end, pos, buf.end)
         return _Piece(

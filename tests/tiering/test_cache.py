@@ -10,14 +10,23 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
-from collections.abc import AsyncIterator, Callable
+import struct
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+from crc32c import crc32c
 
 from hot.errors import ObjectNotFoundError
 from tests.tiering.tierlib import CountingStore
-from tiering.cache import CHUNK_SUFFIX, ChunkCache, ChunkFile, RemoteCorruptObjectError
+from tiering.cache import (
+    CHUNK_HEADER,
+    CHUNK_SUFFIX,
+    ChunkCache,
+    ChunkFile,
+    ObjectCheck,
+    RemoteCorruptObjectError,
+)
 from tiering.store import open_store
 
 CHUNK = 1024
@@ -37,7 +46,7 @@ def _cache(
     store: CountingStore, tmp_path: Path, chunks: int = 100, prefetch: int = 0, memory: int = 1 << 20
 ) -> ChunkCache:
     # each file holds the chunk plus a small header: leave room for exactly ``chunks`` of them
-    per_file = CHUNK + 18 + len(KEY.encode())
+    per_file = CHUNK + CHUNK_HEADER.size + len(KEY.encode())
     return ChunkCache(
         store,
         tmp_path / "cache",
@@ -227,8 +236,9 @@ async def test_prefetch_window_skips_cached_chunks_and_readers_join_it(
     await cache.close()
 
 
-def _sha256_check(expected: str) -> Callable[[bytes], None]:
-    def check(data: bytes) -> None:
+def _sha256_check(expected: str) -> ObjectCheck:
+    def check(data: memoryview, crc: int) -> None:
+        assert crc == crc32c(data)  # combined from the chunks' CRCs
         if hashlib.sha256(data).hexdigest() != expected:
             raise RemoteCorruptObjectError(KEY, "SHA-256 differs")
 
@@ -365,3 +375,73 @@ def test_chunk_file_round_trip_at_odd_sizes(tmp_path: Path) -> None:
         assert len(raw) == len(header) + size and raw == ChunkFile.encode(KEY, n, payload)
         assert ChunkFile.decode(raw, KEY, n) == payload
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_chunk_file_verified_flag_and_first_layout() -> None:
+    payload = bytes(range(256)) * 5
+    plain = ChunkFile.encode(KEY, 3, payload)
+    verified = ChunkFile.encode(KEY, 3, payload, verified=True)
+    assert plain[:4] == verified[:4] == b"STC2"
+    assert ChunkFile.decode_chunk(plain, KEY, 3) == (payload, False)
+    assert ChunkFile.decode_chunk(verified, KEY, 3) == (payload, True)
+    # the flag is covered by the CRC: flipping it makes the file damaged, never "verified"
+    flipped = bytearray(plain)
+    flipped[CHUNK_HEADER.size - 1] ^= 0x01
+    assert ChunkFile.decode_chunk(bytes(flipped), KEY, 3) is None
+    unknown = bytearray(verified)
+    unknown[CHUNK_HEADER.size - 1] = 0x03  # a flag this version does not know
+    assert ChunkFile.decode_chunk(bytes(unknown), KEY, 3) is None
+    # a header built from the payload's CRC is the same header
+    assert ChunkFile.header(KEY, 3, payload, verified=True, payload_crc=crc32c(payload)) == (
+        ChunkFile.header(KEY, 3, payload, verified=True)
+    )
+    # files of the first layout (magic STCC, no flags byte) are still read, as not verified
+    kb = KEY.encode()
+    body = struct.pack(">IIH", 3, len(payload), len(kb)) + kb
+    v1 = b"STCC" + struct.pack(">I", crc32c(payload, crc32c(body))) + body + payload
+    assert ChunkFile.decode_chunk(v1, KEY, 3) == (payload, False)
+    assert ChunkFile.decode(v1, KEY, 3) == payload
+    assert ChunkFile.decode_chunk(v1, KEY, 4) is None  # another chunk's file
+    assert ChunkFile.decode_chunk(v1[:-1], KEY, 3) is None  # torn
+
+
+async def test_whole_object_chunks_stay_verified_in_memory_and_on_disk(
+    store: CountingStore, tmp_path: Path
+) -> None:
+    check = _sha256_check(hashlib.sha256(DATA).hexdigest())
+    cache = _cache(store, tmp_path)
+    views, verified = await cache.read_checked_views(
+        KEY, 0, len(DATA), object_size=len(DATA), whole=True, check=check
+    )
+    assert b"".join(views) == DATA and verified
+    await cache.wait_writes()
+    for path in _files(tmp_path):
+        assert path.read_bytes()[CHUNK_HEADER.size - 1] == 1  # VERIFIED
+    views, verified = await cache.read_checked_views(KEY, 100, 3000, object_size=len(DATA))
+    assert b"".join(views) == DATA[100:3000] and verified  # from memory
+    await cache.close()
+    # a new cache (a restart) reads the files, flag included
+    cache = _cache(store, tmp_path)
+    views, verified = await cache.read_checked_views(KEY, 0, len(DATA), object_size=len(DATA))
+    assert b"".join(views) == DATA and verified and len(store.gets) == 1
+    await cache.close()
+
+
+async def test_ranged_chunks_are_not_verified(store: CountingStore, tmp_path: Path) -> None:
+    check = _sha256_check(hashlib.sha256(DATA).hexdigest())
+    cache = _cache(store, tmp_path)
+    # not from byte 0: chunk GETs, whatever ``whole`` says
+    views, verified = await cache.read_checked_views(
+        KEY, CHUNK, 3 * CHUNK, object_size=len(DATA), whole=True, check=check
+    )
+    assert b"".join(views) == DATA[CHUNK : 3 * CHUNK] and not verified
+    await cache.wait_writes()
+    assert [p.read_bytes()[CHUNK_HEADER.size - 1] for p in _files(tmp_path)] == [0, 0]
+    # a read that mixes them with nothing else is still unverified (chunks 1-2 ranged),
+    # and the rest of the object can no longer be fetched whole
+    views, verified = await cache.read_checked_views(
+        KEY, 0, len(DATA), object_size=len(DATA), whole=True, check=check
+    )
+    assert b"".join(views) == DATA and not verified
+    assert all(a is not None for _, a, _ in store.gets) and cache.object_checks == 0
+    await cache.close()

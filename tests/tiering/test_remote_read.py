@@ -303,6 +303,52 @@ async def test_read_prefetches_the_following_segment_whole(env: Env) -> None:
     assert env.reader.object_checks == 1 + len(later)
 
 
+async def test_batches_checked_against_the_whole_segment_are_not_validated_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A segment fetched whole passed its manifest CRC-32C: its batches are served without
+    a second CRC pass, from memory and from chunk files (VERIFIED) after a restart. Bytes
+    from ranged GETs are validated batch by batch, every time."""
+    import tiering.remote_read as remote_read
+
+    validated: list[int] = []
+    real = remote_read.validate_batches
+
+    def counting(data: object, seg: RemoteSegment, position: int) -> None:
+        validated.append(position)
+        real(data, seg, position)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(remote_read, "validate_batches", counting)
+    env = await _env(tmp_path, f"file://{tmp_path}/bucket", prefetch_chunks=0)
+    s0, s3 = env.segs[0], env.segs[3]
+    try:
+        for _ in range(2):  # a GET of the whole segment, then memory
+            assert await env.read(s0.base_offset, s0.size) == env.local(s0.base_offset, s0.size)
+        assert env.reader.object_checks == 1 and validated == []
+        await env.reader.cache.close()
+        # restart: the chunk files say VERIFIED
+        cache = ChunkCache(
+            env.store, tmp_path / "cache", max_bytes=1 << 20, chunk_bytes=1024, prefetch_chunks=0
+        )
+        env.reader = RemoteReader(env.store, ManifestStore(env.store), cache)
+        gets = env.store.gets_of(".log")
+        mid = (s0.base_offset + s0.last_offset) // 2
+        end = s0.last_offset + 1
+        r = await env.reader.read(TOPIC, TID, 0, mid, 1 << 20, max_offset=end)
+        assert r.data == env.log.read(mid, 1 << 20, max_offset=end).read()
+        assert env.store.gets_of(".log") == gets and validated == []
+        # the middle of an untouched segment: ranged chunk GETs, every batch validated
+        r = await env.reader.read(TOPIC, TID, 0, s3.last_offset, 3000, max_offset=s3.last_offset + 1)
+        assert r.data == env.log.read(s3.last_offset, 3000, max_offset=s3.last_offset + 1).read()
+        assert len(validated) == 1
+        r = await env.reader.read(TOPIC, TID, 0, s3.last_offset, 3000, max_offset=s3.last_offset + 1)
+        assert len(validated) == 2  # and again on a cache hit
+    finally:
+        await env.reader.cache.close()
+        await env.store.close()
+        env.log.close()
+
+
 @pytest.fixture
 async def chunked_env(tmp_path: Path) -> AsyncIterator[Env]:
     """Segments never GET whole (as if every one were larger than ``whole_object_bytes``)."""
