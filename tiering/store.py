@@ -88,6 +88,8 @@ MAX_KEY_BYTES: Final = 1024
 RESERVED_SEGMENT: Final = ".strata"  # FileStore's private directory; refused as a first key segment
 _DELETE_BATCH: Final = 1000  # DeleteObjects limit
 _IO_THREADS: Final = 8  # S3Store's worker threads for large GETs and PUTs (at most max_pool)
+_WARM_UP_WAIT_S: Final = 2.0  # how long ``connect`` waits for the clients' warm-up
+_WARM_UP_CONNECTIONS: Final = 4  # blocking client connections opened by the warm-up
 _BLOCKING_PUT_BYTES: Final = 1 << 20  # bodies from this size go through the blocking client
 _COPY_CHUNK: Final = 1 << 20
 _PAGE: Final = mmap.PAGESIZE
@@ -744,34 +746,42 @@ class S3Store(ObjectStore):
             raise _convert_s3_error(e, "connect", self._where()) from e
         return client
 
-    async def connect(self) -> None:
-        """Create the client now (the broker calls this at start) rather than on the first
+    async def connect(self, *, warm_up_wait: float = _WARM_UP_WAIT_S) -> None:
+        """Create the clients now (the broker calls this at start) rather than on the first
         request: importing aioboto3 and building the client blocks for about a second. The
-        imports run in a worker thread; the client is then built on this loop."""
+        imports run in a worker thread; the client is then built on this loop. Then warm
+        the clients up (``_warm_up``), waiting at most ``warm_up_wait`` seconds for it: a
+        reachable endpoint answers within milliseconds, so the broker announces itself
+        ready with warm clients; an endpoint that is down does not hold the start (the
+        warm-up goes on in the background, its retries included)."""
         await asyncio.to_thread(_import_s3_client_modules)
         await self._client()
         await self._in_pool(self._sync_client)
         if self._warm_up_task is None:
             self._warm_up_task = asyncio.create_task(self._warm_up(), name="strata-s3-warm-up")
+        if warm_up_wait > 0:
+            await asyncio.wait({self._warm_up_task}, timeout=warm_up_wait)
 
     async def _warm_up(self) -> None:
-        """One GET of a key that cannot exist through each client, in the background.
+        """GETs of a key that cannot exist: one through the event loop's client and
+        ``_WARM_UP_CONNECTIONS`` at once through the blocking one.
 
         A client's first request loads and compiles what botocore defers (the operation's
         model and parsers, the endpoint rule set, signing): about 60 ms on the first
         aioboto3 GET (the first manifest read of a remote fetch) and a few on the first
-        blocking one. Paid here, after start-up, it stays off the first consumer's fetch.
-        In the background because a down endpoint would otherwise hold the start for the
-        retries. Best effort: any outcome (NoSuchKey, expected) is ignored."""
+        blocking one. The concurrent blocking GETs leave that many open connections in its
+        pool: a cold read's first fetch runs its GET and the prefetch of the next segments
+        at once, and each new connection costs a name lookup and a TCP (or TLS) handshake
+        on that fetch. Best effort: any outcome (NoSuchKey, expected) is ignored."""
         key = f"{self.prefix}{RESERVED_SEGMENT}/warm-up"
         with contextlib.suppress(Exception):
             client = await self._client()
             resp = await client.get_object(Bucket=self.bucket, Key=key)
             resp["Body"].close()
         with contextlib.suppress(Exception):
-            await self._in_pool(
-                functools.partial(self._sync_client().get_object, Bucket=self.bucket, Key=key)
-            )
+            get = functools.partial(self._sync_client().get_object, Bucket=self.bucket, Key=key)
+            n = min(_WARM_UP_CONNECTIONS, self._max_pool, _IO_THREADS)
+            await asyncio.gather(*(self._in_pool(get) for _ in range(n)), return_exceptions=True)
 
     @contextlib.asynccontextmanager
     async def _errors(self, op: str, key: str | None = None) -> AsyncIterator[None]:
