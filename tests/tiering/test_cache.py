@@ -445,3 +445,44 @@ async def test_ranged_chunks_are_not_verified(store: CountingStore, tmp_path: Pa
     assert b"".join(views) == DATA and not verified
     assert all(a is not None for _, a, _ in store.gets) and cache.object_checks == 0
     await cache.close()
+
+
+def test_chunk_file_zero_copy_from_an_aligned_buffer(tmp_path: Path) -> None:
+    """A large chunk of a page-aligned writable buffer (a pooled GET body) gets a header
+    padded to 4 KiB and is written straight from its memory; the file decodes to it, and
+    anything else takes the copying path with an unpadded header."""
+    import mmap
+
+    from tiering import cache as cache_mod
+
+    if not cache_mod._direct_io:
+        pytest.skip("no O_DIRECT here")
+    buf = mmap.mmap(-1, 3 << 20)
+    view = memoryview(buf)
+    view[:] = bytes(i % 251 for i in range(256)) * ((3 << 20) // 256)
+    cases = [
+        (view[: 64 << 10], True),  # exactly whole blocks
+        (view[: (64 << 10) + 1], True),  # a 1-byte last block
+        (view[1 << 20 : (3 << 20) - 100], True),  # a chunk at an aligned offset, short tail
+        (view[1 : 1 << 20], False),  # misaligned start
+        (view[: (64 << 10) - 1], False),  # too small to pay for the padding
+        (bytes(view[: 1 << 20]), False),  # read-only
+    ]
+    for n, (payload, zero_copy) in enumerate(cases):
+        assert ChunkFile.zero_copy(payload) is zero_copy
+        header = ChunkFile.header(KEY, n, payload, verified=True, aligned=zero_copy)
+        assert (len(header) % 4096 == 0) is zero_copy
+        path = str(tmp_path / "ab" / f"chunk-{n}{CHUNK_SUFFIX}")
+        assert ChunkFile.write(path, payload, header)
+        raw = Path(path).read_bytes()
+        assert len(raw) == len(header) + len(payload)
+        assert ChunkFile.decode_chunk(raw, KEY, n) == (bytes(payload), True)
+        damaged = bytearray(raw)
+        damaged[len(header) - 1 if zero_copy else -1] ^= 0x10  # padding or payload
+        assert ChunkFile.decode_chunk(bytes(damaged), KEY, n) is None
+    assert not list(tmp_path.rglob("*.tmp"))
+    for payload, _ in cases:
+        if isinstance(payload, memoryview):
+            payload.release()
+    view.release()
+    buf.close()
