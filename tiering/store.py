@@ -52,6 +52,8 @@ import abc
 import asyncio
 import base64
 import contextlib
+import datetime
+import email.utils
 import errno
 import fcntl
 import functools
@@ -559,6 +561,33 @@ def _import_s3_client_modules() -> None:
     from aiobotocore.config import AioConfig  # noqa: F401
 
 
+def _parse_timestamp(value: Any) -> datetime.datetime:
+    """botocore's response timestamp parser, fast for the two forms S3 sends: ISO 8601 in
+    XML bodies, RFC 1123 in headers (every GET's Last-Modified). botocore's default goes
+    through dateutil, about 140 µs per value here; anything these two do not read as an
+    aware datetime still goes to it."""
+    if isinstance(value, str):
+        try:
+            ts = datetime.datetime.fromisoformat(value)
+        except ValueError:
+            try:
+                ts = email.utils.parsedate_to_datetime(value)
+            except (TypeError, ValueError):
+                ts = None
+        if ts is not None and ts.tzinfo is not None:
+            return ts
+    from botocore.utils import parse_timestamp
+
+    return parse_timestamp(value)  # type: ignore[no-any-return]
+
+
+def _tune_session(botocore_session: Any) -> Any:
+    """A botocore session whose clients parse timestamps with ``_parse_timestamp``."""
+    factory = botocore_session.get_component("response_parser_factory")
+    factory.set_parser_defaults(timestamp_parser=_parse_timestamp)
+    return botocore_session
+
+
 class S3Store(ObjectStore):
     """An S3 bucket (and key prefix) through one aioboto3 client, plus one blocking botocore
     client for the requests that carry many bytes.
@@ -643,10 +672,13 @@ class S3Store(ObjectStore):
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
         )
+        from aiobotocore.session import get_session
+
         session = aioboto3.Session(
             aws_access_key_id=self._access_key,
             aws_secret_access_key=self._secret_key,
             region_name=self._region,
+            botocore_session=_tune_session(get_session()),
         )
         cm = session.client("s3", endpoint_url=self._endpoint_url, config=config)
         client = await cm.__aenter__()
@@ -668,10 +700,13 @@ class S3Store(ObjectStore):
                     request_checksum_calculation="when_required",
                     response_checksum_validation="when_required",
                 )
+                import botocore.session
+
                 session = boto3.session.Session(
                     aws_access_key_id=self._access_key,
                     aws_secret_access_key=self._secret_key,
                     region_name=self._region,
+                    botocore_session=_tune_session(botocore.session.get_session()),
                 )
                 self._sync = session.client("s3", endpoint_url=self._endpoint_url, config=config)
             return self._sync

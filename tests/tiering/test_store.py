@@ -565,3 +565,24 @@ async def test_s3_warm_up_against_a_dead_endpoint_fails_quietly_and_close_cancel
     assert task is not None
     await s.close()  # cancels it if it is still retrying
     assert task.done() and s._warm_up_task is None  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "2026-11-23T01:37:12.000Z",  # XML bodies (ListObjectsV2)
+        "2026-11-23T01:37:12Z",
+        "2026-11-23T01:37:12.123456+02:00",
+        "Mon, 23 Nov 2026 01:37:12 GMT",  # headers (Last-Modified)
+        "Sun, 06 Nov 1994 08:49:37 GMT",
+        "1700000000",  # epoch seconds: botocore's own parser
+        "2026-11-23T01:37:12",  # no zone: botocore's own parser (naive, as it returns)
+    ],
+)
+def test_timestamp_parser_agrees_with_botocore(value: str) -> None:
+    from botocore.utils import parse_timestamp
+
+    from tiering.store import _parse_timestamp
+
+    ours, theirs = _parse_timestamp(value), parse_timestamp(value)
+    assert ours == theirs and (ours.utcoffset() is None) == (theirs.utcoffset() is None)
