@@ -449,11 +449,18 @@ class RemoteCompactor:
                     f"not {last_group_batch}"
                 )
             out.seal()
+            # Remote readers serve bytes matching the manifest's CRC-32C without checking
+            # each batch again: like the uploader, validate them all before that CRC.
+            verified = out.verify()
         finally:
             out.close()
         if not changed and group[0].cleaned_ms is not None:
             return None
         size = os.path.getsize(out.log_path)
+        if verified != size:
+            raise CorruptRecordError(
+                f"rewriting remote segments at {base}: verified {verified} of {size} bytes"
+            )
         digest = hashlib.sha256()
         crc = 0
         with open(out.log_path, "rb") as f:

@@ -319,8 +319,8 @@ def check_segment_object(data: Buffer, crc: int | None = None, *, seg: RemoteSeg
     """The one check of a segment's ``.log`` fetched whole against its manifest entry: its
     CRC-32C (``crc`` if the caller computed it already) against ``log_crc32c`` or, for
     entries written before that field existed, its SHA-256 against ``log_sha256``. Bytes
-    that pass need no batch-by-batch validation: the uploader computed ``log_crc32c``
-    only after validating every batch of the local segment (``inspect_segment``). On a
+    that pass need no batch-by-batch validation: the uploader (``inspect_segment``) and
+    the remote compactor compute ``log_crc32c`` only after validating every batch. On a
     mismatch, the batches are scanned so that damage inside one is reported with its
     offset and position (a CRC error); the whole-object error covers what no batch CRC
     sees (e.g. a changed baseOffset or partitionLeaderEpoch, or another object under the
