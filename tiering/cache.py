@@ -425,10 +425,9 @@ def _check_whole(
     """The size, then the caller's check, of a whole object (before anything is served).
     Fills ``crcs`` with the CRC-32C of each chunk (for the chunk files)."""
     _check_size(key, 0, size, data)
-    crcs[:] = crc32c_pieces(data, chunk_bytes)
-    last = len(data) - (len(crcs) - 1) * chunk_bytes if crcs else 0
-    lengths = [chunk_bytes] * (len(crcs) - 1) + [last] if crcs else []
-    check(data, crc32c_concat(zip(crcs, lengths, strict=True)))
+    pieces = crc32c_pieces(data, chunk_bytes)
+    crcs[:] = [crc for crc, _ in pieces]
+    check(data, crc32c_concat(pieces))
 
 
 # --- the cache --------------------------------------------------------------------------------

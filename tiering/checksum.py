@@ -80,11 +80,13 @@ def crc32c_concat(parts: Iterable[tuple[int, int]]) -> int:
     return crc
 
 
-def crc32c_pieces(data: memoryview, piece_bytes: int) -> list[int]:
-    """CRC-32C of each ``piece_bytes`` slice of ``data`` (the last may be shorter)."""
+def crc32c_pieces(data: memoryview, piece_bytes: int) -> list[tuple[int, int]]:
+    """(CRC-32C, length) of each ``piece_bytes`` slice of ``data`` (the last may be
+    shorter): what ``crc32c_concat`` takes."""
     if piece_bytes <= 0:
         raise ValueError(f"piece size must be positive, got {piece_bytes}")
-    return [int(crc32c(data[lo : lo + piece_bytes])) for lo in range(0, len(data), piece_bytes)]
+    pieces = (data[lo : lo + piece_bytes] for lo in range(0, len(data), piece_bytes))
+    return [(int(crc32c(p)), len(p)) for p in pieces]
 
 
 __all__ = ["crc32c_combine", "crc32c_concat", "crc32c_pieces"]
