@@ -162,3 +162,30 @@ class CacheStatsCollector(Collector):
         )
         yield GaugeMetricFamily("strata_tiering_cache_size_bytes", "Bytes of cached chunks", value=s.size)
         yield GaugeMetricFamily("strata_tiering_cache_entries", "Cached chunk files", value=s.entries)
+
+
+class DirectGetCollector(Collector):
+    """Exports the S3 store's direct-GET counters (``tiering.s3_direct``) at scrape time;
+    ``direct`` returns its ``DirectGet`` (None: no direct path, e.g. before the store's
+    first use or on a botocore without the parts it reuses)."""
+
+    def __init__(self, direct: Callable[[], Any]) -> None:
+        self._direct = direct
+
+    def collect(self) -> Iterator[Metric]:
+        d = self._direct()
+        yield GaugeMetricFamily(
+            "strata_tiering_s3_direct_get_enabled",
+            "1 while S3 GETs are sent directly (0: every GET goes through the botocore client)",
+            value=1 if d is not None and d.enabled else 0,
+        )
+        yield CounterMetricFamily(
+            "strata_tiering_s3_direct_gets",
+            "S3 GETs answered on the direct path",
+            value=d.served if d is not None else 0,
+        )
+        yield CounterMetricFamily(
+            "strata_tiering_s3_direct_passed_on",
+            "Direct S3 GETs without a success, repeated through the botocore client",
+            value=d.passed_on if d is not None else 0,
+        )

@@ -4,7 +4,8 @@
 
 - ``S3Store`` for ``s3://bucket[/prefix]`` (``s3a://`` is accepted as an alias): any
   S3-compatible service through aioboto3 (GETs through botocore's blocking client in
-  worker threads: see ``S3Store``). Endpoint, region and credentials come from the
+  worker threads, signed and sent directly when they succeed: see ``S3Store`` and
+  ``tiering.s3_direct``). Endpoint, region and credentials come from the
   standard AWS chain (``AWS_ENDPOINT_URL``, ``AWS_DEFAULT_REGION``, ``AWS_ACCESS_KEY_ID``,
   profiles, instance roles, ...) unless given explicitly. Path-style addressing, so MinIO
   and other self-hosted endpoints work without wildcard DNS.
@@ -80,6 +81,7 @@ from hot.errors import (
     StorageError,
     StrataError,
 )
+from tiering.s3_direct import DirectGet
 
 T = TypeVar("T")
 
@@ -614,7 +616,11 @@ class S3Store(ObjectStore):
     body are computed off the event loop. On a local S3 endpoint a GET of 8 MiB cost 5-6
     ms of CPU against 18-23 ms, and ``bench_tiering``'s cold reads could not get near the
     ``get_object`` baseline otherwise. Same endpoint, credentials, retries, timeouts and
-    checksum settings; botocore clients are thread-safe. ``get_view`` (the chunk cache's
+    checksum settings; botocore clients are thread-safe. Each GET is first sent as a
+    direct GET (``tiering.s3_direct``: botocore's signer and the blocking client's own
+    HTTP session, without the client's per-request Python, which was a third of the
+    broker's GIL-held time in cold reads); anything but a success is repeated through
+    ``get_object``, so retries and errors stay the client's. ``get_view`` (the chunk cache's
     GETs) reads the body into a reused page-aligned buffer (``BufferPool``, ``readinto``):
     no page faults for fresh memory and no copy of the body.
     """
@@ -656,6 +662,7 @@ class S3Store(ObjectStore):
         self._bucket_verified = False
         self._closed = False
         self._sync: Any = None  # the blocking client of ``get``, created on first use
+        self._direct: DirectGet | None = None  # its direct GET path, made with it
         self._warm_up_task: asyncio.Task[None] | None = None
         self.buffers = BufferPool()  # bodies of ``get_view``
         self._sync_lock = threading.Lock()
@@ -719,11 +726,30 @@ class S3Store(ObjectStore):
                     botocore_session=_tune_session(botocore.session.get_session()),
                 )
                 self._sync = session.client("s3", endpoint_url=self._endpoint_url, config=config)
+                self._direct = DirectGet.for_client(self._sync, session)
             return self._sync
 
+    @property
+    def direct_get(self) -> DirectGet | None:
+        """The direct GET path, once the blocking client exists (metrics, tests)."""
+        return self._direct
+
+    def _open_get(self, args: dict[str, Any]) -> tuple[int, Any]:
+        """(Content-Length, body) of a GET with ``args``: a direct GET first, the client's
+        ``get_object`` (retries, errors) for anything but success."""
+        client = self._sync_client()  # made with its direct path
+        direct = self._direct
+        if direct is not None:
+            got = direct.get(args["Bucket"], args["Key"], args.get("Range"))
+            if got is not None:
+                return got
+        resp = client.get_object(**args)
+        if direct is not None:
+            direct.client_succeeded()
+        return int(resp["ContentLength"]), resp["Body"]
+
     def _get_blocking(self, args: dict[str, Any]) -> bytes:
-        resp = self._sync_client().get_object(**args)
-        body = resp["Body"]
+        _, body = self._open_get(args)
         try:
             data = body.read()
         finally:
@@ -736,10 +762,8 @@ class S3Store(ObjectStore):
         """GET into a pooled buffer (``BufferPool``; bodies of at least ``_POOL_MIN_BYTES``):
         the body is read from the HTTP response straight into it (``readinto``), not into
         a new ``bytes``; then ``check``."""
-        resp = self._sync_client().get_object(**args)
-        body = resp["Body"]
+        n, body = self._open_get(args)
         try:
-            n = int(resp["ContentLength"])
             if n < _POOL_MIN_BYTES:  # small (index files, short ranges): one mapping each would not pay
                 data = body.read()
                 if len(data) != n:

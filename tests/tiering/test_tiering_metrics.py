@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
+from hot.errors import ObjectNotFoundError
 from hot.manager import LogManager
 from tiering.metrics import TieringMetrics
 from tiering.service import TieringService
@@ -28,6 +30,27 @@ async def test_cache_and_upload_metrics_exported(tmp_path: Path) -> None:
         ):
             assert name in text, name
         assert service.cache.stats().hits == 0
+    finally:
+        await store.close()
+        manager.close()
+
+
+async def test_s3_direct_get_metrics_exported(tmp_path: Path, s3_bucket: str) -> None:
+    registry = CollectorRegistry()
+    manager = LogManager(tmp_path / "data").open()
+    store = open_store(f"s3://{s3_bucket}/m")
+    try:
+        TieringService(manager, store, None, TieringMetrics(registry))
+        assert "strata_tiering_s3_direct_get_enabled 0.0" in generate_latest(registry).decode()
+        await store.connect()
+        await store.put("k", b"v")
+        assert await store.get("k") == b"v"
+        with pytest.raises(ObjectNotFoundError):
+            await store.get("missing")
+        text = generate_latest(registry).decode()
+        assert "strata_tiering_s3_direct_get_enabled 1.0" in text
+        assert "strata_tiering_s3_direct_gets_total 1.0" in text
+        assert "strata_tiering_s3_direct_passed_on_total 1.0" in text
     finally:
         await store.close()
         manager.close()
