@@ -50,15 +50,16 @@ from tiering.cache import ChunkCache
 from tiering.compactor import WORK_DIR, RemoteCompactor
 from tiering.config import TieringConfig
 from tiering.manifest import ManifestStore, PartitionManifest
-from tiering.metrics import CacheStatsCollector, TieringMetrics
+from tiering.metrics import CacheStatsCollector, DirectGetCollector, TieringMetrics
 from tiering.remote_read import RemoteReader
-from tiering.store import ObjectStore
+from tiering.store import ObjectStore, S3Store
 from tiering.sweeper import OrphanSweeper
 from tiering.uploader import PartitionStoppedError, Uploader
 
 logger = logging.getLogger(__name__)
 
 PENDING_DELETES_FILE: Final = "tiering-deletes.json"
+_RECOVERY_WAIT_S: Final = 1.0  # how long ``start`` waits for the recovery of every partition
 _PENDING_VERSION: Final = 1
 
 
@@ -182,8 +183,11 @@ class TieringService:
         self.reader.on_read = self.metrics.remote_read
         self.reader.on_error = self.metrics.remote_read_error
         self.metrics.registry.register(CacheStatsCollector(self.cache.stats))
+        if isinstance(store, S3Store):
+            self.metrics.registry.register(DirectGetCollector(lambda: store.direct_get))
         self.uploader.on_manifest = self.reader.note_manifest
         self._task: asyncio.Task[None] | None = None
+        self._recovery: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closing = False
@@ -219,7 +223,9 @@ class TieringService:
         self._loop = asyncio.get_running_loop()
         self._wake = asyncio.Event()
         self._closing = False
-        self._task = asyncio.create_task(self._run(), name="strata-tiering")
+        self._recovery = recovery = asyncio.create_task(self._recover_all(), name="strata-tiering-recovery")
+        await asyncio.wait({recovery}, timeout=_RECOVERY_WAIT_S)
+        self._task = asyncio.create_task(self._run(recovery), name="strata-tiering")
 
     async def _connect_store(self) -> None:
         # Client set-up costs about a second of event-loop time; paying it here keeps it off
@@ -238,11 +244,12 @@ class TieringService:
         the manager never deletes un-uploaded data of tiered topics afterwards."""
         self._closing = True
         self.manager.remove_delete_listener(self._on_topic_deleted)
-        task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        for task in (self._task, self._recovery):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._task = self._recovery = None
         with contextlib.suppress(Exception):
             await self.cache.close()
         await self.store.close()
@@ -277,7 +284,33 @@ class TieringService:
 
     # --- the loop ------------------------------------------------------------------------------
 
-    async def _run(self) -> None:
+    async def _recover_all(self) -> None:
+        """The start of the first pass, before the broker serves: crash recovery of every
+        partition this broker tiers (``Uploader.recover``: interrupted uploads and deletions
+        cleaned up), which loads each manifest and hands it to the remote reader, so the
+        first remote fetch after a start does not wait for a manifest GET. ``start`` waits
+        for it at most ``_RECOVERY_WAIT_S`` (a store that is down, or many partitions:
+        the rest goes on in the background); failures are left to the first pass, which
+        redoes what did not happen and reports them."""
+        sem = asyncio.Semaphore(self.config.upload_concurrency)
+
+        async def one(info: TopicInfo, log: Log) -> None:
+            async with sem:
+                st = self.uploader.state(info.name, log.partition, info.topic_id)
+                if st.stopped is None and not st.recovered and log.is_online:
+                    await self.uploader.recover(st)
+
+        tiered = [(i, log) for i, log in self._all_logs() if log.config.remote_storage_enable]
+        results = await asyncio.gather(*(one(i, log) for i, log in tiered), return_exceptions=True)
+        for (info, log), r in zip(tiered, results, strict=True):
+            if isinstance(r, BaseException) and not isinstance(r, asyncio.CancelledError):
+                logger.debug(
+                    "recovery of %s-%d at start: %s (the first pass retries)", info.name, log.partition, r
+                )
+
+    async def _run(self, recovery: asyncio.Task[None] | None = None) -> None:
+        if recovery is not None:
+            await asyncio.wait({recovery})  # never two recoveries of a partition at once
         backoff = 0.0
         interval = self.config.upload_interval_ms / 1000
         cap = self.config.max_backoff_ms / 1000
