@@ -217,6 +217,13 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             )
         )
         http_task = asyncio.create_task(http.serve(sockets=[http_sock]), name="http")
+        # "ready" means every listener serves: uvicorn's start-up (about 20 ms of event-loop
+        # time) otherwise ran after it, ahead of the first Kafka request.
+        while not http.started and not http_task.done():
+            await asyncio.sleep(0.005)
+        if http_task.done():
+            http_task.result()  # its start-up failure, or:
+            raise RuntimeError("the HTTP listener stopped during start-up")
         say(f"strata: data dir {config.data_dir.resolve()}")
         say(f"strata: object store {config.object_store_url}")
         security = config.security_protocol
