@@ -251,7 +251,7 @@ class Cluster:
             )
         for node in self.nodes.values():
             node.start()
-        wait_until(lambda: len(self.view().brokers) == self.n, f"{self.n} registered brokers")
+        self.wait_registered()
         wait_until(lambda: self.view().controller is not None, "a controller")
         return self
 
@@ -302,6 +302,12 @@ class Cluster:
 
     def wait_fully_replicated(self, topic: str) -> None:
         wait_until(lambda: self.fully_replicated(topic), f"every replica of {topic} in sync")
+
+    def wait_registered(self) -> None:
+        """Every running broker is registered again: one paused for longer than the session
+        timeout lost its lease and re-registers only after it resumed and noticed."""
+        running = {i for i, n in self.nodes.items() if n.running}
+        wait_until(lambda: set(self.view().brokers) == running, f"brokers {sorted(running)} registered")
 
     def wait_new_leader(self, topic: str, partition: int, old: int, old_epoch: int) -> int:
         def moved() -> bool:

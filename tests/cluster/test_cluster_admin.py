@@ -358,6 +358,8 @@ def test_followers_roll_where_the_leader_rolled_by_time(cluster: Cluster) -> Non
             time.sleep(1.2)  # longer than segment.ms: the leader's next append rolls
     finally:
         cluster.nodes[stopped].resume()
+    # Paused past the session timeout, it lost its registration: later tests need it back.
+    cluster.wait_registered()
     leader_bases = _local_bases(cluster, s.leader, topic)
     assert len(leader_bases) >= 4
     size = _local_bytes(cluster, s.leader, topic)

@@ -73,14 +73,16 @@ def test_isr_shrink_expand_and_leader_election_counters(cluster: Cluster) -> Non
     try:
         _produce(",".join(n.bootstrap for n in live), 20)  # the follower falls behind
         wait_until(lambda: follower not in cluster.state(TOPIC, 0).isr, "the frozen follower out of the ISR")
-        shrinks = _total(live, "strata_isr_shrinks_total", **pl)
-        assert shrinks >= shrinks0 + 1
+        # Each counter moves right after its broker's etcd write: scrape until it has.
+        wait_until(
+            lambda: _total(live, "strata_isr_shrinks_total", **pl) >= shrinks0 + 1, "the shrink counted"
+        )
     finally:
         frozen.resume()
 
     # -- resumed, it catches up and rejoins ---------------------------------------------------
     cluster.wait_fully_replicated(TOPIC)
-    assert _total(nodes, "strata_isr_expands_total", **pl) >= expands0 + 1
+    wait_until(lambda: _total(nodes, "strata_isr_expands_total", **pl) >= expands0 + 1, "the expand counted")
     now = cluster.state(TOPIC, 0)
     if now.leader_epoch == s.leader_epoch:  # no election meanwhile: ISR changes are not counted as one
         assert _total(nodes, "strata_leader_elections_total", kind="clean") == clean0
@@ -110,8 +112,15 @@ def test_isr_shrink_expand_and_leader_election_counters(cluster: Cluster) -> Non
 
     wait_until(switched, "the reassignment's election counted")
     # broker 3 joined the ISR (an expand, by the leader), broker 1 left it (a shrink)
-    assert _total(nodes, "strata_isr_expands_total", topic=MOVED, partition="0") >= before["expands"] + 1
-    assert _total(nodes, "strata_isr_shrinks_total", topic=MOVED, partition="0") >= before["shrinks"] + 1
+    mpl = {"topic": MOVED, "partition": "0"}
+    wait_until(
+        lambda: _total(nodes, "strata_isr_expands_total", **mpl) >= before["expands"] + 1,
+        "the reassignment's expand counted",
+    )
+    wait_until(
+        lambda: _total(nodes, "strata_isr_shrinks_total", **mpl) >= before["shrinks"] + 1,
+        "the reassignment's shrink counted",
+    )
 
     # -- the leader dies: a clean election, counted by the (surviving) controller ------------
     s = cluster.state(TOPIC, 0)

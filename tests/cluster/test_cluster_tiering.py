@@ -74,7 +74,8 @@ def test_only_the_leader_tiers_and_manifests_carry_its_epoch(cluster: Cluster) -
     s = cluster.state(TOPIC, 0)
     m = _manifest(cluster)
     assert m is not None and m.leader_epoch == s.leader_epoch
-    assert _uploaded_segments(cluster, s.leader) >= 3
+    # The manifest is written before the uploader counts the segment.
+    wait_until(lambda: _uploaded_segments(cluster, s.leader) >= 3, "the leader to count its uploads")
     for b in s.isr:
         if b != s.leader:
             assert _uploaded_segments(cluster, b) == 0, f"follower {b} uploaded"
@@ -100,7 +101,8 @@ def test_leader_change_moves_tiering(cluster: Cluster) -> None:
         return m is not None and m.leader_epoch == epoch
 
     wait_until(written_by_new_leader, f"broker {new} to write the manifest in epoch {epoch}")
-    assert _uploaded_segments(cluster, new) > 0
+    # Its first write in the epoch may be a COPY_STARTED entry; the counter moves at COPIED.
+    wait_until(lambda: _uploaded_segments(cluster, new) > 0, f"broker {new} to complete an upload")
 
     # The deposed leader's epoch can no longer write (a zombie that has not noticed yet).
     topic_id = uuid.UUID(cluster.view().topics[TOPIC].value.topic_id)
