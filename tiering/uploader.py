@@ -359,6 +359,13 @@ class Uploader:
         self._observe(st)
         return st.manifest
 
+    def _led_epoch(self, st: PartitionState) -> int | None:
+        """Cluster mode: this broker's leader epoch of the partition (-1: not led here);
+        None on a single broker."""
+        if self.leader_epoch is None:
+            return None
+        return self.leader_epoch(st.topic, st.partition)
+
     async def _update(self, st: PartitionState, mutate: Mutation) -> PartitionManifest:
         epoch: int | None = None
         if self.leader_epoch is not None:
@@ -480,6 +487,9 @@ class Uploader:
         st = self.state(log.topic, log.partition, topic_id)
         if st.stopped is not None or not log.is_online:
             return 0
+        epoch = self._led_epoch(st)
+        if epoch is not None and epoch < 0:
+            return 0  # no longer led here: the new leader uploads
         if not st.recovered:
             await self.recover(st)
         uploaded = 0
@@ -489,6 +499,8 @@ class Uploader:
         ahead: tuple[Segment, asyncio.Task[LocalSegmentInfo]] | None = None
         try:
             while st.stopped is None and log.is_online:
+                if self._led_epoch(st) != epoch:
+                    break  # leadership moved mid-pass: a deposed leader stops uploading
                 m = st.manifest
                 assert m is not None
                 nxt = max(m.next_offset(), log.log_start_offset)
@@ -519,7 +531,11 @@ class Uploader:
                     self._stop(st, "gap", str(e))
                     break
                 if not done:
-                    break  # superseded or vanished: the next pass looks again
+                    # Superseded: ``st.manifest`` is the newer one that said so, go on from
+                    # its end. Vanished (or no progress): the next pass looks again.
+                    if st.manifest is not m and st.manifest is not None and st.manifest.next_offset() > nxt:
+                        continue
+                    break
                 uploaded += 1
         finally:
             if ahead is not None:
@@ -589,8 +605,10 @@ class Uploader:
             compacted=not local.dense,
         )
         log_start = log.log_start_offset
+        seen: list[PartitionManifest] = []
 
         def start(m: PartitionManifest) -> PartitionManifest:
+            seen[:] = [m]
             m = m.advance_log_start(log_start)
             _check_extends(m, started.base_offset, started.last_offset)
             return m.add_or_update(started)
@@ -598,6 +616,13 @@ class Uploader:
         try:
             await self._update(st, start)
         except _Superseded:
+            # Another writer (a deposed leader finishing its pass, a concurrent uploader)
+            # got further than our cached manifest: take theirs, or every later pass would
+            # pick this same segment again and never upload anything.
+            if seen:
+                st.manifest = seen[0]
+                st.loaded = True
+                self._observe(st)
             return False
         fault("after_copy_started")
         try:

@@ -281,6 +281,56 @@ async def test_concurrent_uploaders_never_record_overlaps(tmp_path: Path, url: s
         m.close()
 
 
+async def test_uploader_behind_another_writer_catches_up(tmp_path: Path, url: str) -> None:
+    """A cached manifest older than the bucket's (a deposed leader finished its pass after
+    the new leader loaded it): the first segment it picks is already COPIED. It must take
+    the newer manifest and upload what follows it, not pick that segment again forever."""
+    m = new_manager(tmp_path / "data")
+    new_leader = new_service(m, url)
+    old_leader = new_service(m, url)
+    try:
+        m.create_topic("t", 1)
+        log = m.get_log("t", 0)
+        produce(log, 2 * 65536)
+        await new_leader.run_once(retention=False, sweep=False)  # caches the manifest
+        produce(log, 3 * 65536)
+        assert (await old_leader.run_once(retention=False, sweep=False)).uploaded >= 2
+        produce(log, 2 * 65536)
+        result = await new_leader.run_once(retention=False, sweep=False)  # one pass suffices
+        assert result.uploaded >= 1
+        man = await load_manifest(url, m, "t")
+        assert_contiguous_copied(man, *local_ranges(m, "t"))
+        assert new_leader.uploaded("t", 0) == man.next_offset() == log.segments()[-1].base_offset
+    finally:
+        await new_leader.close()
+        await old_leader.close()
+        m.close()
+
+
+async def test_uploads_stop_when_leadership_moves_mid_pass(tmp_path: Path) -> None:
+    """Cluster mode: a pass uploads only while this broker leads in the epoch it started
+    in; not led here, it uploads nothing (the new leader does)."""
+    m = new_manager(tmp_path / "data")
+    svc = new_service(m, f"file://{tmp_path / 'bucket'}")
+    led = {"epoch": -1}
+    svc.uploader.leader_epoch = lambda topic, partition: led["epoch"]
+    try:
+        m.create_topic("t", 1)
+        produce(m.get_log("t", 0), 4 * 65536)
+        assert (await svc.run_once(retention=False, sweep=False)).uploaded == 0
+        led["epoch"] = 3
+        # The epoch changes (to 4) as soon as the first segment is COPIED.
+        svc.uploader.leader_epoch = lambda topic, partition: 3 if svc.uploaded("t", 0) == 0 else 4
+        assert (await svc.run_once(retention=False, sweep=False)).uploaded == 1
+        assert (await svc.run_once(retention=False, sweep=False)).uploaded >= 2
+        man = await load_manifest(f"file://{tmp_path / 'bucket'}", m, "t")
+        assert man.leader_epoch == 4
+        assert_contiguous_copied(man, *local_ranges(m, "t"))
+    finally:
+        await svc.close()
+        m.close()
+
+
 async def test_corrupt_segment_is_never_uploaded(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     url = f"file://{tmp_path / 'bucket'}"
     m = new_manager(tmp_path / "data")
