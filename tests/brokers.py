@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TextIO
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,6 +55,8 @@ class BrokerProcess:
             http,
             *self.extra_args,
         ]
+        if os.environ.get("STRATA_TEST_LOG_LEVEL"):  # e.g. DEBUG, when hunting a failure
+            cmd += ["--log-level", os.environ["STRATA_TEST_LOG_LEVEL"]]
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **self.env}
         self.proc = subprocess.Popen(
             cmd,
@@ -65,7 +68,11 @@ class BrokerProcess:
             start_new_session=True,
         )
         self._queue = queue.Queue()
-        threading.Thread(target=self._pump, args=(self.proc, self._queue), daemon=True).start()
+        # Every run's output also goes to <data dir>.out, so a failed test leaves the
+        # brokers' logs in pytest's kept temporary directories.
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        out = open(self.data_dir.with_name(self.data_dir.name + ".out"), "a", encoding="utf-8")  # noqa: SIM115
+        threading.Thread(target=self._pump, args=(self.proc, self._queue, out), daemon=True).start()
         deadline = time.monotonic() + timeout
         while True:
             remaining = deadline - time.monotonic()
@@ -87,11 +94,14 @@ class BrokerProcess:
             if "strata: ready" in line:
                 return self
 
-    def _pump(self, proc: subprocess.Popen[str], q: queue.Queue[str | None]) -> None:
+    def _pump(self, proc: subprocess.Popen[str], q: queue.Queue[str | None], out: TextIO) -> None:
         assert proc.stdout is not None
-        for line in proc.stdout:
-            self.lines.append(line)
-            q.put(line)
+        with out:
+            for line in proc.stdout:
+                self.lines.append(line)
+                out.write(line)
+                out.flush()
+                q.put(line)
         q.put(None)
 
     def output(self) -> str:
