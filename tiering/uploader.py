@@ -247,6 +247,7 @@ class PartitionState:
     loaded: bool = False  # manifest read from the store at least once
     recovered: bool = False  # COPY_STARTED / DELETE_STARTED leftovers cleaned up
     stopped: str | None = None  # why tiering of this partition stopped
+    led_epoch: int | None = None  # cluster mode: the last leader epoch it was tiered in here
 
     @property
     def remote_next_offset(self) -> int:
@@ -369,10 +370,14 @@ class Uploader:
     async def _update(self, st: PartitionState, mutate: Mutation) -> PartitionManifest:
         epoch: int | None = None
         if self.leader_epoch is not None:
-            # Not led here (a deleted topic's cleanup, or leadership lost mid-upload): no
-            # epoch to claim; a successor's later epoch in the manifest still fences us.
+            # Not led here any more (leadership lost mid-upload): claim the epoch we last
+            # led in, so a successor's write in a later epoch fences us. Never led here (a
+            # deleted topic's cleanup): no epoch to claim.
             epoch = self.leader_epoch(st.topic, st.partition)
-            epoch = epoch if epoch >= 0 else None
+            if epoch >= 0:
+                st.led_epoch = epoch
+            else:
+                epoch = st.led_epoch
         try:
             m = await self.manifests.update(st.topic, st.topic_id, st.partition, mutate, leader_epoch=epoch)
         except FencedLeaderEpochError as e:
@@ -490,6 +495,10 @@ class Uploader:
         epoch = self._led_epoch(st)
         if epoch is not None and epoch < 0:
             return 0  # no longer led here: the new leader uploads
+        if epoch is not None and epoch != st.led_epoch:
+            # A new term here: others may have written meanwhile (and left leftovers).
+            st.recovered = False
+            st.led_epoch = epoch
         if not st.recovered:
             await self.recover(st)
         uploaded = 0

@@ -35,7 +35,7 @@ from tiering.config import TieringConfig
 from tiering.keys import topic_manifest_key
 from tiering.manifest import ManifestStore, SegmentState
 from tiering.service import TieringService
-from tiering.uploader import FAULT_POINTS
+from tiering.uploader import FAULT_POINTS, PartitionStoppedError
 
 
 @pytest.fixture(params=["file", "s3"])
@@ -328,6 +328,35 @@ async def test_uploads_stop_when_leadership_moves_mid_pass(tmp_path: Path) -> No
         assert_contiguous_copied(man, *local_ranges(m, "t"))
     finally:
         await svc.close()
+        m.close()
+
+
+async def test_deposed_leader_is_fenced_by_its_successor(tmp_path: Path) -> None:
+    """A write by a broker that no longer leads (an upload it had in flight) claims the
+    epoch it led in, so a successor that wrote in a later epoch refuses it."""
+    url = f"file://{tmp_path / 'bucket'}"
+    m = new_manager(tmp_path / "data")
+    old, new = new_service(m, url), new_service(m, url)
+    led = {"old": 1, "new": -1}
+    old.uploader.leader_epoch = lambda topic, partition: led["old"]
+    new.uploader.leader_epoch = lambda topic, partition: led["new"]
+    try:
+        m.create_topic("t", 1)
+        log = m.get_log("t", 0)
+        produce(log, 2 * 65536)
+        assert (await old.run_once(retention=False, sweep=False)).uploaded >= 1
+        led.update(old=-1, new=2)
+        produce(log, 2 * 65536)
+        assert (await new.run_once(retention=False, sweep=False)).uploaded >= 1
+        st = old.uploader.cached_state("t", 0)
+        assert st is not None
+        with pytest.raises(PartitionStoppedError, match="epoch"):
+            await old.uploader._update(st, lambda cur: cur.advance_log_start(1))
+        man = await load_manifest(url, m, "t")
+        assert man.leader_epoch == 2 and man.log_start_offset == 0
+    finally:
+        await old.close()
+        await new.close()
         m.close()
 
 
