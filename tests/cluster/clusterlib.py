@@ -438,6 +438,18 @@ def _seq(value: bytes) -> int:
     return int(value.split(b"-", 1)[0])
 
 
+def _disorder(records: list[tuple[int, bytes]], seqs: list[int]) -> str:
+    """Where the producer's sequence stops increasing: (offset, seq) around each of the
+    first three places (what to look up in the replicas' logs)."""
+    out = []
+    for i in range(1, len(seqs)):
+        if seqs[i] <= seqs[i - 1]:
+            out.append([(records[j][0], seqs[j]) for j in range(max(0, i - 2), min(len(seqs), i + 2))])
+            if len(out) == 3:
+                break
+    return f"{out} ({len(seqs) - len(set(seqs))} duplicate records)"
+
+
 class Workload:
     """Continuous acks=all production (idempotent) and consumption of one topic."""
 
@@ -621,7 +633,10 @@ class Workload:
                 )
             # The idempotent producer's records: once each, in production order.
             seqs = [_seq(v) for _, v in records[p]]
-            assert seqs == sorted(set(seqs)), f"partition {p}: duplicates or reordering in the log"
+            assert seqs == sorted(set(seqs)), (
+                f"partition {p}: duplicates or reordering in the log: {_disorder(records[p], seqs)}; "
+                f"failed deliveries: {len(self.failed)} {self.failed[:5]}"
+            )
             # The live consumer saw only records the log holds, at their offsets, in order.
             seen = [o for o, _ in self.consumed[p]]
             assert seen == sorted(set(seen)), f"partition {p}: live consumer saw offsets out of order"
