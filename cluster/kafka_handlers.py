@@ -454,8 +454,10 @@ async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchReques
             except StrataError as exc:
                 code = kafka_code(exc)
                 broker.metrics.errors.labels("fetch", str(code)).inc()
+                # Empty records, never null: librdkafka cannot parse a null records field
+                # ("invalid MessageSetSize -1") and drops the whole response.
                 errors.setdefault(t.topic, []).append(
-                    FetchPartitionData(partition_index=p.partition, error_code=code)
+                    FetchPartitionData(partition_index=p.partition, error_code=code, records=b"")
                 )
                 continue
             keep.append(p)
@@ -500,7 +502,7 @@ async def _replica_fetch(broker: ClusterBroker, req: FetchRequest) -> FetchRespo
     by_topic: dict[str, list[FetchPartitionData]] = {}
     for f in fetched:
         if f.error is not None:
-            data = FetchPartitionData(partition_index=f.partition, error_code=kafka_code(f.error))
+            data = FetchPartitionData(partition_index=f.partition, error_code=kafka_code(f.error), records=b"")
         else:
             data = FetchPartitionData(
                 partition_index=f.partition,

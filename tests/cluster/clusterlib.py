@@ -331,7 +331,9 @@ class Cluster:
         )
         req = FetchRequest(max_wait_ms=0, min_bytes=1, topics=(FetchTopic(topic=topic, partitions=(part,)),))
         with KafkaClient.connect(HostPort("127.0.0.1", self.nodes[broker_id].kafka_port), timeout=30) as c:
-            return int(c.call(ApiKey.FETCH, req).responses[0].partitions[0].error_code)
+            got = c.call(ApiKey.FETCH, req).responses[0].partitions[0]
+        assert got.records is not None  # empty on errors, never null: librdkafka cannot parse null
+        return int(got.error_code)
 
     # --- admin -----------------------------------------------------------------------------------
 

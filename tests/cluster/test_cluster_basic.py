@@ -84,7 +84,9 @@ def _fetch_error(client: KafkaClient, topic: str, epoch: int) -> int:
             ),
         ),
     )
-    return int(client.call(ApiKey.FETCH, req).responses[0].partitions[0].error_code)
+    part = client.call(ApiKey.FETCH, req).responses[0].partitions[0]
+    assert part.records is not None  # empty on errors, never null: librdkafka cannot parse null
+    return int(part.error_code)
 
 
 def _produce_values(cluster: Cluster, topic: str, values: list[bytes], acks: str = "all") -> list[int]:
