@@ -502,7 +502,9 @@ async def _replica_fetch(broker: ClusterBroker, req: FetchRequest) -> FetchRespo
     by_topic: dict[str, list[FetchPartitionData]] = {}
     for f in fetched:
         if f.error is not None:
-            data = FetchPartitionData(partition_index=f.partition, error_code=kafka_code(f.error), records=b"")
+            data = FetchPartitionData(
+                partition_index=f.partition, error_code=kafka_code(f.error), records=b""
+            )
         else:
             data = FetchPartitionData(
                 partition_index=f.partition,
