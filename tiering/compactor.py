@@ -191,7 +191,7 @@ class RemoteCompactor:
         if not (cfg.compact and cfg.remote_storage_enable and self.cleaner_config.enable):
             return None
         st = self.uploader.state(log.topic, log.partition, topic_id)
-        if st.stopped is not None:
+        if st.stopped is not None or not self.uploader.begin_term(st):
             return None
         async with self._lock:
             return await self.compact_partition(st, cfg, force=force)

@@ -247,7 +247,8 @@ class PartitionState:
     loaded: bool = False  # manifest read from the store at least once
     recovered: bool = False  # COPY_STARTED / DELETE_STARTED leftovers cleaned up
     stopped: str | None = None  # why tiering of this partition stopped
-    led_epoch: int | None = None  # cluster mode: the last leader epoch it was tiered in here
+    led_epoch: int | None = None  # cluster mode: the last leader epoch it was written in here
+    term: int | None = None  # cluster mode: the leader epoch ``recovered`` was checked for
 
     @property
     def remote_next_offset(self) -> int:
@@ -366,6 +367,20 @@ class Uploader:
         if self.leader_epoch is None:
             return None
         return self.leader_epoch(st.topic, st.partition)
+
+    def begin_term(self, st: PartitionState) -> bool:
+        """Before work on a partition: False if this broker does not lead it (cluster
+        mode). A new leadership term here makes the next step recover again: others may
+        have written the manifest meanwhile, and left leftovers."""
+        epoch = self._led_epoch(st)
+        if epoch is None:
+            return True
+        if epoch < 0:
+            return False
+        if epoch != st.term:
+            st.recovered = False
+            st.term = epoch
+        return True
 
     async def _update(self, st: PartitionState, mutate: Mutation) -> PartitionManifest:
         epoch: int | None = None
@@ -492,13 +507,9 @@ class Uploader:
         st = self.state(log.topic, log.partition, topic_id)
         if st.stopped is not None or not log.is_online:
             return 0
-        epoch = self._led_epoch(st)
-        if epoch is not None and epoch < 0:
+        if not self.begin_term(st):
             return 0  # no longer led here: the new leader uploads
-        if epoch is not None and epoch != st.led_epoch:
-            # A new term here: others may have written meanwhile (and left leftovers).
-            st.recovered = False
-            st.led_epoch = epoch
+        epoch = self._led_epoch(st)
         if not st.recovered:
             await self.recover(st)
         uploaded = 0
@@ -740,6 +751,8 @@ class Uploader:
         st = self.state(log.topic, log.partition, topic_id)
         if st.stopped is not None and st.manifest is None:
             return 0
+        if not self.begin_term(st):
+            return 0  # no longer led here
         if not st.recovered:
             await self.recover(st)
         m = st.manifest

@@ -35,7 +35,7 @@ from tiering.config import TieringConfig
 from tiering.keys import topic_manifest_key
 from tiering.manifest import ManifestStore, SegmentState
 from tiering.service import TieringService
-from tiering.uploader import FAULT_POINTS, PartitionStoppedError
+from tiering.uploader import FAULT_POINTS, PartitionState, PartitionStoppedError
 
 
 @pytest.fixture(params=["file", "s3"])
@@ -318,11 +318,22 @@ async def test_uploads_stop_when_leadership_moves_mid_pass(tmp_path: Path) -> No
         m.create_topic("t", 1)
         produce(m.get_log("t", 0), 4 * 65536)
         assert (await svc.run_once(retention=False, sweep=False)).uploaded == 0
+        recovered_in: list[int | None] = []
+        recover = svc.uploader.recover
+
+        async def counting_recover(st: PartitionState) -> None:
+            recovered_in.append(st.term)
+            await recover(st)
+
+        svc.uploader.recover = counting_recover  # type: ignore[method-assign]
         led["epoch"] = 3
         # The epoch changes (to 4) as soon as the first segment is COPIED.
         svc.uploader.leader_epoch = lambda topic, partition: 3 if svc.uploaded("t", 0) == 0 else 4
         assert (await svc.run_once(retention=False, sweep=False)).uploaded == 1
+        st = svc.uploader.cached_state("t", 0)
+        assert st is not None and st.term == 3
         assert (await svc.run_once(retention=False, sweep=False)).uploaded >= 2
+        assert recovered_in == [3, 4]  # each term starts with a recovery (a fresh manifest)
         man = await load_manifest(f"file://{tmp_path / 'bucket'}", m, "t")
         assert man.leader_epoch == 4
         assert_contiguous_copied(man, *local_ranges(m, "t"))
