@@ -247,8 +247,7 @@ class PartitionState:
     loaded: bool = False  # manifest read from the store at least once
     recovered: bool = False  # COPY_STARTED / DELETE_STARTED leftovers cleaned up
     stopped: str | None = None  # why tiering of this partition stopped
-    led_epoch: int | None = None  # cluster mode: the last leader epoch it was written in here
-    term: int | None = None  # cluster mode: the leader epoch ``recovered`` was checked for
+    term: int | None = None  # cluster mode: the leader epoch it was last worked on in here
 
     @property
     def remote_next_offset(self) -> int:
@@ -383,16 +382,12 @@ class Uploader:
         return True
 
     async def _update(self, st: PartitionState, mutate: Mutation) -> PartitionManifest:
-        epoch: int | None = None
-        if self.leader_epoch is not None:
+        epoch = self._led_epoch(st)
+        if epoch is not None and epoch < 0:
             # Not led here any more (leadership lost mid-upload): claim the epoch we last
             # led in, so a successor's write in a later epoch fences us. Never led here (a
             # deleted topic's cleanup): no epoch to claim.
-            epoch = self.leader_epoch(st.topic, st.partition)
-            if epoch >= 0:
-                st.led_epoch = epoch
-            else:
-                epoch = st.led_epoch
+            epoch = st.term
         try:
             m = await self.manifests.update(st.topic, st.topic_id, st.partition, mutate, leader_epoch=epoch)
         except FencedLeaderEpochError as e:
