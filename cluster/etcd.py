@@ -47,9 +47,13 @@ _RETRY_MAX: Final = 1.0
 # gRPC's default reconnect back-off grows to 120 s: far too slow to notice that etcd is
 # back. Keepalive pings detect a frozen etcd under a long-lived watch stream; etcd refuses
 # pings more often than every 5 s, and pings without an open stream.
+# "grpc.min_reconnect_backoff_ms" is not part of the back-off: gRPC core uses it as the
+# minimum time a connection attempt gets to finish its handshake (HTTP/2 SETTINGS). Set
+# per client to its call timeout (``EtcdClient.connect``): at 100 ms a loaded machine or an
+# etcd stalled for a moment failed every call at once ("connection attempt timed out
+# before receiving SETTINGS frame") instead of within the call's deadline.
 _CHANNEL_OPTIONS: Final[dict[str, Any]] = {
     "grpc.initial_reconnect_backoff_ms": 100,
-    "grpc.min_reconnect_backoff_ms": 100,
     "grpc.max_reconnect_backoff_ms": 1000,
     "grpc.keepalive_time_ms": 10_000,
     "grpc.keepalive_timeout_ms": 5_000,
@@ -328,8 +332,12 @@ class EtcdClient:
             raise MetadataStoreError("etcd client is closed")
         if self._client is None:
             host, port = await _grpc_target(self.endpoints)
+            options = {
+                **_CHANNEL_OPTIONS,
+                "grpc.min_reconnect_backoff_ms": max(100, int(self.timeout * 1000)),
+            }
             # The library's deadline is an int in its signature, but gRPC takes float seconds.
-            client = aetcd.Client(host=host, port=port, timeout=self.timeout, options=dict(_CHANNEL_OPTIONS))
+            client = aetcd.Client(host=host, port=port, timeout=self.timeout, options=options)
             try:
                 await client.connect()
             except _LIBRARY_ERRORS as exc:

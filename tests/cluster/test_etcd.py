@@ -278,6 +278,44 @@ async def test_operations_during_outage_raise_not_hang(
     await keeper.stop(revoke=True)
 
 
+async def test_slow_handshake_is_waited_for_not_failed(etcd_server: EtcdProcess) -> None:
+    """An etcd that takes a while to answer a new connection (a loaded machine, a stalled
+    etcd) is waited for within the call's deadline: gRPC's connect timeout once was 100 ms,
+    and every call then failed at once ("timed out before receiving SETTINGS frame")."""
+    delay = 0.6
+
+    async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter, wait: float) -> None:
+        with contextlib.suppress(OSError, asyncio.CancelledError):
+            first = await src.read(65536)
+            await asyncio.sleep(wait)
+            while first:
+                dst.write(first)
+                await dst.drain()
+                first = await src.read(65536)
+        dst.close()
+
+    host, port = etcd_server.endpoint.rsplit(":", 1)
+    tasks: list[asyncio.Task[None]] = []
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(host, int(port))
+        tasks.append(asyncio.create_task(pipe(reader, up_writer, 0.0)))
+        tasks.append(asyncio.create_task(pipe(up_reader, writer, delay)))  # etcd answers late
+
+    slow = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        slow_port = slow.sockets[0].getsockname()[1]
+        async with EtcdClient(f"127.0.0.1:{slow_port}", timeout=5.0) as c:
+            await c.put(b"/slow-handshake/k", b"v")
+            kv = await c.get(b"/slow-handshake/k")
+            assert kv is not None and kv.value == b"v"
+    finally:
+        slow.close()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
 async def test_second_endpoint_used_when_first_is_down(etcd_server: EtcdProcess) -> None:
     dead = f"127.0.0.1:{free_port()}"
     async with EtcdClient(f"{dead},{etcd_server.endpoint}", timeout=2.0) as c:
