@@ -297,7 +297,9 @@ class TieringService:
         async def one(info: TopicInfo, log: Log) -> None:
             async with sem:
                 st = self.uploader.state(info.name, log.partition, info.topic_id)
-                if st.stopped is None and not st.recovered and log.is_online:
+                # begin_term first: the recovery counts for this leadership term, and the
+                # first pass does not redo it.
+                if st.stopped is None and log.is_online and self.uploader.begin_term(st) and not st.recovered:
                     await self.uploader.recover(st)
 
         tiered = [(i, log) for i, log in self._all_logs() if log.config.remote_storage_enable]
