@@ -10,6 +10,7 @@ TOML layout::
     http_listen = "127.0.0.1:8080"
     advertised_listener = "broker1.example:9092"   # optional
     internal_listen = "10.0.0.5:9093"               # optional plaintext listener for replication
+    metrics_listen = "10.0.0.5:9644"                # optional: /metrics without authentication
     object_store = "s3://bucket/prefix"             # default file://<data_dir>/objects
     auto_create_topics = false
     num_partitions = 1                               # for auto-created topics
@@ -39,7 +40,8 @@ TOML layout::
     super_users = "User:admin"
 
 Environment: ``STRATA_DATA_DIR``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN``,
-``STRATA_ADVERTISED_LISTENER``, ``STRATA_INTERNAL_LISTEN``, ``STRATA_OBJECT_STORE``,
+``STRATA_ADVERTISED_LISTENER``, ``STRATA_INTERNAL_LISTEN``, ``STRATA_METRICS_LISTEN``,
+``STRATA_OBJECT_STORE``,
 ``STRATA_AUTO_CREATE_TOPICS``,
 ``STRATA_NUM_PARTITIONS``, ``STRATA_MAX_REQUEST_BYTES``, and topic defaults as
 ``STRATA_LOG_<NAME>`` with the Kafka name upper-cased and dots as underscores
@@ -119,6 +121,9 @@ class BrokerConfig:
     # A second Kafka listener without TLS/SASL for followers (cluster.fetcher speaks
     # plaintext); keep it on a private network. Unset: none.
     internal_listen: HostPort | None = None
+    # A plain-HTTP listener serving only /metrics, with no authentication or ACL check
+    # (api.metrics_listener), for scrapers on a private network. Unset: none.
+    metrics_listen: HostPort | None = None
     object_store: str | None = None
     auto_create_topics: bool = False
     num_partitions: int = 1
@@ -159,6 +164,7 @@ _SCALARS: dict[str, str] = {
     "http_listen": "hostport",
     "advertised_listener": "hostport",
     "internal_listen": "hostport",
+    "metrics_listen": "hostport",
     "object_store": "str",
     "auto_create_topics": "bool",
     "num_partitions": "int",

@@ -31,6 +31,7 @@ from api.groups.coordinator import GroupCoordinator, manager_partition_check
 from api.groups.offsets import OffsetsLog
 from api.kafka_server import KafkaServer
 from api.metrics import BrokerMetrics, LogStatsCollector, manager_logs
+from api.metrics_listener import create_metrics_app
 from api.rest import create_app
 from api.security.acl import Authorizer
 from api.security.acl_store import AclStore, FileAclStore, acls_path
@@ -137,6 +138,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         kafka_sock = _bind(config.kafka_listen)
         http_sock = _bind(config.http_listen)
         internal_sock = _bind(config.internal_listen) if config.internal_listen is not None else None
+        metrics_sock = _bind(config.metrics_listen) if config.metrics_listen is not None else None
         kafka_addr = HostPort(config.kafka_listen.host, kafka_sock.getsockname()[1])
         http_addr = HostPort(config.http_listen.host, http_sock.getsockname()[1])
         if config.advertised_listener is None:
@@ -224,6 +226,27 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         if http_task.done():
             http_task.result()  # its start-up failure, or:
             raise RuntimeError("the HTTP listener stopped during start-up")
+        metrics_http: uvicorn.Server | None = None
+        metrics_task: asyncio.Task[None] | None = None
+        if metrics_sock is not None and config.metrics_listen is not None:
+            # Plain HTTP on purpose (api.metrics_listener): the operator's private interface.
+            metrics_http = _EmbeddedUvicorn(
+                uvicorn.Config(
+                    create_metrics_app(metrics),
+                    loop="asyncio",
+                    lifespan="off",
+                    log_level="warning",
+                    access_log=False,
+                    timeout_graceful_shutdown=5,
+                )
+            )
+            metrics_task = asyncio.create_task(metrics_http.serve(sockets=[metrics_sock]), name="metrics")
+            while not metrics_http.started and not metrics_task.done():
+                await asyncio.sleep(0.005)
+            if metrics_task.done():
+                metrics_task.result()
+                raise RuntimeError("the metrics listener stopped during start-up")
+            metrics_addr = HostPort(config.metrics_listen.host, metrics_sock.getsockname()[1])
         say(f"strata: data dir {config.data_dir.resolve()}")
         say(f"strata: object store {config.object_store_url}")
         security = config.security_protocol
@@ -242,6 +265,8 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             say(f"strata: http listener on {http_addr} (https, client certificates {config.tls.client_auth})")
         else:
             say(f"strata: http listener on http://{http_addr}")
+        if metrics_task is not None:
+            say(f"strata: metrics listener on http://{metrics_addr}/metrics (no authentication)")
         # Everything allocated so far (S3 clients' service models: hundreds of thousands of
         # objects, the offsets log, ...) lives as long as the process; left to the cyclic GC,
         # each full collection walks it all, which stopped the event loop for 100-240 ms
@@ -266,6 +291,8 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         finally:
             say("strata: shutting down")
             http.should_exit = True
+            if metrics_http is not None:
+                metrics_http.should_exit = True
             # REST consumer instances commit their consumed positions and leave their groups
             # while the coordinator still serves them.
             try:
@@ -284,6 +311,9 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
                 await internal.close()
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(http_task, timeout=10)
+            if metrics_task is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(metrics_task, timeout=10)
     finally:
         if node is not None:
             await node.close()

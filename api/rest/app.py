@@ -46,7 +46,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from api.broker import Broker, FetchRequestPartition, ProduceResult
 from api.dashboard import dashboard_router
 from api.group_metrics import register_group_metrics
-from api.rest.authz import may_create, require_create, require_topic, topic_visible
+from api.rest.authz import may_create, require_cluster, require_create, require_topic, topic_visible
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
     DEFAULT_FETCH_TIMEOUT_MS,
@@ -533,13 +533,13 @@ def create_app(broker: Broker) -> FastAPI:
     app.include_router(dashboard_router())
 
     @app.get("/healthz", response_model=Health, tags=["ops"])
-    async def healthz() -> Response:
+    async def healthz(request: Request) -> Response:
         return JSONBody(
             {
                 "status": "ok",
                 "broker_id": broker.node_id,
                 "cluster_id": broker.config.cluster_id,
-                "topics": len(broker.topics()),
+                "topics": sum(topic_visible(broker, request, t.name) for t in broker.topics()),
             }
         )
 
@@ -549,7 +549,11 @@ def create_app(broker: Broker) -> FastAPI:
         response_class=Response,
         responses={200: {"description": "Prometheus text exposition", "content": {CONTENT_TYPE_LATEST: {}}}},
     )
-    async def prometheus_metrics() -> Response:
+    async def prometheus_metrics(request: Request) -> Response:
+        # Every topic's and group's series: with authorization on, DESCRIBE on the cluster
+        # (Kafka's rule for cluster-wide descriptions); scrapers without a user read the
+        # metrics listener instead (api.metrics_listener).
+        require_cluster(broker, request, Operation.DESCRIBE)
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     def openapi() -> dict[str, Any]:

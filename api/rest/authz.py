@@ -6,10 +6,19 @@ the usual JSON error body; a missing or wrong password stays 401 (api.security.b
 Routes: produce WRITE, fetch READ, topic metadata DESCRIBE (listings show only what the
 user may describe), topic creation CREATE (cluster or topic), deletion DELETE; consumer
 instances READ on their group (and READ on each subscribed topic); group listings and lag
-DESCRIBE on the group.
+DESCRIBE on the group. Every listing and per-topic figure (``/topics``, ``/v1/partitions``,
+``/v1/status``, ``/v1/groups``, the partitions of a group's lag, committed offsets) leaves
+out what the user may not DESCRIBE, as Kafka's Metadata and OffsetFetch do; a named topic or
+group it may not describe is 403 whether it exists or not, so a refusal never tells that
+it does. ``/metrics`` needs DESCRIBE on the cluster.
+
+Listings ask quietly (Kafka's authorizer does not log what a listing leaves out): a
+dashboard polling every 2 s would otherwise log a line per hidden topic each time.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from fastapi import Request
 
@@ -19,13 +28,21 @@ from api.security.authz import denied, user_principal
 from hot.errors import TopicAuthorizationFailedError
 
 
-def allowed(broker: Broker, request: Request, op: Operation, rtype: ResourceType, name: str) -> bool:
+def allowed(
+    broker: Broker,
+    request: Request,
+    op: Operation,
+    rtype: ResourceType,
+    name: str,
+    *,
+    quiet: bool = False,
+) -> bool:
     access = broker.access
     if access is None:
         return True
     principal = user_principal(request.scope.get("strata.principal"))
     host = request.client.host if request.client is not None else ""
-    return access.allowed(principal, host, op, rtype, name)
+    return access.allowed(principal, host, op, rtype, name, quiet=quiet)
 
 
 def require(broker: Broker, request: Request, op: Operation, rtype: ResourceType, name: str) -> None:
@@ -38,7 +55,32 @@ def require_topic(broker: Broker, request: Request, op: Operation, topic: str) -
 
 
 def topic_visible(broker: Broker, request: Request, topic: str) -> bool:
-    return allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, topic)
+    """May a listing show this topic (DESCRIBE, or READ/WRITE/DELETE/ALTER which imply it)?"""
+    return allowed(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, topic, quiet=True)
+
+
+def group_visible(broker: Broker, request: Request, group: str) -> bool:
+    return allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group, quiet=True)
+
+
+def topic_filter(broker: Broker, request: Request) -> Callable[[str], bool]:
+    """``topic_visible`` for one request, each topic asked once (a group's lag names a
+    topic once per partition)."""
+    if broker.access is None:
+        return lambda _topic: True
+    seen: dict[str, bool] = {}
+
+    def visible(topic: str) -> bool:
+        ok = seen.get(topic)
+        if ok is None:
+            ok = seen[topic] = topic_visible(broker, request, topic)
+        return ok
+
+    return visible
+
+
+def require_cluster(broker: Broker, request: Request, op: Operation) -> None:
+    require(broker, request, op, ResourceType.CLUSTER, CLUSTER_NAME)
 
 
 def may_create(broker: Broker, request: Request, topic: str) -> bool:

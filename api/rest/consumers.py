@@ -294,7 +294,13 @@ def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
         except ConsumerInstanceNotFoundError as exc:
             raise _rest_error(exc, 3) from None
 
-    def partition_of(topic: str, partition: int) -> TopicPartition:
+    def partition_of(
+        request: Request, topic: str, partition: int, op: Operation = Operation.DESCRIBE
+    ) -> TopicPartition:
+        # A topic named in a body is checked before it is looked up: a refused one is 403
+        # whether it exists or not. Committing needs READ on it, reading offsets or seeking
+        # DESCRIBE (Kafka's OffsetCommit, OffsetFetch, ListOffsets).
+        require(broker, request, op, ResourceType.TOPIC, topic)
         check_partition(broker.topic(topic), partition)
         return TopicPartition(topic, partition)
 
@@ -474,7 +480,7 @@ def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
             return Response(status_code=204)
         offsets: dict[TopicPartition, tuple[int, str | None]] = {}
         for o in items:
-            offsets[partition_of(o.topic, o.partition)] = (o.offset, o.metadata)
+            offsets[partition_of(request, o.topic, o.partition, Operation.READ)] = (o.offset, o.metadata)
         await inst.commit(offsets)
         return Response(status_code=204)
 
@@ -488,7 +494,8 @@ def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
         inst = instance(group, name)
         body = await optional_body(request)
         if body.strip():
-            wanted = [partition_of(p.topic, p.partition) for p in _parse(body, PartitionsRequest).partitions]
+            asked = _parse(body, PartitionsRequest).partitions
+            wanted = [partition_of(request, p.topic, p.partition) for p in asked]
         else:
             wanted = inst.assignment()
         committed = inst.committed(wanted)
@@ -514,14 +521,14 @@ def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
         inst = instance(group, name)
         _check_json_body(request)
         req = await parse_body(request, limit, PositionsRequest)
-        await inst.seek({partition_of(o.topic, o.partition): o.offset for o in req.offsets})
+        await inst.seek({partition_of(request, o.topic, o.partition): o.offset for o in req.offsets})
         return Response(status_code=204)
 
     async def seek_to(request: Request, group: str, name: str, *, end: bool) -> Response:
         inst = instance(group, name)
         _check_json_body(request)
         req = await parse_body(request, limit, PartitionsRequest)
-        await inst.seek_to([partition_of(p.topic, p.partition) for p in req.partitions], end=end)
+        await inst.seek_to([partition_of(request, p.topic, p.partition) for p in req.partitions], end=end)
         return Response(status_code=204)
 
     @router.post(

@@ -5,10 +5,16 @@
 log end offset (the high watermark, as Kafka's tools report it), the lag and the member
 that owns the partition (definitions in api.group_lag). An unknown group is 404 with the
 usual error body (GroupIdNotFoundError through hot.errors.ERROR_TABLE).
+
+With authorization on, the list shows the groups the user may DESCRIBE; a group's lag
+needs DESCRIBE on it (403 otherwise, known group or not) and lists only the partitions of
+topics the user may DESCRIBE, ``total_lag`` summing those: Kafka's OffsetFetch leaves the
+others out the same way.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from fastapi import APIRouter, Request
@@ -16,7 +22,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from api.group_lag import coordinator_of, group_lag, manager_end_offsets
-from api.rest.authz import allowed, require
+from api.rest.authz import group_visible, require, topic_filter
 from api.rest.codec import JSONBody
 from api.security.acl import Operation, ResourceType
 from hot.errors import StrataError
@@ -77,7 +83,7 @@ def groups_router(broker: Broker) -> APIRouter:
         coordinator = coordinator_of(broker)
         out = []
         for listing in coordinator.list_groups():
-            if not allowed(broker, request, Operation.DESCRIBE, ResourceType.GROUP, listing.group_id):
+            if not group_visible(broker, request, listing.group_id):
                 continue
             try:
                 d = coordinator.describe_group(listing.group_id)
@@ -99,6 +105,8 @@ def groups_router(broker: Broker) -> APIRouter:
     async def get_group_lag(request: Request, group: str) -> Response:
         require(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group)
         lag = group_lag(coordinator_of(broker), end_offsets, group)
+        visible = topic_filter(broker, request)
+        lag = dataclasses.replace(lag, partitions=tuple(p for p in lag.partitions if visible(p.topic)))
         d = lag.description
         return JSONBody(
             {

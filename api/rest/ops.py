@@ -9,7 +9,9 @@
                     ``strata_tiering_upload_lag_*`` gauges).
 
 Both are computed on request from the logs and the tiering service's cached manifests
-(no object-store round trip), so the dashboard can poll them cheaply.
+(no object-store round trip), so the dashboard can poll them cheaply. With authorization
+on, both count and name only the topics the user may DESCRIBE (api.rest.authz); ``status``
+stays the broker's own (``degraded`` when any partition is offline, shown or not).
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from api.rest.authz import topic_filter
 from api.rest.codec import JSONBody
 from hot.errors import StrataError
 from tiering.service import TieringService
@@ -125,9 +128,12 @@ def ops_router(broker: Broker) -> APIRouter:
     tiering = broker.tiering if isinstance(broker.tiering, TieringService) else None
 
     @router.get("/v1/partitions", response_model=PartitionsV1)
-    async def partitions() -> Response:
+    async def partitions(request: Request) -> Response:
+        visible = topic_filter(broker, request)
         topics = []
         for info in sorted(broker.topics(), key=lambda t: t.name):
+            if not visible(info.name):
+                continue
             parts = [
                 _partition(tiering, _log_or_none(broker, info.name, p), info.name, p)
                 for p in range(info.partitions)
@@ -140,26 +146,31 @@ def ops_router(broker: Broker) -> APIRouter:
         return JSONBody({"topics": topics})
 
     @router.get("/v1/status", response_model=StatusV1)
-    async def status() -> Response:
+    async def status(request: Request) -> Response:
+        visible = topic_filter(broker, request)
         offline: list[str] = []
-        count = 0
-        infos = broker.topics()
-        for info in infos:
+        any_offline = False
+        topics = count = 0
+        for info in broker.topics():
+            shown = visible(info.name)
+            topics += shown
             for p in range(info.partitions):
-                count += 1
+                count += shown
                 log = _log_or_none(broker, info.name, p)
                 if log is not None and not log.is_online:
-                    offline.append(f"{info.name}-{p}")
+                    any_offline = True
+                    if shown:
+                        offline.append(f"{info.name}-{p}")
         store_ok = tiering is None or not tiering.store_failing
         return JSONBody(
             {
-                "status": "ok" if store_ok and not offline else "degraded",
+                "status": "ok" if store_ok and not any_offline else "degraded",
                 "broker_id": broker.node_id,
                 "cluster_id": broker.config.cluster_id,
                 "uptime_seconds": round(time.monotonic() - started, 3),
                 "object_store": broker.config.object_store_url,
                 "object_store_available": store_ok,
-                "topics": len(infos),
+                "topics": topics,
                 "partitions": count,
                 "offline_partitions": offline,
             }
