@@ -442,6 +442,11 @@ def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
         ),
     ) -> Response:
         inst = instance(group, name)
+        # READ on every topic it may serve, asked of this request's user as Kafka asks on
+        # every Fetch: an ACL removed since the subscription applies at once, and another
+        # user of the group cannot read through the instance what it may not read itself.
+        for topic in sorted({*inst.subscription(), *(tp.topic for tp in inst.assignment())}):
+            require(broker, request, Operation.READ, ResourceType.TOPIC, topic)
         fmt = _records_format(request, inst.settings.format)
         wait = timeout if timeout is not None else inst.settings.request_timeout_ms
         # The user's consumer quota (api.security.quotas): over it, wait before fetching;

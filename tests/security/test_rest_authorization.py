@@ -68,6 +68,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
             b,
             binding("TOPIC", A, "User:reader", "READ"),  # implies DESCRIBE
             binding("GROUP", GA, "User:reader", "READ"),
+            binding("GROUP", GA, "User:monitor", "READ"),
             binding("BROKER", "kafka-cluster", "User:monitor", "DESCRIBE"),  # the cluster,
         )
         yield b
@@ -93,8 +94,9 @@ LISTINGS: dict[str, Callable[[Any], set[str]]] = {
     "/v1/groups": _names("groups", "group_id"),
     f"/v1/groups/{GA}/lag": lambda doc: {p["topic"] for p in doc["partitions"]},
 }
-# what each user may see of ours; monitor's cluster DESCRIBE shows no topic or group
-SEES = {"admin": {A, B, GA, GB}, "reader": {A, GA}, "monitor": set(), "nobody": set()}
+# what each user may see of ours: monitor's cluster DESCRIBE shows no topic, and its READ
+# on group GA shows the group but none of its partitions
+SEES = {"admin": {A, B, GA, GB}, "reader": {A, GA}, "monitor": {GA}, "nobody": set()}
 
 
 @pytest.mark.parametrize("route", LISTINGS)
@@ -150,6 +152,15 @@ def test_named_objects_not_visible_are_403_existing_or_not(broker: BrokerProcess
             body = {"offsets": [{"topic": B, "partition": 0, "offset": 0}]}
             r = http.post(offsets, json=body, headers=ctype)
             assert r.status_code == 403 and r.json()["message"] == f"not authorized to READ topic {B!r}"
+            # records need READ on the instance's topics from whoever asks for them
+            r = http.post(f"/consumers/{GA}/instances/r1/subscription", json={"topics": [A]}, headers=ctype)
+            assert r.status_code == 204, r.text
+            records = f"/consumers/{GA}/instances/r1/records?timeout=0"
+            accept = {"Accept": "application/vnd.kafka.binary.v2+json"}
+            assert http.get(records, headers=accept).status_code == 200
+            with client(broker, "monitor") as other:  # READ on the group, not on the topic
+                r = other.get(records, headers=accept)
+                assert r.status_code == 403 and r.json()["message"] == f"not authorized to READ topic {A!r}"
         finally:
             assert http.delete(f"/consumers/{GA}/instances/r1").status_code == 204
     with client(broker, "admin") as http:
