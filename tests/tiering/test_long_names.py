@@ -87,7 +87,9 @@ def _read_partition_10(bootstrap: str, topic: str) -> list[tuple[int, bytes, byt
             msg = c.poll(0.5)
             if msg is not None:
                 assert msg.error() is None, msg.error()
-                out.append((msg.offset(), msg.key(), msg.value()))
+                o, k, v = msg.offset(), msg.key(), msg.value()
+                assert o is not None and k is not None and v is not None
+                out.append((o, k, v))
         assert not out or out[-1][0] >= high - 1, f"read up to {out[-1][0]}, high watermark {high}"
         return out
     finally:
