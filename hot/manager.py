@@ -10,6 +10,9 @@ Layout::
                                              ("version: 0\\ntopic_id: <uuid>\\n"), so a
                                              directory left by an older topic of the same
                                              name is recognized as stale
+    <data_dir>/logs/<dir>.<32 hex>-delete/   a partition being deleted or built (restore);
+                                             ``<dir>`` cut to fit 255 bytes (hot.naming), so
+                                             it is removed at open by its suffix, never parsed
     <data_dir>/meta/tiering-deletes.json     topics whose remote data is still to be deleted
                                              (owned by tiering.service.PendingDeletes)
 
