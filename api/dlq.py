@@ -13,7 +13,9 @@ value, timestamp and headers, plus
 
 and to the same partition number when the dead-letter topic has one (so dead letters of a
 partition stay in order). The dead-letter topic is created on first use with the source
-topic's partition count. Only once the dead letter is acknowledged (acks=all) does
+topic's partition count. A source topic of over 245 characters has no legal ``<topic>.dlq``
+(Kafka names have at most 249): its dead letters are refused with DeadLetterTopicNameError
+(not retriable; use a shorter suffix). Only once the dead letter is acknowledged (acks=all) does
 ``process`` return, so a consumer that commits after processing never commits past a
 record that is neither processed nor parked.
 
@@ -38,7 +40,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from hot.errors import StrataError
+from hot.errors import InvalidTopicError, StrataError
+from hot.topics import MAX_TOPIC_NAME_LENGTH, validate_topic_name
 
 DLQ_SUFFIX: Final = ".dlq"
 HEADER_TOPIC: Final = "strata.dlq.original.topic"
@@ -54,6 +57,13 @@ class DeadLetterError(StrataError):
     """The dead letter could not be written (the caller must not commit the record)."""
 
     retriable = True
+
+
+class DeadLetterTopicNameError(DeadLetterError):
+    """The dead-letter topic's name (source topic + suffix) is not a legal topic name,
+    e.g. longer than 249 characters: retrying cannot help."""
+
+    retriable = False
 
 
 class Message(Protocol):
@@ -77,7 +87,19 @@ class Outcome:
 
 
 def dlq_topic(topic: str, suffix: str = DLQ_SUFFIX) -> str:
-    return topic + suffix
+    """``topic + suffix``; DeadLetterTopicNameError if that is no legal topic name (a
+    source topic of more than ``249 - len(suffix)`` characters): the dead letter is then
+    refused rather than produced to a topic no broker can create."""
+    name = topic + suffix
+    try:
+        validate_topic_name(name)
+    except InvalidTopicError as exc:
+        raise DeadLetterTopicNameError(
+            f"no dead-letter topic for {topic[:60]!r}{'...' if len(topic) > 60 else ''} "
+            f"({len(topic)} characters) with suffix {suffix!r}: {exc}; the source topic may have "
+            f"at most {MAX_TOPIC_NAME_LENGTH - len(suffix)} characters for this suffix"
+        ) from None
+    return name
 
 
 def error_text(error: BaseException) -> bytes:
@@ -126,6 +148,10 @@ class DeadLetterPolicy:
             raise ValueError(f"max_attempts must be at least 1, got {max_attempts}")
         if not suffix:
             raise ValueError("the dead-letter suffix must not be empty")
+        try:
+            validate_topic_name("t" + suffix)
+        except InvalidTopicError as exc:
+            raise ValueError(f"the dead-letter suffix {suffix!r} cannot end a topic name: {exc}") from None
         self.producer = producer
         self.admin = admin
         self.max_attempts = max_attempts

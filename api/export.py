@@ -6,7 +6,9 @@ Same planner, reader and rows as the ``strata`` Spark data source (``spark.plan`
 Spark benchmark uses the export as its baseline.
 
 Output layout: one file per scan task, ``<topic>-<partition>-<first offset, 20 digits>.parquet``
-(hot-tail tasks of ``--include-hot`` add ``-hot``), written as ``<name>.tmp`` and renamed
+(hot-tail tasks of ``--include-hot`` add ``-hot``; a name that would not fit 255 bytes with
+``.tmp``, from a topic name of over about 220 characters, keeps its first bytes followed by
+``.<16 hex of the SHA-256 of the whole stem>``), written as ``<name>.tmp`` and renamed
 when complete, so an interrupted export never leaves a truncated file under a final name.
 Files of an earlier export into the same directory are left alone; use a fresh directory.
 """
@@ -24,6 +26,7 @@ from typing import Final
 import pyarrow as pa
 
 from hot.errors import InvalidConfigError, StorageError
+from hot.naming import bounded_name
 from spark.options import ReadOptions
 from spark.plan import ColdTask, HotTask, ScanPlan, ScanTask, open_store_from, plan_scan
 from spark.scan import read_cold, read_hot
@@ -34,6 +37,7 @@ FORMATS: Final = ("parquet",)
 # Rows are buffered into row groups of at least this much Arrow data: one per 8 MiB chunk of
 # log read (readChunkBytes), the first, smaller chunks of a slice joined.
 ROW_GROUP_BYTES: Final = 8 << 20
+_TMP_SUFFIX: Final = ".tmp"
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,9 +124,12 @@ def export(
 
 
 def _file_name(task: ScanTask) -> str:
+    # bounded_name: a 249-character topic name would make the file name 284 bytes long.
     if isinstance(task, ColdTask):
-        return f"{task.topic}-{task.partition}-{task.slices[0].start_offset:020d}.parquet"
-    return f"{task.topic}-{task.partition}-{task.start_offset:020d}-hot.parquet"
+        stem = f"{task.topic}-{task.partition}-{task.slices[0].start_offset:020d}"
+        return bounded_name(stem, ".parquet", reserve=len(_TMP_SUFFIX))
+    stem = f"{task.topic}-{task.partition}-{task.start_offset:020d}-hot"
+    return bounded_name(stem, ".parquet", reserve=len(_TMP_SUFFIX))
 
 
 def _write_task(
@@ -136,7 +143,7 @@ def _write_task(
     import pyarrow.parquet as pq
 
     path = out / _file_name(task)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(path.name + _TMP_SUFFIX)
     rows = 0
     try:
         with pq.ParquetWriter(tmp, ARROW_SCHEMA, compression=compression) as writer:

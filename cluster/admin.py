@@ -36,7 +36,7 @@ from hot.errors import (
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
-from hot.topics import MAX_PARTITIONS, validate_topic_name
+from hot.topics import MAX_PARTITIONS, check_topic_collision, validate_topic_name
 
 # Compare-and-swap attempts before giving up on a topic other writers keep changing.
 _CAS_ATTEMPTS = 8
@@ -106,6 +106,7 @@ async def create(
     validate_configs(configs, defaults)
     if name in client.view.topics:
         raise TopicExistsError(f"topic {name!r} already exists")
+    check_topic_collision(name, client.view.topics)
     live = client.view.live_broker_ids()
     place_replicas(partitions, replication_factor, live)  # the counts against the live brokers
     if validate_only:

@@ -143,7 +143,7 @@ from hot.errors import (
     UnknownTopicOrPartitionError,
     kafka_code,
 )
-from hot.topics import validate_topic_name
+from hot.topics import check_topic_collision, validate_topic_name
 
 log = logging.getLogger("strata.cluster.kafka")
 
@@ -289,6 +289,7 @@ async def _create_one(broker: ClusterBroker, t: CreatableTopic, validate_only: b
     validate_topic_configs(configs)
     if t.name in view.topics:
         raise TopicExistsError(f"topic {t.name!r} already exists")
+    check_topic_collision(t.name, view.topics)
     live = view.live_broker_ids()
     if t.assignments:
         ordered = sorted(t.assignments, key=lambda a: a.partition_index)

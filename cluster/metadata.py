@@ -63,7 +63,7 @@ from hot.errors import (
     UnknownTopicOrPartitionError,
 )
 from hot.tasks import cancel_and_wait
-from hot.topics import MAX_PARTITIONS, validate_topic_name
+from hot.topics import MAX_PARTITIONS, check_topic_collision, validate_topic_name
 
 log = logging.getLogger("strata.cluster.metadata")
 
@@ -846,6 +846,9 @@ class MetadataClient:
         states missing after a crash are filled in by the controller.
         """
         validate_topic_name(name)
+        # Against this broker's view: two brokers creating colliding names at the same
+        # moment can both pass (the exact-name claim below is what is atomic).
+        check_topic_collision(name, self.view.topics)
         if not 1 <= len(replicas) <= MAX_PARTITIONS:
             raise InvalidPartitionsError(
                 f"number of partitions must be in [1, {MAX_PARTITIONS}], got {len(replicas)}"

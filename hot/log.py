@@ -63,7 +63,6 @@ import shutil
 import struct
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -88,6 +87,7 @@ from hot.errors import (
 )
 from hot.leader_epoch import CHECKPOINT_FILE as LEADER_EPOCH_FILE
 from hot.leader_epoch import EpochEntry, LeaderEpochCache
+from hot.naming import delete_dir_path
 from hot.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
@@ -119,7 +119,6 @@ CLEANER_CHECKPOINT_FILE: Final = "cleaner-offset-checkpoint"
 CLEANED_SUFFIX: Final = ".cleaned"
 SWAP_SUFFIX: Final = ".swap"
 STRAY_SUFFIXES: Final = (".tmp", ".deleted", CLEANED_SUFFIX, SWAP_SUFFIX)
-DELETE_DIR_SUFFIX: Final = "-delete"
 
 # First 16 bytes of a batch, rewritten on append: baseOffset, batchLength, partitionLeaderEpoch.
 _PREFIX: Final = struct.Struct(">qii")
@@ -544,7 +543,7 @@ class Log:
         d = str(directory)
         if os.path.exists(d):
             raise StorageError(f"cannot create {d}: it already exists")
-        staging = f"{d}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        staging = delete_dir_path(d)  # fits NAME_MAX for every legal topic name
         try:
             os.makedirs(staging)
             seg = Segment(staging, next_offset, index_interval_bytes=config.index_interval_bytes)
@@ -2007,7 +2006,7 @@ class Log:
         """Close and remove the partition directory (renamed to ``*-delete`` first, so a
         crash half-way leaves a name the manager recognizes and removes)."""
         self.close(clean=False)
-        doomed = f"{self.dir}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+        doomed = delete_dir_path(self.dir)  # fits NAME_MAX for every legal topic name
         try:
             os.rename(self.dir, doomed)
             fsync_dir(os.path.dirname(self.dir) or ".")

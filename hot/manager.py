@@ -10,6 +10,9 @@ Layout::
                                              ("version: 0\\ntopic_id: <uuid>\\n"), so a
                                              directory left by an older topic of the same
                                              name is recognized as stale
+    <data_dir>/logs/<dir>.<32 hex>-delete/   a partition being deleted or built (restore);
+                                             ``<dir>`` cut to fit 255 bytes (hot.naming), so
+                                             it is removed at open by its suffix, never parsed
     <data_dir>/meta/tiering-deletes.json     topics whose remote data is still to be deleted
                                              (owned by tiering.service.PendingDeletes)
 
@@ -48,7 +51,8 @@ from hot.errors import (
     UnknownTopicOrPartitionError,
 )
 from hot.flush import GroupCommitter, IntervalFlusher
-from hot.log import DELETE_DIR_SUFFIX, Log, RetentionGuard, atomic_write, fsync_dir
+from hot.log import Log, RetentionGuard, atomic_write, fsync_dir
+from hot.naming import is_delete_dir, parse_partition_dir, partition_dir_name
 from hot.producer_ids import PRODUCER_IDS_FILE, ProducerIdAllocator
 from hot.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
 from hot.topics import TOPICS_FILE, TopicInfo, TopicRegistry
@@ -140,14 +144,6 @@ class DiskGuard:
         """Measure again at the next check (after retention freed space)."""
         with self._lock:
             self._measured_at = -1e18
-
-
-def parse_partition_dir(name: str) -> tuple[str, int] | None:
-    """(topic, partition) for a directory name ``<topic>-<partition>``."""
-    topic, sep, part = name.rpartition("-")
-    if not sep or not topic or not part.isdigit() or not part.isascii():
-        return None
-    return topic, int(part)
 
 
 class LogManager:
@@ -293,7 +289,7 @@ class LogManager:
             path = self.logs_dir / name
             if not path.is_dir():
                 continue
-            if name.endswith(DELETE_DIR_SUFFIX):
+            if is_delete_dir(name):  # its name may be truncated: never parsed
                 self._remove_dir(path, "left by an interrupted delete")
                 removed = True
                 continue
@@ -486,7 +482,7 @@ class LogManager:
         return self._producer_ids
 
     def partition_dir(self, topic: str, partition: int) -> Path:
-        return self.logs_dir / f"{topic}-{partition}"
+        return self.logs_dir / partition_dir_name(topic, partition)
 
     def create_topic(
         self,
@@ -548,16 +544,26 @@ class LogManager:
         with self._lock:
             registry = self._require_open()
             info = registry.delete(name)
+            # The topic is gone once the registry says so: a directory that cannot be
+            # removed now is one of an unregistered topic, which ``open`` and a later
+            # ``create_topic`` of the same name remove. So the other partitions and the
+            # listeners (remote deletion) still run, and the error is logged, not raised.
             for p in range(info.partitions):
                 log = self._logs.pop((name, p), None)
                 self._failed.pop((name, p), None)
-                if log is not None:
-                    log.delete()
-                else:
-                    path = self.partition_dir(name, p)
-                    if path.exists():
-                        self._remove_dir(path, "of a deleted topic")
-            fsync_dir(self.logs_dir)
+                try:
+                    if log is not None:
+                        log.delete()
+                    else:
+                        path = self.partition_dir(name, p)
+                        if path.exists():
+                            self._remove_dir(path, "of a deleted topic")
+                except StorageError as e:
+                    logger.error("deleted topic %s: partition %d left on disk until restart: %s", name, p, e)
+            try:
+                fsync_dir(self.logs_dir)
+            except StorageError as e:
+                logger.error("deleted topic %s: %s", name, e)
             for listener in list(self._delete_listeners):
                 try:
                     listener(info)

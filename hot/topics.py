@@ -60,6 +60,15 @@ def _collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
+def check_topic_collision(name: str, existing: Iterable[str]) -> None:
+    """InvalidTopicError if a new topic ``name`` differs from one of ``existing`` only in
+    '.' versus '_' (Kafka's Topic.hasCollision; its metric names would be the same)."""
+    key = _collision_key(name)
+    for other in existing:
+        if other != name and _collision_key(other) == key:
+            raise InvalidTopicError(f"topic {name!r} collides with existing topic {other!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class TopicInfo:
     name: str
@@ -170,10 +179,7 @@ class TopicRegistry:
         LogConfig.from_kafka(dict(configs or {}), self.defaults)
         if name in self._topics:
             raise TopicExistsError(f"topic {name!r} already exists")
-        key = _collision_key(name)
-        for other in self._topics:
-            if _collision_key(other) == key:
-                raise InvalidTopicError(f"topic {name!r} collides with existing topic {other!r}")
+        check_topic_collision(name, self._topics)
 
     def create(
         self,

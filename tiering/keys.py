@@ -25,7 +25,10 @@ Keys are relative to the store's prefix (``s3://bucket/<prefix>/`` or ``file:///
   to spill the same offset range never overwrite each other's (possibly different) object.
 
 Topic names are Kafka-legal (``[a-zA-Z0-9._-]``, at most 249 characters), so they need
-no escaping. Everything here is pure: no I/O.
+no escaping. ``<topic>-<topic_id>`` then has up to 282 bytes: S3 takes it (keys have up to
+1,024), and the file:// store, where a segment becomes a file name of at most 255 bytes,
+spans a longer segment over several directories (``hot.naming.key_to_path_parts``), so
+this layout is the same for every name and every store. Everything here is pure: no I/O.
 """
 
 from __future__ import annotations

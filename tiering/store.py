@@ -81,6 +81,7 @@ from hot.errors import (
     StorageError,
     StrataError,
 )
+from hot.naming import key_prefix_of_dirs, key_to_path_parts, path_parts_to_key
 from tiering.s3_direct import DirectGet
 
 T = TypeVar("T")
@@ -1179,7 +1180,9 @@ def _etag_of_fd(fd: int) -> str:
 class FileStore(ObjectStore):
     """A local directory holding one file per object.
 
-    Layout: ``<root>/<key>`` (``/`` in keys become directories); ``<root>/.strata/tmp/``
+    Layout: ``<root>/<key>`` (``/`` in keys become directories; a key segment over 255
+    bytes, such as ``<249-character topic>-<topic id>``, spans several directories of 255
+    bytes ending in "+": ``hot.naming.key_to_path_parts``); ``<root>/.strata/tmp/``
     holds uploads in progress, ``<root>/.strata/locks/`` 256 lock files, one per stripe of
     the key space. Writes go to a temp file (fsync), then take the key's stripe lock
     (``fcntl.flock``, so threads and processes exclude each other), check the
@@ -1219,7 +1222,11 @@ class FileStore(ObjectStore):
         return ObjectStoreError(msg)
 
     def _path(self, key: str) -> str:
-        return os.path.join(self.root, *validate_key(key).split("/"))
+        try:
+            parts = key_to_path_parts(validate_key(key))
+        except ValueError as e:
+            raise InvalidRequestError(str(e)) from None
+        return os.path.join(self.root, *parts)
 
     @contextlib.contextmanager
     def _lock(self, key: str) -> Iterator[None]:
@@ -1449,24 +1456,30 @@ class FileStore(ObjectStore):
             raise self._os_error(e, "delete", key) from e
 
     def _list_sync(self, prefix: str) -> list[ObjectInfo]:
+        # Paths map back to keys through hot.naming (a segment over NAME_MAX bytes spans
+        # several directories); start at the deepest directory every match lies under.
         base_dir = prefix.rpartition("/")[0]
-        top = os.path.join(self.root, *base_dir.split("/")) if base_dir else self.root
+        try:
+            top_parts = key_to_path_parts(base_dir) if base_dir else []
+        except ValueError:
+            return []  # no key under it can be stored here
+        top = os.path.join(self.root, *top_parts)
         out: list[ObjectInfo] = []
         try:
             for dirpath, dirnames, filenames in os.walk(top):
-                rel_dir = os.path.relpath(dirpath, self.root)
-                rel_dir = "" if rel_dir == "." else rel_dir.replace(os.sep, "/") + "/"
-                if not rel_dir:
+                rel = os.path.relpath(dirpath, self.root)
+                rel_parts = [] if rel == "." else rel.split(os.sep)
+                if not rel_parts:
                     dirnames[:] = [d for d in dirnames if d != RESERVED_SEGMENT]
+
                 # Descend only where keys can still match the prefix.
+                below = {d: key_prefix_of_dirs([*rel_parts, d]) for d in dirnames}
                 dirnames[:] = [
-                    d
-                    for d in dirnames
-                    if (rel_dir + d + "/").startswith(prefix) or prefix.startswith(rel_dir + d + "/")
+                    d for d in dirnames if below[d].startswith(prefix) or prefix.startswith(below[d])
                 ]
                 for name in filenames:
-                    key = rel_dir + name
-                    if key.startswith(prefix):
+                    key = path_parts_to_key([*rel_parts, name])
+                    if key is not None and key.startswith(prefix):
                         info = self._info(key, os.path.join(dirpath, name))
                         if info is not None:  # gone since the walk saw it
                             out.append(info)

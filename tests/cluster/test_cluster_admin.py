@@ -320,6 +320,16 @@ def test_rest_v3_creates_and_deletes_topics_in_the_cluster(cluster: Cluster) -> 
     )
     assert too_many.status_code == 400, too_many.text
     assert "wide" not in cluster.view().topics
+    # Kafka's '.' versus '_' collision check, through REST and CreateTopics (validate only too).
+    dotted = {"topic_name": "rest.clash", "partitions_count": 1, "replication_factor": 1}
+    assert httpx.post(f"{url2}/{cid}/topics", json=dotted, timeout=30).status_code == 201
+    clash = httpx.post(f"{url2}/{cid}/topics", json={**dotted, "topic_name": "rest_clash"}, timeout=30)
+    assert clash.status_code == 400 and "collides" in clash.text, clash.text
+    admin3 = _admin(cluster, 3)  # referenced until its futures resolve
+    for validate_only in (True, False):
+        fut = admin3.create_topics([NewTopic("rest_clash", 1, 1)], validate_only=validate_only)
+        assert _error_code(fut["rest_clash"]) == E.INVALID_TOPIC_EXCEPTION
+    assert "rest_clash" not in cluster.view().topics
 
     url3 = f"{cluster.nodes[3].http_url}/v3/clusters/{cid}/topics/viarest"
     assert httpx.delete(url3, timeout=30).status_code == 204

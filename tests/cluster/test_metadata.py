@@ -22,6 +22,7 @@ from cluster.metadata import (
 from hot.errors import (
     InvalidReplicationFactorError,
     InvalidRequestError,
+    InvalidTopicError,
     MetadataStoreError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
@@ -134,6 +135,11 @@ async def test_create_topic_is_atomic_and_visible(
         await create_topic(b, "orders", 1, 1)
     with pytest.raises(InvalidReplicationFactorError, match="larger than the 3 live"):
         await create_topic(a, "wide", 1, 4)
+    # Kafka's '.' versus '_' collision check, in cluster mode too.
+    dotted = await create_topic(a, "order.events", 1, 1)
+    await b.view.wait_for_revision(dotted.mod_revision, WAIT)
+    with pytest.raises(InvalidTopicError, match=r"collides with existing topic 'order\.events'"):
+        await create_topic(b, "order_events", 1, 1)
     assert await a.get_topic("wide") is None
     await a.delete_topic("orders")
     assert await a.get_topic("orders") is None and await a.get_partition_state("orders", 0) is None

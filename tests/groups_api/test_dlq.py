@@ -18,6 +18,8 @@ from api.dlq import (
     HEADER_PARTITION,
     HEADER_TOPIC,
     DeadLetterPolicy,
+    DeadLetterTopicNameError,
+    dlq_topic,
 )
 from tests.brokers import BrokerProcess, create_topic
 from tests.groups_api.helpers import MEMBER_CONFIG, wait_for
@@ -152,3 +154,24 @@ def test_existing_dead_letter_topic_is_used_as_is(gbroker: BrokerProcess) -> Non
     assert dead.partition() == 0  # the dead-letter topic has no partition 2
     assert headers[HEADER_PARTITION] == b"2"
     assert len(headers[HEADER_ERROR]) == 4096 and headers[HEADER_ERROR].endswith(b"...")
+
+
+def test_dead_letter_topic_names_stay_legal() -> None:
+    """``<topic>.dlq`` of a source topic over 245 characters would be longer than Kafka's
+    249: refused before anything is produced, and not as a retriable error."""
+    assert dlq_topic("t" * 245) == "t" * 245 + ".dlq"
+    with pytest.raises(DeadLetterTopicNameError, match="at most 245 characters") as ei:
+        dlq_topic("t" * 246)
+    assert not ei.value.retriable
+
+    class Msg:
+        def topic(self) -> str:
+            return "t" * 249
+
+    produced: list[object] = []
+    policy = DeadLetterPolicy(type("P", (), {"produce": lambda *a, **k: produced.append(a)})())
+    with pytest.raises(DeadLetterTopicNameError):
+        policy.dead_letter(Msg(), Poison("bad"), 1)  # type: ignore[arg-type]
+    assert produced == []
+    with pytest.raises(ValueError, match="suffix"):
+        DeadLetterPolicy(object(), suffix="/dlq")

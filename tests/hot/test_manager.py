@@ -124,6 +124,34 @@ def test_directories_of_unregistered_topics_are_removed(tmp_path: Path) -> None:
         assert m.get_log("stale", 0).size == 0
 
 
+def test_a_partition_that_cannot_be_removed_does_not_stop_a_delete(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The registry forgets the topic first; a directory left behind (here: a failing
+    rename) neither stops the other partitions nor the listeners (remote deletion)."""
+    from hot.log import Log
+
+    real_delete = Log.delete
+
+    def failing_delete(log: Log) -> None:
+        if log.partition == 1:
+            log.close(clean=False)
+            raise StorageError("cannot delete log directory: simulated")
+        real_delete(log)
+
+    monkeypatch.setattr(Log, "delete", failing_delete)
+    deleted: list[str] = []
+    with LogManager(tmp_path) as m:
+        m.add_delete_listener(lambda info: deleted.append(info.name))
+        m.create_topic("doomed", 3)
+        assert m.delete_topic("doomed").name == "doomed"
+        assert deleted == ["doomed"] and m.topics() == []
+        assert sorted(os.listdir(tmp_path / "logs")) == ["doomed-1"]
+    monkeypatch.undo()
+    with LogManager(tmp_path) as m:  # an unregistered topic's directory goes at open
+        assert os.listdir(tmp_path / "logs") == []
+
+
 def test_missing_registry_with_data_is_refused(tmp_path: Path) -> None:
     with LogManager(tmp_path) as m:
         m.create_topic("t", 1)

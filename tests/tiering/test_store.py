@@ -334,6 +334,27 @@ async def test_file_store_layout_temp_files_and_xattr_fallback(tmp_path: Path) -
     assert not (root / "t").exists()
 
 
+async def test_file_store_keeps_key_segments_over_255_bytes(tmp_path: Path) -> None:
+    """``<249-character topic>-<topic id>`` is a 282-byte key segment: S3 takes it, a file
+    name cannot, so the file store spans it over two directories (hot.naming)."""
+    root = tmp_path / "objects"
+    store = open_store(f"file://{root}")
+    long_seg = "t" * 249 + "-" + "f" * 32
+    keys = [f"abcd/{long_seg}/{p}/segments/{p:020d}.log" for p in (0, 10)] + ["abcd/short/0/m.json"]
+    for k in keys:
+        await store.put(k, k.encode())
+    assert [o.key for o in await store.list()] == sorted(keys)
+    assert [o.key for o in await store.list(f"abcd/{long_seg}/10/")] == [keys[1]]
+    assert [o.key for o in await store.list("abcd/" + "t" * 249)] == keys[:2]  # mid-segment prefix
+    assert [o.key for o in await store.list("abcd/" + "t" * 260)] == []
+    assert await store.get(keys[1]) == keys[1].encode()
+    assert all(len(os.fsencode(n)) <= 255 for _, dirs, files in os.walk(root) for n in dirs + files)
+    with pytest.raises(InvalidRequestError):  # would read back as another key
+        await store.put("a/" + "x" * 254 + "+", b"x")
+    await store.delete_many(keys)
+    assert await store.list() == [] and sorted(os.listdir(root)) == [".strata"]
+
+
 async def test_file_store_conditional_put_across_threads(tmp_path: Path) -> None:
     """flock + rename: of N threads each with its own store, exactly one if_none_match wins."""
     url = f"file://{tmp_path}/objects"
