@@ -242,6 +242,9 @@ def scan_segment(
             if h.base_offset < expect or (h.base_offset != expect and not allow_gaps):
                 where = f"base offset {h.base_offset} where {expect} was expected"
                 reason = where if reason is None else f"{reason}; {where}"
+            if reason is not None and tail and pos + h.size == end and reason.startswith("CRC mismatch"):
+                # Possibly a torn write; kept as bad, since a clean restart would serve it.
+                reason += " (the last batch of the log: after a crash, recovery truncates it)"
             if reason is not None:
                 problems.append(
                     Problem(
