@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
@@ -220,11 +221,9 @@ def print_text(doc: dict[str, Any]) -> None:
         + (f" (object store {doc['object_store']})" if doc["object_store"] else ""),
         highlight=False,
     )
-    for part in doc["partitions"]:
-        if part["note"]:
-            console.print(
-                f"  {part['topic']}-{part['partition']} ({part['source']}): {part['note']}", highlight=False
-            )
+    notes = Counter(p["note"] for p in doc["partitions"] if p["note"])
+    for note, n in sorted(notes.items()):
+        console.print(f"  {n} partition(s): {note}", highlight=False)
     if doc["problems"]:
         table = Table(box=None, header_style="bold", pad_edge=False)
         for col in ("partition", "kind", "segment", "position", "offsets", "bytes", "resume at", "reason"):

@@ -365,7 +365,8 @@ def check_partition_dir(
     try:
         files = segment_files(d)
     except FileNotFoundError:
-        return PartitionCheck(topic, partition, "local", None, (), note=f"no directory {d}")
+        # Not hosted here (cluster mode), or a single node's that it creates at start.
+        return PartitionCheck(topic, partition, "local", None, (), note="no local directory")
     except OSError as e:
         raise StorageError(f"cannot list {d}: {e}") from e
     log_start = read_offset_file(str(d / LOG_START_OFFSET_FILE))
