@@ -202,6 +202,7 @@ def scan_segment(
     buf_at = 0
     pos = 0
     end = size
+    bad: int | None = None  # index in ``problems`` of the bad batch just walked
 
     def unframed(reason: str, partial: bool, zeros: bool, h: BatchHeader | None = None) -> Problem:
         # ``h``: the header of a batch cut short, whose offsets can be believed.
@@ -237,11 +238,16 @@ def scan_segment(
                 )
                 break
             batches += 1
+            if bad is not None and h.base_offset >= expect:
+                # The batch after a bad one says where a reader resumes: a bad header's
+                # offsets (lastOffsetDelta under a failed CRC) may be anything.
+                problems[bad] = dataclasses.replace(problems[bad], skip_to=h.base_offset)
             n, reason = _decode_problem(buf, rel)
             records += n
-            if h.base_offset < expect or (h.base_offset != expect and not allow_gaps):
+            if h.base_offset < expect or (h.base_offset != expect and not allow_gaps and bad is None):
                 where = f"base offset {h.base_offset} where {expect} was expected"
                 reason = where if reason is None else f"{reason}; {where}"
+            bad = None
             if reason is not None and tail and pos + h.size == end and reason.startswith("CRC mismatch"):
                 # Possibly a torn write; kept as bad, since a clean restart would serve it.
                 reason += " (the last batch of the log: after a crash, recovery truncates it)"
@@ -259,7 +265,9 @@ def scan_segment(
                         max(h.next_offset, expect),
                     )
                 )
-            expect = max(expect, h.next_offset)
+                bad = len(problems) - 1  # ``expect`` stays: this header is not believed
+            else:
+                expect = max(expect, h.next_offset)
             pos += h.size
     except ReadError as e:
         problems.append(
@@ -343,6 +351,8 @@ def finish_partition(
         fixed = []
         for p in seg.problems:
             skip_to = p.skip_to if p.skip_to is not None else nxt
+            if skip_to is not None and nxt is not None and skip_to > nxt:
+                skip_to = nxt  # a damaged header's claim; the next segment starts there
             below = log_start_offset is not None and skip_to is not None and skip_to <= log_start_offset
             fixed.append(dataclasses.replace(p, skip_to=skip_to, below_log_start=below))
         done.append(dataclasses.replace(seg, problems=tuple(fixed)))

@@ -135,6 +135,12 @@ def test_crc_mismatch_and_the_log_start_offset(tmp_path: Path) -> None:
     first.write_bytes(bytes(data))
     [p] = check_partition_dir(d, "t", 0).problems
     assert p.kind is ProblemKind.BAD_BATCH and p.position == 0 and p.reason.startswith("CRC mismatch")
+    # A damaged lastOffsetDelta (under the CRC) is not believed: the next batch says
+    # where readers resume, and nothing after it is out of sequence.
+    struct.pack_into(">i", data, 23, 1_000_000)
+    first.write_bytes(bytes(data))
+    [q] = check_partition_dir(d, "t", 0).problems
+    assert (q.position, q.last_offset, q.skip_to) == (0, 1_000_000, p.skip_to)
     # Behind the log start offset (DeleteRecords, retention) no reader gets to it.
     (d / LOG_START_OFFSET_FILE).write_text(f"{p.skip_to}\n")
     [q] = check_partition_dir(d, "t", 0).problems
