@@ -16,6 +16,7 @@ import click
 
 from api.cli_acl import acl as acl_group
 from api.cli_acl import connect, security_options
+from api.cli_check import check as check_cmd
 from hot.errors import StrataError
 
 
@@ -876,6 +877,11 @@ def users_list(data_dir: str, etcd: str | None, cluster_name: str, output: str) 
 # -- ACLs (logic in api.cli_acl) ----------------------------------------------------------------
 
 main.add_command(acl_group)
+
+# -- stored batches (api.cli_check) --------------------------------------------------------------
+
+main.add_command(check_cmd)
+
 # --- quotas (client byte-rate quotas, AlterClientQuotas/DescribeClientQuotas) ----------------
 
 

@@ -366,7 +366,7 @@ def create_app(broker: Broker) -> FastAPI:
         if fetched.error is not None:
             raise fetched.error
         broker.quotas.record(user, CONSUMER_BYTE_RATE, fetched.size)
-        records = await asyncio.to_thread(read_records, fetched) if fetched.size else []
+        records = await asyncio.to_thread(read_records, fetched, offset) if fetched.size else []
         out: list[dict[str, Any]] = []
         size = 0
         for rec in records:

@@ -25,8 +25,9 @@ from api.rest.models import (
     JsonProduceRequest,
     JsonRecordIn,
 )
-from hot.errors import StorageError, StrataError, UnknownTopicOrPartitionError, http_status
-from hot.records import Header, Record, RecordInput, decode_batches
+from api.stored_batches import decode_stored
+from hot.errors import StrataError, UnknownTopicOrPartitionError, http_status
+from hot.records import Header, Record, RecordInput
 from hot.topics import TopicInfo
 
 V2: Final = "application/vnd.kafka.v2+json"
@@ -312,16 +313,10 @@ def decode_json_field(data: bytes | None, what: str, offset: int) -> Any:
         ) from None
 
 
-def read_records(fetched: FetchedPartition) -> list[Record]:
+def read_records(fetched: FetchedPartition, offset: int) -> list[Record]:
     """Read (local file regions or bytes from the object store) and decode a fetched
-    partition, skipping control batches (blocking: runs in a worker thread)."""
-    topic = fetched.topic
-    data = fetched.read()
-    try:
-        batches = decode_batches(data, allow_partial_tail=True)
-    except StorageError:
-        raise
-    except StrataError as exc:
-        # the bytes came from our own log: a storage failure, not a client error
-        raise StorageError(f"stored batch of {topic!r} failed to decode: {exc}") from exc
+    partition, skipping control batches (blocking: runs in a worker thread). A stored
+    batch that does not decode is StoredBatchError (503) once it is the first one read
+    (api.stored_batches)."""
+    batches = decode_stored(fetched.read(), fetched.topic, fetched.partition, offset)
     return [r for b in batches if not b.is_control for r in b.records]

@@ -25,7 +25,11 @@ Positions of partitions kept across a rebalance (same or next generation) surviv
 Records returned by a fetch advance the positions only past records the caller could
 convert (a record that cannot be represented in the instance's format ends the batch
 before it and is an error when it comes first: never a silent loss), and only for
-partitions still assigned and not seeked meanwhile.
+partitions still assigned and not seeked meanwhile. A stored batch that does not decode
+(api.stored_batches) is treated the same way: a fetch returns what precedes it (and
+nothing of the partitions after it in that fetch's rotation), and raises its
+StoredBatchError (503, naming the offsets and ``strata check``) once it comes first, until
+the instance seeks past it.
 
 Commits follow Confluent's v2 API: an explicit offset names the last record processed
 and the committed offset is that + 1 (the next to read, as Kafka stores it); an empty
@@ -73,6 +77,7 @@ from api.groups.types import (
     TopicPartition,
 )
 from api.rest_consumers.assignors import COOPERATIVE, SUPPORTED, MemberSubscription, assign, group_partitions
+from api.stored_batches import StoredBatchError, decode_stored
 from hot.errors import (
     FencedInstanceIdError,
     GroupMaxSizeReachedError,
@@ -83,12 +88,11 @@ from hot.errors import (
     InvalidSessionTimeoutError,
     OffsetOutOfRangeError,
     RebalanceInProgressError,
-    StorageError,
     StrataError,
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
-from hot.records import Record, RecordBatch, decode_batches
+from hot.records import Record, RecordBatch
 
 if TYPE_CHECKING:
     from api.broker import Broker
@@ -179,18 +183,20 @@ class ConsumedRecord:
     record: Record
 
 
-def _decode(fetched: Sequence[FetchedPartition]) -> list[list[RecordBatch] | StrataError]:
-    """Decode each fetched partition's batches (blocking: runs in a worker thread)."""
+def _decode(
+    fetched: Sequence[FetchedPartition], positions: Sequence[int]
+) -> list[list[RecordBatch] | StrataError]:
+    """Decode each fetched partition's batches (blocking: runs in a worker thread): up to
+    a stored batch that does not decode, which is StoredBatchError when it comes first."""
     out: list[list[RecordBatch] | StrataError] = []
-    for fp in fetched:
+    for fp, position in zip(fetched, positions, strict=True):
         if fp.error is not None or not fp.size:
             out.append([])
             continue
         try:
-            out.append(decode_batches(fp.read(), allow_partial_tail=True))
+            out.append(decode_stored(fp.read(), fp.topic, fp.partition, position))
         except StrataError as exc:
-            # the bytes came from our own log: a storage failure, not a client error
-            out.append(StorageError(f"stored batch of {fp.topic}-{fp.partition} failed to decode: {exc}"))
+            out.append(exc)
     return out
 
 
@@ -686,7 +692,7 @@ class ConsumerInstance:
         )
         if epoch != self._epoch:
             return []
-        decoded = await asyncio.to_thread(_decode, fetched)
+        decoded = await asyncio.to_thread(_decode, fetched, [used[tp] for tp in order])
         if epoch != self._epoch:
             return []
         out: list[T] = []
@@ -702,6 +708,10 @@ class ConsumerInstance:
                     resets.append(tp)
                 elif not isinstance(error, UnknownTopicOrPartitionError):
                     first_error = first_error or error
+                if isinstance(error, StoredBatchError):
+                    # Nothing from the partitions after it: with the rotation it comes
+                    # first within as many fetches as there are partitions, and is raised.
+                    full = True
                 continue
             assert not isinstance(batches, StrataError)
             if full:

@@ -23,9 +23,11 @@ from api.rest_consumers import (
     ConsumerInstancesConfig,
     InstanceSettings,
 )
+from api.stored_batches import StoredBatchError
 from hot.config import LogConfig
 from hot.manager import LogManager
 from hot.records import RecordInput, build_batch
+from tests.hot.badbatch import malformed_batch
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -167,4 +169,40 @@ async def test_leader_reassigns_when_subscribed_topics_appear_or_grow(broker: Br
     await until("the new topic assigned", lambda: len(inst.assignment()) == 2)
     broker.add_partitions("later", 3)
     await until("the new partition assigned", lambda: len(inst.assignment()) == 3)
+    await instances.close()
+
+
+async def test_a_stored_batch_that_does_not_decode_is_raised_once_reached(
+    broker: Broker, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Everything before the bad batch is delivered, then StoredBatchError names it (also
+    when another partition has records), until the instance seeks past it."""
+    await produce(broker, 0, [b"a", b"b"])
+    log = broker.manager.get_log("t", 0)
+    bad = log.log_end_offset
+    log.append_as_follower(malformed_batch(bad))
+    log.flush()
+    await produce(broker, 0, [b"c"])
+    await produce(broker, 1, [b"x", b"y"])
+    instances = ConsumerInstances(broker, FAST)
+    inst = instances.create("gbad", InstanceSettings("i", auto_offset_reset="earliest", auto_commit=False))
+    inst.subscribe(["t"])
+    got: list[ConsumedRecord] = []
+    with pytest.raises(StoredBatchError) as raised:
+        for _ in range(50):
+            got += await inst.fetch(200, 1 << 20, lambda r: r)
+    assert sorted(values(got)) == [b"a", b"b", b"x", b"y"]  # type: ignore[type-var]
+    message = str(raised.value)
+    assert f"t-0 at offsets {bad}-{bad + 2} failed to decode" in message
+    assert f"resume at offset {bad + 3}" in message and "`strata check t:0`" in message
+    for _ in range(3):  # not skipped silently: raised again and again
+        with pytest.raises(StoredBatchError):
+            await inst.fetch(50, 1 << 20, lambda r: r)
+    warnings = [r for r in caplog.records if r.name == "api.stored_batches" and r.levelname == "WARNING"]
+    assert len(warnings) == 1 and f"offsets {bad}-{bad + 2}" in warnings[0].getMessage()
+    await inst.seek({TopicPartition("t", 0): bad + 3})
+    after: list[ConsumedRecord] = []
+    while not after:
+        after += await inst.fetch(200, 1 << 20, lambda r: r)
+    assert values(after) == [b"c"]
     await instances.close()
