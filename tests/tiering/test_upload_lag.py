@@ -44,7 +44,7 @@ def test_config_name_default_and_validation() -> None:
     off = LogConfig.from_kafka({"remote.copy.max.lag.ms": "-1"})
     assert off.remote_copy_max_lag_ms == -1 and off.diff(LogConfig()) == {"remote.copy.max.lag.ms": "-1"}
     for bad in ("0", "-2", "1h", ""):
-        with pytest.raises(InvalidConfigError, match="remote.copy.max.lag.ms"):
+        with pytest.raises(InvalidConfigError, match=r"remote\.copy\.max\.lag\.ms"):
             LogConfig.from_kafka({"remote.copy.max.lag.ms": bad})
     assert TieringConfig().shutdown_upload_grace_ms == 30_000
     assert TieringConfig().shutdown_upload_in_cluster is False
