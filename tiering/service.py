@@ -452,20 +452,22 @@ class TieringService:
         start = loop.time()
         deadline = start + grace / 1000
         report = ShutdownUpload(grace_s=grace / 1000)
-        targets: list[tuple[TopicInfo, Log, int]] = []
+        # Nothing appends any more (produce stopped), so each log end is final: what the
+        # report measures the bucket against, even if the deadline comes first.
+        targets = [
+            (info, log, log.log_end_offset)
+            for info, log in self._all_logs()
+            if log.config.remote_storage_enable and log.is_online
+        ]
+        report.partitions = len(targets)
         try:
             async with asyncio.timeout_at(deadline):
                 await self._stop_loop()
-                for info, log in self._all_logs():
-                    if not log.config.remote_storage_enable or not log.is_online:
-                        continue
+                for _, log, _ in targets:
                     try:
                         await asyncio.to_thread(log.roll)  # a no-op when the active segment is empty
                     except StrataError as e:
                         logger.error("cannot seal %s for the upload at shutdown: %s", log.name, e)
-                        continue
-                    targets.append((info, log, log.log_end_offset))
-                report.partitions = len(targets)
                 await self._upload_targets(targets, report)
         except TimeoutError:
             pass
