@@ -470,10 +470,11 @@ class TieringService:
                         logger.error("cannot seal %s for the upload at shutdown: %s", log.name, e)
                 await self._upload_targets(targets, report)
         except TimeoutError:
-            pass
+            report.timed_out = True
         report.elapsed_s = loop.time() - start
         nexts = [self._remote_next(info, log) for info, log, _ in targets]
-        report.pending = pending_ranges([(log, t) for _, log, t in targets], nexts)
+        reasons = [self._blocked(info, log, t) for info, log, t in targets]
+        report.pending = pending_ranges([(log, t) for _, log, t in targets], nexts, reasons)
         missing = {p.partition for p in report.pending}
         report.complete = [
             (log.name, n) for (_, log, _), n in zip(targets, nexts, strict=True) if log.name not in missing
@@ -505,8 +506,9 @@ class TieringService:
         self, targets: list[tuple[TopicInfo, Log, int]], report: ShutdownUpload
     ) -> None:
         """Upload rounds until every target is in the bucket, or nothing more can be
-        done (every partition left is stopped or offline); the caller's deadline ends it
-        otherwise (object store down, a follower not acknowledging, the cleaner behind)."""
+        done now (every partition left is stopped, offline or waiting for the log cleaner);
+        the caller's deadline ends it otherwise (object store down, a follower not
+        acknowledging)."""
         synced: set[str] = set()
         backoff = 0.05
         sem = asyncio.Semaphore(self.config.upload_concurrency)
@@ -526,11 +528,11 @@ class TieringService:
 
         while True:
             left = [
-                (info, log)
+                (info, log, target)
                 for info, log, target in targets
                 if max(self._remote_next(info, log), log.log_start_offset) < target
             ]
-            live = [(info, log) for info, log in left if self._can_upload(info, log)]
+            live = [(info, log) for info, log, target in left if self._blocked(info, log, target) is None]
             if not live:
                 return
             progressed = False
@@ -559,10 +561,24 @@ class TieringService:
                 await asyncio.sleep(backoff)
                 backoff = min(1.0, backoff * 2)
 
-    def _can_upload(self, info: TopicInfo, log: Log) -> bool:
+    def _blocked(self, info: TopicInfo, log: Log, target: int) -> str | None:
+        """Why no more of ``log`` below ``target`` can be uploaded now (None: it can). The
+        log cleaner is not waited for: with min.compaction.lag.ms or its backoff that
+        could take the whole grace period, and the tail stays on local disk anyway."""
         st = self.uploader.cached_state(info.name, log.partition)
-        stopped = st is not None and st.topic_id == info.topic_id and st.stopped is not None
-        return not stopped and log.is_online and not log.closed
+        if st is not None and st.topic_id == info.topic_id and st.stopped is not None:
+            return "tiering stopped"
+        if log.closed or not log.is_online:
+            return "offline"
+        nxt = max(self._remote_next(info, log), log.log_start_offset)
+        if (
+            nxt < target
+            and log.upload_waits_for_cleaner
+            and log.first_dirty_offset < target
+            and not log.sealed_segments_for_upload(target, from_offset=nxt)
+        ):
+            return "waits for the log cleaner"
+        return None
 
     async def _compact_all(self, *, force: bool = False) -> int:
         """Remote compaction of every due partition led here; returns how many swapped."""

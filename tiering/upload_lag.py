@@ -79,6 +79,7 @@ class PendingRange:
     partition: str
     first: int
     last: int
+    reason: str = ""  # why the upload at shutdown could not go on, when known
 
 
 @dataclass(slots=True)
@@ -92,7 +93,8 @@ class ShutdownUpload:
     # Per complete partition: its name and the remote next offset (every offset below is there).
     complete: list[tuple[str, int]] = field(default_factory=list)
     pending: list[PendingRange] = field(default_factory=list)
-    error: str | None = None  # why uploads stopped early (object store failing, ...)
+    error: str | None = None  # the last object-store error
+    timed_out: bool = False  # the grace period ran out
 
     @property
     def ok(self) -> bool:
@@ -109,10 +111,18 @@ class ShutdownUpload:
                 f"the bucket holds every record of the {self.partitions} tiered partition(s)"
                 + (f" ({ends}{tail})" if ends else "")
             )
-        ranges = ", ".join(f"{p.partition} offsets {p.first}..{p.last}" for p in self.pending[:_LISTED])
+        ranges = ", ".join(
+            f"{p.partition} offsets {p.first}..{p.last}" + (f" ({p.reason})" if p.reason else "")
+            for p in self.pending[:_LISTED]
+        )
         more = len(self.pending) - _LISTED
+        head = (
+            f"gave up after {self.elapsed_s:.1f} s (grace {self.grace_s:.0f} s)"
+            if self.timed_out
+            else f"ended after {self.elapsed_s:.1f} s"
+        )
         return (
-            f"upload at shutdown gave up after {self.elapsed_s:.1f} s (grace {self.grace_s:.0f} s): "
+            f"upload at shutdown {head}: "
             f"{self.uploaded} segment(s) uploaded; {len(self.pending)} of {self.partitions} tiered "
             f"partition(s) not complete in the bucket: {ranges}"
             + (f" and {more} more" if more > 0 else "")
@@ -120,14 +130,16 @@ class ShutdownUpload:
         )
 
 
-def pending_ranges(targets: Sequence[tuple[Log, int]], remote_next: Sequence[int]) -> list[PendingRange]:
+def pending_ranges(
+    targets: Sequence[tuple[Log, int]], remote_next: Sequence[int], reasons: Sequence[str | None]
+) -> list[PendingRange]:
     """The ranges below each log's target offset the bucket lacks (``remote_next[i]`` is
-    the remote next offset of ``targets[i]``'s partition)."""
+    the remote next offset of ``targets[i]``'s partition, ``reasons[i]`` why it is stuck)."""
     out: list[PendingRange] = []
-    for (log, target), nxt in zip(targets, remote_next, strict=True):
+    for (log, target), nxt, why in zip(targets, remote_next, reasons, strict=True):
         first = max(nxt, log.log_start_offset)
         if first < target:
-            out.append(PendingRange(log.name, first, target - 1))
+            out.append(PendingRange(log.name, first, target - 1, why or ""))
     return out
 
 

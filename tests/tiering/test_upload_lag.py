@@ -169,7 +169,7 @@ async def test_upload_at_shutdown_gives_up_after_the_grace_period(
         svc.store.put_file = down  # type: ignore[method-assign]
         with caplog.at_level(logging.INFO, logger="tiering.service"):
             report = await svc.upload_before_shutdown()
-        assert not report.ok and report.uploaded == 0
+        assert not report.ok and report.uploaded == 0 and report.timed_out
         assert report.pending == [PendingRange("a-0", 0, 4)]
         assert report.error is not None and "store down" in report.error
         assert "gave up after" in caplog.text and "a-0 offsets 0..4" in caplog.text
@@ -178,8 +178,34 @@ async def test_upload_at_shutdown_gives_up_after_the_grace_period(
         m.close()
 
 
+async def test_upload_at_shutdown_does_not_wait_for_the_log_cleaner(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A compacted tiered topic uploads only cleaned segments; its sealed tail is left (and
+    named) at once rather than holding the stop for the cleaner's backoff or
+    min.compaction.lag.ms."""
+    url = f"file://{tmp_path / 'bucket'}"
+    m = new_manager(tmp_path / "data")
+    now = [T0]
+    svc = _service(m, url, now)
+    try:
+        m.create_topic("c", 1, {"cleanup.policy": "compact"})
+        _append(m.get_log("c", 0), 5, T0)
+        await svc.start()  # the cleaner thread is not running: nothing gets cleaned
+        with caplog.at_level(logging.INFO, logger="tiering.service"):
+            report = await svc.upload_before_shutdown()
+        assert not report.timed_out and report.pending == [
+            PendingRange("c-0", 0, 4, "waits for the log cleaner")
+        ]
+        assert "upload at shutdown ended after" in caplog.text
+        assert "c-0 offsets 0..4 (waits for the log cleaner)" in caplog.text
+    finally:
+        await svc.close()
+        m.close()
+
+
 def test_shutdown_summary_lists_a_bounded_number_of_partitions() -> None:
-    r = ShutdownUpload(grace_s=30, uploaded=3, partitions=40, elapsed_s=31.0)
+    r = ShutdownUpload(grace_s=30, uploaded=3, partitions=40, elapsed_s=31.0, timed_out=True)
     r.pending = [PendingRange(f"t-{i}", 10 * i, 10 * i + 9) for i in range(25)]
     text = r.summary()
     assert text.startswith("upload at shutdown gave up after 31.0 s (grace 30 s): 3 segment(s) uploaded;")
