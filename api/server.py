@@ -4,7 +4,9 @@ Start-up order is storage first (recovery happens before any listener accepts a
 connection), then tiering (the object store and the TieringService, which must own the
 retention of tiered topics before the manager's retention thread runs), then the
 listeners. Shutdown (SIGTERM/SIGINT) is the reverse: stop accepting, let in-flight
-requests finish for a bounded time, stop tiering, flush and close every log, and write
+requests finish for a bounded time, upload what the bucket lacks (single node, or cluster
+mode with ``shutdown_upload_in_cluster``: tiering.upload_lag, bounded by
+``shutdown_upload_grace_ms``), stop tiering, flush and close every log, and write
 the clean-shutdown marker last so that a crash anywhere before it means a full recovery
 scan on the next start.
 """
@@ -19,7 +21,7 @@ import logging
 import signal
 import socket
 import sys
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from typing import TYPE_CHECKING
 
 import uvicorn
@@ -302,9 +304,12 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             # Then the coordinator: JoinGroup/SyncGroup requests parked in a rebalance would
             # hold their connections open through the whole drain grace period.
             await groups.close()
+            upload_grace = config.tiering.shutdown_upload_grace_ms
             if node is not None:
-                # Hand leadership over before the listeners close (cluster.node).
-                await node.stop()
+                # Hand leadership over before the listeners close (cluster.node); with
+                # shutdown_upload_in_cluster, upload the tail while still leading.
+                in_cluster = config.tiering.shutdown_upload_in_cluster and upload_grace > 0
+                await node.stop(before_leaving=_shutdown_upload(tiering) if in_cluster else None)
                 node = None
             await kafka.close()
             if internal is not None:
@@ -314,6 +319,9 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             if metrics_task is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(metrics_task, timeout=10)
+            if config.cluster is None and upload_grace > 0:
+                # Nothing appends any more: the bucket gets the whole log (tiering.upload_lag).
+                await _shutdown_upload(tiering)()
     finally:
         if node is not None:
             await node.close()
@@ -327,6 +335,16 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             finally:
                 manager.close()
     say("strata: stopped cleanly")
+
+
+def _shutdown_upload(tiering: TieringService) -> Callable[[], Awaitable[None]]:
+    async def upload() -> None:
+        try:
+            await tiering.upload_before_shutdown()
+        except Exception:  # the stop goes on: what was not uploaded is still on local disk
+            log.exception("upload at shutdown failed")
+
+    return upload
 
 
 def run(config: BrokerConfig, *, log_level: str = "INFO") -> int:

@@ -229,6 +229,9 @@ class ClusterBroker(Broker):
             lg = self._log(topic, partition)
             if lg is not rep.log:
                 raise UnknownTopicOrPartitionError(f"{topic}-{partition} is being recreated")
+            if rep.roll_before_append:  # a new leadership's first append (replica_manager)
+                lg.roll()
+                rep.roll_before_append = False
             info = lg.append(data, leader_epoch=rep.leader_epoch)
         except StrataError as exc:
             # Counted once, by the protocol layer that answers the request.

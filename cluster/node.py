@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+from collections.abc import Awaitable, Callable
 
 from api.broker import RemoteTier
 from api.config import BrokerConfig
@@ -196,11 +197,15 @@ class ClusterNode:
         self.controller = Controller(self.client).start()
         self._started = True
 
-    async def stop(self) -> None:
-        """Leave the cluster (see the module docstring); the logs close afterwards."""
+    async def stop(self, *, before_leaving: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Leave the cluster (see the module docstring); the logs close afterwards.
+        ``before_leaving`` runs once writes are refused and acknowledged, while this broker
+        still leads (the upload at shutdown, tiering.upload_lag)."""
         self.replicas.begin_shutdown()
         if self._started:
             await self.replicas.drain(SHUTDOWN_DRAIN_S)
+            if before_leaving is not None:
+                await before_leaving()
         if self.controller is not None:
             await self.controller.stop(resign=True)
             self.controller = None

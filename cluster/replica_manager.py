@@ -110,6 +110,11 @@ class PartitionReplica:
     # mod_revision of this leader's last ISR write: an older view must not undo it.
     isr_revision: int = 0
     taking_epoch: bool = False
+    # A new leader of a tiered partition starts a new segment at its first append: the old
+    # leader may have rolled at this log end (tiering.upload_lag) and uploaded up to it
+    # without any follower seeing that boundary; appending into the segment below it would
+    # straddle the end of the uploaded range, which the uploader cannot continue from.
+    roll_before_append: bool = False
 
     @property
     def name(self) -> str:
@@ -418,6 +423,7 @@ class ReplicaManager:
         rep.leader_id = self.broker_id
         rep.leader_epoch = s.leader_epoch
         rep.isr_writing = False
+        rep.roll_before_append = lg.config.remote_storage_enable
         log.info(
             "%s: leader in epoch %d (isr %s, log end %d, hw %d)",
             rep.name,

@@ -59,6 +59,10 @@ class LogConfig:
     # new uploads and local retention; data already uploaded stays readable.
     remote_storage_enable: bool = True  # remote.storage.enable
     remote_copy_lag_ms: int = 0  # remote.copy.lag.ms: min age of a sealed segment before upload
+    # remote.copy.max.lag.ms: the active segment of a tiered log is rolled (and so uploaded)
+    # once its first record was appended this long ago; -1 = only segment.bytes/segment.ms
+    # roll. Bounds how far the bucket trails a quiet log (docs/tiering.md, recovery points).
+    remote_copy_max_lag_ms: int = 3_600_000
     # Log compaction (hot.cleaner), used when cleanup.policy includes compact.
     min_cleanable_dirty_ratio: float = 0.5  # min.cleanable.dirty.ratio
     min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
@@ -191,6 +195,13 @@ def _int(lo: int, hi: int = INT64_MAX) -> Callable[[str], int]:
     return parse
 
 
+def _off_or_positive(raw: str) -> int:
+    value = _int(-1)(raw)
+    if value == 0:
+        raise InvalidConfigError("must be -1 (off) or at least 1")
+    return value
+
+
 def _ratio(raw: str) -> float:
     try:
         value = float(raw.strip())
@@ -237,6 +248,7 @@ _SPEC: Final[dict[str, tuple[str, Callable[[str], object]]]] = {
     "file.delete.delay.ms": ("file_delete_delay_ms", _int(0)),
     "remote.storage.enable": ("remote_storage_enable", _bool),
     "remote.copy.lag.ms": ("remote_copy_lag_ms", _int(0)),
+    "remote.copy.max.lag.ms": ("remote_copy_max_lag_ms", _off_or_positive),
     "min.cleanable.dirty.ratio": ("min_cleanable_dirty_ratio", _ratio),
     "min.compaction.lag.ms": ("min_compaction_lag_ms", _int(0)),
     "max.compaction.lag.ms": ("max_compaction_lag_ms", _int(1)),

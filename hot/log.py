@@ -1247,6 +1247,21 @@ class Log:
             self._fire(done)
         return seg
 
+    def roll_if_older_than(self, max_age_ms: int, now_ms: int) -> bool:
+        """Roll if the active segment holds data whose first append was at least
+        ``max_age_ms`` before ``now_ms`` (``Segment.created_ms``, the clock ``segment.ms``
+        uses; after a restart the file's mtime). An empty active segment never rolls, so a
+        quiet log rolls at most once per ``max_age_ms``. Returns whether it rolled."""
+        with self._lock:
+            self._check_usable()
+            seg = self._segments[-1]
+            if seg.is_empty or seg.created_ms is None or now_ms - seg.created_ms < max_age_ms:
+                return False
+            _, done = self._roll_locked()
+        if done:
+            self._fire(done)
+        return True
+
     def _roll_locked(self) -> tuple[Segment, list[Future[None]]]:
         """Seal the active segment and start a new one. Returns it and the high watermark
         futures the caller must complete once it released the lock."""

@@ -1,9 +1,10 @@
 """Broker-level tiered-storage settings (``[tiering]`` in the broker's TOML, ``STRATA_TIERING_*``).
 
 Topic-level settings (``remote.storage.enable``, ``local.retention.*``,
-``remote.copy.lag.ms``) live in ``hot.config.LogConfig``; these apply to the whole broker:
-how fast and how often to upload, when to refuse produce because the disk is filling up
-while uploads are pending, and the remote reader's cache.
+``remote.copy.lag.ms``, ``remote.copy.max.lag.ms``) live in ``hot.config.LogConfig``; these
+apply to the whole broker: how fast and how often to upload, what a clean stop uploads,
+when to refuse produce because the disk is filling up while uploads are pending, and the
+remote reader's cache.
 """
 
 from __future__ import annotations
@@ -59,6 +60,13 @@ class TieringConfig:
     # 3 x 4 MiB covers the next 8 MiB fetch plus the chunk it peeks into past a segment's
     # end, so a consumer catching up finds its next fetch's GETs already in flight.
     prefetch_chunks: int = 3
+    # A clean stop (SIGTERM) seals every tiered partition's active segment and uploads what
+    # the bucket lacks, for at most this long (tiering.upload_lag); 0 = not at all. Keep the
+    # process manager's stop timeout above it (Kubernetes terminationGracePeriodSeconds,
+    # docker stop -t).
+    shutdown_upload_grace_ms: int = 30_000
+    # The same in cluster mode, where the replicas already hold the tail: off by default.
+    shutdown_upload_in_cluster: bool = False
 
     def __post_init__(self) -> None:
         for name, lo in _INT_MINIMUMS.items():
@@ -70,6 +78,11 @@ class TieringConfig:
         pct = self.disk_high_water_percent
         if isinstance(pct, bool) or not isinstance(pct, int | float) or not 0 <= pct <= 100:
             raise InvalidConfigError(f"tiering.disk_high_water_percent: must be in [0, 100], got {pct!r}")
+        if not isinstance(self.shutdown_upload_in_cluster, bool):
+            value = self.shutdown_upload_in_cluster
+            raise InvalidConfigError(
+                f"tiering.shutdown_upload_in_cluster: expected true or false, got {value!r}"
+            )
         if self.cache_dir is not None and not isinstance(self.cache_dir, Path):
             raise InvalidConfigError(f"tiering.cache_dir: expected a path, got {self.cache_dir!r}")
 
@@ -106,6 +119,7 @@ _INT_MINIMUMS: Final[dict[str, int]] = {
     "cache_max_bytes": 0,
     "cache_chunk_bytes": 1,
     "prefetch_chunks": 0,
+    "shutdown_upload_grace_ms": 0,
 }
 FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in dataclasses.fields(TieringConfig))
 
@@ -117,6 +131,15 @@ def _convert(name: str, raw: object) -> object:
         if isinstance(raw, str | Path):
             return Path(raw)
         raise InvalidConfigError(f"tiering.cache_dir: expected a path, got {raw!r}")
+    if name == "shutdown_upload_in_cluster":
+        if isinstance(raw, bool):
+            return raw
+        text = str(raw).strip().lower()
+        if text in ("true", "1", "yes", "on"):
+            return True
+        if text in ("false", "0", "no", "off"):
+            return False
+        raise InvalidConfigError(f"tiering.{name}: expected true or false, got {raw!r}")
     if isinstance(raw, bool):
         raise InvalidConfigError(f"tiering.{name}: expected a number, got {raw!r}")
     if name == "disk_high_water_percent":

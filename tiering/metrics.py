@@ -38,6 +38,12 @@ class TieringMetrics:
         self.uploaded_segments = Counter(
             "strata_tiering_uploaded_segments", "Segments uploaded (COPIED)", ["topic"], registry=r
         )
+        self.lag_rolls = Counter(
+            "strata_tiering_lag_rolls",
+            "Active segments rolled because their data reached remote.copy.max.lag.ms",
+            ["topic"],
+            registry=r,
+        )
         self.upload_errors = Counter(
             "strata_tiering_upload_errors",
             "Failed tiering operations by kind (store, corrupt, gap, manifest, other)",

@@ -54,6 +54,7 @@ from tiering.metrics import CacheStatsCollector, DirectGetCollector, TieringMetr
 from tiering.remote_read import RemoteReader
 from tiering.store import ObjectStore, S3Store
 from tiering.sweeper import OrphanSweeper
+from tiering.upload_lag import ShutdownUpload, pending_ranges, roll_aged_segments
 from tiering.uploader import PartitionStoppedError, Uploader
 
 logger = logging.getLogger(__name__)
@@ -396,6 +397,8 @@ class TieringService:
         for info, log in self._all_logs():
             if log.config.remote_storage_enable:
                 tiered.append((info, log))
+        # Before the upload scan, so a segment rolled for its age goes up in this pass.
+        await roll_aged_segments((log for _, log in tiered), now, self.metrics)
         for info in {i.name: i for i, _ in tiered}.values():
             await self.uploader.sync_topic_manifest(info)
         sem = asyncio.Semaphore(self.config.upload_concurrency)
@@ -432,6 +435,150 @@ class TieringService:
         await asyncio.gather(*(one(info, log) for info, log in tiered))
         if failure:
             raise failure[0]
+
+    # --- upload at shutdown ----------------------------------------------------------------------
+
+    async def upload_before_shutdown(self, grace_ms: int | None = None) -> ShutdownUpload:
+        """A clean stop's last upload (tiering.upload_lag): stop the loop (a pass in
+        flight finishes), seal the active segment of every tiered partition led here, and
+        upload everything the bucket lacks, ignoring ``remote.copy.lag.ms``, for at most
+        ``grace_ms`` (default ``shutdown_upload_grace_ms``); object-store failures are
+        retried with backoff within it. Logs the outcome (INFO when the bucket holds every
+        record, WARNING naming the missing offsets otherwise) and returns it. Produce must
+        already be stopped; ``close`` follows. An upload cut off by the deadline leaves a
+        COPY_STARTED entry that the next start's recovery removes."""
+        grace = self.config.shutdown_upload_grace_ms if grace_ms is None else grace_ms
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        deadline = start + grace / 1000
+        report = ShutdownUpload(grace_s=grace / 1000)
+        # Nothing appends any more (produce stopped), so each log end is final: what the
+        # report measures the bucket against, even if the deadline comes first.
+        targets = [
+            (info, log, log.log_end_offset)
+            for info, log in self._all_logs()
+            if log.config.remote_storage_enable and log.is_online
+        ]
+        report.partitions = len(targets)
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self._stop_loop()
+                for _, log, _ in targets:
+                    try:
+                        await asyncio.to_thread(log.roll)  # a no-op when the active segment is empty
+                    except StrataError as e:
+                        logger.error("cannot seal %s for the upload at shutdown: %s", log.name, e)
+                await self._upload_targets(targets, report)
+        except TimeoutError:
+            report.timed_out = True
+        report.elapsed_s = loop.time() - start
+        nexts = [self._remote_next(info, log) for info, log, _ in targets]
+        reasons = [self._blocked(info, log, t) for info, log, t in targets]
+        report.pending = pending_ranges([(log, t) for _, log, t in targets], nexts, reasons)
+        missing = {p.partition for p in report.pending}
+        report.complete = [
+            (log.name, n) for (_, log, _), n in zip(targets, nexts, strict=True) if log.name not in missing
+        ]
+        if report.ok:
+            logger.info("%s", report.summary())
+        else:
+            logger.warning("%s", report.summary())
+        return report
+
+    async def _stop_loop(self) -> None:
+        """End the background loop after the pass it is in (uploads in flight complete)."""
+        self._closing = True
+        if self._wake is not None:
+            self._wake.set()
+        for task in (self._task, self._recovery):
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await asyncio.shield(task)
+        self._task = self._recovery = None
+
+    def _remote_next(self, info: TopicInfo, log: Log) -> int:
+        st = self.uploader.cached_state(info.name, log.partition)
+        if st is None or st.topic_id != info.topic_id or st.manifest is None:
+            return 0
+        return st.remote_next_offset
+
+    async def _upload_targets(
+        self, targets: list[tuple[TopicInfo, Log, int]], report: ShutdownUpload
+    ) -> None:
+        """Upload rounds until every target is in the bucket, or nothing more can be
+        done now (every partition left is stopped, offline or waiting for the log cleaner);
+        the caller's deadline ends it otherwise (object store down, a follower not
+        acknowledging)."""
+        synced: set[str] = set()
+        backoff = 0.05
+        sem = asyncio.Semaphore(self.config.upload_concurrency)
+
+        async def one(info: TopicInfo, log: Log) -> int:
+            async with sem:
+                try:
+                    return await self.uploader.upload_partition(log, info.topic_id, min_age_ms=0)
+                except PartitionStoppedError:
+                    return 0
+                except ObjectStoreError:
+                    raise
+                except StrataError as e:
+                    if not (log.closed or not log.is_online):
+                        logger.error("upload of %s at shutdown failed: %s", log.name, e)
+                    return 0
+
+        while True:
+            left = [
+                (info, log, target)
+                for info, log, target in targets
+                if max(self._remote_next(info, log), log.log_start_offset) < target
+            ]
+            live = [(info, log) for info, log, target in left if self._blocked(info, log, target) is None]
+            if not live:
+                return
+            progressed = False
+            try:
+                for info, _ in live:
+                    if info.name not in synced:
+                        await self.uploader.sync_topic_manifest(info)
+                        synced.add(info.name)
+                # Every partition's round ends before the next begins (no two uploads of one
+                # partition at once), whatever failed.
+                rounds = (one(info, log) for info, log in live)
+                results = await asyncio.gather(*rounds, return_exceptions=True)
+                for r in results:
+                    if isinstance(r, int):
+                        report.uploaded += r
+                        progressed = progressed or r > 0
+                    elif isinstance(r, ObjectStoreError):
+                        report.error = str(r)
+                    elif isinstance(r, BaseException):
+                        raise r
+            except ObjectStoreError as e:
+                report.error = str(e)
+            if progressed:
+                backoff = 0.05
+            else:
+                await asyncio.sleep(backoff)
+                backoff = min(1.0, backoff * 2)
+
+    def _blocked(self, info: TopicInfo, log: Log, target: int) -> str | None:
+        """Why no more of ``log`` below ``target`` can be uploaded now (None: it can). The
+        log cleaner is not waited for: with min.compaction.lag.ms or its backoff that
+        could take the whole grace period, and the tail stays on local disk anyway."""
+        st = self.uploader.cached_state(info.name, log.partition)
+        if st is not None and st.topic_id == info.topic_id and st.stopped is not None:
+            return "tiering stopped"
+        if log.closed or not log.is_online:
+            return "offline"
+        nxt = max(self._remote_next(info, log), log.log_start_offset)
+        if (
+            nxt < target
+            and log.upload_waits_for_cleaner
+            and log.first_dirty_offset < target
+            and not log.sealed_segments_for_upload(target, from_offset=nxt)
+        ):
+            return "waits for the log cleaner"
+        return None
 
     async def _compact_all(self, *, force: bool = False) -> int:
         """Remote compaction of every due partition led here; returns how many swapped."""

@@ -496,8 +496,9 @@ class Uploader:
 
     # --- uploads ------------------------------------------------------------------------------
 
-    async def upload_partition(self, log: Log, topic_id: uuid.UUID) -> int:
+    async def upload_partition(self, log: Log, topic_id: uuid.UUID, *, min_age_ms: int | None = None) -> int:
         """Upload every eligible segment of ``log`` in offset order; returns how many.
+        ``min_age_ms``: in place of the topic's ``remote.copy.lag.ms`` (0 at shutdown).
         Raises RetriableObjectStoreError / ObjectStoreError when the store fails."""
         st = self.state(log.topic, log.partition, topic_id)
         if st.stopped is not None or not log.is_online:
@@ -508,7 +509,7 @@ class Uploader:
         if not st.recovered:
             await self.recover(st)
         uploaded = 0
-        lag_ms = log.config.remote_copy_lag_ms
+        lag_ms = log.config.remote_copy_lag_ms if min_age_ms is None else min_age_ms
         # The next segment is verified (CRC scan + SHA-256, a worker thread) while the
         # current one uploads; its result, or its error, is taken at its own turn.
         ahead: tuple[Segment, asyncio.Task[LocalSegmentInfo]] | None = None

@@ -33,6 +33,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         "STRATA_LOG_REMOTE_STORAGE_ENABLE": "true",
         "STRATA_LOG_SEGMENT_BYTES": "16384",
         "STRATA_TIERING_UPLOAD_INTERVAL_MS": "200",
+        "STRATA_TIERING_SHUTDOWN_UPLOAD_IN_CLUSTER": "true",
     }
     c = Cluster(root, etcd, env=env)
     try:
@@ -123,3 +124,46 @@ def test_leader_change_moves_tiering(cluster: Cluster) -> None:
     assert before is not None and after is not None and after.log_start_offset == before.log_start_offset
     old.start()
     cluster.wait_fully_replicated(TOPIC)
+
+
+def test_upload_at_shutdown_and_the_next_leader_continue_the_bucket(cluster: Cluster) -> None:
+    """With shutdown_upload_in_cluster, a leader stopped cleanly seals its young active
+    segment and uploads it; no follower saw that boundary. The new leader starts a segment
+    at its first append, so its own upload at shutdown continues the uploaded range
+    (appending into its older segment would straddle it: tiering would stop with a gap),
+    and every replica ends up with the same segment boundaries."""
+    topic = "sealed"
+    cluster.create_topic(topic, 1, rf=3, min_isr=2)
+    topic_id = uuid.UUID(cluster.view().topics[topic].value.topic_id)
+    path = cluster.root / "bucket" / manifest_key(topic, topic_id, 0)
+
+    def remote_next() -> int:
+        return PartitionManifest.from_json(path.read_bytes()).next_offset() if path.exists() else 0
+
+    def produce(first: int, count: int) -> None:
+        p = ck.Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 5})
+        for i in range(first, first + count):
+            p.produce(topic, value=b"%06d" % i, partition=0)
+        assert p.flush(60) == 0
+
+    produce(0, 20)
+    s = cluster.state(topic, 0)
+    first = cluster.nodes[s.leader]
+    first.stop()
+    assert "sealed-0 up to offset 19" in first.output(), first.output()[-3000:]
+    assert remote_next() == 20
+    second_id = cluster.wait_new_leader(topic, 0, s.leader, s.leader_epoch)
+    produce(20, 20)
+    second = cluster.nodes[second_id]
+    second.stop()
+    assert "sealed-0 up to offset 39" in second.output(), second.output()[-3000:]
+    assert remote_next() == 40
+    first.start()
+    second.start()
+    cluster.wait_fully_replicated(topic)
+
+    def bases(broker: int) -> list[int]:
+        d = cluster.nodes[broker].data_dir / "logs" / f"{topic}-0"
+        return sorted(int(f.stem) for f in d.glob("*.log") if f.stat().st_size > 0)
+
+    wait_until(lambda: all(bases(b) == [0, 20] for b in cluster.nodes), "equal segment boundaries")
