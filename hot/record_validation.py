@@ -76,7 +76,7 @@ from hot.errors import (
     RecordTooLargeError,
     UnsupportedMagicError,
 )
-from hot.records import decode_varint, decode_varlong
+from hot.records import decode_varint, decode_varlong, encode_varint
 
 Buffer = bytes | bytearray | memoryview
 
@@ -243,21 +243,17 @@ def stamped_copy(
 # --- records -------------------------------------------------------------------------------
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    """decode_varint for a varint known to be 2+ bytes long; 2-byte ones without a loop."""
-    b1 = data[pos + 1]
-    if b1 < 0x80:
-        u = (data[pos] & 0x7F) | (b1 << 7)
-        return (u >> 1) ^ -(u & 1), pos + 2
-    return decode_varint(data, pos)
+def _offset_deltas(n: int) -> tuple[bytes, ...]:
+    """The canonical varint encodings of offset deltas 0 .. at least n-1 (shared, grown on
+    demand up to _MAX_DELTAS: about 2 MiB)."""
+    global _DELTAS
+    if len(_DELTAS) < n:
+        _DELTAS = tuple(encode_varint(i) for i in range(min(_MAX_DELTAS, max(n, 2 * len(_DELTAS)))))
+    return _DELTAS
 
 
-def _varlong(data: bytes, pos: int) -> tuple[int, int]:
-    b1 = data[pos + 1]
-    if b1 < 0x80:
-        u = (data[pos] & 0x7F) | (b1 << 7)
-        return (u >> 1) ^ -(u & 1), pos + 2
-    return decode_varlong(data, pos)
+_MAX_DELTAS: Final = 1 << 16
+_DELTAS: tuple[bytes, ...] = ()
 
 
 def check_records(data: bytes, h: BatchHeader, *, require_keys: bool = False) -> int:
@@ -276,21 +272,32 @@ def check_records(data: bytes, h: BatchHeader, *, require_keys: bool = False) ->
     if count * (_MIN_RECORD_BODY + 1) > end:
         raise _invalid(0, f"recordsCount {count} cannot fit in {end} bytes of records")
     last_delta = h.last_offset_delta
+    # With recordsCount == lastOffsetDelta + 1 (every client batch), increasing deltas in
+    # [0, lastOffsetDelta] are exactly 0, 1, 2, ...: record i's delta is compared with the
+    # canonical encoding of i in C (bytes.startswith) and decoded only when that fails.
+    dense = count == last_delta + 1
+    deltas = _offset_deltas(min(count, _MAX_DELTAS)) if dense else ()
+    ndeltas = len(deltas)
     max_delta = _INT64_MIN
     prev = -1
     keyless: list[int] | None = None
     pos = 0
     i = 0
     # As in hot.records._decode_records: bounds are checked per record and per length; a
-    # varint read past the end of ``data`` surfaces as IndexError, which saves a check per field.
+    # varint read past the end of ``data`` surfaces as IndexError, which saves a check per
+    # field. One- and two-byte varints, nearly all of them, are decoded inline.
     try:
         for i in range(count):
             b = data[pos]
             if b < 0x80:
                 length = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                length = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
-                length, pos = _varint(data, pos)
+                length, pos = decode_varint(data, pos)
             rec_end = pos + length
             if length < _MIN_RECORD_BODY or rec_end > end:
                 raise _invalid(i, f"length {length} invalid with {end - pos} bytes remaining")
@@ -300,46 +307,72 @@ def check_records(data: bytes, h: BatchHeader, *, require_keys: bool = False) ->
             if b < 0x80:
                 ts_delta = (b >> 1) ^ -(b & 1)
                 pos += 2
+            elif data[pos + 2] < 0x80:
+                u = (b & 0x7F) | (data[pos + 2] << 7)
+                ts_delta = (u >> 1) ^ -(u & 1)
+                pos += 3
             else:
-                ts_delta, pos = _varlong(data, pos + 1)
+                ts_delta, pos = decode_varlong(data, pos + 1)
             if ts_delta > max_delta:
                 max_delta = ts_delta
-            b = data[pos]
-            if b < 0x80:
-                off_delta = (b >> 1) ^ -(b & 1)
-                pos += 1
+            if dense:
+                if i < ndeltas and data.startswith(deltas[i], pos):
+                    pos += len(deltas[i])
+                else:
+                    off_delta, pos = decode_varint(data, pos)
+                    if off_delta != i:
+                        raise _invalid(
+                            i,
+                            f"offsetDelta {off_delta} where {i} was expected: with recordsCount = "
+                            "lastOffsetDelta + 1 the deltas are 0, 1, 2, ...",
+                        )
             else:
-                off_delta, pos = _varint(data, pos)
-            if off_delta <= prev or off_delta > last_delta:
-                raise _invalid(
-                    i,
-                    f"offsetDelta {off_delta} not in ({prev}, lastOffsetDelta {last_delta}]: "
-                    "offset deltas must increase within the batch",
-                )
-            prev = off_delta
+                off_delta, pos = decode_varint(data, pos)
+                if off_delta <= prev or off_delta > last_delta:
+                    raise _invalid(
+                        i,
+                        f"offsetDelta {off_delta} not in ({prev}, lastOffsetDelta {last_delta}]: "
+                        "offset deltas must increase within the batch",
+                    )
+                prev = off_delta
             b = data[pos]
-            if b < 0x80:
-                n = (b >> 1) ^ -(b & 1)
+            if b == 1:  # null key
                 pos += 1
-            else:
-                n, pos = _varint(data, pos)
-            if n >= 0:
-                pos += n
-                if pos > rec_end:
-                    raise _invalid(i, f"key length {n} overruns the record")
-            elif n == -1:
                 if require_keys:
                     if keyless is None:
                         keyless = []
                     keyless.append(i)
             else:
-                raise _invalid(i, f"key length {n}")
+                if b < 0x80:
+                    n = (b >> 1) ^ -(b & 1)
+                    pos += 1
+                elif data[pos + 1] < 0x80:
+                    u = (b & 0x7F) | (data[pos + 1] << 7)
+                    n = (u >> 1) ^ -(u & 1)
+                    pos += 2
+                else:
+                    n, pos = decode_varint(data, pos)
+                if n < 0:  # -1 in an overlong encoding is as good as 0x01
+                    if n != -1:
+                        raise _invalid(i, f"key length {n}")
+                    if require_keys:
+                        if keyless is None:
+                            keyless = []
+                        keyless.append(i)
+                else:
+                    pos += n
+                    if pos > rec_end:
+                        raise _invalid(i, f"key length {n} overruns the record")
             b = data[pos]
             if b < 0x80:
                 n = (b >> 1) ^ -(b & 1)
                 pos += 1
+            elif data[pos + 1] < 0x80:
+                u = (b & 0x7F) | (data[pos + 1] << 7)
+                n = (u >> 1) ^ -(u & 1)
+                pos += 2
             else:
-                n, pos = _varint(data, pos)
+                n, pos = decode_varint(data, pos)
             if n >= 0:
                 pos += n
                 if pos > rec_end:

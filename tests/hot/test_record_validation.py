@@ -149,7 +149,7 @@ def test_a_valid_batch_gives_its_max_timestamp() -> None:
         (record(0, body=b"\x00" + b"\x80" * 10 + b"\x00\x00\x02k\x02v\x00"), 1, "longer than 10 bytes", 0),
         (record(0) + record(2), 2, "offsetDelta 2", 1),
         (record(0) + record(0), 2, "offsetDelta 0", 1),
-        (record(1) + record(0), 2, "offsetDelta 0", 1),
+        (record(1) + record(0), 2, "offsetDelta 1 where 0", 0),
         (record(-1) + record(1), 2, "offsetDelta -1", 0),
         (record(0, body=b"\x00\x00\x00" + encode_varint(-2) + b"\x02v\x00"), 1, "key length -2", 0),
         (record(0, body=b"\x00\x00\x00\x02k" + encode_varint(-2) + b"\x00"), 1, "value length -2", 0),
@@ -189,6 +189,17 @@ def test_each_rule_refuses_the_batch(payload: bytes, count: int, fragment: str, 
     raw = seal(payload, count=count)
     validate_batch(raw)  # the CRC is right: only the records are wrong
     refused(raw, fragment, index=index)
+
+
+def test_sparse_offset_deltas_only_increase() -> None:
+    # A cleaned batch (recordsCount < lastOffsetDelta + 1) is never a client's, but the walk
+    # handles it: deltas increase within [0, lastOffsetDelta].
+    h = parse_header(seal(record(0) + record(3), count=2, lod=5))
+    assert check_records(record(0) + record(3), h) == BASE_TS
+    assert check_records(record(2, ts=4) + record(5), h) == BASE_TS + 4
+    for bad in (record(3) + record(3), record(3) + record(1), record(0) + record(6)):
+        with pytest.raises(InvalidRecordError, match="offsetDelta"):
+            check_records(bad, h)
 
 
 def test_timestamp_overflow_and_compacted_keys() -> None:
