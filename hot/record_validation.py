@@ -199,8 +199,9 @@ def check_batch(
         return BatchCheck(h.max_timestamp, attributes, False)
     if attributes & _TIMESTAMP_TYPE_BIT and (log_append_time or h.max_timestamp == NO_TIMESTAMP):
         # LogValidator.validateTimestamp: a producer does not choose LogAppendTime. A
-        # CreateTime topic takes such a batch only with a maxTimestamp, which then becomes
-        # every record's timestamp (as readers of a LogAppendTime batch see it).
+        # CreateTime topic takes such a batch only with a maxTimestamp (every record's
+        # timestamp while the bit is set); Kafka then stores it as CreateTime with that
+        # maxTimestamp (setMaxTimestamp clears the bit), and so does this broker.
         message = "producers may not set the timestamp type to LogAppendTime"
         raise InvalidTimestampError(message, record_errors=(RecordError(0, message),))
     codec = codec_of(attributes & _CODEC_MASK)
@@ -215,7 +216,7 @@ def check_batch(
     if log_append_time:
         return BatchCheck(h.max_timestamp, attributes, False)
     if attributes & _TIMESTAMP_TYPE_BIT:
-        # Kafka keeps the client's maxTimestamp (every record's timestamp) as CreateTime.
+        # As Kafka: the client's maxTimestamp, the type bit cleared.
         return BatchCheck(h.max_timestamp, attributes & ~_TIMESTAMP_TYPE_BIT, True)
     return BatchCheck(max_ts, attributes, max_ts != h.max_timestamp)
 
