@@ -127,6 +127,7 @@ from api.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopicResult,
 )
 from api.protocol.messages.produce import (
+    BatchIndexAndErrorMessage,
     ProducePartitionResponse,
     ProduceRequest,
     ProduceResponse,
@@ -151,6 +152,7 @@ from api.security.tls import describe_handshake_error, peer_principal
 from api.security.users import UserTable
 from hot import errors as E
 from hot.errors import InvalidRequestError, StrataError, UnknownTopicOrPartitionError, kafka_code
+from hot.record_validation import uses_zstd
 from hot.region import FileRegion
 from hot.topics import TopicInfo
 
@@ -162,6 +164,9 @@ READ_CHUNK = 1 << 18
 # Response parts at least this large bypass asyncio's write buffer (Connection._send_direct).
 DIRECT_SEND_MIN = 1 << 18
 ZERO_UUID = uuid.UUID(int=0)
+# Produce v7 is the first a client may send zstd batches in (KIP-110); Kafka refuses them in
+# older versions with UNSUPPORTED_COMPRESSION_TYPE so that old clients' readers are never handed them.
+_PRODUCE_ZSTD_VERSION = 7
 
 # DescribeConfigs resource types and config sources (Kafka's ConfigResource / ConfigSource).
 RESOURCE_TOPIC = 2
@@ -616,6 +621,11 @@ async def handle_produce(
                 err = E.TransactionsNotSupportedError("transactions are not supported")
             elif pd.records is None or len(pd.records) == 0:
                 err = E.CorruptRecordError("produce request without record data")
+            elif header.api_version < _PRODUCE_ZSTD_VERSION and uses_zstd(pd.records):
+                err = E.UnsupportedCompressionError(
+                    f"Produce requests with version {header.api_version} may not use ZStandard "
+                    f"compression (version {_PRODUCE_ZSTD_VERSION} or later may)"
+                )
             else:
                 err = None
             if err is not None:
@@ -649,13 +659,26 @@ async def handle_produce(
         code = kafka_code(err)
         broker.metrics.errors.labels("produce", str(code)).inc()
         by_topic.setdefault(topic, []).append(
-            ProducePartitionResponse(index=index, error_code=code, error_message=str(err) or None)
+            ProducePartitionResponse(
+                index=index,
+                error_code=code,
+                error_message=str(err) or None,
+                record_errors=_record_errors(err),
+            )
         )
     broker.metrics.produce_latency.labels("kafka").observe(time.perf_counter() - started)
     return ProduceResponse(
         responses=tuple(
             ProduceTopicResponse(name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items()
         )
+    )
+
+
+def _record_errors(err: StrataError) -> tuple[BatchIndexAndErrorMessage, ...]:
+    """Produce v8+ names the records that made a batch fail (KIP-467)."""
+    return tuple(
+        BatchIndexAndErrorMessage(batch_index=e.batch_index, batch_index_error_message=e.message)
+        for e in getattr(err, "record_errors", ())
     )
 
 

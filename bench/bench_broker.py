@@ -13,6 +13,12 @@ librdkafka (confluent-kafka) producer processes, the C-speed load generator.
      os.sendfile()s the same cached segment file to a socket.
 
 Every figure is printed with the baseline it is compared to.
+
+    python -m bench.bench_broker --validation-cost [--rounds 3] [--codec none]
+
+instead measures what validating every produced record costs (hot.record_validation):
+acks=1 produce throughput against a broker with validation and one started with the
+benchmark-only switch STRATA_BENCH_SKIP_RECORD_VALIDATION=1, alternating, in one run.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import os
 import re
 import signal
 import socket
+import statistics
 import struct
 import subprocess
 import sys
@@ -34,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RECORD = b"x" * 100
 
 
-def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], int]:
+def start_broker(data_dir: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], int]:
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -49,7 +56,7 @@ def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], int]:
             "127.0.0.1:0",
         ],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -91,7 +98,7 @@ def lagging_consumer(
 
 
 def bench_produce(
-    bootstrap: str, acks: str, total: int, producers: int, partitions: int, workdir: Path
+    bootstrap: str, acks: str, total: int, producers: int, partitions: int, workdir: Path, codec: str = "none"
 ) -> float:
     """kcat (librdkafka, pure C) producers reading 100-byte lines; a lagging consumer reads along."""
     topic = f"bench-{acks}-{int(time.time() * 1000)}"
@@ -107,7 +114,7 @@ def bench_produce(
     cmd = [
         "kcat", "-b", bootstrap, "-t", topic, "-P", "-l", "-X", f"acks={acks}", "-X", "linger.ms=5",
         "-X", "batch.size=1000000", "-X", "queue.buffering.max.messages=1000000",
-        "-X", "enable.idempotence=false", str(lines),
+        "-X", "enable.idempotence=false", "-X", f"compression.codec={codec}", str(lines),
     ]  # fmt: skip
     t0 = time.perf_counter()
     procs = [subprocess.Popen(cmd) for _ in range(producers)]
@@ -118,7 +125,8 @@ def bench_produce(
     sent = (total // producers) * producers
     rate = sent / wall
     print(
-        f"produce acks={acks:>3}: {sent:,} x 100 B by {producers} kcat in {wall:.2f} s = {rate:,.0f} msg/s "
+        f"produce acks={acks:>3} codec={codec}: {sent:,} x 100 B by {producers} kcat in {wall:.2f} s "
+        f"= {rate:,.0f} msg/s "
         f"({rate * 100 / 1e6:.0f} MB/s payload), kcat exit codes {codes}, "
         f"lagging consumer read {consumed[0]:,}",
         flush=True,
@@ -270,13 +278,58 @@ def bench_fetch(bootstrap: str, data_dir: Path, seconds: float = 5.0) -> None:
     )
 
 
+def stop_broker(proc: subprocess.Popen[str]) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def bench_validation_cost(args: argparse.Namespace, data: Path) -> None:
+    """acks=1 produce throughput with and without record validation, alternating brokers
+    (validation on, off, on, off, ...) so that both see the same machine load."""
+    rates: dict[str, list[float]] = {"on": [], "off": []}
+    for rnd in range(args.rounds):
+        for mode in ("on", "off"):
+            d = data / f"validation-{mode}-{rnd}"
+            d.mkdir()
+            env = {"STRATA_BENCH_SKIP_RECORD_VALIDATION": "1"} if mode == "off" else {}
+            proc, port = start_broker(d, env)
+            try:
+                print(f"round {rnd + 1}, validation {mode}:", end=" ", flush=True)
+                rate = bench_produce(
+                    f"127.0.0.1:{port}", "1", args.messages, args.producers, args.partitions, data, args.codec
+                )
+                rates[mode].append(rate)
+            finally:
+                stop_broker(proc)
+    on, off = statistics.median(rates["on"]), statistics.median(rates["off"])
+    print(
+        f"validation cost, codec={args.codec}: median {on:,.0f} msg/s with validation, {off:,.0f} msg/s "
+        f"without: ratio {on / off:.3f} ({args.rounds} alternating rounds each)",
+        flush=True,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--messages", type=int, default=2_000_000)
     ap.add_argument("--producers", type=int, default=2)
     ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--validation-cost", action="store_true", help="measure record validation only")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds for --validation-cost")
+    ap.add_argument("--codec", default="none", help="producer compression for --validation-cost")
     args = ap.parse_args()
     data = Path(tempfile.mkdtemp(prefix="strata-bench-broker-"))
+    if args.validation_cost:
+        try:
+            bench_validation_cost(args, data)
+        finally:
+            import shutil
+
+            shutil.rmtree(data, ignore_errors=True)
+        return
     proc, port = start_broker(data)
     bootstrap = f"127.0.0.1:{port}"
     print(f"broker on {bootstrap}, data {data}; {os.cpu_count()} cores")
@@ -286,11 +339,7 @@ def main() -> None:
         bench_latency(bootstrap, rate_all / 2 if rate_all / 2 < 200_000 else 200_000)
         bench_fetch(bootstrap, data)
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_broker(proc)
         import shutil
 
         shutil.rmtree(data, ignore_errors=True)

@@ -9,6 +9,8 @@ and HTTP status no matter which door the request came in by.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 
@@ -37,11 +39,28 @@ class RecordTooLargeError(StrataError):
     """A batch larger than ``max.message.bytes``."""
 
 
-class InvalidRecordError(StrataError):
-    """A batch that is well formed but not acceptable (e.g. non-monotonic offsets)."""
+@dataclass(frozen=True, slots=True)
+class RecordError:
+    """One refused record of a produced batch: Produce v8+ answers these (KIP-467)."""
+
+    batch_index: int  # the record's index within its batch
+    message: str | None
 
 
-class InvalidTimestampError(StrataError):
+class _RecordErrors(StrataError):
+    """An error that may name the records of the batch that caused it."""
+
+    def __init__(self, *args: object, record_errors: Sequence[RecordError] = ()) -> None:
+        super().__init__(*args)
+        self.record_errors: tuple[RecordError, ...] = tuple(record_errors)
+
+
+class InvalidRecordError(_RecordErrors):
+    """A batch that is well formed but not acceptable (e.g. non-monotonic offsets), or one of
+    its records is malformed."""
+
+
+class InvalidTimestampError(_RecordErrors):
     """A timestamp outside what the topic accepts."""
 
 

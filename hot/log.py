@@ -98,6 +98,7 @@ from hot.producer_state import (
     parse_snapshot_name,
     snapshot_name,
 )
+from hot.record_validation import check_batch, iter_client_batches, stamped_copy
 from hot.region import FileRegion
 from hot.segment import (
     SUFFIXES,
@@ -262,6 +263,9 @@ class _Batch:
     base_sequence: int
     is_control: bool
     leader_epoch: int
+    # Attributes to store when the header must be rewritten (maxTimestamp from the records,
+    # hot.record_validation); -1 when the client's header is stored as it is.
+    attributes: int = -1
 
 
 def _batch_epochs(seg: Segment) -> Iterator[tuple[int, int]]:
@@ -910,65 +914,45 @@ class Log:
         return mv
 
     def _validate(self, mv: memoryview, *, leader: bool) -> tuple[list[_Batch], bool]:
-        """Validate every batch (structure, size, CRC) before anything is written.
-        Returns the batches and whether any carries a producer id."""
+        """Validate every batch before anything is written: structure, size and CRC; as
+        leader also every record (hot.record_validation, Kafka's LogValidator), which gives
+        the maxTimestamp to store. Returns the batches and whether any carries a producer id."""
         if len(mv) == 0:
             raise InvalidRecordError("produce payload holds no record batch")
         if len(mv) > _MAX_APPEND_BYTES:
             raise RecordTooLargeError(f"append of {len(mv)} bytes is too large")
         out: list[_Batch] = []
         idempotent = False
-        max_size = self._config.max_message_bytes if leader else None
-        compact = leader and self._config.compact
-        for pos, h in iter_batches(mv, max_size=max_size):
-            if leader:
-                if h.records_count <= 0 or h.records_count != h.last_offset_delta + 1:
-                    raise InvalidRecordError(
-                        f"batch at byte {pos} has recordsCount {h.records_count} but "
-                        f"lastOffsetDelta {h.last_offset_delta}"
-                    )
-                if h.is_control:
-                    raise InvalidRecordError("clients may not write control batches")
-                if h.producer_id >= 0 and (h.base_sequence < 0 or h.producer_epoch < 0):
-                    raise InvalidRecordError(
-                        f"batch at byte {pos} has producer id {h.producer_id} but epoch "
-                        f"{h.producer_epoch} and base sequence {h.base_sequence}"
-                    )
-                if compact:
-                    self._check_keys(mv, pos)
+        if leader:
+            batches = iter_client_batches(mv, max_size=self._config.max_message_bytes)
+        else:  # a leader's batches, stored as they are: never judged again
+            batches = iter_batches(mv)
+        log_append = self._config.log_append_time
+        compact = self._config.compact
+        for pos, h in batches:
             if h.producer_id >= 0:
                 idempotent = True
-            out.append(
-                _Batch(
-                    pos,
-                    h.size,
-                    h.batch_length,
-                    h.last_offset_delta,
-                    h.max_timestamp,
-                    h.records_count,
-                    h.base_offset,
-                    h.producer_id,
-                    h.producer_epoch,
-                    h.base_sequence,
-                    bool(h.attributes & _CONTROL_BIT),
-                    h.partition_leader_epoch,
-                )
+            b = _Batch(
+                pos,
+                h.size,
+                h.batch_length,
+                h.last_offset_delta,
+                h.max_timestamp,
+                h.records_count,
+                h.base_offset,
+                h.producer_id,
+                h.producer_epoch,
+                h.base_sequence,
+                bool(h.attributes & _CONTROL_BIT),
+                h.partition_leader_epoch,
             )
+            if leader:
+                check = check_batch(mv, pos, h, log_append_time=log_append, require_keys=compact)
+                b.max_timestamp = check.max_timestamp
+                if check.rewrite:
+                    b.attributes = check.attributes
+            out.append(b)
         return out, idempotent
-
-    @staticmethod
-    def _check_keys(mv: memoryview, pos: int) -> None:
-        """A compacted topic keeps the latest record per key: a record without one could
-        never be kept, so it is refused (Kafka: INVALID_RECORD)."""
-        from hot.records import decode_batch  # the record codec is only needed here
-
-        batch = decode_batch(mv, pos, verify_crc=False)
-        for rec in batch.records:
-            if rec.key is None:
-                raise InvalidRecordError(
-                    "compacted topic cannot accept a record without a key "
-                    f"(batch at byte {pos}, offset delta {rec.offset - batch.base_offset})"
-                )
 
     def append(
         self, data: bytes | bytearray | memoryview, *, leader_epoch: int = 0, now_ms: int | None = None
@@ -976,9 +960,11 @@ class Log:
         """Append producer batches as leader: assign offsets from the log end.
 
         Every batch is validated first (magic 2, size <= max.message.bytes, CRC-32C,
-        recordsCount == lastOffsetDelta + 1, not a control batch); one bad batch means
-        nothing is written. baseOffset and partitionLeaderEpoch are rewritten without
-        copying the batch (they are outside the CRC). For LogAppendTime topics the
+        recordsCount == lastOffsetDelta + 1, not a control batch, every record well formed:
+        hot.record_validation); one bad batch means nothing is written. baseOffset and
+        partitionLeaderEpoch are rewritten without copying the batch (they are outside the
+        CRC). A CreateTime batch whose maxTimestamp is not its records' largest timestamp
+        is copied with the right one and a new CRC, as Kafka does. For LogAppendTime topics the
         timestamp type bit and maxTimestamp are set to ``now_ms`` and the CRC recomputed
         (the batch is copied; it is never recompressed).
 
@@ -1031,6 +1017,19 @@ class Log:
                 if log_append:
                     iov.append(self._stamp_log_append_time(mv, b, off, leader_epoch, now_ms))
                     bts = now_ms
+                elif b.attributes >= 0:
+                    iov.append(
+                        stamped_copy(
+                            mv,
+                            b.position,
+                            b.size,
+                            base_offset=off,
+                            leader_epoch=leader_epoch,
+                            attributes=b.attributes,
+                            max_timestamp=b.max_timestamp,
+                        )
+                    )
+                    bts = b.max_timestamp
                 else:
                     iov.append(_PREFIX.pack(off, b.batch_length, leader_epoch))
                     iov.append(mv[b.position + _PREFIX_SIZE : b.position + b.size])

@@ -502,3 +502,20 @@ async def test_openapi_describes_bodies(client: httpx.AsyncClient) -> None:
     assert set(fetch_op["responses"]["200"]["content"]) == {V2_JSON, V2_BINARY}
     for name in ("ErrorResponse", "JsonProduceRequest", "BinaryProduceRequest", "CreateTopicRequest"):
         assert name in spec["components"]["schemas"]
+
+
+async def test_records_the_broker_refuses(client: httpx.AsyncClient) -> None:
+    # issue 18: a header key that cannot be encoded is the request's fault (4xx, nothing stored);
+    # a record a compacted topic cannot keep is refused per partition, as MESSAGE_TOO_LARGE is.
+    await create_topic(client, "hk", 1)
+    body = b'{"records": [{"value": "AA==", "headers": [{"key": "\\ud800", "value": null}]}]}'
+    r = await client.post("/topics/hk", content=body, headers=BIN_CT)
+    assert 400 <= r.status_code < 500, r.text
+    assert "header key" in r.json()["message"]
+    assert await fetch(client, "hk", 0, 0) == []
+    await create_topic(client, "keyed", 1, cleanup_policy="compact")
+    r = await client.post("/topics/keyed", json={"records": [{"value": b64(b"v")}]}, headers=BIN_CT)
+    assert r.status_code == 200, r.text
+    [refused] = r.json()["offsets"]
+    assert refused["offset"] is None and refused["error_code"] == 87  # INVALID_RECORD
+    assert "without a key" in refused["error"]
