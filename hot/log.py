@@ -1210,7 +1210,10 @@ class Log:
 
     def _after_append(self, done: list[Future[None]]) -> None:
         cfg = self._config
-        if done:
+        if done or not (cfg.fsync_mode or self._hw_external):
+            # Interval mode: the write itself moved the high watermark (_write_locked), and
+            # the listeners (parked fetches) hear of it now, once per append, even when no
+            # producer waits on a future; otherwise consumers sat out fetch.wait.max.ms.
             self._fire(done)
         if cfg.fsync_mode:
             if self._flusher is not None:
