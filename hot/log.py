@@ -74,6 +74,7 @@ from crc32c import crc32c
 
 from hot.batch import CRC_START, LOG_OVERHEAD, MIN_BATCH_LENGTH, TimestampType, iter_batches
 from hot.config import LogConfig
+from hot.disk_health import is_no_space
 from hot.errors import (
     CorruptLogError,
     FencedLeaderEpochError,
@@ -140,6 +141,7 @@ RetentionGuard = Callable[[Segment], bool]
 # Called with the size of every append before anything is written; raises (e.g.
 # DiskHighWaterError) to refuse it. Installed by the LogManager.
 AppendGuard = Callable[[int], None]
+StorageErrorListener = Callable[[StorageError], None]
 
 
 # --- small durable files ----------------------------------------------------------------------
@@ -349,6 +351,8 @@ class Log:
         self._last_flush = time.monotonic()
         self.retention_guard: RetentionGuard | None = None
         self.append_guard: AppendGuard | None = None
+        # Told of every I/O failure of a write, fsync or roll (hot.disk_health: disk full).
+        self.storage_error_listener: StorageErrorListener | None = None
         # Compaction (hot.cleaner). With a cleaner attached, a compacted tiered log uploads
         # only cleaned segments, and the cleaner never rewrites one handed to the uploader.
         self.cleaner_attached = False
@@ -751,10 +755,19 @@ class Log:
             self._offline = error
             waiters, self._waiters = self._waiters, []
         logger.error("log %s taken offline: %s", self.name, error)
+        self._report_storage_error(error)
         for _, _, fut in waiters:
             if not fut.done():
                 fut.set_exception(StorageError(f"log {self.name} is offline: {error}"))
         self._notify()
+
+    def _report_storage_error(self, error: StorageError) -> None:
+        listener = self.storage_error_listener
+        if listener is not None:
+            try:
+                listener(error)
+            except Exception:
+                logger.exception("storage error listener of %s failed", self.name)
 
     # --- high watermark --------------------------------------------------------------------------
 
@@ -1203,6 +1216,9 @@ class Log:
         except WriteUndoFailedError as e:
             self._go_offline(e)
             raise
+        except StorageError as e:  # undone: the log stays online, the client may retry
+            self._report_storage_error(e)
+            raise
         self._unflushed_messages += records
         if self._config.fsync_mode or self._hw_external:
             return []
@@ -1297,7 +1313,15 @@ class Log:
                 try:
                     for s in dirty:
                         s.dirty = False
-                        s.write_index_pending()
+                        try:
+                            s.write_index_pending()
+                        except StorageError as e:
+                            if s.sealed or not is_no_space(e):
+                                raise
+                            # Disk full: the active segment's index entries stay in memory
+                            # (reads use them) and pending for the next flush; recovery
+                            # rebuilds that index anyway. Not worth losing the partition.
+                            self._report_storage_error(e)
                 except StorageError as e:
                     self._go_offline(e)
                     raise
