@@ -432,7 +432,7 @@ class Log:
         for name in names:
             path = os.path.join(d, name)
             if name.endswith(STRAY_SUFFIXES):
-                logger.info("removing stray file %s", path)
+                _warn_discard(path, "a leftover of an interrupted operation")
                 _unlink(path)
                 removed = True
                 continue
@@ -452,7 +452,7 @@ class Log:
                 indexes.append((base, path))
         for base, path in indexes:
             if base not in logs:
-                logger.info("removing index %s without its segment", path)
+                _warn_discard(path, "an index without its segment")
                 _unlink(path)
                 removed = True
         if removed:
@@ -479,6 +479,7 @@ class Log:
                     segments[-1].next_offset,
                 )
                 for s in segments:
+                    _warn_discard(s.log_path, f"below the log start offset {lso_file}")
                     s.delete()
                 segments = []
                 recovered = []
@@ -507,6 +508,9 @@ class Log:
                 log._hw = max(lso, min(high_watermark, log.log_end_offset))
             log._snapshots = sorted(snapshots)
             log._first_dirty = min(first_dirty, log.log_end_offset)
+            for off in log._snapshots:
+                if off > log.log_end_offset:  # deleted by _load_producer_state
+                    _warn_discard(log.producer_snapshot_path(off), f"beyond the log end {log.log_end_offset}")
             log._load_producer_state()
             log._load_leader_epochs(recovered)
             if rp_file != log.log_end_offset:
@@ -2043,6 +2047,15 @@ class Log:
             pass
         except OSError as e:
             raise StorageError(f"cannot delete log directory {self.dir}: {e}") from e
+
+
+def _warn_discard(path: str, why: str) -> None:
+    """One WARNING per file that recovery at start discards, with what it held."""
+    try:
+        size = f"{os.path.getsize(path)} bytes"
+    except OSError:
+        size = "size unknown"
+    logger.warning("recovery discards %s (%s): %s", path, size, why)
 
 
 def _unlink(path: str) -> None:

@@ -156,6 +156,18 @@ class DiskGuard:
             self._measured_at = -1e18
 
 
+def _tree_bytes(path: Path) -> int:
+    """Bytes of the files under ``path`` (what a removal discards, for the log line)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total
+
+
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
     """(topic, partition) for a directory name ``<topic>-<partition>``."""
     topic, sep, part = name.rpartition("-")
@@ -335,7 +347,7 @@ class LogManager:
         self._producer_ids = ProducerIdAllocator(self.meta_dir / PRODUCER_IDS_FILE, floor=floor)
 
     def _remove_dir(self, path: Path, why: str) -> None:
-        logger.warning("removing directory %s %s", path, why)
+        logger.warning("removing directory %s (%d bytes) %s", path, _tree_bytes(path), why)
         try:
             shutil.rmtree(path)
         except OSError as e:
