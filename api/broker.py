@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
 import weakref
 from collections.abc import Sequence
@@ -147,6 +148,7 @@ class Broker:
             on_throttle=self.metrics.quota_throttled,
         )
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
         self._waiters: dict[int, set[asyncio.Future[None]]] = {}
         self._listening: weakref.WeakSet[Log] = weakref.WeakSet()
 
@@ -155,7 +157,9 @@ class Broker:
         return self.config.broker_id
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Called on ``loop``'s thread: parked fetches live there."""
         self._loop = loop
+        self._loop_thread = threading.get_ident()
 
     # -- topics -------------------------------------------------------------------------
 
@@ -326,13 +330,26 @@ class Broker:
     # -- fetch --------------------------------------------------------------------------
 
     def _on_hw_advance(self, lg: Log) -> None:
-        # Called from whichever thread advanced the high watermark (the fsync thread in
-        # group-commit mode); hop onto the event loop before touching futures.
+        """Wake the fetches parked on ``lg``. Runs on whichever thread moved the high
+        watermark: the event loop for an append in interval mode (once per append), the
+        group-commit thread after an fsync, a REST worker thread.
+
+        Cheap when nobody waits: a fetch registers its waiter before it reads, so one
+        registered after this membership test (a dict lookup, atomic under the GIL)
+        reads the data that moved the high watermark anyway. On the loop's own thread
+        the waiters are woken in place (no self-pipe write); elsewhere the wake hops
+        onto the loop before touching futures."""
+        key = id(lg)
+        if key not in self._waiters:
+            return
         loop = self._loop
         if loop is None or loop.is_closed():
             return
+        if threading.get_ident() == self._loop_thread:
+            self._wake_key(key)
+            return
         try:
-            loop.call_soon_threadsafe(self._wake_key, id(lg))
+            loop.call_soon_threadsafe(self._wake_key, key)
         except RuntimeError:
             pass  # loop shutting down
 

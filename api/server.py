@@ -29,6 +29,7 @@ import uvicorn
 from api.broker import Broker
 from api.cluster_metrics import ClusterEventMetrics, ClusterMetricsCollector
 from api.config import BrokerConfig, HostPort
+from api.disk_metrics import DiskHealthCollector
 from api.groups.coordinator import GroupCoordinator, manager_partition_check
 from api.groups.offsets import OffsetsLog
 from api.kafka_server import KafkaServer
@@ -127,6 +128,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
     try:
         metrics = BrokerMetrics()
         metrics.registry.register(LogStatsCollector(manager_logs(manager)))
+        metrics.registry.register(DiskHealthCollector(manager.disk_health))
         view = node.client.view if node is not None else None
         metrics.registry.register(ClusterMetricsCollector(lambda: view))
         events = ClusterEventMetrics(metrics.registry)

@@ -73,6 +73,7 @@ from crc32c import crc32c
 
 from hot.batch import CRC_START, LOG_OVERHEAD, MIN_BATCH_LENGTH, TimestampType, iter_batches
 from hot.config import LogConfig
+from hot.disk_health import is_no_space
 from hot.errors import (
     CorruptLogError,
     FencedLeaderEpochError,
@@ -140,6 +141,7 @@ RetentionGuard = Callable[[Segment], bool]
 # Called with the size of every append before anything is written; raises (e.g.
 # DiskHighWaterError) to refuse it. Installed by the LogManager.
 AppendGuard = Callable[[int], None]
+StorageErrorListener = Callable[[StorageError], None]
 
 
 # --- small durable files ----------------------------------------------------------------------
@@ -352,6 +354,8 @@ class Log:
         self._last_flush = time.monotonic()
         self.retention_guard: RetentionGuard | None = None
         self.append_guard: AppendGuard | None = None
+        # Told of every I/O failure of a write, fsync or roll (hot.disk_health: disk full).
+        self.storage_error_listener: StorageErrorListener | None = None
         # Compaction (hot.cleaner). With a cleaner attached, a compacted tiered log uploads
         # only cleaned segments, and the cleaner never rewrites one handed to the uploader.
         self.cleaner_attached = False
@@ -431,7 +435,7 @@ class Log:
         for name in names:
             path = os.path.join(d, name)
             if name.endswith(STRAY_SUFFIXES):
-                logger.info("removing stray file %s", path)
+                _warn_discard(path, "a leftover of an interrupted operation")
                 _unlink(path)
                 removed = True
                 continue
@@ -451,7 +455,7 @@ class Log:
                 indexes.append((base, path))
         for base, path in indexes:
             if base not in logs:
-                logger.info("removing index %s without its segment", path)
+                _warn_discard(path, "an index without its segment")
                 _unlink(path)
                 removed = True
         if removed:
@@ -478,6 +482,7 @@ class Log:
                     segments[-1].next_offset,
                 )
                 for s in segments:
+                    _warn_discard(s.log_path, f"below the log start offset {lso_file}")
                     s.delete()
                 segments = []
                 recovered = []
@@ -506,6 +511,9 @@ class Log:
                 log._hw = max(lso, min(high_watermark, log.log_end_offset))
             log._snapshots = sorted(snapshots)
             log._first_dirty = min(first_dirty, log.log_end_offset)
+            for off in log._snapshots:
+                if off > log.log_end_offset:  # deleted by _load_producer_state
+                    _warn_discard(log.producer_snapshot_path(off), f"beyond the log end {log.log_end_offset}")
             log._load_producer_state()
             log._load_leader_epochs(recovered)
             if rp_file != log.log_end_offset:
@@ -754,10 +762,19 @@ class Log:
             self._offline = error
             waiters, self._waiters = self._waiters, []
         logger.error("log %s taken offline: %s", self.name, error)
+        self._report_storage_error(error)
         for _, _, fut in waiters:
             if not fut.done():
                 fut.set_exception(StorageError(f"log {self.name} is offline: {error}"))
         self._notify()
+
+    def _report_storage_error(self, error: StorageError) -> None:
+        listener = self.storage_error_listener
+        if listener is not None:
+            try:
+                listener(error)
+            except Exception:
+                logger.exception("storage error listener of %s failed", self.name)
 
     # --- high watermark --------------------------------------------------------------------------
 
@@ -1201,6 +1218,9 @@ class Log:
         except WriteUndoFailedError as e:
             self._go_offline(e)
             raise
+        except StorageError as e:  # undone: the log stays online, the client may retry
+            self._report_storage_error(e)
+            raise
         self._unflushed_messages += records
         if self._config.fsync_mode or self._hw_external:
             return []
@@ -1208,7 +1228,10 @@ class Log:
 
     def _after_append(self, done: list[Future[None]]) -> None:
         cfg = self._config
-        if done:
+        if done or not (cfg.fsync_mode or self._hw_external):
+            # Interval mode: the write itself moved the high watermark (_write_locked), and
+            # the listeners (parked fetches) hear of it now, once per append, even when no
+            # producer waits on a future; otherwise consumers sat out fetch.wait.max.ms.
             self._fire(done)
         if cfg.fsync_mode:
             if self._flusher is not None:
@@ -1307,7 +1330,15 @@ class Log:
                 try:
                     for s in dirty:
                         s.dirty = False
-                        s.write_index_pending()
+                        try:
+                            s.write_index_pending()
+                        except StorageError as e:
+                            if s.sealed or not is_no_space(e):
+                                raise
+                            # Disk full: the active segment's index entries stay in memory
+                            # (reads use them) and pending for the next flush; recovery
+                            # rebuilds that index anyway. Not worth losing the partition.
+                            self._report_storage_error(e)
                 except StorageError as e:
                     self._go_offline(e)
                     raise
@@ -2029,6 +2060,15 @@ class Log:
             pass
         except OSError as e:
             raise StorageError(f"cannot delete log directory {self.dir}: {e}") from e
+
+
+def _warn_discard(path: str, why: str) -> None:
+    """One WARNING per file that recovery at start discards, with what it held."""
+    try:
+        size = f"{os.path.getsize(path)} bytes"
+    except OSError:
+        size = "size unknown"
+    logger.warning("recovery discards %s (%s): %s", path, size, why)
 
 
 def _unlink(path: str) -> None:

@@ -42,6 +42,8 @@ from typing import Final
 
 from hot.cleaner import CleanerConfig, LogCleaner
 from hot.config import LogConfig
+from hot.disk_health import POLL_INTERVAL_S as DISK_HEALTH_POLL_S
+from hot.disk_health import DiskHealth
 from hot.errors import (
     DiskHighWaterError,
     InvalidPartitionsError,
@@ -123,27 +125,51 @@ class DiskGuard:
             if time.monotonic() - self._measured_at >= self._interval:
                 self._measure()
             pending = self._since + nbytes
-            if self.max_log_bytes is not None and self._log_bytes + pending > self.max_log_bytes:
-                raise DiskHighWaterError(
-                    f"disk above high-water mark; uploads pending: local logs hold "
-                    f"{self._log_bytes + self._since} bytes, the limit is {self.max_log_bytes}"
-                )
-            if (
-                self.max_used_fraction is not None
-                and self._fs_total > 0
-                and self._fs_used + pending > self.max_used_fraction * self._fs_total
-            ):
-                raise DiskHighWaterError(
-                    f"disk above high-water mark; uploads pending: {self.data_dir} is on a "
-                    f"filesystem {100 * (self._fs_used + self._since) / self._fs_total:.1f}% full, "
-                    f"the limit is {100 * self.max_used_fraction:.1f}%"
-                )
+            reason = self._over(pending)
+            if reason is not None:
+                raise DiskHighWaterError(reason)
             self._since = pending
+
+    def exceeded(self) -> str | None:
+        """Why the mark is exceeded now (measured afresh), None if it is not."""
+        with self._lock:
+            self._measure()
+            return self._over(0)
+
+    def _over(self, pending: int) -> str | None:
+        if self.max_log_bytes is not None and self._log_bytes + pending > self.max_log_bytes:
+            return (
+                f"disk above high-water mark; uploads pending: local logs hold "
+                f"{self._log_bytes + self._since} bytes, the limit is {self.max_log_bytes}"
+            )
+        if (
+            self.max_used_fraction is not None
+            and self._fs_total > 0
+            and self._fs_used + pending > self.max_used_fraction * self._fs_total
+        ):
+            return (
+                f"disk above high-water mark; uploads pending: {self.data_dir} is on a "
+                f"filesystem {100 * (self._fs_used + self._since) / self._fs_total:.1f}% full, "
+                f"the limit is {100 * self.max_used_fraction:.1f}%"
+            )
+        return None
 
     def invalidate(self) -> None:
         """Measure again at the next check (after retention freed space)."""
         with self._lock:
             self._measured_at = -1e18
+
+
+def _tree_bytes(path: Path) -> int:
+    """Bytes of the files under ``path`` (what a removal discards, for the log line)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.lstat(os.path.join(root, f)).st_size
+            except OSError:
+                pass
+    return total
 
 
 class LogManager:
@@ -185,6 +211,9 @@ class LogManager:
         self._retention_guard: RetentionGuard | None = None
         self._retention_owner: RetentionOwner | None = None
         self._disk_guard: DiskGuard | None = None
+        # Disk-full states, logged and reported (/v1/status, metrics): hot.disk_health.
+        self.disk_health = DiskHealth(self.data_dir, high_water_check=self._high_water_exceeded)
+        self._disk_health_thread: threading.Thread | None = None
         self._delete_listeners: list[DeleteListener] = []
         self._producer_ids: ProducerIdAllocator | None = None
         self.producer_id_expiration_ms = producer_id_expiration_ms
@@ -314,7 +343,7 @@ class LogManager:
         self._producer_ids = ProducerIdAllocator(self.meta_dir / PRODUCER_IDS_FILE, floor=floor)
 
     def _remove_dir(self, path: Path, why: str) -> None:
-        logger.warning("removing directory %s %s", path, why)
+        logger.warning("removing directory %s (%d bytes) %s", path, _tree_bytes(path), why)
         try:
             shutil.rmtree(path)
         except OSError as e:
@@ -378,7 +407,8 @@ class LogManager:
             raise
         log.retention_guard = self._retention_guard
         log.cleaner_attached = self.cleaner_config.enable
-        log.append_guard = self._disk_guard.check if self._disk_guard is not None else None
+        log.append_guard = self._guard_append if self._disk_guard is not None else None
+        log.storage_error_listener = self.disk_health.storage_error
         self._logs[key] = log
         self._failed.pop(key, None)
         return log
@@ -396,6 +426,11 @@ class LogManager:
                     target=self._retention_loop, name="strata-retention", daemon=True
                 )
                 self._retention_thread.start()
+            if self._disk_health_thread is None:
+                self._disk_health_thread = threading.Thread(
+                    target=self._disk_health_loop, name="strata-disk-health", daemon=True
+                )
+                self._disk_health_thread.start()
             if self._cleaner_thread is None and self.cleaner_config.enable:
                 self._cleaner = LogCleaner(self.cleaner_config)
                 self._cleaner_thread = threading.Thread(
@@ -416,6 +451,14 @@ class LogManager:
             except Exception:
                 logger.exception("retention pass failed")
 
+    def _disk_health_loop(self) -> None:
+        # Notices (and logs) that a full disk has space again without waiting for an append.
+        while not self._stop.wait(DISK_HEALTH_POLL_S):
+            try:
+                self.disk_health.poll()
+            except Exception:
+                logger.exception("disk health check failed")
+
     def close(self, clean: bool = True) -> None:
         """Stop the threads, flush and close every log, then write the clean-shutdown
         marker (only if every partition closed cleanly) and release the directory lock.
@@ -431,6 +474,9 @@ class LogManager:
             if self._retention_thread is not None:
                 self._retention_thread.join()
                 self._retention_thread = None
+            if self._disk_health_thread is not None:
+                self._disk_health_thread.join()
+                self._disk_health_thread = None
             if self._cleaner_thread is not None:
                 self._cleaner_thread.join()
                 self._cleaner_thread = None
@@ -669,8 +715,26 @@ class LogManager:
                 )
             self._disk_guard = guard
             for log in self._logs.values():
-                log.append_guard = guard.check if guard is not None else None
+                log.append_guard = self._guard_append if guard is not None else None
+            if guard is None:
+                self.disk_health.high_water_passed()
             return guard
+
+    def _guard_append(self, nbytes: int) -> None:
+        """``Log.append_guard``: the high-water mark, its state changes told to disk_health."""
+        guard = self._disk_guard
+        if guard is None:
+            return
+        try:
+            guard.check(nbytes)
+        except DiskHighWaterError as e:
+            self.disk_health.high_water_refused(str(e))
+            raise
+        self.disk_health.high_water_passed()
+
+    def _high_water_exceeded(self) -> str | None:
+        guard = self._disk_guard
+        return guard.exceeded() if guard is not None else None
 
     @property
     def disk_guard(self) -> DiskGuard | None:

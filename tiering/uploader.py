@@ -418,14 +418,18 @@ class Uploader:
             for s in m.segments
             if s.state in (SegmentState.COPY_STARTED, SegmentState.DELETE_STARTED) and not s.replaced
         ]
-        if leftovers:
-            logger.info(
-                "%s-%d: cleaning up %d interrupted upload(s)/deletion(s) at offsets %s",
+        for s in leftovers:
+            # Data the bucket never acknowledged (an upload) or was already dropping.
+            logger.warning(
+                "%s-%d: discarding the remote segment [%d, %d] (%d bytes, %s) a crash interrupted",
                 st.topic,
                 st.partition,
-                len(leftovers),
-                [s.base_offset for s in leftovers],
+                s.base_offset,
+                s.last_offset,
+                s.size,
+                "upload" if s.state is SegmentState.COPY_STARTED else "deletion",
             )
+        if leftovers:
             await self._delete_remote(
                 st,
                 {s.segment_id for s in leftovers},

@@ -1,7 +1,9 @@
 """Read-only REST routes for operators and the web dashboard (api/dashboard).
 
 ``GET /v1/status``  broker health: id, cluster, uptime, object store reachability,
-                    topic/partition counts and partitions that are offline here.
+                    topic/partition counts, partitions that are offline here, the data
+                    directory's disk (free bytes, high-water mark, ENOSPC: hot.disk_health)
+                    and the reasons for a "degraded" status.
 ``GET /v1/partitions``  every topic with, per partition, where the log start, the local
                     log start, the high watermark and the log end sit, the local and
                     remote bytes and segment counts, and the upload lag (sealed local
@@ -60,8 +62,19 @@ class PartitionsV1(BaseModel):
     topics: list[TopicStatusV1]
 
 
+class DiskStatusV1(BaseModel):
+    directory: str = Field(description="the data directory")
+    total_bytes: int | None = Field(description="size of its filesystem (null: cannot be measured)")
+    used_bytes: int | None
+    free_bytes: int | None = Field(description="bytes still available to the broker")
+    high_water: bool = Field(description="the disk high-water mark refuses appends")
+    full: bool = Field(description="writes fail for lack of space (ENOSPC)")
+
+
 class StatusV1(BaseModel):
-    status: str = Field(description='"ok", or "degraded" when the store fails or partitions are offline')
+    status: str = Field(
+        description='"ok", or "degraded" when the store fails, partitions are offline or the disk is full'
+    )
     broker_id: int
     cluster_id: str
     uptime_seconds: float
@@ -70,6 +83,8 @@ class StatusV1(BaseModel):
     topics: int
     partitions: int
     offline_partitions: list[str] = Field(description='"topic-partition" of logs offline on a storage error')
+    disk: DiskStatusV1
+    degraded_reasons: list[str] = Field(description="why the status is degraded (empty when ok)")
 
 
 def _partition(tiering: TieringService | None, log: Log | None, topic: str, p: int) -> dict[str, Any]:
@@ -162,9 +177,19 @@ def ops_router(broker: Broker) -> APIRouter:
                     if shown:
                         offline.append(f"{info.name}-{p}")
         store_ok = tiering is None or not tiering.store_failing
+        disk = broker.manager.disk_health.snapshot()
+        reasons: list[str] = []
+        if not store_ok:
+            reasons.append("object store unavailable")
+        if any_offline:
+            # Partitions the user may not describe count without being named or counted.
+            reasons.append(f"{len(offline)} partition(s) offline" if offline else "partitions offline")
+        if disk.reason is not None:
+            reasons.append(disk.reason)
+        usage = disk.usage
         return JSONBody(
             {
-                "status": "ok" if store_ok and not any_offline else "degraded",
+                "status": "degraded" if reasons else "ok",
                 "broker_id": broker.node_id,
                 "cluster_id": broker.config.cluster_id,
                 "uptime_seconds": round(time.monotonic() - started, 3),
@@ -173,6 +198,15 @@ def ops_router(broker: Broker) -> APIRouter:
                 "topics": topics,
                 "partitions": count,
                 "offline_partitions": offline,
+                "disk": {
+                    "directory": disk.directory,
+                    "total_bytes": usage.total if usage is not None else None,
+                    "used_bytes": usage.used if usage is not None else None,
+                    "free_bytes": usage.available if usage is not None else None,
+                    "high_water": disk.high_water,
+                    "full": disk.no_space,
+                },
+                "degraded_reasons": reasons,
             }
         )
 

@@ -280,3 +280,15 @@ def test_data_dir_layout_has_hw_checkpoint(cluster: Cluster) -> None:
     path: Path = cluster.nodes[1].data_dir / "meta" / "replication-offset-checkpoint"
     wait_until(path.exists, "the high-watermark checkpoint")
     assert path.read_text().startswith("0\n")
+
+
+@pytest.mark.parametrize("mode", ["interval", "fsync"])
+def test_parked_consumer_fetch_is_woken_when_the_high_watermark_moves(cluster: Cluster, mode: str) -> None:
+    """In a cluster the high watermark moves when the followers have fetched a record:
+    that, not ``fetch.wait.max.ms`` (500), answers a consumer parked at the log end."""
+    from tests.e2e.test_fetch_wakeup import median_delivery_seconds
+
+    topic = f"wake-{mode}"
+    cluster.create_topic(topic, 1, rf=3, min_isr=2, configs={"strata.flush.mode": mode})
+    median = median_delivery_seconds(cluster.bootstrap, topic, records=20)
+    assert median < 0.1, f"median delivery {median * 1000:.0f} ms: parked fetches are not woken ({mode})"

@@ -43,7 +43,10 @@ function renderStatus(st) {
     ["store reachable", st.object_store_available ? "yes" : "NO"],
     ["topics / partitions", `${st.topics} / ${st.partitions}`],
     ["offline partitions", st.offline_partitions.length ? st.offline_partitions.join(", ") : "none"],
+    ["disk free", st.disk.free_bytes === null ? "unknown" : bytes(st.disk.free_bytes)
+      + (st.disk.full ? " (FULL)" : st.disk.high_water ? " (above the high-water mark)" : "")],
   ];
+  if (st.degraded_reasons.length) rows.push(["degraded", st.degraded_reasons.join("; ")]);
   const dl = el("dl");
   for (const [k, v] of rows) dl.append(el("dt", {}, k), el("dd", {}, v));
   document.getElementById("broker").replaceChildren(dl);
