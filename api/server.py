@@ -22,7 +22,7 @@ import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Generator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
@@ -61,6 +61,32 @@ class _EmbeddedUvicorn(uvicorn.Server):
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         yield
+
+
+async def _start_http(
+    app: Any, sock: socket.socket, name: str, **options: Any
+) -> tuple[uvicorn.Server, asyncio.Task[None]]:
+    """Serve ``app`` on ``sock`` and return once it serves: "ready" means every listener
+    serves (uvicorn's start-up, about 20 ms of event-loop time, otherwise ran after it,
+    ahead of the first Kafka request)."""
+    server = _EmbeddedUvicorn(
+        uvicorn.Config(
+            app,
+            loop="asyncio",
+            lifespan="off",
+            log_level="warning",
+            access_log=False,
+            timeout_graceful_shutdown=5,
+            **options,
+        )
+    )
+    task = asyncio.create_task(server.serve(sockets=[sock]), name=name)
+    while not server.started and not task.done():
+        await asyncio.sleep(0.005)
+    if task.done():
+        task.result()  # its start-up failure, or:
+        raise RuntimeError(f"the {name} listener stopped during start-up")
+    return server, task
 
 
 def _bind(addr: HostPort) -> socket.socket:
@@ -211,45 +237,13 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             if node is not None and node.cluster.inter_broker_listener is None:
                 node.cluster = dataclasses.replace(node.cluster, inter_broker_listener=str(internal_addr))
         app = create_app(broker)
-        http = _EmbeddedUvicorn(
-            uvicorn.Config(
-                app,
-                loop="asyncio",
-                lifespan="off",
-                log_level="warning",
-                access_log=False,
-                timeout_graceful_shutdown=5,
-                **uvicorn_options(config.tls),
-            )
-        )
-        http_task = asyncio.create_task(http.serve(sockets=[http_sock]), name="http")
-        # "ready" means every listener serves: uvicorn's start-up (about 20 ms of event-loop
-        # time) otherwise ran after it, ahead of the first Kafka request.
-        while not http.started and not http_task.done():
-            await asyncio.sleep(0.005)
-        if http_task.done():
-            http_task.result()  # its start-up failure, or:
-            raise RuntimeError("the HTTP listener stopped during start-up")
+        http, http_task = await _start_http(app, http_sock, "http", **uvicorn_options(config.tls))
         metrics_http: uvicorn.Server | None = None
         metrics_task: asyncio.Task[None] | None = None
         if metrics_sock is not None and config.metrics_listen is not None:
             # Plain HTTP on purpose (api.metrics_listener): the operator's private interface.
-            metrics_http = _EmbeddedUvicorn(
-                uvicorn.Config(
-                    create_metrics_app(metrics),
-                    loop="asyncio",
-                    lifespan="off",
-                    log_level="warning",
-                    access_log=False,
-                    timeout_graceful_shutdown=5,
-                )
-            )
-            metrics_task = asyncio.create_task(metrics_http.serve(sockets=[metrics_sock]), name="metrics")
-            while not metrics_http.started and not metrics_task.done():
-                await asyncio.sleep(0.005)
-            if metrics_task.done():
-                metrics_task.result()
-                raise RuntimeError("the metrics listener stopped during start-up")
+            metrics_app = create_metrics_app(metrics)
+            metrics_http, metrics_task = await _start_http(metrics_app, metrics_sock, "metrics")
             metrics_addr = HostPort(config.metrics_listen.host, metrics_sock.getsockname()[1])
         say(f"strata: data dir {config.data_dir.resolve()}")
         say(f"strata: object store {config.object_store_url}")
