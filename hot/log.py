@@ -71,6 +71,7 @@ from typing import TYPE_CHECKING, Final
 
 from crc32c import crc32c
 
+from core import disk
 from hot.batch import CRC_START, LOG_OVERHEAD, MIN_BATCH_LENGTH, TimestampType, iter_batches
 from hot.config import LogConfig
 from hot.disk_health import is_no_space
@@ -120,7 +121,7 @@ LOG_START_OFFSET_FILE: Final = "log-start-offset"
 CLEANER_CHECKPOINT_FILE: Final = "cleaner-offset-checkpoint"
 CLEANED_SUFFIX: Final = ".cleaned"
 SWAP_SUFFIX: Final = ".swap"
-STRAY_SUFFIXES: Final = (".tmp", ".deleted", CLEANED_SUFFIX, SWAP_SUFFIX)
+STRAY_SUFFIXES: Final = (disk.TEMP_SUFFIX, ".deleted", CLEANED_SUFFIX, SWAP_SUFFIX)
 
 # First 16 bytes of a batch, rewritten on append: baseOffset, batchLength, partitionLeaderEpoch.
 _PREFIX: Final = struct.Struct(">qii")
@@ -148,37 +149,25 @@ StorageErrorListener = Callable[[StorageError], None]
 
 
 def fsync_dir(path: str | Path) -> None:
-    """fsync a directory so that entries created, renamed or removed in it are durable."""
+    """fsync a directory so that entries created, renamed or removed in it are durable
+    (``core.disk.fsync_dir``; a failure raises StorageError)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        disk.fsync_dir(path)
     except OSError as e:
         raise StorageError(f"fsync of directory {path} failed: {e}") from e
 
 
 def atomic_write(path: str | Path, data: bytes, *, sync_dir: bool = True) -> None:
-    """Replace ``path`` with ``data`` atomically and durably (tmp, fsync, rename, fsync dir).
+    """Replace ``path`` with ``data`` atomically and durably (``core.disk.atomic_write``:
+    ``<path>.tmp``, fsync, rename, then ``fsync_dir``; a failure raises StorageError).
 
     ``sync_dir=False`` leaves the rename's durability to the caller's next directory fsync."""
-    path = str(path)
-    tmp = path + ".tmp"
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        disk.atomic_write(path, data, sync_dir=False)
     except OSError as e:
         raise StorageError(f"cannot write {path}: {e}") from e
     if sync_dir:
-        fsync_dir(os.path.dirname(path) or ".")
+        fsync_dir(os.path.dirname(os.fspath(path)) or ".")
 
 
 def read_offset_file(path: str) -> int | None:
@@ -2073,9 +2062,7 @@ def _warn_discard(path: str, why: str) -> None:
 
 def _unlink(path: str) -> None:
     try:
-        os.unlink(path)
-    except FileNotFoundError:
-        pass
+        disk.unlink_missing_ok(path)
     except OSError as e:
         raise StorageError(f"cannot remove {path}: {e}") from e
 

@@ -1,4 +1,4 @@
-"""The code obeys the ruff and mypy configuration in pyproject.toml."""
+"""The code obeys the ruff, mypy and import-linter configuration in pyproject.toml."""
 
 from __future__ import annotations
 
@@ -25,4 +25,11 @@ def test_ruff_format() -> None:
 
 def test_mypy_strict() -> None:
     res = _run(sys.executable, "-m", "mypy")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_import_layers() -> None:
+    # The lint-imports console script, run from this interpreter (it has no ``-m`` entry).
+    code = "import sys; from importlinter.cli import lint_imports_command; sys.exit(lint_imports_command())"
+    res = _run(sys.executable, "-c", code, "--no-cache")
     assert res.returncode == 0, res.stdout + res.stderr

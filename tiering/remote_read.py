@@ -68,6 +68,7 @@ from hot.errors import (
     OffsetOutOfRangeError,
     StrataError,
 )
+from hot.records import decode_batch
 from tiering.cache import ChunkCache, RemoteCorruptObjectError, RemoteObjectMissingError
 from tiering.config import TieringConfig
 from tiering.keys import manifest_key
@@ -964,8 +965,6 @@ class RemoteReader:
     async def _search_segment(
         self, seg: RemoteSegment, timestamp: int, lso: int, limit: int
     ) -> tuple[int, int] | None:
-        from hot.records import decode_batch
-
         start_offset = (await self.time_index(seg)).lookup_before(timestamp)
         pos = 0
         if start_offset is not None:

@@ -42,6 +42,7 @@ from hot.manager import LogManager
 from hot.producer_state import ProducerSnapshotFile, snapshot_name
 from hot.topics import TOPICS_FILE, TopicRegistry
 from tiering.manifest import ManifestError, ManifestStore, RemoteSegment, SegmentState
+from tiering.service import PENDING_DELETES_FILE, PendingDeletes
 from tiering.store import ObjectStore
 
 logger = logging.getLogger(__name__)
@@ -314,8 +315,6 @@ def _is_open(manager: LogManager) -> bool:
 
 def _pending_deletes(manager: LogManager) -> set[uuid.UUID]:
     """Ids of topics deleted locally whose remote data the tiering service has yet to delete."""
-    from tiering.service import PENDING_DELETES_FILE, PendingDeletes
-
     return {t.topic_id for t in PendingDeletes(manager.meta_dir / PENDING_DELETES_FILE).list()}
 
 

@@ -71,6 +71,7 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 from urllib.parse import unquote, urlsplit
 
+from core import disk
 from hot.errors import (
     InvalidConfigError,
     InvalidRequestError,
@@ -1149,14 +1150,6 @@ class _PathConflictError(ObjectStoreError):
     pass
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _etag_of_fd(fd: int) -> str:
     """The content SHA-256 of an open file: from the xattr written with it, else computed
     (and cached in the xattr of that same inode, so it cannot land on a newer file)."""
@@ -1251,7 +1244,7 @@ class FileStore(ObjectStore):
             d = os.path.dirname(d)
         os.makedirs(parent, exist_ok=True)
         for m in reversed(missing):  # make each new directory entry durable
-            _fsync_dir(os.path.dirname(m))
+            disk.fsync_dir(os.path.dirname(m))
 
     def _prune(self, path: str) -> None:
         d = os.path.dirname(path)
@@ -1315,7 +1308,7 @@ class FileStore(ObjectStore):
                                     f"(etag is {current or 'absent'}, expected {_unquote_etag(if_match)})"
                                 )
                         os.replace(tmp, path)
-                        _fsync_dir(os.path.dirname(path))
+                        disk.fsync_dir(os.path.dirname(path))
                         return digest
                 except (FileNotFoundError, FileExistsError):
                     # A concurrent delete pruned a parent directory while we made or used it
@@ -1450,7 +1443,7 @@ class FileStore(ObjectStore):
                 except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
                     return
                 with contextlib.suppress(FileNotFoundError):  # pruned by a concurrent delete
-                    _fsync_dir(os.path.dirname(path))
+                    disk.fsync_dir(os.path.dirname(path))
             self._prune(path)
         except OSError as e:
             raise self._os_error(e, "delete", key) from e

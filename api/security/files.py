@@ -6,29 +6,17 @@ sees the old document or the new one, never a torn one, and the rename survives 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from core import disk
 from hot.errors import StorageError
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
+    """``core.disk.atomic_write`` as a private (0600) file, making ``path``'s directory first."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            os.fchmod(fd, 0o600)  # an older temp file may have had other bits
-            os.write(fd, data)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+        disk.atomic_write(path, data, mode=0o600)
     except OSError as exc:
         raise StorageError(f"cannot write {path}: {exc.strerror}") from None
 

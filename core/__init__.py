@@ -1,0 +1,6 @@
+"""Core helpers: the bottom layer of Strata, importing nothing from the project.
+
+Layers (highest first; each imports only from layers below it): the doors (``api``:
+Kafka listener and handlers, REST, CLI, dashboard) > the broker domain > {``tiering``,
+the codec ``api.protocol`` and client ``api.client``} > ``hot`` > ``core``.
+"""
