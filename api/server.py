@@ -42,6 +42,7 @@ from api.security.authz import AccessControl
 from api.security.tls import server_context, uvicorn_options
 from api.security.users import UserStore, users_path
 from cluster.inter_broker import internal_listener_options
+from hot import record_validation
 from hot.manager import LogManager
 from hot.topics import TopicInfo
 from tiering.metrics import TieringMetrics
@@ -245,6 +246,10 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             metrics_app = create_metrics_app(metrics)
             metrics_http, metrics_task = await _start_http(metrics_app, metrics_sock, "metrics")
             metrics_addr = HostPort(config.metrics_listen.host, metrics_sock.getsockname()[1])
+        log.info(
+            "produced records are validated by the record walk in %s",
+            "C" if record_validation.NATIVE else "Python (hot/_recordwalk.c is not built: pip install -e .)",
+        )
         say(f"strata: data dir {config.data_dir.resolve()}")
         say(f"strata: object store {config.object_store_url}")
         security = config.security_protocol

@@ -5,7 +5,7 @@ fuzzer against kafka-python's reader."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch as KafkaBatch
 
+from hot import record_validation
 from hot.batch import HEADER, HEADER_SIZE, Compression, TimestampType, parse_header, validate_batch
 from hot.compression import compress
 from hot.errors import (
@@ -33,6 +34,19 @@ from hot.records import Header, RecordInput, build_batch, decode_batch, encode_v
 from tests.hot.hotlib import open_log
 
 BASE_TS = 1_700_000_000_000
+
+
+@pytest.fixture(autouse=True, scope="module", params=["c", "python"])
+def record_walk(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every test runs with the C walk (what the append uses when hot/_recordwalk.c is built;
+    tests/hot/test_record_walk_native.py fails in CI when it is not) and with the Python one."""
+    saved = record_validation._native, record_validation.NATIVE
+    if request.param == "python":
+        record_validation._native, record_validation.NATIVE = None, False
+    elif not record_validation.NATIVE:
+        pytest.skip("hot._recordwalk is not built (pip install -e .)")
+    yield request.param
+    record_validation._native, record_validation.NATIVE = saved
 
 
 # --- raw building blocks -------------------------------------------------------------------

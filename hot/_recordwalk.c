@@ -1,0 +1,403 @@
+/*
+ * hot._recordwalk: the record walk of hot.record_validation.check_records, in C.
+ *
+ * Same rules, same order, same first error and the same message text as the pure-Python walk
+ * (_check_records_py, the reference; tests/hot/test_record_walk_native.py fuzzes one against
+ * the other). The records are read in place through the buffer protocol: a memoryview of a
+ * produce request is walked without copying it.
+ *
+ * walk(data, records_count, last_offset_delta, base_timestamp, require_keys) returns the batch's
+ * max timestamp (an int), or, when only the key rule fails, the list of keyless record indexes;
+ * a bad record raises InvalidRecord(index, message) for the Python wrapper to turn into
+ * hot.errors.InvalidRecordError.
+ *
+ * The input is untrusted network data: every read is preceded by a bounds check against the
+ * buffer's length, and every position is a signed 64-bit value that never exceeds that length
+ * plus a 32-bit length, so no addition can overflow. Where the Python walk reports an index past
+ * the end (IndexError) and where its varint decoders report a truncation differ; both are
+ * reproduced exactly (see RUN_PAST_END and read_unsigned).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+
+static PyObject *InvalidRecord; /* hot._recordwalk.InvalidRecord(index, message) */
+
+#define MIN_RECORD_BODY 6
+#define MSG_SIZE 256
+
+typedef struct {
+    const unsigned char *data;
+    int64_t end;
+    int64_t index;       /* the record being walked */
+    char message[MSG_SIZE];
+    int failed;          /* message holds the error for record `index` */
+} Walk;
+
+static void fail(Walk *w, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(w->message, MSG_SIZE, fmt, ap);
+    va_end(ap);
+    w->failed = 1;
+}
+
+/* hot.records._read_unsigned + decode_varint / decode_varlong: at most max_bytes bytes, then
+ * the 32- or 64-bit range, then zigzag. Returns 0 and sets w->failed on error. */
+static int read_unsigned(Walk *w, int64_t *pos, int is_long, int64_t *value) {
+    const int max_bytes = is_long ? 10 : 5;
+    const char *what = is_long ? "varlong" : "varint";
+    const int64_t start = *pos;
+    int64_t p = start;
+    uint64_t u = 0;
+    int overflow = 0;
+    for (int k = 0; k < max_bytes; k++) {
+        if (p >= w->end) {
+            fail(w, "%s truncated at byte %lld", what, (long long)p);
+            return 0;
+        }
+        unsigned int b = w->data[p];
+        p++;
+        uint64_t bits = b & 0x7F;
+        int shift = 7 * k;
+        /* shift <= 63; bits shifted out of 64 bits make the value overflow (the Python
+         * check u >> 64 on an unbounded int). */
+        if (shift > 0 && (bits >> (64 - shift)) != 0) {
+            overflow = 1;
+        }
+        u |= bits << shift;
+        if (b < 0x80) {
+            if (overflow || (!is_long && (u >> 32) != 0)) {
+                fail(w, "%s at byte %lld overflows %d bits", what, (long long)start, is_long ? 64 : 32);
+                return 0;
+            }
+            *value = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+            *pos = p;
+            return 1;
+        }
+    }
+    fail(w, "%s longer than %d bytes at byte %lld", what, max_bytes, (long long)(p - max_bytes));
+    return 0;
+}
+
+/* The Python walk's inline decoding of length, key length and value length: one- and two-byte
+ * varints directly (an index past the end is IndexError there, reported as RUN_PAST_END),
+ * longer ones through decode_varint. Returns 1, 0 (w->failed) or -1 (past the end). */
+static int read_inline_varint(Walk *w, int64_t *pos, int64_t *value) {
+    int64_t p = *pos;
+    if (p >= w->end) {
+        return -1;
+    }
+    unsigned int b = w->data[p];
+    if (b < 0x80) {
+        *value = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
+        *pos = p + 1;
+        return 1;
+    }
+    if (p + 1 >= w->end) {
+        return -1;
+    }
+    if (w->data[p + 1] < 0x80) {
+        uint64_t u = (b & 0x7F) | ((uint64_t)w->data[p + 1] << 7);
+        *value = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+        *pos = p + 2;
+        return 1;
+    }
+    return read_unsigned(w, pos, 0, value);
+}
+
+/* Python's "utf-8" codec, strict: ASCII is scanned here, anything else decoded by CPython
+ * itself so that acceptance is identical (surrogates, overlongs, > U+10FFFF refused).
+ * Returns 1 valid, 0 invalid, -1 with a Python error set (memory). */
+static int utf8_valid(const unsigned char *s, int64_t n) {
+    int64_t k = 0;
+    while (k < n && s[k] < 0x80) {
+        k++;
+    }
+    if (k == n) {
+        return 1;
+    }
+    PyObject *text = PyUnicode_DecodeUTF8((const char *)s, (Py_ssize_t)n, "strict");
+    if (text != NULL) {
+        Py_DECREF(text);
+        return 1;
+    }
+    if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+        PyErr_Clear();
+        return 0;
+    }
+    return -1;
+}
+
+/* _check_headers. Returns 1 with *pos after the headers, 0 (w->failed), -1 (Python error). */
+static int check_headers(Walk *w, int64_t *pos, int64_t rec_end) {
+    int64_t count, n;
+    if (!read_unsigned(w, pos, 0, &count)) {
+        return 0;
+    }
+    if (count < 0 || count * 2 > rec_end - *pos) {
+        fail(w, "header count %lld invalid", (long long)count);
+        return 0;
+    }
+    for (int64_t h = 0; h < count; h++) {
+        if (!read_unsigned(w, pos, 0, &n)) {
+            return 0;
+        }
+        if (n < 0 || *pos + n > rec_end) {
+            fail(w, "header key length %lld invalid", (long long)n);
+            return 0;
+        }
+        /* *pos + n <= rec_end <= end: the key lies within the buffer. */
+        int ok = utf8_valid(w->data + *pos, n);
+        if (ok < 0) {
+            return -1;
+        }
+        if (!ok) {
+            fail(w, "header key is not valid UTF-8");
+            return 0;
+        }
+        *pos += n;
+        if (!read_unsigned(w, pos, 0, &n)) {
+            return 0;
+        }
+        if (n >= 0) {
+            *pos += n;
+            if (*pos > rec_end) {
+                fail(w, "header value length %lld invalid", (long long)n);
+                return 0;
+            }
+        } else if (n != -1) {
+            fail(w, "header value length %lld", (long long)n);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static PyObject *raise_invalid(int64_t index, const char *message) {
+    PyObject *args = Py_BuildValue("(Ls)", (long long)index, message);
+    if (args != NULL) {
+        PyErr_SetObject(InvalidRecord, args);
+        Py_DECREF(args);
+    }
+    return NULL;
+}
+
+#define RUN_PAST_END (-1)
+#define STEP(call)                                                                                 \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ == RUN_PAST_END) {                                                                 \
+            goto past_end;                                                                         \
+        }                                                                                          \
+        if (rc_ == 0) {                                                                            \
+            goto failed;                                                                           \
+        }                                                                                          \
+    } while (0)
+
+static PyObject *walk_records(Walk *w, int64_t count, int64_t last_delta, int64_t base_ts,
+                              int require_keys) {
+    const unsigned char *data = w->data;
+    const int64_t end = w->end;
+    PyObject *keyless = NULL;
+    int64_t max_delta = INT64_MIN;
+    int64_t prev = -1;
+    int64_t pos = 0;
+    int64_t i = 0;
+    int64_t length, rec_end, n, ts_delta, off_delta;
+
+    if (count == 0 && end == 0) {
+        return PyLong_FromLong(-1);
+    }
+    /* count is an int32 and end a Py_ssize_t: no overflow. */
+    if (count * (MIN_RECORD_BODY + 1) > end) {
+        snprintf(w->message, MSG_SIZE, "recordsCount %lld cannot fit in %lld bytes of records",
+                 (long long)count, (long long)end);
+        return raise_invalid(0, w->message);
+    }
+    const int dense = count == last_delta + 1;
+
+    for (i = 0; i < count; i++) {
+        w->index = i;
+        STEP(read_inline_varint(w, &pos, &length));
+        rec_end = pos + length;
+        if (length < MIN_RECORD_BODY || rec_end > end) {
+            fail(w, "length %lld invalid with %lld bytes remaining", (long long)length,
+                 (long long)(end - pos));
+            goto failed;
+        }
+        /* From here pos + 6 <= rec_end <= end. */
+        if (data[pos]) {
+            fail(w, "attributes 0x%02x: record attributes are unused and must be 0", data[pos]);
+            goto failed;
+        }
+        {
+            unsigned int b = data[pos + 1];
+            if (b < 0x80) {
+                ts_delta = (int64_t)(b >> 1) ^ -(int64_t)(b & 1);
+                pos += 2;
+            } else if (data[pos + 2] < 0x80) {
+                uint64_t u = (b & 0x7F) | ((uint64_t)data[pos + 2] << 7);
+                ts_delta = (int64_t)(u >> 1) ^ -(int64_t)(u & 1);
+                pos += 3;
+            } else {
+                pos += 1;
+                STEP(read_unsigned(w, &pos, 1, &ts_delta));
+            }
+        }
+        if (ts_delta > max_delta) {
+            max_delta = ts_delta;
+        }
+        STEP(read_unsigned(w, &pos, 0, &off_delta));
+        if (dense) {
+            if (off_delta != i) {
+                fail(w,
+                     "offsetDelta %lld where %lld was expected: with recordsCount = "
+                     "lastOffsetDelta + 1 the deltas are 0, 1, 2, ...",
+                     (long long)off_delta, (long long)i);
+                goto failed;
+            }
+        } else {
+            if (off_delta <= prev || off_delta > last_delta) {
+                fail(w,
+                     "offsetDelta %lld not in (%lld, lastOffsetDelta %lld]: "
+                     "offset deltas must increase within the batch",
+                     (long long)off_delta, (long long)prev, (long long)last_delta);
+                goto failed;
+            }
+            prev = off_delta;
+        }
+        /* key */
+        STEP(read_inline_varint(w, &pos, &n));
+        if (n < 0) {
+            if (n != -1) {
+                fail(w, "key length %lld", (long long)n);
+                goto failed;
+            }
+            if (require_keys) {
+                if (keyless == NULL && (keyless = PyList_New(0)) == NULL) {
+                    return NULL;
+                }
+                PyObject *k = PyLong_FromLongLong((long long)i);
+                if (k == NULL || PyList_Append(keyless, k) < 0) {
+                    Py_XDECREF(k);
+                    Py_DECREF(keyless);
+                    return NULL;
+                }
+                Py_DECREF(k);
+            }
+        } else {
+            pos += n; /* n < 2**31, pos <= end */
+            if (pos > rec_end) {
+                fail(w, "key length %lld overruns the record", (long long)n);
+                goto failed;
+            }
+        }
+        /* value */
+        STEP(read_inline_varint(w, &pos, &n));
+        if (n >= 0) {
+            pos += n;
+            if (pos > rec_end) {
+                fail(w, "value length %lld overruns the record", (long long)n);
+                goto failed;
+            }
+        } else if (n != -1) {
+            fail(w, "value length %lld", (long long)n);
+            goto failed;
+        }
+        /* headers */
+        if (pos >= end) {
+            goto past_end;
+        }
+        if (data[pos] == 0) {
+            pos += 1;
+        } else {
+            int rc = check_headers(w, &pos, rec_end);
+            if (rc < 0) {
+                Py_XDECREF(keyless);
+                return NULL;
+            }
+            if (rc == 0) {
+                goto failed;
+            }
+        }
+        if (pos != rec_end) {
+            fail(w, "declared length %lld but its fields end %+lld bytes off", (long long)length,
+                 (long long)(pos - rec_end));
+            goto failed;
+        }
+    }
+    if (pos != end) {
+        Py_XDECREF(keyless);
+        snprintf(w->message, MSG_SIZE, "%lld trailing bytes after the last of %lld records",
+                 (long long)(end - pos), (long long)count);
+        return raise_invalid(count - 1, w->message);
+    }
+    int64_t max_ts;
+    if (__builtin_add_overflow(base_ts, max_delta, &max_ts)) {
+        Py_XDECREF(keyless);
+        snprintf(w->message, MSG_SIZE, "baseTimestamp %lld + timestampDelta %lld overflows int64",
+                 (long long)base_ts, (long long)max_delta);
+        return raise_invalid(0, w->message);
+    }
+    if (keyless != NULL) {
+        return keyless;
+    }
+    return PyLong_FromLongLong((long long)(max_ts > -1 ? max_ts : -1));
+
+past_end:
+    snprintf(w->message, MSG_SIZE, "runs past the end of the %lld-byte records data", (long long)end);
+failed:
+    Py_XDECREF(keyless);
+    return raise_invalid(w->index, w->message);
+}
+
+static PyObject *walk(PyObject *module, PyObject *args) {
+    Py_buffer buf;
+    int count, last_delta, require_keys;
+    long long base_ts;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "y*iiLp:walk", &buf, &count, &last_delta, &base_ts, &require_keys)) {
+        return NULL;
+    }
+    Walk w;
+    w.data = (const unsigned char *)buf.buf;
+    w.end = (int64_t)buf.len;
+    w.index = 0;
+    w.message[0] = '\0';
+    w.failed = 0;
+    PyObject *result = walk_records(&w, count, last_delta, base_ts, require_keys);
+    PyBuffer_Release(&buf);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"walk", walk, METH_VARARGS,
+     "walk(data, records_count, last_offset_delta, base_timestamp, require_keys) -> int | list[int]\n\n"
+     "The max timestamp of the records, or the indexes of the keyless records when only\n"
+     "require_keys fails; InvalidRecord(index, message) for the first bad record."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "hot._recordwalk", "The record walk of hot.record_validation, in C.", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__recordwalk(void) {
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL) {
+        return NULL;
+    }
+    InvalidRecord = PyErr_NewException("hot._recordwalk.InvalidRecord", PyExc_ValueError, NULL);
+    if (InvalidRecord == NULL || PyModule_AddObject(m, "InvalidRecord", InvalidRecord) < 0) {
+        Py_XDECREF(InvalidRecord);
+        Py_DECREF(m);
+        return NULL;
+    }
+    Py_INCREF(InvalidRecord);
+    return m;
+}
