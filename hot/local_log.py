@@ -27,8 +27,9 @@ leaves a prefix of the old log. The swap's commit point is the ``.log.swap`` ren
 
 Locking: a LocalLog has no lock of its own. Every method whose name ends in ``_locked``
 and every access to ``segments`` / ``recovery_point`` runs with the owning ``Log``'s lock
-held (``Log._lock``); the only lock here, ``_ckpt_lock``, serializes writes of the
-recovery-point file, which ``Log.flush`` may persist outside ``Log._lock``. Nothing here
+held (``Log._lock``; truncation, swap and close also hold ``Log._flush_lock``). The only
+lock here, ``_ckpt_lock``, serializes writes of the recovery-point file, as it did in
+``Log`` before the split (every caller also holds ``Log._lock`` today). Nothing here
 takes a partition offline: errors are raised and the ``Log`` decides.
 """
 

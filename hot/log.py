@@ -1,5 +1,15 @@
 """One partition's log: an ordered list of segments plus its offset bookkeeping.
 
+Structure (Kafka's UnifiedLog / LocalLog / LogLoader): ``Log`` here owns the appends
+(leader and follower), the high watermark and its waiters, leader epochs, producer state
+and its snapshots, the log start offsets, retention and the public API. The segment list,
+rolling, read position lookup, cutting segments, the cleaner's swap, the recovery point
+and the directory's small files are ``hot.local_log.LocalLog``, one per ``Log``, always
+called with ``Log._lock`` held; opening and recovery are ``hot.log_loader``; an append's
+batch checks and stamping are ``hot.log_append``. There is one lock, ``Log._lock`` (plus
+``_flush_lock`` serializing flush / retention / truncation / close, and LocalLog's
+recovery-point file lock), exactly as before the split.
+
 Partition directory ``<logs_dir>/<topic>-<partition>/``::
 
     <20-digit base offset>.log / .index / .timeindex   segments (hot.segment)
@@ -59,18 +69,15 @@ import heapq
 import itertools
 import logging
 import os
-import struct
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
-from crc32c import crc32c
-
-from hot.batch import CRC_START, TimestampType, iter_batches
+from hot.batch import TimestampType
 from hot.config import LogConfig
 from hot.disk_health import is_no_space
 from hot.errors import (
@@ -81,7 +88,6 @@ from hot.errors import (
     LogClosedError,
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
-    RecordTooLargeError,
     StorageError,
 )
 from hot.leader_epoch import EpochEntry, LeaderEpochCache
@@ -95,6 +101,7 @@ from hot.local_log import (
     fsync_dir,
     read_offset_file,
 )
+from hot.log_append import byte_view, check_producers, leader_iov, validate_batches
 from hot.log_loader import create_directory_at, load_leader_epochs, load_segments
 from hot.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -105,7 +112,6 @@ from hot.producer_state import (
     ProducerStateManager,
     snapshot_name,
 )
-from hot.record_validation import check_batch, iter_client_batches, stamped_copy
 from hot.region import FileRegion
 from hot.segment import (
     Segment,
@@ -117,19 +123,6 @@ if TYPE_CHECKING:
     from hot.flush import GroupCommitter
 
 logger = logging.getLogger(__name__)
-
-# First 16 bytes of a batch, rewritten on append: baseOffset, batchLength, partitionLeaderEpoch.
-_PREFIX: Final = struct.Struct(">qii")
-_PREFIX_SIZE: Final = 16
-_ATTRIBUTES: Final = struct.Struct(">h")
-_MAX_TIMESTAMP: Final = struct.Struct(">q")
-_CRC: Final = struct.Struct(">I")
-_ATTRIBUTES_POS: Final = 21
-_MAX_TIMESTAMP_POS: Final = 35
-_CRC_POS: Final = 17
-_TIMESTAMP_TYPE_BIT: Final = 0x08
-_CONTROL_BIT: Final = 0x20
-_MAX_APPEND_BYTES: Final = (1 << 31) - 1
 
 HwListener = Callable[["Log"], None]
 RetentionGuard = Callable[[Segment], bool]
@@ -189,27 +182,6 @@ class CleanerView:
     first_dirty: int  # segments from here on were never cleaned
     producer_last_offsets: dict[int, int]  # producer id -> offset of its last batch
     upload_waits: bool  # tiered: uploads wait for these segments to be cleaned
-
-
-@dataclass(slots=True)  # not frozen: built once per batch on the hot path, never shared
-class _Batch:
-    """A validated batch of an append request."""
-
-    position: int
-    size: int
-    batch_length: int
-    last_offset_delta: int
-    max_timestamp: int
-    records: int
-    base_offset: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    is_control: bool
-    leader_epoch: int
-    # Attributes to store when the header must be rewritten (maxTimestamp from the records,
-    # hot.record_validation); -1 when the client's header is stored as it is.
-    attributes: int = -1
 
 
 # --- the log ----------------------------------------------------------------------------------
@@ -426,7 +398,7 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self._local.active.next_offset
+        return self._local.segments[-1].next_offset
 
     @property
     def high_watermark(self) -> int:
@@ -628,54 +600,6 @@ class Log:
 
     # --- appending ---------------------------------------------------------------------------------
 
-    @staticmethod
-    def _view(data: bytes | bytearray | memoryview) -> memoryview:
-        mv = memoryview(data)
-        if mv.ndim != 1 or mv.itemsize != 1 or mv.format != "B":
-            mv = mv.cast("B")
-        return mv
-
-    def _validate(self, mv: memoryview, *, leader: bool) -> tuple[list[_Batch], bool]:
-        """Validate every batch before anything is written: structure, size and CRC; as
-        leader also every record (hot.record_validation, Kafka's LogValidator), which gives
-        the maxTimestamp to store. Returns the batches and whether any carries a producer id."""
-        if len(mv) == 0:
-            raise InvalidRecordError("produce payload holds no record batch")
-        if len(mv) > _MAX_APPEND_BYTES:
-            raise RecordTooLargeError(f"append of {len(mv)} bytes is too large")
-        out: list[_Batch] = []
-        idempotent = False
-        if leader:
-            batches = iter_client_batches(mv, max_size=self._config.max_message_bytes)
-        else:  # a leader's batches, stored as they are: never judged again
-            batches = iter_batches(mv)
-        log_append = self._config.log_append_time
-        compact = self._config.compact
-        for pos, h in batches:
-            if h.producer_id >= 0:
-                idempotent = True
-            b = _Batch(
-                pos,
-                h.size,
-                h.batch_length,
-                h.last_offset_delta,
-                h.max_timestamp,
-                h.records_count,
-                h.base_offset,
-                h.producer_id,
-                h.producer_epoch,
-                h.base_sequence,
-                bool(h.attributes & _CONTROL_BIT),
-                h.partition_leader_epoch,
-            )
-            if leader:
-                check = check_batch(mv, pos, h, log_append_time=log_append, require_keys=compact)
-                b.max_timestamp = check.max_timestamp
-                if check.rewrite:
-                    b.attributes = check.attributes
-            out.append(b)
-        return out, idempotent
-
     def append(
         self, data: bytes | bytearray | memoryview, *, leader_epoch: int = 0, now_ms: int | None = None
     ) -> AppendInfo:
@@ -701,8 +625,8 @@ class Log:
         stamped but not recorded). An epoch older than the latest in the cache is
         FencedLeaderEpochError (a deposed leader) and nothing is written.
         """
-        mv = self._view(data)
-        batches, idempotent = self._validate(mv, leader=True)
+        mv = byte_view(data)
+        batches, idempotent = validate_batches(mv, self._config, leader=True)
         if self.append_guard is not None:
             self.append_guard(len(mv))
         if now_ms is None:
@@ -716,8 +640,9 @@ class Log:
         with self._lock:
             self._check_usable()
             if idempotent:
-                plan, batches, dups, reported_first = self._check_producers_locked(
-                    batches, self.log_end_offset, now_ms, log_append
+                plan = self._producers.begin(now_ms)
+                batches, dups, reported_first = check_producers(
+                    plan, batches, self.log_end_offset, now_ms, log_append
                 )
                 if dups:
                     if not batches:
@@ -732,34 +657,7 @@ class Log:
             off = seg.next_offset
             if plan is None:
                 reported_first = off
-            iov: list[bytes | bytearray | memoryview] = []
-            tracked: list[tuple[int, int, int]] = []
-            max_ts = -1
-            for b in batches:
-                if log_append:
-                    iov.append(self._stamp_log_append_time(mv, b, off, leader_epoch, now_ms))
-                    bts = now_ms
-                elif b.attributes >= 0:
-                    iov.append(
-                        stamped_copy(
-                            mv,
-                            b.position,
-                            b.size,
-                            base_offset=off,
-                            leader_epoch=leader_epoch,
-                            attributes=b.attributes,
-                            max_timestamp=b.max_timestamp,
-                        )
-                    )
-                    bts = b.max_timestamp
-                else:
-                    iov.append(_PREFIX.pack(off, b.batch_length, leader_epoch))
-                    iov.append(mv[b.position + _PREFIX_SIZE : b.position + b.size])
-                    bts = b.max_timestamp
-                tracked.append((off, b.size, bts))
-                if bts > max_ts:
-                    max_ts = bts
-                off += b.last_offset_delta + 1
+            iov, tracked, max_ts, off = leader_iov(mv, batches, off, leader_epoch, now_ms, log_append)
             done += self._write_locked(seg, iov, total, tracked, off, records, now_ms)
             if plan is not None:
                 plan.commit()
@@ -778,38 +676,6 @@ class Log:
             log_start_offset=lso,
         )
 
-    def _check_producers_locked(
-        self, batches: list[_Batch], first: int, now_ms: int, log_append: bool
-    ) -> tuple[ProducerAppend, list[_Batch], list[BatchMetadata], int]:
-        """Producer-state checks of an append that would start at offset ``first``.
-        Returns the pending state change, the batches to write, the duplicates' original
-        batches, and the offset to report as the append's first."""
-        plan = self._producers.begin(now_ms)
-        kept: list[_Batch] = []
-        dups: list[BatchMetadata] = []
-        reported = -1
-        off = first
-        for b in batches:
-            if b.producer_id >= 0:
-                dup = plan.append(
-                    b.producer_id,
-                    b.producer_epoch,
-                    b.base_sequence,
-                    b.last_offset_delta,
-                    off,
-                    now_ms if log_append else b.max_timestamp,
-                )
-                if dup is not None:
-                    dups.append(dup)
-                    if reported < 0:
-                        reported = dup.first_offset
-                    continue
-            if reported < 0:
-                reported = off
-            kept.append(b)
-            off += b.last_offset_delta + 1
-        return plan, kept, dups, reported
-
     def _duplicate_info(self, dups: Sequence[BatchMetadata], log_append: bool) -> AppendInfo:
         return AppendInfo(
             first_offset=dups[0].first_offset,
@@ -821,16 +687,6 @@ class Log:
             log_start_offset=self._log_start_offset,
             duplicate=True,
         )
-
-    @staticmethod
-    def _stamp_log_append_time(mv: memoryview, b: _Batch, offset: int, epoch: int, now_ms: int) -> bytearray:
-        buf = bytearray(mv[b.position : b.position + b.size])
-        _PREFIX.pack_into(buf, 0, offset, b.batch_length, epoch)
-        (attrs,) = _ATTRIBUTES.unpack_from(buf, _ATTRIBUTES_POS)
-        _ATTRIBUTES.pack_into(buf, _ATTRIBUTES_POS, attrs | _TIMESTAMP_TYPE_BIT)
-        _MAX_TIMESTAMP.pack_into(buf, _MAX_TIMESTAMP_POS, now_ms)
-        _CRC.pack_into(buf, _CRC_POS, crc32c(memoryview(buf)[CRC_START:]))
-        return buf
 
     def append_as_follower(
         self, data: bytes | bytearray | memoryview, *, now_ms: int | None = None, roll: bool | None = None
@@ -852,8 +708,8 @@ class Log:
         offsets would not fit the active segment's index), so a replica can cut its
         segments exactly where its leader's begin.
         """
-        mv = self._view(data)
-        batches, idempotent = self._validate(mv, leader=False)
+        mv = byte_view(data)
+        batches, idempotent = validate_batches(mv, self._config, leader=False)
         if self.append_guard is not None:
             self.append_guard(len(mv))
         if now_ms is None:
