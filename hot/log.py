@@ -1,5 +1,15 @@
 """One partition's log: an ordered list of segments plus its offset bookkeeping.
 
+Structure (Kafka's UnifiedLog / LocalLog / LogLoader): ``Log`` here owns the appends
+(leader and follower), the high watermark and its waiters, leader epochs, producer state
+and its snapshots, the log start offsets, retention and the public API. The segment list,
+rolling, read position lookup, cutting segments, the cleaner's swap, the recovery point
+and the directory's small files are ``hot.local_log.LocalLog``, one per ``Log``, always
+called with ``Log._lock`` held; opening and recovery are ``hot.log_loader``; an append's
+batch checks and stamping are ``hot.log_append``. There is one lock, ``Log._lock`` (plus
+``_flush_lock`` serializing flush / retention / truncation / close, and LocalLog's
+recovery-point file lock), exactly as before the split.
+
 Partition directory ``<logs_dir>/<topic>-<partition>/``::
 
     <20-digit base offset>.log / .index / .timeindex   segments (hot.segment)
@@ -59,20 +69,15 @@ import heapq
 import itertools
 import logging
 import os
-import shutil
-import struct
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
-from crc32c import crc32c
-
-from core import disk
-from hot.batch import CRC_START, LOG_OVERHEAD, MIN_BATCH_LENGTH, TimestampType, iter_batches
+from hot.batch import TimestampType
 from hot.config import LogConfig
 from hot.disk_health import is_no_space
 from hot.errors import (
@@ -83,13 +88,21 @@ from hot.errors import (
     LogClosedError,
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
-    RecordTooLargeError,
     StorageError,
-    StrataError,
 )
-from hot.leader_epoch import CHECKPOINT_FILE as LEADER_EPOCH_FILE
 from hot.leader_epoch import EpochEntry, LeaderEpochCache
-from hot.naming import delete_dir_path
+from hot.local_log import (
+    CLEANED_SUFFIX,
+    CLEANER_CHECKPOINT_FILE,
+    LOG_START_OFFSET_FILE,
+    RECOVERY_POINT_FILE,
+    LocalLog,
+    atomic_write,
+    fsync_dir,
+    read_offset_file,
+)
+from hot.log_append import byte_view, check_producers, leader_iov, validate_batches
+from hot.log_loader import create_directory_at, load_leader_epochs, load_segments
 from hot.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
@@ -97,17 +110,12 @@ from hot.producer_state import (
     ProducerEntry,
     ProducerSnapshotFile,
     ProducerStateManager,
-    parse_snapshot_name,
     snapshot_name,
 )
-from hot.record_validation import check_batch, iter_client_batches, stamped_copy
 from hot.region import FileRegion
 from hot.segment import (
-    SUFFIXES,
-    BatchInfo,
     Segment,
     WriteUndoFailedError,
-    parse_segment_name,
     segment_name,
 )
 
@@ -116,74 +124,12 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-RECOVERY_POINT_FILE: Final = "recovery-point"
-LOG_START_OFFSET_FILE: Final = "log-start-offset"
-CLEANER_CHECKPOINT_FILE: Final = "cleaner-offset-checkpoint"
-CLEANED_SUFFIX: Final = ".cleaned"
-SWAP_SUFFIX: Final = ".swap"
-STRAY_SUFFIXES: Final = (disk.TEMP_SUFFIX, ".deleted", CLEANED_SUFFIX, SWAP_SUFFIX)
-
-# First 16 bytes of a batch, rewritten on append: baseOffset, batchLength, partitionLeaderEpoch.
-_PREFIX: Final = struct.Struct(">qii")
-_PREFIX_SIZE: Final = 16
-_ATTRIBUTES: Final = struct.Struct(">h")
-_MAX_TIMESTAMP: Final = struct.Struct(">q")
-_CRC: Final = struct.Struct(">I")
-_ATTRIBUTES_POS: Final = 21
-_MAX_TIMESTAMP_POS: Final = 35
-_CRC_POS: Final = 17
-_TIMESTAMP_TYPE_BIT: Final = 0x08
-_CONTROL_BIT: Final = 0x20
-_MAX_APPEND_BYTES: Final = (1 << 31) - 1
-_EPOCH_SCAN_CHUNK: Final = 256 * 1024  # read size of the leader-epoch rebuild scan
-
 HwListener = Callable[["Log"], None]
 RetentionGuard = Callable[[Segment], bool]
 # Called with the size of every append before anything is written; raises (e.g.
 # DiskHighWaterError) to refuse it. Installed by the LogManager.
 AppendGuard = Callable[[int], None]
 StorageErrorListener = Callable[[StorageError], None]
-
-
-# --- small durable files ----------------------------------------------------------------------
-
-
-def fsync_dir(path: str | Path) -> None:
-    """fsync a directory so that entries created, renamed or removed in it are durable
-    (``core.disk.fsync_dir``; a failure raises StorageError)."""
-    try:
-        disk.fsync_dir(path)
-    except OSError as e:
-        raise StorageError(f"fsync of directory {path} failed: {e}") from e
-
-
-def atomic_write(path: str | Path, data: bytes, *, sync_dir: bool = True) -> None:
-    """Replace ``path`` with ``data`` atomically and durably (``core.disk.atomic_write``:
-    ``<path>.tmp``, fsync, rename, then ``fsync_dir``; a failure raises StorageError).
-
-    ``sync_dir=False`` leaves the rename's durability to the caller's next directory fsync."""
-    try:
-        disk.atomic_write(path, data, sync_dir=False)
-    except OSError as e:
-        raise StorageError(f"cannot write {path}: {e}") from e
-    if sync_dir:
-        fsync_dir(os.path.dirname(os.fspath(path)) or ".")
-
-
-def read_offset_file(path: str) -> int | None:
-    """The offset stored in a recovery-point / log-start-offset file; None if missing or unreadable."""
-    try:
-        with open(path, "rb") as f:
-            text = f.read(64).decode("ascii").strip()
-    except FileNotFoundError:
-        return None
-    except (OSError, UnicodeDecodeError) as e:
-        logger.warning("ignoring unreadable %s: %s", path, e)
-        return None
-    if not text.isdigit():
-        logger.warning("ignoring malformed %s: %r", path, text[:32])
-        return None
-    return int(text)
 
 
 # --- results --------------------------------------------------------------------------------------
@@ -238,48 +184,6 @@ class CleanerView:
     upload_waits: bool  # tiered: uploads wait for these segments to be cleaned
 
 
-@dataclass(slots=True)  # not frozen: built once per batch on the hot path, never shared
-class _Batch:
-    """A validated batch of an append request."""
-
-    position: int
-    size: int
-    batch_length: int
-    last_offset_delta: int
-    max_timestamp: int
-    records: int
-    base_offset: int
-    producer_id: int
-    producer_epoch: int
-    base_sequence: int
-    is_control: bool
-    leader_epoch: int
-    # Attributes to store when the header must be rewritten (maxTimestamp from the records,
-    # hot.record_validation); -1 when the client's header is stored as it is.
-    attributes: int = -1
-
-
-def _batch_epochs(seg: Segment) -> Iterator[tuple[int, int]]:
-    """(partitionLeaderEpoch, base offset) of every batch of a loaded segment, in order:
-    the 16-byte prefixes only, read in chunks."""
-    pos = 0
-    limit = seg.size
-    buf = b""
-    buf_at = 0
-    while pos < limit:
-        rel = pos - buf_at
-        if rel + _PREFIX_SIZE > len(buf):
-            buf = seg.read_bytes(pos, min(_EPOCH_SCAN_CHUNK, limit - pos))
-            buf_at, rel = pos, 0
-            if len(buf) < _PREFIX_SIZE:
-                raise CorruptLogError(seg.log_path, pos, f"truncated batch header: {len(buf)} bytes")
-        base, length, epoch = _PREFIX.unpack_from(buf, rel)
-        if length < MIN_BATCH_LENGTH or pos + length + LOG_OVERHEAD > limit:
-            raise CorruptLogError(seg.log_path, pos, f"batch length {length} does not fit the segment")
-        yield epoch, base
-        pos += length + LOG_OVERHEAD
-
-
 # --- the log ----------------------------------------------------------------------------------
 
 
@@ -319,15 +223,11 @@ class Log:
         self._flusher = flusher
         self._lock = threading.RLock()
         self._flush_lock = threading.Lock()  # serializes flushes, retention, truncation, close
-        self._ckpt_lock = threading.Lock()  # serializes writes of the recovery-point file
-        self._segments = segments
-        self._bases = [s.base_offset for s in segments]
-        for s in segments[:-1]:
-            s.sealed = True
+        # The segments, the recovery point and the directory (protected by self._lock).
+        self._local = LocalLog(directory, f"{topic}-{partition}", config, segments)
         self._log_start_offset = log_start_offset
         self._local_log_start_offset = max(log_start_offset, segments[0].base_offset)
-        leo = segments[-1].next_offset
-        self._recovery_point = leo
+        leo = self._local.log_end_offset
         self._hw_external = hw_managed_externally
         # Replicated: nothing past the log start is known to be committed until the owner says so.
         self._hw = log_start_offset if hw_managed_externally else leo
@@ -403,113 +303,31 @@ class Log:
           and moves only through ``set_high_watermark`` and truncation.
         """
         d = str(directory)
+        loaded = load_segments(d, config, clean_shutdown=clean_shutdown)
         try:
-            created = not os.path.isdir(d)
-            os.makedirs(d, exist_ok=True)
-            names = os.listdir(d)
-        except OSError as e:
-            raise StorageError(f"cannot open log directory {d}: {e}") from e
-        if created:
-            fsync_dir(os.path.dirname(d) or ".")
-        if any(n.endswith(SUFFIXES[0] + SWAP_SUFFIX) for n in names):
-            cls._complete_swaps(d, names, config.index_interval_bytes)
-            try:
-                names = os.listdir(d)
-            except OSError as e:
-                raise StorageError(f"cannot open log directory {d}: {e}") from e
-        logs: set[int] = set()
-        indexes: list[tuple[int, str]] = []
-        snapshots: list[int] = []
-        removed = False
-        for name in names:
-            path = os.path.join(d, name)
-            if name.endswith(STRAY_SUFFIXES):
-                _warn_discard(path, "a leftover of an interrupted operation")
-                _unlink(path)
-                removed = True
-                continue
-            snap = parse_snapshot_name(name)
-            if snap is not None:
-                snapshots.append(snap)
-                continue
-            parsed = parse_segment_name(name)
-            if parsed is None:
-                if name.endswith(SUFFIXES):
-                    raise CorruptLogError(path, 0, "segment file name is not a 20-digit base offset")
-                continue
-            base, suffix = parsed
-            if suffix == ".log":
-                logs.add(base)
-            else:
-                indexes.append((base, path))
-        for base, path in indexes:
-            if base not in logs:
-                _warn_discard(path, "an index without its segment")
-                _unlink(path)
-                removed = True
-        if removed:
-            fsync_dir(d)
-
-        lso_file = read_offset_file(os.path.join(d, LOG_START_OFFSET_FILE))
-        rp_file = read_offset_file(os.path.join(d, RECOVERY_POINT_FILE))
-        first_dirty = read_offset_file(os.path.join(d, CLEANER_CHECKPOINT_FILE)) or 0
-        interval = config.index_interval_bytes
-        segments: list[Segment] = []
-        try:
-            bases = sorted(logs)
-            for base in bases:
-                segments.append(Segment(d, base, index_interval_bytes=interval))
-                # Below the cleaner checkpoint segments may have been cleaned (gaps allowed);
-                # a compacted topic's replica may also have copied its leader's gaps.
-                segments[-1].compacted = base < first_dirty or config.compact
-            recovered = cls._load_segments(d, segments, clean_shutdown, rp_file or 0)
-            if segments and lso_file is not None and lso_file > segments[-1].next_offset:
-                logger.warning(
-                    "%s: log start offset %d is beyond the log end %d; starting empty there",
-                    d,
-                    lso_file,
-                    segments[-1].next_offset,
-                )
-                for s in segments:
-                    _warn_discard(s.log_path, f"below the log start offset {lso_file}")
-                    s.delete()
-                segments = []
-                recovered = []
-            if not segments:
-                segments.append(Segment(d, lso_file or 0, index_interval_bytes=interval))
-                segments[-1].compacted = config.compact
-                recovered.append(segments[-1])
-            for s in recovered:
-                s.flush()
-            fsync_dir(d)
-            # A stored log start below the first segment: the offsets in between are in
-            # the object store (tiered storage; local retention keeps the log start).
-            lso = lso_file if lso_file is not None else segments[0].base_offset
             log = cls(
                 d,
                 config,
                 topic=topic,
                 partition=partition,
                 flusher=flusher,
-                segments=segments,
-                log_start_offset=lso,
+                segments=loaded.segments,
+                log_start_offset=loaded.log_start_offset,
                 producer_id_expiration_ms=producer_id_expiration_ms,
                 hw_managed_externally=hw_managed_externally,
             )
+            lso = loaded.log_start_offset
             if hw_managed_externally and high_watermark is not None:
                 log._hw = max(lso, min(high_watermark, log.log_end_offset))
-            log._snapshots = sorted(snapshots)
-            log._first_dirty = min(first_dirty, log.log_end_offset)
-            for off in log._snapshots:
-                if off > log.log_end_offset:  # deleted by _load_producer_state
-                    _warn_discard(log.producer_snapshot_path(off), f"beyond the log end {log.log_end_offset}")
+            log._snapshots = list(loaded.snapshots)
+            log._first_dirty = min(loaded.first_dirty, log.log_end_offset)
             log._load_producer_state()
-            log._load_leader_epochs(recovered)
-            if rp_file != log.log_end_offset:
-                log._persist_recovery_point()
+            log._epochs = load_leader_epochs(d, log.name, loaded.segments, loaded.recovered, lso)
+            if loaded.stored_recovery_point != log.log_end_offset:
+                log._local.persist_recovery_point()
             return log
         except BaseException:
-            for s in segments:
+            for s in loaded.segments:
                 s.close_quietly()
             raise
 
@@ -542,29 +360,7 @@ class Log:
                 f"must be in [0, next offset {next_offset}]"
             )
         d = str(directory)
-        if os.path.exists(d):
-            raise StorageError(f"cannot create {d}: it already exists")
-        staging = delete_dir_path(d)  # fits NAME_MAX for every legal topic name
-        try:
-            os.makedirs(staging)
-            seg = Segment(staging, next_offset, index_interval_bytes=config.index_interval_bytes)
-            try:
-                seg.flush()
-            finally:
-                seg.close_quietly()
-            atomic_write(
-                os.path.join(staging, LOG_START_OFFSET_FILE), b"%d\n" % log_start_offset, sync_dir=False
-            )
-            atomic_write(os.path.join(staging, RECOVERY_POINT_FILE), b"%d\n" % next_offset, sync_dir=False)
-            fsync_dir(staging)
-            os.rename(staging, d)
-            fsync_dir(os.path.dirname(d) or ".")
-        except OSError as e:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise StorageError(f"cannot create log directory {d}: {e}") from e
-        except StorageError:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
+        create_directory_at(d, config, log_start_offset=log_start_offset, next_offset=next_offset)
         return cls.open(
             d,
             config,
@@ -576,89 +372,6 @@ class Log:
             hw_managed_externally=hw_managed_externally,
             high_watermark=next_offset,
         )
-
-    @staticmethod
-    def _complete_swaps(d: str, names: Sequence[str], index_interval_bytes: int) -> None:
-        """Finish the cleaner swaps a crash interrupted (see ``replace_segments``).
-
-        ``<B>.log.swap`` exists only once the cleaned segment and its indexes were complete
-        and fsynced: it replaces every segment with a base offset in [B, its next offset).
-        Those are deleted, then the ``.swap`` files are renamed into place (the ``.log``
-        last). Index ``.swap`` files without their ``.log.swap`` and ``.cleaned`` files
-        are an unfinished clean: open removes them as strays, the old segments serve."""
-        log_suffix = SUFFIXES[0]
-        for name in sorted(names):
-            if not name.endswith(log_suffix + SWAP_SUFFIX):
-                continue
-            parsed = parse_segment_name(name[: -len(SWAP_SUFFIX)])
-            if parsed is None:
-                continue
-            base = parsed[0]
-            seg = Segment(d, base, index_interval_bytes=index_interval_bytes, suffix=SWAP_SUFFIX)
-            seg.compacted = True
-            try:
-                seg.recover(allow_truncate=False)  # fsynced before the rename: must be whole
-                end = seg.next_offset
-                seg.close()
-            except CorruptLogError as e:
-                # Not something the cleaner wrote: leave the old segments serving (a gap
-                # the swap had already opened would still refuse the partition at load).
-                seg.close_quietly()
-                logger.warning("%s: discarding invalid cleaned segment: %s", d, e)
-                continue  # removed with the other strays
-            except BaseException:
-                seg.close_quietly()
-                raise
-            if end == base:
-                logger.warning("%s: discarding empty cleaned segment %s", d, name)
-                continue
-            logger.warning("%s: completing the swap of cleaned segment [%d, %d)", d, base, end)
-            for other in names:
-                p = parse_segment_name(other)
-                if p is not None and base <= p[0] < end:
-                    _unlink(os.path.join(d, other))
-            stem = os.path.join(d, segment_name(base))
-            try:
-                for suffix in (*SUFFIXES[1:], log_suffix):
-                    os.rename(stem + suffix + SWAP_SUFFIX, stem + suffix)
-            except OSError as e:
-                raise StorageError(f"cannot complete the swap of {stem}{log_suffix}{SWAP_SUFFIX}: {e}") from e
-            fsync_dir(d)
-
-    @staticmethod
-    def _load_segments(d: str, segments: list[Segment], clean: bool, recovery_point: int) -> list[Segment]:
-        """Load or recover ``segments`` in place; returns the ones that were modified."""
-        if not segments:
-            return []
-        last = len(segments) - 1
-        if clean:
-            start = len(segments)
-        else:
-            start = max(0, bisect.bisect_right([s.base_offset for s in segments], recovery_point) - 1)
-        recovered: list[Segment] = []
-        for i, seg in enumerate(segments):
-            if i < start:
-                problem = seg.load()
-                if problem is None:
-                    continue
-                if i != last:
-                    raise CorruptLogError(seg.log_path, *problem)
-                logger.warning(
-                    "%s at position %d: %s; recovering the last segment", seg.log_path, problem[0], problem[1]
-                )
-            seg.recover(allow_truncate=i == last)
-            recovered.append(seg)
-        # Segments are contiguous; an empty non-last one (never rolled so) shows up as a gap.
-        for a, b in itertools.pairwise(segments):
-            if a.next_offset != b.base_offset:
-                what = "overlaps" if a.next_offset > b.base_offset else "leaves a gap before"
-                raise CorruptLogError(
-                    a.log_path,
-                    a.size,
-                    f"segment ends at offset {a.next_offset}, which {what} the next segment "
-                    f"(base offset {b.base_offset})",
-                )
-        return recovered
 
     # --- properties ----------------------------------------------------------------------------
 
@@ -673,10 +386,7 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self._config = config
-            self._segments[-1].index_interval_bytes = config.index_interval_bytes
-            if config.compact:  # from now on a follower may copy a leader's gaps
-                for seg in self._segments:
-                    seg.compacted = True
+            self._local.update_config(config)
 
     @property
     def log_start_offset(self) -> int:
@@ -688,7 +398,7 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self._segments[-1].next_offset
+        return self._local.segments[-1].next_offset
 
     @property
     def high_watermark(self) -> int:
@@ -696,7 +406,7 @@ class Log:
 
     @property
     def recovery_point(self) -> int:
-        return self._recovery_point
+        return self._local.recovery_point
 
     @property
     def hw_managed_externally(self) -> bool:
@@ -706,7 +416,7 @@ class Log:
     @property
     def size(self) -> int:
         with self._lock:
-            return sum(s.size for s in self._segments)
+            return sum(s.size for s in self._local.segments)
 
     @property
     def is_online(self) -> bool:
@@ -722,17 +432,17 @@ class Log:
 
     @property
     def active_segment(self) -> Segment:
-        return self._segments[-1]
+        return self._local.active
 
     def segments(self) -> list[Segment]:
         """Snapshot of the segments, oldest first (the last one is the active segment)."""
         with self._lock:
-            return list(self._segments)
+            return list(self._local.segments)
 
     def __repr__(self) -> str:
         return (
             f"Log({self.name}, start={self._log_start_offset}, hw={self._hw}, "
-            f"end={self.log_end_offset}, segments={len(self._segments)})"
+            f"end={self.log_end_offset}, segments={len(self._local.segments)})"
         )
 
     # --- state checks ------------------------------------------------------------------------------
@@ -888,77 +598,7 @@ class Log:
             self._go_offline(e)
             raise
 
-    def _load_leader_epochs(self, recovered: Sequence[Segment]) -> None:
-        """Load the epoch cache (open): see ``open``."""
-        path = os.path.join(self.dir, LEADER_EPOCH_FILE)
-        try:
-            stored = LeaderEpochCache.read(path)
-        except CorruptLogError as e:
-            logger.warning("rebuilding the leader-epoch cache of %s: %s", self.name, e)
-            _unlink(path)
-            stored = None
-        if stored is None:
-            scan = (pair for seg in self._segments for pair in _batch_epochs(seg))
-            self._epochs = LeaderEpochCache.rebuild(path, scan)
-            return
-        cache = self._epochs = LeaderEpochCache(path, stored)
-        cache.truncate_from_end(self.log_end_offset)
-        cache.truncate_from_start(self._log_start_offset)
-        # Batches of an epoch whose entry never reached the file (as in Kafka's recovery,
-        # only epochs newer than the latest count).
-        for seg in recovered:
-            for epoch, base in _batch_epochs(seg):
-                cache.assign_if_newer(epoch, base)
-
     # --- appending ---------------------------------------------------------------------------------
-
-    @staticmethod
-    def _view(data: bytes | bytearray | memoryview) -> memoryview:
-        mv = memoryview(data)
-        if mv.ndim != 1 or mv.itemsize != 1 or mv.format != "B":
-            mv = mv.cast("B")
-        return mv
-
-    def _validate(self, mv: memoryview, *, leader: bool) -> tuple[list[_Batch], bool]:
-        """Validate every batch before anything is written: structure, size and CRC; as
-        leader also every record (hot.record_validation, Kafka's LogValidator), which gives
-        the maxTimestamp to store. Returns the batches and whether any carries a producer id."""
-        if len(mv) == 0:
-            raise InvalidRecordError("produce payload holds no record batch")
-        if len(mv) > _MAX_APPEND_BYTES:
-            raise RecordTooLargeError(f"append of {len(mv)} bytes is too large")
-        out: list[_Batch] = []
-        idempotent = False
-        if leader:
-            batches = iter_client_batches(mv, max_size=self._config.max_message_bytes)
-        else:  # a leader's batches, stored as they are: never judged again
-            batches = iter_batches(mv)
-        log_append = self._config.log_append_time
-        compact = self._config.compact
-        for pos, h in batches:
-            if h.producer_id >= 0:
-                idempotent = True
-            b = _Batch(
-                pos,
-                h.size,
-                h.batch_length,
-                h.last_offset_delta,
-                h.max_timestamp,
-                h.records_count,
-                h.base_offset,
-                h.producer_id,
-                h.producer_epoch,
-                h.base_sequence,
-                bool(h.attributes & _CONTROL_BIT),
-                h.partition_leader_epoch,
-            )
-            if leader:
-                check = check_batch(mv, pos, h, log_append_time=log_append, require_keys=compact)
-                b.max_timestamp = check.max_timestamp
-                if check.rewrite:
-                    b.attributes = check.attributes
-            out.append(b)
-        return out, idempotent
 
     def append(
         self, data: bytes | bytearray | memoryview, *, leader_epoch: int = 0, now_ms: int | None = None
@@ -985,8 +625,8 @@ class Log:
         stamped but not recorded). An epoch older than the latest in the cache is
         FencedLeaderEpochError (a deposed leader) and nothing is written.
         """
-        mv = self._view(data)
-        batches, idempotent = self._validate(mv, leader=True)
+        mv = byte_view(data)
+        batches, idempotent = validate_batches(mv, self._config, leader=True)
         if self.append_guard is not None:
             self.append_guard(len(mv))
         if now_ms is None:
@@ -1000,8 +640,9 @@ class Log:
         with self._lock:
             self._check_usable()
             if idempotent:
-                plan, batches, dups, reported_first = self._check_producers_locked(
-                    batches, self.log_end_offset, now_ms, log_append
+                plan = self._producers.begin(now_ms)
+                batches, dups, reported_first = check_producers(
+                    plan, batches, self.log_end_offset, now_ms, log_append
                 )
                 if dups:
                     if not batches:
@@ -1016,34 +657,7 @@ class Log:
             off = seg.next_offset
             if plan is None:
                 reported_first = off
-            iov: list[bytes | bytearray | memoryview] = []
-            tracked: list[tuple[int, int, int]] = []
-            max_ts = -1
-            for b in batches:
-                if log_append:
-                    iov.append(self._stamp_log_append_time(mv, b, off, leader_epoch, now_ms))
-                    bts = now_ms
-                elif b.attributes >= 0:
-                    iov.append(
-                        stamped_copy(
-                            mv,
-                            b.position,
-                            b.size,
-                            base_offset=off,
-                            leader_epoch=leader_epoch,
-                            attributes=b.attributes,
-                            max_timestamp=b.max_timestamp,
-                        )
-                    )
-                    bts = b.max_timestamp
-                else:
-                    iov.append(_PREFIX.pack(off, b.batch_length, leader_epoch))
-                    iov.append(mv[b.position + _PREFIX_SIZE : b.position + b.size])
-                    bts = b.max_timestamp
-                tracked.append((off, b.size, bts))
-                if bts > max_ts:
-                    max_ts = bts
-                off += b.last_offset_delta + 1
+            iov, tracked, max_ts, off = leader_iov(mv, batches, off, leader_epoch, now_ms, log_append)
             done += self._write_locked(seg, iov, total, tracked, off, records, now_ms)
             if plan is not None:
                 plan.commit()
@@ -1062,38 +676,6 @@ class Log:
             log_start_offset=lso,
         )
 
-    def _check_producers_locked(
-        self, batches: list[_Batch], first: int, now_ms: int, log_append: bool
-    ) -> tuple[ProducerAppend, list[_Batch], list[BatchMetadata], int]:
-        """Producer-state checks of an append that would start at offset ``first``.
-        Returns the pending state change, the batches to write, the duplicates' original
-        batches, and the offset to report as the append's first."""
-        plan = self._producers.begin(now_ms)
-        kept: list[_Batch] = []
-        dups: list[BatchMetadata] = []
-        reported = -1
-        off = first
-        for b in batches:
-            if b.producer_id >= 0:
-                dup = plan.append(
-                    b.producer_id,
-                    b.producer_epoch,
-                    b.base_sequence,
-                    b.last_offset_delta,
-                    off,
-                    now_ms if log_append else b.max_timestamp,
-                )
-                if dup is not None:
-                    dups.append(dup)
-                    if reported < 0:
-                        reported = dup.first_offset
-                    continue
-            if reported < 0:
-                reported = off
-            kept.append(b)
-            off += b.last_offset_delta + 1
-        return plan, kept, dups, reported
-
     def _duplicate_info(self, dups: Sequence[BatchMetadata], log_append: bool) -> AppendInfo:
         return AppendInfo(
             first_offset=dups[0].first_offset,
@@ -1105,16 +687,6 @@ class Log:
             log_start_offset=self._log_start_offset,
             duplicate=True,
         )
-
-    @staticmethod
-    def _stamp_log_append_time(mv: memoryview, b: _Batch, offset: int, epoch: int, now_ms: int) -> bytearray:
-        buf = bytearray(mv[b.position : b.position + b.size])
-        _PREFIX.pack_into(buf, 0, offset, b.batch_length, epoch)
-        (attrs,) = _ATTRIBUTES.unpack_from(buf, _ATTRIBUTES_POS)
-        _ATTRIBUTES.pack_into(buf, _ATTRIBUTES_POS, attrs | _TIMESTAMP_TYPE_BIT)
-        _MAX_TIMESTAMP.pack_into(buf, _MAX_TIMESTAMP_POS, now_ms)
-        _CRC.pack_into(buf, _CRC_POS, crc32c(memoryview(buf)[CRC_START:]))
-        return buf
 
     def append_as_follower(
         self, data: bytes | bytearray | memoryview, *, now_ms: int | None = None, roll: bool | None = None
@@ -1136,8 +708,8 @@ class Log:
         offsets would not fit the active segment's index), so a replica can cut its
         segments exactly where its leader's begin.
         """
-        mv = self._view(data)
-        batches, idempotent = self._validate(mv, leader=False)
+        mv = byte_view(data)
+        batches, idempotent = validate_batches(mv, self._config, leader=False)
         if self.append_guard is not None:
             self.append_guard(len(mv))
         if now_ms is None:
@@ -1159,7 +731,7 @@ class Log:
                 if b.leader_epoch >= 0 and b.leader_epoch != self._epochs.latest_epoch:
                     self._assign_epoch_locked(b.leader_epoch, b.base_offset, leader=False)
             first = self.log_end_offset
-            active = self._segments[-1]
+            active = self._local.active
             if roll is None:
                 seg, done = self._maybe_roll_locked(total, expect - first, now_ms)
             elif active.is_empty or (not roll and active.fits(expect - first)):
@@ -1235,7 +807,7 @@ class Log:
     # --- rolling -------------------------------------------------------------------------------
 
     def _maybe_roll_locked(self, size: int, offsets: int, now_ms: int) -> tuple[Segment, list[Future[None]]]:
-        seg = self._segments[-1]
+        seg = self._local.active
         if seg.is_empty:
             return seg, []
         cfg = self._config
@@ -1251,8 +823,8 @@ class Log:
         """Start a new active segment (no-op if the active one is empty); returns it."""
         with self._lock:
             self._check_usable()
-            if self._segments[-1].is_empty:
-                return self._segments[-1]
+            if self._local.active.is_empty:
+                return self._local.active
             seg, done = self._roll_locked()
         if done:
             self._fire(done)
@@ -1265,7 +837,7 @@ class Log:
         quiet log rolls at most once per ``max_age_ms``. Returns whether it rolled."""
         with self._lock:
             self._check_usable()
-            seg = self._segments[-1]
+            seg = self._local.active
             if seg.is_empty or seg.created_ms is None or now_ms - seg.created_ms < max_age_ms:
                 return False
             _, done = self._roll_locked()
@@ -1276,29 +848,22 @@ class Log:
     def _roll_locked(self) -> tuple[Segment, list[Future[None]]]:
         """Seal the active segment and start a new one. Returns it and the high watermark
         futures the caller must complete once it released the lock."""
-        old = self._segments[-1]
         try:
-            # Durability ordering (module docstring): the old segment is complete on disk
-            # before anything can reach its successor.
-            old.seal()
-            new = Segment(self.dir, old.next_offset, index_interval_bytes=self._config.index_interval_bytes)
-            new.compacted = self._config.compact  # a follower may copy a cleaned leader's gaps
+            new = self._local.seal_and_create_next_locked()
         except StorageError as e:
             self._go_offline(e)
             raise
         # The state as of the new segment's start. The recovery-point write below fsyncs
         # the directory for this rename too.
         self._take_snapshot_locked(new.base_offset, sync_dir=False)
-        self._segments.append(new)
-        self._bases.append(new.base_offset)
-        logger.debug("rolled %s at offset %d", self.name, new.base_offset)
+        self._local.add_segment_locked(new)
         done: list[Future[None]] = []
-        if new.base_offset > self._recovery_point:
-            self._recovery_point = new.base_offset
+        if new.base_offset > self._local.recovery_point:
+            self._local.recovery_point = new.base_offset
             if self._config.fsync_mode and not self._hw_external:
                 done = self._advance_hw_locked(new.base_offset)
         try:
-            self._persist_recovery_point()  # also makes the new segment's files durable
+            self._local.persist_recovery_point()  # also makes the new segment's files durable
         except StorageError as e:
             self._go_offline(e)
             raise
@@ -1315,7 +880,7 @@ class Log:
             with self._lock:
                 self._check_usable()
                 target = self.log_end_offset
-                dirty = [s for s in self._segments if s.dirty]
+                dirty = [s for s in self._local.segments if s.dirty]
                 try:
                     for s in dirty:
                         s.dirty = False
@@ -1343,11 +908,11 @@ class Log:
                 self._go_offline(e)
                 raise
             with self._lock:
-                if target > self._recovery_point:
-                    self._recovery_point = target
+                if target > self._local.recovery_point:
+                    self._local.recovery_point = target
                 auto = self._config.fsync_mode and not self._hw_external
                 done = self._advance_hw_locked(target) if auto else []
-                rp = self._recovery_point
+                rp = self._local.recovery_point
         if done:
             self._fire(done)
         return rp
@@ -1363,17 +928,10 @@ class Log:
     def unflushed_messages(self) -> int:
         return self._unflushed_messages
 
-    def _persist_recovery_point(self) -> None:
-        with self._ckpt_lock:
-            atomic_write(os.path.join(self.dir, RECOVERY_POINT_FILE), b"%d\n" % self._recovery_point)
-
     def _persist_log_start_offset(self) -> None:
-        atomic_write(os.path.join(self.dir, LOG_START_OFFSET_FILE), b"%d\n" % self._log_start_offset)
+        self._local.write_offset_file(LOG_START_OFFSET_FILE, self._log_start_offset)
 
     # --- reading -----------------------------------------------------------------------------------
-
-    def _segment_index(self, offset: int) -> int:
-        return max(0, bisect.bisect_right(self._bases, offset) - 1)
 
     def read(
         self, offset: int, max_bytes: int, *, max_offset: int | None = None, min_one: bool = True
@@ -1402,29 +960,11 @@ class Log:
                     f"log end offset {leo}"
                 )
             limit = hw if max_offset is None else min(max_offset, leo)
-            regions: list[FileRegion] = []
-            first = -1
-            nxt = offset
-            if offset < limit:
-                remaining = max_bytes
-                try:
-                    for seg in self._segments[self._segment_index(offset) :]:
-                        start = max(nxt, seg.base_offset)
-                        if start >= seg.next_offset:
-                            continue
-                        r = seg.read_regions(start, remaining, limit, min_one and not regions)
-                        if r.region is None:
-                            break
-                        if not regions:
-                            first = r.first_offset
-                        regions.append(r.region)
-                        remaining -= r.region.length
-                        nxt = r.next_offset
-                        if nxt < seg.next_offset or remaining <= 0 or nxt >= limit:
-                            break
-                except CorruptLogError as e:
-                    self._go_offline(e)
-                    raise
+            try:
+                regions, first, nxt = self._local.read_locked(offset, max_bytes, limit, min_one)
+            except CorruptLogError as e:
+                self._go_offline(e)
+                raise
             return ReadResult(
                 regions=tuple(regions),
                 size=sum(r.length for r in regions),
@@ -1448,55 +988,14 @@ class Log:
         maxTimestamp are returned instead. Only local segments are searched: offsets below
         the local log start offset are the remote reader's business.
         """
-        from hot.records import decode_batch  # the record codec is only needed here
-
         with self._lock:
             self._check_usable()
             limit = self._hw if max_offset is None else min(max_offset, self.log_end_offset)
-            lso = self._local_log_start_offset
             try:
-                for seg in self._segments[self._segment_index(lso) :]:
-                    if seg.base_offset >= limit:
-                        break
-                    found = seg.offset_for_timestamp(timestamp)
-                    if found is None:
-                        continue
-                    for b in seg.iter_batches(found.position):
-                        if b.base_offset >= limit:
-                            return None
-                        if b.max_timestamp < timestamp or b.next_offset <= lso:
-                            continue
-                        hit = self._search_batch(seg, b, decode_batch, timestamp, lso, limit)
-                        if hit is not None:
-                            return hit
+                return self._local.offset_for_timestamp_locked(timestamp, self._local_log_start_offset, limit)
             except CorruptLogError as e:
                 self._go_offline(e)
                 raise
-            return None
-
-    @staticmethod
-    def _search_batch(
-        seg: Segment,
-        b: BatchInfo,
-        decode: Callable[..., object],
-        timestamp: int,
-        lso: int,
-        limit: int,
-    ) -> tuple[int, int] | None:
-        data = seg.read_bytes(b.position, b.size)
-        try:
-            batch = decode(data)
-        except StrataError as e:
-            logger.info(
-                "cannot decode batch at %s:%d (%s); using batch granularity", seg.log_path, b.position, e
-            )
-            return max(b.base_offset, lso), b.max_timestamp
-        for rec in batch:  # type: ignore[attr-defined]
-            if rec.offset >= limit:
-                return None
-            if rec.offset >= lso and rec.timestamp >= timestamp:
-                return int(rec.offset), int(rec.timestamp)
-        return None
 
     # --- retention and truncation ------------------------------------------------------------------
 
@@ -1518,7 +1017,7 @@ class Log:
             # cleanup.policy=compact alone: no time or size retention (Kafka).
             excess = self.size - cfg.retention_bytes if cfg.retention_bytes >= 0 and cfg.delete else None
             doomed: list[Segment] = []
-            for seg in self._segments[:-1]:
+            for seg in self._local.segments[:-1]:
                 if seg.next_offset > self._hw:
                     break
                 below_start = seg.next_offset <= self._log_start_offset
@@ -1560,7 +1059,7 @@ class Log:
             keep_bytes = cfg.effective_local_retention_bytes
             excess = self.size - keep_bytes if keep_bytes >= 0 else None
             doomed: list[Segment] = []
-            for seg in self._segments[:-1]:
+            for seg in self._local.segments[:-1]:
                 if seg.next_offset > self._hw:
                     break
                 below_start = seg.next_offset <= self._log_start_offset
@@ -1610,7 +1109,8 @@ class Log:
             if self.upload_waits_for_cleaner:
                 limit = min(limit, self._first_dirty)
             out: list[Segment] = []
-            for seg in self._segments[self._segment_index(from_offset) : -1]:
+            segs = self._local.segments
+            for seg in segs[self._local.segment_index(from_offset) : -1]:
                 if seg.next_offset > limit:
                     break
                 if seg.next_offset > from_offset and not seg.is_empty:
@@ -1641,7 +1141,7 @@ class Log:
             if offset <= self._first_dirty:
                 return
             self._first_dirty = offset
-            atomic_write(os.path.join(self.dir, CLEANER_CHECKPOINT_FILE), b"%d\n" % offset)
+            self._local.write_offset_file(CLEANER_CHECKPOINT_FILE, offset)
 
     def cleaner_view(self, now_ms: int) -> CleanerView:
         """The cleanable segments: sealed, entirely below the high watermark, newest record
@@ -1650,7 +1150,7 @@ class Log:
         with self._lock:
             lag = self._config.min_compaction_lag_ms
             segs: list[Segment] = []
-            for seg in self._segments[:-1]:
+            for seg in self._local.segments[:-1]:
                 if seg.next_offset <= self._upload_floor or seg.next_offset <= self._log_start_offset:
                     continue
                 if seg.next_offset > self._hw or now_ms - seg.largest_timestamp() < lag:
@@ -1674,55 +1174,22 @@ class Log:
         with self._flush_lock, self._lock:
             if not self.is_online or not old:
                 return False
-            try:
-                i = next(k for k, s in enumerate(self._segments) if s is old[0])
-            except StopIteration:
+            i = self._local.find_run_locked(old)
+            if i is None:
                 return False
-            n = len(old)
-            if i + n >= len(self._segments) or any(
-                a is not b for a, b in zip(self._segments[i : i + n], old, strict=True)
-            ):
-                return False
-            base = old[0].base_offset
-            stem = os.path.join(self.dir, segment_name(base))
-            names = [stem + suffix for suffix in (*SUFFIXES[1:], SUFFIXES[0])]
+            # First: the checkpoint tells open that these offsets may hold gaps.
+            self.set_first_dirty_offset(old[-1].next_offset)
+            self._local.commit_swap_locked(old[0].base_offset)
             try:
-                # First: the checkpoint tells open that these offsets may hold gaps.
-                self.set_first_dirty_offset(old[-1].next_offset)
-                for name in names:
-                    os.rename(name + CLEANED_SUFFIX, name + SWAP_SUFFIX)
-                fsync_dir(self.dir)
-            except OSError as e:
-                raise StorageError(f"cannot swap in cleaned segment {stem}: {e}") from e
-            try:
-                for seg in old:
-                    seg.delete()
-                for name in names:
-                    os.rename(name + SWAP_SUFFIX, name)
-                fsync_dir(self.dir)
-                new = Segment(self.dir, base, index_interval_bytes=self._config.index_interval_bytes)
-                new.compacted = True
-                problem = new.load()
-                if problem is not None:
-                    new.close_quietly()
-                    raise CorruptLogError(new.log_path, *problem)
-            except OSError as e:
-                err = StorageError(f"cannot swap in cleaned segment {stem}: {e}")
-                self._go_offline(err)
-                raise err from e
+                self._local.finish_swap_locked(i, old)
             except StorageError as e:
                 self._go_offline(e)
                 raise
-            new.sealed = True
-            self._segments[i : i + n] = [new]
-            self._bases = [s.base_offset for s in self._segments]
             return True
 
     def _drop_segments_locked(self, n: int, *, advance_log_start: bool = True) -> None:
-        doomed = self._segments[:n]
-        self._segments = self._segments[n:]
-        self._bases = self._bases[n:]
-        new_start = self._segments[0].base_offset
+        doomed = self._local.drop_oldest_locked(n)
+        new_start = self._local.segments[0].base_offset
         self._local_log_start_offset = max(self._local_log_start_offset, new_start)
         try:
             if advance_log_start and new_start > self._log_start_offset:
@@ -1733,13 +1200,11 @@ class Log:
                 # Without the file the next open would take the first local segment as the
                 # log start and lose sight of the remote part.
                 self._persist_log_start_offset()
-            for seg in doomed:
-                logger.info("deleting segment %s", seg.log_path)
-                seg.delete()
+            self._local.delete_segments(doomed)
             newest = self._snapshots[-1] if self._snapshots else None
             self._delete_snapshots_locked(lambda o: o < new_start and o != newest)
             self._producers.evict_below(self._log_start_offset)
-            fsync_dir(self.dir)
+            self._local.sync_dir()
         except StorageError as e:
             self._go_offline(e)
             raise
@@ -1795,7 +1260,7 @@ class Log:
                     self._go_offline(e)
                     raise
                 return
-            if offset <= self._segments[0].base_offset or offset < self._log_start_offset:
+            if offset <= self._local.segments[0].base_offset or offset < self._log_start_offset:
                 done = self._truncate_fully_locked(offset, offset)
             else:
                 done = []
@@ -1809,28 +1274,14 @@ class Log:
 
     def _truncate_locked(self, offset: int) -> None:
         self._first_dirty = min(self._first_dirty, offset)
-        i = self._segment_index(offset)
         # Newest first, each removal durable before the next: a crash leaves a prefix.
-        for doomed in reversed(self._segments[i + 1 :]):
-            doomed.delete()
-            fsync_dir(self.dir)
-        del self._segments[i + 1 :]
-        del self._bases[i + 1 :]
-        seg = self._segments[-1]
-        seg.truncate_to(offset)
-        seg.flush()
-        if seg.is_empty and len(self._segments) > 1:
-            # Keep an empty active segment only if it is the only one.
-            self._bases.pop()
-            self._segments.pop().delete()
-            fsync_dir(self.dir)
-        self._segments[-1].sealed = False
+        self._local.truncate_to_locked(offset)
         leo = self.log_end_offset
         self._epochs.truncate_from_end(leo)
         self._load_producer_state()
         self._hw = min(self._hw, leo)
-        self._recovery_point = min(self._recovery_point, leo)
-        self._persist_recovery_point()  # also fsyncs the directory
+        self._local.recovery_point = min(self._local.recovery_point, leo)
+        self._local.persist_recovery_point()  # also fsyncs the directory
 
     def truncate_fully_and_start_at(self, offset: int, *, log_start_offset: int | None = None) -> None:
         """Delete every segment and restart the log empty at ``offset`` (Kafka's
@@ -1859,22 +1310,18 @@ class Log:
             # The checkpoint goes first: a missing one is rebuilt from whatever segments a
             # crash leaves behind, a stale one would describe deleted batches.
             self._epochs.clear()
-            fsync_dir(self.dir)
-            for doomed in reversed(self._segments):
-                doomed.delete()
-                fsync_dir(self.dir)
+            self._local.sync_dir()
+            self._local.delete_all_segments_locked()
             self._delete_snapshots_locked(lambda o: True)
             self._log_start_offset = log_start
             self._persist_log_start_offset()  # fsyncs the directory for the deletions too
-            new = Segment(self.dir, offset, index_interval_bytes=self._config.index_interval_bytes)
-            new.compacted = self._config.compact
-            self._segments = [new]
-            self._bases = [offset]
+            new = self._local.new_segment(offset)
+            self._local.reset_locked(new)
             self._local_log_start_offset = offset
             new.flush()
             self._producers.clear()
-            self._recovery_point = offset
-            self._persist_recovery_point()
+            self._local.recovery_point = offset
+            self._local.persist_recovery_point()
         except StorageError as e:
             self._go_offline(e)
             raise
@@ -1929,7 +1376,7 @@ class Log:
         if i == len(self._snapshots) or self._snapshots[i] != offset:
             self._snapshots.insert(i, offset)
         # Superseded by this one: snapshots inside the active segment (earlier clean closes).
-        base = self._segments[-1].base_offset
+        base = self._local.active.base_offset
         try:
             self._delete_snapshots_locked(lambda o: base < o < offset)
         except StorageError as e:
@@ -1952,7 +1399,7 @@ class Log:
         leo = self.log_end_offset
         removed = self._delete_snapshots_locked(lambda o: o > leo)
         entries: list[ProducerEntry] = []
-        start = self._segments[0].base_offset
+        start = self._local.segments[0].base_offset
         for off in reversed(list(self._snapshots)):
             path = self.producer_snapshot_path(off)
             try:
@@ -1969,7 +1416,7 @@ class Log:
         scanned = self._replay_locked(start, now)
         self._producers.evict_below(self._log_start_offset)
         if removed:
-            fsync_dir(self.dir)
+            self._local.sync_dir()
         if scanned:
             self._take_snapshot_locked(leo)
 
@@ -1977,7 +1424,7 @@ class Log:
         """Apply the producer batches from offset ``start`` to the log end (headers only)."""
         if start >= self.log_end_offset:
             return False
-        for seg in self._segments[self._segment_index(start) :]:
+        for seg in self._local.segments[self._local.segment_index(start) :]:
             if seg.next_offset <= start:
                 continue
             pos = 0
@@ -2010,23 +1457,16 @@ class Log:
                 return
             try:
                 if clean and self._offline is None:
-                    for s in self._segments:
-                        if s.dirty or s is self._segments[-1]:
-                            s.flush()
-                    fsync_dir(self.dir)
-                    self._recovery_point = self.log_end_offset
+                    self._local.flush_for_close_locked()
+                    self._local.recovery_point = self.log_end_offset
                     if not self._hw_external:
-                        done = self._advance_hw_locked(self._recovery_point)
-                    self._persist_recovery_point()
+                        done = self._advance_hw_locked(self._local.recovery_point)
+                    self._local.persist_recovery_point()
                     # The next open loads this and scans nothing.
                     self._take_snapshot_locked(self.log_end_offset)
             finally:
                 self._closed = True
-                for s in self._segments:
-                    if clean and self._offline is None:
-                        s.close()
-                    else:
-                        s.close_quietly()
+                self._local.close_segments(clean and self._offline is None)
                 waiters, self._waiters = self._waiters, []
         for fut in done:  # made durable by the final flush
             if not fut.done():
@@ -2040,34 +1480,12 @@ class Log:
         """Close and remove the partition directory (renamed to ``*-delete`` first, so a
         crash half-way leaves a name the manager recognizes and removes)."""
         self.close(clean=False)
-        doomed = delete_dir_path(self.dir)  # fits NAME_MAX for every legal topic name
-        try:
-            os.rename(self.dir, doomed)
-            fsync_dir(os.path.dirname(self.dir) or ".")
-            shutil.rmtree(doomed)
-        except FileNotFoundError:
-            pass
-        except OSError as e:
-            raise StorageError(f"cannot delete log directory {self.dir}: {e}") from e
-
-
-def _warn_discard(path: str, why: str) -> None:
-    """One WARNING per file that recovery at start discards, with what it held."""
-    try:
-        size = f"{os.path.getsize(path)} bytes"
-    except OSError:
-        size = "size unknown"
-    logger.warning("recovery discards %s (%s): %s", path, size, why)
-
-
-def _unlink(path: str) -> None:
-    try:
-        disk.unlink_missing_ok(path)
-    except OSError as e:
-        raise StorageError(f"cannot remove {path}: {e}") from e
+        self._local.delete_directory()
 
 
 __all__ = [
+    "CLEANED_SUFFIX",
+    "CLEANER_CHECKPOINT_FILE",
     "LOG_START_OFFSET_FILE",
     "RECOVERY_POINT_FILE",
     "AppendGuard",

@@ -398,13 +398,13 @@ def child_batches(log: Log, rnd: random.Random, epoch: int, count: int) -> None:
 
 
 def child_main(log_dir: str, seed: int, kill_at: int | None) -> None:
-    import hot.log as hot_log
+    import hot.local_log as hot_local_log  # every fsync_dir of truncation resolves there
 
     rnd = random.Random(seed)
     log = Log.open(log_dir, CRASH_CONFIG, topic="t", partition=0, hw_managed_externally=True)
     out = sys.stdout
     if kill_at is not None:
-        real: Callable[[str | Path], None] = hot_log.fsync_dir
+        real: Callable[[str | Path], None] = hot_local_log.fsync_dir
         calls = 0
 
         def fsync_dir(path: str | Path) -> None:
@@ -414,7 +414,7 @@ def child_main(log_dir: str, seed: int, kill_at: int | None) -> None:
                 os.kill(os.getpid(), signal.SIGKILL)
             real(path)
 
-        hot_log.fsync_dir = fsync_dir  # type: ignore[assignment]
+        hot_local_log.fsync_dir = fsync_dir  # type: ignore[assignment]
         if seed % 2:
             log.truncate_fully_and_start_at(log.log_end_offset + 3)
         else:
