@@ -52,7 +52,8 @@ from tiering.config import TieringConfig
 from tiering.manifest import ManifestStore, PartitionManifest
 from tiering.metrics import CacheStatsCollector, DirectGetCollector, TieringMetrics
 from tiering.remote_read import RemoteReader
-from tiering.store import ObjectStore, S3Store
+from tiering.s3_store import S3Store
+from tiering.store import ObjectStore
 from tiering.sweeper import OrphanSweeper
 from tiering.upload_lag import ShutdownUpload, pending_ranges, roll_aged_segments
 from tiering.uploader import PartitionStoppedError, Uploader
