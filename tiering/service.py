@@ -49,7 +49,8 @@ from hot.topics import TopicInfo
 from tiering.cache import ChunkCache
 from tiering.compactor import WORK_DIR, RemoteCompactor
 from tiering.config import TieringConfig
-from tiering.manifest import ManifestStore, PartitionManifest
+from tiering.manifest import PartitionManifest
+from tiering.manifest_store import ManifestStore
 from tiering.metrics import CacheStatsCollector, DirectGetCollector, TieringMetrics
 from tiering.remote_read import RemoteReader
 from tiering.s3_store import S3Store

@@ -33,7 +33,7 @@ Retry caveat: S3Store retries transient failures inside botocore (standard mode)
 conditional put whose first attempt succeeded but whose response was lost is retried and
 then fails its own precondition, so a ``PreconditionFailedError`` means "the object is not
 what you expected", not "nothing was written"; compare-and-swap callers reload and
-re-apply idempotent changes (``tiering.manifest.ManifestStore.update`` does).
+re-apply idempotent changes (``tiering.manifest_store.ManifestStore.update`` does).
 """
 
 from __future__ import annotations
