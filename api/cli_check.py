@@ -107,7 +107,7 @@ async def check_bucket(
     from hot.log import LOG_START_OFFSET_FILE, read_offset_file
     from hot.manager import LogManager
     from tiering.check import check_remote_partition
-    from tiering.manifest import ManifestStore
+    from tiering.manifest_store import ManifestStore
     from tiering.store import open_store
 
     layout = LogManager(data_dir)

@@ -35,7 +35,7 @@ from cluster.replica_manager import PartitionReplica, ReplicaManager, Role
 from hot.errors import ObjectStoreError, StrataError
 from hot.log import Log
 from hot.tasks import cancel_and_wait
-from tiering.manifest import ManifestStore
+from tiering.manifest_store import ManifestStore
 
 log = logging.getLogger("strata.cluster.follower_retention")
 

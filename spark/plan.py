@@ -56,7 +56,8 @@ from hot.errors import (
 from hot.records import decode_batch
 from spark.columnar import frame
 from spark.options import ReadOptions, StoreOptions, TopicPartition
-from tiering.manifest import ManifestStore, PartitionManifest, RemoteSegment, SegmentState
+from tiering.manifest import PartitionManifest, RemoteSegment, SegmentState
+from tiering.manifest_store import ManifestStore
 from tiering.store import InvalidRangeError, ObjectStore, open_store
 
 INDEX_ENTRY: Final = struct.Struct(">II")

@@ -53,7 +53,7 @@ from spark.plan import (
     refused,
     run_blocking,
 )
-from tiering.manifest import ManifestStore
+from tiering.manifest_store import ManifestStore
 from tiering.store import InvalidRangeError, SyncObjectStore
 
 # Arrow batches handed to Spark stay below this: its JVM side takes Arrow buffers up to 4 MiB

@@ -24,7 +24,8 @@ from hot.check import (
     scan_segment,
 )
 from hot.errors import ObjectStoreError
-from tiering.manifest import ManifestStore, RemoteSegment, SegmentState
+from tiering.manifest import RemoteSegment, SegmentState
+from tiering.manifest_store import ManifestStore
 from tiering.store import ObjectStore
 
 

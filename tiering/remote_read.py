@@ -72,7 +72,8 @@ from hot.records import decode_batch
 from tiering.cache import ChunkCache, RemoteCorruptObjectError, RemoteObjectMissingError
 from tiering.config import TieringConfig
 from tiering.keys import manifest_key
-from tiering.manifest import ManifestError, ManifestStore, PartitionManifest, RemoteSegment, SegmentState
+from tiering.manifest import ManifestError, PartitionManifest, RemoteSegment, SegmentState
+from tiering.manifest_store import ManifestStore
 from tiering.store import ObjectStore
 
 logger = logging.getLogger(__name__)

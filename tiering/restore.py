@@ -41,7 +41,8 @@ from hot.errors import CorruptLogError, ObjectNotFoundError, StrataError, TopicE
 from hot.manager import LogManager
 from hot.producer_state import ProducerSnapshotFile, snapshot_name
 from hot.topics import TOPICS_FILE, TopicRegistry
-from tiering.manifest import ManifestError, ManifestStore, RemoteSegment, SegmentState
+from tiering.manifest import ManifestError, RemoteSegment, SegmentState
+from tiering.manifest_store import ManifestStore
 from tiering.service import PENDING_DELETES_FILE, PendingDeletes
 from tiering.store import ObjectStore
 

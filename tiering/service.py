@@ -49,10 +49,12 @@ from hot.topics import TopicInfo
 from tiering.cache import ChunkCache
 from tiering.compactor import WORK_DIR, RemoteCompactor
 from tiering.config import TieringConfig
-from tiering.manifest import ManifestStore, PartitionManifest
+from tiering.manifest import PartitionManifest
+from tiering.manifest_store import ManifestStore
 from tiering.metrics import CacheStatsCollector, DirectGetCollector, TieringMetrics
 from tiering.remote_read import RemoteReader
-from tiering.store import ObjectStore, S3Store
+from tiering.s3_store import S3Store
+from tiering.store import ObjectStore
 from tiering.sweeper import OrphanSweeper
 from tiering.upload_lag import ShutdownUpload, pending_ranges, roll_aged_segments
 from tiering.uploader import PartitionStoppedError, Uploader

@@ -19,7 +19,7 @@ from hot.errors import ObjectStoreError, StrataError, UnknownTopicOrPartitionErr
 from hot.manager import LogManager
 from tiering.config import TieringConfig
 from tiering.keys import manifest_key, partition_root
-from tiering.manifest import ManifestStore
+from tiering.manifest_store import ManifestStore
 from tiering.metrics import TieringMetrics
 
 logger = logging.getLogger(__name__)

@@ -64,7 +64,6 @@ from tiering.keys import SegmentKeys, manifest_key, partition_root, segment_keys
 from tiering.manifest import (
     CompactionConflictError,
     ManifestError,
-    ManifestStore,
     Mutation,
     PartitionManifest,
     RemoteSegment,
@@ -72,6 +71,7 @@ from tiering.manifest import (
     SegmentState,
     SpilloverRef,
 )
+from tiering.manifest_store import ManifestStore
 from tiering.metrics import TieringMetrics
 
 logger = logging.getLogger(__name__)

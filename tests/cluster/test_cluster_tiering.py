@@ -16,7 +16,8 @@ from hot.errors import FencedLeaderEpochError
 from tests.cluster.clusterlib import Cluster, wait_until
 from tests.cluster.etcdlib import EtcdProcess
 from tiering.keys import manifest_key
-from tiering.manifest import ManifestStore, PartitionManifest, SegmentState
+from tiering.manifest import PartitionManifest, SegmentState
+from tiering.manifest_store import ManifestStore
 from tiering.store import open_store
 
 ck = pytest.importorskip("confluent_kafka")

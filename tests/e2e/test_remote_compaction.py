@@ -20,7 +20,8 @@ from confluent_kafka import Producer
 from tests.brokers import BrokerProcess, S3Endpoint, create_topic
 from tests.e2e.test_compaction import KEYS, TOPIC, consume, kcat
 from tiering.keys import partition_root
-from tiering.manifest import ManifestStore, PartitionManifest
+from tiering.manifest import PartitionManifest
+from tiering.manifest_store import ManifestStore
 from tiering.store import open_store
 
 pytestmark = pytest.mark.timeout(300)

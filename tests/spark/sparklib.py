@@ -20,7 +20,8 @@ from hot.log import Log
 from hot.records import Header, RecordInput, build_batch
 from tests.tiering.tierlib import CountingStore as _CountingStore
 from tiering.keys import segment_keys
-from tiering.manifest import ManifestStore, RemoteSegment, SegmentState
+from tiering.manifest import RemoteSegment, SegmentState
+from tiering.manifest_store import ManifestStore
 from tiering.store import ObjectStore
 
 TS0 = 1_700_000_000_000

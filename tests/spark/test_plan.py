@@ -30,7 +30,8 @@ from tests.spark.sparklib import (
     rows_of_table,
     tier_log,
 )
-from tiering.manifest import ManifestStore, RemoteSegment
+from tiering.manifest import RemoteSegment
+from tiering.manifest_store import ManifestStore
 from tiering.store import ObjectStore, SyncObjectStore, open_store
 
 TOPIC = "events"

@@ -40,7 +40,7 @@ from tests.spark.sparklib import (
     tier_log,
     upload_segment_files,
 )
-from tiering.manifest import ManifestStore
+from tiering.manifest_store import ManifestStore
 from tiering.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.brokers import BrokerProcess, S3Endpoint, create_topic
-from tiering.manifest import ManifestStore
+from tiering.manifest_store import ManifestStore
 from tiering.store import open_store
 
 TOPIC = "tiered"

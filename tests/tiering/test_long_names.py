@@ -22,7 +22,7 @@ from confluent_kafka.admin import AdminClient
 from api.export import export, parse_options
 from tests.brokers import ROOT, BrokerProcess, create_topic
 from tests.ops.settle import partitions
-from tiering.manifest import ManifestStore
+from tiering.manifest_store import ManifestStore
 from tiering.store import open_store
 
 pytestmark = pytest.mark.timeout(300)

@@ -25,7 +25,6 @@ from tiering.manifest import (
     CorruptManifestError,
     InvalidSegmentError,
     InvalidStateTransitionError,
-    ManifestStore,
     PartitionManifest,
     RemoteSegment,
     SegmentOverlapError,
@@ -33,6 +32,7 @@ from tiering.manifest import (
     SpilloverRef,
     check_transition,
 )
+from tiering.manifest_store import ManifestStore
 from tiering.store import ObjectStore, SyncObjectStore, open_store
 
 ROOT = Path(__file__).resolve().parents[2]

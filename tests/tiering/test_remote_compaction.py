@@ -27,7 +27,8 @@ from tests.tiering.rclib import (
 )
 from tests.tiering.uplib import load_manifest, make_store, new_service, root_of, sample, store_url
 from tiering.keys import manifest_key
-from tiering.manifest import CompactionConflictError, ManifestStore, SegmentState
+from tiering.manifest import CompactionConflictError, SegmentState
+from tiering.manifest_store import ManifestStore
 from tiering.service import TieringService
 from tiering.store import ObjectStore
 

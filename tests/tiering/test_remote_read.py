@@ -43,7 +43,8 @@ from tests.tiering.tierlib import (
 )
 from tiering.cache import DEFAULT_WHOLE_OBJECT_BYTES, ChunkCache
 from tiering.keys import manifest_key
-from tiering.manifest import ManifestStore, RemoteSegment
+from tiering.manifest import RemoteSegment
+from tiering.manifest_store import ManifestStore
 from tiering.remote_read import (
     RemoteCorruptObjectError,
     RemoteObjectMissingError,

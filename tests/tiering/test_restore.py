@@ -17,7 +17,8 @@ from hot.errors import OffsetMovedToTieredStorageError
 from hot.log import Log
 from hot.manager import LogManager
 from tests.tiering.tierlib import make_batch, make_log, set_log_start, upload_all
-from tiering.manifest import ManifestStore, RemoteSegment
+from tiering.manifest import RemoteSegment
+from tiering.manifest_store import ManifestStore
 from tiering.restore import (
     RestoreError,
     RestoreEvent,

@@ -25,7 +25,8 @@ from tests.tiering.uplib import (
     store_url,
 )
 from tiering.keys import manifest_key, segment_keys, topic_manifest_key
-from tiering.manifest import ManifestStore, SegmentState
+from tiering.manifest import SegmentState
+from tiering.manifest_store import ManifestStore
 from tiering.service import PENDING_DELETES_FILE, PendingDeletes
 
 

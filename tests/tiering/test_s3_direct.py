@@ -14,7 +14,8 @@ import pytest
 from hot.errors import ObjectNotFoundError, ObjectStoreError, RetriableObjectStoreError
 from tests.brokers import S3Endpoint
 from tiering.s3_direct import DirectGet
-from tiering.store import InvalidRangeError, S3Store, open_store
+from tiering.s3_store import S3Store
+from tiering.store import InvalidRangeError, open_store
 
 
 def _s3(url: str) -> S3Store:

@@ -14,8 +14,9 @@ from tests.tiering.uplib import load_manifest, new_manager, new_service, produce
 from tiering.config import TieringConfig
 from tiering.manifest import SegmentState
 from tiering.metrics import TieringMetrics
+from tiering.s3_store import S3Store
 from tiering.service import TieringService
-from tiering.store import S3Store, open_store
+from tiering.store import open_store
 
 
 async def test_start_creates_the_s3_client(tmp_path: Path, s3_bucket: str) -> None:

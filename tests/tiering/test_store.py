@@ -20,18 +20,10 @@ from hot.errors import (
     StorageError,
 )
 from tests.brokers import S3Endpoint
-from tiering.store import (
-    ETAG_XATTR,
-    MIN_PART_SIZE,
-    BufferPool,
-    FileStore,
-    InvalidRangeError,
-    ObjectStore,
-    S3Store,
-    SyncObjectStore,
-    open_store,
-)
-from tiering.store import _read_body_into as read_body_into
+from tiering.file_store import ETAG_XATTR, FileStore
+from tiering.s3_store import MIN_PART_SIZE, BufferPool, S3Store
+from tiering.s3_store import _read_body_into as read_body_into
+from tiering.store import InvalidRangeError, ObjectStore, SyncObjectStore, open_store
 
 
 def _url(request: pytest.FixtureRequest, backend: str, tmp_path: Path) -> str:
@@ -603,7 +595,7 @@ async def test_s3_warm_up_against_a_dead_endpoint_fails_quietly_and_close_cancel
 def test_timestamp_parser_agrees_with_botocore(value: str) -> None:
     from botocore.utils import parse_timestamp
 
-    from tiering.store import _parse_timestamp
+    from tiering.s3_store import _parse_timestamp
 
     ours, theirs = _parse_timestamp(value), parse_timestamp(value)
     assert ours == theirs and (ours.utcoffset() is None) == (theirs.utcoffset() is None)

@@ -33,7 +33,8 @@ from tests.tiering.uplib import (
 )
 from tiering.config import TieringConfig
 from tiering.keys import topic_manifest_key
-from tiering.manifest import ManifestStore, SegmentState
+from tiering.manifest import SegmentState
+from tiering.manifest_store import ManifestStore
 from tiering.service import TieringService
 from tiering.uploader import FAULT_POINTS, PartitionState, PartitionStoppedError
 

@@ -23,7 +23,8 @@ from hot.log import Log
 from hot.records import RecordInput, build_batch
 from hot.segment import Segment
 from tiering.keys import segment_keys
-from tiering.manifest import ManifestStore, PartitionManifest, RemoteSegment, SegmentState
+from tiering.manifest import PartitionManifest, RemoteSegment, SegmentState
+from tiering.manifest_store import ManifestStore
 from tiering.store import ObjectInfo, ObjectStore
 
 TS0 = 1_700_000_000_000

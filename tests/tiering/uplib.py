@@ -27,7 +27,8 @@ from hot.manager import LogManager
 from tests.hot.hotlib import batch_at
 from tiering.config import TieringConfig
 from tiering.keys import SegmentKeys, partition_root
-from tiering.manifest import ManifestStore, PartitionManifest, SegmentState
+from tiering.manifest import PartitionManifest, SegmentState
+from tiering.manifest_store import ManifestStore
 from tiering.metrics import TieringMetrics
 from tiering.service import TieringService
 from tiering.store import ObjectStore, open_store
