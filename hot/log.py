@@ -2,7 +2,8 @@
 
 Structure (Kafka's UnifiedLog / LocalLog / LogLoader): ``Log`` here owns the appends
 (leader and follower), the high watermark and its waiters, leader epochs, producer state
-and its snapshots, the log start offsets, retention and the public API. The segment list,
+(its snapshot files: ``hot.producer_snapshots``), the log start offsets, retention and the
+public API. The segment list,
 rolling, read position lookup, cutting segments, the cleaner's swap, the recovery point
 and the directory's small files are ``hot.local_log.LocalLog``, one per ``Log``, always
 called with ``Log._lock`` held; opening and recovery are ``hot.log_loader``; an append's
@@ -64,11 +65,9 @@ partition is refused) while in the last segment it is a torn write (truncated).
 
 from __future__ import annotations
 
-import bisect
 import heapq
 import itertools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -103,14 +102,12 @@ from hot.local_log import (
 )
 from hot.log_append import byte_view, check_producers, leader_iov, validate_batches
 from hot.log_loader import create_directory_at, load_leader_epochs, load_segments
+from hot.producer_snapshots import ProducerSnapshots
 from hot.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
     ProducerAppend,
     ProducerEntry,
-    ProducerSnapshotFile,
-    ProducerStateManager,
-    snapshot_name,
 )
 from hot.region import FileRegion
 from hot.segment import (
@@ -237,8 +234,8 @@ class Log:
         self._waiters: list[tuple[int, int, Future[None]]] = []
         self._seq = itertools.count()
         self._listeners: list[HwListener] = []
-        self._producers = ProducerStateManager(producer_id_expiration_ms)
-        self._snapshots: list[int] = []  # offsets of the .snapshot files, ascending
+        # Producer state and its .snapshot files (protected by self._lock).
+        self._pstate = ProducerSnapshots(directory, f"{topic}-{partition}", producer_id_expiration_ms)
         self._unflushed_messages = 0
         self._last_flush = time.monotonic()
         self.retention_guard: RetentionGuard | None = None
@@ -319,9 +316,9 @@ class Log:
             lso = loaded.log_start_offset
             if hw_managed_externally and high_watermark is not None:
                 log._hw = max(lso, min(high_watermark, log.log_end_offset))
-            log._snapshots = list(loaded.snapshots)
+            log._pstate.set_offsets_locked(list(loaded.snapshots))
             log._first_dirty = min(loaded.first_dirty, log.log_end_offset)
-            log._load_producer_state()
+            log._load_producer_state_locked()
             log._epochs = load_leader_epochs(d, log.name, loaded.segments, loaded.recovered, lso)
             if loaded.stored_recovery_point != log.log_end_offset:
                 log._local.persist_recovery_point()
@@ -640,7 +637,7 @@ class Log:
         with self._lock:
             self._check_usable()
             if idempotent:
-                plan = self._producers.begin(now_ms)
+                plan = self._pstate.state.begin(now_ms)
                 batches, dups, reported_first = check_producers(
                     plan, batches, self.log_end_offset, now_ms, log_append
                 )
@@ -743,7 +740,7 @@ class Log:
             if idempotent:
                 for b in batches:
                     if b.producer_id >= 0 and not b.is_control:
-                        self._producers.replay(
+                        self._pstate.state.replay(
                             b.producer_id,
                             b.producer_epoch,
                             b.base_sequence,
@@ -1092,7 +1089,7 @@ class Log:
                 return
             self._log_start_offset = offset
             self._local_log_start_offset = max(self._local_log_start_offset, offset)
-            self._producers.evict_below(offset)
+            self._pstate.state.evict_below(offset)
             try:
                 self._persist_log_start_offset()
                 self._epochs.truncate_from_start(offset)
@@ -1157,7 +1154,7 @@ class Log:
                     break
                 segs.append(seg)
             first_dirty = max(self._first_dirty, segs[0].base_offset) if segs else self._first_dirty
-            last = {pid: e.last_offset for pid, e in self._producers.entries().items()}
+            last = {pid: e.last_offset for pid, e in self._pstate.state.entries().items()}
             return CleanerView(tuple(segs), first_dirty, last, self.upload_waits_for_cleaner)
 
     def replace_segments(self, old: Sequence[Segment], cleaned: Segment) -> bool:
@@ -1201,9 +1198,8 @@ class Log:
                 # log start and lose sight of the remote part.
                 self._persist_log_start_offset()
             self._local.delete_segments(doomed)
-            newest = self._snapshots[-1] if self._snapshots else None
-            self._delete_snapshots_locked(lambda o: o < new_start and o != newest)
-            self._producers.evict_below(self._log_start_offset)
+            self._pstate.delete_below_locked(new_start)
+            self._pstate.state.evict_below(self._log_start_offset)
             self._local.sync_dir()
         except StorageError as e:
             self._go_offline(e)
@@ -1224,7 +1220,7 @@ class Log:
             if offset > self._log_start_offset:
                 self._log_start_offset = offset
                 self._local_log_start_offset = max(self._local_log_start_offset, offset)
-                self._producers.evict_below(offset)
+                self._pstate.state.evict_below(offset)
                 try:
                     self._persist_log_start_offset()
                     self._epochs.truncate_from_start(offset)
@@ -1278,7 +1274,7 @@ class Log:
         self._local.truncate_to_locked(offset)
         leo = self.log_end_offset
         self._epochs.truncate_from_end(leo)
-        self._load_producer_state()
+        self._load_producer_state_locked()
         self._hw = min(self._hw, leo)
         self._local.recovery_point = min(self._local.recovery_point, leo)
         self._local.persist_recovery_point()  # also fsyncs the directory
@@ -1312,14 +1308,14 @@ class Log:
             self._epochs.clear()
             self._local.sync_dir()
             self._local.delete_all_segments_locked()
-            self._delete_snapshots_locked(lambda o: True)
+            self._pstate.delete_locked(lambda o: True)
             self._log_start_offset = log_start
             self._persist_log_start_offset()  # fsyncs the directory for the deletions too
             new = self._local.new_segment(offset)
             self._local.reset_locked(new)
             self._local_log_start_offset = offset
             new.flush()
-            self._producers.clear()
+            self._pstate.state.clear()
             self._local.recovery_point = offset
             self._local.persist_recovery_point()
         except StorageError as e:
@@ -1334,116 +1330,35 @@ class Log:
 
     def producer_snapshot_path(self, offset: int) -> str:
         """Path of the producer-state snapshot as of ``offset`` (it may not exist)."""
-        return os.path.join(self.dir, snapshot_name(offset))
+        return self._pstate.path(offset)
 
     def producer_snapshots(self) -> list[int]:
         """Offsets of the producer-state snapshots on disk, ascending."""
         with self._lock:
-            return list(self._snapshots)
+            return self._pstate.offsets_locked()
 
     def producer_snapshot_after(self, segment: Segment) -> str | None:
         """The snapshot of the producer state right after ``segment`` (named by its next
         offset, i.e. the next segment's base), None if there is none (e.g. the active
         segment). Tiered storage uploads it with the segment, as Kafka's RemoteLogManager does."""
         with self._lock:
-            off = segment.next_offset
-            i = bisect.bisect_left(self._snapshots, off)
-            if i < len(self._snapshots) and self._snapshots[i] == off:
-                return self.producer_snapshot_path(off)
-            return None
+            return self._pstate.path_at_locked(segment.next_offset)
 
     def producer_entries(self) -> dict[int, ProducerEntry]:
         """A copy of the producer state: producer id -> entry."""
         with self._lock:
-            return self._producers.entries()
+            return self._pstate.state.entries()
 
     def max_producer_id(self) -> int:
         """The highest producer id in the state, -1 if none (producer id allocation floor)."""
         with self._lock:
-            return self._producers.max_producer_id()
+            return self._pstate.state.max_producer_id()
 
     def _take_snapshot_locked(self, offset: int, *, sync_dir: bool = True) -> None:
-        """Write the state as of ``offset`` (the current log end). A failure only costs a
-        longer scan at the next open, so it is logged, not raised."""
-        self._producers.remove_expired(time.time_ns() // 1_000_000)
-        path = self.producer_snapshot_path(offset)
-        try:
-            ProducerSnapshotFile.write(path, offset, self._producers.entries().values(), sync_dir=sync_dir)
-        except StorageError as e:
-            logger.warning("cannot write producer snapshot %s: %s", path, e)
-            return
-        i = bisect.bisect_left(self._snapshots, offset)
-        if i == len(self._snapshots) or self._snapshots[i] != offset:
-            self._snapshots.insert(i, offset)
-        # Superseded by this one: snapshots inside the active segment (earlier clean closes).
-        base = self._local.active.base_offset
-        try:
-            self._delete_snapshots_locked(lambda o: base < o < offset)
-        except StorageError as e:
-            logger.warning("cannot delete old producer snapshots of %s: %s", self.name, e)
+        self._pstate.take_locked(offset, self._local.active.base_offset, sync_dir=sync_dir)
 
-    def _delete_snapshots_locked(self, doomed: Callable[[int], bool]) -> bool:
-        """Delete the snapshots whose offset ``doomed`` selects; True if any. The caller
-        fsyncs the directory when the deletion must be durable."""
-        gone = [o for o in self._snapshots if doomed(o)]
-        for o in gone:
-            ProducerSnapshotFile.delete(self.producer_snapshot_path(o))
-            self._snapshots.remove(o)
-        return bool(gone)
-
-    def _load_producer_state(self) -> None:
-        """Rebuild the producer state for the current segments (open, truncation): drop
-        snapshots above the log end, load the latest valid one, replay the headers after
-        it. A damaged snapshot is deleted and the next older one (or the log) used."""
-        now = time.time_ns() // 1_000_000
-        leo = self.log_end_offset
-        removed = self._delete_snapshots_locked(lambda o: o > leo)
-        entries: list[ProducerEntry] = []
-        start = self._local.segments[0].base_offset
-        for off in reversed(list(self._snapshots)):
-            path = self.producer_snapshot_path(off)
-            try:
-                entries = ProducerSnapshotFile.read(path, off)
-            except CorruptLogError as e:
-                logger.warning("ignoring damaged producer snapshot: %s", e)
-                ProducerSnapshotFile.delete(path)
-                self._snapshots.remove(off)
-                removed = True
-                continue
-            start = max(start, off)
-            break
-        self._producers.load(entries, now)
-        scanned = self._replay_locked(start, now)
-        self._producers.evict_below(self._log_start_offset)
-        if removed:
-            self._local.sync_dir()
-        if scanned:
-            self._take_snapshot_locked(leo)
-
-    def _replay_locked(self, start: int, now_ms: int) -> bool:
-        """Apply the producer batches from offset ``start`` to the log end (headers only)."""
-        if start >= self.log_end_offset:
-            return False
-        for seg in self._local.segments[self._local.segment_index(start) :]:
-            if seg.next_offset <= start:
-                continue
-            pos = 0
-            if start > seg.base_offset:
-                found = seg.find_batch(start)
-                if found is None:
-                    continue
-                pos = found.position
-            for b in seg.iter_producer_batches(pos):
-                self._producers.replay(
-                    b.producer_id,
-                    b.producer_epoch,
-                    b.base_sequence,
-                    b.last_offset_delta,
-                    b.base_offset,
-                    b.max_timestamp,
-                    now_ms,
-                )
-        return True
+    def _load_producer_state_locked(self) -> None:
+        self._pstate.load_locked(self._local, self._log_start_offset)
 
     # --- closing -------------------------------------------------------------------------------------
 

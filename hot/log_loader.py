@@ -3,7 +3,7 @@
 ``load_segments`` runs once, from ``hot.log.Log.open``, before the ``Log`` exists, and
 hands back what it found (``LoadedSegments``); ``load_leader_epochs`` then builds the
 epoch cache for the loaded segments. The producer state is rebuilt by the ``Log`` itself
-(``Log._load_producer_state``), because follower truncation rebuilds it the same way.
+(``hot.producer_snapshots``), because follower truncation rebuilds it the same way.
 ``create_directory_at`` builds the directory of a partition that starts past offsets
 held only in the object store (``Log.create_at``).
 
@@ -169,7 +169,7 @@ def load_segments(directory: str, config: LogConfig, *, clean_shutdown: bool) ->
     leo = segments[-1].next_offset
     snapshots.sort()
     for off in snapshots:
-        if off > leo:  # deleted by Log._load_producer_state
+        if off > leo:  # deleted by ProducerSnapshots.load_locked
             _warn_discard(os.path.join(d, snapshot_name(off)), f"beyond the log end {leo}")
     return LoadedSegments(
         segments=segments,
