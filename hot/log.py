@@ -1,7 +1,8 @@
 """One partition's log: an ordered list of segments plus its offset bookkeeping.
 
 Structure (Kafka's UnifiedLog / LocalLog / LogLoader): ``Log`` here owns the appends
-(leader and follower), the high watermark and its waiters, leader epochs, producer state
+(leader and follower), the high watermark (its futures and listeners: ``hot.hw_waiters``),
+leader epochs, producer state
 (its snapshot files: ``hot.producer_snapshots``), the log start offsets, retention and the
 public API. The segment list,
 rolling, read position lookup, cutting segments, the cleaner's swap, the recovery point
@@ -65,8 +66,6 @@ partition is refused) while in the last segment it is a torn write (truncated).
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import threading
 import time
@@ -89,6 +88,7 @@ from hot.errors import (
     OffsetOutOfRangeError,
     StorageError,
 )
+from hot.hw_waiters import HwWaiters
 from hot.leader_epoch import EpochEntry, LeaderEpochCache
 from hot.local_log import (
     CLEANED_SUFFIX,
@@ -231,9 +231,8 @@ class Log:
         self._epochs = LeaderEpochCache(None)  # replaced by open()
         self._closed = False
         self._offline: StorageError | None = None
-        self._waiters: list[tuple[int, int, Future[None]]] = []
-        self._seq = itertools.count()
-        self._listeners: list[HwListener] = []
+        # High-watermark futures and listeners (protected by self._lock).
+        self._hw_waiters: HwWaiters[Log] = HwWaiters(self, f"{topic}-{partition}")
         # Producer state and its .snapshot files (protected by self._lock).
         self._pstate = ProducerSnapshots(directory, f"{topic}-{partition}", producer_id_expiration_ms)
         self._unflushed_messages = 0
@@ -456,13 +455,11 @@ class Log:
             if self._offline is not None:
                 return
             self._offline = error
-            waiters, self._waiters = self._waiters, []
+            waiters = self._hw_waiters.take_all_locked()
         logger.error("log %s taken offline: %s", self.name, error)
         self._report_storage_error(error)
-        for _, _, fut in waiters:
-            if not fut.done():
-                fut.set_exception(StorageError(f"log {self.name} is offline: {error}"))
-        self._notify()
+        HwWaiters.fail(waiters, lambda: StorageError(f"log {self.name} is offline: {error}"))
+        self._hw_waiters.notify()
 
     def _report_storage_error(self, error: StorageError) -> None:
         listener = self.storage_error_listener
@@ -480,14 +477,11 @@ class Log:
         block (e.g. ``loop.call_soon_threadsafe``): it normally runs outside the log's
         lock, but not when a failure found under the lock takes the log offline."""
         with self._lock:
-            self._listeners.append(callback)
+            self._hw_waiters.add_listener_locked(callback)
 
     def remove_hw_listener(self, callback: HwListener) -> None:
         with self._lock:
-            try:
-                self._listeners.remove(callback)
-            except ValueError:
-                pass
+            self._hw_waiters.remove_listener_locked(callback)
 
     def high_watermark_future(self, offset: int) -> Future[None]:
         """Completed once ``high_watermark >= offset``; failed with StorageError if the log
@@ -501,7 +495,7 @@ class Log:
             elif self._closed:
                 fut.set_exception(LogClosedError(f"log {self.name} is closed"))
             else:
-                heapq.heappush(self._waiters, (offset, next(self._seq), fut))
+                self._hw_waiters.wait_locked(offset, fut)
         return fut
 
     def set_high_watermark(self, hw: int) -> int:
@@ -530,23 +524,10 @@ class Log:
         if hw <= self._hw:
             return []
         self._hw = hw
-        done: list[Future[None]] = []
-        while self._waiters and self._waiters[0][0] <= hw:
-            done.append(heapq.heappop(self._waiters)[2])
-        return done
+        return self._hw_waiters.reached_locked(hw)
 
     def _fire(self, done: list[Future[None]]) -> None:
-        for fut in done:
-            if not fut.done():
-                fut.set_result(None)
-        self._notify()
-
-    def _notify(self) -> None:
-        for cb in list(self._listeners):
-            try:
-                cb(self)
-            except Exception:
-                logger.exception("high watermark listener of %s failed", self.name)
+        self._hw_waiters.fire(done)
 
     # --- leader epochs ----------------------------------------------------------------------------
 
@@ -1382,14 +1363,10 @@ class Log:
             finally:
                 self._closed = True
                 self._local.close_segments(clean and self._offline is None)
-                waiters, self._waiters = self._waiters, []
-        for fut in done:  # made durable by the final flush
-            if not fut.done():
-                fut.set_result(None)
-        for _, _, fut in waiters:
-            if not fut.done():
-                fut.set_exception(LogClosedError(f"log {self.name} was closed"))
-        self._notify()
+                waiters = self._hw_waiters.take_all_locked()
+        HwWaiters.complete(done)  # made durable by the final flush
+        HwWaiters.fail(waiters, lambda: LogClosedError(f"log {self.name} was closed"))
+        self._hw_waiters.notify()
 
     def delete(self) -> None:
         """Close and remove the partition directory (renamed to ``*-delete`` first, so a
