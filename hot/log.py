@@ -115,6 +115,7 @@ from hot.segment import (
     WriteUndoFailedError,
     segment_name,
 )
+from hot.segment_handoff import CleanerView, SegmentHandoff
 
 if TYPE_CHECKING:
     from hot.flush import GroupCommitter
@@ -169,16 +170,6 @@ class ReadResult:
         if len(self.regions) == 1:
             return self.regions[0].read()
         return b"".join(r.read() for r in self.regions)
-
-
-@dataclass(frozen=True, slots=True)
-class CleanerView:
-    """What the cleaner may work on, taken under the log's lock (see ``Log.cleaner_view``)."""
-
-    segments: tuple[Segment, ...]  # cleanable: sealed, below the HW, past min.compaction.lag.ms
-    first_dirty: int  # segments from here on were never cleaned
-    producer_last_offsets: dict[int, int]  # producer id -> offset of its last batch
-    upload_waits: bool  # tiered: uploads wait for these segments to be cleaned
 
 
 # --- the log ----------------------------------------------------------------------------------
@@ -244,8 +235,7 @@ class Log:
         # Compaction (hot.cleaner). With a cleaner attached, a compacted tiered log uploads
         # only cleaned segments, and the cleaner never rewrites one handed to the uploader.
         self.cleaner_attached = False
-        self._first_dirty = 0
-        self._upload_floor = 0  # segments ending at or below it were handed to the uploader
+        self._handoff = SegmentHandoff(self._local)  # first dirty offset, upload floor
 
     # --- opening and recovery ------------------------------------------------------------------
 
@@ -316,7 +306,7 @@ class Log:
             if hw_managed_externally and high_watermark is not None:
                 log._hw = max(lso, min(high_watermark, log.log_end_offset))
             log._pstate.set_offsets_locked(list(loaded.snapshots))
-            log._first_dirty = min(loaded.first_dirty, log.log_end_offset)
+            log._handoff.first_dirty = min(loaded.first_dirty, log.log_end_offset)
             log._load_producer_state_locked()
             log._epochs = load_leader_epochs(d, log.name, loaded.segments, loaded.recovered, lso)
             if loaded.stored_recovery_point != log.log_end_offset:
@@ -1085,17 +1075,8 @@ class Log:
         with self._lock:
             limit = min(max_offset, self._hw)
             if self.upload_waits_for_cleaner:
-                limit = min(limit, self._first_dirty)
-            out: list[Segment] = []
-            segs = self._local.segments
-            for seg in segs[self._local.segment_index(from_offset) : -1]:
-                if seg.next_offset > limit:
-                    break
-                if seg.next_offset > from_offset and not seg.is_empty:
-                    out.append(seg)
-            if out:
-                self._upload_floor = max(self._upload_floor, out[-1].next_offset)
-            return out
+                limit = min(limit, self._handoff.first_dirty)
+            return self._handoff.for_upload_locked(limit, from_offset)
 
     # --- compaction (hot.cleaner) ---------------------------------------------------------------
 
@@ -1104,39 +1085,27 @@ class Log:
         """A compacted tiered log with a cleaner: only cleaned segments are uploaded (those
         below ``first_dirty_offset``), so the bucket gets compacted data and the cleaner
         never rewrites a segment the uploader may be reading."""
-        cfg = self._config
-        return self.cleaner_attached and cfg.compact and cfg.remote_storage_enable
+        return self._handoff.upload_waits(self.cleaner_attached)
 
     @property
     def first_dirty_offset(self) -> int:
         """Segments from this offset on were never cleaned (``cleaner-offset-checkpoint``)."""
-        return self._first_dirty
+        return self._handoff.first_dirty
 
     def set_first_dirty_offset(self, offset: int) -> None:
         """Persist the cleaner's progress (atomic, durable). Segments below it may hold offset
         gaps: open lets their batches skip offsets (``Segment.compacted``)."""
         with self._lock:
-            if offset <= self._first_dirty:
-                return
-            self._first_dirty = offset
-            self._local.write_offset_file(CLEANER_CHECKPOINT_FILE, offset)
+            self._handoff.set_first_dirty_locked(offset)
 
     def cleaner_view(self, now_ms: int) -> CleanerView:
         """The cleanable segments: sealed, entirely below the high watermark, newest record
         older than min.compaction.lag.ms, not handed to the uploader; oldest first, stopping
         at the first that does not qualify."""
         with self._lock:
-            lag = self._config.min_compaction_lag_ms
-            segs: list[Segment] = []
-            for seg in self._local.segments[:-1]:
-                if seg.next_offset <= self._upload_floor or seg.next_offset <= self._log_start_offset:
-                    continue
-                if seg.next_offset > self._hw or now_ms - seg.largest_timestamp() < lag:
-                    break
-                segs.append(seg)
-            first_dirty = max(self._first_dirty, segs[0].base_offset) if segs else self._first_dirty
-            last = {pid: e.last_offset for pid, e in self._pstate.state.entries().items()}
-            return CleanerView(tuple(segs), first_dirty, last, self.upload_waits_for_cleaner)
+            return self._handoff.cleaner_view_locked(
+                now_ms, self._hw, self._log_start_offset, self._pstate.state, self.upload_waits_for_cleaner
+            )
 
     def replace_segments(self, old: Sequence[Segment], cleaned: Segment) -> bool:
         """Swap ``cleaned`` (sealed and closed ``<B>.*.cleaned`` files, B = old[0]'s base)
@@ -1250,7 +1219,7 @@ class Log:
             self._fire(done)
 
     def _truncate_locked(self, offset: int) -> None:
-        self._first_dirty = min(self._first_dirty, offset)
+        self._handoff.truncated_locked(offset)
         # Newest first, each removal durable before the next: a crash leaves a prefix.
         self._local.truncate_to_locked(offset)
         leo = self.log_end_offset
@@ -1282,7 +1251,7 @@ class Log:
             self._fire(done)
 
     def _truncate_fully_locked(self, offset: int, log_start: int) -> list[Future[None]]:
-        self._first_dirty = min(self._first_dirty, offset)
+        self._handoff.truncated_locked(offset)
         try:
             # The checkpoint goes first: a missing one is rebuilt from whatever segments a
             # crash leaves behind, a stale one would describe deleted batches.
