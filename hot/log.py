@@ -2,13 +2,13 @@
 
 Structure (Kafka's UnifiedLog / LocalLog / LogLoader): ``Log`` here owns the appends
 (leader and follower), the high watermark (its futures and listeners: ``hot.hw_waiters``),
-leader epochs, producer state
-(its snapshot files: ``hot.producer_snapshots``), the log start offsets, retention and the
-public API. The segment list,
-rolling, read position lookup, cutting segments, the cleaner's swap, the recovery point
-and the directory's small files are ``hot.local_log.LocalLog``, one per ``Log``, always
-called with ``Log._lock`` held; opening and recovery are ``hot.log_loader``; an append's
-batch checks and stamping are ``hot.log_append``. There is one lock, ``Log._lock`` (plus
+leader epochs, producer state (its snapshot files: ``hot.producer_snapshots``), the log
+start offsets, retention and the public API; which segments the cleaner and the uploader
+may take is ``hot.segment_handoff``. The segment list, rolling, read position lookup,
+cutting segments, the cleaner's swap, the recovery point and the directory's small files
+are ``hot.local_log.LocalLog``, one per ``Log``, always called with ``Log._lock`` held;
+opening and recovery are ``hot.log_loader``; an append's batch checks and stamping are
+``hot.log_append``. There is one lock, ``Log._lock`` (plus
 ``_flush_lock`` serializing flush / retention / truncation / close, and LocalLog's
 recovery-point file lock), exactly as before the split.
 
@@ -259,30 +259,13 @@ class Log:
         interval mode when flush.messages is reached); without one the caller must call
         ``flush()`` for the high watermark to move in fsync mode.
 
-        * A cleaner swap that reached its commit point (``<B>.log.swap`` present) is
-          completed first (``_complete_swaps``). Then stray ``.tmp`` / ``.deleted`` /
-          ``.cleaned`` / ``.swap`` files are removed (Strata only creates them
-          transiently; for the cleaner's, the old segments keep serving), as are index
-          files without a ``.log``. A file
-          with a segment suffix whose name is not 20 digits is CorruptLogError.
-        * ``clean_shutdown``: every file is trusted; indexes get a sanity check (rebuilt
-          from the log headers if it fails) and only the tail after the last index entry
-          is scanned to find the log end.
-        * Otherwise every segment from the one holding the recovery point to the end is
-          validated batch by batch (CRC-32C). The first invalid batch of the LAST segment
-          is a torn write: the file is truncated there (a warning names file, position
-          and bytes dropped). In any earlier segment it is corruption: CorruptLogError
-          naming the file and position, and nothing is served. Recovered segments are
-          fsynced, so the high watermark starts at the recovered log end.
-        * A ``log-start-offset`` beyond the recovered log end restarts the log empty at
-          that offset (Kafka does the same).
-        * Producer state: snapshots above the log end are deleted; the latest valid one
-          at or below it is loaded (damaged ones are deleted and ignored) and the batch
-          headers after it are replayed. After a clean shutdown the snapshot written at
-          close is at the log end, so nothing is scanned.
-        * Leader epochs: the ``leader-epoch-checkpoint`` is cut to the log end and the log
-          start; after an unclean shutdown the epochs of the recovered batches extend it.
-          A missing or damaged file is rebuilt from every local batch's header.
+        * Segments: ``hot.log_loader.load_segments`` (cleaner swaps completed, strays
+          removed; after an unclean shutdown the segments from the recovery point on are
+          validated, a torn tail of the last one cut, damage elsewhere CorruptLogError).
+        * Producer state: the latest valid snapshot at or below the log end plus the batch
+          headers after it (``hot.producer_snapshots``; nothing to scan after a clean
+          shutdown). Leader epochs: the checkpoint cut to the log, or rebuilt from the
+          batch headers (``hot.log_loader.load_leader_epochs``).
         * ``hw_managed_externally`` (replication): the high watermark never follows the
           log end by itself; it starts at ``high_watermark`` (the owner's checkpoint,
           clamped to [log start offset, log end offset]; default the log start offset)
