@@ -110,6 +110,7 @@ from hot.producer_state import (
     ProducerEntry,
 )
 from hot.region import FileRegion
+from hot.retention import local_retention_doomed, retention_doomed
 from hot.segment import (
     Segment,
     WriteUndoFailedError,
@@ -964,27 +965,14 @@ class Log:
         with self._flush_lock, self._lock:
             if not self.is_online:
                 return []
-            cfg = self._config
-            # cleanup.policy=compact alone: no time or size retention (Kafka).
-            excess = self.size - cfg.retention_bytes if cfg.retention_bytes >= 0 and cfg.delete else None
-            doomed: list[Segment] = []
-            for seg in self._local.segments[:-1]:
-                if seg.next_offset > self._hw:
-                    break
-                below_start = seg.next_offset <= self._log_start_offset
-                expired = (
-                    cfg.delete
-                    and cfg.retention_ms >= 0
-                    and now_ms - seg.largest_timestamp() > cfg.retention_ms
-                )
-                too_big = excess is not None and excess - seg.size >= 0
-                if not (below_start or expired or too_big):
-                    break
-                if self.retention_guard is not None and not self.retention_guard(seg):
-                    break
-                if excess is not None:
-                    excess -= seg.size
-                doomed.append(seg)
+            doomed = retention_doomed(
+                self._local.segments,
+                self._config,
+                now_ms,
+                self._hw,
+                self._log_start_offset,
+                self.retention_guard,
+            )
             if not doomed:
                 return []
             self._drop_segments_locked(len(doomed))
@@ -1005,23 +993,9 @@ class Log:
         with self._flush_lock, self._lock:
             if not self.is_online:
                 return []
-            cfg = self._config
-            keep_ms = cfg.effective_local_retention_ms
-            keep_bytes = cfg.effective_local_retention_bytes
-            excess = self.size - keep_bytes if keep_bytes >= 0 else None
-            doomed: list[Segment] = []
-            for seg in self._local.segments[:-1]:
-                if seg.next_offset > self._hw:
-                    break
-                below_start = seg.next_offset <= self._log_start_offset
-                if not below_start:
-                    expired = keep_ms >= 0 and now_ms - seg.largest_timestamp() > keep_ms
-                    too_big = excess is not None and excess - seg.size >= 0
-                    if not (expired or too_big) or not is_uploaded(seg):
-                        break
-                if excess is not None:
-                    excess -= seg.size
-                doomed.append(seg)
+            doomed = local_retention_doomed(
+                self._local.segments, self._config, now_ms, self._hw, self._log_start_offset, is_uploaded
+            )
             if not doomed:
                 return []
             self._drop_segments_locked(len(doomed), advance_log_start=False)
