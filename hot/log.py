@@ -77,7 +77,6 @@ from typing import TYPE_CHECKING
 
 from hot.batch import TimestampType
 from hot.config import LogConfig
-from hot.disk_health import is_no_space
 from hot.errors import (
     CorruptLogError,
     FencedLeaderEpochError,
@@ -832,30 +831,15 @@ class Log:
             with self._lock:
                 self._check_usable()
                 target = self.log_end_offset
-                dirty = [s for s in self._local.segments if s.dirty]
                 try:
-                    for s in dirty:
-                        s.dirty = False
-                        try:
-                            s.write_index_pending()
-                        except StorageError as e:
-                            if s.sealed or not is_no_space(e):
-                                raise
-                            # Disk full: the active segment's index entries stay in memory
-                            # (reads use them) and pending for the next flush; recovery
-                            # rebuilds that index anyway. Not worth losing the partition.
-                            self._report_storage_error(e)
+                    dirty = self._local.start_flush_locked(self._report_storage_error)
                 except StorageError as e:
                     self._go_offline(e)
                     raise
                 self._unflushed_messages = 0
                 self._last_flush = time.monotonic()
             try:
-                for s in dirty:
-                    if s.sealed:
-                        s.sync()
-                    else:
-                        s.sync_data()
+                LocalLog.sync_segments(dirty)
             except StorageError as e:
                 self._go_offline(e)
                 raise
