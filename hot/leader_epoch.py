@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from hot.errors import CorruptLogError, InvalidRequestError, StorageError
+from hot.local_log import atomic_write
 
 logger = logging.getLogger(__name__)
 
@@ -183,8 +184,6 @@ class LeaderEpochCache:
     def _persist(self) -> None:
         if self.path is None:
             return
-        from hot.log import atomic_write  # hot.log imports this module
-
         atomic_write(self.path, encode(self.entries()))
 
     def clear(self) -> bool:

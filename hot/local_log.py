@@ -46,6 +46,7 @@ from typing import Final
 
 from core import disk
 from hot.config import LogConfig
+from hot.disk_health import is_no_space
 from hot.errors import CorruptLogError, StorageError, StrataError
 from hot.naming import delete_dir_path
 from hot.region import FileRegion
@@ -361,6 +362,35 @@ class LocalLog:
         new.sealed = True
         self.segments[i : i + len(old)] = [new]
         self._bases = [s.base_offset for s in self.segments]
+
+    # --- flushing ---------------------------------------------------------------------------
+
+    def start_flush_locked(self, report: Callable[[StorageError], None]) -> list[Segment]:
+        """First half of a flush, under the lock: write the dirty segments' pending index
+        entries and return those segments (``sync_segments`` fsyncs them outside it).
+        StorageError on failure, except disk full on the active segment's index, which is
+        ``report``ed: its entries stay in memory (reads use them) and pending for the
+        next flush, and recovery rebuilds that index anyway."""
+        dirty = [s for s in self.segments if s.dirty]
+        for s in dirty:
+            s.dirty = False
+            try:
+                s.write_index_pending()
+            except StorageError as e:
+                if s.sealed or not is_no_space(e):
+                    raise
+                report(e)
+        return dirty
+
+    @staticmethod
+    def sync_segments(dirty: Sequence[Segment]) -> None:
+        """Second half of a flush, outside the lock: fsync ``dirty`` (data only for the
+        active segment, whose size the recovery scan finds anyway)."""
+        for s in dirty:
+            if s.sealed:
+                s.sync()
+            else:
+                s.sync_data()
 
     # --- closing and deleting ---------------------------------------------------------------
 

@@ -1,12 +1,14 @@
 """One partition's log: an ordered list of segments plus its offset bookkeeping.
 
 Structure (Kafka's UnifiedLog / LocalLog / LogLoader): ``Log`` here owns the appends
-(leader and follower), the high watermark and its waiters, leader epochs, producer state
-and its snapshots, the log start offsets, retention and the public API. The segment list,
-rolling, read position lookup, cutting segments, the cleaner's swap, the recovery point
-and the directory's small files are ``hot.local_log.LocalLog``, one per ``Log``, always
-called with ``Log._lock`` held; opening and recovery are ``hot.log_loader``; an append's
-batch checks and stamping are ``hot.log_append``. There is one lock, ``Log._lock`` (plus
+(leader and follower), the high watermark (its futures and listeners: ``hot.hw_waiters``),
+leader epochs, producer state (its snapshot files: ``hot.producer_snapshots``), the log
+start offsets, retention and the public API; which segments the cleaner and the uploader
+may take is ``hot.segment_handoff``. The segment list, rolling, read position lookup,
+cutting segments, the cleaner's swap, the recovery point and the directory's small files
+are ``hot.local_log.LocalLog``, one per ``Log``, always called with ``Log._lock`` held;
+opening and recovery are ``hot.log_loader``; an append's batch checks and stamping are
+``hot.log_append``. There is one lock, ``Log._lock`` (plus
 ``_flush_lock`` serializing flush / retention / truncation / close, and LocalLog's
 recovery-point file lock), exactly as before the split.
 
@@ -64,11 +66,7 @@ partition is refused) while in the last segment it is a torn write (truncated).
 
 from __future__ import annotations
 
-import bisect
-import heapq
-import itertools
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -79,7 +77,6 @@ from typing import TYPE_CHECKING
 
 from hot.batch import TimestampType
 from hot.config import LogConfig
-from hot.disk_health import is_no_space
 from hot.errors import (
     CorruptLogError,
     FencedLeaderEpochError,
@@ -90,6 +87,7 @@ from hot.errors import (
     OffsetOutOfRangeError,
     StorageError,
 )
+from hot.hw_waiters import HwWaiters
 from hot.leader_epoch import EpochEntry, LeaderEpochCache
 from hot.local_log import (
     CLEANED_SUFFIX,
@@ -103,21 +101,21 @@ from hot.local_log import (
 )
 from hot.log_append import byte_view, check_producers, leader_iov, validate_batches
 from hot.log_loader import create_directory_at, load_leader_epochs, load_segments
+from hot.producer_snapshots import ProducerSnapshots
 from hot.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     BatchMetadata,
     ProducerAppend,
     ProducerEntry,
-    ProducerSnapshotFile,
-    ProducerStateManager,
-    snapshot_name,
 )
 from hot.region import FileRegion
+from hot.retention import local_retention_doomed, retention_doomed
 from hot.segment import (
     Segment,
     WriteUndoFailedError,
     segment_name,
 )
+from hot.segment_handoff import CleanerView, SegmentHandoff
 
 if TYPE_CHECKING:
     from hot.flush import GroupCommitter
@@ -174,16 +172,6 @@ class ReadResult:
         return b"".join(r.read() for r in self.regions)
 
 
-@dataclass(frozen=True, slots=True)
-class CleanerView:
-    """What the cleaner may work on, taken under the log's lock (see ``Log.cleaner_view``)."""
-
-    segments: tuple[Segment, ...]  # cleanable: sealed, below the HW, past min.compaction.lag.ms
-    first_dirty: int  # segments from here on were never cleaned
-    producer_last_offsets: dict[int, int]  # producer id -> offset of its last batch
-    upload_waits: bool  # tiered: uploads wait for these segments to be cleaned
-
-
 # --- the log ----------------------------------------------------------------------------------
 
 
@@ -234,11 +222,10 @@ class Log:
         self._epochs = LeaderEpochCache(None)  # replaced by open()
         self._closed = False
         self._offline: StorageError | None = None
-        self._waiters: list[tuple[int, int, Future[None]]] = []
-        self._seq = itertools.count()
-        self._listeners: list[HwListener] = []
-        self._producers = ProducerStateManager(producer_id_expiration_ms)
-        self._snapshots: list[int] = []  # offsets of the .snapshot files, ascending
+        # High-watermark futures and listeners (protected by self._lock).
+        self._hw_waiters: HwWaiters[Log] = HwWaiters(self, f"{topic}-{partition}")
+        # Producer state and its .snapshot files (protected by self._lock).
+        self._pstate = ProducerSnapshots(directory, f"{topic}-{partition}", producer_id_expiration_ms)
         self._unflushed_messages = 0
         self._last_flush = time.monotonic()
         self.retention_guard: RetentionGuard | None = None
@@ -248,8 +235,7 @@ class Log:
         # Compaction (hot.cleaner). With a cleaner attached, a compacted tiered log uploads
         # only cleaned segments, and the cleaner never rewrites one handed to the uploader.
         self.cleaner_attached = False
-        self._first_dirty = 0
-        self._upload_floor = 0  # segments ending at or below it were handed to the uploader
+        self._handoff = SegmentHandoff(self._local)  # first dirty offset, upload floor
 
     # --- opening and recovery ------------------------------------------------------------------
 
@@ -273,30 +259,13 @@ class Log:
         interval mode when flush.messages is reached); without one the caller must call
         ``flush()`` for the high watermark to move in fsync mode.
 
-        * A cleaner swap that reached its commit point (``<B>.log.swap`` present) is
-          completed first (``_complete_swaps``). Then stray ``.tmp`` / ``.deleted`` /
-          ``.cleaned`` / ``.swap`` files are removed (Strata only creates them
-          transiently; for the cleaner's, the old segments keep serving), as are index
-          files without a ``.log``. A file
-          with a segment suffix whose name is not 20 digits is CorruptLogError.
-        * ``clean_shutdown``: every file is trusted; indexes get a sanity check (rebuilt
-          from the log headers if it fails) and only the tail after the last index entry
-          is scanned to find the log end.
-        * Otherwise every segment from the one holding the recovery point to the end is
-          validated batch by batch (CRC-32C). The first invalid batch of the LAST segment
-          is a torn write: the file is truncated there (a warning names file, position
-          and bytes dropped). In any earlier segment it is corruption: CorruptLogError
-          naming the file and position, and nothing is served. Recovered segments are
-          fsynced, so the high watermark starts at the recovered log end.
-        * A ``log-start-offset`` beyond the recovered log end restarts the log empty at
-          that offset (Kafka does the same).
-        * Producer state: snapshots above the log end are deleted; the latest valid one
-          at or below it is loaded (damaged ones are deleted and ignored) and the batch
-          headers after it are replayed. After a clean shutdown the snapshot written at
-          close is at the log end, so nothing is scanned.
-        * Leader epochs: the ``leader-epoch-checkpoint`` is cut to the log end and the log
-          start; after an unclean shutdown the epochs of the recovered batches extend it.
-          A missing or damaged file is rebuilt from every local batch's header.
+        * Segments: ``hot.log_loader.load_segments`` (cleaner swaps completed, strays
+          removed; after an unclean shutdown the segments from the recovery point on are
+          validated, a torn tail of the last one cut, damage elsewhere CorruptLogError).
+        * Producer state: the latest valid snapshot at or below the log end plus the batch
+          headers after it (``hot.producer_snapshots``; nothing to scan after a clean
+          shutdown). Leader epochs: the checkpoint cut to the log, or rebuilt from the
+          batch headers (``hot.log_loader.load_leader_epochs``).
         * ``hw_managed_externally`` (replication): the high watermark never follows the
           log end by itself; it starts at ``high_watermark`` (the owner's checkpoint,
           clamped to [log start offset, log end offset]; default the log start offset)
@@ -319,9 +288,9 @@ class Log:
             lso = loaded.log_start_offset
             if hw_managed_externally and high_watermark is not None:
                 log._hw = max(lso, min(high_watermark, log.log_end_offset))
-            log._snapshots = list(loaded.snapshots)
-            log._first_dirty = min(loaded.first_dirty, log.log_end_offset)
-            log._load_producer_state()
+            log._pstate.set_offsets_locked(list(loaded.snapshots))
+            log._handoff.first_dirty = min(loaded.first_dirty, log.log_end_offset)
+            log._load_producer_state_locked()
             log._epochs = load_leader_epochs(d, log.name, loaded.segments, loaded.recovered, lso)
             if loaded.stored_recovery_point != log.log_end_offset:
                 log._local.persist_recovery_point()
@@ -459,13 +428,11 @@ class Log:
             if self._offline is not None:
                 return
             self._offline = error
-            waiters, self._waiters = self._waiters, []
+            waiters = self._hw_waiters.take_all_locked()
         logger.error("log %s taken offline: %s", self.name, error)
         self._report_storage_error(error)
-        for _, _, fut in waiters:
-            if not fut.done():
-                fut.set_exception(StorageError(f"log {self.name} is offline: {error}"))
-        self._notify()
+        HwWaiters.fail(waiters, lambda: StorageError(f"log {self.name} is offline: {error}"))
+        self._hw_waiters.notify()
 
     def _report_storage_error(self, error: StorageError) -> None:
         listener = self.storage_error_listener
@@ -483,14 +450,11 @@ class Log:
         block (e.g. ``loop.call_soon_threadsafe``): it normally runs outside the log's
         lock, but not when a failure found under the lock takes the log offline."""
         with self._lock:
-            self._listeners.append(callback)
+            self._hw_waiters.add_listener_locked(callback)
 
     def remove_hw_listener(self, callback: HwListener) -> None:
         with self._lock:
-            try:
-                self._listeners.remove(callback)
-            except ValueError:
-                pass
+            self._hw_waiters.remove_listener_locked(callback)
 
     def high_watermark_future(self, offset: int) -> Future[None]:
         """Completed once ``high_watermark >= offset``; failed with StorageError if the log
@@ -504,7 +468,7 @@ class Log:
             elif self._closed:
                 fut.set_exception(LogClosedError(f"log {self.name} is closed"))
             else:
-                heapq.heappush(self._waiters, (offset, next(self._seq), fut))
+                self._hw_waiters.wait_locked(offset, fut)
         return fut
 
     def set_high_watermark(self, hw: int) -> int:
@@ -533,23 +497,10 @@ class Log:
         if hw <= self._hw:
             return []
         self._hw = hw
-        done: list[Future[None]] = []
-        while self._waiters and self._waiters[0][0] <= hw:
-            done.append(heapq.heappop(self._waiters)[2])
-        return done
+        return self._hw_waiters.reached_locked(hw)
 
     def _fire(self, done: list[Future[None]]) -> None:
-        for fut in done:
-            if not fut.done():
-                fut.set_result(None)
-        self._notify()
-
-    def _notify(self) -> None:
-        for cb in list(self._listeners):
-            try:
-                cb(self)
-            except Exception:
-                logger.exception("high watermark listener of %s failed", self.name)
+        self._hw_waiters.fire(done)
 
     # --- leader epochs ----------------------------------------------------------------------------
 
@@ -640,7 +591,7 @@ class Log:
         with self._lock:
             self._check_usable()
             if idempotent:
-                plan = self._producers.begin(now_ms)
+                plan = self._pstate.state.begin(now_ms)
                 batches, dups, reported_first = check_producers(
                     plan, batches, self.log_end_offset, now_ms, log_append
                 )
@@ -743,7 +694,7 @@ class Log:
             if idempotent:
                 for b in batches:
                     if b.producer_id >= 0 and not b.is_control:
-                        self._producers.replay(
+                        self._pstate.state.replay(
                             b.producer_id,
                             b.producer_epoch,
                             b.base_sequence,
@@ -880,30 +831,15 @@ class Log:
             with self._lock:
                 self._check_usable()
                 target = self.log_end_offset
-                dirty = [s for s in self._local.segments if s.dirty]
                 try:
-                    for s in dirty:
-                        s.dirty = False
-                        try:
-                            s.write_index_pending()
-                        except StorageError as e:
-                            if s.sealed or not is_no_space(e):
-                                raise
-                            # Disk full: the active segment's index entries stay in memory
-                            # (reads use them) and pending for the next flush; recovery
-                            # rebuilds that index anyway. Not worth losing the partition.
-                            self._report_storage_error(e)
+                    dirty = self._local.start_flush_locked(self._report_storage_error)
                 except StorageError as e:
                     self._go_offline(e)
                     raise
                 self._unflushed_messages = 0
                 self._last_flush = time.monotonic()
             try:
-                for s in dirty:
-                    if s.sealed:
-                        s.sync()
-                    else:
-                        s.sync_data()
+                LocalLog.sync_segments(dirty)
             except StorageError as e:
                 self._go_offline(e)
                 raise
@@ -1013,27 +949,14 @@ class Log:
         with self._flush_lock, self._lock:
             if not self.is_online:
                 return []
-            cfg = self._config
-            # cleanup.policy=compact alone: no time or size retention (Kafka).
-            excess = self.size - cfg.retention_bytes if cfg.retention_bytes >= 0 and cfg.delete else None
-            doomed: list[Segment] = []
-            for seg in self._local.segments[:-1]:
-                if seg.next_offset > self._hw:
-                    break
-                below_start = seg.next_offset <= self._log_start_offset
-                expired = (
-                    cfg.delete
-                    and cfg.retention_ms >= 0
-                    and now_ms - seg.largest_timestamp() > cfg.retention_ms
-                )
-                too_big = excess is not None and excess - seg.size >= 0
-                if not (below_start or expired or too_big):
-                    break
-                if self.retention_guard is not None and not self.retention_guard(seg):
-                    break
-                if excess is not None:
-                    excess -= seg.size
-                doomed.append(seg)
+            doomed = retention_doomed(
+                self._local.segments,
+                self._config,
+                now_ms,
+                self._hw,
+                self._log_start_offset,
+                self.retention_guard,
+            )
             if not doomed:
                 return []
             self._drop_segments_locked(len(doomed))
@@ -1054,23 +977,9 @@ class Log:
         with self._flush_lock, self._lock:
             if not self.is_online:
                 return []
-            cfg = self._config
-            keep_ms = cfg.effective_local_retention_ms
-            keep_bytes = cfg.effective_local_retention_bytes
-            excess = self.size - keep_bytes if keep_bytes >= 0 else None
-            doomed: list[Segment] = []
-            for seg in self._local.segments[:-1]:
-                if seg.next_offset > self._hw:
-                    break
-                below_start = seg.next_offset <= self._log_start_offset
-                if not below_start:
-                    expired = keep_ms >= 0 and now_ms - seg.largest_timestamp() > keep_ms
-                    too_big = excess is not None and excess - seg.size >= 0
-                    if not (expired or too_big) or not is_uploaded(seg):
-                        break
-                if excess is not None:
-                    excess -= seg.size
-                doomed.append(seg)
+            doomed = local_retention_doomed(
+                self._local.segments, self._config, now_ms, self._hw, self._log_start_offset, is_uploaded
+            )
             if not doomed:
                 return []
             self._drop_segments_locked(len(doomed), advance_log_start=False)
@@ -1092,7 +1001,7 @@ class Log:
                 return
             self._log_start_offset = offset
             self._local_log_start_offset = max(self._local_log_start_offset, offset)
-            self._producers.evict_below(offset)
+            self._pstate.state.evict_below(offset)
             try:
                 self._persist_log_start_offset()
                 self._epochs.truncate_from_start(offset)
@@ -1107,17 +1016,8 @@ class Log:
         with self._lock:
             limit = min(max_offset, self._hw)
             if self.upload_waits_for_cleaner:
-                limit = min(limit, self._first_dirty)
-            out: list[Segment] = []
-            segs = self._local.segments
-            for seg in segs[self._local.segment_index(from_offset) : -1]:
-                if seg.next_offset > limit:
-                    break
-                if seg.next_offset > from_offset and not seg.is_empty:
-                    out.append(seg)
-            if out:
-                self._upload_floor = max(self._upload_floor, out[-1].next_offset)
-            return out
+                limit = min(limit, self._handoff.first_dirty)
+            return self._handoff.for_upload_locked(limit, from_offset)
 
     # --- compaction (hot.cleaner) ---------------------------------------------------------------
 
@@ -1126,39 +1026,27 @@ class Log:
         """A compacted tiered log with a cleaner: only cleaned segments are uploaded (those
         below ``first_dirty_offset``), so the bucket gets compacted data and the cleaner
         never rewrites a segment the uploader may be reading."""
-        cfg = self._config
-        return self.cleaner_attached and cfg.compact and cfg.remote_storage_enable
+        return self._handoff.upload_waits(self.cleaner_attached)
 
     @property
     def first_dirty_offset(self) -> int:
         """Segments from this offset on were never cleaned (``cleaner-offset-checkpoint``)."""
-        return self._first_dirty
+        return self._handoff.first_dirty
 
     def set_first_dirty_offset(self, offset: int) -> None:
         """Persist the cleaner's progress (atomic, durable). Segments below it may hold offset
         gaps: open lets their batches skip offsets (``Segment.compacted``)."""
         with self._lock:
-            if offset <= self._first_dirty:
-                return
-            self._first_dirty = offset
-            self._local.write_offset_file(CLEANER_CHECKPOINT_FILE, offset)
+            self._handoff.set_first_dirty_locked(offset)
 
     def cleaner_view(self, now_ms: int) -> CleanerView:
         """The cleanable segments: sealed, entirely below the high watermark, newest record
         older than min.compaction.lag.ms, not handed to the uploader; oldest first, stopping
         at the first that does not qualify."""
         with self._lock:
-            lag = self._config.min_compaction_lag_ms
-            segs: list[Segment] = []
-            for seg in self._local.segments[:-1]:
-                if seg.next_offset <= self._upload_floor or seg.next_offset <= self._log_start_offset:
-                    continue
-                if seg.next_offset > self._hw or now_ms - seg.largest_timestamp() < lag:
-                    break
-                segs.append(seg)
-            first_dirty = max(self._first_dirty, segs[0].base_offset) if segs else self._first_dirty
-            last = {pid: e.last_offset for pid, e in self._producers.entries().items()}
-            return CleanerView(tuple(segs), first_dirty, last, self.upload_waits_for_cleaner)
+            return self._handoff.cleaner_view_locked(
+                now_ms, self._hw, self._log_start_offset, self._pstate.state, self.upload_waits_for_cleaner
+            )
 
     def replace_segments(self, old: Sequence[Segment], cleaned: Segment) -> bool:
         """Swap ``cleaned`` (sealed and closed ``<B>.*.cleaned`` files, B = old[0]'s base)
@@ -1201,9 +1089,8 @@ class Log:
                 # log start and lose sight of the remote part.
                 self._persist_log_start_offset()
             self._local.delete_segments(doomed)
-            newest = self._snapshots[-1] if self._snapshots else None
-            self._delete_snapshots_locked(lambda o: o < new_start and o != newest)
-            self._producers.evict_below(self._log_start_offset)
+            self._pstate.delete_below_locked(new_start)
+            self._pstate.state.evict_below(self._log_start_offset)
             self._local.sync_dir()
         except StorageError as e:
             self._go_offline(e)
@@ -1224,7 +1111,7 @@ class Log:
             if offset > self._log_start_offset:
                 self._log_start_offset = offset
                 self._local_log_start_offset = max(self._local_log_start_offset, offset)
-                self._producers.evict_below(offset)
+                self._pstate.state.evict_below(offset)
                 try:
                     self._persist_log_start_offset()
                     self._epochs.truncate_from_start(offset)
@@ -1273,12 +1160,12 @@ class Log:
             self._fire(done)
 
     def _truncate_locked(self, offset: int) -> None:
-        self._first_dirty = min(self._first_dirty, offset)
+        self._handoff.truncated_locked(offset)
         # Newest first, each removal durable before the next: a crash leaves a prefix.
         self._local.truncate_to_locked(offset)
         leo = self.log_end_offset
         self._epochs.truncate_from_end(leo)
-        self._load_producer_state()
+        self._load_producer_state_locked()
         self._hw = min(self._hw, leo)
         self._local.recovery_point = min(self._local.recovery_point, leo)
         self._local.persist_recovery_point()  # also fsyncs the directory
@@ -1305,21 +1192,21 @@ class Log:
             self._fire(done)
 
     def _truncate_fully_locked(self, offset: int, log_start: int) -> list[Future[None]]:
-        self._first_dirty = min(self._first_dirty, offset)
+        self._handoff.truncated_locked(offset)
         try:
             # The checkpoint goes first: a missing one is rebuilt from whatever segments a
             # crash leaves behind, a stale one would describe deleted batches.
             self._epochs.clear()
             self._local.sync_dir()
             self._local.delete_all_segments_locked()
-            self._delete_snapshots_locked(lambda o: True)
+            self._pstate.delete_locked(lambda o: True)
             self._log_start_offset = log_start
             self._persist_log_start_offset()  # fsyncs the directory for the deletions too
             new = self._local.new_segment(offset)
             self._local.reset_locked(new)
             self._local_log_start_offset = offset
             new.flush()
-            self._producers.clear()
+            self._pstate.state.clear()
             self._local.recovery_point = offset
             self._local.persist_recovery_point()
         except StorageError as e:
@@ -1334,116 +1221,35 @@ class Log:
 
     def producer_snapshot_path(self, offset: int) -> str:
         """Path of the producer-state snapshot as of ``offset`` (it may not exist)."""
-        return os.path.join(self.dir, snapshot_name(offset))
+        return self._pstate.path(offset)
 
     def producer_snapshots(self) -> list[int]:
         """Offsets of the producer-state snapshots on disk, ascending."""
         with self._lock:
-            return list(self._snapshots)
+            return self._pstate.offsets_locked()
 
     def producer_snapshot_after(self, segment: Segment) -> str | None:
         """The snapshot of the producer state right after ``segment`` (named by its next
         offset, i.e. the next segment's base), None if there is none (e.g. the active
         segment). Tiered storage uploads it with the segment, as Kafka's RemoteLogManager does."""
         with self._lock:
-            off = segment.next_offset
-            i = bisect.bisect_left(self._snapshots, off)
-            if i < len(self._snapshots) and self._snapshots[i] == off:
-                return self.producer_snapshot_path(off)
-            return None
+            return self._pstate.path_at_locked(segment.next_offset)
 
     def producer_entries(self) -> dict[int, ProducerEntry]:
         """A copy of the producer state: producer id -> entry."""
         with self._lock:
-            return self._producers.entries()
+            return self._pstate.state.entries()
 
     def max_producer_id(self) -> int:
         """The highest producer id in the state, -1 if none (producer id allocation floor)."""
         with self._lock:
-            return self._producers.max_producer_id()
+            return self._pstate.state.max_producer_id()
 
     def _take_snapshot_locked(self, offset: int, *, sync_dir: bool = True) -> None:
-        """Write the state as of ``offset`` (the current log end). A failure only costs a
-        longer scan at the next open, so it is logged, not raised."""
-        self._producers.remove_expired(time.time_ns() // 1_000_000)
-        path = self.producer_snapshot_path(offset)
-        try:
-            ProducerSnapshotFile.write(path, offset, self._producers.entries().values(), sync_dir=sync_dir)
-        except StorageError as e:
-            logger.warning("cannot write producer snapshot %s: %s", path, e)
-            return
-        i = bisect.bisect_left(self._snapshots, offset)
-        if i == len(self._snapshots) or self._snapshots[i] != offset:
-            self._snapshots.insert(i, offset)
-        # Superseded by this one: snapshots inside the active segment (earlier clean closes).
-        base = self._local.active.base_offset
-        try:
-            self._delete_snapshots_locked(lambda o: base < o < offset)
-        except StorageError as e:
-            logger.warning("cannot delete old producer snapshots of %s: %s", self.name, e)
+        self._pstate.take_locked(offset, self._local.active.base_offset, sync_dir=sync_dir)
 
-    def _delete_snapshots_locked(self, doomed: Callable[[int], bool]) -> bool:
-        """Delete the snapshots whose offset ``doomed`` selects; True if any. The caller
-        fsyncs the directory when the deletion must be durable."""
-        gone = [o for o in self._snapshots if doomed(o)]
-        for o in gone:
-            ProducerSnapshotFile.delete(self.producer_snapshot_path(o))
-            self._snapshots.remove(o)
-        return bool(gone)
-
-    def _load_producer_state(self) -> None:
-        """Rebuild the producer state for the current segments (open, truncation): drop
-        snapshots above the log end, load the latest valid one, replay the headers after
-        it. A damaged snapshot is deleted and the next older one (or the log) used."""
-        now = time.time_ns() // 1_000_000
-        leo = self.log_end_offset
-        removed = self._delete_snapshots_locked(lambda o: o > leo)
-        entries: list[ProducerEntry] = []
-        start = self._local.segments[0].base_offset
-        for off in reversed(list(self._snapshots)):
-            path = self.producer_snapshot_path(off)
-            try:
-                entries = ProducerSnapshotFile.read(path, off)
-            except CorruptLogError as e:
-                logger.warning("ignoring damaged producer snapshot: %s", e)
-                ProducerSnapshotFile.delete(path)
-                self._snapshots.remove(off)
-                removed = True
-                continue
-            start = max(start, off)
-            break
-        self._producers.load(entries, now)
-        scanned = self._replay_locked(start, now)
-        self._producers.evict_below(self._log_start_offset)
-        if removed:
-            self._local.sync_dir()
-        if scanned:
-            self._take_snapshot_locked(leo)
-
-    def _replay_locked(self, start: int, now_ms: int) -> bool:
-        """Apply the producer batches from offset ``start`` to the log end (headers only)."""
-        if start >= self.log_end_offset:
-            return False
-        for seg in self._local.segments[self._local.segment_index(start) :]:
-            if seg.next_offset <= start:
-                continue
-            pos = 0
-            if start > seg.base_offset:
-                found = seg.find_batch(start)
-                if found is None:
-                    continue
-                pos = found.position
-            for b in seg.iter_producer_batches(pos):
-                self._producers.replay(
-                    b.producer_id,
-                    b.producer_epoch,
-                    b.base_sequence,
-                    b.last_offset_delta,
-                    b.base_offset,
-                    b.max_timestamp,
-                    now_ms,
-                )
-        return True
+    def _load_producer_state_locked(self) -> None:
+        self._pstate.load_locked(self._local, self._log_start_offset)
 
     # --- closing -------------------------------------------------------------------------------------
 
@@ -1467,14 +1273,10 @@ class Log:
             finally:
                 self._closed = True
                 self._local.close_segments(clean and self._offline is None)
-                waiters, self._waiters = self._waiters, []
-        for fut in done:  # made durable by the final flush
-            if not fut.done():
-                fut.set_result(None)
-        for _, _, fut in waiters:
-            if not fut.done():
-                fut.set_exception(LogClosedError(f"log {self.name} was closed"))
-        self._notify()
+                waiters = self._hw_waiters.take_all_locked()
+        HwWaiters.complete(done)  # made durable by the final flush
+        HwWaiters.fail(waiters, lambda: LogClosedError(f"log {self.name} was closed"))
+        self._hw_waiters.notify()
 
     def delete(self) -> None:
         """Close and remove the partition directory (renamed to ``*-delete`` first, so a

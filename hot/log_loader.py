@@ -3,7 +3,7 @@
 ``load_segments`` runs once, from ``hot.log.Log.open``, before the ``Log`` exists, and
 hands back what it found (``LoadedSegments``); ``load_leader_epochs`` then builds the
 epoch cache for the loaded segments. The producer state is rebuilt by the ``Log`` itself
-(``Log._load_producer_state``), because follower truncation rebuilds it the same way.
+(``hot.producer_snapshots``), because follower truncation rebuilds it the same way.
 ``create_directory_at`` builds the directory of a partition that starts past offsets
 held only in the object store (``Log.create_at``).
 
@@ -80,8 +80,27 @@ class LoadedSegments:
 
 def load_segments(directory: str, config: LogConfig, *, clean_shutdown: bool) -> LoadedSegments:
     """Open (creating if needed) and, after an unclean shutdown, recover the segments of a
-    partition directory. The rules are ``Log.open``'s docstring; on failure every segment
-    opened so far is closed again."""
+    partition directory (for ``hot.log.Log.open``). On failure every segment opened so far
+    is closed again.
+
+    * A cleaner swap that reached its commit point (``<B>.log.swap`` present) is
+      completed first (``complete_swaps``). Then stray ``.tmp`` / ``.deleted`` /
+      ``.cleaned`` / ``.swap`` files are removed (Strata only creates them
+      transiently; for the cleaner's, the old segments keep serving), as are index
+      files without a ``.log``. A file with a segment suffix whose name is not 20
+      digits is CorruptLogError.
+    * ``clean_shutdown``: every file is trusted; indexes get a sanity check (rebuilt
+      from the log headers if it fails) and only the tail after the last index entry
+      is scanned to find the log end.
+    * Otherwise every segment from the one holding the recovery point to the end is
+      validated batch by batch (CRC-32C). The first invalid batch of the LAST segment
+      is a torn write: the file is truncated there (a warning names file, position
+      and bytes dropped). In any earlier segment it is corruption: CorruptLogError
+      naming the file and position, and nothing is served. Recovered segments are
+      fsynced, so the high watermark starts at the recovered log end.
+    * A ``log-start-offset`` beyond the recovered log end restarts the log empty at
+      that offset (Kafka does the same).
+    """
     d = directory
     try:
         created = not os.path.isdir(d)
@@ -169,7 +188,7 @@ def load_segments(directory: str, config: LogConfig, *, clean_shutdown: bool) ->
     leo = segments[-1].next_offset
     snapshots.sort()
     for off in snapshots:
-        if off > leo:  # deleted by Log._load_producer_state
+        if off > leo:  # deleted by ProducerSnapshots.load_locked
             _warn_discard(os.path.join(d, snapshot_name(off)), f"beyond the log end {leo}")
     return LoadedSegments(
         segments=segments,

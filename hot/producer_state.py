@@ -33,6 +33,8 @@ from typing import Final
 from crc32c import crc32c
 
 from hot.errors import CorruptLogError, InvalidProducerEpochError, OutOfOrderSequenceError, StorageError
+from hot.local_log import atomic_write
+from hot.segment import SNAPSHOT_SUFFIX, parse_snapshot_name, snapshot_name
 
 logger = logging.getLogger(__name__)
 
@@ -41,8 +43,6 @@ NO_PRODUCER_EPOCH: Final = -1
 INT32_MAX: Final = (1 << 31) - 1
 MAX_CACHED_BATCHES: Final = 5  # the client's max.in.flight.requests.per.connection bound
 DEFAULT_PRODUCER_ID_EXPIRATION_MS: Final = 7 * 24 * 3600 * 1000  # producer.id.expiration.ms
-SNAPSHOT_SUFFIX: Final = ".snapshot"
-_NAME_DIGITS: Final = 20
 _MIN_SWEEP: Final = 1024  # producers held before the first amortized expiry sweep
 
 
@@ -254,20 +254,6 @@ _SNAP_BATCH: Final = struct.Struct(">iiqqq")
 SNAPSHOT_VERSION: Final = 1
 
 
-def snapshot_name(offset: int) -> str:
-    return f"{offset:0{_NAME_DIGITS}d}{SNAPSHOT_SUFFIX}"
-
-
-def parse_snapshot_name(name: str) -> int | None:
-    """The offset of a ``<20 digits>.snapshot`` file name, None for any other name."""
-    if not name.endswith(SNAPSHOT_SUFFIX):
-        return None
-    stem = name[: -len(SNAPSHOT_SUFFIX)]
-    if len(stem) != _NAME_DIGITS or not (stem.isdigit() and stem.isascii()):
-        return None
-    return int(stem)
-
-
 class ProducerSnapshotFile:
     """``<20-digit offset>.snapshot`` in the partition directory: the producer state as of
     that offset (every batch below it applied, none at or above it).
@@ -360,8 +346,6 @@ class ProducerSnapshotFile:
 
     @staticmethod
     def write(path: str, offset: int, entries: Iterable[ProducerEntry], *, sync_dir: bool = True) -> None:
-        from hot.log import atomic_write  # hot.log imports this module
-
         atomic_write(path, ProducerSnapshotFile.encode(offset, entries), sync_dir=sync_dir)
 
     @staticmethod

@@ -30,7 +30,6 @@ from crc32c import crc32c
 from hot.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH
 from hot.errors import CorruptLogError, StorageError
 from hot.offset_index import MAX_RELATIVE, OffsetIndex
-from hot.producer_state import SNAPSHOT_SUFFIX
 from hot.region import FileRegion, SegmentFile
 from hot.time_index import TimeIndex
 
@@ -41,6 +40,8 @@ INDEX_SUFFIX: Final = ".index"
 TIMEINDEX_SUFFIX: Final = ".timeindex"
 SUFFIXES: Final = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
 NAME_DIGITS: Final = 20
+# The producer-state snapshot after a segment (hot.producer_state), named like the segments.
+SNAPSHOT_SUFFIX: Final = ".snapshot"
 NO_TIMESTAMP: Final = -1
 # A segment written by appends is dense: every batch starts exactly where the previous one
 # ended, and the first one at the segment's base offset. Scans enforce it, which also
@@ -70,6 +71,20 @@ _HEADER_SCAN_CHUNK: Final = 256 * 1024  # read size of the producer-state header
 
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:0{NAME_DIGITS}d}"
+
+
+def snapshot_name(offset: int) -> str:
+    return f"{offset:0{NAME_DIGITS}d}{SNAPSHOT_SUFFIX}"
+
+
+def parse_snapshot_name(name: str) -> int | None:
+    """The offset of a ``<20 digits>.snapshot`` file name, None for any other name."""
+    if not name.endswith(SNAPSHOT_SUFFIX):
+        return None
+    stem = name[: -len(SNAPSHOT_SUFFIX)]
+    if len(stem) != NAME_DIGITS or not (stem.isdigit() and stem.isascii()):
+        return None
+    return int(stem)
 
 
 def parse_segment_name(name: str) -> tuple[int, str] | None:

@@ -1,0 +1,147 @@
+"""One log's idempotent-producer state together with its ``.snapshot`` files.
+
+The state's rules and the file format are ``hot.producer_state``; this is the part of
+Kafka's ProducerStateManager that owns the snapshot files of a partition directory:
+which exist, writing one at a roll and at clean close, deleting them with the data they
+describe, and rebuilding the state at open and after truncation (latest valid snapshot
+at or below the log end plus a header scan of the batches after it).
+
+Files: ``<dir>/<20-digit offset>.snapshot`` (hot.producer_state.ProducerSnapshotFile),
+the state as of that offset. Locking: none of its own; the owning ``hot.log.Log`` calls
+every ``*_locked`` method with ``Log._lock`` held. Snapshot write failures are logged,
+not raised: a missing snapshot only costs a longer scan at the next open.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import time
+from collections.abc import Callable
+
+from hot.errors import CorruptLogError, StorageError
+from hot.local_log import LocalLog
+from hot.producer_state import ProducerEntry, ProducerSnapshotFile, ProducerStateManager, snapshot_name
+
+# The log's own logger: operators and tests filter the partition's messages on it.
+logger = logging.getLogger("hot.log")
+
+
+class ProducerSnapshots:
+    """The producer state (``state``) of one partition and the offsets of its snapshot files."""
+
+    def __init__(self, directory: str, name: str, expiration_ms: int) -> None:
+        self._dir = directory
+        self._name = name
+        self.state = ProducerStateManager(expiration_ms)
+        self._offsets: list[int] = []  # offsets of the .snapshot files, ascending
+
+    def path(self, offset: int) -> str:
+        """Path of the snapshot as of ``offset`` (it may not exist)."""
+        return os.path.join(self._dir, snapshot_name(offset))
+
+    def offsets_locked(self) -> list[int]:
+        """Offsets of the snapshots on disk, ascending (a copy)."""
+        return list(self._offsets)
+
+    def set_offsets_locked(self, offsets: list[int]) -> None:
+        """The snapshots found by the loader (ascending), before ``load_locked``."""
+        self._offsets = list(offsets)
+
+    def path_at_locked(self, offset: int) -> str | None:
+        """The snapshot named by exactly ``offset``, None if there is none."""
+        i = bisect.bisect_left(self._offsets, offset)
+        if i < len(self._offsets) and self._offsets[i] == offset:
+            return self.path(offset)
+        return None
+
+    def take_locked(self, offset: int, active_base: int, *, sync_dir: bool = True) -> None:
+        """Write the state as of ``offset`` (the current log end), then delete the
+        snapshots it supersedes: those inside the active segment starting at
+        ``active_base`` (earlier clean closes)."""
+        self.state.remove_expired(time.time_ns() // 1_000_000)
+        path = self.path(offset)
+        try:
+            ProducerSnapshotFile.write(path, offset, self.state.entries().values(), sync_dir=sync_dir)
+        except StorageError as e:
+            logger.warning("cannot write producer snapshot %s: %s", path, e)
+            return
+        i = bisect.bisect_left(self._offsets, offset)
+        if i == len(self._offsets) or self._offsets[i] != offset:
+            self._offsets.insert(i, offset)
+        try:
+            self.delete_locked(lambda o: active_base < o < offset)
+        except StorageError as e:
+            logger.warning("cannot delete old producer snapshots of %s: %s", self._name, e)
+
+    def delete_locked(self, doomed: Callable[[int], bool]) -> bool:
+        """Delete the snapshots whose offset ``doomed`` selects; True if any. The caller
+        fsyncs the directory when the deletion must be durable."""
+        gone = [o for o in self._offsets if doomed(o)]
+        for o in gone:
+            ProducerSnapshotFile.delete(self.path(o))
+            self._offsets.remove(o)
+        return bool(gone)
+
+    def delete_below_locked(self, offset: int) -> None:
+        """Retention: delete the snapshots below ``offset`` except the newest one."""
+        newest = self._offsets[-1] if self._offsets else None
+        self.delete_locked(lambda o: o < offset and o != newest)
+
+    def load_locked(self, local: LocalLog, log_start_offset: int) -> None:
+        """Rebuild the state for ``local``'s segments (open, truncation): drop snapshots
+        above the log end, load the latest valid one, replay the headers after it. A
+        damaged snapshot is deleted and the next older one (or the log) used."""
+        now = time.time_ns() // 1_000_000
+        leo = local.log_end_offset
+        removed = self.delete_locked(lambda o: o > leo)
+        entries: list[ProducerEntry] = []
+        start = local.segments[0].base_offset
+        for off in reversed(list(self._offsets)):
+            path = self.path(off)
+            try:
+                entries = ProducerSnapshotFile.read(path, off)
+            except CorruptLogError as e:
+                logger.warning("ignoring damaged producer snapshot: %s", e)
+                ProducerSnapshotFile.delete(path)
+                self._offsets.remove(off)
+                removed = True
+                continue
+            start = max(start, off)
+            break
+        self.state.load(entries, now)
+        scanned = self._replay_locked(local, start, now)
+        self.state.evict_below(log_start_offset)
+        if removed:
+            local.sync_dir()
+        if scanned:
+            self.take_locked(leo, local.active.base_offset)
+
+    def _replay_locked(self, local: LocalLog, start: int, now_ms: int) -> bool:
+        """Apply the producer batches from offset ``start`` to the log end (headers only)."""
+        if start >= local.log_end_offset:
+            return False
+        for seg in local.segments[local.segment_index(start) :]:
+            if seg.next_offset <= start:
+                continue
+            pos = 0
+            if start > seg.base_offset:
+                found = seg.find_batch(start)
+                if found is None:
+                    continue
+                pos = found.position
+            for b in seg.iter_producer_batches(pos):
+                self.state.replay(
+                    b.producer_id,
+                    b.producer_epoch,
+                    b.base_sequence,
+                    b.last_offset_delta,
+                    b.base_offset,
+                    b.max_timestamp,
+                    now_ms,
+                )
+        return True
+
+
+__all__ = ["ProducerSnapshots"]
