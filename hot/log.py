@@ -692,17 +692,8 @@ class Log:
             tracked = [(b.base_offset, b.size, b.max_timestamp) for b in batches]
             done += self._write_locked(seg, [mv], total, tracked, expect, records, now_ms)
             if idempotent:
-                for b in batches:
-                    if b.producer_id >= 0 and not b.is_control:
-                        self._pstate.state.replay(
-                            b.producer_id,
-                            b.producer_epoch,
-                            b.base_sequence,
-                            b.last_offset_delta,
-                            b.base_offset,
-                            b.max_timestamp,
-                            now_ms,
-                        )
+                stored = (b for b in batches if b.producer_id >= 0 and not b.is_control)
+                self._pstate.replay_locked(stored, now_ms)
             lso = self._log_start_offset
         self._after_append(done)
         return AppendInfo(

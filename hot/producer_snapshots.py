@@ -18,7 +18,8 @@ import bisect
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Protocol
 
 from hot.errors import CorruptLogError, StorageError
 from hot.local_log import LocalLog
@@ -26,6 +27,23 @@ from hot.producer_state import ProducerEntry, ProducerSnapshotFile, ProducerStat
 
 # The log's own logger: operators and tests filter the partition's messages on it.
 logger = logging.getLogger("hot.log")
+
+
+class ProducerBatch(Protocol):
+    """The header fields of a stored batch that producer state replays."""
+
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+    @property
+    def last_offset_delta(self) -> int: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def max_timestamp(self) -> int: ...
 
 
 class ProducerSnapshots:
@@ -131,17 +149,21 @@ class ProducerSnapshots:
                 if found is None:
                     continue
                 pos = found.position
-            for b in seg.iter_producer_batches(pos):
-                self.state.replay(
-                    b.producer_id,
-                    b.producer_epoch,
-                    b.base_sequence,
-                    b.last_offset_delta,
-                    b.base_offset,
-                    b.max_timestamp,
-                    now_ms,
-                )
+            self.replay_locked(seg.iter_producer_batches(pos), now_ms)
         return True
+
+    def replay_locked(self, batches: Iterable[ProducerBatch], now_ms: int) -> None:
+        """Apply stored producer batches (recovery, and a follower's appends) to the state."""
+        for b in batches:
+            self.state.replay(
+                b.producer_id,
+                b.producer_epoch,
+                b.base_sequence,
+                b.last_offset_delta,
+                b.base_offset,
+                b.max_timestamp,
+                now_ms,
+            )
 
 
 __all__ = ["ProducerSnapshots"]
