@@ -37,7 +37,6 @@ import zlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Final
 
-from cluster.etcd import Compare, Delete, Put
 from cluster.metadata import (
     NO_LEADER,
     ClusterView,
@@ -51,6 +50,7 @@ from cluster.metadata import (
     Versioned,
     initial_state,
 )
+from cluster.metadata_store import Compare, Delete, Put
 from cluster.replication.reassignment import PartitionReplicas
 from cluster.replication.reassignment import complete as complete_reassignment
 from hot.config import LogConfig

@@ -21,19 +21,34 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import ipaddress
 import logging
 import socket
-import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import aetcd
 
+from cluster.metadata_store import (
+    Compare,
+    CompareTarget,
+    Delete,
+    Get,
+    KeyValue,
+    Lease,
+    LeaseKeeper,
+    LeaseNotFoundError,
+    Op,
+    Put,
+    TxnResult,
+    WatchEvent,
+    WatchEventType,
+    WatchReset,
+    WatchUpdate,
+    prefix_end,
+)
 from hot.errors import InvalidConfigError, MetadataStoreError
-from hot.tasks import cancel_and_wait
 
 log = logging.getLogger("strata.cluster.etcd")
 
@@ -60,12 +75,6 @@ _CHANNEL_OPTIONS: Final[dict[str, Any]] = {
     "grpc.keepalive_permit_without_calls": 0,
     "grpc.max_receive_message_length": 256 << 20,
 }
-
-
-class LeaseNotFoundError(MetadataStoreError):
-    """etcd no longer knows the lease (it expired or was revoked): grant a new one."""
-
-    retriable = False
 
 
 # --- endpoints ---------------------------------------------------------------------------
@@ -140,19 +149,7 @@ async def _grpc_target(endpoints: Sequence[Endpoint]) -> tuple[str, int]:
     return head, int(tail)
 
 
-# --- values --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class KeyValue:
-    """One key as etcd stores it. ``version`` counts writes since creation (0 = absent)."""
-
-    key: bytes
-    value: bytes
-    create_revision: int
-    mod_revision: int
-    version: int
-    lease: int
+# --- values ---------------------------------------------------------------------------------
 
 
 def _kv(raw: Any) -> KeyValue:
@@ -164,134 +161,6 @@ def _kv(raw: Any) -> KeyValue:
         version=int(raw.version),
         lease=int(raw.lease),
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    id: int
-    ttl: int
-
-
-class CompareTarget(enum.Enum):
-    VALUE = "value"
-    VERSION = "version"
-    CREATE_REVISION = "create_revision"
-    MOD_REVISION = "mod_revision"
-
-
-_OPS: Final = ("==", "!=", "<", ">")
-
-
-@dataclass(frozen=True, slots=True)
-class Compare:
-    """One condition of a transaction: ``<target of key> <op> <value>``.
-
-    An absent key has create_revision, mod_revision and version 0.
-    """
-
-    key: bytes
-    target: CompareTarget
-    op: str
-    value: int | bytes
-
-    def __post_init__(self) -> None:
-        if self.op not in _OPS:
-            raise ValueError(f"compare op must be one of {_OPS}, got {self.op!r}")
-        if (self.target is CompareTarget.VALUE) != isinstance(self.value, bytes):
-            needs = "bytes" if self.target is CompareTarget.VALUE else "an int"
-            raise ValueError(f"compare of {self.target.value} needs {needs}")
-
-    @classmethod
-    def absent(cls, key: bytes) -> Compare:
-        return cls(key, CompareTarget.CREATE_REVISION, "==", 0)
-
-    @classmethod
-    def mod_revision(cls, key: bytes, revision: int, op: str = "==") -> Compare:
-        return cls(key, CompareTarget.MOD_REVISION, op, revision)
-
-    @classmethod
-    def create_revision(cls, key: bytes, revision: int, op: str = "==") -> Compare:
-        return cls(key, CompareTarget.CREATE_REVISION, op, revision)
-
-    @classmethod
-    def version(cls, key: bytes, version: int, op: str = "==") -> Compare:
-        return cls(key, CompareTarget.VERSION, op, version)
-
-    @classmethod
-    def value_is(cls, key: bytes, value: bytes, op: str = "==") -> Compare:
-        return cls(key, CompareTarget.VALUE, op, value)
-
-
-@dataclass(frozen=True, slots=True)
-class Put:
-    key: bytes
-    value: bytes
-    lease: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Delete:
-    key: bytes
-    prefix: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Get:
-    key: bytes
-    prefix: bool = False
-
-
-Op = Put | Delete | Get
-
-
-@dataclass(frozen=True, slots=True)
-class TxnResult:
-    """``reads`` has one tuple per ``Get`` of the branch that ran, in order.
-
-    ``revision`` is the store revision the transaction ran at when its branch wrote or
-    read something (for a successful write, the new ``mod_revision`` of the keys it put);
-    0 when the branch was empty.
-    """
-
-    succeeded: bool
-    revision: int
-    reads: tuple[tuple[KeyValue, ...], ...]
-
-
-class WatchEventType(enum.Enum):
-    PUT = "put"
-    DELETE = "delete"
-
-
-@dataclass(frozen=True, slots=True)
-class WatchEvent:
-    """A change of one key. For a delete, ``kv.value`` is empty and ``kv.mod_revision`` is
-    the revision of the deletion."""
-
-    type: WatchEventType
-    kv: KeyValue
-
-
-@dataclass(frozen=True, slots=True)
-class WatchReset:
-    """Every key under the watched prefix as of ``revision``: replaces what the consumer
-    knew (first item of a watch, and after the watch's revision was compacted away)."""
-
-    kvs: tuple[KeyValue, ...]
-    revision: int
-
-
-WatchUpdate = WatchEvent | WatchReset
-
-
-def _prefix_end(prefix: bytes) -> bytes:
-    """The first key after every key starting with ``prefix`` (etcd's range_end)."""
-    b = bytearray(prefix)
-    for i in range(len(b) - 1, -1, -1):
-        if b[i] < 0xFF:
-            b[i] += 1
-            return bytes(b[: i + 1])
-    return b"\0"  # every key
 
 
 # Failures of the library and of gRPC under it; anything else is a bug and propagates.
@@ -390,7 +259,7 @@ class EtcdClient:
 
     async def get_prefix(self, prefix: bytes) -> tuple[tuple[KeyValue, ...], int]:
         """Every key starting with ``prefix`` (sorted by key) and the revision of the read."""
-        rng = await self._call("get_prefix", lambda c: c.get_range(prefix, _prefix_end(prefix)))
+        rng = await self._call("get_prefix", lambda c: c.get_range(prefix, prefix_end(prefix)))
         return tuple(_kv(kv) for kv in rng.kvs), int(rng.header.revision)
 
     async def put(self, key: bytes, value: bytes, *, lease: int = 0) -> int:
@@ -403,7 +272,7 @@ class EtcdClient:
         return res is not None
 
     async def delete_prefix(self, prefix: bytes) -> int:
-        res = await self._call("delete_prefix", lambda c: c.delete_range(prefix, _prefix_end(prefix)))
+        res = await self._call("delete_prefix", lambda c: c.delete_range(prefix, prefix_end(prefix)))
         return int(res.deleted)
 
     async def compact(self, revision: int) -> None:
@@ -436,8 +305,8 @@ class EtcdClient:
             if isinstance(op, Put):
                 return t.put(op.key, op.value, lease=op.lease or None)
             if isinstance(op, Delete):
-                return t.delete(op.key, range_end=_prefix_end(op.key) if op.prefix else None)
-            return t.get(op.key, range_end=_prefix_end(op.key) if op.prefix else None)
+                return t.delete(op.key, range_end=prefix_end(op.key) if op.prefix else None)
+            return t.get(op.key, range_end=prefix_end(op.key) if op.prefix else None)
 
         async def run(c: Any) -> tuple[bool, list[Any]]:
             t = c.transactions
@@ -528,7 +397,7 @@ class EtcdClient:
                 return
             try:
                 watch = await asyncio.wait_for(
-                    client.watch(prefix, range_end=_prefix_end(prefix), start_revision=next_rev),
+                    client.watch(prefix, range_end=prefix_end(prefix), start_revision=next_rev),
                     self.timeout + 1.0,
                 )
             except aetcd.RevisionCompactedError:
@@ -571,65 +440,7 @@ class EtcdClient:
                         await asyncio.wait_for(watch.cancel(), self.timeout)
 
 
-async def cas_update(
-    etcd: EtcdClient, key: bytes, change: Callable[[bytes | None], bytes], *, attempts: int
-) -> tuple[bytes, int]:
-    """Replace ``key``'s value by ``change(old)`` (``None``: absent) with a compare-and-swap
-    on its mod revision, re-reading and retrying a lost race up to ``attempts`` times.
-    Returns the value written and the revision of the write."""
-    for _ in range(attempts):
-        kv = await etcd.get(key)
-        new = change(kv.value if kv is not None else None)
-        guard = Compare.absent(key) if kv is None else Compare.mod_revision(key, kv.mod_revision)
-        result = await etcd.txn([guard], [Put(key, new)])
-        if result.succeeded:
-            return new, result.revision
-    raise MetadataStoreError(f"could not update {key.decode()}: too many concurrent changes")
+if TYPE_CHECKING:  # the seam's structural check, for mypy
+    from cluster.metadata_store import MetadataStore
 
-
-class LeaseKeeper:
-    """Keeps one lease alive from a background task.
-
-    Refreshes every ``interval`` (TTL/3 by default) and retries failed refreshes faster.
-    A failure to reach etcd is not a loss: etcd itself keeps the lease (and re-arms every
-    lease's full TTL when it restarts). The lease is lost only when etcd answers that it
-    no longer exists; then ``lost`` is set and the task ends. ``alive_until`` (monotonic
-    clock) is the time up to which the lease is known to be alive: the send time of the
-    last successful refresh plus the TTL it returned.
-    """
-
-    def __init__(self, client: EtcdClient, lease: Lease, *, interval: float | None = None) -> None:
-        self.client = client
-        self.lease = lease
-        self.interval = interval if interval is not None else max(lease.ttl / 3.0, 0.1)
-        self.lost = asyncio.Event()
-        self.alive_until = time.monotonic() + lease.ttl
-        self._task = asyncio.get_running_loop().create_task(self._run(), name=f"lease-keeper-{lease.id:x}")
-
-    async def _run(self) -> None:
-        retry = max(min(self.interval / 2.0, 0.5), 0.05)
-        while True:
-            sent = time.monotonic()
-            try:
-                ttl = await self.client.refresh_lease(self.lease.id)
-            except MetadataStoreError as exc:
-                log.debug("lease %x: refresh failed (%s)", self.lease.id, exc)
-                await asyncio.sleep(retry)
-                continue
-            if ttl <= 0:
-                log.warning("lease %x is gone from etcd (expired or revoked)", self.lease.id)
-                self.lost.set()
-                return
-            self.alive_until = sent + ttl
-            await asyncio.sleep(self.interval)
-
-    @property
-    def running(self) -> bool:
-        return not self._task.done()
-
-    async def stop(self, *, revoke: bool = False) -> None:
-        """Stop refreshing; with ``revoke`` also end the lease now (deleting its keys)."""
-        await cancel_and_wait(self._task)
-        if revoke and not self.client.closed:
-            with contextlib.suppress(MetadataStoreError):
-                await self.client.revoke_lease(self.lease.id)
+    _check: type[MetadataStore] = EtcdClient

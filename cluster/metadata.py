@@ -36,13 +36,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Generic, TypeVar
 
-from cluster.etcd import (
+from cluster.keys import BrokerKey, ControllerKey, KeyLayout, PartitionStateKey, QuotasKey, TopicKey
+from cluster.metadata_store import (
     Compare,
     Delete,
-    EtcdClient,
     Get,
     KeyValue,
     LeaseKeeper,
+    MetadataStore,
     Op,
     Put,
     WatchEvent,
@@ -50,7 +51,6 @@ from cluster.etcd import (
     WatchReset,
     WatchUpdate,
 )
-from cluster.keys import BrokerKey, ControllerKey, KeyLayout, PartitionStateKey, QuotasKey, TopicKey
 from cluster.replication.reassignment import PartitionReplicas
 from hot.errors import (
     InvalidConfigError,
@@ -594,12 +594,12 @@ class MetadataClient:
     this broker's registration under a lease kept alive in the background; when etcd
     reports that lease gone (it expired, e.g. this broker could not reach etcd for longer
     than the TTL, or it was revoked) the client registers again with a new lease and sets
-    ``reregistered``. The client does not own the ``EtcdClient``.
+    ``reregistered``. The client does not own the store.
     """
 
     def __init__(
         self,
-        etcd: EtcdClient,
+        etcd: MetadataStore,
         layout: KeyLayout,
         *,
         lease_ttl: int = 10,

@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 
 from api.security.quotas import QuotaTable
-from cluster.etcd import EtcdClient, cas_update
 from cluster.keys import KeyLayout
 from cluster.metadata import ClusterView
+from cluster.metadata_store import MetadataStore, cas_update
 from hot.errors import InvalidConfigError
 
 CAS_ATTEMPTS = 10
@@ -21,7 +21,7 @@ VIEW_TIMEOUT = 10.0
 
 
 class EtcdQuotaStore:
-    def __init__(self, etcd: EtcdClient, layout: KeyLayout, view: ClusterView) -> None:
+    def __init__(self, etcd: MetadataStore, layout: KeyLayout, view: ClusterView) -> None:
         self.etcd = etcd
         self.key = layout.quotas
         self.view = view

@@ -19,8 +19,9 @@ from typing import TypeVar
 from api.security.acl import AclBinding, AclFilter
 from api.security.acl_store import added, decode_acls, encode_acls, removed
 from api.security.users import UserTable
-from cluster.etcd import EtcdClient, WatchEvent, WatchEventType, WatchReset, cas_update
+from cluster.etcd import EtcdClient
 from cluster.keys import KeyLayout
+from cluster.metadata_store import MetadataStore, WatchEvent, WatchEventType, WatchReset, cas_update
 from hot.errors import MetadataStoreError
 
 log = logging.getLogger("strata.cluster.security")
@@ -32,7 +33,7 @@ T = TypeVar("T")
 class SecurityDocuments:
     """The current bytes of the security keys, kept fresh by a watch."""
 
-    def __init__(self, etcd: EtcdClient, layout: KeyLayout) -> None:
+    def __init__(self, etcd: MetadataStore, layout: KeyLayout) -> None:
         self.etcd = etcd
         self.layout = layout
         self.values: dict[bytes, bytes] = {}
@@ -79,7 +80,7 @@ class SecurityDocuments:
 
 
 async def update_key(
-    etcd: EtcdClient,
+    etcd: MetadataStore,
     key: bytes,
     change: Callable[[bytes | None], bytes],
     docs: SecurityDocuments | None = None,

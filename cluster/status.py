@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from cluster.etcd import EtcdClient, WatchReset
+from cluster.etcd import EtcdClient
 from cluster.keys import KeyLayout
 from cluster.metadata import NO_LEADER, ClusterView
+from cluster.metadata_store import WatchReset
 from cluster.reassign import describe, format_reassignments, ongoing_reassignments
 
 

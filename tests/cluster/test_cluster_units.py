@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 from cluster.config import ENV_NAMES, ClusterConfig
-from cluster.etcd import KeyValue, WatchReset
 from cluster.hw_checkpoint import CHECKPOINT_FILE, HighWatermarkCheckpoint, decode, encode
 from cluster.keys import KeyLayout
 from cluster.log_manager import ClusterLogManager
@@ -20,6 +19,7 @@ from cluster.metadata import (
     PartitionState,
     TopicAssignment,
 )
+from cluster.metadata_store import KeyValue, WatchReset
 from cluster.status import cluster_status, format_status
 from hot.config import LogConfig
 from hot.errors import InvalidConfigError

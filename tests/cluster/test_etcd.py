@@ -10,12 +10,11 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 
 import pytest
 
-from cluster.etcd import (
+from cluster.etcd import Endpoint, EtcdClient, parse_endpoints
+from cluster.metadata_store import (
     Compare,
     CompareTarget,
     Delete,
-    Endpoint,
-    EtcdClient,
     Get,
     LeaseNotFoundError,
     Put,
@@ -23,7 +22,6 @@ from cluster.etcd import (
     WatchEventType,
     WatchReset,
     WatchUpdate,
-    parse_endpoints,
 )
 from hot.errors import InvalidConfigError, MetadataStoreError
 from tests.cluster.etcdlib import EtcdProcess, free_port

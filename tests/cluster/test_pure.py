@@ -11,7 +11,6 @@ from typing import Any
 import pytest
 
 from cluster.controller import elect_leader, place_replicas, unclean_election_enabled, validate_topic_configs
-from cluster.etcd import KeyValue, WatchEvent, WatchEventType, WatchReset
 from cluster.keys import BrokerKey, ControllerKey, KeyLayout, PartitionStateKey, TopicKey
 from cluster.metadata import (
     NO_LEADER,
@@ -22,6 +21,7 @@ from cluster.metadata import (
     PartitionState,
     TopicAssignment,
 )
+from cluster.metadata_store import KeyValue, WatchEvent, WatchEventType, WatchReset
 from hot.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
