@@ -181,15 +181,12 @@ async def test_restart_replays_journal_folds_snapshot_and_cuts_a_torn_tail(
 
 async def test_one_process_per_store(tmp_path: Path) -> None:
     c = await _open(tmp_path)
-    import subprocess
-    import sys
-
     code = (
-        "import asyncio,sys; from pathlib import Path; from cluster.embedded_store import EmbeddedMetadataStore as S\n"
+        "import asyncio, sys; from pathlib import Path\n"
+        "from cluster.embedded_store import EmbeddedMetadataStore as S\n"
         "asyncio.run(S(Path(sys.argv[1])).connect())"
     )
-    res = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=60
-    )
+    args = [sys.executable, "-c", code, str(tmp_path)]
+    res = subprocess.run(args, capture_output=True, text=True, timeout=60)
     assert res.returncode != 0 and "in use by another process" in res.stderr
     await c.close()
