@@ -274,6 +274,10 @@ class Broker:
 
     # -- produce ------------------------------------------------------------------------
 
+    async def prepare_group(self, group_id: str) -> None:
+        """Make the group's coordinator ready before the REST consumers use it in process
+        (cluster.broker creates ``__consumer_offsets``)."""
+
     def _log(self, topic: str, partition: int) -> Log:
         lg = self.manager.get_log(topic, partition)
         if lg not in self._listening:

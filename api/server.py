@@ -22,7 +22,7 @@ import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Generator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import uvicorn
 
@@ -30,28 +30,25 @@ from api.broker import Broker
 from api.cluster_metrics import ClusterEventMetrics, ClusterMetricsCollector
 from api.config import BrokerConfig, HostPort
 from api.disk_metrics import DiskHealthCollector
-from api.groups.coordinator import GroupCoordinator, manager_partition_check
-from api.groups.offsets import OffsetsLog
+from api.groups.coordinator import GroupCoordinator
 from api.kafka_server import KafkaServer
 from api.metrics import BrokerMetrics, LogStatsCollector, manager_logs
 from api.metrics_listener import create_metrics_app
 from api.rest import create_app
 from api.security.acl import Authorizer
-from api.security.acl_store import AclStore, FileAclStore, acls_path
+from api.security.acl_store import acls_path
 from api.security.authz import AccessControl
 from api.security.tls import server_context, uvicorn_options
-from api.security.users import UserStore, users_path
+from api.security.users import users_path
+from cluster.config import ClusterConfig
 from cluster.inter_broker import internal_listener_options
+from cluster.node import ClusterNode
 from hot import record_validation
-from hot.manager import LogManager
 from hot.topics import TopicInfo
 from tiering.metrics import TieringMetrics
 from tiering.restore import restore_missing_topics
 from tiering.service import TieringService
 from tiering.store import open_store
-
-if TYPE_CHECKING:
-    from cluster.node import ClusterNode
 
 log = logging.getLogger("strata.server")
 
@@ -100,16 +97,12 @@ def _bind(addr: HostPort) -> socket.socket:
     return sock
 
 
-def make_access_control(config: BrokerConfig, node: ClusterNode | None) -> AccessControl:
+def make_access_control(config: BrokerConfig, node: ClusterNode) -> AccessControl:
     authz = config.authorization
     authorizer = Authorizer(authz.super_users, allow_if_no_acl=authz.allow_everyone_if_no_acl_found)
-    store: AclStore = node.acl_store() if node is not None else FileAclStore(acls_path(config.data_dir))
+    store = node.acl_store()
     store.bindings()  # a malformed ACL document stops the start, with one line naming it
     return AccessControl(authorizer, store)
-
-
-def _acl_home(config: BrokerConfig) -> str:
-    return "etcd" if config.cluster is not None else str(acls_path(config.data_dir))
 
 
 async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None = None) -> None:
@@ -122,32 +115,25 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             loop.add_signal_handler(sig, stop.set)
 
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    node: ClusterNode | None = None
-    manager: LogManager
-    if config.cluster is not None:
-        # Cluster mode: etcd owns the topics; replicas come back from their leaders.
-        from cluster.node import ClusterNode
-
-        node = await ClusterNode.connect(config, config.cluster)
-        config = node.config  # with the broker id etcd assigned
-        manager = node.manager
-        store = open_store(config.object_store_url)
-    else:
-        manager = LogManager(config.data_dir, config.log)
-        store = open_store(config.object_store_url)
-        try:
-            # A new or lost data dir: bring the bucket's topics back before the logs open.
+    # One broker code path: a single node is a cluster of one on the embedded metadata
+    # store (cluster.embedded_store); with --etcd, a member of a replicated cluster.
+    cluster = config.cluster if config.cluster is not None else ClusterConfig.of_one(config.broker_id)
+    node: ClusterNode | None = await ClusterNode.connect(config, cluster)
+    assert node is not None
+    config = node.config  # with the broker id etcd assigned
+    manager = node.manager
+    store = open_store(config.object_store_url)
+    try:
+        if cluster.embedded:
+            # A new or lost data dir: bring the bucket's topics back before the logs open
+            # (a cluster's replicas come back from their leaders instead).
             for name in await restore_missing_topics(manager, store):
                 say(f"strata: restored topic {name} from {config.object_store_url}")
-        except BaseException:
-            await store.close()
-            raise
-    manager.cleaner_config = config.cleaner
-    try:
+        manager.cleaner_config = config.cleaner
         manager.open()
+        await node.adopt_local_topics()
     except BaseException:
-        if node is not None:
-            await node.close()
+        await node.close()
         await store.close()
         raise
     tiering: TieringService | None = None
@@ -156,14 +142,12 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         metrics = BrokerMetrics()
         metrics.registry.register(LogStatsCollector(manager_logs(manager)))
         metrics.registry.register(DiskHealthCollector(manager.disk_health))
-        view = node.client.view if node is not None else None
+        view = node.client.view
         metrics.registry.register(ClusterMetricsCollector(lambda: view))
         events = ClusterEventMetrics(metrics.registry)
-        if node is not None:
-            node.replicas.on_isr_change = events.isr_changed
+        node.replicas.on_isr_change = events.isr_changed
         tiering = TieringService(manager, store, config.tiering, TieringMetrics(metrics.registry))
-        if node is not None:
-            node.attach_tiering(tiering)  # only partition leaders tier
+        node.attach_tiering(tiering)  # only partition leaders tier
         await tiering.start()
         manager.start_background()
         kafka_sock = _bind(config.kafka_listen)
@@ -174,20 +158,8 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         http_addr = HostPort(config.http_listen.host, http_sock.getsockname()[1])
         if config.advertised_listener is None:
             config = dataclasses.replace(config, kafka_listen=kafka_addr)
-        # Consumer groups: the offsets log (<data_dir>/__consumer_offsets-0) is replayed
-        # before any listener accepts a connection.
-        # (cluster mode: in the replicated __consumer_offsets topic instead, cluster.groups).
-        if node is not None:
-            groups = node.make_groups(config)
-        else:
-            groups = GroupCoordinator(
-                config.groups,
-                lambda: OffsetsLog.open(
-                    config.data_dir, config.log, segment_bytes=config.groups.offsets_segment_bytes
-                ),
-                node_id=config.broker_id,
-                partition_exists=manager_partition_check(manager),
-            )
+        # Consumer groups: offsets in the replicated __consumer_offsets topic (cluster.groups).
+        groups = node.make_groups(config)
         await groups.start()
         coordinator = groups
 
@@ -195,25 +167,19 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             loop.call_soon_threadsafe(coordinator.on_topic_deleted, info.name)
 
         manager.add_delete_listener(forget_topic)
-        if node is not None:
-            broker: Broker = node.make_broker(config, metrics, tiering=tiering, groups=groups)
-        else:
-            broker = Broker(config, manager, metrics, tiering=tiering, groups=groups)
+        broker: Broker = node.make_broker(config, metrics, tiering=tiering, groups=groups)
         broker.bind_loop(loop)
-        inter_sasl = config.cluster is not None and config.cluster.inter_broker_sasl
-        needs_users = config.sasl.enabled or config.sasl.rest_basic_auth or inter_sasl
-        if node is not None and (config.authorization.enabled or needs_users):
-            await node.start_security()  # ACLs and users from etcd, before any listener
+        needs_users = config.sasl.enabled or config.sasl.rest_basic_auth or cluster.inter_broker_sasl
+        if config.authorization.enabled or needs_users:
+            await node.start_security()  # ACLs and users, before any listener
         if needs_users:
-            broker.users = (
-                node.user_store() if node is not None else UserStore(users_path(config.data_dir))
-            ).reload()
+            broker.users = node.user_store().reload()
         if config.authorization.enabled:
             broker.access = make_access_control(config, node)
 
         kafka = KafkaServer(
             broker,
-            handlers=node.kafka_handlers() if node is not None else None,
+            handlers=node.kafka_handlers(),
             ssl_context=server_context(config.tls) if config.tls.enabled else None,
             sasl_mechanisms=config.sasl.mechanisms,
             users=broker.users if config.sasl.enabled else None,
@@ -228,14 +194,14 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             internal_opts = internal_listener_options(config)
             internal = KafkaServer(
                 broker,
-                handlers=node.kafka_handlers() if node is not None else None,
+                handlers=node.kafka_handlers(),
                 users=broker.users if internal_opts.get("sasl_mechanisms") else None,
                 inter_broker=True,
                 **internal_opts,
             )
             await internal.start(internal_sock)
             internal_addr = HostPort(config.internal_listen.host, internal_sock.getsockname()[1])
-            if node is not None and node.cluster.inter_broker_listener is None:
+            if node.cluster.inter_broker_listener is None:
                 node.cluster = dataclasses.replace(node.cluster, inter_broker_listener=str(internal_addr))
         app = create_app(broker)
         http, http_task = await _start_http(app, http_sock, "http", **uvicorn_options(config.tls))
@@ -255,13 +221,14 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         security = config.security_protocol
         say(f"strata: kafka listener on {kafka_addr} (advertised as {config.advertised}; {security})")
         if internal_addr is not None:
-            protocol = config.cluster.inter_broker_protocol if config.cluster is not None else "PLAINTEXT"
+            protocol = cluster.inter_broker_protocol
             say(f"strata: internal kafka listener on {internal_addr} ({protocol}, for replication)")
         if config.authorization.enabled:
             supers = ", ".join(sorted(config.authorization.super_users)) or "none"
-            say(f"strata: authorization on (ACLs in {_acl_home(config)}; super users {supers})")
+            home = node.security_home(acls_path(config.data_dir))
+            say(f"strata: authorization on (ACLs in {home}; super users {supers})")
         if config.sasl.enabled:
-            home = "etcd" if node is not None else str(users_path(config.data_dir))
+            home = node.security_home(users_path(config.data_dir))
             say(f"strata: SASL mechanisms {', '.join(config.sasl.mechanisms)}, users in {home}")
         if config.tls.enabled:
             # no scheme before the address: tests/brokers.py reads the port from this line
@@ -276,12 +243,12 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         # during cold remote reads (bench_tiering).
         gc.collect()
         gc.freeze()
-        if node is not None:
-            adv = config.advertised
-            await node.start(adv.host, adv.port, http_addr.port)
-            if node.controller is not None:  # created by start(); it has not run yet
-                node.controller.on_isr_change = events.isr_changed
-                node.controller.on_election = events.leader_elected
+        adv = config.advertised
+        await node.start(adv.host, adv.port, http_addr.port)
+        if node.controller is not None:  # created by start(); it has not run yet
+            node.controller.on_isr_change = events.isr_changed
+            node.controller.on_election = events.leader_elected
+        if not cluster.embedded:
             say(f"strata: broker {config.broker_id} joined cluster {config.cluster_id}")
         say("strata: ready")
         try:
@@ -306,12 +273,13 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             # hold their connections open through the whole drain grace period.
             await groups.close()
             upload_grace = config.tiering.shutdown_upload_grace_ms
-            if node is not None:
-                # Hand leadership over before the listeners close (cluster.node); with
-                # shutdown_upload_in_cluster, upload the tail while still leading.
-                in_cluster = config.tiering.shutdown_upload_in_cluster and upload_grace > 0
-                await node.stop(before_leaving=_shutdown_upload(tiering) if in_cluster else None)
-                node = None
+            # Hand leadership over before the listeners close (cluster.node); with
+            # shutdown_upload_in_cluster, upload the tail while still leading.
+            # A single node uploads everything (tiering.upload_lag) once writes are refused,
+            # while it still leads.
+            upload = upload_grace > 0 and (cluster.embedded or config.tiering.shutdown_upload_in_cluster)
+            await node.stop(before_leaving=_shutdown_upload(tiering) if upload else None)
+            node = None
             await kafka.close()
             if internal is not None:
                 await internal.close()
@@ -320,9 +288,6 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             if metrics_task is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(metrics_task, timeout=10)
-            if config.cluster is None and upload_grace > 0:
-                # Nothing appends any more: the bucket gets the whole log (tiering.upload_lag).
-                await _shutdown_upload(tiering)()
     finally:
         if node is not None:
             await node.close()

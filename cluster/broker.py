@@ -19,6 +19,7 @@ What changes against the single-node broker:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,11 +41,14 @@ from api.groups.offsets import OFFSETS_TOPIC
 from api.metrics import BrokerMetrics
 from cluster import admin
 from cluster.controller import CLUSTER_TOPIC_CONFIGS, UNCLEAN_LEADER_ELECTION
+from cluster.groups import ClusterOffsetStore
 from cluster.log_manager import ClusterLogManager
 from cluster.metadata import TopicAssignment
-from cluster.replica_manager import PartitionReplica, ReplicaManager, log_configs
+from cluster.replica_manager import PartitionReplica, ReplicaManager, Role, log_configs
 from hot.config import LogConfig
 from hot.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
     InvalidRequestError,
     InvalidTopicError,
     RequestTimedOutError,
@@ -57,6 +61,8 @@ from hot.topics import TopicInfo
 if TYPE_CHECKING:
     from api.groups.coordinator import GroupCoordinator
 
+# How long a topic creation waits for the new partitions to be led (await_leaders).
+CREATE_VISIBLE_S = 5.0
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405: the first offset still on local disk
 
 _NOT_IN_CLUSTER_MODE = (
@@ -99,6 +105,27 @@ class ClusterBroker(Broker):
     ) -> None:
         super().__init__(config, manager, metrics, tiering=tiering, groups=groups)
         self.replicas = replicas
+        self.offset_store: ClusterOffsetStore | None = None  # set by cluster.node
+
+    async def prepare_group(self, group_id: str, timeout: float = CREATE_VISIBLE_S) -> None:
+        """What FindCoordinator does before a Kafka client talks to a group, for the REST
+        consumers that use the coordinator in process: create ``__consumer_offsets`` when
+        missing, then wait (bounded; the calls that follow report what is still wrong)
+        until the group's coordinator is known and, when it is this broker, loaded."""
+        store = self.offset_store
+        if store is None:
+            return
+        await store.ensure_topic()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            try:
+                store.coordinator_for(group_id)
+                return
+            except (CoordinatorLoadInProgressError, CoordinatorNotAvailableError):
+                if loop.time() >= deadline:
+                    return
+                await asyncio.sleep(0.01)
 
     # --- topics (etcd owns them) ---------------------------------------------------------------
 
@@ -166,7 +193,34 @@ class ClusterBroker(Broker):
         )
         if isinstance(res, TopicAssignment):
             return self._info(name, res, ZERO_UUID)
+        await self.await_leaders(name, res.mod_revision)
         return self._info(name, res.value)
+
+    async def await_leaders(self, name: str, revision: int, timeout: float = CREATE_VISIBLE_S) -> None:
+        """Wait (up to ``timeout``; then clients see LEADER_NOT_AVAILABLE / NOT_LEADER and
+        retry) until this broker's view has the topic at ``revision`` and every partition
+        this broker leads is writable here: a produce right after the creation succeeds,
+        as it does on a single node."""
+        view = self.replicas.view
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        with contextlib.suppress(TimeoutError):
+            await view.wait_for_revision(revision, timeout)
+        while loop.time() < deadline:
+            va = view.topics.get(name)
+            if va is None:
+                return  # deleted meanwhile
+            pending = False
+            for p in range(va.value.partition_count):
+                vs = view.partitions.get((name, p))
+                if vs is None or not vs.value.has_leader:
+                    pending = True
+                elif vs.value.leader == self.node_id:
+                    rep = self.replicas.replicas.get((name, p))
+                    pending = pending or rep is None or rep.role is not Role.LEADER
+            if not pending:
+                return
+            await asyncio.sleep(0.005)
 
     async def admin_delete_topic(self, name: str) -> None:
         await admin.delete(self.replicas.client, name)

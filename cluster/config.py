@@ -45,7 +45,7 @@ INTER_BROKER_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL
 
 @dataclass(frozen=True, slots=True)
 class ClusterConfig:
-    etcd: str
+    etcd: str | None  # None: a cluster of one on the embedded store (cluster.embedded_store)
     broker_id: int | None = None  # None: assigned through etcd
     etcd_timeout_ms: int = 5000  # etcd.timeout.ms
     session_timeout_ms: int = 10_000  # broker.session.timeout.ms
@@ -63,7 +63,8 @@ class ClusterConfig:
     inter_broker_sasl_password: str | None = field(default=None, repr=False)  # never in a repr
 
     def __post_init__(self) -> None:
-        _endpoints(self.etcd)
+        if self.etcd is not None:
+            _endpoints(self.etcd)
         if self.broker_id is not None and (isinstance(self.broker_id, bool) or self.broker_id < 0):
             raise InvalidConfigError(f"broker id must be non-negative, got {self.broker_id!r}")
         for name, (attr, parse) in _SPEC.items():
@@ -86,6 +87,15 @@ class ClusterConfig:
                 f"security.inter.broker.protocol={self.inter_broker_protocol} needs"
                 " inter.broker.sasl.username and inter.broker.sasl.password"
             )
+
+    @classmethod
+    def of_one(cls, broker_id: int) -> ClusterConfig:
+        """A single node: a cluster of one broker on the embedded metadata store."""
+        return cls(None, broker_id=broker_id)
+
+    @property
+    def embedded(self) -> bool:
+        return self.etcd is None
 
     @property
     def inter_broker_tls(self) -> bool:

@@ -5,9 +5,9 @@ a cluster, as a cluster of one; this store stands in for etcd (``cluster.metadat
 is the seam both implement). It holds every key in memory, in key order, and differs from
 etcd only where one process makes a difference:
 
-* **Leases are always held.** A lease exists until it is revoked or the process ends; its
-  keys are never written to disk, so after a restart (or kill -9) they are gone, exactly
-  as an etcd lease of a dead broker runs out. ``refresh_lease`` always answers the TTL.
+* **Leases are always held.** A lease exists until it is revoked or the process ends (a
+  refresh answers ``HELD_TTL``). Its keys are never written to disk, so after a restart
+  (or kill -9) they are gone, exactly as an etcd lease of a dead broker runs out.
 * **Watches are in-process callbacks**: each watcher has a queue that every committed
   transaction feeds, in revision order, all events of one transaction together.
 * **No outages.** Calls fail only on a closed store or a disk error (``MetadataStoreError``,
@@ -74,6 +74,9 @@ JOURNAL_FOLD_ENTRIES: Final = 1000
 # Changes kept for watches that resume from a revision; older ones re-list (as etcd does
 # after compaction).
 HISTORY_EVENTS: Final = 10_000
+# What refresh_lease and lease_ttl answer for a live lease: it cannot run out, so a keeper's
+# ``alive_until`` never passes while the process runs, even across a long event-loop stall.
+HELD_TTL: Final = 1 << 30
 
 _Event = tuple[int, WatchEvent]  # (revision, event)
 _Record = list[Any]  # a journal op: ["p", key, value] or ["d", key]
@@ -423,13 +426,11 @@ class EmbeddedMetadataStore:
 
     async def refresh_lease(self, lease_id: int) -> int:
         self._require()
-        held = self._leases.get(lease_id)
-        return held[0] if held is not None else 0
+        return HELD_TTL if lease_id in self._leases else 0
 
     async def lease_ttl(self, lease_id: int) -> int:
         self._require()
-        held = self._leases.get(lease_id)
-        return held[0] if held is not None else -1
+        return HELD_TTL if lease_id in self._leases else -1
 
     async def revoke_lease(self, lease_id: int) -> bool:
         async with self._lock:

@@ -28,7 +28,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import logging
 import time
@@ -146,9 +145,6 @@ from hot.errors import (
 from hot.topics import check_topic_collision, validate_topic_name
 
 log = logging.getLogger("strata.cluster.kafka")
-
-# How long CreateTopics waits for this broker's view to show the new topic.
-_CREATE_VISIBLE_S = 5.0
 
 
 def _broker(conn: Connection) -> ClusterBroker:
@@ -324,8 +320,7 @@ async def _create_one(broker: ClusterBroker, t: CreatableTopic, validate_only: b
         created = await replicas.client.create_topic(t.name, assignment, configs)
     else:
         created = await create_topic(replicas.client, t.name, partitions, rf, configs)
-    with contextlib.suppress(TimeoutError):
-        await view.wait_for_revision(created.mod_revision, _CREATE_VISIBLE_S)
+    await broker.await_leaders(t.name, created.mod_revision)
     return CreatableTopicResult(
         name=t.name,
         topic_id=uuid.UUID(created.value.topic_id),

@@ -25,15 +25,19 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from api.broker import RemoteTier
 from api.config import BrokerConfig
 from api.groups.coordinator import GroupCoordinator
 from api.kafka_server import Handler
 from api.metrics import BrokerMetrics
+from api.security.acl_store import AclStore, FileAclStore, acls_path
+from api.security.users import UserStore, users_path
 from cluster.broker import ClusterBroker
 from cluster.config import ClusterConfig
 from cluster.controller import Controller
+from cluster.embedded_store import EmbeddedMetadataStore
 from cluster.etcd import EtcdClient
 from cluster.follower_retention import FollowerRetention
 from cluster.groups import ClusterOffsetStore
@@ -42,6 +46,7 @@ from cluster.kafka_handlers import cluster_handlers
 from cluster.keys import KeyLayout
 from cluster.log_manager import ClusterLogManager
 from cluster.metadata import MetadataClient
+from cluster.metadata_store import MetadataStore
 from cluster.quotas import EtcdQuotaStore
 from cluster.replica_manager import ReplicaManager, Role
 from cluster.security import EtcdAclStore, EtcdUserStore, SecurityDocuments
@@ -61,7 +66,7 @@ class ClusterNode:
         self,
         config: BrokerConfig,
         cluster: ClusterConfig,
-        etcd: EtcdClient,
+        etcd: MetadataStore,
         client: MetadataClient,
         broker_id: int,
     ) -> None:
@@ -76,19 +81,25 @@ class ClusterNode:
         self.controller: Controller | None = None
         self.follower_retention: FollowerRetention | None = None
         self._started = False
+        self.offset_store: ClusterOffsetStore | None = None  # make_groups
         # ACLs and SASL users of the whole cluster (cluster.security), watched from etcd.
         self.security = SecurityDocuments(etcd, client.layout)
 
     @classmethod
     async def connect(cls, config: BrokerConfig, cluster: ClusterConfig) -> ClusterNode:
-        etcd = EtcdClient(cluster.etcd, timeout=cluster.etcd_timeout_s)
+        etcd: MetadataStore
+        if cluster.etcd is None:
+            etcd = EmbeddedMetadataStore(config.data_dir / "meta")
+        else:
+            etcd = EtcdClient(cluster.etcd, timeout=cluster.etcd_timeout_s)
         try:
             await etcd.connect()
             client = MetadataClient(etcd, KeyLayout(config.cluster_id), lease_ttl=cluster.lease_ttl_s)
             try:
                 await client.start()
             except MetadataStoreError as exc:
-                raise MetadataStoreError(f"cannot reach etcd at {cluster.etcd}: {exc}") from exc
+                where = f"etcd at {cluster.etcd}" if cluster.etcd is not None else "the metadata store"
+                raise MetadataStoreError(f"cannot reach {where}: {exc}") from exc
             broker_id = cluster.broker_id
             if broker_id is None:
                 broker_id = await client.allocate_broker_id()
@@ -97,6 +108,26 @@ class ClusterNode:
             await etcd.close()
             raise
         return cls(config, cluster, etcd, client, broker_id)
+
+    async def adopt_local_topics(self) -> list[str]:
+        """A cluster of one (embedded store) adopts the topics its data dir already holds
+        and the store does not: a data dir written before the single node ran on the
+        embedded store, or restored from the bucket (``tiering.restore``). Same topic id,
+        partitions and overrides; one replica, this broker. Returns the adopted names."""
+        if self.cluster.etcd is not None:
+            return []
+        adopted: list[str] = []
+        for info in self.manager.topics():
+            if info.name in self.client.view.topics:
+                continue
+            replicas = [[self.broker_id]] * info.partitions
+            await self.client.create_topic(
+                info.name, replicas, dict(info.configs), topic_id=str(info.topic_id)
+            )
+            adopted.append(info.name)
+        if adopted:
+            log.info("the metadata store adopted %d local topics: %s", len(adopted), ", ".join(adopted))
+        return adopted
 
     def make_broker(
         self,
@@ -117,8 +148,10 @@ class ClusterNode:
             tiering=tiering,
             groups=groups,  # type: ignore[arg-type]
         )
-        # Runtime quotas shared by the whole cluster (cluster.quotas), not per data dir.
-        broker.quotas.store = EtcdQuotaStore(self.etcd, self.client.layout, self.client.view)
+        broker.offset_store = self.offset_store
+        if not self.cluster.embedded:
+            # Runtime quotas shared by the whole cluster (cluster.quotas), not per data dir.
+            broker.quotas.store = EtcdQuotaStore(self.etcd, self.client.layout, self.client.view)
         return broker
 
     def make_groups(self, config: BrokerConfig) -> GroupCoordinator:
@@ -134,17 +167,31 @@ class ClusterNode:
             partition_exists=store.partition_exists,
         )
         store.attach(coordinator)
+        self.offset_store = store
         return coordinator
+
+    # ACLs, SASL users and runtime quotas: a cluster's live in etcd (cluster.security,
+    # cluster.quotas); a single node keeps them in its data dir's files (api.security), which
+    # `strata users` edits while the broker runs. Both behind the same store protocols.
 
     async def start_security(self) -> None:
         """Load the cluster's ACLs and users before any listener accepts a connection."""
-        await self.security.start()
+        if not self.cluster.embedded:
+            await self.security.start()
 
-    def acl_store(self) -> EtcdAclStore:
+    def acl_store(self) -> AclStore:
+        if self.cluster.embedded:
+            return FileAclStore(acls_path(self.config.data_dir))
         return EtcdAclStore(self.security)
 
-    def user_store(self) -> EtcdUserStore:
+    def user_store(self) -> EtcdUserStore | UserStore:
+        if self.cluster.embedded:
+            return UserStore(users_path(self.config.data_dir))
         return EtcdUserStore(self.security)
+
+    def security_home(self, path: Path) -> str:
+        """Where ACLs or users live, for the start-up lines: etcd, or ``path``."""
+        return str(path) if self.cluster.embedded else "etcd"
 
     @staticmethod
     def kafka_handlers() -> dict[int, Handler]:
@@ -191,6 +238,12 @@ class ClusterNode:
             reg.kafka_port,
             self.config.cluster_id,
         )
+        # "ready" only once this broker's own view lists it: a CreateTopics right after
+        # the start would otherwise place replicas on no live broker.
+        with contextlib.suppress(TimeoutError):
+            await self.client.view.wait_for(
+                lambda v: self.broker_id in v.live_broker_ids(), self.cluster.etcd_timeout_s
+            )
         self.replicas.start()
         if self.follower_retention is not None:
             self.follower_retention.start()

@@ -345,6 +345,7 @@ def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
         )
         host = f"/{request.client.host}" if request.client is not None else ""
         try:
+            await broker.prepare_group(group)
             created = instances.create(group, settings, client_host=host)
         except ConsumerInstanceExistsError as exc:
             raise _rest_error(exc, 2) from None

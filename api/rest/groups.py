@@ -104,6 +104,7 @@ def groups_router(broker: Broker) -> APIRouter:
     @router.get("/v1/groups/{group}/lag", response_model=GroupLagV1)
     async def get_group_lag(request: Request, group: str) -> Response:
         require(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group)
+        await broker.prepare_group(group)  # what FindCoordinator does for a Kafka client
         lag = group_lag(coordinator_of(broker), end_offsets, group)
         visible = topic_filter(broker, request)
         lag = dataclasses.replace(lag, partitions=tuple(p for p in lag.partitions if visible(p.topic)))

@@ -425,6 +425,7 @@ class ConsumerInstance:
                 client_host=self.client_host,
             )
 
+        await self.broker.prepare_group(self.group_id)
         try:
             result = await self.coordinator.join_group(request())
         except MemberIdRequired as required:

@@ -16,8 +16,7 @@ from api.broker import Broker
 from api.config import BrokerConfig
 from api.partitioner import partition_for_key
 from api.rest import V2_BINARY, V2_JSON, create_app, dumps_compact
-from hot.config import LogConfig
-from hot.manager import LogManager
+from tests.inprocess import broker_of_one
 
 JSON_CT = {"Content-Type": V2_JSON}
 BIN_CT = {"Content-Type": V2_BINARY}
@@ -30,15 +29,8 @@ def b64(data: bytes) -> str:
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
     config = BrokerConfig(data_dir=tmp_path / "data", max_request_bytes=64 * 1024)
-    config.data_dir.mkdir()
-    manager = LogManager(config.data_dir, LogConfig())
-    manager.open()
-    b = Broker(config, manager)
-    b.bind_loop(asyncio.get_running_loop())
-    try:
+    async with broker_of_one(config) as b:
         yield b
-    finally:
-        manager.close()
 
 
 @pytest.fixture

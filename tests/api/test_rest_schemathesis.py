@@ -9,7 +9,6 @@ are also repeated asking for the json embedded format.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,14 +22,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from api.broker import Broker
 from api.config import BrokerConfig
-from api.groups.config import GroupConfig
-from api.groups.coordinator import GroupCoordinator, manager_partition_check
-from api.groups.offsets import OffsetsLog
 from api.rest import V2_JSON, create_app
-from hot.config import LogConfig
-from hot.manager import LogManager
+from tests.inprocess import ThreadedBroker, create_topic
 
 TOPIC = "fuzz"
 PARTITIONS = 3
@@ -40,24 +34,12 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 @pytest.fixture(scope="module")
 def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     data_dir = tmp_path_factory.mktemp("rest-fuzz")
-    manager = LogManager(data_dir, LogConfig())
-    manager.open()
-    # The consumer-group routes need a coordinator; its timers stay off (they would need a
-    # loop of their own), so REST consumer instances' joins just wait: fine for fuzzing.
-    groups = GroupCoordinator(
-        GroupConfig(),
-        lambda: OffsetsLog.open(data_dir, LogConfig()),
-        partition_exists=manager_partition_check(manager),
-    )
-    asyncio.run(groups.start(run_timers=False))
-    try:
-        broker = Broker(BrokerConfig(data_dir=data_dir, max_request_bytes=256 * 1024), manager, groups=groups)
-        broker.create_topic(TOPIC, PARTITIONS)
-        # The app runs in schemathesis' own event loop; its lifespan binds the broker to it.
-        yield schemathesis.openapi.from_asgi("/openapi.json", create_app(broker))
-    finally:
-        asyncio.run(groups.close())
-        manager.close()
+    # The broker runs on a loop of its own thread (controller, replicas, group timers);
+    # schemathesis drives the app from its own loop.
+    with ThreadedBroker(BrokerConfig(data_dir=data_dir, max_request_bytes=256 * 1024)) as threaded:
+        assert threaded.broker is not None
+        threaded.call(create_topic(threaded.broker, TOPIC, PARTITIONS))
+        yield schemathesis.openapi.from_asgi("/openapi.json", threaded.app(create_app))
 
 
 schema = schemathesis.pytest.from_fixture("api_schema")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cluster import embedded_store
-from cluster.embedded_store import JOURNAL_FILE, SNAPSHOT_FILE, EmbeddedMetadataStore
+from cluster.embedded_store import HELD_TTL, JOURNAL_FILE, SNAPSHOT_FILE, EmbeddedMetadataStore
 from cluster.metadata_store import (
     Compare,
     Delete,
@@ -92,7 +92,7 @@ async def test_leases_are_held_until_revoked_and_never_persisted(tmp_path: Path)
     await c.put(b"/lease/kept", b"v", lease=lease.id)
     keeper = c.keep_alive(lease)
     await asyncio.sleep(1.5)  # longer than the TTL: an embedded lease does not run out
-    assert await c.refresh_lease(lease.id) == 1 and await c.lease_ttl(lease.id) == 1
+    assert await c.refresh_lease(lease.id) == HELD_TTL and await c.lease_ttl(lease.id) == HELD_TTL
     assert keeper.running and not keeper.lost.is_set()
     with pytest.raises(LeaseNotFoundError):
         await c.put(b"/lease/late", b"v", lease=999)

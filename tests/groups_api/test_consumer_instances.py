@@ -13,8 +13,6 @@ import pytest
 from api.broker import Broker
 from api.config import BrokerConfig
 from api.groups.config import GroupConfig
-from api.groups.coordinator import GroupCoordinator, manager_partition_check
-from api.groups.offsets import OffsetsLog
 from api.groups.types import GroupState, MemberIdentity, TopicPartition
 from api.rest_consumers import (
     ConsumedRecord,
@@ -24,10 +22,9 @@ from api.rest_consumers import (
     InstanceSettings,
 )
 from api.stored_batches import StoredBatchError
-from hot.config import LogConfig
-from hot.manager import LogManager
 from hot.records import RecordInput, build_batch
 from tests.hot.badbatch import malformed_batch
+from tests.inprocess import broker_of_one, create_topic
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -47,22 +44,11 @@ async def until(what: str, check: Callable[[], object], timeout: float = 30.0) -
 
 @pytest.fixture
 async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
-    manager = LogManager(tmp_path, LogConfig())
-    manager.open()
-    groups = GroupCoordinator(
-        GroupConfig(initial_rebalance_delay_ms=0),
-        lambda: OffsetsLog.open(tmp_path, LogConfig()),
-        partition_exists=manager_partition_check(manager),
-    )
-    await groups.start()
-    b = Broker(BrokerConfig(data_dir=tmp_path), manager, groups=groups)
-    b.bind_loop(asyncio.get_running_loop())
-    b.create_topic("t", 2)
-    try:
+    async with broker_of_one(
+        BrokerConfig(data_dir=tmp_path), groups=GroupConfig(initial_rebalance_delay_ms=0)
+    ) as b:
+        await create_topic(b, "t", 2)
         yield b
-    finally:
-        await groups.close()
-        manager.close()
 
 
 async def produce(broker: Broker, partition: int, values: list[bytes]) -> None:
@@ -165,9 +151,9 @@ async def test_leader_reassigns_when_subscribed_topics_appear_or_grow(broker: Br
     inst.subscribe(["later"])
     await until("a first (empty) generation", lambda: inst.generation_id >= 1)
     assert inst.assignment() == []
-    broker.create_topic("later", 2)
+    await broker.admin_create_topic("later", 2)
     await until("the new topic assigned", lambda: len(inst.assignment()) == 2)
-    broker.add_partitions("later", 3)
+    await broker.admin_add_partitions("later", 3)
     await until("the new partition assigned", lambda: len(inst.assignment()) == 3)
     await instances.close()
 

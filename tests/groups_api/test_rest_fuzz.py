@@ -4,7 +4,6 @@ non-5xx status, content type and body shape."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,14 +17,9 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from api.broker import Broker
 from api.config import BrokerConfig
-from api.groups.config import GroupConfig
-from api.groups.coordinator import GroupCoordinator, manager_partition_check
-from api.groups.offsets import OffsetsLog
 from api.rest import create_app
-from hot.config import LogConfig
-from hot.manager import LogManager
+from tests.inprocess import ThreadedBroker, create_topic
 
 TOPIC = "fuzz"
 GROUP = "fuzz-g"
@@ -36,23 +30,12 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 @pytest.fixture(scope="module")
 def api_schema(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     data_dir = tmp_path_factory.mktemp("groups-fuzz")
-    manager = LogManager(data_dir, LogConfig())
-    manager.open()
-    # Timers off (they would need a loop of their own): joins wait, which fuzzing does not mind.
-    groups = GroupCoordinator(
-        GroupConfig(),
-        lambda: OffsetsLog.open(data_dir, LogConfig()),
-        partition_exists=manager_partition_check(manager),
-    )
-    asyncio.run(groups.start(run_timers=False))
-    try:
-        broker = Broker(BrokerConfig(data_dir=data_dir, max_request_bytes=64 * 1024), manager, groups=groups)
-        broker.create_topic(TOPIC, 2)
-        app = create_app(broker)
-        yield schemathesis.openapi.from_asgi("/openapi.json", app)
-    finally:
-        asyncio.run(groups.close())
-        manager.close()
+    # The broker runs on a loop of its own thread (timers and all); schemathesis drives the
+    # app from its own loop.
+    with ThreadedBroker(BrokerConfig(data_dir=data_dir, max_request_bytes=64 * 1024)) as threaded:
+        assert threaded.broker is not None
+        threaded.call(create_topic(threaded.broker, TOPIC, 2))
+        yield schemathesis.openapi.from_asgi("/openapi.json", threaded.app(create_app))
 
 
 schema = schemathesis.pytest.from_fixture("api_schema").include(path_regex="^/(consumers|v1/groups)")

@@ -6,7 +6,6 @@ authentication. Kafka clients commit the groups' offsets, as users would."""
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,16 +14,14 @@ from typing import Any
 import httpx
 import pytest
 
-from api.broker import Broker
 from api.config import BrokerConfig, HostPort, load_config
 from api.rest import create_app
 from api.security.acl import Authorizer
 from api.security.acl_store import FileAclStore
 from api.security.authz import AccessControl
-from hot.config import LogConfig
 from hot.errors import InvalidConfigError
-from hot.manager import LogManager
 from tests.brokers import BrokerProcess
+from tests.inprocess import broker_of_one
 from tests.security.test_authorization import ADMIN_PW, MECH, add_acls, add_user, binding, conf, create_topics
 
 A, B = "acl-rest-a", "acl-rest-b"
@@ -114,13 +111,15 @@ def test_listings_show_only_describable(broker: BrokerProcess, route: str) -> No
 
 def test_counts_and_lag_cover_only_visible_topics(broker: BrokerProcess) -> None:
     with client(broker, "admin") as http:
-        everything = len(http.get("/v1/partitions").json()["topics"])
+        listed = http.get("/v1/partitions").json()["topics"]
         lag = http.get(f"/v1/groups/{GA}/lag").json()
+    # Every topic the admin sees (the internal __consumer_offsets among them).
+    everything = (len(listed), sum(len(t["partitions"]) for t in listed))
     assert lag["total_lag"] == (3 - 1) + (3 - 2)
-    for user, topics in (("admin", everything), ("reader", 1), ("nobody", 0)):
+    for user, (topics, partitions) in (("admin", everything), ("reader", (1, 1)), ("nobody", (0, 0))):
         with client(broker, user) as http:
             status = http.get("/v1/status").json()
-            assert (status["topics"], status["partitions"]) == (topics, topics), user
+            assert (status["topics"], status["partitions"]) == (topics, partitions), user
             assert http.get("/healthz").json()["topics"] == topics
     with client(broker, "reader") as http:
         lag = http.get(f"/v1/groups/{GA}/lag").json()
@@ -197,12 +196,7 @@ async def test_anonymous_without_rest_auth_and_authorization_off(tmp_path: Path)
     like anyone (no challenge to offer, so /metrics is 403); with authorization off
     every route answers as before."""
     config = BrokerConfig(data_dir=tmp_path / "data")
-    config.data_dir.mkdir()
-    manager = LogManager(config.data_dir, LogConfig())
-    manager.open()
-    try:
-        broker = Broker(config, manager)
-        broker.bind_loop(asyncio.get_running_loop())
+    async with broker_of_one(config) as broker:
         transport = httpx.ASGITransport(app=create_app(broker))
         async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as http:
             r = await http.post("/v3/clusters/strata-local/topics", json={"topic_name": A})
@@ -217,8 +211,6 @@ async def test_anonymous_without_rest_auth_and_authorization_off(tmp_path: Path)
             assert (await http.get("/v1/status")).json()["topics"] == 0
             assert (await http.get("/healthz")).json()["topics"] == 0
             assert (await http.get(f"/topics/{A}")).status_code == 403
-    finally:
-        manager.close()
 
 
 def test_metrics_listen_setting() -> None:

@@ -6,7 +6,6 @@ from the bucket must be identical to what the producer's batches became on disk.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import json
 import time
@@ -28,10 +27,9 @@ from api.broker import (
 )
 from api.config import BrokerConfig
 from api.rest import V2_BINARY, create_app
-from hot.config import LogConfig
 from hot.errors import KAFKA_STORAGE_ERROR, OffsetOutOfRangeError, kafka_code
 from hot.log import Log
-from hot.manager import LogManager
+from tests.inprocess import broker_of_one, create_topic
 from tests.tiering.tierlib import (
     TS0,
     CountingStore,
@@ -464,41 +462,43 @@ async def tiered_broker(tmp_path: Path) -> AsyncIterator[tuple[Broker, dict[int,
     """A broker whose topic ``orders`` (2 partitions) has its oldest segments only in the
     bucket; yields it and each partition's complete bytes as produced."""
     config = BrokerConfig(data_dir=tmp_path / "data")
-    manager = LogManager(config.data_dir, LogConfig())
-    manager.open()
     store = open_store(f"file://{tmp_path}/bucket")
     manifests = ManifestStore(store)
     reader = RemoteReader(
         store, manifests, ChunkCache(store, tmp_path / "cache", max_bytes=1 << 20, chunk_bytes=2048)
     )
-    broker = Broker(config, manager, tiering=_Tier(reader))
-    broker.bind_loop(asyncio.get_running_loop())
     try:
-        info = broker.create_topic(
-            TOPIC,
-            2,
-            configs={"segment.bytes": "4096", "index.interval.bytes": "256", "local.retention.bytes": "0"},
-        )
-        complete: dict[int, bytes] = {}
-        for p in range(2):
-            off = 0
-            for i in range(50):
-                n = 3 + (i + p) % 4
-                res = await broker.produce(
-                    TOPIC, p, make_batch(off, n, size=50 + 13 * (i % 4)), acks=1, timeout_ms=5000
-                )
-                assert res.error is None and res.base_offset == off
-                off += n
-            lg = manager.get_log(TOPIC, p)
-            complete[p] = lg.read(0, 1 << 30).read()
-            await upload_all(store, manifests, lg, TOPIC, info.topic_id, p)
-            assert lg.apply_local_retention(int(time.time() * 1000), lambda seg: True)
-            assert lg.log_start_offset == 0 < lg.local_log_start_offset < lg.high_watermark
-        yield broker, complete
+        async with broker_of_one(config, tiering=_Tier(reader)) as broker:
+            manager = broker.manager
+            info = await create_topic(
+                broker,
+                TOPIC,
+                2,
+                configs={
+                    "segment.bytes": "4096",
+                    "index.interval.bytes": "256",
+                    "local.retention.bytes": "0",
+                },
+            )
+            complete: dict[int, bytes] = {}
+            for p in range(2):
+                off = 0
+                for i in range(50):
+                    n = 3 + (i + p) % 4
+                    res = await broker.produce(
+                        TOPIC, p, make_batch(off, n, size=50 + 13 * (i % 4)), acks=1, timeout_ms=5000
+                    )
+                    assert res.error is None and res.base_offset == off
+                    off += n
+                lg = manager.get_log(TOPIC, p)
+                complete[p] = lg.read(0, 1 << 30).read()
+                await upload_all(store, manifests, lg, TOPIC, info.topic_id, p)
+                assert lg.apply_local_retention(int(time.time() * 1000), lambda seg: True)
+                assert lg.log_start_offset == 0 < lg.local_log_start_offset < lg.high_watermark
+            yield broker, complete
     finally:
         await reader.cache.close()
         await store.close()
-        manager.close()
 
 
 async def _fetch(
