@@ -30,6 +30,7 @@ from pathlib import Path
 from api.broker import RemoteTier
 from api.config import BrokerConfig
 from api.groups.coordinator import GroupCoordinator
+from api.groups.offsets import OFFSETS_TOPIC
 from api.kafka_server import Handler
 from api.metrics import BrokerMetrics
 from api.security.acl_store import AclStore, FileAclStore, acls_path
@@ -40,7 +41,7 @@ from cluster.controller import Controller
 from cluster.embedded_store import EmbeddedMetadataStore
 from cluster.etcd import EtcdClient
 from cluster.follower_retention import FollowerRetention
-from cluster.groups import ClusterOffsetStore
+from cluster.groups import ClusterOffsetStore, offsets_topic_configs
 from cluster.inter_broker import client_security
 from cluster.kafka_handlers import cluster_handlers
 from cluster.keys import KeyLayout
@@ -48,7 +49,7 @@ from cluster.log_manager import ClusterLogManager
 from cluster.metadata import MetadataClient
 from cluster.metadata_store import MetadataStore
 from cluster.quotas import EtcdQuotaStore
-from cluster.replica_manager import ReplicaManager, Role
+from cluster.replica_manager import ReplicaManager, Role, log_configs
 from cluster.security import EtcdAclStore, EtcdUserStore, SecurityDocuments
 from hot.errors import MetadataStoreError
 from tiering.service import TieringService
@@ -116,14 +117,22 @@ class ClusterNode:
         partitions and overrides; one replica, this broker. Returns the adopted names."""
         if self.cluster.etcd is not None:
             return []
+        # A single node's committed offsets from before (hot.manager.adopt_partition):
+        # partition 0 of a one-partition __consumer_offsets, so every group maps to it
+        # (cluster.groups.partition_for) and finds its offsets there.
+        offsets_configs = offsets_topic_configs(1, self.config.groups.offsets_segment_bytes)
+        old = [self.config.data_dir / f"{OFFSETS_TOPIC}-0", self.manager.adoption_dir(OFFSETS_TOPIC, 0)]
+        source = next((d for d in old if d.is_dir()), None)
+        if source is not None:
+            self.manager.adopt_partition(OFFSETS_TOPIC, 0, source, log_configs(offsets_configs))
+            log.info("adopted the committed offsets of %s", source)
         adopted: list[str] = []
         for info in self.manager.topics():
             if info.name in self.client.view.topics:
                 continue
+            configs = offsets_configs if info.name == OFFSETS_TOPIC else dict(info.configs)
             replicas = [[self.broker_id]] * info.partitions
-            await self.client.create_topic(
-                info.name, replicas, dict(info.configs), topic_id=str(info.topic_id)
-            )
+            await self.client.create_topic(info.name, replicas, configs, topic_id=str(info.topic_id))
             adopted.append(info.name)
         if adopted:
             log.info("the metadata store adopted %d local topics: %s", len(adopted), ", ".join(adopted))

@@ -64,6 +64,8 @@ logger = logging.getLogger(__name__)
 CLEAN_SHUTDOWN_FILE: Final = ".clean_shutdown"
 LOCK_FILE: Final = ".lock"
 PARTITION_METADATA_FILE: Final = "partition.metadata"
+# A partition directory being adopted into logs/ (adopt_partition); open() leaves it alone.
+ADOPTING_SUFFIX: Final = ".adopting"
 DEFAULT_RETENTION_CHECK_INTERVAL_MS: Final = 300_000
 DISK_CHECK_INTERVAL_S: Final = 0.5  # how stale the disk-usage measurement may get
 
@@ -582,6 +584,53 @@ class LogManager:
                     self._remove_dir(path, "left over before the topic was created")
                 self._open_partition(info, p, clean=False, refuse=False)
             fsync_dir(self.logs_dir)
+            return info
+
+    def adoption_dir(self, topic: str, partition: int) -> Path:
+        """Where ``adopt_partition`` stages a directory (a name ``open`` leaves alone)."""
+        return self.logs_dir / f"{self.partition_dir(topic, partition).name}{ADOPTING_SUFFIX}"
+
+    def adopt_partition(
+        self, name: str, partition: int, source: Path, configs: Mapping[str, str] | None = None
+    ) -> TopicInfo:
+        """Make ``source``, a partition directory kept outside ``logs/``, partition
+        ``partition`` of topic ``name`` with its data (registering the topic when needed,
+        one partition): the single node's committed-offsets log ``<data_dir>/
+        __consumer_offsets-0``, written before the single node became a cluster of one
+        (cluster.node.adopt_local_topics).
+
+        Crash-safe in steps, each repeatable: ``source`` is renamed to
+        ``adoption_dir`` (which ``open`` ignores), the topic registered, an empty log that
+        ``open`` may have created for the registered partition meanwhile removed, and
+        the staged directory renamed into place and opened. A crash anywhere leaves the
+        data in ``source`` or in ``adoption_dir``: call again with that one."""
+        with self._lock:
+            registry = self._require_open()
+            staged = self.adoption_dir(name, partition)
+            final = self.partition_dir(name, partition)
+            try:
+                if source != staged:
+                    os.rename(source, staged)
+                    fsync_dir(source.parent)
+                    fsync_dir(self.logs_dir)
+            except OSError as e:
+                raise StorageError(f"cannot move {source} to {staged}: {e}") from e
+            info = registry.get(name)
+            if info is None:
+                info = registry.create(name, partition + 1, configs)
+            old = self._logs.pop((name, partition), None)
+            if old is not None:
+                if old.log_end_offset > old.log_start_offset:
+                    raise StorageError(f"{name}-{partition} already holds data; not adopting {staged}")
+                old.close()
+            if final.exists():
+                self._remove_dir(final, "(empty) in favour of the adopted one")
+            try:
+                os.rename(staged, final)
+                fsync_dir(self.logs_dir)
+            except OSError as e:
+                raise StorageError(f"cannot move {staged} to {final}: {e}") from e
+            self._open_partition(info, partition, clean=False, refuse=False)
             return info
 
     def delete_topic(self, name: str) -> TopicInfo:
