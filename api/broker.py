@@ -249,6 +249,9 @@ class Broker:
     ) -> TopicInfo:
         return self.create_topic(name, partitions, replication_factor, configs, validate_only=validate_only)
 
+    async def auto_create_topic(self, name: str) -> TopicInfo:
+        return self.topic(name, auto_create=True)
+
     async def admin_delete_topic(self, name: str) -> None:
         self.delete_topic(name)
 

@@ -40,7 +40,7 @@ from api.config import BrokerConfig
 from api.groups.offsets import OFFSETS_TOPIC
 from api.metrics import BrokerMetrics
 from cluster import admin
-from cluster.controller import CLUSTER_TOPIC_CONFIGS, UNCLEAN_LEADER_ELECTION
+from cluster.controller import CLUSTER_TOPIC_CONFIGS, UNCLEAN_LEADER_ELECTION, create_topic
 from cluster.groups import ClusterOffsetStore
 from cluster.log_manager import ClusterLogManager
 from cluster.metadata import TopicAssignment
@@ -53,10 +53,11 @@ from hot.errors import (
     InvalidTopicError,
     RequestTimedOutError,
     StrataError,
+    TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from hot.log import Log
-from hot.topics import TopicInfo
+from hot.topics import TopicInfo, validate_topic_name
 
 if TYPE_CHECKING:
     from api.groups.coordinator import GroupCoordinator
@@ -221,6 +222,21 @@ class ClusterBroker(Broker):
             if not pending:
                 return
             await asyncio.sleep(0.005)
+
+    async def auto_create_topic(self, name: str) -> TopicInfo:
+        """Create a topic on first use (``auto.create.topics.enable``, checked by the
+        caller) with ``num.partitions`` and the default replication factor (capped at the
+        live brokers), and wait for its leaders; a concurrent creator is fine."""
+        replicas = self.replicas
+        rf = min(replicas.config.default_replication_factor, max(len(replicas.view.brokers), 1))
+        admin.refuse_internal_topic(name, "auto-create")  # FindCoordinator creates it, configured
+        validate_topic_name(name)
+        try:
+            created = await create_topic(replicas.client, name, self.config.num_partitions, rf, {})
+        except TopicExistsError:
+            return self.topic(name)
+        await self.await_leaders(name, created.mod_revision)
+        return self._info(name, created.value)
 
     async def admin_delete_topic(self, name: str) -> None:
         await admin.delete(self.replicas.client, name)

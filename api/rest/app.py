@@ -102,7 +102,7 @@ from api.rest_consumers import ConsumerInstances
 from api.security.acl import Operation
 from api.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from hot.config import INT32_MAX, INT64_MAX
-from hot.errors import StrataError, classify, http_status
+from hot.errors import StrataError, UnknownTopicOrPartitionError, classify, http_status
 from hot.records import build_batch
 from hot.topics import TopicInfo
 
@@ -257,7 +257,12 @@ def create_app(broker: Broker) -> FastAPI:
     async def produce(request: Request, topic: str, forced_partition: int | None) -> Response:
         fmt = produce_format(request)
         require_topic(broker, request, Operation.WRITE, topic)
-        info = broker.topic(topic, auto_create=may_create(broker, request, topic))
+        try:
+            info = broker.topic(topic)
+        except UnknownTopicOrPartitionError:
+            if not (broker.config.auto_create_topics and may_create(broker, request, topic)):
+                raise
+            info = await broker.auto_create_topic(topic)
         if forced_partition is not None:
             check_partition(info, forced_partition)
         model: type[JsonProduceRequest] | type[BinaryProduceRequest] = (

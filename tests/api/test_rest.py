@@ -511,3 +511,14 @@ async def test_records_the_broker_refuses(client: httpx.AsyncClient) -> None:
     [refused] = r.json()["offsets"]
     assert refused["offset"] is None and refused["error_code"] == 87  # INVALID_RECORD
     assert "without a key" in refused["error"]
+
+
+async def test_produce_auto_creates_the_topic_when_enabled(tmp_path: Path) -> None:
+    config = BrokerConfig(data_dir=tmp_path / "data", auto_create_topics=True, num_partitions=2)
+    async with broker_of_one(config) as b:
+        transport = httpx.ASGITransport(app=create_app(b))
+        async with httpx.AsyncClient(transport=transport, base_url="http://strata.test") as c:
+            r = await c.post("/topics/auto", json={"records": [{"value": 1}]}, headers=JSON_CT)
+            assert r.status_code == 200, r.text
+            assert r.json()["offsets"][0]["error_code"] is None
+        assert b.topic("auto").partitions == 2
