@@ -1,50 +1,84 @@
-"""The broker's request logic, shared by the Kafka protocol server and the REST API.
+"""The broker's request logic: one ``Broker`` behind every door (Kafka listener, REST).
 
-Both doors call the same coroutines here, so produce/fetch semantics (durability,
-long polling, error mapping) cannot drift between them. Nothing in this module
-knows about wire formats: it takes and returns plain values and hot.errors types.
+The same class runs a single node (a cluster of one on the embedded metadata store,
+``cluster.embedded_store``) and every member of a replicated cluster (etcd): there is no
+second code path. Nothing here knows about wire formats: it takes and returns plain values
+and ``hot.errors`` types.
+
+* topics are created, deleted, grown and configured through the metadata store
+  (``cluster.admin`` / ``cluster.controller``, the awaited ``admin_*`` methods); this
+  broker's logs follow (``cluster.replica_manager``). Creation waits until the new
+  partitions this broker leads are writable here, so a produce right after it succeeds;
+* produce: only the partition's current leader appends (NOT_LEADER_OR_FOLLOWER
+  otherwise), stamping its leader epoch into every batch; acks=all is refused before
+  the append when the ISR is below ``min.insync.replicas`` (NOT_ENOUGH_REPLICAS) and
+  answered once the high watermark (minimum over the ISR) passes the batch; acks=1 once
+  the leader has it (flushed, in fsync mode); acks=0 not at all. Callers serving several
+  partitions append all of them before awaiting any (``append`` then ``complete``), so
+  requests pipelined on one connection keep their order and one group commit covers them;
+* consumer fetches and offsets are served by the leader only, below the high watermark,
+  from local segments or, below the local log start, from the bucket (tiering); a fetch
+  long-polls until ``min_bytes`` or ``max_wait_ms``, woken by the high watermark;
+* follower fetches (``replica_fetch``, the Fetch handler's branch for ``replica_id`` >= 0)
+  read up to the log end, record the follower's progress (which moves the high watermark
+  and the ISR) and long-poll for appends;
+* DescribeConfigs shows the topic's configs as the metadata store holds them.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 import time
+import uuid
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from api.config import BrokerConfig
+from api.groups.offsets import OFFSETS_TOPIC
 from api.metrics import BrokerMetrics
 from api.security.quotas import FileQuotaStore, QuotaManager, quotas_path
+from cluster import admin
+from cluster.controller import CLUSTER_TOPIC_CONFIGS, UNCLEAN_LEADER_ELECTION, create_topic
+from cluster.log_manager import ClusterLogManager
+from cluster.metadata import TopicAssignment
+from cluster.replica_manager import PartitionReplica, ReplicaManager, Role, log_configs
 from hot.config import LogConfig
 from hot.errors import (
-    InvalidPartitionsError,
-    InvalidReplicationFactorError,
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
     InvalidRequestError,
+    InvalidTopicError,
     OffsetMovedToTieredStorageError,
     RequestTimedOutError,
     StrataError,
+    TopicExistsError,
     UnknownTopicOrPartitionError,
 )
 from hot.log import AppendInfo, Log
-from hot.manager import LogManager
 from hot.region import FileRegion
-from hot.topics import TopicInfo
+from hot.topics import TopicInfo, validate_topic_name
 from tiering.remote_read import RemoteReader, RemoteReadResult
 
 if TYPE_CHECKING:
     from api.groups.coordinator import GroupCoordinator
     from api.security.authz import AccessControl
     from api.security.users import UserTable
+    from cluster.groups import ClusterOffsetStore
 
 log = logging.getLogger("strata.broker")
 
 EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405: the first offset still on local disk
+# How long a topic creation waits for the new partitions to be led (await_leaders).
+CREATE_VISIBLE_S = 5.0
+ZERO_UUID = uuid.UUID(int=0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +92,14 @@ class ProduceResult:
 
 @dataclass(frozen=True, slots=True)
 class PendingAppend:
+    """A leader's append, with the replica and the epoch it was made in."""
+
     topic: str
     log: Log | None
     info: AppendInfo | None
     error: StrataError | None
+    replica: PartitionReplica | None = None
+    epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +108,16 @@ class FetchRequestPartition:
     partition: int
     offset: int
     max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetchPartition:
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    log_start_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +168,13 @@ class ConfigEntry:
 
 
 class Broker:
-    """One node's request logic over a LogManager."""
+    """One broker's request logic over its replicas (see the module docstring)."""
 
     def __init__(
         self,
         config: BrokerConfig,
-        manager: LogManager,
+        manager: ClusterLogManager,
+        replicas: ReplicaManager,
         metrics: BrokerMetrics | None = None,
         *,
         tiering: RemoteTier | None = None,
@@ -133,6 +182,9 @@ class Broker:
     ) -> None:
         self.config = config
         self.manager = manager
+        self.replicas = replicas
+        # __consumer_offsets' partitions (cluster.groups), set by cluster.node.
+        self.offset_store: ClusterOffsetStore | None = None
         self.metrics = metrics or BrokerMetrics()
         self.tiering = tiering
         self.groups = groups  # consumer groups (api.group_handlers); None: not served
@@ -140,7 +192,7 @@ class Broker:
         self.access: AccessControl | None = None
         # SASL / REST basic-auth users (file or, in cluster mode, etcd); None: not needed.
         self.users: UserTable | None = None
-        # Byte-rate quotas per user, shared by the Kafka listeners and REST (cluster mode
+        # Byte-rate quotas per user, shared by the Kafka listeners and REST (a cluster
         # swaps in quotas kept in etcd: cluster.node).
         self.quotas = QuotaManager(
             config.quotas,
@@ -161,82 +213,42 @@ class Broker:
         self._loop = loop
         self._loop_thread = threading.get_ident()
 
-    # -- topics -------------------------------------------------------------------------
-
-    def topics(self) -> list[TopicInfo]:
-        return self.manager.topics()
+    # -- topics (the metadata store owns them; cluster.admin changes them) ----------------
 
     def topic(self, name: str, *, auto_create: bool = False) -> TopicInfo:
-        try:
-            return self.manager.topic(name)
-        except UnknownTopicOrPartitionError:
-            if not (auto_create and self.config.auto_create_topics):
-                raise
-        try:
-            return self.manager.create_topic(name, self.config.num_partitions, {})
-        except StrataError:
-            # lost a race with a concurrent creator: fine, it exists now
-            return self.manager.topic(name)
+        va = self.replicas.view.topics.get(name)
+        if va is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        a = va.value
+        return TopicInfo(name, a.partition_count, dict(a.configs), uuid.UUID(a.topic_id))
 
-    def create_topic(
-        self,
-        name: str,
-        partitions: int,
-        replication_factor: int = 1,
-        configs: dict[str, str] | None = None,
-        *,
-        validate_only: bool = False,
-    ) -> TopicInfo:
-        if partitions == -1:
-            partitions = self.config.num_partitions
-        if replication_factor not in (-1, 1):
-            raise InvalidReplicationFactorError(
-                f"replication factor {replication_factor} exceeds the 1 available broker"
-            )
-        if validate_only:
-            self.manager.registry.validate_create(name, partitions, configs or {})
-            return TopicInfo(name, partitions, dict(configs or {}))
-        return self.manager.create_topic(name, partitions, configs or {})
+    def topics(self) -> list[TopicInfo]:
+        return [self.topic(n) for n in sorted(self.replicas.view.topics)]
 
-    def alter_topic_configs(
-        self, name: str, changes: dict[str, str | None], *, replace: bool, validate_only: bool = False
-    ) -> TopicInfo:
-        """Change a topic's overrides (None removes one). ``replace``: the given set becomes
-        the whole set of overrides (AlterConfigs); otherwise only the named keys change."""
-        info = self.manager.topic(name)
-        merged: dict[str, str] = {} if replace else dict(info.configs)
-        for key, value in changes.items():
-            if value is None:
-                merged.pop(key, None)
-            else:
-                merged[key] = value
-        LogConfig.from_kafka(merged, self.manager.defaults)  # validate before touching anything
-        if validate_only:
-            return info
-        return self.manager.alter_topic_configs(name, changes, replace=replace)
+    # The synchronous single-node forms would change this broker only: refused. The
+    # awaited ``admin_*`` forms change etcd (``cluster.admin``), every broker follows.
 
-    def add_partitions(self, name: str, total: int, *, validate_only: bool = False) -> TopicInfo:
-        info = self.manager.topic(name)
-        if total <= info.partitions:
-            raise InvalidPartitionsError(
-                f"topic {name!r} has {info.partitions} partitions; the new count {total} must be larger"
-            )
-        if validate_only:
-            return info
-        return self.manager.add_partitions(name, total)
-
-    def delete_topic(self, name: str) -> None:
-        self.manager.delete_topic(name)
-        for key in [k for k in self._waiters]:
-            self._wake_key(key)
+    @staticmethod
+    def _info(name: str, a: TopicAssignment, topic_id: uuid.UUID | None = None) -> TopicInfo:
+        return TopicInfo(name, a.partition_count, dict(a.configs), topic_id or uuid.UUID(a.topic_id))
 
     def replication_factor(self, name: str) -> int:
-        """Replicas per partition of the topic (a single node holds the only one)."""
-        self.topic(name)
-        return 1
+        va = self.replicas.view.topics.get(name)
+        if va is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        return va.value.replication_factor
 
-    # Awaited forms of the admin calls, what the REST API and the cluster-mode Kafka
-    # handlers use: a cluster-mode broker (cluster.broker) changes etcd, not one node.
+    def topic_configs(self, name: str) -> list[ConfigEntry]:
+        """The topic's effective configs as etcd says (the same on every broker, whether
+        or not it holds a replica): overrides, then broker defaults."""
+        va = self.replicas.view.topics.get(name)
+        if va is None:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        configs = dict(va.value.configs)
+        effective = LogConfig.from_kafka(log_configs(configs), self.manager.defaults).to_kafka()
+        effective[UNCLEAN_LEADER_ELECTION] = "false"
+        effective.update({k: v for k, v in configs.items() if k in CLUSTER_TOPIC_CONFIGS})
+        return [ConfigEntry(k, v, k not in configs) for k, v in sorted(effective.items())]
 
     async def admin_create_topic(
         self,
@@ -247,18 +259,83 @@ class Broker:
         *,
         validate_only: bool = False,
     ) -> TopicInfo:
-        return self.create_topic(name, partitions, replication_factor, configs, validate_only=validate_only)
+        """Create the topic in etcd (-1: ``num.partitions`` / ``default.replication.factor``)."""
+        if partitions == -1:
+            partitions = self.config.num_partitions
+        if replication_factor == -1:
+            replication_factor = self.replicas.config.default_replication_factor
+        res = await admin.create(
+            self.replicas.client,
+            name,
+            partitions,
+            replication_factor,
+            dict(configs or {}),
+            self.manager.defaults,
+            validate_only=validate_only,
+        )
+        if isinstance(res, TopicAssignment):
+            return self._info(name, res, ZERO_UUID)
+        await self.await_leaders(name, res.mod_revision)
+        return self._info(name, res.value)
 
     async def auto_create_topic(self, name: str) -> TopicInfo:
-        return self.topic(name, auto_create=True)
+        """Create a topic on first use (``auto.create.topics.enable``, checked by the
+        caller) with ``num.partitions`` and the default replication factor (capped at the
+        live brokers), and wait for its leaders; a concurrent creator is fine."""
+        replicas = self.replicas
+        rf = min(replicas.config.default_replication_factor, max(len(replicas.view.brokers), 1))
+        admin.refuse_internal_topic(name, "auto-create")  # FindCoordinator creates it, configured
+        validate_topic_name(name)
+        try:
+            created = await create_topic(replicas.client, name, self.config.num_partitions, rf, {})
+        except TopicExistsError:
+            return self.topic(name)
+        await self.await_leaders(name, created.mod_revision)
+        return self._info(name, created.value)
+
+    async def await_leaders(self, name: str, revision: int, timeout: float = CREATE_VISIBLE_S) -> None:
+        """Wait (up to ``timeout``; then clients see LEADER_NOT_AVAILABLE / NOT_LEADER and
+        retry) until this broker's view has the topic at ``revision`` and every partition
+        this broker leads is writable here: a produce right after the creation succeeds,
+        as it does on a single node."""
+        view = self.replicas.view
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        with contextlib.suppress(TimeoutError):
+            await view.wait_for_revision(revision, timeout)
+        while loop.time() < deadline:
+            va = view.topics.get(name)
+            if va is None:
+                return  # deleted meanwhile
+            pending = False
+            for p in range(va.value.partition_count):
+                vs = view.partitions.get((name, p))
+                if vs is None or not vs.value.has_leader:
+                    pending = True
+                elif vs.value.leader == self.node_id:
+                    rep = self.replicas.replicas.get((name, p))
+                    pending = pending or rep is None or rep.role is not Role.LEADER
+            if not pending:
+                return
+            await asyncio.sleep(0.005)
 
     async def admin_delete_topic(self, name: str) -> None:
-        self.delete_topic(name)
+        await admin.delete(self.replicas.client, name)
+        for key in list(self._waiters):
+            self._wake_key(key)
 
     async def admin_alter_topic_configs(
         self, name: str, changes: dict[str, str | None], *, replace: bool, validate_only: bool = False
     ) -> TopicInfo:
-        return self.alter_topic_configs(name, changes, replace=replace, validate_only=validate_only)
+        a = await admin.alter_configs(
+            self.replicas.client,
+            name,
+            changes,
+            self.manager.defaults,
+            replace=replace,
+            validate_only=validate_only,
+        )
+        return self._info(name, a)
 
     async def admin_add_partitions(
         self,
@@ -268,18 +345,34 @@ class Broker:
         assignments: list[list[int]] | None = None,
         validate_only: bool = False,
     ) -> TopicInfo:
-        return self.add_partitions(name, total, validate_only=validate_only)
+        a = await admin.add_partitions(
+            self.replicas.client, name, total, assignments=assignments, validate_only=validate_only
+        )
+        return self._info(name, a)
 
-    def topic_configs(self, name: str) -> list[ConfigEntry]:
-        info = self.manager.topic(name)
-        effective = self.manager.log_config(name).to_kafka()
-        return [ConfigEntry(k, v, k not in info.configs) for k, v in sorted(effective.items())]
+    # -- groups -------------------------------------------------------------------------
+
+    async def prepare_group(self, group_id: str, timeout: float = CREATE_VISIBLE_S) -> None:
+        """What FindCoordinator does before a Kafka client talks to a group, for the REST
+        consumers that use the coordinator in process: create ``__consumer_offsets`` when
+        missing, then wait (bounded; the calls that follow report what is still wrong)
+        until the group's coordinator is known and, when it is this broker, loaded."""
+        store = self.offset_store
+        if store is None:
+            return
+        await store.ensure_topic()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            try:
+                store.coordinator_for(group_id)
+                return
+            except (CoordinatorLoadInProgressError, CoordinatorNotAvailableError):
+                if loop.time() >= deadline:
+                    return
+                await asyncio.sleep(0.01)
 
     # -- produce ------------------------------------------------------------------------
-
-    async def prepare_group(self, group_id: str) -> None:
-        """Make the group's coordinator ready before the REST consumers use it in process
-        (cluster.broker creates ``__consumer_offsets``)."""
 
     def _log(self, topic: str, partition: int) -> Log:
         lg = self.manager.get_log(topic, partition)
@@ -288,42 +381,48 @@ class Broker:
             self._listening.add(lg)
         return lg
 
-    def append(self, topic: str, partition: int, data: bytes | bytearray | memoryview) -> PendingAppend:
-        """Phase one of a produce: validate and append to the page cache, synchronously.
-
-        Callers serving several partitions (a Kafka produce request) append all of them
-        before awaiting any, so requests pipelined on one connection keep their order and
-        one group commit covers them all.
-        """
+    def append(
+        self, topic: str, partition: int, data: bytes | bytearray | memoryview, *, acks: int = 1
+    ) -> PendingAppend:
         try:
+            if topic == OFFSETS_TOPIC:  # written by the group coordinators only (cluster.groups)
+                raise InvalidTopicError(f"cannot produce to the internal topic {topic}")
+            rep = self.replicas.writable_leader(topic, partition, acks)
             lg = self._log(topic, partition)
-            info = lg.append(data)
+            if lg is not rep.log:
+                raise UnknownTopicOrPartitionError(f"{topic}-{partition} is being recreated")
+            if rep.roll_before_append:  # a new leadership's first append (replica_manager)
+                lg.roll()
+                rep.roll_before_append = False
+            info = lg.append(data, leader_epoch=rep.leader_epoch)
         except StrataError as exc:
-            # Counted by the protocol layer that answers the request (Kafka or REST), once.
+            # Counted once, by the protocol layer that answers the request.
             return PendingAppend(topic, None, None, exc)
+        self.replicas.appended(rep)
         self.metrics.produced_messages.labels(topic).inc(info.record_count)
         self.metrics.produced_bytes.labels(topic).inc(len(data))
-        return PendingAppend(topic, lg, info, None)
+        return PendingAppend(topic, lg, info, None, replica=rep, epoch=rep.leader_epoch)
 
     async def complete(self, pending: PendingAppend, *, acks: int, timeout_ms: int) -> ProduceResult:
-        """Phase two: wait until the append is durable per the log's policy (not for acks=0)."""
         if pending.error is not None or pending.log is None or pending.info is None:
             return ProduceResult(pending.error)
-        lg, info = pending.log, pending.info
-        if acks != 0:
+        info = pending.info
+        if acks != 0 and pending.replica is not None:
             try:
-                fut = asyncio.wrap_future(lg.high_watermark_future(info.last_offset + 1))
-                await asyncio.wait_for(fut, timeout=max(timeout_ms, 1) / 1000)
+                await self.replicas.wait_for_acks(
+                    pending.replica, pending.epoch, info.last_offset + 1, acks, max(timeout_ms, 1) / 1000
+                )
             except TimeoutError:
-                error = RequestTimedOutError(f"not durable within {timeout_ms} ms")
+                what = "replicated to the in-sync replicas" if acks == -1 else "durable on the leader"
+                error = RequestTimedOutError(f"not {what} within {timeout_ms} ms")
                 return ProduceResult(error, record_count=info.record_count)
             except StrataError as exc:
-                return ProduceResult(exc)
+                return ProduceResult(exc, record_count=info.record_count)
         return ProduceResult(
             None,
             base_offset=info.first_offset,
             log_append_time_ms=info.log_append_time_ms,
-            log_start_offset=lg.log_start_offset,
+            log_start_offset=pending.log.log_start_offset,
             record_count=info.record_count,
         )
 
@@ -332,7 +431,8 @@ class Broker:
     ) -> ProduceResult:
         if acks not in (-1, 0, 1):
             return ProduceResult(InvalidRequestError(f"acks must be -1, 0 or 1, got {acks}"))
-        return await self.complete(self.append(topic, partition, data), acks=acks, timeout_ms=timeout_ms)
+        pending = self.append(topic, partition, data, acks=acks)
+        return await self.complete(pending, acks=acks, timeout_ms=timeout_ms)
 
     # -- fetch --------------------------------------------------------------------------
 
@@ -480,7 +580,34 @@ class Broker:
         min_bytes: int,
         max_bytes: int,
     ) -> list[FetchedPartition]:
-        """Read every partition; long-poll until ``min_bytes`` are available or ``max_wait_ms`` passes.
+        """Consumer fetch: leaders only, below the high watermark (the base class's
+        reading and long-polling; the HW listener wakes it when the HW moves)."""
+        errors: dict[int, FetchedPartition] = {}
+        ok: list[FetchRequestPartition] = []
+        for i, p in enumerate(parts):
+            try:
+                self.replicas.leader_replica(p.topic, p.partition, getattr(p, "current_leader_epoch", -1))
+                ok.append(p)
+            except StrataError as exc:
+                errors[i] = FetchedPartition(p.topic, p.partition, exc)
+        if errors:
+            max_wait_ms = 0  # an error is answered at once, as Kafka does
+        fetched = iter(
+            await self._fetch_led(ok, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes)
+            if ok
+            else []
+        )
+        return [errors[i] if i in errors else next(fetched) for i in range(len(parts))]
+
+    async def _fetch_led(
+        self,
+        parts: Sequence[FetchRequestPartition],
+        *,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+    ) -> list[FetchedPartition]:
+        """Read every (led) partition; long-poll until ``min_bytes`` are available or ``max_wait_ms`` passes.
 
         Waiters are registered before each read, so an append landing between the read
         and the wait still wakes us.
@@ -527,6 +654,10 @@ class Broker:
     # -- offsets ------------------------------------------------------------------------
 
     async def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
+        self.replicas.leader_replica(topic, partition)
+        return await self._list_offset(topic, partition, timestamp)
+
+    async def _list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
         """(offset, timestamp) for ListOffsets; (-1, -1) when no record is at or after ``timestamp``.
 
         EARLIEST is the log start offset of the whole log (remote included). A timestamp
@@ -568,6 +699,96 @@ class Broker:
             return -1, -1
         return found
 
+    async def list_offset_with_epoch(
+        self, topic: str, partition: int, timestamp: int, *, current_leader_epoch: int, replica_id: int
+    ) -> tuple[int, int, int]:
+        """ListOffsets on the leader: (offset, timestamp, leader epoch of that offset).
+        A follower (``replica_id`` >= 0) sees the log end for LATEST, and may ask for the
+        first local offset (EARLIEST_LOCAL, KIP-405)."""
+        rep = self.replicas.leader_replica(topic, partition, current_leader_epoch)
+        lg = rep.log
+        if timestamp == LATEST_TIMESTAMP:
+            end = lg.log_end_offset if replica_id >= 0 else lg.high_watermark
+            return end, -1, rep.leader_epoch
+        if timestamp == EARLIEST_LOCAL_TIMESTAMP:
+            return lg.local_log_start_offset, -1, lg.epoch_for_offset(lg.local_log_start_offset)
+        if timestamp == EARLIEST_TIMESTAMP:
+            return lg.log_start_offset, -1, lg.epoch_for_offset(lg.log_start_offset)
+        offset, ts = await self._list_offset(topic, partition, timestamp)
+        return offset, ts, lg.epoch_for_offset(offset) if offset >= 0 else -1
+
+    def end_offset_for_epoch(
+        self, topic: str, partition: int, leader_epoch: int, *, current_leader_epoch: int
+    ) -> tuple[int, int]:
+        """OffsetForLeaderEpoch on the leader: (largest epoch <= ``leader_epoch``, its end)."""
+        rep = self.replicas.leader_replica(topic, partition, current_leader_epoch)
+        return rep.log.end_offset_for_epoch(leader_epoch)
+
+    # -- follower fetches ---------------------------------------------------------------
+
+    async def replica_fetch(
+        self,
+        follower_id: int,
+        parts: Sequence[ReplicaFetchPartition],
+        *,
+        max_wait_ms: int,
+        max_bytes: int,
+    ) -> list[FetchedPartition]:
+        """A follower's fetch: whole batches up to the log end, in request order within
+        ``max_bytes`` (the first partition with data gets at least one batch); waits up to
+        ``max_wait_ms`` for an append when there is nothing to send."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, max_wait_ms) / 1000
+        replicas = self.replicas
+        while True:
+            out: list[FetchedPartition] = []
+            served: list[PartitionReplica] = []
+            budget = max_bytes
+            failed = False
+            for p in parts:
+                try:
+                    rep = replicas.leader_replica(p.topic, p.partition, p.current_leader_epoch)
+                    replicas.follower_fetch(rep, follower_id, p.offset, p.log_start_offset)
+                    lg = rep.log
+                    r = lg.read(
+                        p.offset,
+                        max(0, min(p.max_bytes, budget)),
+                        max_offset=lg.log_end_offset,
+                        min_one=budget == max_bytes,
+                    )
+                    out.append(
+                        FetchedPartition(
+                            p.topic,
+                            p.partition,
+                            None,
+                            high_watermark=lg.high_watermark,
+                            last_stable_offset=lg.high_watermark,
+                            log_start_offset=lg.log_start_offset,
+                            regions=r.regions,
+                            size=r.size,
+                            segment_bases=_segment_bases(lg, r.first_offset, r.next_offset) if r.size else (),
+                        )
+                    )
+                    budget -= r.size
+                    served.append(rep)
+                except StrataError as exc:
+                    failed = True
+                    out.append(FetchedPartition(p.topic, p.partition, exc))
+            if failed or budget < max_bytes or not served or loop.time() >= deadline:
+                return out
+            waiter = replicas.data_waiter(served)
+            try:
+                await asyncio.wait_for(waiter, deadline - loop.time())
+            except TimeoutError:
+                pass
+
 
 def now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def _segment_bases(lg: Log, first: int, end: int) -> tuple[int, ...]:
+    """Base offsets of ``lg``'s segments that begin within [first, end) (a replica read):
+    where the follower must start new segments. Read on the event loop right after the
+    read, with no append (hence no roll) in between."""
+    return tuple(b for b in (s.base_offset for s in lg.segments()) if first <= b < end)

@@ -35,6 +35,8 @@ import uuid
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from api.broker import Broker as ClusterBroker
+from api.broker import ReplicaFetchPartition
 from api.groups.offsets import OFFSETS_TOPIC
 from api.kafka_server import (
     RESOURCE_TOPIC,
@@ -120,7 +122,6 @@ from api.protocol.messages.produce import (
     ProduceTopicResponse,
 )
 from cluster.admin import refuse_internal_topic
-from cluster.broker import ClusterBroker, ReplicaFetchPartition
 from cluster.controller import (
     CLUSTER_TOPIC_CONFIGS,
     create_topic,

@@ -7,7 +7,7 @@ Start-up, in order:
    the start with a clear error), and take the broker id: the configured one, or a fresh
    one from etcd's counter;
 2. the server opens the ``ClusterLogManager`` (replicated logs, checkpointed high
-   watermarks), builds the ``ClusterBroker`` and a Kafka listener with the cluster
+   watermarks), builds the ``Broker`` and a Kafka listener with the cluster
    handlers, and binds its sockets;
 3. ``start``: register in etcd under a lease with the bound addresses (waiting for a
    previous incarnation's registration to expire), then start the replica manager
@@ -27,7 +27,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from api.broker import RemoteTier
+from api.broker import Broker, RemoteTier
 from api.config import BrokerConfig
 from api.groups.coordinator import GroupCoordinator
 from api.groups.offsets import OFFSETS_TOPIC
@@ -35,7 +35,6 @@ from api.kafka_server import Handler
 from api.metrics import BrokerMetrics
 from api.security.acl_store import AclStore, FileAclStore, acls_path
 from api.security.users import UserStore, users_path
-from cluster.broker import ClusterBroker
 from cluster.config import ClusterConfig
 from cluster.controller import Controller
 from cluster.embedded_store import EmbeddedMetadataStore
@@ -145,11 +144,11 @@ class ClusterNode:
         *,
         tiering: RemoteTier | None = None,
         groups: object | None = None,
-    ) -> ClusterBroker:
+    ) -> Broker:
         """The broker over this node's replicas; ``config`` is the final one (with the
         bound listener addresses)."""
         self.config = config
-        broker = ClusterBroker(
+        broker = Broker(
             config,
             self.manager,
             self.replicas,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.broker import _segment_bases
+from api.broker import _segment_bases
 from cluster.fetcher import _append_at_leader_bases
 from cluster.follower_retention import over_local_limit
 from cluster.log_manager import ClusterLogManager
