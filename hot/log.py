@@ -1,16 +1,25 @@
 """One partition's log: an ordered list of segments plus its offset bookkeeping.
 
-Structure (Kafka's UnifiedLog / LocalLog / LogLoader): ``Log`` here owns the appends
-(leader and follower), the high watermark (its futures and listeners: ``hot.hw_waiters``),
-leader epochs, producer state (its snapshot files: ``hot.producer_snapshots``), the log
-start offsets, retention and the public API; which segments the cleaner and the uploader
-may take is ``hot.segment_handoff``. The segment list, rolling, read position lookup,
-cutting segments, the cleaner's swap, the recovery point and the directory's small files
-are ``hot.local_log.LocalLog``, one per ``Log``, always called with ``Log._lock`` held;
-opening and recovery are ``hot.log_loader``; an append's batch checks and stamping are
-``hot.log_append``. There is one lock, ``Log._lock`` (plus
-``_flush_lock`` serializing flush / retention / truncation / close, and LocalLog's
-recovery-point file lock), exactly as before the split.
+Structure (Kafka's UnifiedLog / LocalLog / LogLoader): ``Log`` here is the public API and
+owns the offsets (log start, local log start, high watermark), the flush, reads, leader
+epochs and the locks; each other responsibility is a module of functions over the ``Log``
+(or a helper object it holds), always called with ``Log._lock`` held:
+
+* appending: a leader's append ``hot.leader_append``, a follower's ``hot.follower_append``,
+  their pure batch checks and stamping ``hot.log_append``, rolling and the write itself
+  ``hot.log_write``;
+* the log start offset (DeleteRecords, remote retention) and deleting segments by
+  retention ``hot.log_start`` (which segments: ``hot.retention``);
+* follower truncation ``hot.log_truncation``;
+* the high watermark's futures and listeners ``hot.hw_waiters``; producer state and its
+  snapshot files ``hot.producer_snapshots``; which segments the cleaner and the uploader
+  may take ``hot.segment_handoff``;
+* the segment list, read position lookup, cutting segments, the cleaner's swap, the
+  recovery point and the directory's small files ``hot.local_log.LocalLog`` (one per
+  ``Log``); opening and recovery ``hot.log_loader``.
+
+There is one lock, ``Log._lock`` (plus ``_flush_lock`` serializing flush / retention /
+truncation / close, and LocalLog's recovery-point file lock), exactly as before the split.
 
 Partition directory ``<logs_dir>/<topic>-<partition>/``::
 
@@ -52,11 +61,12 @@ in ``interval`` mode it follows the log end at once. A replicated log
 (``hw_managed_externally``) leaves it to its owner: the leader sets the minimum log end
 of the in-sync replicas, a follower what its leader reports (``set_high_watermark``).
 
-Follower truncation (``truncate_to``, ``truncate_fully_and_start_at``) removes segments
-newest first, each removal durable before the next, then cuts the containing segment,
-then the leader-epoch cache, producer state and recovery point: a crash at any point
-leaves the old log or a prefix of it, which ``open`` loads as a consistent log (the
-cache is cut to the log end there). The replica then simply truncates again.
+Follower truncation (``truncate_to``, ``truncate_fully_and_start_at``; hot.log_truncation)
+removes segments newest first, each removal durable before the next, then cuts the
+containing segment, then the leader-epoch cache, producer state and recovery point: a
+crash at any point leaves the old log or a prefix of it, which ``open`` loads as a
+consistent log (the cache is cut to the log end there). The replica then simply
+truncates again.
 
 Durability ordering: a segment is fsynced when it is rolled, before the first byte
 goes to its successor. Hence after any crash every segment but the last is complete,
@@ -75,12 +85,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hot import follower_append, leader_append, log_start, log_truncation, log_write
 from hot.batch import TimestampType
 from hot.config import LogConfig
 from hot.errors import (
     CorruptLogError,
     FencedLeaderEpochError,
-    InvalidRecordError,
     InvalidRequestError,
     LogClosedError,
     OffsetMovedToTieredStorageError,
@@ -99,20 +109,16 @@ from hot.local_log import (
     fsync_dir,
     read_offset_file,
 )
-from hot.log_append import byte_view, check_producers, leader_iov, validate_batches
+from hot.log_append import AppendInfo
 from hot.log_loader import create_directory_at, load_leader_epochs, load_segments
 from hot.producer_snapshots import ProducerSnapshots
 from hot.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
-    BatchMetadata,
-    ProducerAppend,
     ProducerEntry,
 )
 from hot.region import FileRegion
-from hot.retention import local_retention_doomed, retention_doomed
 from hot.segment import (
     Segment,
-    WriteUndoFailedError,
     segment_name,
 )
 from hot.segment_handoff import CleanerView, SegmentHandoff
@@ -131,26 +137,6 @@ StorageErrorListener = Callable[[StorageError], None]
 
 
 # --- results --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class AppendInfo:
-    """What one append wrote."""
-
-    first_offset: int
-    last_offset: int
-    batch_count: int
-    record_count: int
-    max_timestamp: int
-    log_append_time_ms: int  # -1 for CreateTime topics
-    log_start_offset: int
-    # Every batch was an idempotent producer's retry of a batch already in the log: nothing
-    # was written and the offsets are the original batches' (Kafka answers with them).
-    duplicate: bool = False
-
-    @property
-    def next_offset(self) -> int:
-        return self.last_offset + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,19 +163,7 @@ class ReadResult:
 
 class Log:
     """A partition's segments and offsets. Thread-safe (one RLock; fsyncs run outside it).
-
-    Files: a directory of segments named by 20-digit base offset (``.log`` record
-    batches v2 back to back, ``.index`` 8-byte and ``.timeindex`` 12-byte entries, see
-    hot.segment) plus the ``recovery-point`` and ``log-start-offset`` text files, the
-    producer-state ``.snapshot`` files (hot.producer_state) and the
-    ``leader-epoch-checkpoint`` (hot.leader_epoch).
-    After a crash: the last segment is truncated at its first invalid batch, any other
-    damaged segment refuses the partition (details in the module docstring and ``open``);
-    producer state is the latest valid snapshot at or below the log end plus a header
-    scan of the batches after it; the leader-epoch cache is cut to the log end and
-    extended from the recovered batches (rebuilt from every batch if its file is
-    missing or damaged).
-    """
+    Files, crash behaviour and the modules each responsibility lives in: module docstring."""
 
     def __init__(
         self,
@@ -290,7 +264,7 @@ class Log:
                 log._hw = max(lso, min(high_watermark, log.log_end_offset))
             log._pstate.set_offsets_locked(list(loaded.snapshots))
             log._handoff.first_dirty = min(loaded.first_dirty, log.log_end_offset)
-            log._load_producer_state_locked()
+            log._pstate.load_locked(log._local, lso)
             log._epochs = load_leader_epochs(d, log.name, loaded.segments, loaded.recovered, lso)
             if loaded.stored_recovery_point != log.log_end_offset:
                 log._local.persist_recovery_point()
@@ -576,73 +550,12 @@ class Log:
         stamped but not recorded). An epoch older than the latest in the cache is
         FencedLeaderEpochError (a deposed leader) and nothing is written.
         """
-        mv = byte_view(data)
-        batches, idempotent = validate_batches(mv, self._config, leader=True)
-        if self.append_guard is not None:
-            self.append_guard(len(mv))
-        if now_ms is None:
-            now_ms = time.time_ns() // 1_000_000
-        total = len(mv)
-        offsets = sum(b.last_offset_delta + 1 for b in batches)
-        records = sum(b.records for b in batches)
-        log_append = self._config.log_append_time
-        plan: ProducerAppend | None = None
-        dups: Sequence[BatchMetadata] = ()
-        with self._lock:
-            self._check_usable()
-            if idempotent:
-                plan = self._pstate.state.begin(now_ms)
-                batches, dups, reported_first = check_producers(
-                    plan, batches, self.log_end_offset, now_ms, log_append
-                )
-                if dups:
-                    if not batches:
-                        return self._duplicate_info(dups, log_append)
-                    total = sum(b.size for b in batches)
-                    offsets = sum(b.last_offset_delta + 1 for b in batches)
-                    records = sum(b.records for b in batches)
-            if leader_epoch >= 0 and leader_epoch != self._epochs.latest_epoch:
-                # Before the roll and the write: a failure leaves no batch without its epoch.
-                self._assign_epoch_locked(leader_epoch, self.log_end_offset, leader=True)
-            seg, done = self._maybe_roll_locked(total, offsets, now_ms)
-            off = seg.next_offset
-            if plan is None:
-                reported_first = off
-            iov, tracked, max_ts, off = leader_iov(mv, batches, off, leader_epoch, now_ms, log_append)
-            done += self._write_locked(seg, iov, total, tracked, off, records, now_ms)
-            if plan is not None:
-                plan.commit()
-            lso = self._log_start_offset
-        self._after_append(done)
-        last = off - 1
-        if dups:
-            last = max(last, *(d.last_offset for d in dups))
-        return AppendInfo(
-            first_offset=reported_first,
-            last_offset=last,
-            batch_count=len(batches),
-            record_count=records,
-            max_timestamp=max_ts,
-            log_append_time_ms=now_ms if log_append else -1,
-            log_start_offset=lso,
-        )
-
-    def _duplicate_info(self, dups: Sequence[BatchMetadata], log_append: bool) -> AppendInfo:
-        return AppendInfo(
-            first_offset=dups[0].first_offset,
-            last_offset=max(d.last_offset for d in dups),
-            batch_count=0,
-            record_count=0,
-            max_timestamp=max(d.timestamp for d in dups),
-            log_append_time_ms=dups[0].timestamp if log_append else -1,
-            log_start_offset=self._log_start_offset,
-            duplicate=True,
-        )
+        return leader_append.append_as_leader(self, data, leader_epoch=leader_epoch, now_ms=now_ms)
 
     def append_as_follower(
         self, data: bytes | bytearray | memoryview, *, now_ms: int | None = None, roll: bool | None = None
     ) -> AppendInfo:
-        """Append batches that already carry their offsets (replication).
+        """Append batches that already carry their offsets (replication; hot.follower_append).
 
         The first batch must start at the log end and each next one where the previous
         ended (InvalidRecordError "non-monotonic offsets" otherwise), except on a compacted
@@ -659,107 +572,9 @@ class Log:
         offsets would not fit the active segment's index), so a replica can cut its
         segments exactly where its leader's begin.
         """
-        mv = byte_view(data)
-        batches, idempotent = validate_batches(mv, self._config, leader=False)
-        if self.append_guard is not None:
-            self.append_guard(len(mv))
-        if now_ms is None:
-            now_ms = time.time_ns() // 1_000_000
-        total = len(mv)
-        records = sum(b.records for b in batches)
-        with self._lock:
-            self._check_usable()
-            expect = self.log_end_offset
-            gaps_ok = self._config.compact
-            for b in batches:
-                if b.base_offset != expect and not (gaps_ok and b.base_offset > expect):
-                    raise InvalidRecordError(
-                        f"non-monotonic offsets: batch base offset {b.base_offset} where {expect} "
-                        "was expected"
-                    )
-                expect = b.base_offset + b.last_offset_delta + 1
-            for b in batches:
-                if b.leader_epoch >= 0 and b.leader_epoch != self._epochs.latest_epoch:
-                    self._assign_epoch_locked(b.leader_epoch, b.base_offset, leader=False)
-            first = self.log_end_offset
-            active = self._local.active
-            if roll is None:
-                seg, done = self._maybe_roll_locked(total, expect - first, now_ms)
-            elif active.is_empty or (not roll and active.fits(expect - first)):
-                seg, done = active, []
-            else:  # asked to, or relative offsets would overflow the index
-                seg, done = self._roll_locked()
-            tracked = [(b.base_offset, b.size, b.max_timestamp) for b in batches]
-            done += self._write_locked(seg, [mv], total, tracked, expect, records, now_ms)
-            if idempotent:
-                stored = (b for b in batches if b.producer_id >= 0 and not b.is_control)
-                self._pstate.replay_locked(stored, now_ms)
-            lso = self._log_start_offset
-        self._after_append(done)
-        return AppendInfo(
-            first_offset=first,
-            last_offset=expect - 1,
-            batch_count=len(batches),
-            record_count=records,
-            max_timestamp=max(b.max_timestamp for b in batches),
-            log_append_time_ms=-1,
-            log_start_offset=lso,
-        )
-
-    def _write_locked(
-        self,
-        seg: Segment,
-        iov: list[bytes | bytearray | memoryview],
-        total: int,
-        tracked: list[tuple[int, int, int]],
-        next_offset: int,
-        records: int,
-        now_ms: int,
-    ) -> list[Future[None]]:
-        try:
-            seg.append(iov, total, tracked, next_offset, now_ms)
-        except WriteUndoFailedError as e:
-            self._go_offline(e)
-            raise
-        except StorageError as e:  # undone: the log stays online, the client may retry
-            self._report_storage_error(e)
-            raise
-        self._unflushed_messages += records
-        if self._config.fsync_mode or self._hw_external:
-            return []
-        return self._advance_hw_locked(next_offset)
-
-    def _after_append(self, done: list[Future[None]]) -> None:
-        cfg = self._config
-        if done or not (cfg.fsync_mode or self._hw_external):
-            # Interval mode: the write itself moved the high watermark (_write_locked), and
-            # the listeners (parked fetches) hear of it now, once per append, even when no
-            # producer waits on a future; otherwise consumers sat out fetch.wait.max.ms.
-            self._fire(done)
-        if cfg.fsync_mode:
-            if self._flusher is not None:
-                self._flusher.request(self)
-            return
-        if self._unflushed_messages >= cfg.flush_messages:
-            if self._flusher is not None:
-                self._flusher.request(self)
-            else:
-                self.flush()
+        return follower_append.append_as_follower(self, data, now_ms=now_ms, roll=roll)
 
     # --- rolling -------------------------------------------------------------------------------
-
-    def _maybe_roll_locked(self, size: int, offsets: int, now_ms: int) -> tuple[Segment, list[Future[None]]]:
-        seg = self._local.active
-        if seg.is_empty:
-            return seg, []
-        cfg = self._config
-        if (
-            seg.size + size > cfg.segment_bytes
-            or (seg.created_ms is not None and now_ms - seg.created_ms > cfg.segment_ms)
-            or not seg.fits(offsets)
-        ):
-            return self._roll_locked()
-        return seg, []
 
     def roll(self) -> Segment:
         """Start a new active segment (no-op if the active one is empty); returns it."""
@@ -767,7 +582,7 @@ class Log:
             self._check_usable()
             if self._local.active.is_empty:
                 return self._local.active
-            seg, done = self._roll_locked()
+            seg, done = log_write.roll_locked(self)
         if done:
             self._fire(done)
         return seg
@@ -782,34 +597,10 @@ class Log:
             seg = self._local.active
             if seg.is_empty or seg.created_ms is None or now_ms - seg.created_ms < max_age_ms:
                 return False
-            _, done = self._roll_locked()
+            _, done = log_write.roll_locked(self)
         if done:
             self._fire(done)
         return True
-
-    def _roll_locked(self) -> tuple[Segment, list[Future[None]]]:
-        """Seal the active segment and start a new one. Returns it and the high watermark
-        futures the caller must complete once it released the lock."""
-        try:
-            new = self._local.seal_and_create_next_locked()
-        except StorageError as e:
-            self._go_offline(e)
-            raise
-        # The state as of the new segment's start. The recovery-point write below fsyncs
-        # the directory for this rename too.
-        self._take_snapshot_locked(new.base_offset, sync_dir=False)
-        self._local.add_segment_locked(new)
-        done: list[Future[None]] = []
-        if new.base_offset > self._local.recovery_point:
-            self._local.recovery_point = new.base_offset
-            if self._config.fsync_mode and not self._hw_external:
-                done = self._advance_hw_locked(new.base_offset)
-        try:
-            self._local.persist_recovery_point()  # also makes the new segment's files durable
-        except StorageError as e:
-            self._go_offline(e)
-            raise
-        return new, done
 
     # --- flushing ------------------------------------------------------------------------------
 
@@ -854,9 +645,6 @@ class Log:
     @property
     def unflushed_messages(self) -> int:
         return self._unflushed_messages
-
-    def _persist_log_start_offset(self) -> None:
-        self._local.write_offset_file(LOG_START_OFFSET_FILE, self._log_start_offset)
 
     # --- reading -----------------------------------------------------------------------------------
 
@@ -935,23 +723,7 @@ class Log:
         that does not qualify, or that ``retention_guard`` (tiering: "uploaded yet?")
         refuses. Advances and persists the log start offset. Returns the deleted bases.
         """
-        if now_ms is None:
-            now_ms = time.time_ns() // 1_000_000
-        with self._flush_lock, self._lock:
-            if not self.is_online:
-                return []
-            doomed = retention_doomed(
-                self._local.segments,
-                self._config,
-                now_ms,
-                self._hw,
-                self._log_start_offset,
-                self.retention_guard,
-            )
-            if not doomed:
-                return []
-            self._drop_segments_locked(len(doomed))
-        return [s.base_offset for s in doomed]
+        return log_start.apply_retention(self, now_ms)
 
     def apply_local_retention(self, now_ms: int, is_uploaded: RetentionGuard) -> list[int]:
         """Local retention of a tiered log: delete whole sealed segments (never the active
@@ -965,40 +737,16 @@ class Log:
         ``is_uploaded`` is called under the log's lock: it must only look at memory.
         Returns the deleted bases.
         """
-        with self._flush_lock, self._lock:
-            if not self.is_online:
-                return []
-            doomed = local_retention_doomed(
-                self._local.segments, self._config, now_ms, self._hw, self._log_start_offset, is_uploaded
-            )
-            if not doomed:
-                return []
-            self._drop_segments_locked(len(doomed), advance_log_start=False)
-        return [s.base_offset for s in doomed]
+        return log_start.apply_local_retention(self, now_ms, is_uploaded)
 
     def advance_log_start_offset(self, offset: int) -> None:
         """Move the log start offset up to ``offset`` (total retention of remote data,
         DeleteRecords); never backwards, never past the high watermark. Local segments that
         end up entirely below it are removed by the next (local) retention pass. Durable
-        when this returns."""
+        when this returns (hot.log_start)."""
         with self._lock:
             self._check_usable()
-            if offset > self._hw:
-                raise OffsetOutOfRangeError(
-                    f"cannot move the log start offset of {self.name} to {offset}: "
-                    f"high watermark is {self._hw}"
-                )
-            if offset <= self._log_start_offset:
-                return
-            self._log_start_offset = offset
-            self._local_log_start_offset = max(self._local_log_start_offset, offset)
-            self._pstate.state.evict_below(offset)
-            try:
-                self._persist_log_start_offset()
-                self._epochs.truncate_from_start(offset)
-            except StorageError as e:
-                self._go_offline(e)
-                raise
+            log_start.advance_locked(self, offset)
 
     def sealed_segments_for_upload(self, max_offset: int, *, from_offset: int = 0) -> list[Segment]:
         """Sealed, non-empty segments whose offsets are all below both ``max_offset`` and
@@ -1066,50 +814,16 @@ class Log:
                 raise
             return True
 
-    def _drop_segments_locked(self, n: int, *, advance_log_start: bool = True) -> None:
-        doomed = self._local.drop_oldest_locked(n)
-        new_start = self._local.segments[0].base_offset
-        self._local_log_start_offset = max(self._local_log_start_offset, new_start)
-        try:
-            if advance_log_start and new_start > self._log_start_offset:
-                self._log_start_offset = new_start
-                self._persist_log_start_offset()
-                self._epochs.truncate_from_start(new_start)
-            elif not advance_log_start:
-                # Without the file the next open would take the first local segment as the
-                # log start and lose sight of the remote part.
-                self._persist_log_start_offset()
-            self._local.delete_segments(doomed)
-            self._pstate.delete_below_locked(new_start)
-            self._pstate.state.evict_below(self._log_start_offset)
-            self._local.sync_dir()
-        except StorageError as e:
-            self._go_offline(e)
-            raise
-
     def delete_records(self, offset: int) -> int:
         """Kafka DeleteRecords: move the log start offset up to ``offset`` (-1 = high
         watermark), which must not exceed the high watermark. Segments entirely below it
         are removed by the next retention pass. Returns the new log start offset."""
         with self._lock:
             self._check_usable()
-            if offset == -1:
-                offset = self._hw
-            if offset < 0 or offset > self._hw:
-                raise OffsetOutOfRangeError(
-                    f"cannot delete records of {self.name} up to {offset}: high watermark is {self._hw}"
-                )
-            if offset > self._log_start_offset:
-                self._log_start_offset = offset
-                self._local_log_start_offset = max(self._local_log_start_offset, offset)
-                self._pstate.state.evict_below(offset)
-                try:
-                    self._persist_log_start_offset()
-                    self._epochs.truncate_from_start(offset)
-                except StorageError as e:
-                    self._go_offline(e)
-                    raise
-            return self._log_start_offset
+            return log_start.delete_records_locked(self, offset)
+
+    def _persist_log_start_offset(self) -> None:
+        self._local.write_offset_file(LOG_START_OFFSET_FILE, self._log_start_offset)
 
     def truncate_to(self, offset: int) -> None:
         """Drop every batch at or after the batch holding ``offset`` (follower truncation,
@@ -1121,45 +835,15 @@ class Log:
         never wrote in its epoch). At or below the first local segment's base, or
         below the log start offset, the log is emptied and restarts at ``offset``
         (``truncate_fully_and_start_at``). Durable when this returns; a crash part-way
-        leaves a prefix of the old log (module docstring). A failure takes the log offline.
+        leaves a prefix of the old log (hot.log_truncation). A failure takes the log offline.
         """
         if offset < 0:
             raise InvalidRequestError(f"cannot truncate {self.name} to negative offset {offset}")
         with self._flush_lock, self._lock:
             self._check_usable()
-            if offset >= self.log_end_offset:
-                # An epoch entry at the log end (a leader that took an epoch and wrote
-                # nothing in it) goes anyway, as in Kafka's truncateTo: left in place, a
-                # follower would keep asking OffsetForLeaderEpoch for that epoch and its
-                # KIP-279 rounds would never converge.
-                try:
-                    self._epochs.truncate_from_end(self.log_end_offset)
-                except StorageError as e:
-                    self._go_offline(e)
-                    raise
-                return
-            if offset <= self._local.segments[0].base_offset or offset < self._log_start_offset:
-                done = self._truncate_fully_locked(offset, offset)
-            else:
-                done = []
-                try:
-                    self._truncate_locked(offset)
-                except StorageError as e:
-                    self._go_offline(e)
-                    raise
+            done = log_truncation.truncate_to_locked(self, offset)
         if done:
             self._fire(done)
-
-    def _truncate_locked(self, offset: int) -> None:
-        self._handoff.truncated_locked(offset)
-        # Newest first, each removal durable before the next: a crash leaves a prefix.
-        self._local.truncate_to_locked(offset)
-        leo = self.log_end_offset
-        self._epochs.truncate_from_end(leo)
-        self._load_producer_state_locked()
-        self._hw = min(self._hw, leo)
-        self._local.recovery_point = min(self._local.recovery_point, leo)
-        self._local.persist_recovery_point()  # also fsyncs the directory
 
     def truncate_fully_and_start_at(self, offset: int, *, log_start_offset: int | None = None) -> None:
         """Delete every segment and restart the log empty at ``offset`` (Kafka's
@@ -1168,7 +852,7 @@ class Log:
         ``log_start_offset`` (default ``offset``; lower when [log_start_offset, offset)
         lives in the object store). The high watermark and recovery point become
         ``offset``; epochs and producer state are cleared. Durable when this returns; a
-        crash part-way leaves a prefix of the old log or an empty one.
+        crash part-way leaves a prefix of the old log or an empty one (hot.log_truncation).
         """
         lso = offset if log_start_offset is None else log_start_offset
         if not 0 <= lso <= offset:
@@ -1178,35 +862,9 @@ class Log:
             )
         with self._flush_lock, self._lock:
             self._check_usable()
-            done = self._truncate_fully_locked(offset, lso)
+            done = log_truncation.truncate_fully_locked(self, offset, lso)
         if done:
             self._fire(done)
-
-    def _truncate_fully_locked(self, offset: int, log_start: int) -> list[Future[None]]:
-        self._handoff.truncated_locked(offset)
-        try:
-            # The checkpoint goes first: a missing one is rebuilt from whatever segments a
-            # crash leaves behind, a stale one would describe deleted batches.
-            self._epochs.clear()
-            self._local.sync_dir()
-            self._local.delete_all_segments_locked()
-            self._pstate.delete_locked(lambda o: True)
-            self._log_start_offset = log_start
-            self._persist_log_start_offset()  # fsyncs the directory for the deletions too
-            new = self._local.new_segment(offset)
-            self._local.reset_locked(new)
-            self._local_log_start_offset = offset
-            new.flush()
-            self._pstate.state.clear()
-            self._local.recovery_point = offset
-            self._local.persist_recovery_point()
-        except StorageError as e:
-            self._go_offline(e)
-            raise
-        if offset < self._hw:
-            self._hw = offset
-            return []
-        return self._advance_hw_locked(offset)
 
     # --- producer state ------------------------------------------------------------------------------
 
@@ -1236,12 +894,6 @@ class Log:
         with self._lock:
             return self._pstate.state.max_producer_id()
 
-    def _take_snapshot_locked(self, offset: int, *, sync_dir: bool = True) -> None:
-        self._pstate.take_locked(offset, self._local.active.base_offset, sync_dir=sync_dir)
-
-    def _load_producer_state_locked(self) -> None:
-        self._pstate.load_locked(self._local, self._log_start_offset)
-
     # --- closing -------------------------------------------------------------------------------------
 
     def close(self, clean: bool = True) -> None:
@@ -1260,7 +912,7 @@ class Log:
                         done = self._advance_hw_locked(self._local.recovery_point)
                     self._local.persist_recovery_point()
                     # The next open loads this and scans nothing.
-                    self._take_snapshot_locked(self.log_end_offset)
+                    self._pstate.take_locked(self.log_end_offset, self._local.active.base_offset)
             finally:
                 self._closed = True
                 self._local.close_segments(clean and self._offline is None)

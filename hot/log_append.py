@@ -41,6 +41,26 @@ _CONTROL_BIT: Final = 0x20
 _MAX_APPEND_BYTES: Final = (1 << 31) - 1
 
 
+@dataclass(frozen=True, slots=True)
+class AppendInfo:
+    """What one append wrote (``hot.log.Log.append`` / ``append_as_follower``)."""
+
+    first_offset: int
+    last_offset: int
+    batch_count: int
+    record_count: int
+    max_timestamp: int
+    log_append_time_ms: int  # -1 for CreateTime topics
+    log_start_offset: int
+    # Every batch was an idempotent producer's retry of a batch already in the log: nothing
+    # was written and the offsets are the original batches' (Kafka answers with them).
+    duplicate: bool = False
+
+    @property
+    def next_offset(self) -> int:
+        return self.last_offset + 1
+
+
 @dataclass(slots=True)  # not frozen: built once per batch on the hot path, never shared
 class AppendBatch:
     """A validated batch of an append request."""

@@ -1,8 +1,8 @@
 """Which sealed segments a retention pass deletes (Kafka's deletable-segments rules).
 
 Pure selection over a log's segment list, oldest first, stopping at the first segment that
-does not qualify so the remaining data stays contiguous. The owning ``hot.log.Log`` calls
-these with its lock held and then deletes the chosen prefix; the rules themselves are on
+does not qualify so the remaining data stays contiguous. ``hot.log_start`` calls these with
+the log's lock held and then deletes the chosen prefix; the rules themselves are on
 ``Log.apply_retention`` and ``Log.apply_local_retention``. Files: none. Locking: none.
 """
 

@@ -50,6 +50,7 @@ from tiering.store_base import (
 )
 
 T = TypeVar("T")
+_C = TypeVar("_C")  # a botocore Config class (see S3Store._client_config)
 MIN_PART_SIZE: Final = 5 << 20  # S3's minimum for every part but the last
 MAX_PART_SIZE: Final = 5 << 30
 MAX_PARTS: Final = 10_000
@@ -371,11 +372,10 @@ class S3Store(ObjectStore):
     def _where(self, key: str | None = None) -> str:
         return f"s3://{self.bucket}/{self.prefix}{key or ''}"
 
-    async def _create_client(self) -> tuple[Any, Any]:
-        import aioboto3
-        from aiobotocore.config import AioConfig
-
-        config = AioConfig(
+    def _client_config(self, config_cls: Callable[..., _C]) -> _C:
+        """The botocore ``Config`` (or aiobotocore's ``AioConfig``, its subclass) of both
+        clients: one set of settings for the async client and the blocking one."""
+        return config_cls(
             s3={"addressing_style": "path"},
             retries={"mode": "standard", "max_attempts": self._max_attempts},
             connect_timeout=self._connect_timeout,
@@ -385,6 +385,12 @@ class S3Store(ObjectStore):
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
         )
+
+    async def _create_client(self) -> tuple[Any, Any]:
+        import aioboto3
+        from aiobotocore.config import AioConfig
+
+        config = self._client_config(AioConfig)
         from aiobotocore.session import get_session
 
         session = aioboto3.Session(
@@ -404,15 +410,7 @@ class S3Store(ObjectStore):
                 import boto3
                 from botocore.config import Config
 
-                config = Config(
-                    s3={"addressing_style": "path"},
-                    retries={"mode": "standard", "max_attempts": self._max_attempts},
-                    connect_timeout=self._connect_timeout,
-                    read_timeout=self._read_timeout,
-                    max_pool_connections=self._max_pool,
-                    request_checksum_calculation="when_required",
-                    response_checksum_validation="when_required",
-                )
+                config = self._client_config(Config)
                 import botocore.session
 
                 session = boto3.session.Session(

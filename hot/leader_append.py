@@ -1,0 +1,97 @@
+"""A leader's append (Kafka's ``UnifiedLog.appendAsLeader``): producer batches get their
+offsets from the log end, the leader epoch, and for LogAppendTime topics the append time.
+
+``hot.log.Log.append`` is the entry point (its docstring states the rules) and delegates
+here. The batch checks and the bytes written per batch are ``hot.log_append`` (pure);
+the idempotent producer's checks run against a pending producer-state change that is
+committed only after the write succeeded, so a refused or failed append leaves the state
+as it was. Files: the active segment's ``.log``, ``.index`` and ``.timeindex``
+(hot.segment), the ``leader-epoch-checkpoint`` when the append starts a new epoch
+(written before the roll and the write, so no batch is ever on disk without its epoch),
+and at a roll a producer ``.snapshot``. A failed write is undone by the segment (or the
+log goes offline, hot.segment.WriteUndoFailedError). Locking: runs under ``Log._lock``,
+completes high-watermark futures after it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from hot import log_write
+from hot.log_append import AppendInfo, byte_view, check_producers, leader_iov, validate_batches
+from hot.producer_state import BatchMetadata, ProducerAppend
+
+if TYPE_CHECKING:
+    from hot.log import Log
+
+
+def append_as_leader(
+    log: Log, data: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int | None
+) -> AppendInfo:
+    """``Log.append``."""
+    mv = byte_view(data)
+    cfg = log.config
+    batches, idempotent = validate_batches(mv, cfg, leader=True)
+    if log.append_guard is not None:
+        log.append_guard(len(mv))
+    if now_ms is None:
+        now_ms = time.time_ns() // 1_000_000
+    total = len(mv)
+    offsets = sum(b.last_offset_delta + 1 for b in batches)
+    records = sum(b.records for b in batches)
+    log_append = cfg.log_append_time
+    plan: ProducerAppend | None = None
+    dups: Sequence[BatchMetadata] = ()
+    with log._lock:
+        log._check_usable()
+        if idempotent:
+            plan = log._pstate.state.begin(now_ms)
+            leo = log.log_end_offset
+            batches, dups, reported_first = check_producers(plan, batches, leo, now_ms, log_append)
+            if dups:
+                if not batches:
+                    return _duplicate_info(dups, log_append, log._log_start_offset)
+                total = sum(b.size for b in batches)
+                offsets = sum(b.last_offset_delta + 1 for b in batches)
+                records = sum(b.records for b in batches)
+        if leader_epoch >= 0 and leader_epoch != log._epochs.latest_epoch:
+            # Before the roll and the write: a failure leaves no batch without its epoch.
+            log._assign_epoch_locked(leader_epoch, log.log_end_offset, leader=True)
+        seg, done = log_write.maybe_roll_locked(log, total, offsets, now_ms)
+        off = seg.next_offset
+        if plan is None:
+            reported_first = off
+        iov, tracked, max_ts, off = leader_iov(mv, batches, off, leader_epoch, now_ms, log_append)
+        done += log_write.write_locked(log, seg, iov, total, tracked, off, records, now_ms)
+        if plan is not None:
+            plan.commit()
+        lso = log._log_start_offset
+    log_write.after_append(log, done)
+    last = off - 1
+    if dups:
+        last = max(last, *(d.last_offset for d in dups))
+    return AppendInfo(
+        first_offset=reported_first,
+        last_offset=last,
+        batch_count=len(batches),
+        record_count=records,
+        max_timestamp=max_ts,
+        log_append_time_ms=now_ms if log_append else -1,
+        log_start_offset=lso,
+    )
+
+
+def _duplicate_info(dups: Sequence[BatchMetadata], log_append: bool, log_start_offset: int) -> AppendInfo:
+    """Every batch was a retry of one already in the log: the originals' offsets."""
+    return AppendInfo(
+        first_offset=dups[0].first_offset,
+        last_offset=max(d.last_offset for d in dups),
+        batch_count=0,
+        record_count=0,
+        max_timestamp=max(d.timestamp for d in dups),
+        log_append_time_ms=dups[0].timestamp if log_append else -1,
+        log_start_offset=log_start_offset,
+        duplicate=True,
+    )

@@ -1,0 +1,127 @@
+"""Writing a partition log's active segment, shared by the leader and follower appends
+(hot.leader_append, hot.follower_append): rolling to a new segment (Kafka's
+``UnifiedLog.roll`` / ``maybeRoll``), the write itself, and what follows an append (the
+high watermark in interval mode, a flush request).
+
+A roll happens before an append that would not fit the active segment (``segment.bytes``,
+``segment.ms``, or relative offsets past the index's int32 range), on request
+(``Log.roll``, a follower cutting where its leader did) and by age (``Log.roll_if_older_than``).
+An empty active segment never rolls.
+
+Files, in roll order: the active segment's ``.log`` / ``.index`` / ``.timeindex`` are
+fsynced and sealed, then the next segment's files are created, the producer
+``<next base>.snapshot`` written (its rename made durable by the next step), and
+``recovery-point`` (text ``"<offset>\\n"``) advanced to the new base and written with a
+directory fsync. Hence every segment but the last is complete on disk after any crash
+(hot.log, "Durability ordering"). A write is appended to the active segment's files
+(hot.segment.Segment.append) and fsynced later by a flush: a failed write is undone
+there (the log stays online; the client may retry) unless the undo fails
+(WriteUndoFailedError: the log goes offline). A StorageError in a roll takes the log
+offline.
+
+Locking: none of its own; the ``*_locked`` functions run with ``Log._lock`` held and
+return the high-watermark futures to complete; ``after_append`` runs after it is released.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
+
+from hot.errors import StorageError
+from hot.segment import WriteUndoFailedError
+
+if TYPE_CHECKING:
+    from hot.log import Log
+    from hot.segment import Segment
+
+
+def maybe_roll_locked(log: Log, size: int, offsets: int, now_ms: int) -> tuple[Segment, list[Future[None]]]:
+    """The segment an append of ``size`` bytes and ``offsets`` offsets goes to, rolling
+    first if the active one cannot take it; plus the futures to complete after unlocking."""
+    seg = log._local.active
+    if seg.is_empty:
+        return seg, []
+    cfg = log.config
+    if (
+        seg.size + size > cfg.segment_bytes
+        or (seg.created_ms is not None and now_ms - seg.created_ms > cfg.segment_ms)
+        or not seg.fits(offsets)
+    ):
+        return roll_locked(log)
+    return seg, []
+
+
+def roll_locked(log: Log) -> tuple[Segment, list[Future[None]]]:
+    """Seal the active segment and start a new one. Returns it and the high watermark
+    futures the caller must complete once it released the lock."""
+    local = log._local
+    try:
+        new = local.seal_and_create_next_locked()
+    except StorageError as e:
+        log._go_offline(e)
+        raise
+    # The state as of the new segment's start. The recovery-point write below fsyncs
+    # the directory for this rename too.
+    log._pstate.take_locked(new.base_offset, local.active.base_offset, sync_dir=False)
+    local.add_segment_locked(new)
+    done: list[Future[None]] = []
+    if new.base_offset > local.recovery_point:
+        local.recovery_point = new.base_offset
+        if log.config.fsync_mode and not log.hw_managed_externally:
+            done = log._advance_hw_locked(new.base_offset)
+    try:
+        local.persist_recovery_point()  # also makes the new segment's files durable
+    except StorageError as e:
+        log._go_offline(e)
+        raise
+    return new, done
+
+
+def write_locked(
+    log: Log,
+    seg: Segment,
+    iov: list[bytes | bytearray | memoryview],
+    total: int,
+    tracked: list[tuple[int, int, int]],
+    next_offset: int,
+    records: int,
+    now_ms: int,
+) -> list[Future[None]]:
+    """Append ``iov`` (``total`` bytes; ``tracked``: (base offset, size, max timestamp) per
+    batch, for the indexes) to ``seg``. In interval mode on a log that keeps its own high
+    watermark, it moves to ``next_offset`` at once: returns the futures to complete."""
+    try:
+        seg.append(iov, total, tracked, next_offset, now_ms)
+    except WriteUndoFailedError as e:
+        log._go_offline(e)
+        raise
+    except StorageError as e:  # undone: the log stays online, the client may retry
+        log._report_storage_error(e)
+        raise
+    log._unflushed_messages += records
+    if log.config.fsync_mode or log.hw_managed_externally:
+        return []
+    return log._advance_hw_locked(next_offset)
+
+
+def after_append(log: Log, done: list[Future[None]]) -> None:
+    """After the lock is released: complete ``done``, tell the listeners, and ask for a
+    flush (fsync mode: always, through the group committer; interval mode: once
+    flush.messages appends are unflushed)."""
+    cfg = log.config
+    if done or not (cfg.fsync_mode or log.hw_managed_externally):
+        # Interval mode: the write itself moved the high watermark (write_locked), and
+        # the listeners (parked fetches) hear of it now, once per append, even when no
+        # producer waits on a future; otherwise consumers sat out fetch.wait.max.ms.
+        log._fire(done)
+    flusher = log._flusher
+    if cfg.fsync_mode:
+        if flusher is not None:
+            flusher.request(log)
+        return
+    if log._unflushed_messages >= cfg.flush_messages:
+        if flusher is not None:
+            flusher.request(log)
+        else:
+            log.flush()
