@@ -149,12 +149,13 @@ class GroupMembership:
             raise GroupIdNotFoundError(f"group {group_id!r} does not exist")
         return group.describe()
 
-    # --- small helpers ------------------------------------------------------------------------
+    # --- helpers (also the offsets manager's view of the groups) -------------------------------
 
     def _now_ms(self) -> int:
         return self._clock.time_ms()
 
     def new_group(self, group_id: str) -> Group:
+        """A new Empty group (a first join, or a simple consumer's first commit)."""
         g = Group(group_id, self._now_ms())
         self.groups[group_id] = g
         return g
@@ -164,6 +165,7 @@ class GroupMembership:
         group.state_timestamp_ms = self._now_ms()
 
     def current(self, group: Group) -> bool:
+        """Whether ``group`` is still the one known by its id (a timer may outlive it)."""
         return self.groups.get(group.group_id) is group
 
     def drop(self, group: Group) -> None:
@@ -174,6 +176,8 @@ class GroupMembership:
             del self.groups[group.group_id]
 
     def validate_member(self, group: Group, member_id: str, instance_id: str | None) -> Member:
+        """The member a request names; FENCED_INSTANCE_ID when its group.instance.id now
+        belongs to another member id, UNKNOWN_MEMBER_ID when there is no such member."""
         if instance_id is not None:
             current = group.static.get(instance_id)
             if current is None:
