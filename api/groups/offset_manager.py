@@ -17,8 +17,10 @@ Crash behaviour: a commit, OffsetDelete or DeleteGroups is acknowledged only onc
 store says it is durable (at most ``offsets.commit.timeout.ms``, else REQUEST_TIMED_OUT
 and the client retries), so nothing acknowledged is lost. Group metadata, offset
 expiry and topic-deletion tombstones are written in the background (failures logged): a
-crash before they are durable leaves the previous metadata, or offsets that expire or
-are deleted again after the restart, when ``load_groups`` replays the log's state.
+crash before one is durable loses only that write. The log, replayed by the store when
+it is opened and taken over by ``load_groups``, then has the previous metadata, or the
+offsets the write would have removed: expired ones expire again at the first check
+after the restart; a deleted topic's stay until they expire like any other.
 """
 
 from __future__ import annotations
