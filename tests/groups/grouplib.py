@@ -23,8 +23,10 @@ from api.groups.types import (
     JoinGroupRequest,
     JoinGroupResult,
     MemberIdRequired,
+    OffsetCommitRequest,
     SyncGroupRequest,
     SyncGroupResult,
+    TopicPartition,
 )
 from hot.config import LogConfig
 
@@ -193,3 +195,20 @@ def pending(task: asyncio.Task[object]) -> bool:
 
 
 Factory = Callable[..., Harness]
+
+
+TP0 = TopicPartition("t", 0)
+TP1 = TopicPartition("t", 1)
+
+
+def commit(
+    group: str, *offsets: tuple[TopicPartition, int], generation: int = -1, member: str = "", **kw: object
+) -> OffsetCommitRequest:
+    """An OffsetCommit of ``offsets`` (leader epoch 3, metadata "md")."""
+    return OffsetCommitRequest(
+        group_id=group,
+        offsets=tuple((tp, off, 3, "md") for tp, off in offsets),
+        generation_id=generation,
+        member_id=member,
+        **kw,  # type: ignore[arg-type]
+    )
