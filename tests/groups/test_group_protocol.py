@@ -20,7 +20,7 @@ from api.protocol.messages.heartbeat import HeartbeatRequest
 from api.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
 from api.protocol.messages.leave_group import LeaveGroupRequest, MemberIdentity
 from api.protocol.messages.list_groups import ListGroupsRequest
-from api.protocol.messages.metadata import NO_AUTHORIZED_OPERATIONS
+from api.protocol.messages.metadata import NO_AUTHORIZED_OPERATIONS, MetadataRequest
 from api.protocol.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
@@ -339,6 +339,15 @@ def test_join_errors_over_the_wire(client: KafkaClient) -> None:
     )
 
 
-def test_no_internal_topic_in_metadata(client: KafkaClient, broker: BrokerProcess, tmp_path: Path) -> None:
-    assert "__consumer_offsets" not in [t["name"] for t in client.list_topics()]
-    assert (broker.data_dir / "__consumer_offsets-0").is_dir()
+def test_offsets_topic_is_internal_in_metadata(
+    client: KafkaClient, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """A single node is a cluster of one: committed offsets live in the internal topic
+    ``__consumer_offsets`` (created by the first FindCoordinator), which Metadata lists
+    with ``is_internal``, as Kafka does; no other topic is internal."""
+    assert call(client, ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="g")).error_code == 0
+    md = client.call(ApiKey.METADATA, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+    internal = {t.name: t.is_internal for t in md.topics}
+    assert internal.get("__consumer_offsets") is True
+    assert not any(v for name, v in internal.items() if name != "__consumer_offsets")
+    assert (broker.data_dir / "logs" / "__consumer_offsets-0").is_dir()
