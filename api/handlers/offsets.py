@@ -1,0 +1,89 @@
+"""TODO"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from api.protocol import (
+    RequestHeader,
+)
+from api.protocol.messages.list_offsets import (
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsTopicResponse,
+)
+from api.protocol.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
+    OffsetForLeaderPartitionResult,
+    OffsetForLeaderTopicResult,
+)
+from cluster.broker import ClusterBroker
+from hot.errors import (
+    StrataError,
+    kafka_code,
+)
+
+if TYPE_CHECKING:
+    from api.kafka_server import Connection
+
+
+def _broker(conn: Connection) -> ClusterBroker:
+    broker = conn.broker
+    assert isinstance(broker, ClusterBroker)
+    return broker
+
+
+async def handle_list_offsets(
+    conn: Connection, header: RequestHeader, req: ListOffsetsRequest
+) -> ListOffsetsResponse:
+    broker = _broker(conn)
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                offset, ts, epoch = await broker.list_offset_with_epoch(
+                    t.name,
+                    p.partition_index,
+                    p.timestamp,
+                    current_leader_epoch=p.current_leader_epoch,
+                    replica_id=req.replica_id,
+                )
+                parts.append(
+                    ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index, timestamp=ts, offset=offset, leader_epoch=epoch
+                    )
+                )
+            except StrataError as exc:
+                parts.append(
+                    ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index, error_code=kafka_code(exc)
+                    )
+                )
+        topics.append(ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))
+    return ListOffsetsResponse(topics=tuple(topics))
+
+
+async def handle_offset_for_leader_epoch(
+    conn: Connection, header: RequestHeader, req: OffsetForLeaderEpochRequest
+) -> OffsetForLeaderEpochResponse:
+    broker = _broker(conn)
+    out = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                epoch, end = broker.end_offset_for_epoch(
+                    t.topic, p.partition, p.leader_epoch, current_leader_epoch=p.current_leader_epoch
+                )
+                parts.append(
+                    OffsetForLeaderPartitionResult(partition=p.partition, leader_epoch=epoch, end_offset=end)
+                )
+            except StrataError as exc:
+                parts.append(
+                    OffsetForLeaderPartitionResult(partition=p.partition, error_code=kafka_code(exc))
+                )
+        out.append(OffsetForLeaderTopicResult(topic=t.topic, partitions=tuple(parts)))
+    return OffsetForLeaderEpochResponse(topics=tuple(out))

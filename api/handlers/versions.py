@@ -1,0 +1,17 @@
+"""TODO"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from api.protocol import (
+    RequestHeader,
+    api_versions_response,
+)
+
+if TYPE_CHECKING:
+    from api.kafka_server import Connection
+
+
+async def handle_api_versions(conn: Connection, header: RequestHeader, req: Any) -> Any:
+    return api_versions_response()
