@@ -1,5 +1,9 @@
 """The Kafka protocol listener: asyncio TCP, one reader and one writer task per connection.
 
+This module holds the listener, the connection, framing and dispatch only: each request
+goes to its API's one handler in api.handlers (``HANDLERS``), behind the API's ACL guard
+(api.security.guards) and, for Produce and Fetch, the byte-rate quotas (api.handlers.quotas).
+
 Ordering and pipelining: a connection's requests are started as tasks in arrival order
 and answered strictly in that order by the writer. A produce handler appends every
 partition synchronously before its first ``await``, so a producer's pipelined batches
@@ -265,7 +269,7 @@ class Connection:
             raise ProtocolError(f"{APIS[header.api_key].name} request before SASL authentication")
         handler = self.server.handlers[header.api_key]
         admit = getattr(handler, "admit", None)
-        if admit is not None:  # quota accounting on arrival (api.quota_handlers)
+        if admit is not None:  # quota accounting on arrival (api.handlers.quotas)
             admit(self, request)
         task = asyncio.create_task(self._run_handler(handler, header, request, started))
         await self._enqueue(header, task)

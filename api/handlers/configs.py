@@ -1,10 +1,20 @@
-"""TODO"""
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
+
+Topic configs are the topic's record in the metadata store: DescribeConfigs reads them
+(``ClusterBroker.topic_configs``) with their source (topic override or default) and
+broker configs from the static config; AlterConfigs replaces a topic's overrides and
+IncrementalAlterConfigs applies SET/DELETE/APPEND/SUBTRACT (KIP-339). Both validate as
+Kafka does and write with compare-and-swap (``cluster.admin``); every broker applies the
+change to its replicas from the watch. Broker resources cannot be altered (dynamic broker
+configs are not supported).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from api.handlers.common import cluster_broker
 from api.protocol import (
     RequestHeader,
 )
@@ -42,12 +52,6 @@ RESOURCE_BROKER = 4
 SOURCE_TOPIC_CONFIG = 1
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
-
-
-def _broker(conn: Connection) -> ClusterBroker:
-    broker = conn.broker
-    assert isinstance(broker, ClusterBroker)
-    return broker
 
 
 def _broker_configs(conn: Connection) -> dict[str, str]:
@@ -136,7 +140,7 @@ async def _alter_topic(
 async def handle_alter_configs(
     conn: Connection, header: RequestHeader, req: AlterConfigsRequest
 ) -> AlterConfigsResponse:
-    broker = _broker(conn)
+    broker = cluster_broker(conn)
     out = []
     for res in req.resources:
         changes = {c.name: c.value for c in res.configs}
@@ -174,7 +178,7 @@ def incremental_changes(current: dict[str, str], ops: Iterable[AlterableConfigOp
 async def handle_incremental_alter_configs(
     conn: Connection, header: RequestHeader, req: IncrementalAlterConfigsRequest
 ) -> IncrementalAlterConfigsResponse:
-    broker = _broker(conn)
+    broker = cluster_broker(conn)
     out = []
     for res in req.resources:
         try:

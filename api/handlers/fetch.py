@@ -1,4 +1,13 @@
-"""TODO"""
+"""Fetch: consumer fetches, and a follower's replica fetch as a branch of the same handler.
+
+A consumer fetch (``replica_id`` < 0) is served by the partition's leader only
+(NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH on a stale or newer
+``current_leader_epoch``, KIP-320), up to the high watermark, local or remote tier alike
+(the broker's ``fetch``; record data is sent zero-copy by api.kafka_server). A partition
+error is answered at once with whatever the other partitions have, as Kafka does. A fetch
+with a ``replica_id`` is a follower's: ``ClusterBroker.replica_fetch`` serves it past the
+high watermark and records the follower's offset for the ISR.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +15,7 @@ import time
 from typing import TYPE_CHECKING
 
 from api.broker import FetchRequestPartition
+from api.handlers.common import cluster_broker
 from api.protocol import (
     RequestHeader,
 )
@@ -25,14 +35,8 @@ if TYPE_CHECKING:
     from api.kafka_server import Connection
 
 
-def _broker(conn: Connection) -> ClusterBroker:
-    broker = conn.broker
-    assert isinstance(broker, ClusterBroker)
-    return broker
-
-
 async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchRequest) -> FetchResponse:
-    broker = _broker(conn)
+    broker = cluster_broker(conn)
     if req.replica_id >= 0:
         return await _replica_fetch(broker, req)
     started = time.perf_counter()

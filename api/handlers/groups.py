@@ -1,4 +1,14 @@
-"""TODO"""
+"""FindCoordinator and the consumer-group APIs: wire messages <-> the coordinator's values.
+
+FindCoordinator names the leader of the group's ``__consumer_offsets`` partition
+(``cluster.groups``, Kafka's ``abs(hash) % partitions``), creating the topic first if
+needed; COORDINATOR_NOT_AVAILABLE while that partition has no live leader. Transaction
+coordinators are refused (transactions are not supported). JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete, ListGroups,
+DescribeGroups and DeleteGroups only translate, version quirks included: the behaviour
+(group state machine, rebalances, offsets) lives in api.groups.coordinator and its
+offsets store (cluster.groups.ClusterOffsetStore), errors mapped through ERROR_TABLE.
+"""
 
 from __future__ import annotations
 

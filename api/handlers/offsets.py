@@ -1,9 +1,16 @@
-"""TODO"""
+"""ListOffsets and OffsetForLeaderEpoch, answered by the partition's leader only.
+
+ListOffsets resolves timestamps -1 (LATEST: the high watermark), -2 (EARLIEST), -3
+(MAX_TIMESTAMP) and -4 (EARLIEST_LOCAL, KIP-405) and real timestamps, with the leader
+epoch (KIP-320). OffsetForLeaderEpoch gives a follower or consumer the end offset of an
+epoch from the leader epoch cache (hot.log) so it can truncate after a leader change.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from api.handlers.common import cluster_broker
 from api.protocol import (
     RequestHeader,
 )
@@ -19,7 +26,6 @@ from api.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderPartitionResult,
     OffsetForLeaderTopicResult,
 )
-from cluster.broker import ClusterBroker
 from hot.errors import (
     StrataError,
     kafka_code,
@@ -29,16 +35,10 @@ if TYPE_CHECKING:
     from api.kafka_server import Connection
 
 
-def _broker(conn: Connection) -> ClusterBroker:
-    broker = conn.broker
-    assert isinstance(broker, ClusterBroker)
-    return broker
-
-
 async def handle_list_offsets(
     conn: Connection, header: RequestHeader, req: ListOffsetsRequest
 ) -> ListOffsetsResponse:
-    broker = _broker(conn)
+    broker = cluster_broker(conn)
     topics = []
     for t in req.topics:
         parts = []
@@ -69,7 +69,7 @@ async def handle_list_offsets(
 async def handle_offset_for_leader_epoch(
     conn: Connection, header: RequestHeader, req: OffsetForLeaderEpochRequest
 ) -> OffsetForLeaderEpochResponse:
-    broker = _broker(conn)
+    broker = cluster_broker(conn)
     out = []
     for t in req.topics:
         parts = []

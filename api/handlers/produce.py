@@ -1,4 +1,14 @@
-"""TODO"""
+"""Produce: append every partition's batch, then wait for its durability.
+
+Each partition is checked in request order before anything is awaited: acks and
+transactional id (INVALID_REQUEST; transactions are not supported), that
+this broker leads the partition (NOT_LEADER_OR_FOLLOWER) and, for acks=all, that the ISR
+meets ``min.insync.replicas`` (``ReplicaManager.writable_leader``), then the records (none:
+CORRUPT_MESSAGE; zstd before v7: UNSUPPORTED_COMPRESSION_TYPE, KIP-110). The appends all
+happen synchronously, so pipelined requests land in the log in the order sent and one
+group commit covers them; acks=0 gets no response. Record validation and the append
+itself live in the broker and hot.log; per-record errors are returned from v8 (KIP-467).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from api.broker import PendingAppend
+from api.handlers.common import cluster_broker
 from api.protocol import (
     RequestHeader,
 )
@@ -34,16 +45,10 @@ if TYPE_CHECKING:
 _PRODUCE_ZSTD_VERSION = 7
 
 
-def _broker(conn: Connection) -> ClusterBroker:
-    broker = conn.broker
-    assert isinstance(broker, ClusterBroker)
-    return broker
-
-
 async def handle_produce(
     conn: Connection, header: RequestHeader, req: ProduceRequest
 ) -> ProduceResponse | None:
-    broker = _broker(conn)
+    broker = cluster_broker(conn)
     started = time.perf_counter()
     acks = req.acks
     if acks not in (-1, 0, 1):

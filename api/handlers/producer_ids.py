@@ -1,4 +1,9 @@
-"""TODO"""
+"""InitProducerId for idempotent producers: an id unique across the cluster and its epoch.
+
+Ids come from this broker's producer-id allocator with the broker id in the low bits
+(``cluster.producer_ids``); a producer passing its id and epoch back gets the epoch bumped
+(KIP-360). Transactional ids are refused (transactions are not supported).
+"""
 
 from __future__ import annotations
 

@@ -1,9 +1,15 @@
-"""TODO"""
+"""AlterPartitionReassignments and ListPartitionReassignments (KIP-455).
+
+Any broker answers both: alter writes each partition's target replicas to the metadata
+store (``cluster.reassign``; a null target cancels), list reads the ongoing ones from the
+view. The controller carries reassignments out (adding, catching up, then removing replicas).
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from api.handlers.common import cluster_broker
 from api.protocol import (
     RequestHeader,
 )
@@ -19,7 +25,6 @@ from api.protocol.messages.list_partition_reassignments import (
     OngoingPartitionReassignment,
     OngoingTopicReassignment,
 )
-from cluster.broker import ClusterBroker
 from cluster.reassign import alter_reassignment, ongoing_reassignments
 from hot.errors import InvalidRequestError, StrataError, kafka_code
 
@@ -27,18 +32,12 @@ if TYPE_CHECKING:
     from api.kafka_server import Connection
 
 
-def _broker(conn: Connection) -> ClusterBroker:
-    broker = conn.broker
-    assert isinstance(broker, ClusterBroker)
-    return broker
-
-
 async def handle_alter_partition_reassignments(
     conn: Connection, header: RequestHeader, req: AlterPartitionReassignmentsRequest
 ) -> AlterPartitionReassignmentsResponse:
     """Record each partition's target (or cancellation) in etcd; the controller moves the
     replicas. Answered once written, as Kafka answers once the controller accepted it."""
-    broker = _broker(conn)
+    broker = cluster_broker(conn)
     out = []
     for t in req.topics:
         parts = []
@@ -69,7 +68,7 @@ async def handle_alter_partition_reassignments(
 async def handle_list_partition_reassignments(
     conn: Connection, header: RequestHeader, req: ListPartitionReassignmentsRequest
 ) -> ListPartitionReassignmentsResponse:
-    view = _broker(conn).replicas.view
+    view = cluster_broker(conn).replicas.view
     wanted = None if req.topics is None else {t.name: tuple(t.partition_indexes) for t in req.topics}
     by_topic: dict[str, list[OngoingPartitionReassignment]] = {}
     for r in ongoing_reassignments(view, wanted):

@@ -1,4 +1,11 @@
-"""TODO"""
+"""SaslHandshake and SaslAuthenticate: the SASL exchange of a connection (KIP-43, KIP-152).
+
+The mechanisms (PLAIN, SCRAM-SHA-256/512) and the user store live in api.security.sasl;
+this module only drives the connection's ``SaslSession``. A v0 SaslHandshake switches the
+connection to bare size-prefixed tokens, which api.kafka_server reads; a failed
+authentication is answered with SASL_AUTHENTICATION_FAILED and the connection closed.
+Without SASL on the listener both answer ILLEGAL_SASL_STATE.
+"""
 
 from __future__ import annotations
 

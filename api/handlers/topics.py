@@ -1,4 +1,18 @@
-"""TODO"""
+"""Metadata, CreateTopics, DeleteTopics and CreatePartitions.
+
+* Metadata answers from the watched metadata view (cluster.metadata; the embedded store
+  for a single node): every registered broker, the controller, and per partition the
+  leader, leader epoch, replicas, ISR and offline replicas (LEADER_NOT_AVAILABLE while a
+  partition has no leader). Unknown topics are auto-created when
+  ``auto.create.topics.enable``.
+* CreateTopics places replicas round-robin over the live brokers and writes the topic to
+  the metadata store (``cluster.controller``; replication factor -1:
+  ``default.replication.factor``); DeleteTopics deletes it there. Every broker's replica
+  manager then creates or deletes its local replicas. Names and configs are validated as
+  Kafka does (``hot.topics``, ``cluster.controller.validate_topic_configs``).
+* CreatePartitions changes the topic's record (``cluster.admin``, compare-and-swap).
+* The internal ``__consumer_offsets`` topic cannot be created, deleted or grown here.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +20,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from api.groups.offsets import OFFSETS_TOPIC
+from api.handlers.common import cluster_broker
 from api.handlers.configs import SOURCE_DEFAULT_CONFIG, SOURCE_TOPIC_CONFIG
 from api.protocol import (
     RequestHeader,
@@ -62,12 +77,6 @@ if TYPE_CHECKING:
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _broker(conn: Connection) -> ClusterBroker:
-    broker = conn.broker
-    assert isinstance(broker, ClusterBroker)
-    return broker
-
-
 def _partitions(
     broker: ClusterBroker, name: str, a: TopicAssignment
 ) -> tuple[MetadataResponsePartition, ...]:
@@ -104,7 +113,7 @@ def _partitions(
 
 
 async def handle_metadata(conn: Connection, header: RequestHeader, req: MetadataRequest) -> MetadataResponse:
-    broker = _broker(conn)
+    broker = cluster_broker(conn)
     view = broker.replicas.view
     topics: list[MetadataResponseTopic] = []
     wanted: list[tuple[str | None, uuid.UUID, int]] = []
@@ -242,7 +251,7 @@ async def _create_one(broker: ClusterBroker, t: CreatableTopic, validate_only: b
 async def handle_create_topics(
     conn: Connection, header: RequestHeader, req: CreateTopicsRequest
 ) -> CreateTopicsResponse:
-    broker = _broker(conn)
+    broker = cluster_broker(conn)
     results: list[CreatableTopicResult] = []
     seen: set[str] = set()
     for t in req.topics:
@@ -268,7 +277,7 @@ async def handle_create_topics(
 async def handle_delete_topics(
     conn: Connection, header: RequestHeader, req: DeleteTopicsRequest
 ) -> DeleteTopicsResponse:
-    broker = _broker(conn)
+    broker = cluster_broker(conn)
     view = broker.replicas.view
     targets: list[tuple[str | None, uuid.UUID]] = [(n, ZERO_UUID) for n in req.topic_names]
     targets += [(t.name, t.topic_id) for t in req.topics]
@@ -298,7 +307,7 @@ async def handle_delete_topics(
 async def handle_create_partitions(
     conn: Connection, header: RequestHeader, req: CreatePartitionsRequest
 ) -> CreatePartitionsResponse:
-    broker = _broker(conn)
+    broker = cluster_broker(conn)
     results: list[CreatePartitionsTopicResult] = []
     seen: set[str] = set()
     for t in req.topics:

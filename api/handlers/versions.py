@@ -1,4 +1,8 @@
-"""TODO"""
+"""ApiVersions: every API and version range the codec supports (api.protocol.APIS).
+
+Served before authentication on a SASL listener. A request in a version newer than the
+broker knows is answered by the listener itself with the v0 fallback (KIP-511), not here.
+"""
 
 from __future__ import annotations
 
