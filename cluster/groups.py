@@ -57,7 +57,7 @@ import time
 from collections import deque
 from collections.abc import Coroutine, Iterable, Mapping, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from api.groups.config import GroupConfig
 from api.groups.coordinator import GroupCoordinator
@@ -84,9 +84,6 @@ from hot.errors import (
     StrataError,
     TopicExistsError,
 )
-
-if TYPE_CHECKING:
-    pass
 
 log = logging.getLogger("strata.cluster.groups")
 

@@ -15,13 +15,10 @@ scoped id in use, so new ones are too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from hot.errors import InvalidConfigError, StorageError
 from hot.producer_ids import MAX_EPOCH, ProducerIdAllocator
-
-if TYPE_CHECKING:
-    pass
 
 BROKER_BITS: Final = 20
 MAX_BROKER_ID: Final = (1 << BROKER_BITS) - 1

@@ -15,9 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from api.handlers.common import cluster_broker
-from api.protocol import (
-    RequestHeader,
-)
+from api.protocol import RequestHeader
 from api.protocol.messages.alter_configs import (
     OP_APPEND,
     OP_DELETE,
@@ -37,11 +35,7 @@ from api.protocol.messages.describe_configs import (
     DescribeConfigsResult,
 )
 from cluster.broker import ClusterBroker
-from hot.errors import (
-    InvalidRequestError,
-    StrataError,
-    kafka_code,
-)
+from hot.errors import InvalidRequestError, StrataError, kafka_code
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection

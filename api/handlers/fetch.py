@@ -16,9 +16,7 @@ from typing import TYPE_CHECKING
 
 from api.broker import FetchRequestPartition
 from api.handlers.common import cluster_broker
-from api.protocol import (
-    RequestHeader,
-)
+from api.protocol import RequestHeader
 from api.protocol.messages.fetch import (
     FetchableTopicResponse,
     FetchPartitionData,
@@ -26,10 +24,7 @@ from api.protocol.messages.fetch import (
     FetchResponse,
 )
 from cluster.broker import ClusterBroker, ReplicaFetchPartition
-from hot.errors import (
-    StrataError,
-    kafka_code,
-)
+from hot.errors import StrataError, kafka_code
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection

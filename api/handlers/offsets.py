@@ -11,9 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from api.handlers.common import cluster_broker
-from api.protocol import (
-    RequestHeader,
-)
+from api.protocol import RequestHeader
 from api.protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
@@ -26,10 +24,7 @@ from api.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderPartitionResult,
     OffsetForLeaderTopicResult,
 )
-from hot.errors import (
-    StrataError,
-    kafka_code,
-)
+from hot.errors import StrataError, kafka_code
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection

@@ -18,9 +18,7 @@ from typing import TYPE_CHECKING
 
 from api.broker import PendingAppend
 from api.handlers.common import cluster_broker
-from api.protocol import (
-    RequestHeader,
-)
+from api.protocol import RequestHeader
 from api.protocol.messages.produce import (
     BatchIndexAndErrorMessage,
     ProducePartitionResponse,
@@ -30,11 +28,7 @@ from api.protocol.messages.produce import (
 )
 from cluster.broker import ClusterBroker
 from hot import errors as E
-from hot.errors import (
-    InvalidRequestError,
-    StrataError,
-    kafka_code,
-)
+from hot.errors import InvalidRequestError, StrataError, kafka_code
 from hot.record_validation import uses_zstd
 
 if TYPE_CHECKING:

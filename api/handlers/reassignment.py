@@ -10,9 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from api.handlers.common import cluster_broker
-from api.protocol import (
-    RequestHeader,
-)
+from api.protocol import RequestHeader
 from api.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,

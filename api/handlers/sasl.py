@@ -11,9 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.protocol import (
-    RequestHeader,
-)
+from api.protocol import RequestHeader
 from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from api.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from hot import errors as E

@@ -22,9 +22,7 @@ from typing import TYPE_CHECKING
 from api.groups.offsets import OFFSETS_TOPIC
 from api.handlers.common import cluster_broker
 from api.handlers.configs import SOURCE_DEFAULT_CONFIG, SOURCE_TOPIC_CONFIG
-from api.protocol import (
-    RequestHeader,
-)
+from api.protocol import RequestHeader
 from api.protocol.messages.create_partitions import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -51,12 +49,7 @@ from api.protocol.messages.metadata import (
 )
 from cluster.admin import refuse_internal_topic
 from cluster.broker import ClusterBroker
-from cluster.controller import (
-    CLUSTER_TOPIC_CONFIGS,
-    create_topic,
-    place_replicas,
-    validate_topic_configs,
-)
+from cluster.controller import CLUSTER_TOPIC_CONFIGS, create_topic, place_replicas, validate_topic_configs
 from cluster.metadata import NO_LEADER, TopicAssignment
 from cluster.replica_manager import log_configs
 from hot import errors as E

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from api.protocol import (
-    RequestHeader,
-    api_versions_response,
-)
+from api.protocol import RequestHeader, api_versions_response
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection
