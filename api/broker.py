@@ -187,7 +187,7 @@ class Broker:
         self.offset_store: ClusterOffsetStore | None = None
         self.metrics = metrics or BrokerMetrics()
         self.tiering = tiering
-        self.groups = groups  # consumer groups (api.group_handlers); None: not served
+        self.groups = groups  # consumer groups (api.handlers.groups); None: not served
         # ACL enforcement (api.security.authz); None: authorization off, everything allowed.
         self.access: AccessControl | None = None
         # SASL / REST basic-auth users (file or, in cluster mode, etcd); None: not needed.
@@ -278,10 +278,11 @@ class Broker:
         await self.await_leaders(name, res.mod_revision)
         return self._info(name, res.value)
 
-    async def auto_create_topic(self, name: str) -> TopicInfo:
+    async def auto_create_topic(self, name: str, *, wait_for_leaders: bool = True) -> TopicInfo:
         """Create a topic on first use (``auto.create.topics.enable``, checked by the
         caller) with ``num.partitions`` and the default replication factor (capped at the
-        live brokers), and wait for its leaders; a concurrent creator is fine."""
+        live brokers), and wait for its leaders (REST; the Metadata handler answers
+        LEADER_NOT_AVAILABLE instead, as Kafka does); a concurrent creator is fine."""
         replicas = self.replicas
         rf = min(replicas.config.default_replication_factor, max(len(replicas.view.brokers), 1))
         admin.refuse_internal_topic(name, "auto-create")  # FindCoordinator creates it, configured
@@ -290,7 +291,8 @@ class Broker:
             created = await create_topic(replicas.client, name, self.config.num_partitions, rf, {})
         except TopicExistsError:
             return self.topic(name)
-        await self.await_leaders(name, created.mod_revision)
+        if wait_for_leaders:
+            await self.await_leaders(name, created.mod_revision)
         return self._info(name, created.value)
 
     async def await_leaders(self, name: str, revision: int, timeout: float = CREATE_VISIBLE_S) -> None:

@@ -1,5 +1,9 @@
 """The Kafka protocol listener: asyncio TCP, one reader and one writer task per connection.
 
+This module holds the listener, the connection, framing and dispatch only: each request
+goes to its API's one handler in api.handlers (``HANDLERS``), behind the API's ACL guard
+(api.security.guards) and, for Produce and Fetch, the byte-rate quotas (api.handlers.quotas).
+
 Ordering and pipelining: a connection's requests are started as tasks in arrival order
 and answered strictly in that order by the writer. A produce handler appends every
 partition synchronously before its first ``await``, so a producer's pipelined batches
@@ -34,25 +38,11 @@ import logging
 import socket
 import ssl
 import time
-import uuid
-from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from api.acl_handlers import handle_create_acls, handle_delete_acls, handle_describe_acls
-from api.broker import Broker, FetchRequestPartition, PendingAppend
-from api.group_handlers import (
-    handle_delete_groups,
-    handle_describe_groups,
-    handle_find_coordinator,
-    handle_heartbeat,
-    handle_join_group,
-    handle_leave_group,
-    handle_list_groups,
-    handle_offset_commit,
-    handle_offset_delete,
-    handle_offset_fetch,
-    handle_sync_group,
-)
+from api.broker import Broker
+from api.handlers import GUARDS, HANDLERS, Handler
+from api.handlers.quotas import with_fetch_quota, with_produce_quota
 from api.protocol import (
     APIS,
     ApiKey,
@@ -62,124 +52,27 @@ from api.protocol import (
     UnknownApiKeyError,
     UnsupportedVersionError,
     api_versions_fallback_response,
-    api_versions_response,
     decode_request,
     encode_frame,
     encode_response,
 )
-from api.protocol.messages.alter_configs import (
-    OP_APPEND,
-    OP_DELETE,
-    OP_SET,
-    OP_SUBTRACT,
-    AlterConfigsRequest,
-    AlterConfigsResourceResponse,
-    AlterConfigsResponse,
-    IncrementalAlterConfigsRequest,
-    IncrementalAlterConfigsResponse,
-)
-from api.protocol.messages.create_partitions import (
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
-    CreatePartitionsTopicResult,
-)
-from api.protocol.messages.create_topics import (
-    CreatableTopicConfigs,
-    CreatableTopicResult,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-)
-from api.protocol.messages.delete_topics import (
-    DeletableTopicResult,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
-)
-from api.protocol.messages.describe_configs import (
-    DescribeConfigsRequest,
-    DescribeConfigsResourceResult,
-    DescribeConfigsResponse,
-    DescribeConfigsResult,
-)
-from api.protocol.messages.fetch import (
-    FetchableTopicResponse,
-    FetchPartitionData,
-    FetchRequest,
-    FetchResponse,
-)
-from api.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from api.protocol.messages.list_offsets import (
-    ListOffsetsPartitionResponse,
-    ListOffsetsRequest,
-    ListOffsetsResponse,
-    ListOffsetsTopicResponse,
-)
-from api.protocol.messages.metadata import (
-    MetadataRequest,
-    MetadataResponse,
-    MetadataResponseBroker,
-    MetadataResponsePartition,
-    MetadataResponseTopic,
-)
-from api.protocol.messages.offset_for_leader_epoch import (
-    OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse,
-    OffsetForLeaderPartitionResult,
-    OffsetForLeaderTopicResult,
-)
-from api.protocol.messages.produce import (
-    BatchIndexAndErrorMessage,
-    ProducePartitionResponse,
-    ProduceRequest,
-    ProduceResponse,
-    ProduceTopicResponse,
-)
-from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
-from api.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
-from api.quota_handlers import (
-    handle_alter_client_quotas,
-    handle_describe_client_quotas,
-    with_fetch_quota,
-    with_produce_quota,
-)
-from api.reassignment_handlers import (
-    handle_alter_partition_reassignments,
-    handle_list_partition_reassignments,
-)
-from api.security.group_guards import GROUP_GUARDS
-from api.security.guards import TOPIC_GUARDS, UNGUARDED, guard
+from api.security.guards import guard
 from api.security.sasl import SaslSession
 from api.security.tls import describe_handshake_error, peer_principal
 from api.security.users import UserTable
-from hot import errors as E
-from hot.errors import InvalidRequestError, StrataError, UnknownTopicOrPartitionError, kafka_code
-from hot.record_validation import uses_zstd
+from hot.errors import StrataError
 from hot.region import FileRegion
-from hot.topics import TopicInfo
 
 log = logging.getLogger("strata.kafka")
 
-GUARDS = {**TOPIC_GUARDS, **GROUP_GUARDS}
 MAX_IN_FLIGHT = 64
 READ_CHUNK = 1 << 18
 # Response parts at least this large bypass asyncio's write buffer (Connection._send_direct).
 DIRECT_SEND_MIN = 1 << 18
-ZERO_UUID = uuid.UUID(int=0)
-# Produce v7 is the first a client may send zstd batches in (KIP-110); Kafka refuses them in
-# older versions with UNSUPPORTED_COMPRESSION_TYPE so that old clients' readers are never handed them.
-_PRODUCE_ZSTD_VERSION = 7
-
-# DescribeConfigs resource types and config sources (Kafka's ConfigResource / ConfigSource).
-RESOURCE_TOPIC = 2
-RESOURCE_BROKER = 4
-SOURCE_TOPIC_CONFIG = 1
-SOURCE_STATIC_BROKER_CONFIG = 4
-SOURCE_DEFAULT_CONFIG = 5
 
 TLS_HANDSHAKE_TIMEOUT = 10.0
 # What a client may send on a SASL listener before it has authenticated.
 PRE_AUTH_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
-
-Handler = Callable[["Connection", RequestHeader, Any], Awaitable[Any]]
 
 
 class KafkaServer:
@@ -187,7 +80,6 @@ class KafkaServer:
         self,
         broker: Broker,
         *,
-        handlers: Mapping[int, Handler] | None = None,
         ssl_context: ssl.SSLContext | None = None,
         sasl_mechanisms: tuple[str, ...] = (),
         users: UserTable | None = None,
@@ -201,12 +93,10 @@ class KafkaServer:
         self.users = users
         if sasl_mechanisms and users is None:
             raise ValueError("SASL needs a user store")
-        # Cluster mode (cluster.kafka_handlers) replaces some of the single-node handlers;
-        # every one of them sits behind its API's ACL guard (api.security.guards).
-        self.handlers: dict[int, Handler] = {
-            key: guard(key, h, GUARDS) for key, h in {**HANDLERS, **(handlers or {})}.items()
-        }
-        # Byte-rate quotas (api.quota_handlers) around whichever Produce/Fetch is served.
+        # Every API has its one handler in api.handlers, behind its API's ACL guard
+        # (api.security.guards).
+        self.handlers: dict[int, Handler] = {key: guard(key, h, GUARDS) for key, h in HANDLERS.items()}
+        # Byte-rate quotas (api.handlers.quotas) around Produce and Fetch.
         self.handlers[ApiKey.PRODUCE] = with_produce_quota(self.handlers[ApiKey.PRODUCE])
         self.handlers[ApiKey.FETCH] = with_fetch_quota(self.handlers[ApiKey.FETCH])
         self._server: asyncio.Server | None = None
@@ -375,7 +265,7 @@ class Connection:
             raise ProtocolError(f"{APIS[header.api_key].name} request before SASL authentication")
         handler = self.server.handlers[header.api_key]
         admit = getattr(handler, "admit", None)
-        if admit is not None:  # quota accounting on arrival (api.quota_handlers)
+        if admit is not None:  # quota accounting on arrival (api.handlers.quotas)
             admit(self, request)
         task = asyncio.create_task(self._run_handler(handler, header, request, started))
         await self._enqueue(header, task)
@@ -507,560 +397,3 @@ def _done(value: Any) -> asyncio.Task[Any]:
         return value
 
     return asyncio.create_task(ready())
-
-
-# --- handlers ----------------------------------------------------------------------------------
-
-
-async def handle_api_versions(conn: Connection, header: RequestHeader, req: Any) -> Any:
-    return api_versions_response()
-
-
-async def handle_sasl_handshake(
-    conn: Connection, header: RequestHeader, req: SaslHandshakeRequest
-) -> SaslHandshakeResponse:
-    if conn.sasl is None:
-        return SaslHandshakeResponse(error_code=E.ILLEGAL_SASL_STATE)
-    try:
-        conn.sasl.handshake(req.mechanism)
-    except StrataError as exc:
-        return SaslHandshakeResponse(error_code=kafka_code(exc), mechanisms=conn.sasl.enabled)
-    if header.api_version == 0:  # raw tokens follow (KIP-43), not SaslAuthenticate requests
-        conn.raw_sasl = header
-    return SaslHandshakeResponse(mechanisms=conn.sasl.enabled)
-
-
-async def handle_sasl_authenticate(
-    conn: Connection, header: RequestHeader, req: SaslAuthenticateRequest
-) -> SaslAuthenticateResponse:
-    session = conn.sasl
-    if session is None:
-        return SaslAuthenticateResponse(
-            error_code=E.ILLEGAL_SASL_STATE, error_message="SASL is not enabled on this listener"
-        )
-    try:
-        answer = await session.authenticate(req.auth_bytes)
-    except StrataError as exc:
-        conn.authentication_failed(session.mechanism or "?", session.username, exc)
-        return SaslAuthenticateResponse(
-            error_code=kafka_code(exc), error_message=f"Authentication failed: {exc}"
-        )
-    if session.authenticated:
-        conn.authenticated(session)
-    return SaslAuthenticateResponse(auth_bytes=answer)
-
-
-def _topic_by_id(broker: Broker, topic_id: uuid.UUID) -> TopicInfo | None:
-    for t in broker.topics():
-        if t.topic_id == topic_id:
-            return t
-    return None
-
-
-async def handle_metadata(conn: Connection, header: RequestHeader, req: MetadataRequest) -> MetadataResponse:
-    broker = conn.broker
-    node = broker.node_id
-    adv = broker.config.advertised
-    topics: list[MetadataResponseTopic] = []
-    infos: list[tuple[str | None, uuid.UUID, TopicInfo | None, int]] = []
-    info: TopicInfo | None
-    if req.topics is None:
-        infos = [(t.name, t.topic_id, t, 0) for t in broker.topics()]
-    else:
-        allow_auto = req.allow_auto_topic_creation  # absent before v4: its default, True
-        for rt in req.topics:
-            try:
-                if rt.name is None:
-                    found = _topic_by_id(broker, rt.topic_id)
-                    if found is None:
-                        raise UnknownTopicOrPartitionError(f"unknown topic id {rt.topic_id}")
-                    infos.append((found.name, found.topic_id, found, 0))
-                else:
-                    info = broker.topic(rt.name, auto_create=allow_auto)
-                    infos.append((info.name, info.topic_id, info, 0))
-            except StrataError as exc:
-                infos.append((rt.name, rt.topic_id, None, kafka_code(exc)))
-    for name, topic_id, info, code in infos:
-        if info is None:
-            topics.append(MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id))
-            continue
-        partitions = tuple(
-            MetadataResponsePartition(
-                partition_index=p,
-                leader_id=node,
-                leader_epoch=0,
-                replica_nodes=(node,),
-                isr_nodes=(node,),
-            )
-            for p in range(info.partitions)
-        )
-        topics.append(MetadataResponseTopic(name=info.name, topic_id=info.topic_id, partitions=partitions))
-    return MetadataResponse(
-        brokers=(MetadataResponseBroker(node_id=node, host=adv.host, port=adv.port),),
-        cluster_id=broker.config.cluster_id,
-        controller_id=node,
-        topics=tuple(topics),
-    )
-
-
-async def handle_produce(
-    conn: Connection, header: RequestHeader, req: ProduceRequest
-) -> ProduceResponse | None:
-    broker = conn.broker
-    started = time.perf_counter()
-    acks = req.acks
-    bad_acks = acks not in (-1, 0, 1)
-    transactional = req.transactional_id is not None
-    pending: list[tuple[str, int, PendingAppend | None, StrataError | None]] = []
-    # Phase one, synchronous and in request order: append every partition.
-    for td in req.topic_data:
-        for pd in td.partition_data:
-            if bad_acks:
-                err: StrataError | None = InvalidRequestError(f"acks must be -1, 0 or 1, got {acks}")
-            elif transactional:
-                err = E.TransactionsNotSupportedError("transactions are not supported")
-            elif pd.records is None or len(pd.records) == 0:
-                err = E.CorruptRecordError("produce request without record data")
-            elif header.api_version < _PRODUCE_ZSTD_VERSION and uses_zstd(pd.records):
-                err = E.UnsupportedCompressionError(
-                    f"Produce requests with version {header.api_version} may not use ZStandard "
-                    f"compression (version {_PRODUCE_ZSTD_VERSION} or later may)"
-                )
-            else:
-                err = None
-            if err is not None:
-                pending.append((td.name, pd.index, None, err))
-            else:
-                assert pd.records is not None
-                pending.append((td.name, pd.index, broker.append(td.name, pd.index, pd.records), None))
-    if acks == 0:
-        return None
-    # Phase two: wait for durability of all of them together.
-    results = await asyncio.gather(
-        *(broker.complete(p, acks=acks, timeout_ms=req.timeout_ms) for _, _, p, _ in pending if p is not None)
-    )
-    it = iter(results)
-    by_topic: dict[str, list[ProducePartitionResponse]] = {}
-    for topic, index, p, err in pending:
-        if p is not None:
-            r = next(it)
-            err = r.error
-            if err is None:
-                by_topic.setdefault(topic, []).append(
-                    ProducePartitionResponse(
-                        index=index,
-                        base_offset=r.base_offset,
-                        log_append_time_ms=r.log_append_time_ms,
-                        log_start_offset=r.log_start_offset,
-                    )
-                )
-                continue
-        assert err is not None
-        code = kafka_code(err)
-        broker.metrics.errors.labels("produce", str(code)).inc()
-        by_topic.setdefault(topic, []).append(
-            ProducePartitionResponse(
-                index=index,
-                error_code=code,
-                error_message=str(err) or None,
-                record_errors=_record_errors(err),
-            )
-        )
-    broker.metrics.produce_latency.labels("kafka").observe(time.perf_counter() - started)
-    return ProduceResponse(
-        responses=tuple(
-            ProduceTopicResponse(name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items()
-        )
-    )
-
-
-def _record_errors(err: StrataError) -> tuple[BatchIndexAndErrorMessage, ...]:
-    """Produce v8+ names the records that made a batch fail (KIP-467)."""
-    return tuple(
-        BatchIndexAndErrorMessage(batch_index=e.batch_index, batch_index_error_message=e.message)
-        for e in getattr(err, "record_errors", ())
-    )
-
-
-async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchRequest) -> FetchResponse:
-    broker = conn.broker
-    started = time.perf_counter()
-    if req.replica_id >= 0:
-        raise InvalidRequestError("replica fetches are not supported by a single-node broker")
-    parts = [
-        FetchRequestPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes)
-        for t in req.topics
-        for p in t.partitions
-    ]
-    fetched = await broker.fetch(
-        parts, max_wait_ms=req.max_wait_ms, min_bytes=req.min_bytes, max_bytes=req.max_bytes
-    )
-    by_topic: dict[str, list[FetchPartitionData]] = {}
-    for f in fetched:
-        if f.error is not None:
-            code = kafka_code(f.error)
-            broker.metrics.errors.labels("fetch", str(code)).inc()
-            data = FetchPartitionData(
-                partition_index=f.partition,
-                error_code=code,
-                high_watermark=f.high_watermark,
-                last_stable_offset=f.last_stable_offset,
-                log_start_offset=f.log_start_offset,
-                records=b"",
-            )
-        else:
-            data = FetchPartitionData(
-                partition_index=f.partition,
-                high_watermark=f.high_watermark,
-                last_stable_offset=f.last_stable_offset,
-                log_start_offset=f.log_start_offset,
-                records=f.records,
-            )
-        by_topic.setdefault(f.topic, []).append(data)
-    broker.metrics.fetch_latency.labels("kafka").observe(time.perf_counter() - started)
-    return FetchResponse(
-        responses=tuple(FetchableTopicResponse(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())
-    )
-
-
-async def handle_list_offsets(
-    conn: Connection, header: RequestHeader, req: ListOffsetsRequest
-) -> ListOffsetsResponse:
-    broker = conn.broker
-    topics = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            try:
-                offset, ts = await broker.list_offset(t.name, p.partition_index, p.timestamp)
-                parts.append(
-                    ListOffsetsPartitionResponse(
-                        partition_index=p.partition_index, timestamp=ts, offset=offset, leader_epoch=0
-                    )
-                )
-            except StrataError as exc:
-                parts.append(
-                    ListOffsetsPartitionResponse(
-                        partition_index=p.partition_index, error_code=kafka_code(exc)
-                    )
-                )
-        topics.append(ListOffsetsTopicResponse(name=t.name, partitions=tuple(parts)))
-    return ListOffsetsResponse(topics=tuple(topics))
-
-
-async def handle_create_topics(
-    conn: Connection, header: RequestHeader, req: CreateTopicsRequest
-) -> CreateTopicsResponse:
-    broker = conn.broker
-    results = []
-    seen: set[str] = set()
-    for t in req.topics:
-        if t.name in seen:
-            results.append(
-                CreatableTopicResult(
-                    name=t.name,
-                    error_code=E.INVALID_REQUEST,
-                    error_message="topic named twice in one request",
-                )
-            )
-            continue
-        seen.add(t.name)
-        try:
-            partitions = t.num_partitions
-            if t.assignments:
-                if partitions != -1:
-                    raise InvalidRequestError("give either num_partitions or assignments, not both")
-                partitions = len(t.assignments)
-            configs = {c.name: c.value for c in t.configs if c.value is not None}
-            info = broker.create_topic(  # type: ignore[attr-defined]  # dead: removed with the handler merge
-                t.name, partitions, t.replication_factor, configs, validate_only=req.validate_only
-            )
-            effective = broker.topic_configs(info.name) if not req.validate_only else []
-            results.append(
-                CreatableTopicResult(
-                    name=t.name,
-                    topic_id=info.topic_id if not req.validate_only else ZERO_UUID,
-                    num_partitions=info.partitions,
-                    replication_factor=1,
-                    configs=tuple(
-                        CreatableTopicConfigs(
-                            name=c.name,
-                            value=c.value,
-                            config_source=SOURCE_DEFAULT_CONFIG if c.is_default else SOURCE_TOPIC_CONFIG,
-                        )
-                        for c in effective
-                    ),
-                )
-            )
-        except StrataError as exc:
-            results.append(
-                CreatableTopicResult(name=t.name, error_code=kafka_code(exc), error_message=str(exc))
-            )
-    return CreateTopicsResponse(topics=tuple(results))
-
-
-async def handle_delete_topics(
-    conn: Connection, header: RequestHeader, req: DeleteTopicsRequest
-) -> DeleteTopicsResponse:
-    broker = conn.broker
-    targets: list[tuple[str | None, uuid.UUID]] = [(n, ZERO_UUID) for n in req.topic_names]
-    targets += [(t.name, t.topic_id) for t in req.topics]
-    out = []
-    for name, topic_id in targets:
-        try:
-            if name is None:
-                found = _topic_by_id(broker, topic_id)
-                if found is None:
-                    raise UnknownTopicOrPartitionError(f"unknown topic id {topic_id}")
-                name = found.name
-            info = broker.topic(name)
-            broker.delete_topic(name)  # type: ignore[attr-defined]  # dead: removed with the handler merge
-            out.append(DeletableTopicResult(name=name, topic_id=info.topic_id))
-        except StrataError as exc:
-            out.append(
-                DeletableTopicResult(
-                    name=name, topic_id=topic_id, error_code=kafka_code(exc), error_message=str(exc)
-                )
-            )
-    return DeleteTopicsResponse(responses=tuple(out))
-
-
-def _broker_configs(conn: Connection) -> dict[str, str]:
-    cfg = conn.broker.config
-    out = {f"log.{k}" if not k.startswith("log.") else k: v for k, v in cfg.log.to_kafka().items()}
-    out.update(
-        {
-            "broker.id": str(cfg.broker_id),
-            "log.dirs": str(cfg.data_dir / "logs"),
-            "auto.create.topics.enable": "true" if cfg.auto_create_topics else "false",
-            "num.partitions": str(cfg.num_partitions),
-            "socket.request.max.bytes": str(cfg.max_request_bytes),
-            "advertised.listeners": f"{cfg.security_protocol}://{cfg.advertised}",
-        }
-    )
-    return out
-
-
-async def handle_describe_configs(
-    conn: Connection, header: RequestHeader, req: DescribeConfigsRequest
-) -> DescribeConfigsResponse:
-    broker = conn.broker
-    results = []
-    for res in req.resources:
-        keys = set(res.configuration_keys) if res.configuration_keys is not None else None
-        try:
-            if res.resource_type == RESOURCE_TOPIC:
-                entries = [
-                    DescribeConfigsResourceResult(
-                        name=c.name,
-                        value=c.value,
-                        is_default=c.is_default,
-                        config_source=SOURCE_DEFAULT_CONFIG if c.is_default else SOURCE_TOPIC_CONFIG,
-                    )
-                    for c in broker.topic_configs(res.resource_name)
-                    if keys is None or c.name in keys
-                ]
-            elif res.resource_type == RESOURCE_BROKER:
-                if res.resource_name not in ("", str(broker.node_id)):
-                    raise InvalidRequestError(f"unknown broker {res.resource_name!r}")
-                entries = [
-                    DescribeConfigsResourceResult(
-                        name=k, value=v, read_only=True, config_source=SOURCE_STATIC_BROKER_CONFIG
-                    )
-                    for k, v in sorted(_broker_configs(conn).items())
-                    if keys is None or k in keys
-                ]
-            else:
-                raise InvalidRequestError(f"unsupported resource type {res.resource_type}")
-            results.append(
-                DescribeConfigsResult(
-                    resource_type=res.resource_type, resource_name=res.resource_name, configs=tuple(entries)
-                )
-            )
-        except StrataError as exc:
-            results.append(
-                DescribeConfigsResult(
-                    error_code=kafka_code(exc),
-                    error_message=str(exc),
-                    resource_type=res.resource_type,
-                    resource_name=res.resource_name,
-                )
-            )
-    return DescribeConfigsResponse(results=tuple(results))
-
-
-async def handle_init_producer_id(
-    conn: Connection, header: RequestHeader, req: InitProducerIdRequest
-) -> InitProducerIdResponse:
-    # Idempotent producers (KIP-98): a new id at epoch 0, or with v3+ (KIP-360) the same id
-    # with its epoch bumped. Transactions are not supported: refused with a fatal code.
-    if req.transactional_id is not None:
-        return InitProducerIdResponse(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if (req.producer_id == -1) != (req.producer_epoch == -1):
-        return InitProducerIdResponse(error_code=E.INVALID_REQUEST)
-    try:
-        pid, epoch = conn.broker.manager.producer_ids.init_producer(req.producer_id, req.producer_epoch)
-    except StrataError as exc:
-        return InitProducerIdResponse(error_code=kafka_code(exc))
-    return InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)
-
-
-def _config_resource_error(res_type: int, res_name: str, exc: StrataError) -> AlterConfigsResourceResponse:
-    return AlterConfigsResourceResponse(
-        error_code=kafka_code(exc), error_message=str(exc), resource_type=res_type, resource_name=res_name
-    )
-
-
-def _alter_topic(
-    conn: Connection,
-    res_type: int,
-    name: str,
-    changes: dict[str, str | None],
-    replace: bool,
-    validate_only: bool,
-) -> AlterConfigsResourceResponse:
-    try:
-        if res_type != RESOURCE_TOPIC:
-            raise InvalidRequestError(f"altering resource type {res_type} is not supported; only topics")
-        conn.broker.alter_topic_configs(name, changes, replace=replace, validate_only=validate_only)  # type: ignore[attr-defined]  # dead: removed with the handler merge
-        return AlterConfigsResourceResponse(resource_type=res_type, resource_name=name)
-    except StrataError as exc:
-        return _config_resource_error(res_type, name, exc)
-
-
-async def handle_alter_configs(
-    conn: Connection, header: RequestHeader, req: AlterConfigsRequest
-) -> AlterConfigsResponse:
-    out = []
-    for res in req.resources:
-        changes = {c.name: c.value for c in res.configs}
-        out.append(_alter_topic(conn, res.resource_type, res.resource_name, changes, True, req.validate_only))
-    return AlterConfigsResponse(responses=tuple(out))
-
-
-async def handle_incremental_alter_configs(
-    conn: Connection, header: RequestHeader, req: IncrementalAlterConfigsRequest
-) -> IncrementalAlterConfigsResponse:
-    out = []
-    for res in req.resources:
-        try:
-            current = (
-                {c.name: c.value for c in conn.broker.topic_configs(res.resource_name)}
-                if res.resource_type == RESOURCE_TOPIC
-                else {}
-            )
-            changes: dict[str, str | None] = {}
-            for c in res.configs:
-                if c.config_operation == OP_SET:
-                    if c.value is None:
-                        raise InvalidRequestError(f"SET of {c.name} needs a value")
-                    changes[c.name] = c.value
-                elif c.config_operation == OP_DELETE:
-                    changes[c.name] = None
-                elif c.config_operation in (OP_APPEND, OP_SUBTRACT):
-                    # list-valued configs (cleanup.policy): comma-separated items
-                    base = changes.get(c.name, current.get(c.name)) or ""
-                    items = [i for i in base.split(",") if i]
-                    for v in (c.value or "").split(","):
-                        if c.config_operation == OP_APPEND and v and v not in items:
-                            items.append(v)
-                        elif c.config_operation == OP_SUBTRACT and v in items:
-                            items.remove(v)
-                    changes[c.name] = ",".join(items)
-                else:
-                    raise InvalidRequestError(f"unknown config operation {c.config_operation}")
-        except StrataError as exc:
-            out.append(_config_resource_error(res.resource_type, res.resource_name, exc))
-            continue
-        out.append(
-            _alter_topic(conn, res.resource_type, res.resource_name, changes, False, req.validate_only)
-        )
-    return IncrementalAlterConfigsResponse(responses=tuple(out))
-
-
-async def handle_create_partitions(
-    conn: Connection, header: RequestHeader, req: CreatePartitionsRequest
-) -> CreatePartitionsResponse:
-    results = []
-    for t in req.topics:
-        try:
-            if (
-                t.assignments is not None
-                and len(t.assignments) != t.count - conn.broker.topic(t.name).partitions
-            ):
-                raise InvalidRequestError("assignments must name every new partition")
-            conn.broker.add_partitions(t.name, t.count, validate_only=req.validate_only)  # type: ignore[attr-defined]  # dead: removed with the handler merge
-            results.append(CreatePartitionsTopicResult(name=t.name))
-        except StrataError as exc:
-            results.append(
-                CreatePartitionsTopicResult(name=t.name, error_code=kafka_code(exc), error_message=str(exc))
-            )
-    return CreatePartitionsResponse(results=tuple(results))
-
-
-async def handle_offset_for_leader_epoch(
-    conn: Connection, header: RequestHeader, req: OffsetForLeaderEpochRequest
-) -> OffsetForLeaderEpochResponse:
-    # A single node leads every partition in leader epoch 0 (what Metadata reports), and
-    # stamps 0 in every batch; cluster mode has its own handler (cluster.kafka_handlers).
-    topics = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            try:
-                if p.current_leader_epoch > 0:
-                    raise E.UnknownLeaderEpochError(f"leader epoch {p.current_leader_epoch} is newer than 0")
-                epoch, end = conn.broker.manager.get_log(t.topic, p.partition).end_offset_for_epoch(
-                    p.leader_epoch
-                )
-                parts.append(
-                    OffsetForLeaderPartitionResult(partition=p.partition, leader_epoch=epoch, end_offset=end)
-                )
-            except StrataError as exc:
-                parts.append(
-                    OffsetForLeaderPartitionResult(partition=p.partition, error_code=kafka_code(exc))
-                )
-        topics.append(OffsetForLeaderTopicResult(topic=t.topic, partitions=tuple(parts)))
-    return OffsetForLeaderEpochResponse(topics=tuple(topics))
-
-
-HANDLERS: dict[int, Handler] = {
-    ApiKey.API_VERSIONS: handle_api_versions,
-    ApiKey.METADATA: handle_metadata,
-    ApiKey.PRODUCE: handle_produce,
-    ApiKey.FETCH: handle_fetch,
-    ApiKey.LIST_OFFSETS: handle_list_offsets,
-    ApiKey.CREATE_TOPICS: handle_create_topics,
-    ApiKey.DELETE_TOPICS: handle_delete_topics,
-    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
-    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
-    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
-    ApiKey.ALTER_CONFIGS: handle_alter_configs,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
-    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
-    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
-    ApiKey.JOIN_GROUP: handle_join_group,
-    ApiKey.SYNC_GROUP: handle_sync_group,
-    ApiKey.HEARTBEAT: handle_heartbeat,
-    ApiKey.LEAVE_GROUP: handle_leave_group,
-    ApiKey.OFFSET_COMMIT: handle_offset_commit,
-    ApiKey.OFFSET_FETCH: handle_offset_fetch,
-    ApiKey.LIST_GROUPS: handle_list_groups,
-    ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
-    ApiKey.DELETE_GROUPS: handle_delete_groups,
-    ApiKey.OFFSET_DELETE: handle_offset_delete,
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
-    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
-    ApiKey.CREATE_ACLS: handle_create_acls,
-    ApiKey.DELETE_ACLS: handle_delete_acls,
-    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
-    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
-    ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
-    ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
-}
-
-# Every API the codec advertises must have a handler, and vice versa.
-assert set(HANDLERS) == set(APIS), set(HANDLERS) ^ set(APIS)
-# every API is checked by a guard unless listed, with its reason, in UNGUARDED
-assert set(APIS) == set(GUARDS) | UNGUARDED, set(APIS) ^ (set(GUARDS) | UNGUARDED)

@@ -179,7 +179,6 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
 
         kafka = KafkaServer(
             broker,
-            handlers=node.kafka_handlers(),
             ssl_context=server_context(config.tls) if config.tls.enabled else None,
             sasl_mechanisms=config.sasl.mechanisms,
             users=broker.users if config.sasl.enabled else None,
@@ -194,7 +193,6 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             internal_opts = internal_listener_options(config)
             internal = KafkaServer(
                 broker,
-                handlers=node.kafka_handlers(),
                 users=broker.users if internal_opts.get("sasl_mechanisms") else None,
                 inter_broker=True,
                 **internal_opts,

@@ -57,7 +57,7 @@ import time
 from collections import deque
 from collections.abc import Coroutine, Iterable, Mapping, Set
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from api.groups.config import GroupConfig
 from api.groups.coordinator import GroupCoordinator
@@ -72,32 +72,18 @@ from api.groups.offsets import (
 )
 from api.groups.offsets_codec import GroupKey, OffsetKey, RecordKey, encode_key
 from api.groups.types import OffsetAndMetadata, StoredGroup, TopicPartition
-from api.protocol import RequestHeader
-from api.protocol.messages.find_coordinator import (
-    KEY_TYPE_GROUP,
-    KEY_TYPE_TRANSACTION,
-    Coordinator,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-)
 from cluster.controller import create_topic
 from cluster.replica_manager import PartitionReplica, ReplicaManager, Role
 from cluster.replication.leader_state import ACKS_ALL
 from hot.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
-    InvalidRequestError,
     NotCoordinatorError,
     NotLeaderError,
     StorageError,
     StrataError,
     TopicExistsError,
-    TransactionsNotSupportedError,
-    kafka_code,
 )
-
-if TYPE_CHECKING:
-    from api.kafka_server import Connection
 
 log = logging.getLogger("strata.cluster.groups")
 
@@ -709,44 +695,3 @@ def _all(futs: list[asyncio.Future[None]]) -> asyncio.Future[None]:
     for f in futs:
         f.add_done_callback(done)
     return out
-
-
-# --- FindCoordinator -------------------------------------------------------------------------------
-
-
-async def handle_find_coordinator(
-    conn: Connection, header: RequestHeader, req: FindCoordinatorRequest
-) -> FindCoordinatorResponse:
-    """FindCoordinator in cluster mode (all versions, batched v4+): the leader of each
-    group's offsets partition, from the etcd view (creating the offsets topic first if
-    needed); COORDINATOR_NOT_AVAILABLE when that partition has no live leader."""
-    v = header.api_version
-    keys = list(req.coordinator_keys) if v >= 4 else [req.key]
-    found: list[Coordinator] = []
-    coord: GroupCoordinator | None = getattr(conn.broker, "groups", None)
-    store = coord.store if coord is not None else None
-    for key in keys:
-        try:
-            if req.key_type == KEY_TYPE_TRANSACTION:
-                raise TransactionsNotSupportedError(
-                    "transactions are not supported: there is no transaction coordinator"
-                )
-            if req.key_type != KEY_TYPE_GROUP:
-                raise InvalidRequestError(f"unknown coordinator key type {req.key_type}")
-            if not isinstance(store, ClusterOffsetStore):
-                raise CoordinatorNotAvailableError("this broker runs no group coordinator")
-            await store.ensure_topic()
-            node = store.leader_for(key)
-            live = store.view.brokers.get(node)
-            if live is None:
-                raise CoordinatorNotAvailableError(f"coordinator broker {node} is not registered")
-            reg = live.registration
-            found.append(Coordinator(key=key, node_id=node, host=reg.host, port=reg.kafka_port))
-        except StrataError as exc:
-            found.append(Coordinator(key=key, error_code=kafka_code(exc), error_message=str(exc)))
-    if v >= 4:
-        return FindCoordinatorResponse(coordinators=tuple(found))
-    c = found[0]
-    return FindCoordinatorResponse(
-        error_code=c.error_code, error_message=c.error_message, node_id=c.node_id, host=c.host, port=c.port
-    )

@@ -31,7 +31,6 @@ from api.broker import Broker, RemoteTier
 from api.config import BrokerConfig
 from api.groups.coordinator import GroupCoordinator
 from api.groups.offsets import OFFSETS_TOPIC
-from api.kafka_server import Handler
 from api.metrics import BrokerMetrics
 from api.security.acl_store import AclStore, FileAclStore, acls_path
 from api.security.users import UserStore, users_path
@@ -42,7 +41,6 @@ from cluster.etcd import EtcdClient
 from cluster.follower_retention import FollowerRetention
 from cluster.groups import ClusterOffsetStore, offsets_topic_configs
 from cluster.inter_broker import client_security
-from cluster.kafka_handlers import cluster_handlers
 from cluster.keys import KeyLayout
 from cluster.log_manager import ClusterLogManager
 from cluster.metadata import MetadataClient
@@ -200,10 +198,6 @@ class ClusterNode:
     def security_home(self, path: Path) -> str:
         """Where ACLs or users live, for the start-up lines: etcd, or ``path``."""
         return str(path) if self.cluster.embedded else "etcd"
-
-    @staticmethod
-    def kafka_handlers() -> dict[int, Handler]:
-        return cluster_handlers()
 
     def attach_tiering(self, tiering: TieringService) -> None:
         """Only partition leaders upload and apply remote retention, and each manifest

@@ -15,16 +15,10 @@ scoped id in use, so new ones are too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from api.protocol import RequestHeader
-from api.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from hot import errors as E
-from hot.errors import InvalidConfigError, StorageError, StrataError, kafka_code
+from hot.errors import InvalidConfigError, StorageError
 from hot.producer_ids import MAX_EPOCH, ProducerIdAllocator
-
-if TYPE_CHECKING:
-    from api.kafka_server import Connection
 
 BROKER_BITS: Final = 20
 MAX_BROKER_ID: Final = (1 << BROKER_BITS) - 1
@@ -57,20 +51,3 @@ def init_producer(
     ):
         return producer_id, epoch + 1
     return scoped_producer_id(allocator.allocate(), broker_id), 0
-
-
-async def handle_init_producer_id(
-    conn: Connection, header: RequestHeader, req: InitProducerIdRequest
-) -> InitProducerIdResponse:
-    """The single-node handler's rules with cluster-wide unique ids."""
-    if req.transactional_id is not None:
-        return InitProducerIdResponse(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-    if (req.producer_id == -1) != (req.producer_epoch == -1):
-        return InitProducerIdResponse(error_code=E.INVALID_REQUEST)
-    try:
-        pid, epoch = init_producer(
-            conn.broker.manager.producer_ids, conn.broker.node_id, req.producer_id, req.producer_epoch
-        )
-    except StrataError as exc:
-        return InitProducerIdResponse(error_code=kafka_code(exc))
-    return InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)

@@ -1,5 +1,5 @@
 """Values the group coordinator and the offset store take and return (not wire classes:
-api.group_handlers translates between these and the Kafka messages)."""
+api.handlers.groups translates between these and the Kafka messages)."""
 
 from __future__ import annotations
 

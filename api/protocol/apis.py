@@ -226,7 +226,7 @@ APIS: Final[dict[int, ApiSpec]] = {
             "1+",
         ),
         _api(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse, "0-3", "2+"),
-        # partition reassignment (KIP-455; cluster.kafka_handlers, api.reassignment_handlers)
+        # partition reassignment (KIP-455; api.handlers.reassignment)
         _api(
             ApiKey.ALTER_PARTITION_REASSIGNMENTS,
             AlterPartitionReassignmentsRequest,
@@ -241,7 +241,7 @@ APIS: Final[dict[int, ApiSpec]] = {
             "0",
             "0+",
         ),
-        # consumer groups (api.group_handlers)
+        # consumer groups (api.handlers.groups)
         _api(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, "0-8", "8+"),
         _api(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse, "0-8", "6+"),
         _api(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse, "0-4", "3+"),
@@ -253,7 +253,7 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.LIST_GROUPS, ListGroupsRequest, ListGroupsResponse, "0-4", "3+"),
         _api(ApiKey.DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse, "0-2", "2+"),
         _api(ApiKey.OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse, "0", "none"),
-        # ACLs (api.security.acl_handlers)
+        # ACLs (api.handlers.acls)
         _api(ApiKey.DESCRIBE_ACLS, DescribeAclsRequest, DescribeAclsResponse, "0-3", "2+"),
         _api(ApiKey.CREATE_ACLS, CreateAclsRequest, CreateAclsResponse, "0-3", "2+"),
         _api(ApiKey.DELETE_ACLS, DeleteAclsRequest, DeleteAclsResponse, "0-3", "2+"),

@@ -421,7 +421,7 @@ UNGUARDED: Final = frozenset(
         ApiKey.API_VERSIONS,  # before authentication, as in Kafka
         ApiKey.SASL_HANDSHAKE,
         ApiKey.SASL_AUTHENTICATE,
-        ApiKey.DESCRIBE_ACLS,  # the ACL handlers check the cluster themselves (api.acl_handlers)
+        ApiKey.DESCRIBE_ACLS,  # the ACL handlers check the cluster themselves (api.handlers.acls)
         ApiKey.CREATE_ACLS,
         ApiKey.DELETE_ACLS,
     }

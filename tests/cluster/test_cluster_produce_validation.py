@@ -1,5 +1,5 @@
 """Issue 18 §1 on a 2-broker cluster: the partition leader refuses a batch with malformed
-records (cluster.kafka_handlers wraps the single-node produce handler), the follower never
+records (api.handlers.produce, the one Produce handler), the follower never
 sees it, and both replicas end byte-identical with every good record."""
 
 from __future__ import annotations

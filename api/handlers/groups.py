@@ -1,11 +1,13 @@
-"""Kafka protocol handlers of the group-coordinator APIs: wire messages <-> the
-coordinator's own values (api.groups.types). The coordinator holds the behaviour; this
-module only translates, version quirks included, and maps errors through ERROR_TABLE.
+"""FindCoordinator and the consumer-group APIs: wire messages <-> the coordinator's values.
 
-FindCoordinator answers this broker for every group (single node; cluster mode installs
-its own, cluster.groups, naming the offsets partition's leader) and refuses transaction
-coordinators with the same fatal code InitProducerId uses, since transactions are not
-supported.
+FindCoordinator names the leader of the group's ``__consumer_offsets`` partition
+(``cluster.groups``, Kafka's ``abs(hash) % partitions``), creating the topic first if
+needed; COORDINATOR_NOT_AVAILABLE while that partition has no live leader. Transaction
+coordinators are refused (transactions are not supported). JoinGroup, SyncGroup,
+Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete, ListGroups,
+DescribeGroups and DeleteGroups only translate, version quirks included: the behaviour
+(group state machine, rebalances, offsets) lives in api.groups.coordinator and its
+offsets store (cluster.groups.ClusterOffsetStore), errors mapped through ERROR_TABLE.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ from api.protocol.messages.offset_fetch import (
     OffsetFetchResponseTopic,
 )
 from api.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from cluster.groups import ClusterOffsetStore
 from hot import errors as E
 from hot.errors import (
     CoordinatorNotAvailableError,
@@ -87,6 +90,44 @@ if TYPE_CHECKING:
 GROUP_AUTHORIZED_OPERATIONS: Final = (1 << 3) | (1 << 6) | (1 << 8)
 
 
+async def handle_find_coordinator(
+    conn: Connection, header: RequestHeader, req: FindCoordinatorRequest
+) -> FindCoordinatorResponse:
+    """FindCoordinator in cluster mode (all versions, batched v4+): the leader of each
+    group's offsets partition, from the etcd view (creating the offsets topic first if
+    needed); COORDINATOR_NOT_AVAILABLE when that partition has no live leader."""
+    v = header.api_version
+    keys = list(req.coordinator_keys) if v >= 4 else [req.key]
+    found: list[Coordinator] = []
+    coord: GroupCoordinator | None = getattr(conn.broker, "groups", None)
+    store = coord.store if coord is not None else None
+    for key in keys:
+        try:
+            if req.key_type == KEY_TYPE_TRANSACTION:
+                raise TransactionsNotSupportedError(
+                    "transactions are not supported: there is no transaction coordinator"
+                )
+            if req.key_type != KEY_TYPE_GROUP:
+                raise InvalidRequestError(f"unknown coordinator key type {req.key_type}")
+            if not isinstance(store, ClusterOffsetStore):
+                raise CoordinatorNotAvailableError("this broker runs no group coordinator")
+            await store.ensure_topic()
+            node = store.leader_for(key)
+            live = store.view.brokers.get(node)
+            if live is None:
+                raise CoordinatorNotAvailableError(f"coordinator broker {node} is not registered")
+            reg = live.registration
+            found.append(Coordinator(key=key, node_id=node, host=reg.host, port=reg.kafka_port))
+        except StrataError as exc:
+            found.append(Coordinator(key=key, error_code=kafka_code(exc), error_message=str(exc)))
+    if v >= 4:
+        return FindCoordinatorResponse(coordinators=tuple(found))
+    c = found[0]
+    return FindCoordinatorResponse(
+        error_code=c.error_code, error_message=c.error_message, node_id=c.node_id, host=c.host, port=c.port
+    )
+
+
 def _coordinator(conn: Connection) -> GroupCoordinator:
     coord: GroupCoordinator | None = getattr(conn.broker, "groups", None)
     if coord is None:
@@ -99,41 +140,6 @@ def _client_host(conn: Connection) -> str:
     if isinstance(peer, tuple) and peer:
         return f"/{peer[0]}"  # Kafka's InetAddress.toString() form
     return ""
-
-
-# --- FindCoordinator ----------------------------------------------------------------------------
-
-
-async def handle_find_coordinator(
-    conn: Connection, header: RequestHeader, req: FindCoordinatorRequest
-) -> FindCoordinatorResponse:
-    v = header.api_version
-    keys = list(req.coordinator_keys) if v >= 4 else [req.key]
-    found: list[Coordinator] = []
-    for key in keys:
-        try:
-            if req.key_type == KEY_TYPE_TRANSACTION:
-                raise TransactionsNotSupportedError(
-                    "transactions are not supported: there is no transaction coordinator"
-                )
-            if req.key_type != KEY_TYPE_GROUP:
-                raise InvalidRequestError(f"unknown coordinator key type {req.key_type}")
-            node = _coordinator(conn).find_coordinator(key)
-            if node != conn.broker.node_id:
-                raise CoordinatorNotAvailableError(f"coordinator node {node} is not known to this broker")
-            adv = conn.broker.config.advertised
-            found.append(Coordinator(key=key, node_id=node, host=adv.host, port=adv.port))
-        except StrataError as exc:
-            found.append(Coordinator(key=key, error_code=kafka_code(exc), error_message=str(exc)))
-    if v >= 4:
-        return FindCoordinatorResponse(coordinators=tuple(found))
-    c = found[0]
-    return FindCoordinatorResponse(
-        error_code=c.error_code, error_message=c.error_message, node_id=c.node_id, host=c.host, port=c.port
-    )
-
-
-# --- JoinGroup / SyncGroup / Heartbeat / LeaveGroup -------------------------------------------
 
 
 async def handle_join_group(
@@ -240,9 +246,6 @@ async def handle_leave_group(
             for r in results
         )
     )
-
-
-# --- offsets ------------------------------------------------------------------------------------
 
 
 async def handle_offset_commit(
@@ -396,9 +399,6 @@ async def handle_offset_delete(
             for t in req.topics
         )
     )
-
-
-# --- groups as a whole ---------------------------------------------------------------------------
 
 
 async def handle_list_groups(

@@ -1,0 +1,120 @@
+"""The Kafka APIs' handlers: one module per API family, each API handled exactly once.
+
+``HANDLERS`` maps every API key the codec advertises (api.protocol.APIS) to its handler;
+api.kafka_server wraps each in its ACL guard (``GUARDS``, api.security.guards) and Produce
+and Fetch in their byte-rate quotas (api.handlers.quotas). A handler translates wire
+messages to the broker's calls and errors to Kafka codes; the behaviour itself lives
+below, in the broker, the replica manager, the controller, the group coordinator and
+api.security.
+
+=================  ==========================================================
+module             APIs
+=================  ==========================================================
+``versions``       ApiVersions
+``sasl``           SaslHandshake, SaslAuthenticate
+``topics``         Metadata, CreateTopics, DeleteTopics, CreatePartitions
+``produce``        Produce
+``fetch``          Fetch (consumer and replica/follower fetches)
+``offsets``        ListOffsets, OffsetForLeaderEpoch
+``configs``        DescribeConfigs, AlterConfigs, IncrementalAlterConfigs
+``reassignment``   AlterPartitionReassignments, ListPartitionReassignments
+``groups``         FindCoordinator and the consumer-group APIs
+``producer_ids``   InitProducerId
+``acls``           DescribeAcls, CreateAcls, DeleteAcls
+``quotas``         DescribeClientQuotas, AlterClientQuotas (and the byte-rate throttles)
+=================  ==========================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from api.handlers.acls import handle_create_acls, handle_delete_acls, handle_describe_acls
+from api.handlers.configs import (
+    handle_alter_configs,
+    handle_describe_configs,
+    handle_incremental_alter_configs,
+)
+from api.handlers.fetch import handle_fetch
+from api.handlers.groups import (
+    handle_delete_groups,
+    handle_describe_groups,
+    handle_find_coordinator,
+    handle_heartbeat,
+    handle_join_group,
+    handle_leave_group,
+    handle_list_groups,
+    handle_offset_commit,
+    handle_offset_delete,
+    handle_offset_fetch,
+    handle_sync_group,
+)
+from api.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
+from api.handlers.produce import handle_produce
+from api.handlers.producer_ids import handle_init_producer_id
+from api.handlers.quotas import handle_alter_client_quotas, handle_describe_client_quotas
+from api.handlers.reassignment import (
+    handle_alter_partition_reassignments,
+    handle_list_partition_reassignments,
+)
+from api.handlers.sasl import handle_sasl_authenticate, handle_sasl_handshake
+from api.handlers.topics import (
+    handle_create_partitions,
+    handle_create_topics,
+    handle_delete_topics,
+    handle_metadata,
+)
+from api.handlers.versions import handle_api_versions
+from api.protocol import APIS, ApiKey, RequestHeader
+from api.security.group_guards import GROUP_GUARDS
+from api.security.guards import TOPIC_GUARDS, UNGUARDED
+
+if TYPE_CHECKING:
+    from api.kafka_server import Connection
+
+Handler = Callable[["Connection", RequestHeader, Any], Awaitable[Any]]
+
+# The ACL check in front of each API (api.security.guards, api.security.group_guards).
+GUARDS = {**TOPIC_GUARDS, **GROUP_GUARDS}
+
+HANDLERS: dict[int, Handler] = {
+    ApiKey.API_VERSIONS: handle_api_versions,
+    ApiKey.METADATA: handle_metadata,
+    ApiKey.PRODUCE: handle_produce,
+    ApiKey.FETCH: handle_fetch,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.CREATE_TOPICS: handle_create_topics,
+    ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
+    ApiKey.JOIN_GROUP: handle_join_group,
+    ApiKey.SYNC_GROUP: handle_sync_group,
+    ApiKey.HEARTBEAT: handle_heartbeat,
+    ApiKey.LEAVE_GROUP: handle_leave_group,
+    ApiKey.OFFSET_COMMIT: handle_offset_commit,
+    ApiKey.OFFSET_FETCH: handle_offset_fetch,
+    ApiKey.LIST_GROUPS: handle_list_groups,
+    ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
+    ApiKey.DELETE_GROUPS: handle_delete_groups,
+    ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
+    ApiKey.DESCRIBE_ACLS: handle_describe_acls,
+    ApiKey.CREATE_ACLS: handle_create_acls,
+    ApiKey.DELETE_ACLS: handle_delete_acls,
+    ApiKey.SASL_HANDSHAKE: handle_sasl_handshake,
+    ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
+    ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
+    ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
+}
+
+# Every API the codec advertises must have a handler, and vice versa.
+assert set(HANDLERS) == set(APIS), set(HANDLERS) ^ set(APIS)
+# every API is checked by a guard unless listed, with its reason, in UNGUARDED
+assert set(APIS) == set(GUARDS) | UNGUARDED, set(APIS) ^ (set(GUARDS) | UNGUARDED)

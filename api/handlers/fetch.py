@@ -1,0 +1,127 @@
+"""Fetch: consumer fetches, and a follower's replica fetch as a branch of the same handler.
+
+A consumer fetch (``replica_id`` < 0) is served by the partition's leader only
+(NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH on a stale or newer
+``current_leader_epoch``, KIP-320), up to the high watermark, local or remote tier alike
+(the broker's ``fetch``; record data is sent zero-copy by api.kafka_server). A partition
+error is answered at once with whatever the other partitions have, as Kafka does. A fetch
+with a ``replica_id`` is a follower's: ``Broker.replica_fetch`` serves it past the
+high watermark and records the follower's offset for the ISR.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from api.broker import Broker, FetchRequestPartition, ReplicaFetchPartition
+from api.protocol import RequestHeader
+from api.protocol.messages.fetch import (
+    FetchableTopicResponse,
+    FetchPartitionData,
+    FetchRequest,
+    FetchResponse,
+)
+from hot.errors import StrataError, kafka_code
+
+if TYPE_CHECKING:
+    from api.kafka_server import Connection
+
+
+async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchRequest) -> FetchResponse:
+    broker = conn.broker
+    if req.replica_id >= 0:
+        return await _replica_fetch(broker, req)
+    started = time.perf_counter()
+    refused: list[tuple[str, FetchPartitionData]] = []
+    parts: list[FetchRequestPartition] = []
+    for t in req.topics:
+        for p in t.partitions:
+            try:
+                broker.replicas.leader_replica(t.topic, p.partition, p.current_leader_epoch)
+            except StrataError as exc:
+                code = kafka_code(exc)
+                broker.metrics.errors.labels("fetch", str(code)).inc()
+                # Empty records, never null: librdkafka cannot parse a null records field
+                # ("invalid MessageSetSize -1") and drops the whole response.
+                refused.append(
+                    (t.topic, FetchPartitionData(partition_index=p.partition, error_code=code, records=b""))
+                )
+                continue
+            parts.append(FetchRequestPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes))
+    by_topic: dict[str, list[FetchPartitionData]] = {}
+    if parts or not refused:
+        # An error is answered at once, as Kafka does, with whatever the others have now.
+        fetched = await broker.fetch(
+            parts,
+            max_wait_ms=0 if refused else req.max_wait_ms,
+            min_bytes=req.min_bytes,
+            max_bytes=req.max_bytes,
+        )
+        for f in fetched:
+            if f.error is not None:
+                code = kafka_code(f.error)
+                broker.metrics.errors.labels("fetch", str(code)).inc()
+                data = FetchPartitionData(
+                    partition_index=f.partition,
+                    error_code=code,
+                    high_watermark=f.high_watermark,
+                    last_stable_offset=f.last_stable_offset,
+                    log_start_offset=f.log_start_offset,
+                    records=b"",
+                )
+            else:
+                data = FetchPartitionData(
+                    partition_index=f.partition,
+                    high_watermark=f.high_watermark,
+                    last_stable_offset=f.last_stable_offset,
+                    log_start_offset=f.log_start_offset,
+                    records=f.records,
+                )
+            by_topic.setdefault(f.topic, []).append(data)
+        broker.metrics.fetch_latency.labels("kafka").observe(time.perf_counter() - started)
+    for topic, data in refused:
+        by_topic.setdefault(topic, []).append(data)
+    return FetchResponse(
+        responses=tuple(FetchableTopicResponse(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+    )
+
+
+async def _replica_fetch(broker: Broker, req: FetchRequest) -> FetchResponse:
+    started = time.perf_counter()
+    parts = [
+        ReplicaFetchPartition(
+            t.topic,
+            p.partition,
+            p.fetch_offset,
+            p.partition_max_bytes,
+            current_leader_epoch=p.current_leader_epoch,
+            log_start_offset=p.log_start_offset,
+        )
+        for t in req.topics
+        for p in t.partitions
+    ]
+    fetched = await broker.replica_fetch(
+        req.replica_id, parts, max_wait_ms=req.max_wait_ms, max_bytes=req.max_bytes
+    )
+    by_topic: dict[str, list[FetchPartitionData]] = {}
+    for f in fetched:
+        if f.error is not None:
+            data = FetchPartitionData(
+                partition_index=f.partition, error_code=kafka_code(f.error), records=b""
+            )
+        else:
+            data = FetchPartitionData(
+                partition_index=f.partition,
+                high_watermark=f.high_watermark,
+                last_stable_offset=f.last_stable_offset,
+                log_start_offset=f.log_start_offset,
+                records=f.records,
+                # With batches always (empty: no leader segment begins among them).
+                segment_bases=f.segment_bases if f.size else None,
+            )
+        by_topic.setdefault(f.topic, []).append(data)
+    broker.metrics.fetch_latency.labels("replica").observe(time.perf_counter() - started)
+    return FetchResponse(
+        responses=tuple(FetchableTopicResponse(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+    )

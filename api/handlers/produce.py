@@ -1,0 +1,134 @@
+"""Produce: append every partition's batch, then wait for its durability.
+
+Each partition is checked in request order before anything is awaited: acks and
+transactional id (INVALID_REQUEST; transactions are not supported), that
+this broker leads the partition (NOT_LEADER_OR_FOLLOWER) and, for acks=all, that the ISR
+meets ``min.insync.replicas`` (``ReplicaManager.writable_leader``), then the records (none:
+CORRUPT_MESSAGE; zstd before v7: UNSUPPORTED_COMPRESSION_TYPE, KIP-110). The appends all
+happen synchronously, so pipelined requests land in the log in the order sent and one
+group commit covers them; acks=0 gets no response. Record validation and the append
+itself live in the broker and hot.log; per-record errors are returned from v8 (KIP-467).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING
+
+from api.broker import Broker, PendingAppend
+from api.protocol import RequestHeader
+from api.protocol.messages.produce import (
+    BatchIndexAndErrorMessage,
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+    ProduceTopicResponse,
+)
+from hot import errors as E
+from hot.errors import InvalidRequestError, StrataError, kafka_code
+from hot.record_validation import uses_zstd
+
+if TYPE_CHECKING:
+    from api.kafka_server import Connection
+
+# Produce v7 is the first a client may send zstd batches in (KIP-110); Kafka refuses them in
+# older versions with UNSUPPORTED_COMPRESSION_TYPE so that old clients' readers are never handed them.
+_PRODUCE_ZSTD_VERSION = 7
+
+
+async def handle_produce(
+    conn: Connection, header: RequestHeader, req: ProduceRequest
+) -> ProduceResponse | None:
+    broker = conn.broker
+    started = time.perf_counter()
+    acks = req.acks
+    if acks not in (-1, 0, 1):
+        refused: StrataError | None = InvalidRequestError(f"acks must be -1, 0 or 1, got {acks}")
+    elif req.transactional_id is not None:
+        refused = E.TransactionsNotSupportedError("transactions are not supported")
+    else:
+        refused = None
+    pending: list[tuple[str, int, PendingAppend | None, StrataError | None]] = []
+    # Phase one, synchronous and in request order: check and append every partition. There
+    # is no await before the last append, so leadership cannot change between a partition's
+    # check and its append, and pipelined requests land in the order they were sent.
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            err = refused or _refusal(broker, header, acks, td.name, pd.index, pd.records)
+            if err is not None:
+                pending.append((td.name, pd.index, None, err))
+            else:
+                assert pd.records is not None
+                pending.append((td.name, pd.index, broker.append(td.name, pd.index, pd.records), None))
+    if acks == 0:
+        return None
+    # Phase two: wait for durability of all of them together.
+    results = await asyncio.gather(
+        *(broker.complete(p, acks=acks, timeout_ms=req.timeout_ms) for _, _, p, _ in pending if p is not None)
+    )
+    it = iter(results)
+    by_topic: dict[str, list[ProducePartitionResponse]] = {}
+    for topic, index, p, err in pending:
+        if p is not None:
+            r = next(it)
+            err = r.error
+            if err is None:
+                by_topic.setdefault(topic, []).append(
+                    ProducePartitionResponse(
+                        index=index,
+                        base_offset=r.base_offset,
+                        log_append_time_ms=r.log_append_time_ms,
+                        log_start_offset=r.log_start_offset,
+                    )
+                )
+                continue
+        assert err is not None
+        code = kafka_code(err)
+        broker.metrics.errors.labels("produce", str(code)).inc()
+        by_topic.setdefault(topic, []).append(
+            ProducePartitionResponse(
+                index=index,
+                error_code=code,
+                error_message=str(err) or None,
+                record_errors=_record_errors(err),
+            )
+        )
+    broker.metrics.produce_latency.labels("kafka").observe(time.perf_counter() - started)
+    return ProduceResponse(
+        responses=tuple(
+            ProduceTopicResponse(name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items()
+        )
+    )
+
+
+def _refusal(
+    broker: Broker,
+    header: RequestHeader,
+    acks: int,
+    topic: str,
+    partition: int,
+    records: bytes | memoryview | None,
+) -> StrataError | None:
+    """Why this partition's batch is not appended, or None: not the leader (or, for
+    acks=all, fewer in-sync replicas than ``min.insync.replicas``), then the records."""
+    try:
+        broker.replicas.writable_leader(topic, partition, acks)
+    except StrataError as exc:
+        return exc
+    if records is None or len(records) == 0:
+        return E.CorruptRecordError("produce request without record data")
+    if header.api_version < _PRODUCE_ZSTD_VERSION and uses_zstd(records):
+        return E.UnsupportedCompressionError(
+            f"Produce requests with version {header.api_version} may not use ZStandard "
+            f"compression (version {_PRODUCE_ZSTD_VERSION} or later may)"
+        )
+    return None
+
+
+def _record_errors(err: StrataError) -> tuple[BatchIndexAndErrorMessage, ...]:
+    """Produce v8+ names the records that made a batch fail (KIP-467)."""
+    return tuple(
+        BatchIndexAndErrorMessage(batch_index=e.batch_index, batch_index_error_message=e.message)
+        for e in getattr(err, "record_errors", ())
+    )

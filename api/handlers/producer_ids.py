@@ -1,0 +1,36 @@
+"""InitProducerId for idempotent producers: an id unique across the cluster and its epoch.
+
+Ids come from this broker's producer-id allocator with the broker id in the low bits
+(``cluster.producer_ids``); a producer passing its id and epoch back gets the epoch bumped
+(KIP-360). Transactional ids are refused (transactions are not supported).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from api.protocol import RequestHeader
+from api.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from cluster.producer_ids import init_producer
+from hot import errors as E
+from hot.errors import StrataError, kafka_code
+
+if TYPE_CHECKING:
+    from api.kafka_server import Connection
+
+
+async def handle_init_producer_id(
+    conn: Connection, header: RequestHeader, req: InitProducerIdRequest
+) -> InitProducerIdResponse:
+    """The single-node handler's rules with cluster-wide unique ids."""
+    if req.transactional_id is not None:
+        return InitProducerIdResponse(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if (req.producer_id == -1) != (req.producer_epoch == -1):
+        return InitProducerIdResponse(error_code=E.INVALID_REQUEST)
+    try:
+        pid, epoch = init_producer(
+            conn.broker.manager.producer_ids, conn.broker.node_id, req.producer_id, req.producer_epoch
+        )
+    except StrataError as exc:
+        return InitProducerIdResponse(error_code=kafka_code(exc))
+    return InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)

@@ -1,0 +1,311 @@
+"""Metadata, CreateTopics, DeleteTopics and CreatePartitions.
+
+* Metadata answers from the watched metadata view (cluster.metadata; the embedded store
+  for a single node): every registered broker, the controller, and per partition the
+  leader, leader epoch, replicas, ISR and offline replicas (LEADER_NOT_AVAILABLE while a
+  partition has no leader). Unknown topics are auto-created when
+  ``auto.create.topics.enable``.
+* CreateTopics places replicas round-robin over the live brokers and writes the topic to
+  the metadata store (``cluster.controller``; replication factor -1:
+  ``default.replication.factor``); DeleteTopics deletes it there. Every broker's replica
+  manager then creates or deletes its local replicas. Names and configs are validated as
+  Kafka does (``hot.topics``, ``cluster.controller.validate_topic_configs``).
+* CreatePartitions changes the topic's record (``cluster.admin``, compare-and-swap).
+* The internal ``__consumer_offsets`` topic cannot be created, deleted or grown here.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import TYPE_CHECKING
+
+from api.broker import Broker
+from api.groups.offsets import OFFSETS_TOPIC
+from api.handlers.configs import SOURCE_DEFAULT_CONFIG, SOURCE_TOPIC_CONFIG
+from api.protocol import RequestHeader
+from api.protocol.messages.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+from api.protocol.messages.create_topics import (
+    CreatableTopic,
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from api.protocol.messages.delete_topics import (
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from api.protocol.messages.metadata import (
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
+from cluster.admin import refuse_internal_topic
+from cluster.controller import CLUSTER_TOPIC_CONFIGS, create_topic, place_replicas, validate_topic_configs
+from cluster.metadata import NO_LEADER, TopicAssignment
+from cluster.replica_manager import log_configs
+from hot import errors as E
+from hot.config import LogConfig
+from hot.errors import (
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    StrataError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+    kafka_code,
+)
+from hot.topics import check_topic_collision, validate_topic_name
+
+if TYPE_CHECKING:
+    from api.kafka_server import Connection
+
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def _partitions(broker: Broker, name: str, a: TopicAssignment) -> tuple[MetadataResponsePartition, ...]:
+    view = broker.replicas.view
+    out: list[MetadataResponsePartition] = []
+    for p, replicas in enumerate(a.partitions):
+        offline = tuple(r for r in replicas if r not in view.brokers)
+        vs = view.partitions.get((name, p))
+        if vs is None or not vs.value.has_leader:
+            out.append(
+                MetadataResponsePartition(
+                    error_code=E.LEADER_NOT_AVAILABLE,
+                    partition_index=p,
+                    leader_id=NO_LEADER,
+                    leader_epoch=vs.value.leader_epoch if vs is not None else -1,
+                    replica_nodes=replicas,
+                    isr_nodes=vs.value.isr if vs is not None else (),
+                    offline_replicas=offline,
+                )
+            )
+            continue
+        s = vs.value
+        out.append(
+            MetadataResponsePartition(
+                partition_index=p,
+                leader_id=s.leader,
+                leader_epoch=s.leader_epoch,
+                replica_nodes=replicas,
+                isr_nodes=s.isr,
+                offline_replicas=offline,
+            )
+        )
+    return tuple(out)
+
+
+async def handle_metadata(conn: Connection, header: RequestHeader, req: MetadataRequest) -> MetadataResponse:
+    broker = conn.broker
+    view = broker.replicas.view
+    topics: list[MetadataResponseTopic] = []
+    wanted: list[tuple[str | None, uuid.UUID, int]] = []
+    if req.topics is None:
+        wanted = [(name, ZERO_UUID, 0) for name in sorted(view.topics)]
+    else:
+        allow_auto = req.allow_auto_topic_creation  # absent before v4: its default, True
+        by_id = {uuid.UUID(va.value.topic_id): name for name, va in view.topics.items()}
+        for rt in req.topics:
+            name = rt.name if rt.name is not None else by_id.get(rt.topic_id)
+            if name is None:
+                wanted.append((None, rt.topic_id, E.UNKNOWN_TOPIC_OR_PARTITION))
+            elif name in view.topics:
+                wanted.append((name, ZERO_UUID, 0))
+            elif allow_auto and broker.config.auto_create_topics:
+                wanted.append((name, ZERO_UUID, await _auto_create(broker, name)))
+            else:
+                wanted.append((name, rt.topic_id, E.UNKNOWN_TOPIC_OR_PARTITION))
+    for name, topic_id, code in wanted:
+        va = view.topics.get(name) if name is not None and code == 0 else None
+        if va is None:
+            topics.append(MetadataResponseTopic(error_code=code, name=name, topic_id=topic_id))
+            continue
+        assert name is not None
+        a = va.value
+        topics.append(
+            MetadataResponseTopic(
+                name=name,
+                topic_id=uuid.UUID(a.topic_id),
+                is_internal=name == OFFSETS_TOPIC,
+                partitions=_partitions(broker, name, a),
+            )
+        )
+    brokers = tuple(
+        MetadataResponseBroker(
+            node_id=bid,
+            host=live.registration.host,
+            port=live.registration.kafka_port,
+            rack=live.registration.rack,
+        )
+        for bid, live in sorted(view.brokers.items())
+    )
+    controller = view.controller
+    return MetadataResponse(
+        brokers=brokers,
+        cluster_id=broker.config.cluster_id,
+        controller_id=controller.value.broker_id if controller is not None else -1,
+        topics=tuple(topics),
+    )
+
+
+async def _auto_create(broker: Broker, name: str) -> int:
+    """Create a topic on first use (auto.create.topics.enable); the error code to report
+    (LEADER_NOT_AVAILABLE while the new partitions elect their leaders, as Kafka does)."""
+    try:
+        await broker.auto_create_topic(name, wait_for_leaders=False)
+    except StrataError as exc:
+        return kafka_code(exc)
+    return E.LEADER_NOT_AVAILABLE
+
+
+def _effective_configs(broker: Broker, configs: dict[str, str]) -> tuple[CreatableTopicConfigs, ...]:
+    effective = LogConfig.from_kafka(log_configs(configs), broker.manager.defaults).to_kafka()
+    effective.update({k: v for k, v in configs.items() if k in CLUSTER_TOPIC_CONFIGS})
+    return tuple(
+        CreatableTopicConfigs(
+            name=k,
+            value=v,
+            config_source=SOURCE_TOPIC_CONFIG if k in configs else SOURCE_DEFAULT_CONFIG,
+        )
+        for k, v in sorted(effective.items())
+    )
+
+
+async def _create_one(broker: Broker, t: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
+    replicas = broker.replicas
+    view = replicas.view
+    refuse_internal_topic(t.name, "create")
+    validate_topic_name(t.name)
+    configs = {c.name: c.value for c in t.configs if c.value is not None}
+    validate_topic_configs(configs)
+    if t.name in view.topics:
+        raise TopicExistsError(f"topic {t.name!r} already exists")
+    check_topic_collision(t.name, view.topics)
+    live = view.live_broker_ids()
+    if t.assignments:
+        ordered = sorted(t.assignments, key=lambda a: a.partition_index)
+        if [a.partition_index for a in ordered] != list(range(len(ordered))):
+            raise InvalidRequestError("assignments must name partitions 0..n-1 once each")
+        assignment = tuple(tuple(a.broker_ids) for a in ordered)
+        # Kafka wants -1 for both; some clients repeat what the assignment implies.
+        if t.num_partitions not in (-1, len(assignment)) or t.replication_factor not in (
+            -1,
+            len(assignment[0]),
+        ):
+            raise InvalidRequestError("assignments contradict num_partitions or replication_factor")
+        unknown = sorted({b for r in assignment for b in r} - live)
+        if unknown:
+            raise InvalidReplicationFactorError(f"assignment names brokers {unknown} that are not live")
+        partitions, rf = len(assignment), len(assignment[0])
+    else:
+        partitions = t.num_partitions if t.num_partitions != -1 else broker.config.num_partitions
+        rf = (
+            t.replication_factor if t.replication_factor != -1 else replicas.config.default_replication_factor
+        )
+        place_replicas(partitions, rf, live)  # validates the count against the live brokers
+        assignment = ()
+    if validate_only:
+        return CreatableTopicResult(
+            name=t.name,
+            num_partitions=partitions,
+            replication_factor=rf,
+            configs=_effective_configs(broker, configs),
+        )
+    if assignment:
+        created = await replicas.client.create_topic(t.name, assignment, configs)
+    else:
+        created = await create_topic(replicas.client, t.name, partitions, rf, configs)
+    await broker.await_leaders(t.name, created.mod_revision)
+    return CreatableTopicResult(
+        name=t.name,
+        topic_id=uuid.UUID(created.value.topic_id),
+        num_partitions=created.value.partition_count,
+        replication_factor=created.value.replication_factor,
+        configs=_effective_configs(broker, configs),
+    )
+
+
+async def handle_create_topics(
+    conn: Connection, header: RequestHeader, req: CreateTopicsRequest
+) -> CreateTopicsResponse:
+    broker = conn.broker
+    results: list[CreatableTopicResult] = []
+    seen: set[str] = set()
+    for t in req.topics:
+        if t.name in seen:
+            results.append(
+                CreatableTopicResult(
+                    name=t.name,
+                    error_code=E.INVALID_REQUEST,
+                    error_message="topic named twice in one request",
+                )
+            )
+            continue
+        seen.add(t.name)
+        try:
+            results.append(await _create_one(broker, t, req.validate_only))
+        except StrataError as exc:
+            results.append(
+                CreatableTopicResult(name=t.name, error_code=kafka_code(exc), error_message=str(exc))
+            )
+    return CreateTopicsResponse(topics=tuple(results))
+
+
+async def handle_delete_topics(
+    conn: Connection, header: RequestHeader, req: DeleteTopicsRequest
+) -> DeleteTopicsResponse:
+    broker = conn.broker
+    view = broker.replicas.view
+    targets: list[tuple[str | None, uuid.UUID]] = [(n, ZERO_UUID) for n in req.topic_names]
+    targets += [(t.name, t.topic_id) for t in req.topics]
+    out: list[DeletableTopicResult] = []
+    for name, topic_id in targets:
+        try:
+            if name is None:
+                found = [n for n, va in view.topics.items() if uuid.UUID(va.value.topic_id) == topic_id]
+                if not found:
+                    raise UnknownTopicOrPartitionError(f"unknown topic id {topic_id}")
+                name = found[0]
+            va = view.topics.get(name)
+            if va is None:
+                raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+            refuse_internal_topic(name, "delete")
+            await broker.replicas.client.delete_topic(name)
+            out.append(DeletableTopicResult(name=name, topic_id=uuid.UUID(va.value.topic_id)))
+        except StrataError as exc:
+            out.append(
+                DeletableTopicResult(
+                    name=name, topic_id=topic_id, error_code=kafka_code(exc), error_message=str(exc)
+                )
+            )
+    return DeleteTopicsResponse(responses=tuple(out))
+
+
+async def handle_create_partitions(
+    conn: Connection, header: RequestHeader, req: CreatePartitionsRequest
+) -> CreatePartitionsResponse:
+    broker = conn.broker
+    results: list[CreatePartitionsTopicResult] = []
+    seen: set[str] = set()
+    for t in req.topics:
+        try:
+            if t.name in seen:
+                raise InvalidRequestError("topic named twice in one request")
+            seen.add(t.name)
+            assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
+            await broker.admin_add_partitions(
+                t.name, t.count, assignments=assignments, validate_only=req.validate_only
+            )
+            results.append(CreatePartitionsTopicResult(name=t.name))
+        except StrataError as exc:
+            results.append(
+                CreatePartitionsTopicResult(name=t.name, error_code=kafka_code(exc), error_message=str(exc))
+            )
+    return CreatePartitionsResponse(results=tuple(results))

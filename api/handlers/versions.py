@@ -1,0 +1,18 @@
+"""ApiVersions: every API and version range the codec supports (api.protocol.APIS).
+
+Served before authentication on a SASL listener. A request in a version newer than the
+broker knows is answered by the listener itself with the v0 fallback (KIP-511), not here.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from api.protocol import RequestHeader, api_versions_response
+
+if TYPE_CHECKING:
+    from api.kafka_server import Connection
+
+
+async def handle_api_versions(conn: Connection, header: RequestHeader, req: Any) -> Any:
+    return api_versions_response()
