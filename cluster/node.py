@@ -21,6 +21,7 @@ TTL), stop fetching, and write the high-watermark checkpoint when the logs close
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -55,6 +56,8 @@ log = logging.getLogger("strata.cluster.node")
 
 # How long a stopping leader waits for followers to acknowledge what it already appended.
 SHUTDOWN_DRAIN_S = 1.0
+# How long a cluster of one waits at start to lead its partitions again before "ready".
+LEAD_AT_START_S = 15.0
 
 
 class ClusterNode:
@@ -251,6 +254,31 @@ class ClusterNode:
             self.follower_retention.start()
         self.controller = Controller(self.client).start()
         self._started = True
+        if self.cluster.embedded:
+            await self._await_leadership(LEAD_AT_START_S)
+
+    async def _await_leadership(self, timeout: float) -> None:
+        """A cluster of one is ready once it leads every partition again (the controller
+        elects it anew after a restart, in a new leader epoch): as a single node always
+        was, so a client's first request after "ready" finds its leader. Bounded: a
+        partition still without a leader after ``timeout`` answers NOT_LEADER and the
+        clients retry."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        me = self.broker_id
+        while loop.time() < deadline:
+            view = self.client.view
+            waiting = [
+                (name, p)
+                for name, va in view.topics.items()
+                for p, replicas in enumerate(va.value.partitions)
+                if me in replicas
+                and ((rep := self.replicas.replicas.get((name, p))) is None or rep.role is not Role.LEADER)
+            ]
+            if not waiting:
+                return
+            await asyncio.sleep(0.01)
+        log.warning("not leading every partition %.0f s after the start; clients will retry", timeout)
 
     async def stop(self, *, before_leaving: Callable[[], Awaitable[None]] | None = None) -> None:
         """Leave the cluster (see the module docstring); the logs close afterwards.
