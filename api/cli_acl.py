@@ -1,7 +1,7 @@
 """``strata acl add|remove|list``: ACLs through CreateAcls/DescribeAcls/DeleteAcls.
 
 Client security, as Kafka's tools: ``--command-config FILE`` with librdkafka-style
-properties (api.security.client_config), or ``--security-protocol``, ``--sasl-mechanism``,
+properties (api.client.security), or ``--security-protocol``, ``--sasl-mechanism``,
 ``--sasl-user`` with the password from ``STRATA_SASL_PASSWORD`` or ``--password-stdin``,
 and ``--tls-ca``. A password never appears in output or error messages.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from api.security.acl import (
+from broker.security.acl import (
     CLUSTER_NAME,
     AclBinding,
     AclError,
@@ -76,8 +76,8 @@ def security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 def connect(kw: dict[str, Any]) -> Any:
     from api.client import KafkaClient
-    from api.config import HostPort
-    from api.security.client_config import ClientSecurity, read_properties
+    from api.client.security import ClientSecurity, read_properties
+    from broker.config import HostPort
 
     props: dict[str, str] = read_properties(kw["command_config"]) if kw["command_config"] else {}
     for key, opt in (

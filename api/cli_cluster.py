@@ -1,6 +1,6 @@
 """``strata cluster status|reassign|reassignments``: a replicated cluster's view and its
-partition reassignments, read from and requested through etcd (cluster.status,
-cluster.reassign)."""
+partition reassignments, read from and requested through etcd (broker.status,
+broker.reassign)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def cluster_status_cmd(etcd: str, cluster_name: str, output: str) -> None:
     """Brokers, controller, partition leaders and ISR, under-replicated partitions."""
     import asyncio
 
-    from cluster.status import cluster_status, format_status, read_view
+    from broker.status import cluster_status, format_status, read_view
 
     try:
         report = cluster_status(asyncio.run(read_view(etcd, cluster_name)))
@@ -74,7 +74,7 @@ def cluster_reassign_cmd(
     """
     import asyncio
 
-    from cluster.reassign import request
+    from broker.reassign import request
 
     if cancel == (replicas is not None):
         fail("give exactly one of --replicas and --cancel")
@@ -103,8 +103,8 @@ def cluster_reassignments_cmd(etcd: str, cluster_name: str, output: str) -> None
     """The partition reassignments in progress."""
     import asyncio
 
-    from cluster.reassign import describe, format_reassignments, ongoing_reassignments
-    from cluster.status import read_view
+    from broker.reassign import describe, format_reassignments, ongoing_reassignments
+    from broker.status import read_view
 
     try:
         rows = [describe(r) for r in ongoing_reassignments(asyncio.run(read_view(etcd, cluster_name)))]

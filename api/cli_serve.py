@@ -1,5 +1,5 @@
 """``strata serve``: start a broker on this machine (settings: flags over STRATA_*
-environment variables over the --config TOML; api.config)."""
+environment variables over the --config TOML; broker.config)."""
 
 from __future__ import annotations
 
@@ -78,8 +78,8 @@ def serve(
 
     Settings: flags over STRATA_* environment variables over the --config TOML.
     """
-    from api.config import load_config
     from api.server import run
+    from broker.config import load_config
 
     try:
         rest: dict[str, object] = {}

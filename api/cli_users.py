@@ -1,6 +1,6 @@
 """Credentials: ``strata users add|delete|list`` (SASL users, salted and hashed in
-<data-dir>/meta/users.json on a single node, in etcd in cluster mode; api.security.users)
-and ``strata tokens create|list|revoke`` (REST bearer tokens; api.security.tokens). Listing
+<data-dir>/meta/users.json on a single node, in etcd in cluster mode; broker.security.users)
+and ``strata tokens create|list|revoke`` (REST bearer tokens; broker.security.tokens). Listing
 never shows a secret."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def users_add(
     import asyncio
     from pathlib import Path
 
-    from api.security.users import UserStore, check_username, users_path
+    from broker.security.users import UserStore, check_username, users_path
 
     try:
         check_username(name)
@@ -69,7 +69,7 @@ def users_add(
         else:
             password = click.prompt("Password", hide_input=True, confirmation_prompt=True, err=True)
         if etcd:
-            from cluster.security import etcd_set_password
+            from broker.security.etcd_documents import etcd_set_password
 
             existed = asyncio.run(etcd_set_password(etcd, cluster_name, name, password))
         else:
@@ -93,11 +93,11 @@ def users_delete(name: str, data_dir: str, etcd: str | None, cluster_name: str, 
     import asyncio
     from pathlib import Path
 
-    from api.security.users import UserStore, users_path
+    from broker.security.users import UserStore, users_path
 
     try:
         if etcd:
-            from cluster.security import etcd_delete_user
+            from broker.security.etcd_documents import etcd_delete_user
 
             found = asyncio.run(etcd_delete_user(etcd, cluster_name, name))
         else:
@@ -119,12 +119,12 @@ def users_list(data_dir: str, etcd: str | None, cluster_name: str, output: str) 
     import asyncio
     from pathlib import Path
 
-    from api.security.users import UserStore, UserTable, users_path
+    from broker.security.users import UserStore, UserTable, users_path
 
     try:
         store: UserTable
         if etcd:
-            from cluster.security import etcd_users
+            from broker.security.etcd_documents import etcd_users
 
             store = asyncio.run(etcd_users(etcd, cluster_name))
         else:
@@ -172,7 +172,7 @@ def tokens_create(user: str, ttl: str, data_dir: str, output: str) -> None:
     import time
     from pathlib import Path
 
-    from api.security.tokens import TokenStore, parse_ttl, tokens_path
+    from broker.security.tokens import TokenStore, parse_ttl, tokens_path
 
     try:
         token, info = TokenStore(tokens_path(Path(data_dir))).create(user, parse_ttl(ttl))
@@ -189,7 +189,7 @@ def tokens_list(data_dir: str, output: str) -> None:
     import time
     from pathlib import Path
 
-    from api.security.tokens import TokenStore, tokens_path
+    from broker.security.tokens import TokenStore, tokens_path
 
     try:
         rows = [_token_row(t, time.time()) for t in TokenStore(tokens_path(Path(data_dir))).infos()]
@@ -212,7 +212,7 @@ def tokens_revoke(token_id: str | None, user: str | None, data_dir: str, output:
     import time
     from pathlib import Path
 
-    from api.security.tokens import TokenStore, tokens_path
+    from broker.security.tokens import TokenStore, tokens_path
 
     if (token_id is None) == (user is None):
         fail("give a token id or --user, not both")

@@ -40,7 +40,6 @@ import ssl
 import time
 from typing import Any
 
-from api.broker import Broker
 from api.handlers import GUARDS, HANDLERS, Handler
 from api.handlers.quotas import with_fetch_quota, with_produce_quota
 from api.protocol import (
@@ -58,8 +57,9 @@ from api.protocol import (
 )
 from api.security.guards import guard
 from api.security.sasl import SaslSession
-from api.security.tls import describe_handshake_error, peer_principal
-from api.security.users import UserTable
+from broker.broker import Broker
+from broker.security.tls import describe_handshake_error, peer_principal
+from broker.security.users import UserTable
 from hot.errors import StrataError
 from hot.region import FileRegion
 
@@ -86,7 +86,7 @@ class KafkaServer:
         inter_broker: bool = False,
     ) -> None:
         self.broker = broker
-        # The internal listener: its connections are the inter-broker principal (api.security.authz).
+        # The internal listener: its connections are the inter-broker principal (broker.security.authz).
         self.inter_broker = inter_broker
         self.ssl_context = ssl_context
         self.sasl_mechanisms = sasl_mechanisms

@@ -17,7 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from api.metrics import BrokerMetrics
+from broker.metrics import BrokerMetrics
 
 
 def create_metrics_app(metrics: BrokerMetrics) -> Starlette:

@@ -26,23 +26,23 @@ from typing import Any
 
 import uvicorn
 
-from api.broker import Broker
-from api.cluster_metrics import ClusterEventMetrics, ClusterMetricsCollector
-from api.config import BrokerConfig, HostPort
-from api.disk_metrics import DiskHealthCollector
-from api.groups.coordinator import GroupCoordinator
 from api.kafka_server import KafkaServer
-from api.metrics import BrokerMetrics, LogStatsCollector, manager_logs
 from api.metrics_listener import create_metrics_app
 from api.rest import create_app
-from api.security.acl import Authorizer
-from api.security.acl_store import acls_path
-from api.security.authz import AccessControl
-from api.security.tls import server_context, uvicorn_options
-from api.security.users import users_path
-from cluster.config import ClusterConfig
-from cluster.inter_broker import internal_listener_options
-from cluster.node import ClusterNode
+from broker.broker import Broker
+from broker.cluster_config import ClusterConfig
+from broker.cluster_metrics import ClusterEventMetrics, ClusterMetricsCollector
+from broker.config import BrokerConfig, HostPort
+from broker.disk_metrics import DiskHealthCollector
+from broker.groups.coordinator import GroupCoordinator
+from broker.inter_broker import internal_listener_options
+from broker.metrics import BrokerMetrics, LogStatsCollector, manager_logs
+from broker.node import ClusterNode
+from broker.security.acl import Authorizer
+from broker.security.acl_store import acls_path
+from broker.security.authz import AccessControl
+from broker.security.tls import server_context, uvicorn_options
+from broker.security.users import users_path
 from hot import record_validation
 from hot.topics import TopicInfo
 from tiering.metrics import TieringMetrics
@@ -116,7 +116,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
 
     config.data_dir.mkdir(parents=True, exist_ok=True)
     # One broker code path: a single node is a cluster of one on the embedded metadata
-    # store (cluster.embedded_store); with --etcd, a member of a replicated cluster.
+    # store (broker.embedded_store); with --etcd, a member of a replicated cluster.
     cluster = config.cluster if config.cluster is not None else ClusterConfig.of_one(config.broker_id)
     node: ClusterNode | None = await ClusterNode.connect(config, cluster)
     assert node is not None
@@ -158,7 +158,8 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         http_addr = HostPort(config.http_listen.host, http_sock.getsockname()[1])
         if config.advertised_listener is None:
             config = dataclasses.replace(config, kafka_listen=kafka_addr)
-        # Consumer groups: offsets in the replicated __consumer_offsets topic (cluster.groups).
+        # Consumer groups: offsets in the internal __consumer_offsets topic
+        # (broker.groups.replicated_offsets).
         groups = node.make_groups(config)
         await groups.start()
         coordinator = groups
@@ -188,7 +189,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         internal_addr: HostPort | None = None
         if internal_sock is not None and config.internal_listen is not None:
             # Replication's listener: the same handlers, with the inter-broker protocol's
-            # security (cluster.inter_broker; plaintext by default). Its clients are the
+            # security (broker.inter_broker; plaintext by default). Its clients are the
             # inter-broker principal: no ACL checks there.
             internal_opts = internal_listener_options(config)
             internal = KafkaServer(
@@ -271,7 +272,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             # hold their connections open through the whole drain grace period.
             await groups.close()
             upload_grace = config.tiering.shutdown_upload_grace_ms
-            # Hand leadership over before the listeners close (cluster.node); with
+            # Hand leadership over before the listeners close (broker.node); with
             # shutdown_upload_in_cluster, upload the tail while still leading.
             # A single node uploads everything (tiering.upload_lag) once writes are refused,
             # while it still leads.

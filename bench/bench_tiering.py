@@ -60,7 +60,6 @@ from pathlib import Path
 from typing import Any
 
 from api.client import KafkaClient
-from api.config import HostPort
 from api.protocol import ApiKey, decode_response, encode_request
 from api.protocol.messages.alter_configs import (
     AlterableConfigOp,
@@ -68,6 +67,7 @@ from api.protocol.messages.alter_configs import (
     IncrementalAlterConfigsResource,
 )
 from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from broker.config import HostPort
 from hot.batch import HEADER_SIZE, parse_header, peek_size
 from tiering.config import TieringConfig
 from tiering.keys import manifest_key, topic_manifest_key

@@ -241,7 +241,7 @@ class TlsError(StrataError):
 
 
 class AuthorizationError(StrataError):
-    """The principal is authenticated but no ACL allows the operation (api.security.acl)."""
+    """The principal is authenticated but no ACL allows the operation (broker.security.acl)."""
 
 
 class TopicAuthorizationFailedError(AuthorizationError):

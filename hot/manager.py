@@ -597,7 +597,7 @@ class LogManager:
         ``partition`` of topic ``name`` with its data (registering the topic when needed,
         one partition): the single node's committed-offsets log ``<data_dir>/
         __consumer_offsets-0``, written before the single node became a cluster of one
-        (cluster.node.adopt_local_topics).
+        (broker.node.adopt_local_topics).
 
         Crash-safe in steps, each repeatable: ``source`` is renamed to
         ``adoption_dir`` (which ``open`` ignores), the topic registered, an empty log that

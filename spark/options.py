@@ -55,7 +55,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from api.security.client_config import ClientSecurity
+from api.client.security import ClientSecurity
 from hot.errors import InvalidConfigError
 from hot.topics import validate_topic_name
 
@@ -187,7 +187,7 @@ class ReadOptions:
         )
 
 
-# option (lower case) -> client property (api.security.client_config)
+# option (lower case) -> client property (api.client.security)
 _SECURITY_OPTIONS: Final = {
     "kafka.security.protocol": "security.protocol",
     "kafka.sasl.mechanism": "sasl.mechanism",

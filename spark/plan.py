@@ -41,7 +41,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from api.security.client_config import ClientSecurity
+from api.client.security import ClientSecurity
 from hot.errors import (
     TOPIC_AUTHORIZATION_FAILED,
     AuthorizationError,
@@ -626,7 +626,7 @@ class BrokerClient:
     """The two questions a plan asks a broker, over the project's blocking Kafka client."""
 
     def __init__(self, address: str, security: ClientSecurity | None = None) -> None:
-        from api.config import HostPort
+        from broker.config import HostPort
 
         self.address = HostPort.parse(address, setting="strata option broker")
         self.security = security

@@ -12,11 +12,11 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from api.broker import Broker, RemoteTier
-from api.config import BrokerConfig
-from api.groups.config import GroupConfig
-from cluster.config import ClusterConfig
-from cluster.node import ClusterNode
+from broker.broker import Broker, RemoteTier
+from broker.cluster_config import ClusterConfig
+from broker.config import BrokerConfig
+from broker.groups.config import GroupConfig
+from broker.node import ClusterNode
 from hot.config import LogConfig
 from hot.errors import StrataError
 from hot.topics import TopicInfo

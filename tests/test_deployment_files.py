@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from api.config import load_config
+from broker.config import load_config
 
 ROOT = Path(__file__).resolve().parent.parent
 

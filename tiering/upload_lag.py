@@ -10,8 +10,8 @@ that (docs/tiering.md, "Recovery points"):
   counted from the segment's first append (as ``segment.ms`` counts it), so a partition
   rolls for this reason at most once per bound; a busy one reaches ``segment.bytes``
   first and never rolls by age. Followers never roll on their own clock: they cut their
-  segments where the leader's begin (``cluster.fetcher``), and a new leader starts a new
-  segment at its first append (``cluster.replica_manager``), so a roll the old leader made
+  segments where the leader's begin (``broker.fetcher``), and a new leader starts a new
+  segment at its first append (``broker.replica_manager``), so a roll the old leader made
   just before losing leadership, which no follower saw, cannot leave the new leader with
   a segment that straddles the end of the uploaded range.
 * **upload at shutdown** (``[tiering] shutdown_upload_grace_ms``): a clean stop seals every

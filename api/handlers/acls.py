@@ -25,7 +25,7 @@ from api.protocol.messages.acls import (
     DescribeAclsResource,
     DescribeAclsResponse,
 )
-from api.security.acl import (
+from broker.security.acl import (
     CLUSTER_NAME,
     AclBinding,
     AclError,
@@ -35,7 +35,7 @@ from api.security.acl import (
     Permission,
     ResourceType,
 )
-from api.security.authz import AccessControl, allowed_cluster, denied
+from broker.security.authz import AccessControl, allowed_cluster, denied
 from hot import errors as E
 from hot.errors import SecurityDisabledError, StrataError, kafka_code
 

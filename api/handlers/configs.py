@@ -4,7 +4,7 @@ Topic configs are the topic's record in the metadata store: DescribeConfigs read
 (``Broker.topic_configs``) with their source (topic override or default) and
 broker configs from the static config; AlterConfigs replaces a topic's overrides and
 IncrementalAlterConfigs applies SET/DELETE/APPEND/SUBTRACT (KIP-339). Both validate as
-Kafka does and write with compare-and-swap (``cluster.admin``); every broker applies the
+Kafka does and write with compare-and-swap (``broker.admin``); every broker applies the
 change to its replicas from the watch. Broker resources cannot be altered (dynamic broker
 configs are not supported).
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from api.broker import Broker
 from api.protocol import RequestHeader
 from api.protocol.messages.alter_configs import (
     OP_APPEND,
@@ -34,6 +33,7 @@ from api.protocol.messages.describe_configs import (
     DescribeConfigsResponse,
     DescribeConfigsResult,
 )
+from broker.broker import Broker
 from hot.errors import InvalidRequestError, StrataError, kafka_code
 
 if TYPE_CHECKING:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from api.broker import Broker, FetchRequestPartition, ReplicaFetchPartition
 from api.protocol import RequestHeader
 from api.protocol.messages.fetch import (
     FetchableTopicResponse,
@@ -22,6 +21,7 @@ from api.protocol.messages.fetch import (
     FetchRequest,
     FetchResponse,
 )
+from broker.broker import Broker, FetchRequestPartition, ReplicaFetchPartition
 from hot.errors import StrataError, kafka_code
 
 if TYPE_CHECKING:

@@ -1,31 +1,19 @@
 """FindCoordinator and the consumer-group APIs: wire messages <-> the coordinator's values.
 
 FindCoordinator names the leader of the group's ``__consumer_offsets`` partition
-(``cluster.groups``, Kafka's ``abs(hash) % partitions``), creating the topic first if
+(``broker.groups.replicated_offsets``, Kafka's ``abs(hash) % partitions``), creating the topic first if
 needed; COORDINATOR_NOT_AVAILABLE while that partition has no live leader. Transaction
 coordinators are refused (transactions are not supported). JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete, ListGroups,
 DescribeGroups and DeleteGroups only translate, version quirks included: the behaviour
-(group state machine, rebalances, offsets) lives in api.groups.coordinator and its
-offsets store (cluster.groups.ClusterOffsetStore), errors mapped through ERROR_TABLE.
+(group state machine, rebalances, offsets) lives in broker.groups.coordinator and its
+offsets store (broker.groups.replicated_offsets.ClusterOffsetStore), errors mapped through ERROR_TABLE.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from api.groups.coordinator import GroupCoordinator
-from api.groups.types import (
-    GroupProtocol,
-    GroupState,
-    MemberIdentity,
-    MemberIdRequired,
-    OffsetAndMetadata,
-    OffsetCommitRequest,
-    TopicPartition,
-)
-from api.groups.types import JoinGroupRequest as JoinGroupCall
-from api.groups.types import SyncGroupRequest as SyncGroupCall
 from api.protocol import RequestHeader
 from api.protocol.messages.delete_groups import (
     DeletableGroupResult,
@@ -71,7 +59,19 @@ from api.protocol.messages.offset_fetch import (
     OffsetFetchResponseTopic,
 )
 from api.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
-from cluster.groups import ClusterOffsetStore
+from broker.groups.coordinator import GroupCoordinator
+from broker.groups.replicated_offsets import ClusterOffsetStore
+from broker.groups.types import (
+    GroupProtocol,
+    GroupState,
+    MemberIdentity,
+    MemberIdRequired,
+    OffsetAndMetadata,
+    OffsetCommitRequest,
+    TopicPartition,
+)
+from broker.groups.types import JoinGroupRequest as JoinGroupCall
+from broker.groups.types import SyncGroupRequest as SyncGroupCall
 from hot import errors as E
 from hot.errors import (
     CoordinatorNotAvailableError,

@@ -16,7 +16,6 @@ import asyncio
 import time
 from typing import TYPE_CHECKING
 
-from api.broker import Broker, PendingAppend
 from api.protocol import RequestHeader
 from api.protocol.messages.produce import (
     BatchIndexAndErrorMessage,
@@ -25,6 +24,7 @@ from api.protocol.messages.produce import (
     ProduceResponse,
     ProduceTopicResponse,
 )
+from broker.broker import Broker, PendingAppend
 from hot import errors as E
 from hot.errors import InvalidRequestError, StrataError, kafka_code
 from hot.record_validation import uses_zstd

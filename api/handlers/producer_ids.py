@@ -1,7 +1,7 @@
 """InitProducerId for idempotent producers: an id unique across the cluster and its epoch.
 
 Ids come from this broker's producer-id allocator with the broker id in the low bits
-(``cluster.producer_ids``); a producer passing its id and epoch back gets the epoch bumped
+(``broker.producer_ids``); a producer passing its id and epoch back gets the epoch bumped
 (KIP-360). Transactional ids are refused (transactions are not supported).
 """
 
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 from api.protocol import RequestHeader
 from api.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from cluster.producer_ids import init_producer
+from broker.producer_ids import init_producer
 from hot import errors as E
 from hot.errors import StrataError, kafka_code
 

@@ -33,7 +33,7 @@ from api.protocol.messages.describe_client_quotas import (
 from api.protocol.messages.fetch import FetchRequest, FetchResponse
 from api.protocol.messages.produce import ProduceRequest, ProduceResponse
 from api.protocol.schema import records_length
-from api.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Quotas
+from broker.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Quotas
 from hot.errors import InvalidRequestError, StrataError, kafka_code
 
 if TYPE_CHECKING:

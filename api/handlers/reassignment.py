@@ -1,7 +1,7 @@
 """AlterPartitionReassignments and ListPartitionReassignments (KIP-455).
 
 Any broker answers both: alter writes each partition's target replicas to the metadata
-store (``cluster.reassign``; a null target cancels), list reads the ongoing ones from the
+store (``broker.reassign``; a null target cancels), list reads the ongoing ones from the
 view. The controller carries reassignments out (adding, catching up, then removing replicas).
 """
 
@@ -22,7 +22,7 @@ from api.protocol.messages.list_partition_reassignments import (
     OngoingPartitionReassignment,
     OngoingTopicReassignment,
 )
-from cluster.reassign import alter_reassignment, ongoing_reassignments
+from broker.reassign import alter_reassignment, ongoing_reassignments
 from hot.errors import InvalidRequestError, StrataError, kafka_code
 
 if TYPE_CHECKING:

@@ -1,16 +1,16 @@
 """Metadata, CreateTopics, DeleteTopics and CreatePartitions.
 
-* Metadata answers from the watched metadata view (cluster.metadata; the embedded store
+* Metadata answers from the watched metadata view (broker.metadata; the embedded store
   for a single node): every registered broker, the controller, and per partition the
   leader, leader epoch, replicas, ISR and offline replicas (LEADER_NOT_AVAILABLE while a
   partition has no leader). Unknown topics are auto-created when
   ``auto.create.topics.enable``.
 * CreateTopics places replicas round-robin over the live brokers and writes the topic to
-  the metadata store (``cluster.controller``; replication factor -1:
+  the metadata store (``broker.controller``; replication factor -1:
   ``default.replication.factor``); DeleteTopics deletes it there. Every broker's replica
   manager then creates or deletes its local replicas. Names and configs are validated as
-  Kafka does (``hot.topics``, ``cluster.controller.validate_topic_configs``).
-* CreatePartitions changes the topic's record (``cluster.admin``, compare-and-swap).
+  Kafka does (``hot.topics``, ``broker.controller.validate_topic_configs``).
+* CreatePartitions changes the topic's record (``broker.admin``, compare-and-swap).
 * The internal ``__consumer_offsets`` topic cannot be created, deleted or grown here.
 """
 
@@ -19,8 +19,6 @@ from __future__ import annotations
 import uuid
 from typing import TYPE_CHECKING
 
-from api.broker import Broker
-from api.groups.offsets import OFFSETS_TOPIC
 from api.handlers.configs import SOURCE_DEFAULT_CONFIG, SOURCE_TOPIC_CONFIG
 from api.protocol import RequestHeader
 from api.protocol.messages.create_partitions import (
@@ -47,10 +45,12 @@ from api.protocol.messages.metadata import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
-from cluster.admin import refuse_internal_topic
-from cluster.controller import CLUSTER_TOPIC_CONFIGS, create_topic, place_replicas, validate_topic_configs
-from cluster.metadata import NO_LEADER, TopicAssignment
-from cluster.replica_manager import log_configs
+from broker.admin import refuse_internal_topic
+from broker.broker import Broker
+from broker.controller import CLUSTER_TOPIC_CONFIGS, create_topic, place_replicas, validate_topic_configs
+from broker.groups.offsets import OFFSETS_TOPIC
+from broker.metadata import NO_LEADER, TopicAssignment
+from broker.replica_manager import log_configs
 from hot import errors as E
 from hot.config import LogConfig
 from hot.errors import (

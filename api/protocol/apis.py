@@ -257,7 +257,7 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.DESCRIBE_ACLS, DescribeAclsRequest, DescribeAclsResponse, "0-3", "2+"),
         _api(ApiKey.CREATE_ACLS, CreateAclsRequest, CreateAclsResponse, "0-3", "2+"),
         _api(ApiKey.DELETE_ACLS, DeleteAclsRequest, DeleteAclsResponse, "0-3", "2+"),
-        # client quotas (api.security.quotas)
+        # client quotas (broker.security.quotas)
         _api(
             ApiKey.DESCRIBE_CLIENT_QUOTAS,
             DescribeClientQuotasRequest,

@@ -20,7 +20,7 @@ existing REST clients work unchanged:
   Confluent-style ``status * 100 + sub`` (40401 unknown topic, 40402 unknown
   partition, 40404 unknown cluster, 40601 not representable in the asked format,
   42201 malformed or invalid request, 42202 bad base64; sub 00 otherwise).
-* Quotas (api.security.quotas) apply per user, the basic/bearer auth user or ANONYMOUS:
+* Quotas (broker.security.quotas) apply per user, the basic/bearer auth user or ANONYMOUS:
   a produce over the user's producer_byte_rate is answered after the throttle time, a
   fetch by a user over its consumer_byte_rate is served after it; the
   ``X-Strata-Throttle-Ms`` header says how long. Delaying rather than answering 429
@@ -43,9 +43,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from api.broker import Broker, FetchRequestPartition, ProduceResult
 from api.dashboard import dashboard_router
-from api.group_metrics import register_group_metrics
 from api.rest.authz import may_create, require_cluster, require_create, require_topic, topic_visible
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
@@ -99,8 +97,10 @@ from api.rest.models import (
 )
 from api.rest.ops import ops_router
 from api.rest_consumers import ConsumerInstances
-from api.security.acl import Operation
-from api.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from broker.broker import Broker, FetchRequestPartition, ProduceResult
+from broker.group_metrics import register_group_metrics
+from broker.security.acl import Operation
+from broker.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from hot.config import INT32_MAX, INT64_MAX
 from hot.errors import StrataError, UnknownTopicOrPartitionError, classify, http_status
 from hot.records import build_batch
@@ -175,8 +175,8 @@ def create_app(broker: Broker) -> FastAPI:
     sasl = broker.config.sasl
     if sasl.rest_basic_auth or sasl.rest_bearer_auth:  # outermost: nothing runs unauthenticated
         from api.security.basic_auth import BasicAuthMiddleware
-        from api.security.tokens import TokenStore, tokens_path
-        from api.security.users import UserStore, users_path
+        from broker.security.tokens import TokenStore, tokens_path
+        from broker.security.users import UserStore, users_path
 
         data_dir = broker.config.data_dir
         app.add_middleware(
@@ -292,7 +292,7 @@ def create_app(broker: Broker) -> FastAPI:
                 offsets.append({"partition": p, "offset": None, "error_code": code, "error": str(res.error)})
         metrics.produce_latency.labels("rest").observe(time.perf_counter() - started)
         # Over the user's quota: the response is held back for the throttle time (the
-        # client is slowed without having to understand anything; api.security.quotas).
+        # client is slowed without having to understand anything; broker.security.quotas).
         size = sum(len(b) for b in batches.values())
         throttle_ms = broker.quotas.record(request.scope.get("strata.principal"), PRODUCER_BYTE_RATE, size)
         await asyncio.sleep(throttle_ms / 1000)

@@ -1,4 +1,4 @@
-"""ACL checks of the REST API: the same decision as the Kafka listener (api.security.authz),
+"""ACL checks of the REST API: the same decision as the Kafka listener (broker.security.authz),
 for the basic-auth user of the request (``User:<name>``; ``User:ANONYMOUS`` without basic
 auth). A refusal is an AuthorizationError, which the one error table turns into 403 with
 the usual JSON error body; a missing or wrong password stays 401 (api.security.basic_auth).
@@ -22,9 +22,9 @@ from collections.abc import Callable
 
 from fastapi import Request
 
-from api.broker import Broker
-from api.security.acl import CLUSTER_NAME, Operation, ResourceType
-from api.security.authz import denied, user_principal
+from broker.broker import Broker
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.authz import denied, user_principal
 from hot.errors import TopicAuthorizationFailedError
 
 

@@ -15,7 +15,6 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
-from api.broker import Broker, FetchedPartition
 from api.partitioner import partition_for_key
 from api.rest.models import (
     BinaryProduceRequest,
@@ -26,6 +25,7 @@ from api.rest.models import (
     JsonRecordIn,
 )
 from api.stored_batches import decode_stored
+from broker.broker import Broker, FetchedPartition
 from hot.errors import StrataError, UnknownTopicOrPartitionError, http_status
 from hot.records import Header, Record, RecordInput
 from hot.topics import TopicInfo

@@ -32,7 +32,6 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from api.groups.types import TopicPartition
 from api.rest.authz import denied_pattern, require
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
@@ -64,13 +63,14 @@ from api.rest_consumers import (
     InstanceSettings,
 )
 from api.rest_consumers.instances import DEFAULT_REQUEST_TIMEOUT_MS
-from api.security.acl import Operation, ResourceType
-from api.security.quotas import CONSUMER_BYTE_RATE
+from broker.groups.types import TopicPartition
+from broker.security.acl import Operation, ResourceType
+from broker.security.quotas import CONSUMER_BYTE_RATE
 from hot.config import INT32_MAX, INT64_MAX
 from hot.errors import StrataError, http_status
 
 if TYPE_CHECKING:
-    from api.broker import Broker
+    from broker.broker import Broker
 
 _STRICT = ConfigDict(strict=True, populate_by_name=True)
 M = TypeVar("M", bound=BaseModel)
@@ -450,7 +450,7 @@ def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
             require(broker, request, Operation.READ, ResourceType.TOPIC, topic)
         fmt = _records_format(request, inst.settings.format)
         wait = timeout if timeout is not None else inst.settings.request_timeout_ms
-        # The user's consumer quota (api.security.quotas): over it, wait before fetching;
+        # The user's consumer quota (broker.security.quotas): over it, wait before fetching;
         # what is served counts (here the response body: records already decoded).
         user = request.scope.get("strata.principal")
         throttle_ms = broker.quotas.pending(user, CONSUMER_BYTE_RATE)

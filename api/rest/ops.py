@@ -31,7 +31,7 @@ from hot.errors import StrataError
 from tiering.service import TieringService
 
 if TYPE_CHECKING:
-    from api.broker import Broker
+    from broker.broker import Broker
     from hot.log import Log
 
 

@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from api.groups.consumer_protocol import Assignment, Subscription, TopicPartitions, encode_assignment
-from api.groups.types import TopicPartition
+from api.protocol.consumer_protocol import Assignment, Subscription, TopicPartitions, encode_assignment
+from broker.groups.types import TopicPartition
 
 RANGE: Final = "range"
 ROUNDROBIN: Final = "roundrobin"

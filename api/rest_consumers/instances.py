@@ -54,9 +54,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
-from api.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchedPartition, FetchRequestPartition
-from api.group_lag import coordinator_of
-from api.groups.consumer_protocol import (
+from api.protocol.consumer_protocol import (
     PROTOCOL_TYPE,
     ConsumerProtocolError,
     Subscription,
@@ -64,8 +62,12 @@ from api.groups.consumer_protocol import (
     decode_subscription,
     encode_subscription,
 )
-from api.groups.coordinator import GroupCoordinator
-from api.groups.types import (
+from api.rest_consumers.assignors import COOPERATIVE, SUPPORTED, MemberSubscription, assign, group_partitions
+from api.stored_batches import StoredBatchError, decode_stored
+from broker.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchedPartition, FetchRequestPartition
+from broker.group_lag import coordinator_of
+from broker.groups.coordinator import GroupCoordinator
+from broker.groups.types import (
     GroupProtocol,
     JoinGroupRequest,
     JoinGroupResult,
@@ -76,8 +78,6 @@ from api.groups.types import (
     SyncGroupRequest,
     TopicPartition,
 )
-from api.rest_consumers.assignors import COOPERATIVE, SUPPORTED, MemberSubscription, assign, group_partitions
-from api.stored_batches import StoredBatchError, decode_stored
 from hot.errors import (
     FencedInstanceIdError,
     GroupMaxSizeReachedError,
@@ -95,7 +95,7 @@ from hot.errors import (
 from hot.records import Record, RecordBatch
 
 if TYPE_CHECKING:
-    from api.broker import Broker
+    from broker.broker import Broker
 
 logger = logging.getLogger("strata.rest.consumers")
 

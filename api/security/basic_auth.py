@@ -1,5 +1,5 @@
 """HTTP authentication for the REST API: basic auth against the same users as Kafka SASL,
-and bearer tokens (api.security.tokens).
+and bearer tokens (broker.security.tokens).
 
 An ASGI middleware: every HTTP request needs ``Authorization: Basic base64(user:password)``
 naming a user of ``<data_dir>/meta/users.json``, or ``Authorization: Bearer <token>`` with
@@ -23,10 +23,10 @@ import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
+from api.client.scram import HASHES, verify_password
 from api.security.sasl import PLAIN_CREDENTIAL
-from api.security.scram import HASHES, verify_password
-from api.security.tokens import TokenStore
-from api.security.users import UserTable
+from broker.security.tokens import TokenStore
+from broker.security.users import UserTable
 
 log = logging.getLogger("strata.rest")
 

@@ -51,8 +51,8 @@ from api.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopicResult,
 )
 from api.protocol.messages.produce import ProducePartitionResponse, ProduceResponse, ProduceTopicResponse
-from api.security.acl import CLUSTER_NAME, Operation, ResourceType
-from api.security.authz import (
+from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.authz import (
     AccessControl,
     allowed,
     allowed_cluster,

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from api.security.scram import HASHES, ScramServer, make_credential, verify_password
-from api.security.users import UserTable
+from api.client.scram import HASHES, ScramServer, make_credential, verify_password
+from broker.security.users import UserTable
 from hot.errors import AuthenticationError, IllegalSaslStateError, UnsupportedSaslMechanismError
 
 PLAIN_CREDENTIAL = "SCRAM-SHA-512"

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from api.config import BrokerConfig, HostPort, load_config
+from broker.config import BrokerConfig, HostPort, load_config
 from hot.errors import InvalidConfigError
 
 

@@ -12,10 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from api.broker import Broker
-from api.config import BrokerConfig
 from api.partitioner import partition_for_key
 from api.rest import V2_BINARY, V2_JSON, create_app, dumps_compact
+from broker.broker import Broker
+from broker.config import BrokerConfig
 from tests.inprocess import broker_of_one
 
 JSON_CT = {"Content-Type": V2_JSON}

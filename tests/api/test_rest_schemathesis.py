@@ -22,8 +22,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from api.config import BrokerConfig
 from api.rest import V2_JSON, create_app
+from broker.config import BrokerConfig
 from tests.inprocess import ThreadedBroker, create_topic
 
 TOPIC = "fuzz"

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cluster.metadata import ClusterView, PartitionState
-from cluster.status import read_view
+from broker.metadata import ClusterView, PartitionState
+from broker.status import read_view
 from hot.errors import MetadataStoreError
 from tests.brokers import BrokerProcess
 from tests.cluster.etcdlib import EtcdProcess
@@ -322,9 +322,9 @@ class Cluster:
     def fetch_error(self, broker_id: int, topic: str, current_leader_epoch: int) -> int:
         """The error code a Fetch of partition 0 naming ``current_leader_epoch`` gets."""
         from api.client import KafkaClient
-        from api.config import HostPort
         from api.protocol import ApiKey
         from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+        from broker.config import HostPort
 
         part = FetchPartition(
             partition=0, current_leader_epoch=current_leader_epoch, fetch_offset=0, partition_max_bytes=1024
@@ -409,9 +409,9 @@ class PhantomBroker:
         return self
 
     async def _register(self) -> None:
-        from cluster.etcd import EtcdClient
-        from cluster.keys import KeyLayout
-        from cluster.metadata import MetadataClient
+        from broker.etcd import EtcdClient
+        from broker.keys import KeyLayout
+        from broker.metadata import MetadataClient
 
         etcd = await EtcdClient(self.etcd.endpoint, timeout=5.0).connect()
         self._client = MetadataClient(etcd, KeyLayout(CLUSTER_NAME), lease_ttl=2)

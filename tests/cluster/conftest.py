@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster.etcd import EtcdClient
-from cluster.keys import KeyLayout
-from cluster.metadata import MetadataClient
+from broker.etcd import EtcdClient
+from broker.keys import KeyLayout
+from broker.metadata import MetadataClient
 from tests.cluster.etcdlib import EtcdProcess
 
 # Short enough to keep expiry tests fast, long enough that a loaded 2-core machine

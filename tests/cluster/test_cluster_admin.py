@@ -18,10 +18,10 @@ import httpx
 import pytest
 
 from api.client import KafkaClient
-from api.config import HostPort
 from api.protocol import ApiKey
 from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from broker.config import HostPort
 from hot import errors as E
 from tests.brokers import S3Endpoint
 from tests.cluster.clusterlib import Cluster, wait_until

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from api.client import KafkaClient
-from api.config import HostPort
 from api.protocol import ApiKey
 from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from api.protocol.messages.offset_for_leader_epoch import (
@@ -24,6 +23,7 @@ from api.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopic,
 )
 from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
+from broker.config import HostPort
 from hot import errors as E
 from hot.records import RecordInput, build_batch
 from tests.brokers import ROOT

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from api.config import load_config
+from broker.config import load_config
 from hot.errors import InvalidConfigError
 
 

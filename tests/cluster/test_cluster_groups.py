@@ -1,5 +1,5 @@
 """Consumer groups in cluster mode: offsets in the replicated ``__consumer_offsets`` topic,
-each group coordinated by the leader of its partition (cluster.groups).
+each group coordinated by the leader of its partition (broker.groups.replicated_offsets).
 
 Real etcd, three real brokers, real clients: confluent-kafka consumers in one group
 commit by hand after processing, while the coordinator is killed with SIGKILL. The
@@ -25,13 +25,13 @@ import httpx
 import pytest
 
 from api.client import KafkaClient
-from api.config import HostPort
 from api.protocol import ApiKey
 from api.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from api.protocol.messages.delete_topics import DeleteTopicsRequest
 from api.protocol.messages.find_coordinator import FindCoordinatorRequest
 from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
-from cluster.groups import partition_for
+from broker.config import HostPort
+from broker.groups.replicated_offsets import partition_for
 from hot import errors as E
 from tests.cluster.clusterlib import WAIT, Cluster, wait_until
 from tests.cluster.etcdlib import EtcdProcess
@@ -373,7 +373,7 @@ def test_new_leader_deduplicates_a_retried_batch(cluster: Cluster) -> None:
     topic = "kip98"
     cluster.create_topic(topic, 1, rf=3, min_isr=2)
     leader = cluster.leader(topic)
-    # Producer ids are unique across brokers (cluster.producer_ids): producers bootstrapped
+    # Producer ids are unique across brokers (broker.producer_ids): producers bootstrapped
     # through different brokers never share one.
     inits = {}
     for b in cluster.nodes:

@@ -1,4 +1,4 @@
-"""Compaction of the replicated ``__consumer_offsets`` partitions (cluster.groups).
+"""Compaction of the replicated ``__consumer_offsets`` partitions (broker.groups.replicated_offsets).
 
 Real etcd, three real brokers, confluent-kafka committing offsets. The offsets topic's
 segments are tiny (``offsets.topic.segment.bytes`` 4096), so many commits over a few
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from cluster.groups import partition_for
+from broker.groups.replicated_offsets import partition_for
 from tests.cluster.clusterlib import Cluster, wait_until
 from tests.cluster.etcdlib import EtcdProcess
 

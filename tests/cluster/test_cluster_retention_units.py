@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from api.broker import _segment_bases
-from cluster.fetcher import _append_at_leader_bases
-from cluster.follower_retention import over_local_limit
-from cluster.log_manager import ClusterLogManager
+from broker.broker import _segment_bases
+from broker.fetcher import _append_at_leader_bases
+from broker.follower_retention import over_local_limit
+from broker.log_manager import ClusterLogManager
 from hot.config import LogConfig
 from hot.errors import NotLeaderError, UnknownTopicOrPartitionError
 from hot.log import Log

@@ -8,19 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from cluster.config import ENV_NAMES, ClusterConfig
-from cluster.hw_checkpoint import CHECKPOINT_FILE, HighWatermarkCheckpoint, decode, encode
-from cluster.keys import KeyLayout
-from cluster.log_manager import ClusterLogManager
-from cluster.metadata import (
+from broker.cluster_config import ENV_NAMES, ClusterConfig
+from broker.hw_checkpoint import CHECKPOINT_FILE, HighWatermarkCheckpoint, decode, encode
+from broker.keys import KeyLayout
+from broker.log_manager import ClusterLogManager
+from broker.metadata import (
     BrokerRegistration,
     ClusterView,
     ControllerRecord,
     PartitionState,
     TopicAssignment,
 )
-from cluster.metadata_store import KeyValue, WatchReset
-from cluster.status import cluster_status, format_status
+from broker.metadata_store import KeyValue, WatchReset
+from broker.status import cluster_status, format_status
 from hot.config import LogConfig
 from hot.errors import InvalidConfigError
 from hot.log import Log
@@ -196,7 +196,7 @@ def test_status_report_flags_under_replicated_and_offline() -> None:
 def test_follower_segments_roll_where_the_leader_rolled(tmp_path: Path) -> None:
     """A fetch of many batches is appended so the follower's segment boundaries equal the
     leader's (which rolled per produce request): tiering continues after a failover."""
-    from cluster.fetcher import _append_aligned
+    from broker.fetcher import _append_aligned
 
     cfg = LogConfig(segment_bytes=1024)
     leader = Log.open(tmp_path / "leader", cfg, topic="t", partition=0, hw_managed_externally=True)

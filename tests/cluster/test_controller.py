@@ -1,4 +1,4 @@
-"""cluster.controller against a real etcd: controller election and failover, leader
+"""broker.controller against a real etcd: controller election and failover, leader
 election from the ISR when a broker's lease expires, unclean election, fencing."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from cluster.controller import Controller, create_topic
-from cluster.metadata import NO_LEADER, ClusterView, MetadataClient, PartitionState
+from broker.controller import Controller, create_topic
+from broker.metadata import NO_LEADER, ClusterView, MetadataClient, PartitionState
 from hot.errors import StaleControllerEpochError
 from tests.cluster.etcdlib import EtcdProcess
 

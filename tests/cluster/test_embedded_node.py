@@ -7,9 +7,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from api.config import BrokerConfig
-from api.groups.offsets import OffsetsLog
-from api.groups.types import OffsetAndMetadata, TopicPartition
+from broker.config import BrokerConfig
+from broker.groups.offsets import OffsetsLog
+from broker.groups.types import OffsetAndMetadata, TopicPartition
 from hot.config import LogConfig
 from hot.manager import LogManager
 from tests.inprocess import broker_of_one, create_topic, wait_led

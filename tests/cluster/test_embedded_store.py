@@ -1,4 +1,4 @@
-"""cluster.embedded_store: etcd's semantics in process, and durability across restarts and torn journals."""
+"""broker.embedded_store: etcd's semantics in process, and durability across restarts and torn journals."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from cluster import embedded_store
-from cluster.embedded_store import HELD_TTL, JOURNAL_FILE, SNAPSHOT_FILE, EmbeddedMetadataStore
-from cluster.metadata_store import (
+from broker import embedded_store
+from broker.embedded_store import HELD_TTL, JOURNAL_FILE, SNAPSHOT_FILE, EmbeddedMetadataStore
+from broker.metadata_store import (
     Compare,
     Delete,
     Get,
@@ -183,7 +183,7 @@ async def test_one_process_per_store(tmp_path: Path) -> None:
     c = await _open(tmp_path)
     code = (
         "import asyncio, sys; from pathlib import Path\n"
-        "from cluster.embedded_store import EmbeddedMetadataStore as S\n"
+        "from broker.embedded_store import EmbeddedMetadataStore as S\n"
         "asyncio.run(S(Path(sys.argv[1])).connect())"
     )
     args = [sys.executable, "-c", code, str(tmp_path)]

@@ -1,4 +1,4 @@
-"""cluster.etcd against a real etcd: key/value, transactions, leases, watches, outages."""
+"""broker.etcd against a real etcd: key/value, transactions, leases, watches, outages."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from collections.abc import AsyncGenerator, Awaitable, Callable
 
 import pytest
 
-from cluster.etcd import Endpoint, EtcdClient, parse_endpoints
-from cluster.metadata_store import (
+from broker.etcd import Endpoint, EtcdClient, parse_endpoints
+from broker.metadata_store import (
     Compare,
     CompareTarget,
     Delete,

@@ -1,4 +1,4 @@
-"""cluster.metadata against a real etcd: registration and leases, broker ids, topics,
+"""broker.metadata against a real etcd: registration and leases, broker ids, topics,
 compare-and-swap of partition state, the watched view, and etcd outages."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from dataclasses import replace
 
 import pytest
 
-from cluster.controller import create_topic
-from cluster.etcd import EtcdClient
-from cluster.keys import KeyLayout
-from cluster.metadata import (
+from broker.controller import create_topic
+from broker.etcd import EtcdClient
+from broker.keys import KeyLayout
+from broker.metadata import (
     RESERVED_BROKER_MAX_ID,
     BrokerIdInUseError,
     Conflict,

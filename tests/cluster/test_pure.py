@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from cluster.controller import elect_leader, place_replicas, unclean_election_enabled, validate_topic_configs
-from cluster.keys import BrokerKey, ControllerKey, KeyLayout, PartitionStateKey, TopicKey
-from cluster.metadata import (
+from broker.controller import elect_leader, place_replicas, unclean_election_enabled, validate_topic_configs
+from broker.keys import BrokerKey, ControllerKey, KeyLayout, PartitionStateKey, TopicKey
+from broker.metadata import (
     NO_LEADER,
     BrokerRegistration,
     ClusterView,
@@ -21,7 +21,7 @@ from cluster.metadata import (
     PartitionState,
     TopicAssignment,
 )
-from cluster.metadata_store import KeyValue, WatchEvent, WatchEventType, WatchReset
+from broker.metadata_store import KeyValue, WatchEvent, WatchEventType, WatchReset
 from hot.errors import (
     InvalidConfigError,
     InvalidPartitionsError,

@@ -1,5 +1,5 @@
 """Partition reassignment (KIP-455) without broker processes: the pure rules
-(``cluster.replication.reassignment``), the records that carry them, and the request path
+(``broker.replication.reassignment``), the records that carry them, and the request path
 and the controller's completion against a real etcd, including a controller failover in
 the middle of a reassignment. The ISR changes a leader would make are written here with
 the same compare-and-swap the leader uses."""
@@ -14,17 +14,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cluster.controller import Controller
-from cluster.metadata import ClusterView, MetadataClient, PartitionState, TopicAssignment
-from cluster.reassign import alter_reassignment, ongoing_reassignments
-from cluster.replication.reassignment import (
+from broker.controller import Controller
+from broker.metadata import ClusterView, MetadataClient, PartitionState, TopicAssignment
+from broker.reassign import alter_reassignment, ongoing_reassignments
+from broker.replication.reassignment import (
     Completion,
     PartitionReplicas,
     complete,
     reassign,
     validate_target,
 )
-from cluster.status import cluster_status, format_status
+from broker.status import cluster_status, format_status
 from hot.errors import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
@@ -185,7 +185,7 @@ def test_assignment_round_trips_with_a_reassignment_and_stays_unchanged_without(
     ],
 )
 def test_corrupt_reassignment_fields_are_refused(extra: bytes, match: str) -> None:
-    from cluster.metadata import CorruptMetadataError
+    from broker.metadata import CorruptMetadataError
 
     data = b'{"version":1,"topic_id":"%s","replication_factor":2,"partitions":[[1,2]],"configs":{},%s}' % (
         str(uuid.uuid4()).encode(),

@@ -1,4 +1,4 @@
-"""ACLs and SASL users in etcd (cluster.security) against a real etcd: two brokers' views
+"""ACLs and SASL users in etcd (broker.security.etcd_documents) against a real etcd: two brokers' views
 stay identical through their watches, concurrent creations through both land (compare-
 and-swap), deletions propagate, and `strata users --etcd`'s writes reach a broker's store."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from api.security.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
-from api.security.scram import HASHES, verify_password
-from cluster.etcd import EtcdClient
-from cluster.keys import KeyLayout
-from cluster.security import (
+from api.client.scram import HASHES, verify_password
+from broker.etcd import EtcdClient
+from broker.keys import KeyLayout
+from broker.security.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
+from broker.security.etcd_documents import (
     EtcdAclStore,
     EtcdUserStore,
     SecurityDocuments,

@@ -14,9 +14,9 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from crc32c import crc32c
 
 from api.client import KafkaClient
-from api.config import HostPort
 from api.protocol import ApiKey
 from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
+from broker.config import HostPort
 from hot import errors as E
 from hot.batch import HEADER
 from hot.records import RecordInput, build_batch, encode_varint, encode_varlong

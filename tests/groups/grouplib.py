@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from api.groups.config import GroupConfig
-from api.groups.consumer_protocol import (
+from api.protocol.consumer_protocol import (
     Assignment,
     Subscription,
     TopicPartitions,
     encode_assignment,
     encode_subscription,
 )
-from api.groups.coordinator import GroupCoordinator, PartitionCheck
-from api.groups.offsets import OffsetsLog
-from api.groups.types import (
+from broker.groups.config import GroupConfig
+from broker.groups.coordinator import GroupCoordinator, PartitionCheck
+from broker.groups.offsets import OffsetsLog
+from broker.groups.types import (
     GroupProtocol,
     JoinGroupRequest,
     JoinGroupResult,

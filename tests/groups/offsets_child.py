@@ -16,8 +16,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from api.groups.offsets import OffsetsLog
-from api.groups.types import OffsetAndMetadata, TopicPartition
+from broker.groups.offsets import OffsetsLog
+from broker.groups.types import OffsetAndMetadata, TopicPartition
 
 GROUPS = ("g0", "g1", "g2")
 PARTITIONS = 4

@@ -1,11 +1,16 @@
-"""Pure parts of cluster-mode groups (cluster.groups): Kafka's group -> partition formula
+"""Pure parts of cluster-mode groups (broker.groups.replicated_offsets): Kafka's group -> partition formula
 and the mapping of replication failures to group errors."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from cluster.groups import java_string_hash, offsets_topic_configs, partition_for, replication_error
+from broker.groups.replicated_offsets import (
+    java_string_hash,
+    offsets_topic_configs,
+    partition_for,
+    replication_error,
+)
 from hot.errors import (
     CoordinatorNotAvailableError,
     LogClosedError,
@@ -61,10 +66,10 @@ def test_replication_errors_become_group_errors() -> None:
 def test_partition_state_applies_acknowledged_writes_in_log_order() -> None:
     from typing import Any, cast
 
-    from api.groups.offsets import encode_ops
-    from api.groups.offsets_codec import GroupKey, OffsetKey
-    from api.groups.types import OffsetAndMetadata, StoredGroup, TopicPartition
-    from cluster.groups import _Partition, _Write
+    from broker.groups.offsets import encode_ops
+    from broker.groups.offsets_codec import GroupKey, OffsetKey
+    from broker.groups.replicated_offsets import _Partition, _Write
+    from broker.groups.types import OffsetAndMetadata, StoredGroup, TopicPartition
 
     part = _Partition(0, cast(Any, None), 1)
     k = OffsetKey("g", "t", 0)
@@ -95,7 +100,7 @@ def test_partition_state_applies_acknowledged_writes_in_log_order() -> None:
 def test_producer_ids_are_disjoint_across_brokers(tmp_path: Path) -> None:
     import pytest
 
-    from cluster.producer_ids import MAX_BROKER_ID, init_producer, scoped_producer_id
+    from broker.producer_ids import MAX_BROKER_ID, init_producer, scoped_producer_id
     from hot.errors import InvalidConfigError
     from hot.producer_ids import ProducerIdAllocator
 
@@ -118,7 +123,7 @@ def test_producer_ids_are_disjoint_across_brokers(tmp_path: Path) -> None:
 
 
 def test_replay_is_the_same_whatever_part_of_a_compaction_survived(tmp_path: Path) -> None:
-    """Failover in the middle of a compaction (cluster.groups): the new leader holds the old
+    """Failover in the middle of a compaction (broker.groups.replicated_offsets): the new leader holds the old
     records and any prefix of the dump (the log start offset has not moved), or, once the
     dump is acknowledged, the log start offset may be at the dump. Replaying a real log
     from its log start gives the same committed state in every case, deleted keys stay
@@ -126,10 +131,10 @@ def test_replay_is_the_same_whatever_part_of_a_compaction_survived(tmp_path: Pat
     written after the dump win over it."""
     from typing import Any, cast
 
-    from api.groups.offsets import Op, build_batches, encode_ops, offsets_log_config, read_ops
-    from api.groups.offsets_codec import GroupKey, OffsetKey
-    from api.groups.types import OffsetAndMetadata, StoredGroup
-    from cluster.groups import _Partition
+    from broker.groups.offsets import Op, build_batches, encode_ops, offsets_log_config, read_ops
+    from broker.groups.offsets_codec import GroupKey, OffsetKey
+    from broker.groups.replicated_offsets import _Partition
+    from broker.groups.types import OffsetAndMetadata, StoredGroup
     from hot.log import Log
 
     def om(offset: int) -> OffsetAndMetadata:

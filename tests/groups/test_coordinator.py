@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from api.groups.config import GroupConfig
-from api.groups.coordinator import GroupCoordinator
-from api.groups.offsets import OffsetsLog
+from broker.groups.config import GroupConfig
+from broker.groups.coordinator import GroupCoordinator
+from broker.groups.offsets import OffsetsLog
 from hot.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,

@@ -1,4 +1,4 @@
-"""One group's state (api.groups.group) without a coordinator: protocol support and
+"""One group's state (broker.groups.group) without a coordinator: protocol support and
 selection, leader re-election, static ids, waiters, subscriptions and the DescribeGroups
 view."""
 
@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
-from api.groups.group import Group, Member
-from api.groups.types import GroupProtocol, GroupState, JoinGroupResult, SyncGroupResult, TopicPartition
+from broker.groups.group import Group, Member
+from broker.groups.types import GroupProtocol, GroupState, JoinGroupResult, SyncGroupResult, TopicPartition
 from hot.errors import FencedInstanceIdError
 from tests.groups.grouplib import assignment, jreq, protocols
 

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from api.config import load_config
-from api.groups.config import KAFKA_NAMES, GroupConfig
+from broker.config import load_config
+from broker.groups.config import KAFKA_NAMES, GroupConfig
 from hot.errors import InvalidConfigError
 
 

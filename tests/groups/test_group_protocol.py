@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 
 from api.client import KafkaClient
-from api.config import HostPort
-from api.groups.consumer_protocol import Subscription, encode_subscription
 from api.protocol import ApiKey
+from api.protocol.consumer_protocol import Subscription, encode_subscription
 from api.protocol.messages.delete_groups import DeleteGroupsRequest
 from api.protocol.messages.describe_groups import DescribeGroupsRequest
 from api.protocol.messages.find_coordinator import FindCoordinatorRequest
@@ -37,6 +36,7 @@ from api.protocol.messages.offset_fetch import (
     OffsetFetchRequestTopic,
 )
 from api.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
+from broker.config import HostPort
 from hot import errors as E
 from tests.brokers import BrokerProcess, create_topic
 

@@ -1,4 +1,4 @@
-"""The group state machine (api.groups.membership), driven through the coordinator by a fake
+"""The group state machine (broker.groups.membership), driven through the coordinator by a fake
 clock (no sleeps): join, sync, heartbeat, leave, expiry, static membership, protocol
 selection, listing and describing, and the error cases; and once alone, without a store,
 with the writes it asks for recorded."""
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from api.groups.config import GroupConfig
-from api.groups.group import Group
-from api.groups.membership import GroupMembership
-from api.groups.timers import Timers
-from api.groups.types import (
+from broker.groups.config import GroupConfig
+from broker.groups.group import Group
+from broker.groups.membership import GroupMembership
+from broker.groups.timers import Timers
+from broker.groups.types import (
     GroupListing,
     GroupState,
     MemberIdentity,

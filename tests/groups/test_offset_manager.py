@@ -1,4 +1,4 @@
-"""Committed offsets (api.groups.offset_manager), driven through the coordinator by a fake
+"""Committed offsets (broker.groups.offset_manager), driven through the coordinator by a fake
 clock: commits checked against members and generations, durability and restarts,
 OffsetDelete, expiry and topic deletion; and once alone, loading a log's groups."""
 
@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from api.groups.config import GroupConfig
-from api.groups.group import Group
-from api.groups.membership import GroupMembership
-from api.groups.offset_manager import OffsetManager
-from api.groups.offsets import OffsetsLog
-from api.groups.timers import Timers
-from api.groups.types import (
+from broker.groups.config import GroupConfig
+from broker.groups.group import Group
+from broker.groups.membership import GroupMembership
+from broker.groups.offset_manager import OffsetManager
+from broker.groups.offsets import OffsetsLog
+from broker.groups.timers import Timers
+from broker.groups.types import (
     GroupProtocol,
     GroupState,
     MemberIdentity,

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from api.groups.offsets import OFFSETS_DIR, OffsetsLog
-from api.groups.offsets_codec import (
+from broker.groups.offsets import OFFSETS_DIR, OffsetsLog
+from broker.groups.offsets_codec import (
     GroupKey,
     OffsetKey,
     OffsetRecordError,
@@ -28,7 +28,7 @@ from api.groups.offsets_codec import (
     encode_key,
     encode_offset,
 )
-from api.groups.types import OffsetAndMetadata, StoredGroup, TopicPartition
+from broker.groups.types import OffsetAndMetadata, StoredGroup, TopicPartition
 from hot.config import LogConfig
 from hot.errors import CorruptLogError, InvalidRequestError
 from hot.records import RecordInput, build_batch

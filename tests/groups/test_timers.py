@@ -1,10 +1,10 @@
-"""The coordinator's timer heap (api.groups.timers) over a fake clock, and the fake clock."""
+"""The coordinator's timer heap (broker.groups.timers) over a fake clock, and the fake clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from api.groups.timers import SystemClock, Timers
+from broker.groups.timers import SystemClock, Timers
 from tests.groups.grouplib import FakeClock
 
 

@@ -10,10 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from api.broker import Broker
-from api.config import BrokerConfig
-from api.groups.config import GroupConfig
-from api.groups.types import GroupState, MemberIdentity, TopicPartition
 from api.rest_consumers import (
     ConsumedRecord,
     ConsumerInstanceNotFoundError,
@@ -22,6 +18,10 @@ from api.rest_consumers import (
     InstanceSettings,
 )
 from api.stored_batches import StoredBatchError
+from broker.broker import Broker
+from broker.config import BrokerConfig
+from broker.groups.config import GroupConfig
+from broker.groups.types import GroupState, MemberIdentity, TopicPartition
 from hot.records import RecordInput, build_batch
 from tests.hot.badbatch import malformed_batch
 from tests.inprocess import broker_of_one, create_topic

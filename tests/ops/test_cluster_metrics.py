@@ -83,7 +83,7 @@ def test_under_replication_isr_and_elections_are_exported(etcd: EtcdProcess, tmp
         epochs = {
             p: _get(before, "strata_cluster_partition_leader_epoch", topic=TOPIC, partition=p) for p in parts
         }
-        assert sorted(leaders.values()) == [1.0, 2.0]  # placement spreads leaders (cluster.controller)
+        assert sorted(leaders.values()) == [1.0, 2.0]  # placement spreads leaders (broker.controller)
         for p in parts:
             assert _get(before, "strata_cluster_partition_replicas", topic=TOPIC, partition=p) == 2
             assert _get(before, "strata_cluster_partition_under_replicated", topic=TOPIC, partition=p) == 0

@@ -101,7 +101,7 @@ def test_dashboard_shows_topics_offsets_tiers_and_group_lag(
     parts = partitions(b.http_url, TOPIC)
     assert sum(p["high_watermark"] for p in parts) == 2000
     hw = {p["partition"]: p["high_watermark"] for p in parts}
-    # A partition without a commit has no lag (api.group_lag); the consumer may have read
+    # A partition without a commit has no lag (broker.group_lag); the consumer may have read
     # all 700 from one partition.
     expected = sum(
         hw[p["partition"]] - p["committed_offset"] for p in lag["partitions"] if p["committed_offset"]

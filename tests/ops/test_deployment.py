@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from api.config import load_config
+from broker.config import load_config
 from tests.brokers import ROOT, BrokerProcess, create_topic
 
 INFRA = ROOT / "infra"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from api.security.acl import (
+from broker.security.acl import (
     AclBinding,
     AclError,
     AclFilter,
@@ -18,7 +18,7 @@ from api.security.acl import (
     ResourceType,
     parse_principals,
 )
-from api.security.acl_store import FileAclStore, acls_path
+from broker.security.acl_store import FileAclStore, acls_path
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
@@ -147,7 +147,7 @@ def test_file_store_is_atomic_and_reloads(tmp_path: Path) -> None:
 
 
 def test_authorization_config(tmp_path: Path) -> None:
-    from api.config import load_config
+    from broker.config import load_config
     from hot.errors import InvalidConfigError
 
     toml = tmp_path / "a.toml"

@@ -465,8 +465,8 @@ def test_mtls_certificate_principal(tmp_path: Path) -> None:
 
     from confluent_kafka import KafkaError
 
-    from api.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
-    from api.security.acl_store import FileAclStore, acls_path
+    from broker.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+    from broker.security.acl_store import FileAclStore, acls_path
     from tests.security.tlslib import make_pki, server_env
 
     pki = make_pki(tmp_path / "pki")
@@ -627,11 +627,11 @@ def test_cluster_level_requests(broker: BrokerProcess) -> None:
     needs CLUSTER_ACTION, partition reassignment ALTER/DESCRIBE on the cluster. Sent with
     the project's KafkaClient over SASL."""
     from api.client import KafkaClient
-    from api.config import HostPort
+    from api.client.security import ClientSecurity
     from api.protocol import ApiKey
     from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
     from api.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
-    from api.security.client_config import ClientSecurity
+    from broker.config import HostPort
     from hot import errors as E
 
     topic = f"cl-{uuid.uuid4().hex[:6]}"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from api.security.client_config import ClientSecurity, read_properties
-from api.security.scram import HASHES, ScramClient, ScramServer, make_credential
+from api.client.scram import HASHES, ScramClient, ScramServer, make_credential
+from api.client.security import ClientSecurity, read_properties
 from hot.errors import AuthenticationError, InvalidConfigError
 
 PW = "Client-pw-5e0b7c"

@@ -118,7 +118,7 @@ def test_mutual_tls_between_brokers_on_the_client_listener(tmp_path: Path, etcd:
 
 
 def test_inter_broker_settings_are_checked(tmp_path: Path) -> None:
-    from api.config import load_config
+    from broker.config import load_config
     from hot.errors import InvalidConfigError
 
     pki = make_pki(tmp_path / "pki")
@@ -158,7 +158,7 @@ def test_inter_broker_settings_are_checked(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_scram_client_against_server(mech: str) -> None:
-    from api.security.scram import HASHES, ScramClient, ScramServer, make_credential
+    from api.client.scram import HASHES, ScramClient, ScramServer, make_credential
     from hot.errors import AuthenticationError
 
     cred = make_credential(HASHES[mech], REPL_PW)

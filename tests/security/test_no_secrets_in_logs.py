@@ -13,11 +13,11 @@ from pathlib import Path
 
 import httpx
 
+from api.client.scram import ScramClient
 from api.protocol import ApiKey
 from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from api.protocol.messages.sasl_handshake import SaslHandshakeRequest
-from api.security.scram import ScramClient
-from cluster.fetcher import BrokerConnection
+from broker.fetcher import BrokerConnection
 from tests.brokers import BrokerProcess
 from tests.security.test_sasl import strata_users
 from tests.security.test_tokens import create_token, strata_tokens

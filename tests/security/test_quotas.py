@@ -19,7 +19,6 @@ import httpx
 import pytest
 
 from api.client import KafkaClient
-from api.config import HostPort
 from api.protocol import ApiKey
 from api.protocol.messages.alter_client_quotas import AlterClientQuotasRequest, AlterEntryData, OpData
 from api.protocol.messages.describe_client_quotas import (
@@ -29,7 +28,8 @@ from api.protocol.messages.describe_client_quotas import (
     DescribeClientQuotasRequest,
     EntityData,
 )
-from api.security.quotas import (
+from broker.config import HostPort
+from broker.security.quotas import (
     QuotaConfig,
     QuotaManager,
     QuotaTable,

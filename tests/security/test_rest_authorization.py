@@ -14,11 +14,11 @@ from typing import Any
 import httpx
 import pytest
 
-from api.config import BrokerConfig, HostPort, load_config
 from api.rest import create_app
-from api.security.acl import Authorizer
-from api.security.acl_store import FileAclStore
-from api.security.authz import AccessControl
+from broker.config import BrokerConfig, HostPort, load_config
+from broker.security.acl import Authorizer
+from broker.security.acl_store import FileAclStore
+from broker.security.authz import AccessControl
 from hot.errors import InvalidConfigError
 from tests.brokers import BrokerProcess
 from tests.inprocess import broker_of_one

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from api.security.config import SaslConfig, TlsConfig
+from api.client.scram import ScramCredential, ScramServer, make_credential, verify_password
 from api.security.sasl import SaslSession
-from api.security.scram import ScramCredential, ScramServer, make_credential, verify_password
-from api.security.users import UserStore, users_path
+from broker.security.config import SaslConfig, TlsConfig
+from broker.security.users import UserStore, users_path
 from hot.errors import (
     AuthenticationError,
     IllegalSaslStateError,
@@ -167,7 +167,7 @@ def test_security_config_validation() -> None:
 
 
 def test_load_config_security_tables(tmp_path: Path) -> None:
-    from api.config import load_config
+    from broker.config import load_config
 
     toml = tmp_path / "s.toml"
     toml.write_text('[tls]\ncert = "s.pem"\nkey = "s.key"\n[sasl]\nmechanisms = ["PLAIN"]\n')

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.security.tokens import TokenStore, parse_ttl, tokens_path
+from broker.security.tokens import TokenStore, parse_ttl, tokens_path
 from hot.errors import InvalidRequestError
 from tests.brokers import ROOT, BrokerProcess
 from tests.security.test_sasl import strata_users

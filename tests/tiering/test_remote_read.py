@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.broker import (
+from api.rest import V2_BINARY, create_app
+from broker.broker import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -25,8 +26,7 @@ from api.broker import (
     FetchedPartition,
     FetchRequestPartition,
 )
-from api.config import BrokerConfig
-from api.rest import V2_BINARY, create_app
+from broker.config import BrokerConfig
 from hot.errors import KAFKA_STORAGE_ERROR, OffsetOutOfRangeError, kafka_code
 from hot.log import Log
 from tests.inprocess import broker_of_one, create_topic

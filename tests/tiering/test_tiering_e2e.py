@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from api.config import load_config
+from broker.config import load_config
 from hot.errors import InvalidConfigError
 from tests.brokers import BrokerProcess, S3Endpoint, create_topic
 from tiering.config import TieringConfig

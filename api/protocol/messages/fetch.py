@@ -89,7 +89,7 @@ class FetchPartitionData:
     snapshot_id: Annotated[SnapshotId | None, W(STRUCT(SnapshotId), "12+", tag=2)] = None
     # Strata's own tag, in replica fetch responses only (Kafka clients skip unknown tags):
     # the leader's segment base offsets within the returned range, so a follower's
-    # segments begin exactly where the leader's do (cluster.fetcher).
+    # segments begin exactly where the leader's do (broker.fetcher).
     segment_bases: Annotated[Sequence[int] | None, W(ARRAY(INT64), "12+", tag=SEGMENT_BASES_TAG)] = None
     aborted_transactions: Annotated[
         Sequence[AbortedTransaction] | None, W(ARRAY(AbortedTransaction), "4+", nullable="4+")

@@ -2,7 +2,7 @@
 
 Each replica is a ``hot.log.Log`` in replicated mode; a "fetch" copies the leader's bytes
 (``Log.read`` up to its log end) into the follower (``Log.append_as_follower``), exactly as
-replication moves them. The follower rule of ``cluster.replication.follower`` must leave
+replication moves them. The follower rule of ``broker.replication.follower`` must leave
 the follower with a byte-identical prefix of the leader's log, and after the fetch with
 the same log. Where the old rule (truncate to the high watermark, or a pre-KIP-279 answer
 without an epoch) loses an acknowledged record or diverges, the test shows that too.
@@ -13,7 +13,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from cluster.replication.follower import (
+from broker.replication.follower import (
     Truncate,
     epoch_to_request,
     truncation_for,

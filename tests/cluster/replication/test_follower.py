@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cluster.replication.follower import (
+from broker.replication.follower import (
     OFFSET_MOVED_TO_TIERED_STORAGE,
     Backoff,
     FetchFrom,

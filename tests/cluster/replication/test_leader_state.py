@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cluster.replication.leader_state import (
+from broker.replication.leader_state import (
     ACKS_ALL,
     UNKNOWN_OFFSET,
     LeaderState,

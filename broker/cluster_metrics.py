@@ -1,0 +1,132 @@
+"""Prometheus metrics of a replicated cluster, computed at scrape time from the broker's
+watched copy of the etcd metadata (``broker.status.cluster_status`` over the
+``ClusterView``): nothing is maintained on the replication path.
+
+    strata_cluster_live_brokers                                  registered brokers
+    strata_cluster_controller_epoch                              epoch of the elected controller
+    strata_cluster_under_replicated_partitions                   ISR smaller than the replica set
+    strata_cluster_offline_partitions                            no live leader
+    strata_cluster_partition_replicas{topic,partition}           replica set size
+    strata_cluster_partition_isr{topic,partition}                in-sync replicas
+    strata_cluster_partition_under_replicated{topic,partition}   1 while ISR < replicas
+    strata_cluster_partition_leader{topic,partition}             leader broker id (-1: none)
+    strata_cluster_partition_leader_epoch{topic,partition}       bumped by every leader election
+
+Every broker sees the whole cluster, so each exports the same cluster-wide figures
+(aggregate with ``max``). In single-node mode the families exist with no series.
+
+Events are counted exactly by ``ClusterEventMetrics``, through hooks of the logic that
+writes them to etcd (each event is counted once, by the broker that wrote it, so
+aggregate with ``sum`` over brokers):
+
+    strata_isr_shrinks_total{topic,partition}    ISR writes that removed replicas (the
+                                                 partition leader on follower lag, or the
+                                                 controller dropping a dead broker or the
+                                                 replicas a completed reassignment removed)
+    strata_isr_expands_total{topic,partition}    ISR writes that added a caught-up replica
+    strata_leader_elections_total{kind}          leaders elected by the controller: clean
+                                                 (from the ISR) or unclean
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from broker.metadata import ClusterView
+
+
+class ClusterMetricsCollector(Collector):
+    """``view`` returns the broker's watched ClusterView, or None outside cluster mode."""
+
+    def __init__(self, view: Callable[[], ClusterView | None]) -> None:
+        self._view = view
+
+    def describe(self) -> Iterator[Metric]:
+        yield from self._families(None)
+
+    def collect(self) -> Iterator[Metric]:
+        view = self._view()
+        if view is None:
+            yield from self._families(None)
+            return
+        from broker.status import cluster_status
+
+        yield from self._families(cluster_status(view))
+
+    @staticmethod
+    def _families(report: dict[str, Any] | None) -> Iterator[Metric]:
+        pl = ["topic", "partition"]
+        live = GaugeMetricFamily("strata_cluster_live_brokers", "Registered (live) brokers")
+        controller = GaugeMetricFamily("strata_cluster_controller_epoch", "Epoch of the elected controller")
+        urp = GaugeMetricFamily(
+            "strata_cluster_under_replicated_partitions",
+            "Partitions whose ISR is smaller than the replica set",
+        )
+        offline = GaugeMetricFamily("strata_cluster_offline_partitions", "Partitions without a live leader")
+        replicas = GaugeMetricFamily("strata_cluster_partition_replicas", "Replica set size", labels=pl)
+        isr = GaugeMetricFamily("strata_cluster_partition_isr", "In-sync replicas", labels=pl)
+        under = GaugeMetricFamily(
+            "strata_cluster_partition_under_replicated",
+            "1 while the ISR is smaller than the replicas",
+            labels=pl,
+        )
+        leader = GaugeMetricFamily(
+            "strata_cluster_partition_leader", "Leader broker id (-1: none)", labels=pl
+        )
+        epoch = GaugeMetricFamily(
+            "strata_cluster_partition_leader_epoch", "Leader epoch: +1 per leader election", labels=pl
+        )
+        if report is not None:
+            live.add_metric([], len(report["brokers"]))
+            if report["controller"] is not None:
+                controller.add_metric([], report["controller"]["epoch"])
+            urp.add_metric([], len(report["under_replicated"]))
+            offline.add_metric([], len(report["offline"]))
+            for row in report["partitions"]:
+                lv = [row["topic"], str(row["partition"])]
+                replicas.add_metric(lv, len(row["replicas"]))
+                isr.add_metric(lv, len(row["isr"]))
+                under.add_metric(lv, 1 if row["under_replicated"] else 0)
+                leader.add_metric(lv, row["leader"])
+                epoch.add_metric(lv, row["leader_epoch"])
+        yield from (live, controller, urp, offline, replicas, isr, under, leader, epoch)
+
+
+class ClusterEventMetrics:
+    """Exact counters of ISR changes and leader elections; the cluster logic calls the two
+    hooks (``ReplicaManager.on_isr_change``, ``Controller.on_isr_change`` and
+    ``Controller.on_election``) and never touches prometheus."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        pl = ["topic", "partition"]
+        self.isr_shrinks = Counter(
+            "strata_isr_shrinks", "ISR writes that removed replicas", pl, registry=registry
+        )
+        self.isr_expands = Counter(
+            "strata_isr_expands", "ISR writes that added replicas", pl, registry=registry
+        )
+        self.leader_elections = Counter(
+            "strata_leader_elections",
+            "Partition leaders elected by this broker as controller (clean or unclean)",
+            ["kind"],
+            registry=registry,
+        )
+        for kind in ("clean", "unclean"):
+            self.leader_elections.labels(kind)  # both series exist from the start
+
+    def isr_changed(self, topic: str, partition: int, old: tuple[int, ...], new: tuple[int, ...]) -> None:
+        """One committed ISR write; a write that both drops and adds counts as both."""
+        before, after = set(old), set(new)
+        if before - after:
+            self.isr_shrinks.labels(topic, str(partition)).inc()
+        if after - before:
+            self.isr_expands.labels(topic, str(partition)).inc()
+
+    def leader_elected(self, topic: str, partition: int, clean: bool) -> None:
+        self.leader_elections.labels("clean" if clean else "unclean").inc()

@@ -1,0 +1,356 @@
+"""Broker configuration: one typed place for every setting and its default.
+
+Precedence, lowest to highest: built-in defaults < TOML file (``--config`` or
+``STRATA_CONFIG``) < ``STRATA_*`` environment variables < command-line flags.
+
+TOML layout::
+
+    data_dir = "./strata-data"
+    kafka_listen = "127.0.0.1:9092"
+    http_listen = "127.0.0.1:8080"
+    advertised_listener = "broker1.example:9092"   # optional
+    internal_listen = "10.0.0.5:9093"               # optional plaintext listener for replication
+    metrics_listen = "10.0.0.5:9644"                # optional: /metrics without authentication
+    object_store = "s3://bucket/prefix"             # default file://<data_dir>/objects
+    auto_create_topics = false
+    num_partitions = 1                               # for auto-created topics
+    max_request_bytes = 104857600
+    [log]                                            # topic defaults, Kafka names
+    "segment.bytes" = 1073741824
+    "strata.flush.mode" = "fsync"
+    [cleaner]                                        # log cleaner (hot.cleaner), Kafka names
+    "log.cleaner.enable" = true
+    "log.cleaner.backoff.ms" = 15000
+    [tiering]                                        # tiering.config.TieringConfig fields
+    upload_bytes_per_second = 0
+    retention_check_interval_ms = 30000
+    [groups]                                         # consumer groups, Kafka names
+    "group.initial.rebalance.delay.ms" = 3000
+    "offsets.retention.minutes" = 10080
+    [cluster]                                        # cluster mode, broker.cluster_config names
+    etcd = "127.0.0.1:2379"                          # set: a replicated cluster on etcd
+    "replica.lag.time.max.ms" = 30000
+    [tls]                                            # broker.security.config: TLS, mutual TLS
+    cert = "server.pem"
+    key = "server.key"
+    [sasl]                                           # SASL on the Kafka listener
+    mechanisms = "SCRAM-SHA-512,SCRAM-SHA-256,PLAIN"
+    [authorization]                                  # ACLs (broker.security.acl)
+    enabled = true
+    super_users = "User:admin"
+
+Environment: ``STRATA_DATA_DIR``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN``,
+``STRATA_ADVERTISED_LISTENER``, ``STRATA_INTERNAL_LISTEN``, ``STRATA_METRICS_LISTEN``,
+``STRATA_OBJECT_STORE``,
+``STRATA_AUTO_CREATE_TOPICS``,
+``STRATA_NUM_PARTITIONS``, ``STRATA_MAX_REQUEST_BYTES``, and topic defaults as
+``STRATA_LOG_<NAME>`` with the Kafka name upper-cased and dots as underscores
+(``STRATA_LOG_SEGMENT_BYTES``, ``STRATA_LOG_STRATA_FLUSH_MODE``), the log cleaner's
+``log.cleaner.*`` settings as ``STRATA_`` + the Kafka name upper-cased with dots as
+underscores (``STRATA_LOG_CLEANER_BACKOFF_MS``), and tiering settings
+as ``STRATA_TIERING_<FIELD>`` (``STRATA_TIERING_UPLOAD_INTERVAL_MS``), and the group
+settings of broker.groups.config as ``STRATA_`` + the Kafka name upper-cased with dots as
+underscores (``STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS``), and the cluster settings
+of broker.cluster_config the same way (``STRATA_ETCD``, ``STRATA_REPLICA_LAG_TIME_MAX_MS``),
+and the security settings as ``STRATA_TLS_<KEY>`` / ``STRATA_SASL_<KEY>`` /
+``STRATA_AUTHORIZATION_<KEY>`` (``STRATA_TLS_CERT``, ``STRATA_SASL_MECHANISMS``,
+``STRATA_AUTHORIZATION_ENABLED``; see broker.security.config), and the default quotas as
+``STRATA_QUOTAS_PRODUCER_BYTE_RATE`` / ``STRATA_QUOTAS_CONSUMER_BYTE_RATE``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from broker import inter_broker
+from broker.cluster_config import ENV_NAMES as CLUSTER_ENV_NAMES
+from broker.cluster_config import ClusterConfig
+from broker.groups.config import ENV_NAMES as GROUP_ENV_NAMES
+from broker.groups.config import GroupConfig
+from broker.security.config import (
+    AUTHZ_KEYS,
+    SASL_KEYS,
+    TLS_KEYS,
+    AuthorizationConfig,
+    SaslConfig,
+    TlsConfig,
+)
+from broker.security.quotas import QUOTA_KEYS, QuotaConfig
+from hot.cleaner import CLEANER_ENV_NAMES, CleanerConfig, cleaner_config_from_kafka
+from hot.config import KAFKA_NAMES, LogConfig
+from hot.errors import InvalidConfigError
+from tiering.config import FIELDS as TIERING_FIELDS
+from tiering.config import TieringConfig
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    host: str
+    port: int
+
+    @classmethod
+    def parse(cls, text: str, *, setting: str = "address") -> HostPort:
+        host, sep, port_s = text.strip().rpartition(":")
+        if not sep or not host:
+            raise InvalidConfigError(f"{setting}: expected HOST:PORT, got {text!r}")
+        host = host.strip("[]")
+        try:
+            port = int(port_s)
+        except ValueError:
+            raise InvalidConfigError(f"{setting}: port {port_s!r} is not a number") from None
+        if not 0 <= port <= 65535:
+            raise InvalidConfigError(f"{setting}: port {port} out of range 0-65535")
+        return cls(host, port)
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    data_dir: Path = Path("./strata-data")
+    kafka_listen: HostPort = HostPort("127.0.0.1", 9092)
+    http_listen: HostPort = HostPort("127.0.0.1", 8080)
+    advertised_listener: HostPort | None = None
+    # A second Kafka listener without TLS/SASL for followers (broker.fetcher speaks
+    # plaintext); keep it on a private network. Unset: none.
+    internal_listen: HostPort | None = None
+    # A plain-HTTP listener serving only /metrics, with no authentication or ACL check
+    # (api.metrics_listener), for scrapers on a private network. Unset: none.
+    metrics_listen: HostPort | None = None
+    object_store: str | None = None
+    auto_create_topics: bool = False
+    num_partitions: int = 1
+    max_request_bytes: int = 104857600
+    broker_id: int = 0
+    cluster_id: str = "strata-local"
+    log: LogConfig = field(default_factory=LogConfig)
+    tiering: TieringConfig = field(default_factory=TieringConfig)
+    cleaner: CleanerConfig = field(default_factory=CleanerConfig)  # log.cleaner.*
+    groups: GroupConfig = field(default_factory=GroupConfig)
+    # Cluster mode (replication, metadata in etcd) when set; None: single node.
+    cluster: ClusterConfig | None = None
+    tls: TlsConfig = field(default_factory=TlsConfig)
+    sasl: SaslConfig = field(default_factory=SaslConfig)
+    authorization: AuthorizationConfig = field(default_factory=AuthorizationConfig)
+    quotas: QuotaConfig = field(default_factory=QuotaConfig)
+
+    @property
+    def object_store_url(self) -> str:
+        if self.object_store:
+            return self.object_store
+        return f"file://{(self.data_dir / 'objects').resolve()}"
+
+    @property
+    def advertised(self) -> HostPort:
+        """What clients are told to connect to (Metadata responses)."""
+        return self.advertised_listener or self.kafka_listen
+
+    @property
+    def security_protocol(self) -> str:
+        """The Kafka listener's protocol in Kafka's names: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL."""
+        return ("SASL_" if self.sasl.enabled else "") + ("SSL" if self.tls.enabled else "PLAINTEXT")
+
+
+_SCALARS: dict[str, str] = {
+    "data_dir": "path",
+    "kafka_listen": "hostport",
+    "http_listen": "hostport",
+    "advertised_listener": "hostport",
+    "internal_listen": "hostport",
+    "metrics_listen": "hostport",
+    "object_store": "str",
+    "auto_create_topics": "bool",
+    "num_partitions": "int",
+    "max_request_bytes": "int",
+    "broker_id": "int",
+    "cluster_id": "str",
+}
+
+
+def _convert(name: str, value: Any) -> Any:
+    kind = _SCALARS[name]
+    if kind == "path":
+        return Path(str(value))
+    if kind == "hostport":
+        return HostPort.parse(str(value), setting=name)
+    if kind == "bool":
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("1", "true", "yes", "on"):
+            return True
+        if text in ("0", "false", "no", "off"):
+            return False
+        raise InvalidConfigError(f"{name}: expected a boolean, got {value!r}")
+    if kind == "int":
+        if isinstance(value, bool):
+            raise InvalidConfigError(f"{name}: expected an integer, got {value!r}")
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise InvalidConfigError(f"{name}: expected an integer, got {value!r}") from None
+        if name in ("num_partitions", "max_request_bytes") and number < 1:
+            raise InvalidConfigError(f"{name}: must be at least 1, got {number}")
+        if name == "broker_id" and number < 0:
+            raise InvalidConfigError(f"broker_id: must be non-negative, got {number}")
+        return number
+    return str(value)
+
+
+def load_config(
+    *,
+    config_file: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> BrokerConfig:
+    """Build the effective config. ``overrides`` are command-line flags (None values are ignored)."""
+    env = os.environ if env is None else env
+    values: dict[str, Any] = {}
+    log_values: dict[str, str] = {}
+    tiering_values: dict[str, object] = {}
+    cleaner_values: dict[str, object] = {}
+    group_values: dict[str, object] = {}
+    cluster_values: dict[str, object] = {}
+    security_values: dict[str, dict[str, object]] = {"tls": {}, "sasl": {}, "authorization": {}, "quotas": {}}
+
+    path = config_file or env.get("STRATA_CONFIG")
+    if path:
+        try:
+            with open(path, "rb") as fh:
+                doc = tomllib.load(fh)
+        except OSError as exc:
+            raise InvalidConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidConfigError(f"config file {path} is not valid TOML: {exc}") from None
+        for key, value in doc.items():
+            if key == "log":
+                if not isinstance(value, dict):
+                    raise InvalidConfigError(f"{path}: [log] must be a table")
+                log_values.update({str(k): _scalar_text(v) for k, v in value.items()})
+            elif key == "tiering":
+                if not isinstance(value, dict):
+                    raise InvalidConfigError(f"{path}: [tiering] must be a table")
+                tiering_values.update({str(k): v for k, v in value.items()})
+            elif key == "cleaner":
+                if not isinstance(value, dict):
+                    raise InvalidConfigError(f"{path}: [cleaner] must be a table")
+                cleaner_values.update({str(k): v for k, v in value.items()})
+            elif key == "groups":
+                if not isinstance(value, dict):
+                    raise InvalidConfigError(f"{path}: [groups] must be a table")
+                group_values.update({str(k): v for k, v in value.items()})
+            elif key == "cluster":
+                if not isinstance(value, dict):
+                    raise InvalidConfigError(f"{path}: [cluster] must be a table")
+                cluster_values.update({str(k): v for k, v in value.items()})
+            elif key in security_values:
+                if not isinstance(value, dict):
+                    raise InvalidConfigError(f"{path}: [{key}] must be a table")
+                security_values[key].update({str(k): v for k, v in value.items()})
+            elif key in _SCALARS:
+                values[key] = _convert(key, value)
+            else:
+                raise InvalidConfigError(f"{path}: unknown setting {key!r}")
+
+    for key in _SCALARS:
+        env_value = env.get(f"STRATA_{key.upper()}")
+        if env_value is not None and env_value != "":
+            values[key] = _convert(key, env_value)
+    env_log_names = {"STRATA_LOG_" + n.upper().replace(".", "_"): n for n in KAFKA_NAMES}
+    for env_key, kafka_name in env_log_names.items():
+        if env_key in env:
+            log_values[kafka_name] = env[env_key]
+    for name in TIERING_FIELDS:
+        env_value = env.get(f"STRATA_TIERING_{name.upper()}")
+        if env_value is not None and env_value != "":
+            tiering_values[name] = env_value
+    for env_key, kafka_name in CLEANER_ENV_NAMES.items():
+        env_value = env.get(env_key)
+        if env_value is not None and env_value != "":
+            cleaner_values[kafka_name] = env_value
+    for env_key, kafka_name in GROUP_ENV_NAMES.items():
+        env_value = env.get(env_key)
+        if env_value is not None and env_value != "":
+            group_values[kafka_name] = env_value
+
+    for env_key, name in CLUSTER_ENV_NAMES.items():
+        env_value = env.get(env_key)
+        if env_value is not None and env_value != "":
+            cluster_values[name] = env_value
+    tables = (("tls", TLS_KEYS), ("sasl", SASL_KEYS), ("authorization", AUTHZ_KEYS), ("quotas", QUOTA_KEYS))
+    for table, keys in tables:
+        for name in keys:
+            env_value = env.get(f"STRATA_{table.upper()}_{name.upper()}")
+            if env_value is not None and env_value != "":
+                security_values[table][name] = env_value
+
+    for key, value in (overrides or {}).items():
+        if value is None:
+            continue
+        if key == "log":
+            log_values.update(value)
+        elif key == "tiering":
+            tiering_values.update(value)
+        elif key == "cleaner":
+            cleaner_values.update({k: v for k, v in value.items() if v is not None})
+        elif key == "groups":
+            group_values.update(value)
+        elif key == "cluster":
+            cluster_values.update({k: v for k, v in value.items() if v is not None})
+        elif key in security_values:
+            security_values[key].update({k: v for k, v in value.items() if v is not None})
+        elif key in _SCALARS:
+            values[key] = _convert(key, value)
+        else:
+            raise InvalidConfigError(f"unknown setting {key!r}")
+
+    values["log"] = LogConfig.from_kafka(log_values) if log_values else LogConfig()
+    values["tiering"] = TieringConfig.from_mapping(tiering_values)
+    values["cleaner"] = cleaner_config_from_kafka(cleaner_values)
+    values["groups"] = GroupConfig.from_kafka(group_values)
+    if cluster_values:
+        cluster = ClusterConfig.from_kafka(cluster_values)
+        if "broker_id" in values:  # given: fixed; absent: assigned through etcd
+            cluster = dataclasses.replace(cluster, broker_id=values["broker_id"])
+        values["cluster"] = cluster
+    values["tls"] = TlsConfig.from_mapping(security_values["tls"])
+    values["sasl"] = SaslConfig.from_mapping(security_values["sasl"])
+    values["authorization"] = AuthorizationConfig.from_mapping(security_values["authorization"])
+    values["quotas"] = QuotaConfig.from_mapping(security_values["quotas"])
+    config = dataclasses.replace(BrokerConfig(), **values)
+    inter_broker.check(config)
+    inter = config.cluster.inter_broker_protocol if config.cluster is not None else "PLAINTEXT"
+    client_protocol = config.security_protocol
+    if config.cluster is not None and config.internal_listen is None and inter != client_protocol:
+        # Followers must speak the listener's protocol (broker.inter_broker), or have their own.
+        raise InvalidConfigError(
+            f"[cluster] with a {client_protocol} Kafka listener needs internal_listen (a listener for"
+            f" replication) or security.inter.broker.protocol={client_protocol}"
+        )
+    if (
+        config.cluster is not None
+        and config.authorization.enabled
+        and config.internal_listen is None
+        and inter == "PLAINTEXT"
+    ):
+        # Plaintext followers are anonymous: only the internal listener is the inter-broker
+        # principal. Over SSL/SASL they are the broker's certificate or the inter-broker user,
+        # which then needs CLUSTER_ACTION on the cluster (or to be a super user).
+        raise InvalidConfigError(
+            "[authorization] with [cluster] needs internal_listen (the inter-broker listener,"
+            " not subject to ACLs) or an authenticated security.inter.broker.protocol"
+        )
+    return config
+
+
+def _scalar_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

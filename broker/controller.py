@@ -1,0 +1,439 @@
+"""Replica placement, leader election, and the elected cluster controller.
+
+The decisions are pure functions (``place_replicas``, ``elect_leader``): from a
+partition's state, its replicas, the live brokers and the topic's config to a new
+state, testable without etcd. ``Controller`` applies them.
+
+Election of the controller: the key ``controller`` is created only if absent
+(``create_revision == 0``), bound to the broker's registration lease, in the same
+transaction that increments ``controller-epoch``. The winner holds a
+``ControllerToken``; each of its writes also compares the controller key's
+``create_revision``, so once its lease is gone (and with it the key) any write it still
+attempts fails with ``StaleControllerEpochError`` instead of overwriting its successor.
+
+What the controller does: whenever the set of live brokers changes (a broker's lease
+expired or was revoked, so its key is gone; or a broker registered), every partition is
+re-examined with ``elect_leader``. A partition whose leader died gets a new leader from
+its ISR, with the leader epoch bumped; dead followers leave the ISR (which is never
+emptied). With no live ISR member the partition goes offline (leader -1, epoch bumped,
+which fences the old leader) unless the topic sets
+``unclean.leader.election.enable=true``, in which case a live out-of-sync replica is
+elected and becomes the whole ISR. Each change is a compare-and-swap on the partition
+state's mod_revision.
+
+Partition reassignments (``broker.replication.reassignment``) are completed here: once
+every target replica of a moving partition is in the ISR, the controller writes the
+target replica list and the new partition state (ISR ∩ target; a new leader with a
+bumped epoch if the old one's replica leaves) in one transaction. An ISR member that is
+no longer a replica is dropped like a dead one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import zlib
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import Final
+
+from broker.metadata import (
+    NO_LEADER,
+    ClusterView,
+    Conflict,
+    ControllerRecord,
+    ControllerToken,
+    CorruptMetadataError,
+    MetadataClient,
+    PartitionState,
+    TopicAssignment,
+    Versioned,
+    initial_state,
+)
+from broker.metadata_store import Compare, Delete, Put
+from broker.replication.reassignment import PartitionReplicas
+from broker.replication.reassignment import complete as complete_reassignment
+from hot.config import LogConfig
+from hot.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    MetadataStoreError,
+    StaleControllerEpochError,
+)
+from hot.tasks import cancel_and_wait
+from hot.topics import MAX_PARTITIONS, validate_topic_name
+
+log = logging.getLogger("strata.cluster.controller")
+
+UNCLEAN_LEADER_ELECTION: Final = "unclean.leader.election.enable"
+# Topic configs the cluster layer interprets itself; every other one is a log config.
+CLUSTER_TOPIC_CONFIGS: Final = frozenset({UNCLEAN_LEADER_ELECTION})
+
+# --- pure decisions ---------------------------------------------------------------------------
+
+
+def unclean_election_enabled(configs: Mapping[str, str]) -> bool:
+    raw = configs.get(UNCLEAN_LEADER_ELECTION)
+    if raw is None:
+        return False
+    text = raw.strip().lower()
+    if text not in ("true", "false"):
+        raise InvalidConfigError(f"{UNCLEAN_LEADER_ELECTION}: must be true or false, got {raw!r}")
+    return text == "true"
+
+
+def validate_topic_configs(configs: Mapping[str, str]) -> None:
+    """InvalidConfigError for any unknown name or bad value."""
+    unclean_election_enabled(configs)
+    LogConfig.from_kafka({k: v for k, v in configs.items() if k not in CLUSTER_TOPIC_CONFIGS})
+
+
+def place_replicas(
+    partitions: int, replication_factor: int, brokers: Iterable[int], *, start_index: int = 0
+) -> tuple[tuple[int, ...], ...]:
+    """Round-robin replica placement over the live ``brokers`` (rack-unaware).
+
+    Partition p's first replica (its preferred leader) is broker
+    ``(start_index + p) mod n`` of the sorted ids, so leaders spread evenly. Followers
+    are the brokers at distinct offsets 1..n-1 after it; the offsets shift each time
+    the partitions wrap around the brokers, so followers of the same leader differ.
+    """
+    ids = sorted(set(brokers))
+    n = len(ids)
+    if not 1 <= partitions <= MAX_PARTITIONS:
+        raise InvalidPartitionsError(
+            f"number of partitions must be in [1, {MAX_PARTITIONS}], got {partitions}"
+        )
+    if replication_factor < 1:
+        raise InvalidReplicationFactorError(
+            f"replication factor must be at least 1, got {replication_factor}"
+        )
+    if replication_factor > n:
+        raise InvalidReplicationFactorError(
+            f"replication factor {replication_factor} is larger than the {n} live broker(s)"
+        )
+    start = start_index % n
+    out: list[tuple[int, ...]] = []
+    for p in range(partitions):
+        first = (start + p) % n
+        shift = start + p // n  # grows at every wrap-around
+        replicas = [ids[first]]
+        for j in range(replication_factor - 1):
+            replicas.append(ids[(first + 1 + (shift + j) % (n - 1)) % n])
+        out.append(tuple(replicas))
+    return tuple(out)
+
+
+def elect_leader(
+    state: PartitionState,
+    replicas: Sequence[int],
+    live: Collection[int],
+    *,
+    unclean: bool,
+    controller_epoch: int,
+) -> PartitionState | None:
+    """The partition's next state given which brokers are alive, or None if unchanged.
+
+    - leader alive (and in the ISR): keep it; only drop dead followers from the ISR;
+    - otherwise the first live ISR member in replica order leads (clean election), and
+      the ISR keeps its live members;
+    - no live ISR member: with ``unclean`` the first live replica leads with ISR = [it]
+      (it may lack acknowledged records); without it the partition is offline (leader
+      -1) and the ISR is kept, so its last members can come back as clean leaders.
+
+    Every leader change bumps ``leader_epoch``; the ISR is never emptied.
+    """
+    alive = set(live)
+    live_isr = tuple(r for r in state.isr if r in alive)
+    if state.leader != NO_LEADER and state.leader in alive and state.leader in state.isr:
+        if live_isr == state.isr:
+            return None
+        return PartitionState(
+            state.leader, state.leader_epoch, live_isr, controller_epoch, state.partition_epoch
+        )
+    ordered = [r for r in replicas if r in state.isr] + [r for r in state.isr if r not in replicas]
+    candidates = [r for r in ordered if r in alive]
+    epoch = state.leader_epoch + 1
+    if candidates:
+        return PartitionState(candidates[0], epoch, live_isr, controller_epoch, state.partition_epoch)
+    if unclean:
+        live_replicas = [r for r in replicas if r in alive]
+        if live_replicas:
+            leader = live_replicas[0]
+            return PartitionState(leader, epoch, (leader,), controller_epoch, state.partition_epoch)
+    if state.leader == NO_LEADER:
+        return None  # offline already; nothing to fence
+    return PartitionState(NO_LEADER, epoch, state.isr, controller_epoch, state.partition_epoch)
+
+
+async def create_topic(
+    client: MetadataClient,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    configs: Mapping[str, str] | None = None,
+) -> Versioned[TopicAssignment]:
+    """Validate, place replicas round-robin across the brokers live now, and create the
+    topic atomically. Any broker may call this (as in Kafka, the controller then watches
+    the result); ``InvalidReplicationFactorError`` when there are too few live brokers."""
+    validate_topic_name(name)
+    cfg = dict(configs or {})
+    validate_topic_configs(cfg)
+    live = await client.live_brokers()
+    start = zlib.crc32(name.encode()) % max(len(live), 1)
+    replicas = place_replicas(partitions, replication_factor, live, start_index=start)
+    controller = client.view.controller
+    epoch = controller.value.epoch if controller is not None else 0
+    return await client.create_topic(name, replicas, cfg, controller_epoch=epoch)
+
+
+# --- the controller ---------------------------------------------------------------------------
+
+
+def _parse_epoch(raw: bytes) -> int:
+    try:
+        epoch = int(raw)
+    except ValueError:
+        epoch = -1
+    if epoch < 0:
+        raise CorruptMetadataError(f"controller epoch key holds {raw!r}")
+    return epoch
+
+
+def _controller_replaced(create_revision: int) -> Callable[[ClusterView], bool]:
+    return lambda v: v.controller is None or v.controller.create_revision != create_revision
+
+
+class Controller:
+    """Campaigns for the controller role with the broker's registration lease and, while
+    it holds it, keeps partition leadership in line with the live brokers.
+
+    ``active`` is set while this broker is the controller; ``token`` then proves it.
+    ``elections`` counts partition leader changes this controller has written.
+    """
+
+    def __init__(self, client: MetadataClient, *, poll_interval: float = 1.0) -> None:
+        self.client = client
+        self.poll_interval = poll_interval
+        self.active = asyncio.Event()
+        self.token: ControllerToken | None = None
+        self.elections = 0
+        self.reassignments_completed = 0
+        # Metric hooks (broker.cluster_metrics): ISR changes and leader elections written here.
+        self.on_isr_change: Callable[[str, int, tuple[int, ...], tuple[int, ...]], None] = (
+            lambda topic, partition, old, new: None
+        )
+        self.on_election: Callable[[str, int, bool], None] = lambda topic, partition, clean: None
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def is_active(self) -> bool:
+        return self.active.is_set()
+
+    def start(self) -> Controller:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="controller")
+        return self
+
+    async def stop(self, *, resign: bool = True) -> None:
+        """Stop; with ``resign`` delete the controller key (only if still ours) so another
+        broker takes over at once instead of after the lease TTL."""
+        token = self.token  # read first: the task clears it as it ends
+        if self._task is not None:
+            await cancel_and_wait(self._task)
+            self._task = None
+        self.token = None
+        self.active.clear()
+        if resign and token is not None:
+            key = self.client.layout.controller
+            with contextlib.suppress(MetadataStoreError):
+                await self.client.etcd.txn(
+                    [Compare.create_revision(key, token.create_revision)], [Delete(key)]
+                )
+
+    async def _run(self) -> None:
+        delay = 0.05
+        while True:
+            try:
+                token = await self._campaign()
+                delay = 0.05
+                self.token = token
+                self.active.set()
+                log.info("broker %d is the controller (epoch %d)", token.broker_id, token.epoch)
+                try:
+                    await self._lead(token)
+                finally:
+                    self.token = None
+                    self.active.clear()
+                log.info("broker %d is no longer the controller (epoch %d)", token.broker_id, token.epoch)
+            except (MetadataStoreError, StaleControllerEpochError) as exc:
+                log.warning("controller: %s", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    async def _campaign(self) -> ControllerToken:
+        """Return once this broker has won an election (or finds it already holds the key)."""
+        c = self.client
+        key, epoch_key = c.layout.controller, c.layout.controller_epoch
+        while True:
+            seq = c.view.seq
+            lease = c.lease_id
+            if lease is None:  # re-registering after a lost lease
+                await c.view.wait_changed(seq, self.poll_interval)
+                continue
+            current = await c.etcd.get(key)
+            if current is None:
+                epoch_kv = await c.etcd.get(epoch_key)
+                last = _parse_epoch(epoch_kv.value) if epoch_kv is not None else 0
+                record = ControllerRecord(c.broker_id, last + 1)
+                res = await c.etcd.txn(
+                    [
+                        Compare.absent(key),
+                        Compare.mod_revision(epoch_key, epoch_kv.mod_revision if epoch_kv else 0),
+                    ],
+                    [Put(key, record.to_json(), lease), Put(epoch_key, str(record.epoch).encode())],
+                )
+                if res.succeeded:
+                    return ControllerToken(record.broker_id, record.epoch, res.revision)
+                continue
+            if current.lease == lease:
+                held = ControllerRecord.from_json(current.value)
+                return ControllerToken(held.broker_id, held.epoch, current.create_revision)
+            # Someone else leads: wait until the watch shows the key gone or replaced, and
+            # re-check etcd now and then in case the view lags.
+            with contextlib.suppress(TimeoutError):
+                await c.view.wait_for(
+                    _controller_replaced(current.create_revision),
+                    self.poll_interval,
+                )
+
+    async def _lead(self, token: ControllerToken) -> None:
+        """Reconcile on every view change (and every ``poll_interval``) until deposed.
+
+        Deposed means: the controller key is gone or another's (seen in the view and
+        confirmed with etcd, or refused by a fenced write), or the registration lease
+        the key was bound to is no longer this broker's. etcd being unreachable is not
+        deposition: the key lives as long as the lease, so the controller retries.
+        """
+        c = self.client
+        view = c.view
+        won_with = c.lease_id
+        while True:
+            if c.lease_id != won_with:
+                return
+            controller = view.controller
+            if controller is not None and controller.create_revision != token.create_revision:
+                return
+            seq = view.seq
+            try:
+                if controller is None and view.ready and view.revision > token.create_revision:
+                    # Gone from the watched view: confirm with etcd before stepping down.
+                    kv = await c.etcd.get(c.layout.controller)
+                    if kv is None or kv.create_revision != token.create_revision:
+                        return
+                await self.reconcile(token)
+            except StaleControllerEpochError as exc:
+                log.info("controller epoch %d deposed: %s", token.epoch, exc)
+                return
+            except MetadataStoreError as exc:
+                log.warning("controller epoch %d: %s; retrying", token.epoch, exc)
+            await view.wait_changed(seq, self.poll_interval)
+
+    async def reconcile(self, token: ControllerToken) -> int:
+        """One pass over every partition in the view; returns the number of states written."""
+        c = self.client
+        view = c.view
+        live = view.live_broker_ids()
+        written = 0
+        for topic, assignment in list(view.topics.items()):
+            try:
+                unclean = unclean_election_enabled(assignment.value.configs)
+            except InvalidConfigError as exc:
+                log.warning("topic %s: %s; treating it as false", topic, exc)
+                unclean = False
+            for p, replicas in enumerate(assignment.value.partitions):
+                current = view.partitions.get((topic, p))
+                if current is None:
+                    if await c.create_partition_state_if_absent(
+                        topic, p, assignment, initial_state(replicas, token.epoch), token
+                    ):
+                        written += 1
+                    continue
+                if p in assignment.value.reassigning and await self._complete_reassignment(
+                    token, topic, p, assignment, current, live
+                ):
+                    written += 1
+                    break  # this topic's record changed: its other partitions next pass
+                # An ISR member that is no longer a replica (a leader's ISR write racing a
+                # completed reassignment) is dropped like a dead one, and never elected.
+                eligible = live & set(replicas)
+                for _ in range(5):  # retry against fresher state on a conflict
+                    new = elect_leader(
+                        current.value, replicas, eligible, unclean=unclean, controller_epoch=token.epoch
+                    )
+                    if new is None:
+                        break
+                    res = await c.update_partition_state(topic, p, current, new, controller=token)
+                    if res.ok:
+                        written += 1
+                        if new.isr != current.value.isr:
+                            self.on_isr_change(topic, p, current.value.isr, new.isr)
+                        if new.leader != current.value.leader:
+                            self.elections += 1
+                            if new.leader != NO_LEADER:  # going offline elects nobody
+                                self.on_election(topic, p, new.leader in current.value.isr)
+                            log.info(
+                                "%s-%d: leader %d -> %d (epoch %d), isr %s",
+                                topic,
+                                p,
+                                current.value.leader,
+                                new.leader,
+                                new.leader_epoch,
+                                list(new.isr),
+                            )
+                        break
+                    if res.conflict is Conflict.DELETED or res.state is None:
+                        break
+                    current = res.state
+        return written
+
+    async def _complete_reassignment(
+        self,
+        token: ControllerToken,
+        topic: str,
+        partition: int,
+        assignment: Versioned[TopicAssignment],
+        current: Versioned[PartitionState],
+        live: frozenset[int],
+    ) -> bool:
+        """Switch ``topic``-``partition`` to its reassignment's target once every target
+        replica is in sync (``broker.replication.reassignment.complete``): assignment and
+        state in one transaction. True if written."""
+        rs = assignment.value.replica_set(partition)
+        s = current.value
+        done = complete_reassignment(rs, leader=s.leader, leader_epoch=s.leader_epoch, isr=s.isr, live=live)
+        if done is None:
+            return False
+        new_topic = assignment.value.with_replica_set(partition, PartitionReplicas(done.replicas))
+        new_state = PartitionState(done.leader, done.leader_epoch, done.isr, token.epoch, s.partition_epoch)
+        ok = await self.client.complete_reassignment(
+            topic, partition, assignment, new_topic, current, new_state, token
+        )
+        if ok:
+            self.reassignments_completed += 1
+            if done.isr != s.isr:
+                self.on_isr_change(topic, partition, s.isr, done.isr)
+            if done.leader != s.leader and done.leader != NO_LEADER:
+                self.on_election(topic, partition, done.leader in s.isr)
+            log.info(
+                "%s-%d: reassignment complete: replicas %s -> %s, leader %d (epoch %d), isr %s",
+                topic,
+                partition,
+                list(rs.replicas),
+                list(done.replicas),
+                done.leader,
+                done.leader_epoch,
+                list(done.isr),
+            )
+        return ok

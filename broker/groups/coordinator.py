@@ -1,0 +1,358 @@
+"""Kafka's classic group coordinator (the pre-KIP-848 protocol every client speaks).
+
+``GroupCoordinator`` is the façade the Kafka handlers, REST, metrics and cluster mode
+call (as Kafka's GroupCoordinator is over its GroupMetadataManager and
+OffsetMetadataManager). It owns the lifecycle, the routing checks and the timer task,
+and hands the work to two parts:
+
+* ``broker.groups.membership.GroupMembership``: the state machine of every group (JoinGroup,
+  SyncGroup, Heartbeat, LeaveGroup, rebalances, session timeouts, static members); the
+  rules are in that module's docstring. ``broker.groups.group`` holds a group's state.
+* ``broker.groups.offset_manager.OffsetManager``: committed offsets (OffsetCommit,
+  OffsetFetch, OffsetDelete), loading the groups the offsets log holds, offset expiry,
+  and every write to the ``OffsetStore`` (broker.groups.offsets), with its crash behaviour.
+
+Everything runs on one asyncio loop: no locks. Timers (session expiry, join and sync
+deadlines, offset expiry) sit in one heap (broker.groups.timers) driven by an injectable
+monotonic clock; ``start`` runs a task that fires them on time, and tests call ``tick()``
+after moving a fake clock.
+
+The seams for cluster mode: a ``CoordinatorLocator`` says which node coordinates a group
+(NOT_COORDINATOR when it is not this one) and the ``OffsetStore`` says where offsets
+live; opening it happens in ``start`` (COORDINATOR_LOAD_IN_PROGRESS meanwhile). In
+cluster mode (broker.groups.replicated_offsets) both are the replicated offsets topic's store, which hands
+groups over with ``load_groups`` when this broker takes the lead of their partition and
+takes them back with ``unload_groups`` when it loses it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from broker.groups.config import GroupConfig
+from broker.groups.group import Dead, Empty, Group
+from broker.groups.membership import GroupMembership
+from broker.groups.offset_manager import OffsetManager, PartitionCheck
+from broker.groups.offsets import OffsetStore
+from broker.groups.timers import Clock, SystemClock, Timers
+from broker.groups.types import (
+    GroupDescription,
+    GroupListing,
+    GroupState,
+    JoinGroupRequest,
+    JoinGroupResult,
+    LeaveResult,
+    MemberIdentity,
+    OffsetAndMetadata,
+    OffsetCommitRequest,
+    SyncGroupRequest,
+    SyncGroupResult,
+    TopicPartition,
+)
+from hot.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    GroupIdNotFoundError,
+    NonEmptyGroupError,
+    NotCoordinatorError,
+    StrataError,
+    UnknownTopicOrPartitionError,
+)
+from hot.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from hot.manager import LogManager
+
+__all__ = [
+    "Clock",
+    "CoordinatorLocator",
+    "GroupCoordinator",
+    "LocalLocator",
+    "PartitionCheck",
+    "SystemClock",
+    "manager_partition_check",
+]
+
+logger = logging.getLogger("strata.groups")
+
+
+class CoordinatorLocator(Protocol):
+    def coordinator_for(self, group_id: str) -> int:
+        """Node id of the broker coordinating ``group_id``."""
+        ...
+
+
+class LocalLocator:
+    """Single node: this node coordinates every group."""
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+
+    def coordinator_for(self, group_id: str) -> int:
+        return self.node_id
+
+
+def manager_partition_check(manager: LogManager) -> PartitionCheck:
+    """A PartitionCheck over the topics of a LogManager."""
+
+    def exists(topic: str, partition: int) -> bool:
+        try:
+            return 0 <= partition < manager.topic(topic).partitions
+        except UnknownTopicOrPartitionError:
+            return False
+
+    return exists
+
+
+class GroupCoordinator:
+    """Consumer groups of one node (behaviour: module docstring).
+
+    Public API (all on the event loop):
+
+    * lifecycle: ``await start()``, ``await close()``, ``tick()`` (fire due timers by hand)
+    * protocol: ``join_group``, ``sync_group``, ``heartbeat``, ``leave_group``,
+      ``commit_offsets``, ``committed_offsets``, ``delete_groups``, ``delete_offsets``,
+      ``find_coordinator``
+    * reading: ``list_groups``, ``describe_group``, ``committed_offsets``
+    * housekeeping: ``expire_offsets``, ``on_topic_deleted``; cluster mode:
+      ``load_groups``, ``unload_groups``
+
+    Request-level failures raise hot.errors group errors (mapped to Kafka codes by
+    ERROR_TABLE); per-partition / per-member / per-group outcomes come back as values.
+    """
+
+    def __init__(
+        self,
+        config: GroupConfig,
+        open_store: Callable[[], OffsetStore],
+        *,
+        node_id: int = 0,
+        locator: CoordinatorLocator | None = None,
+        partition_exists: PartitionCheck | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        self.config = config
+        self.node_id = node_id
+        self._open_store = open_store
+        self._locator: CoordinatorLocator = locator or LocalLocator(node_id)
+        self._clock: Clock = clock or SystemClock()
+        self._failure: StrataError | None = None
+        self._closing = False
+        self._wakeup = asyncio.Event()
+        self._timers = Timers(self._clock, self._wakeup.set)
+        self._timer_task: asyncio.Task[None] | None = None
+        # The state machine persists through the offsets manager, which reads and checks
+        # the groups of the state machine: built in this order, tied by this callback.
+        self._groups = GroupMembership(config, self._clock, self._timers, _Persistence(self))
+        self._offsets = OffsetManager(
+            config,
+            self._groups,
+            self._timers,
+            self._clock,
+            partition_exists or (lambda topic, partition: True),
+        )
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self, *, run_timers: bool = True) -> None:
+        """Open the offset store (in a thread) and load every group it knows as Empty.
+        A store that cannot be opened leaves the coordinator answering
+        COORDINATOR_NOT_AVAILABLE (with the reason logged), not the broker down.
+        ``run_timers=False`` (tests with a fake clock): timers fire only in ``tick()``."""
+        try:
+            store = await asyncio.to_thread(self._open_store)
+        except StrataError as e:
+            logger.error("group coordinator unavailable: cannot open the offset store: %s", e)
+            self._failure = e
+            return
+        self._offsets.load(store)
+        logger.info("group coordinator loaded %d groups", len(self._groups.groups))
+        if run_timers:
+            self._timer_task = asyncio.get_running_loop().create_task(
+                self._run_timers(), name="strata-groups-timers"
+            )
+
+    def load_groups(self, group_ids: Iterable[str]) -> None:
+        """Take over the groups the store now holds under ``group_ids`` as Empty (start-up;
+        in cluster mode, when this broker becomes leader of their offsets partition).
+        Groups already known here are left alone."""
+        self._offsets.load_groups(group_ids)
+
+    def unload_groups(self, owned: Callable[[str], bool]) -> int:
+        """Forget every group for which ``owned(group_id)`` holds (cluster mode: this broker
+        stopped leading their offsets partition). Parked JoinGroup/SyncGroup requests fail
+        with NOT_COORDINATOR, so their clients look the coordinator up again. Nothing is
+        written: the new coordinator has the groups' offsets and metadata in its log."""
+        return self._groups.unload(
+            owned, lambda gid: NotCoordinatorError(f"group {gid!r} moved to another coordinator")
+        )
+
+    async def close(self) -> None:
+        """Fail parked requests with COORDINATOR_NOT_AVAILABLE (clients look the
+        coordinator up again) and close the offset store (writes already appended are
+        flushed first). Idempotent."""
+        if self._closing:
+            return
+        self._closing = True
+        self._offsets.closing = True
+        if self._timer_task is not None:
+            await cancel_and_wait(self._timer_task)
+            self._timer_task = None
+        self._timers.clear()
+        self._groups.fail_all(CoordinatorNotAvailableError("the group coordinator is shutting down"))
+        self._offsets.close()
+
+    def tick(self) -> int:
+        """Fire every timer that is due by the clock; returns how many fired."""
+        return self._timers.run_due()
+
+    async def _run_timers(self) -> None:
+        while True:
+            self._timers.run_due()
+            deadline = self._timers.next_deadline()
+            self._wakeup.clear()
+            delay = None if deadline is None else max(0.0, deadline - self._clock.monotonic())
+            try:
+                await asyncio.wait_for(self._wakeup.wait(), delay)
+            except TimeoutError:
+                pass
+
+    @property
+    def store(self) -> OffsetStore | None:
+        return self._offsets.store
+
+    def _ready(self) -> OffsetStore:
+        if self._failure is not None:
+            raise CoordinatorNotAvailableError(f"the group coordinator is unavailable: {self._failure}")
+        if self._closing:
+            raise CoordinatorNotAvailableError("the group coordinator is shutting down")
+        if self._offsets.store is None:
+            raise CoordinatorLoadInProgressError("the group coordinator is loading")
+        return self._offsets.store
+
+    def _serving(self, group_id: str) -> OffsetStore:
+        store = self._ready()
+        node = self._locator.coordinator_for(group_id)
+        if node != self.node_id:
+            raise NotCoordinatorError(f"group {group_id!r} is coordinated by node {node}")
+        return store
+
+    def find_coordinator(self, group_id: str) -> int:
+        """Node id coordinating ``group_id`` (FindCoordinator)."""
+        if self._failure is not None or self._closing:
+            self._ready()
+        return self._locator.coordinator_for(group_id)
+
+    # --- membership (GroupMembership) ---------------------------------------------------------
+
+    async def join_group(self, req: JoinGroupRequest) -> JoinGroupResult:
+        """Join (or rejoin) a group; returns when the join phase completes (or at once when
+        nothing needs to change). Raises MemberIdRequired (with the id) for new dynamic
+        members of v4+ clients, and the other JoinGroup errors."""
+        self._serving(req.group_id)
+        return await self._groups.join_group(req)
+
+    async def sync_group(self, req: SyncGroupRequest) -> SyncGroupResult:
+        """The member's assignment for the current generation; followers wait for the
+        leader's SyncGroup."""
+        self._serving(req.group_id)
+        return await self._groups.sync_group(req)
+
+    def heartbeat(
+        self, group_id: str, member_id: str, generation_id: int, group_instance_id: str | None = None
+    ) -> None:
+        """Keep the member alive. RebalanceInProgressError: rejoin."""
+        self._serving(group_id)
+        self._groups.heartbeat(group_id, member_id, generation_id, group_instance_id)
+
+    def leave_group(self, group_id: str, members: Sequence[MemberIdentity]) -> list[LeaveResult]:
+        """Remove members (by member id, or by group.instance.id with an empty member id);
+        one result per identity, in order."""
+        self._serving(group_id)
+        return self._groups.leave_group(group_id, members)
+
+    def list_groups(self, states: Collection[str | GroupState] | None = None) -> list[GroupListing]:
+        """Every group, optionally only those in ``states`` (state names compare
+        case-insensitively; unknown names match nothing), sorted by id."""
+        self._ready()
+        return self._groups.list_groups(states)
+
+    def describe_group(self, group_id: str) -> GroupDescription:
+        """The group as it is now. GroupIdNotFoundError if there is no such group."""
+        self._serving(group_id)
+        return self._groups.describe_group(group_id)
+
+    # --- offsets (OffsetManager) --------------------------------------------------------------
+
+    async def commit_offsets(self, req: OffsetCommitRequest) -> dict[TopicPartition, StrataError | None]:
+        """Commit offsets; returns each partition's outcome once the valid ones are durable.
+        Raises for request-level failures (unknown member, illegal generation, rebalance
+        in progress, coordinator not available), which apply to every partition."""
+        self._serving(req.group_id)
+        return await self._offsets.commit_offsets(req)
+
+    def committed_offsets(
+        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's durable committed offsets: all of them, or those of ``partitions``
+        that have one (OffsetFetch; an unknown group has none)."""
+        self._serving(group_id)
+        return self._offsets.committed_offsets(group_id, partitions)
+
+    async def delete_offsets(
+        self, group_id: str, partitions: Sequence[TopicPartition]
+    ) -> dict[TopicPartition, StrataError | None]:
+        """OffsetDelete: every partition of an Empty group; of a consumer group with
+        members, those of topics no member subscribes to (others get
+        GROUP_SUBSCRIBED_TO_TOPIC). Raises GroupIdNotFoundError, NonEmptyGroupError."""
+        self._serving(group_id)
+        return await self._offsets.delete_offsets(group_id, partitions)
+
+    async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, StrataError | None]:
+        """DeleteGroups: each Empty group is forgotten and its offsets deleted; others get
+        NON_EMPTY_GROUP / GROUP_ID_NOT_FOUND / NOT_COORDINATOR. Each result comes once the
+        group's tombstones are durable."""
+        results: dict[str, StrataError | None] = {}
+        writes: dict[str, asyncio.Future[None]] = {}
+        for gid in group_ids:
+            try:
+                store = self._serving(gid)
+                group = self._groups.groups.get(gid)
+                if group is None or group.state is Dead:
+                    raise GroupIdNotFoundError(f"group {gid!r} does not exist")
+                if group.state is not Empty:
+                    raise NonEmptyGroupError(f"group {gid!r} has members (state {group.state.value})")
+                self._groups.drop(group)
+                writes[gid] = store.delete_group(gid)
+                results[gid] = None
+            except StrataError as e:
+                results[gid] = e
+        for gid, fut in writes.items():
+            results[gid] = await self._offsets.wait_durable(fut, f"deletion of group {gid}")
+        return results
+
+    def expire_offsets(self) -> int:
+        """Delete expired offsets (rules: broker.groups.offset_manager) and forget Empty groups
+        left with nothing; returns how many offsets were deleted."""
+        return self._offsets.expire_offsets()
+
+    def on_topic_deleted(self, topic: str) -> None:
+        """A topic was deleted: delete every group's offsets of it, as Kafka does."""
+        self._offsets.on_topic_deleted(topic)
+
+
+class _Persistence:
+    """The state machine's GroupPersistence: the coordinator's offsets manager (built
+    after the state machine, hence looked up at call time)."""
+
+    def __init__(self, coordinator: GroupCoordinator) -> None:
+        self._coordinator = coordinator
+
+    def store_group(self, group: Group) -> None:
+        self._coordinator._offsets.store_group(group)
+
+    def maybe_drop(self, group: Group) -> None:
+        self._coordinator._offsets.maybe_drop(group)

@@ -1,0 +1,1076 @@
+"""Cluster metadata records, the watched in-memory view of them, and a broker's client.
+
+Records are frozen dataclasses stored in etcd as UTF-8 JSON objects carrying
+``"version": 1`` (the record format; a reader refuses versions it does not know):
+
+    BrokerRegistration  {"version", "broker_id", "host", "kafka_port", "http_port", "rack", "start_time_ms",
+                         "replica_listener"}  (host:port followers fetch from; absent or null:
+                         host:kafka_port)
+    TopicAssignment     {"version", "topic_id", "replication_factor", "partitions", "configs",
+                         "adding_replicas", "removing_replicas"}
+                        (partitions: one list of replica ids per partition; the last two map
+                        partitions being reassigned to broker ids, absent when none is)
+    PartitionState      {"version", "leader", "leader_epoch", "isr", "controller_epoch", "partition_epoch"}
+    ControllerRecord    {"version", "broker_id", "epoch"}
+
+``partition_epoch`` counts every change of a partition's state (KIP-841's name; the
+client bumps it on each write); ``leader_epoch`` only changes with the leader. etcd's
+own ``mod_revision`` of a key is what a compare-and-swap compares; ``Versioned`` pairs a
+record with it. A broker's epoch is the ``create_revision`` of its registration key: it
+changes whenever the broker registers again.
+
+A value that does not decode is a ``CorruptMetadataError``; the view logs it and treats
+the key as absent rather than serving a half-understood record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import json
+import logging
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Final, Generic, TypeVar
+
+from broker.keys import BrokerKey, ControllerKey, KeyLayout, PartitionStateKey, QuotasKey, TopicKey
+from broker.metadata_store import (
+    Compare,
+    Delete,
+    Get,
+    KeyValue,
+    LeaseKeeper,
+    MetadataStore,
+    Op,
+    Put,
+    WatchEvent,
+    WatchEventType,
+    WatchReset,
+    WatchUpdate,
+)
+from broker.replication.reassignment import PartitionReplicas
+from hot.errors import (
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    MetadataStoreError,
+    StaleControllerEpochError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
+from hot.tasks import cancel_and_wait
+from hot.topics import MAX_PARTITIONS, check_topic_collision, validate_topic_name
+
+log = logging.getLogger("strata.cluster.metadata")
+
+FORMAT_VERSION: Final = 1
+NO_LEADER: Final = -1
+# Kafka's reserved.broker.max.id: ids given on the command line stay at or below it and
+# ids assigned through etcd start above it, so the two never collide.
+RESERVED_BROKER_MAX_ID: Final = 1000
+# etcd's default --max-txn-ops is 128: a topic whose creation needs more operations is
+# created in steps (see MetadataClient.create_topic).
+DEFAULT_MAX_TXN_OPS: Final = 128
+_INT32_MAX: Final = 2**31 - 1
+
+T = TypeVar("T")
+
+
+class CorruptMetadataError(MetadataStoreError):
+    """A value in etcd that is not a valid record of the kind its key names."""
+
+    retriable = False
+
+
+class BrokerIdInUseError(InvalidConfigError):
+    """Another live broker holds the requested broker id."""
+
+
+# --- records -------------------------------------------------------------------------------
+
+
+def _load(data: bytes, what: str) -> dict[str, Any]:
+    try:
+        obj = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise CorruptMetadataError(f"{what}: not JSON: {exc}") from exc
+    if not isinstance(obj, dict):
+        raise CorruptMetadataError(f"{what}: expected a JSON object, got {type(obj).__name__}")
+    version = obj.get("version")
+    if version != FORMAT_VERSION:
+        raise CorruptMetadataError(
+            f"{what}: unsupported record version {version!r} (this build reads {FORMAT_VERSION})"
+        )
+    return obj
+
+
+def _dump(obj: dict[str, Any]) -> bytes:
+    return json.dumps({"version": FORMAT_VERSION, **obj}, separators=(",", ":"), sort_keys=True).encode()
+
+
+def _int(obj: Mapping[str, Any], name: str, what: str, lo: int = 0, hi: int = 2**63 - 1) -> int:
+    v = obj.get(name)
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise CorruptMetadataError(f"{what}: field {name!r} must be an integer in [{lo}, {hi}], got {v!r}")
+    return v
+
+
+def _str(obj: Mapping[str, Any], name: str, what: str, *, optional: bool = False) -> str | None:
+    v = obj.get(name)
+    if v is None and optional:
+        return None
+    if not isinstance(v, str):
+        raise CorruptMetadataError(f"{what}: field {name!r} must be a string, got {v!r}")
+    return v
+
+
+def _ids(v: object, name: str, what: str) -> tuple[int, ...]:
+    if not isinstance(v, list) or any(isinstance(x, bool) or not isinstance(x, int) or x < 0 for x in v):
+        raise CorruptMetadataError(f"{what}: field {name!r} must be a list of broker ids, got {v!r}")
+    return tuple(v)
+
+
+def _decode(cls_name: str, build: Callable[[], T]) -> T:
+    # Constructors validate invariants with ValueError; from etcd that means corrupt data.
+    try:
+        return build()
+    except ValueError as exc:
+        raise CorruptMetadataError(f"{cls_name}: {exc}") from exc
+
+
+def _check_ids(ids: Sequence[int], what: str, *, allow_empty: bool = False) -> None:
+    if not ids and not allow_empty:
+        raise ValueError(f"{what} is empty")
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{what} {list(ids)} repeats a broker")
+    if any(i < 0 for i in ids):
+        raise ValueError(f"{what} {list(ids)} has a negative broker id")
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    host: str
+    kafka_port: int
+    http_port: int
+    rack: str | None = None
+    start_time_ms: int = 0
+    replica_listener: str | None = None  # inter-broker "host:port"; None: host:kafka_port
+
+    def __post_init__(self) -> None:
+        if self.broker_id < 0:
+            raise ValueError(f"broker id must be non-negative, got {self.broker_id}")
+        for name in ("kafka_port", "http_port"):
+            port = getattr(self, name)
+            if not 0 <= port < 65536:
+                raise ValueError(f"{name} must be in [0, 65535], got {port}")
+        if not self.host:
+            raise ValueError("host is empty")
+        if self.replica_listener is not None:
+            host, sep, port = self.replica_listener.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"replica listener {self.replica_listener!r} is not host:port")
+
+    @property
+    def replica_address(self) -> tuple[str, int]:
+        """Where followers reach this broker (its inter-broker listener)."""
+        if self.replica_listener is None:
+            return self.host, self.kafka_port
+        host, _, port = self.replica_listener.rpartition(":")
+        return host.strip("[]"), int(port)
+
+    def to_json(self) -> bytes:
+        return _dump(
+            {
+                "broker_id": self.broker_id,
+                "host": self.host,
+                "kafka_port": self.kafka_port,
+                "http_port": self.http_port,
+                "rack": self.rack,
+                "start_time_ms": self.start_time_ms,
+                "replica_listener": self.replica_listener,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes) -> BrokerRegistration:
+        w = "broker registration"
+        o = _load(data, w)
+        return _decode(
+            w,
+            lambda: cls(
+                broker_id=_int(o, "broker_id", w),
+                host=_str(o, "host", w) or "",
+                kafka_port=_int(o, "kafka_port", w, 0, 65535),
+                http_port=_int(o, "http_port", w, 0, 65535),
+                rack=_str(o, "rack", w, optional=True),
+                start_time_ms=_int(o, "start_time_ms", w),
+                replica_listener=_str(o, "replica_listener", w, optional=True),
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    """Where a topic's replicas live: ``partitions[p]`` is partition p's replica list, the
+    first being the preferred leader. ``configs`` holds the topic's overrides only.
+
+    ``adding[p]`` / ``removing[p]`` describe a reassignment of partition p in progress, as
+    Kafka stores it (``broker.replication.reassignment``): ``partitions[p]`` is then the
+    target plus the original replicas. ``replication_factor`` is the topic's at creation
+    (updated when a completed reassignment leaves every partition with one same count);
+    partitions may differ from it after reassignments, as in Kafka.
+    """
+
+    topic_id: str
+    replication_factor: int
+    partitions: tuple[tuple[int, ...], ...]
+    configs: Mapping[str, str] = field(default_factory=dict)
+    adding: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        uuid.UUID(self.topic_id)  # ValueError when malformed
+        if not 1 <= len(self.partitions) <= MAX_PARTITIONS:
+            raise ValueError(f"partition count must be in [1, {MAX_PARTITIONS}], got {len(self.partitions)}")
+        if self.replication_factor < 1:
+            raise ValueError(f"replication factor must be at least 1, got {self.replication_factor}")
+        adding = {p: tuple(ids) for p, ids in self.adding.items() if ids}
+        removing = {p: tuple(ids) for p, ids in self.removing.items() if ids}
+        for p, replicas in enumerate(self.partitions):
+            _check_ids(replicas, f"replicas of partition {p}")
+        counts = {len(r) for r in self.partitions}
+        # Counts may differ once a reassignment changed a partition's replication factor;
+        # a uniform topic at rest must agree with its replication factor.
+        if not adding and not removing and len(counts) == 1 and counts != {self.replication_factor}:
+            raise ValueError(
+                f"partitions have {counts.pop()} replicas; replication factor is {self.replication_factor}"
+            )
+        for p in {*adding, *removing}:
+            if not 0 <= p < len(self.partitions):
+                raise ValueError(f"reassignment of partition {p}, which does not exist")
+            PartitionReplicas(self.partitions[p], adding.get(p, ()), removing.get(p, ()))
+        object.__setattr__(self, "configs", dict(self.configs))
+        object.__setattr__(self, "adding", adding)
+        object.__setattr__(self, "removing", removing)
+
+    @property
+    def partition_count(self) -> int:
+        return len(self.partitions)
+
+    def replicas(self, partition: int) -> tuple[int, ...]:
+        if not 0 <= partition < len(self.partitions):
+            raise UnknownTopicOrPartitionError(f"partition {partition} does not exist")
+        return self.partitions[partition]
+
+    def replica_set(self, partition: int) -> PartitionReplicas:
+        """Partition ``partition``'s replicas with its reassignment, if one runs."""
+        return PartitionReplicas(
+            self.replicas(partition), self.adding.get(partition, ()), self.removing.get(partition, ())
+        )
+
+    @property
+    def reassigning(self) -> tuple[int, ...]:
+        """The partitions with a reassignment in progress."""
+        return tuple(sorted({*self.adding, *self.removing}))
+
+    def with_replica_set(self, partition: int, rs: PartitionReplicas) -> TopicAssignment:
+        """This assignment with partition ``partition`` replaced by ``rs``."""
+        parts = list(self.partitions)
+        parts[partition] = rs.replicas
+        adding, removing = dict(self.adding), dict(self.removing)
+        adding[partition], removing[partition] = rs.adding, rs.removing
+        rf = self.replication_factor
+        if not rs.reassigning:
+            counts = {
+                len(PartitionReplicas(r, adding.get(q, ()), removing.get(q, ())).target)
+                for q, r in enumerate(parts)
+            }
+            if len(counts) == 1:
+                rf = counts.pop()
+        return replace(self, replication_factor=rf, partitions=tuple(parts), adding=adding, removing=removing)
+
+    def to_json(self) -> bytes:
+        obj: dict[str, Any] = {
+            "topic_id": self.topic_id,
+            "replication_factor": self.replication_factor,
+            "partitions": [list(r) for r in self.partitions],
+            "configs": dict(self.configs),
+        }
+        # Only while something is being reassigned, so other records stay as they were.
+        if self.adding:
+            obj["adding_replicas"] = {str(p): list(ids) for p, ids in sorted(self.adding.items())}
+        if self.removing:
+            obj["removing_replicas"] = {str(p): list(ids) for p, ids in sorted(self.removing.items())}
+        return _dump(obj)
+
+    @classmethod
+    def from_json(cls, data: bytes) -> TopicAssignment:
+        w = "topic assignment"
+        o = _load(data, w)
+        parts = o.get("partitions")
+        if not isinstance(parts, list):
+            raise CorruptMetadataError(f"{w}: field 'partitions' must be a list, got {parts!r}")
+        configs = o.get("configs", {})
+        if not isinstance(configs, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in configs.items()
+        ):
+            raise CorruptMetadataError(f"{w}: field 'configs' must map strings to strings, got {configs!r}")
+        adding = _partition_ids(o.get("adding_replicas", {}), "adding_replicas", w)
+        removing = _partition_ids(o.get("removing_replicas", {}), "removing_replicas", w)
+        return _decode(
+            w,
+            lambda: cls(
+                topic_id=_str(o, "topic_id", w) or "",
+                replication_factor=_int(o, "replication_factor", w, 1, _INT32_MAX),
+                partitions=tuple(_ids(r, "partitions", w) for r in parts),
+                configs=configs,
+                adding=adding,
+                removing=removing,
+            ),
+        )
+
+
+def _partition_ids(v: object, name: str, what: str) -> dict[int, tuple[int, ...]]:
+    if not isinstance(v, dict):
+        raise CorruptMetadataError(f"{what}: field {name!r} must map partitions to broker ids, got {v!r}")
+    out: dict[int, tuple[int, ...]] = {}
+    for k, ids in v.items():
+        if not isinstance(k, str) or not k.isdigit():
+            raise CorruptMetadataError(f"{what}: field {name!r} has a key {k!r} that is not a partition")
+        out[int(k)] = _ids(ids, name, what)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionState:
+    """Leader, leader epoch and in-sync replicas of one partition.
+
+    ``leader`` is ``NO_LEADER`` (-1) while the partition is offline; the ISR is then kept
+    as it was (never emptied), so the last in-sync replica can return as a clean leader.
+    """
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int = 0
+    partition_epoch: int = 0
+
+    def __post_init__(self) -> None:
+        if self.leader < NO_LEADER:
+            raise ValueError(f"leader must be a broker id or {NO_LEADER}, got {self.leader}")
+        if self.leader_epoch < 0 or self.controller_epoch < 0 or self.partition_epoch < 0:
+            raise ValueError("epochs must be non-negative")
+        _check_ids(self.isr, "ISR", allow_empty=True)
+        if self.leader != NO_LEADER and self.leader not in self.isr:
+            raise ValueError(f"leader {self.leader} is not in the ISR {list(self.isr)}")
+
+    @property
+    def has_leader(self) -> bool:
+        return self.leader != NO_LEADER
+
+    def to_json(self) -> bytes:
+        return _dump(
+            {
+                "leader": self.leader,
+                "leader_epoch": self.leader_epoch,
+                "isr": list(self.isr),
+                "controller_epoch": self.controller_epoch,
+                "partition_epoch": self.partition_epoch,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, data: bytes) -> PartitionState:
+        w = "partition state"
+        o = _load(data, w)
+        return _decode(
+            w,
+            lambda: cls(
+                leader=_int(o, "leader", w, NO_LEADER, _INT32_MAX),
+                leader_epoch=_int(o, "leader_epoch", w, 0, _INT32_MAX),
+                isr=_ids(o.get("isr"), "isr", w),
+                controller_epoch=_int(o, "controller_epoch", w, 0, _INT32_MAX),
+                partition_epoch=_int(o, "partition_epoch", w, 0, _INT32_MAX),
+            ),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerRecord:
+    broker_id: int
+    epoch: int
+
+    def to_json(self) -> bytes:
+        return _dump({"broker_id": self.broker_id, "epoch": self.epoch})
+
+    @classmethod
+    def from_json(cls, data: bytes) -> ControllerRecord:
+        w = "controller record"
+        o = _load(data, w)
+        return cls(_int(o, "broker_id", w), _int(o, "epoch", w, 1))
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerToken:
+    """Proof of being the controller: writes made with it also compare that the
+    controller key still has ``create_revision``, so a deposed controller's writes fail
+    (``StaleControllerEpochError``) instead of overwriting its successor's."""
+
+    broker_id: int
+    epoch: int
+    create_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class Versioned(Generic[T]):
+    """A record as read from etcd, with the revisions a compare-and-swap needs."""
+
+    value: T
+    mod_revision: int
+    create_revision: int
+
+
+@dataclass(frozen=True, slots=True)
+class LiveBroker:
+    """A registered broker. ``epoch`` (its key's create_revision) changes on re-registration."""
+
+    registration: BrokerRegistration
+    epoch: int
+    lease: int
+
+    @property
+    def broker_id(self) -> int:
+        return self.registration.broker_id
+
+
+class Conflict(enum.Enum):
+    STALE_VERSION = "stale_version"  # changed since read, same leader epoch
+    FENCED_LEADER_EPOCH = "fenced_leader_epoch"  # a newer leader epoch exists
+    DELETED = "deleted"  # the partition (or its topic) no longer exists
+
+
+@dataclass(frozen=True, slots=True)
+class CasResult:
+    """Outcome of a compare-and-swap: on success ``state`` is what was written; on a
+    conflict it is what etcd holds now (None if deleted), to retry against."""
+
+    ok: bool
+    state: Versioned[PartitionState] | None
+    conflict: Conflict | None = None
+
+
+# --- the in-memory view --------------------------------------------------------------------------
+
+
+class ClusterView:
+    """Brokers, topics, partition states and controller as last seen through the watch.
+
+    ``apply`` is pure bookkeeping (no I/O) so it can be tested on its own. Readers get a
+    consistent picture between awaits: one etcd transaction's events are applied without
+    yielding to the event loop, and ``revision`` says how recent the view is.
+    """
+
+    def __init__(self, layout: KeyLayout) -> None:
+        self.layout = layout
+        self.brokers: dict[int, LiveBroker] = {}
+        self.topics: dict[str, Versioned[TopicAssignment]] = {}
+        self.partitions: dict[tuple[str, int], Versioned[PartitionState]] = {}
+        self.controller: Versioned[ControllerRecord] | None = None
+        self.quotas: KeyValue | None = None  # raw: parsed by broker.security.etcd_quotas
+        self.revision = 0
+        self.ready = False
+        self.seq = 0  # bumped by every applied update
+        self._changed = asyncio.Event()
+
+    def apply(self, update: WatchUpdate) -> None:
+        if isinstance(update, WatchReset):
+            self.brokers.clear()
+            self.topics.clear()
+            self.partitions.clear()
+            self.controller = None
+            self.quotas = None
+            for kv in update.kvs:
+                self._put(kv)
+            self.revision = update.revision
+            self.ready = True
+        elif isinstance(update, WatchEvent):
+            if update.type is WatchEventType.PUT:
+                self._put(update.kv)
+            else:
+                self._delete(update.kv.key)
+            self.revision = max(self.revision, update.kv.mod_revision)
+        self.seq += 1
+        event, self._changed = self._changed, asyncio.Event()
+        event.set()
+
+    def _put(self, kv: KeyValue) -> None:
+        parsed = self.layout.parse(kv.key)
+        try:
+            if isinstance(parsed, BrokerKey):
+                reg = BrokerRegistration.from_json(kv.value)
+                if reg.broker_id != parsed.broker_id:
+                    raise CorruptMetadataError(f"registration of broker {reg.broker_id} under key {kv.key!r}")
+                self.brokers[parsed.broker_id] = LiveBroker(reg, kv.create_revision, kv.lease)
+            elif isinstance(parsed, TopicKey):
+                topic = TopicAssignment.from_json(kv.value)
+                self.topics[parsed.topic] = Versioned(topic, kv.mod_revision, kv.create_revision)
+            elif isinstance(parsed, PartitionStateKey):
+                state = PartitionState.from_json(kv.value)
+                self.partitions[(parsed.topic, parsed.partition)] = Versioned(
+                    state, kv.mod_revision, kv.create_revision
+                )
+            elif isinstance(parsed, ControllerKey):
+                self.controller = Versioned(
+                    ControllerRecord.from_json(kv.value), kv.mod_revision, kv.create_revision
+                )
+            elif isinstance(parsed, QuotasKey):
+                self.quotas = kv
+        except CorruptMetadataError as exc:
+            log.warning("ignoring %r: %s", kv.key, exc)
+            self._delete(kv.key)
+
+    def _delete(self, key: bytes) -> None:
+        parsed = self.layout.parse(key)
+        if isinstance(parsed, BrokerKey):
+            self.brokers.pop(parsed.broker_id, None)
+        elif isinstance(parsed, TopicKey):
+            self.topics.pop(parsed.topic, None)
+        elif isinstance(parsed, PartitionStateKey):
+            self.partitions.pop((parsed.topic, parsed.partition), None)
+        elif isinstance(parsed, ControllerKey):
+            self.controller = None
+        elif isinstance(parsed, QuotasKey):
+            self.quotas = None
+
+    # --- queries ------------------------------------------------------------------------------
+
+    def live_broker_ids(self) -> frozenset[int]:
+        return frozenset(self.brokers)
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+        v = self.partitions.get((topic, partition))
+        return None if v is None else v.value
+
+    def leader_of(self, topic: str, partition: int) -> LiveBroker | None:
+        """The partition's leader if it has one and that broker is registered."""
+        state = self.partition_state(topic, partition)
+        if state is None or not state.has_leader:
+            return None
+        return self.brokers.get(state.leader)
+
+    # --- waiting ------------------------------------------------------------------------------
+
+    async def wait_changed(self, seq: int, timeout: float | None = None) -> int:
+        """Wait until an update after ``seq`` is applied (or ``timeout``); returns ``self.seq``."""
+        if self.seq == seq:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), timeout)
+        return self.seq
+
+    async def wait_for(self, predicate: Callable[[ClusterView], bool], timeout: float) -> None:
+        """Wait until ``predicate(view)`` holds; TimeoutError after ``timeout`` seconds."""
+        async with asyncio.timeout(timeout):
+            while not predicate(self):
+                await self._changed.wait()
+
+    async def wait_for_revision(self, revision: int, timeout: float) -> None:
+        """Wait until the view reflects every change up to ``revision`` (read-your-writes)."""
+        await self.wait_for(lambda v: v.ready and v.revision >= revision, timeout)
+
+
+# --- the client ----------------------------------------------------------------------------------
+
+
+class MetadataClient:
+    """A broker's access to the cluster metadata.
+
+    ``start`` begins watching the whole cluster prefix into ``view`` (for fast metadata
+    answers); reads named ``get_*``/``live_brokers`` go to etcd itself. ``register`` puts
+    this broker's registration under a lease kept alive in the background; when etcd
+    reports that lease gone (it expired, e.g. this broker could not reach etcd for longer
+    than the TTL, or it was revoked) the client registers again with a new lease and sets
+    ``reregistered``. The client does not own the store.
+    """
+
+    def __init__(
+        self,
+        etcd: MetadataStore,
+        layout: KeyLayout,
+        *,
+        lease_ttl: int = 10,
+        max_txn_ops: int = DEFAULT_MAX_TXN_OPS,
+    ) -> None:
+        if lease_ttl < 1:
+            raise InvalidConfigError(f"lease TTL must be at least 1 s, got {lease_ttl}")
+        if max_txn_ops < 2:
+            raise InvalidConfigError(f"max_txn_ops must be at least 2, got {max_txn_ops}")
+        self.etcd = etcd
+        self.layout = layout
+        self.lease_ttl = lease_ttl
+        self.max_txn_ops = max_txn_ops
+        self.view = ClusterView(layout)
+        self.reregistered = asyncio.Event()
+        self.reregistrations = 0
+        self._watch_task: asyncio.Task[None] | None = None
+        self._registration: BrokerRegistration | None = None
+        self._keeper: LeaseKeeper | None = None
+        self._broker_epoch = 0
+        self._supervisor: asyncio.Task[None] | None = None
+
+    # --- life cycle ----------------------------------------------------------------------------
+
+    async def start(self, *, timeout: float | None = None) -> MetadataClient:
+        """Start the watch and wait for the first full listing (MetadataStoreError if etcd
+        does not answer within ``timeout``, default the etcd client's timeout)."""
+        if self._watch_task is None:
+            self._watch_task = asyncio.get_running_loop().create_task(self._watch(), name="metadata-watch")
+        try:
+            await self.view.wait_for(lambda v: v.ready, timeout if timeout is not None else self.etcd.timeout)
+        except TimeoutError:
+            raise MetadataStoreError("etcd did not answer the initial metadata listing in time") from None
+        return self
+
+    async def _watch(self) -> None:
+        async with contextlib.aclosing(self.etcd.watch_prefix(self.layout.prefix)) as updates:
+            async for update in updates:
+                self.view.apply(update)
+
+    async def close(self, *, deregister: bool = True) -> None:
+        """Stop. ``deregister`` revokes the lease so the broker leaves the live set now;
+        without it (a crash, as far as the cluster can tell) it leaves when the TTL runs out."""
+        if self._supervisor is not None:
+            await cancel_and_wait(self._supervisor)
+            self._supervisor = None
+        if self._keeper is not None:
+            await self._keeper.stop(revoke=deregister)
+            self._keeper = None
+        if self._watch_task is not None:
+            await cancel_and_wait(self._watch_task)
+            self._watch_task = None
+
+    # --- registration --------------------------------------------------------------------------
+
+    @property
+    def registration(self) -> BrokerRegistration | None:
+        return self._registration
+
+    @property
+    def broker_id(self) -> int:
+        if self._registration is None:
+            raise InvalidRequestError("broker is not registered")
+        return self._registration.broker_id
+
+    @property
+    def broker_epoch(self) -> int:
+        """create_revision of this broker's current registration (0 before registering)."""
+        return self._broker_epoch
+
+    @property
+    def lease_id(self) -> int | None:
+        """The current registration lease, None while not registered."""
+        keeper = self._keeper
+        return None if keeper is None or keeper.lost.is_set() else keeper.lease.id
+
+    @property
+    def keeper(self) -> LeaseKeeper | None:
+        return self._keeper
+
+    async def allocate_broker_id(self) -> int:
+        """A fresh broker id above ``RESERVED_BROKER_MAX_ID`` from the etcd counter; ids a
+        live broker holds already are skipped."""
+        counter = self.layout.broker_id_counter
+        for _ in range(100):
+            kv = await self.etcd.get(counter)
+            last = RESERVED_BROKER_MAX_ID
+            if kv is not None:
+                try:
+                    last = max(int(kv.value), RESERVED_BROKER_MAX_ID)
+                except ValueError:
+                    raise CorruptMetadataError(f"broker id counter holds {kv.value!r}") from None
+            candidate = last + 1
+            # Claim the id by advancing the counter; a lost race just reads it again.
+            res = await self.etcd.txn(
+                [Compare.mod_revision(counter, kv.mod_revision if kv is not None else 0)],
+                [Put(counter, str(candidate).encode())],
+            )
+            if res.succeeded and await self.etcd.get(self.layout.broker(candidate)) is None:
+                return candidate
+        raise MetadataStoreError("could not allocate a broker id after 100 attempts (heavy contention)")
+
+    async def register(
+        self,
+        host: str,
+        kafka_port: int,
+        http_port: int,
+        *,
+        broker_id: int | None = None,
+        rack: str | None = None,
+        wait: float | None = None,
+        replica_listener: str | None = None,
+    ) -> BrokerRegistration:
+        """Register this broker (assigning an id when ``broker_id`` is None).
+        ``replica_listener`` (host:port) is where followers fetch from, if not the Kafka
+        listener.
+
+        If the id is registered already (e.g. this broker's previous run, whose lease has
+        not expired yet) this waits up to ``wait`` seconds (default: the lease TTL + 1 s)
+        for it to go, then raises ``BrokerIdInUseError``.
+        """
+        if self._registration is not None:
+            raise InvalidRequestError(f"already registered as broker {self._registration.broker_id}")
+        if broker_id is not None and broker_id < 0:
+            raise InvalidConfigError(f"broker id must be non-negative, got {broker_id}")
+        bid = broker_id if broker_id is not None else await self.allocate_broker_id()
+        try:
+            reg = BrokerRegistration(
+                bid, host, kafka_port, http_port, rack, int(time.time() * 1000), replica_listener
+            )
+        except ValueError as exc:
+            raise InvalidConfigError(str(exc)) from exc
+        await self._register_once(reg, wait=self.lease_ttl + 1.0 if wait is None else wait)
+        self._registration = reg
+        self._supervisor = asyncio.get_running_loop().create_task(
+            self._keep_registered(), name=f"broker-{bid}"
+        )
+        return reg
+
+    async def _register_once(self, reg: BrokerRegistration, *, wait: float) -> None:
+        key = self.layout.broker(reg.broker_id)
+        deadline = time.monotonic() + wait
+        lease = await self.etcd.grant_lease(self.lease_ttl)
+        keeper = self.etcd.keep_alive(lease)
+        registered = False
+        try:
+            while True:
+                res = await self.etcd.txn(
+                    [Compare.absent(key)], [Put(key, reg.to_json(), lease.id)], [Get(key)]
+                )
+                if res.succeeded:
+                    registered = True
+                    self._keeper = keeper
+                    self._broker_epoch = res.revision
+                    return
+                if keeper.lost.is_set():
+                    raise MetadataStoreError(f"registration lease {lease.id:x} was lost while registering")
+                if time.monotonic() >= deadline:
+                    holder = res.reads[0][0].lease if res.reads and res.reads[0] else 0
+                    raise BrokerIdInUseError(
+                        f"broker id {reg.broker_id} is registered by another live broker (lease {holder:x})"
+                    )
+                await asyncio.sleep(min(0.2, self.lease_ttl / 4.0))
+        finally:
+            if not registered:
+                await keeper.stop(revoke=True)
+
+    async def _keep_registered(self) -> None:
+        assert self._registration is not None
+        while True:
+            keeper = self._keeper
+            assert keeper is not None
+            await keeper.lost.wait()
+            log.warning(
+                "broker %d lost its registration lease; registering again", self._registration.broker_id
+            )
+            delay = 0.05
+            while True:
+                try:
+                    await self._register_once(self._registration, wait=self.lease_ttl + 1.0)
+                    break
+                except (MetadataStoreError, BrokerIdInUseError) as exc:
+                    log.warning("broker %d: re-registration failed: %s", self._registration.broker_id, exc)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 1.0)
+            self.reregistrations += 1
+            self.reregistered.set()
+
+    # --- reads (from etcd) ---------------------------------------------------------------------
+
+    async def live_brokers(self) -> dict[int, LiveBroker]:
+        kvs, _ = await self.etcd.get_prefix(self.layout.brokers_prefix)
+        out: dict[int, LiveBroker] = {}
+        for kv in kvs:
+            parsed = self.layout.parse(kv.key)
+            if isinstance(parsed, BrokerKey):
+                try:
+                    out[parsed.broker_id] = LiveBroker(
+                        BrokerRegistration.from_json(kv.value), kv.create_revision, kv.lease
+                    )
+                except CorruptMetadataError as exc:
+                    log.warning("ignoring %r: %s", kv.key, exc)
+        return out
+
+    async def get_topic(self, name: str) -> Versioned[TopicAssignment] | None:
+        kv = await self.etcd.get(self.layout.topic(name))
+        return (
+            None
+            if kv is None
+            else Versioned(TopicAssignment.from_json(kv.value), kv.mod_revision, kv.create_revision)
+        )
+
+    async def get_partition_state(self, topic: str, partition: int) -> Versioned[PartitionState] | None:
+        kv = await self.etcd.get(self.layout.partition_state(topic, partition))
+        return None if kv is None else _versioned_state(kv)
+
+    async def get_controller(self) -> Versioned[ControllerRecord] | None:
+        kv = await self.etcd.get(self.layout.controller)
+        return (
+            None
+            if kv is None
+            else Versioned(ControllerRecord.from_json(kv.value), kv.mod_revision, kv.create_revision)
+        )
+
+    # --- writes --------------------------------------------------------------------------------
+
+    async def create_topic(
+        self,
+        name: str,
+        replicas: Sequence[Sequence[int]],
+        configs: Mapping[str, str] | None = None,
+        *,
+        topic_id: str | None = None,
+        controller_epoch: int = 0,
+    ) -> Versioned[TopicAssignment]:
+        """Create a topic with an explicit replica assignment (placement is the caller's:
+        ``broker.controller.create_topic`` places replicas across live brokers).
+
+        The topic and every partition's initial state (leader = first replica, ISR = all
+        replicas, epochs 0) are written in one transaction that requires the topic key to
+        be absent. A topic needing more than ``max_txn_ops`` operations is created in
+        steps: the topic key first (the atomic claim), then the partition states in
+        batches, each requiring the topic key unchanged and the state absent; partition
+        states missing after a crash are filled in by the controller.
+        """
+        validate_topic_name(name)
+        # Against this broker's view: two brokers creating colliding names at the same
+        # moment can both pass (the exact-name claim below is what is atomic).
+        check_topic_collision(name, self.view.topics)
+        if not 1 <= len(replicas) <= MAX_PARTITIONS:
+            raise InvalidPartitionsError(
+                f"number of partitions must be in [1, {MAX_PARTITIONS}], got {len(replicas)}"
+            )
+        rf = len(replicas[0])
+        try:
+            assignment = TopicAssignment(
+                topic_id or str(uuid.uuid4()), rf, tuple(tuple(r) for r in replicas), dict(configs or {})
+            )
+        except ValueError as exc:
+            raise InvalidReplicationFactorError(f"bad replica assignment for {name!r}: {exc}") from exc
+        topic_key = self.layout.topic(name)
+        states = [
+            Put(self.layout.partition_state(name, p), initial_state(r, controller_epoch).to_json())
+            for p, r in enumerate(assignment.partitions)
+        ]
+        one_txn = len(states) + 1 <= self.max_txn_ops
+        res = await self.etcd.txn(
+            [Compare.absent(topic_key)],
+            [Put(topic_key, assignment.to_json()), *(states if one_txn else [])],
+            [Get(topic_key)],
+        )
+        if not res.succeeded:
+            raise TopicExistsError(f"topic {name!r} already exists")
+        created = Versioned(assignment, res.revision, res.revision)
+        if not one_txn:
+            await self._create_states_in_steps(topic_key, res.revision, states)
+        return created
+
+    async def _create_states_in_steps(
+        self, topic_key: bytes, topic_revision: int, states: Sequence[Put]
+    ) -> None:
+        step = self.max_txn_ops - 1  # etcd also caps the compares: one is the topic's
+        for i in range(0, len(states), step):
+            batch = states[i : i + step]
+            compares = [Compare.mod_revision(topic_key, topic_revision)]
+            compares += [Compare.absent(s.key) for s in batch]
+            res = await self.etcd.txn(compares, list(batch))
+            if not res.succeeded:
+                # The topic was deleted or changed meanwhile, or a state exists already
+                # (written by the controller's repair): fill only what is missing.
+                for put in batch:
+                    r = await self.etcd.txn(
+                        [Compare.mod_revision(topic_key, topic_revision), Compare.absent(put.key)], [put]
+                    )
+                    if not r.succeeded and (await self.etcd.get(topic_key)) is None:
+                        return
+
+    async def create_partition_state_if_absent(
+        self,
+        topic: str,
+        partition: int,
+        assignment: Versioned[TopicAssignment],
+        state: PartitionState,
+        token: ControllerToken,
+    ) -> bool:
+        """The controller's repair of a partition state missing after an interrupted
+        multi-step topic creation. False if the state exists or the topic changed."""
+        key = self.layout.partition_state(topic, partition)
+        res = await self.etcd.txn(
+            [
+                Compare.absent(key),
+                Compare.mod_revision(self.layout.topic(topic), assignment.mod_revision),
+                Compare.create_revision(self.layout.controller, token.create_revision),
+            ],
+            [Put(key, state.to_json())],
+            [Get(self.layout.controller)],
+        )
+        if not res.succeeded:
+            self._check_controller(res.reads[0] if res.reads else (), token)
+        return res.succeeded
+
+    async def update_topic(
+        self,
+        name: str,
+        expected: Versioned[TopicAssignment],
+        new: TopicAssignment,
+        *,
+        controller_epoch: int = 0,
+    ) -> Versioned[TopicAssignment] | None:
+        """Replace the topic's assignment (admin changes: configs, added partitions) if its
+        key is still exactly ``expected`` (compare of its mod_revision); None when it is
+        not (the caller re-reads and retries). Partitions ``new`` adds get their initial
+        state in the same transaction (or, above ``max_txn_ops``, in steps afterwards,
+        which the controller completes should this broker crash in between). The topic
+        id and the existing partitions' replicas must not change."""
+        old = expected.value
+        if new.topic_id != old.topic_id or new.partitions[: old.partition_count] != old.partitions:
+            raise InvalidRequestError(f"topic {name!r}: an update may only add partitions and change configs")
+        topic_key = self.layout.topic(name)
+        states = [
+            Put(
+                self.layout.partition_state(name, p),
+                initial_state(new.partitions[p], controller_epoch).to_json(),
+            )
+            for p in range(old.partition_count, new.partition_count)
+        ]
+        one_txn = len(states) + 1 <= self.max_txn_ops
+        res = await self.etcd.txn(
+            [Compare.mod_revision(topic_key, expected.mod_revision)],
+            [Put(topic_key, new.to_json()), *(states if one_txn else [])],
+        )
+        if not res.succeeded:
+            return None
+        if not one_txn:
+            await self._create_states_in_steps(topic_key, res.revision, states)
+        return Versioned(new, res.revision, expected.create_revision)
+
+    async def delete_topic(self, name: str) -> int:
+        """Delete the topic and all its partition states in one transaction; the etcd
+        revision of the deletion."""
+        key = self.layout.topic(name)
+        res = await self.etcd.txn(
+            [Compare.version(key, 0, ">")],
+            [Delete(key), Delete(self.layout.topic_partitions(name), prefix=True)],
+        )
+        if not res.succeeded:
+            raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
+        return res.revision
+
+    async def update_partition_state(
+        self,
+        topic: str,
+        partition: int,
+        expected: Versioned[PartitionState],
+        new: PartitionState,
+        *,
+        controller: ControllerToken | None = None,
+    ) -> CasResult:
+        """Replace ``expected`` by ``new`` if the state is still exactly ``expected``
+        (compare of its mod_revision). ``partition_epoch`` is set to expected's + 1 here.
+
+        A leader epoch can never go backwards (``InvalidRequestError``). With
+        ``controller`` the write also requires that controller to still be in office, and
+        raises ``StaleControllerEpochError`` when it is not. Any other conflict is returned,
+        with the current state, as ``CasResult(ok=False, ...)``.
+        """
+        if new.leader_epoch < expected.value.leader_epoch:
+            raise InvalidRequestError(
+                f"{topic}-{partition}: leader epoch cannot go back "
+                f"from {expected.value.leader_epoch} to {new.leader_epoch}"
+            )
+        new = replace(new, partition_epoch=expected.value.partition_epoch + 1)
+        key = self.layout.partition_state(topic, partition)
+        compares = [Compare.mod_revision(key, expected.mod_revision)]
+        failure: list[Op] = [Get(key)]
+        if controller is not None:
+            compares.append(Compare.create_revision(self.layout.controller, controller.create_revision))
+            failure.append(Get(self.layout.controller))
+        res = await self.etcd.txn(compares, [Put(key, new.to_json())], failure)
+        if res.succeeded:
+            return CasResult(True, Versioned(new, res.revision, expected.create_revision))
+        if controller is not None:
+            self._check_controller(res.reads[1], controller)
+        current = _versioned_state(res.reads[0][0]) if res.reads[0] else None
+        if current is None:
+            return CasResult(False, None, Conflict.DELETED)
+        if current.value.leader_epoch > expected.value.leader_epoch:
+            return CasResult(False, current, Conflict.FENCED_LEADER_EPOCH)
+        return CasResult(False, current, Conflict.STALE_VERSION)
+
+    async def update_replica_sets(
+        self, name: str, expected: Versioned[TopicAssignment], new: TopicAssignment
+    ) -> Versioned[TopicAssignment] | None:
+        """Replace the topic's assignment, replica sets included, if its key is still at
+        ``expected``'s mod_revision (a reassignment request); None when it changed or is
+        gone. Admin changes that must not touch replicas use ``update_topic``."""
+        res = await self.etcd.txn(
+            [Compare.mod_revision(self.layout.topic(name), expected.mod_revision)],
+            [Put(self.layout.topic(name), new.to_json())],
+        )
+        return Versioned(new, res.revision, expected.create_revision) if res.succeeded else None
+
+    async def complete_reassignment(
+        self,
+        topic: str,
+        partition: int,
+        expected_topic: Versioned[TopicAssignment],
+        new_topic: TopicAssignment,
+        expected_state: Versioned[PartitionState],
+        new_state: PartitionState,
+        token: ControllerToken,
+    ) -> bool:
+        """The controller's switch to a reassignment's target: the topic's assignment and
+        the partition's state in one transaction, comparing both keys' mod_revisions and
+        the controller key (``StaleControllerEpochError`` when deposed). False when
+        either record changed meanwhile (the controller re-examines the partition)."""
+        if new_state.leader_epoch < expected_state.value.leader_epoch:
+            raise InvalidRequestError(f"{topic}-{partition}: leader epoch cannot go back")
+        new_state = replace(new_state, partition_epoch=expected_state.value.partition_epoch + 1)
+        topic_key = self.layout.topic(topic)
+        state_key = self.layout.partition_state(topic, partition)
+        res = await self.etcd.txn(
+            [
+                Compare.mod_revision(topic_key, expected_topic.mod_revision),
+                Compare.mod_revision(state_key, expected_state.mod_revision),
+                Compare.create_revision(self.layout.controller, token.create_revision),
+            ],
+            [Put(topic_key, new_topic.to_json()), Put(state_key, new_state.to_json())],
+            [Get(self.layout.controller)],
+        )
+        if not res.succeeded:
+            self._check_controller(res.reads[0] if res.reads else (), token)
+        return res.succeeded
+
+    @staticmethod
+    def _check_controller(controller_kvs: Iterable[KeyValue], token: ControllerToken) -> None:
+        kv = next(iter(controller_kvs), None)
+        if kv is None or kv.create_revision != token.create_revision:
+            holder = "none" if kv is None else ControllerRecord.from_json(kv.value)
+            raise StaleControllerEpochError(
+                f"controller epoch {token.epoch} (broker {token.broker_id}) has been replaced; "
+                f"controller now: {holder}"
+            )
+
+
+def initial_state(replicas: Sequence[int], controller_epoch: int = 0) -> PartitionState:
+    """A new partition: the first replica leads, every replica is in sync (logs are empty)."""
+    return PartitionState(
+        leader=replicas[0], leader_epoch=0, isr=tuple(replicas), controller_epoch=controller_epoch
+    )
+
+
+def _versioned_state(kv: KeyValue) -> Versioned[PartitionState]:
+    return Versioned(PartitionState.from_json(kv.value), kv.mod_revision, kv.create_revision)

@@ -1,0 +1,148 @@
+"""Prometheus metrics of the request layer, kept apart from the logic that updates them.
+
+Each broker owns its own ``CollectorRegistry`` so several brokers can live in one
+process (tests, benchmarks) without clashing on metric names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from hot.errors import StrataError
+
+if TYPE_CHECKING:
+    from hot.log import Log
+    from hot.manager import LogManager
+
+_LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+
+_THROTTLE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+class BrokerMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.produced_messages = Counter("strata_produce_messages", "Records appended", ["topic"], registry=r)
+        self.produced_bytes = Counter(
+            "strata_produce_bytes", "Record batch bytes appended", ["topic"], registry=r
+        )
+        self.fetched_bytes = Counter("strata_fetch_bytes", "Record batch bytes served", ["topic"], registry=r)
+        self.fetched_messages = Counter(
+            "strata_fetch_messages", "Records served (offsets the batches cover)", ["topic"], registry=r
+        )
+        self.produce_latency = Histogram(
+            "strata_produce_latency_seconds",
+            "Produce latency from request decode to acknowledgement",
+            ["api"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.fetch_latency = Histogram(
+            "strata_fetch_latency_seconds",
+            "Fetch latency including long-poll wait",
+            ["api"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.request_latency = Histogram(
+            "strata_request_latency_seconds",
+            "Kafka request handling latency by API",
+            ["api"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.errors = Counter(
+            "strata_request_errors", "Per-partition or request errors", ["api", "code"], registry=r
+        )
+        self.connections = Gauge("strata_kafka_connections", "Open Kafka protocol connections", registry=r)
+        self.http_requests = Counter(
+            "strata_http_requests", "REST requests by route and status", ["route", "status"], registry=r
+        )
+        self.http_latency = Histogram(
+            "strata_http_latency_seconds",
+            "REST request latency",
+            ["route"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+
+        self.quota_throttle = Histogram(
+            "strata_quota_throttle_seconds",
+            "Throttle times imposed on a user over its byte-rate quota (broker.security.quotas)",
+            ["principal", "quota"],
+            buckets=_THROTTLE_BUCKETS,
+            registry=r,
+        )
+
+    def quota_throttled(self, user: str, quota: str, seconds: float) -> None:
+        self.quota_throttle.labels(f"User:{user}", quota).observe(seconds)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class LogStatsCollector(Collector):
+    """Per-partition log figures read at scrape time (nothing on the append path): local
+    size and segment count, and where the offsets sit. ``logs`` yields (topic, partition,
+    log) for the partitions this broker hosts."""
+
+    def __init__(self, logs: Callable[[], Iterable[tuple[str, int, Log]]]) -> None:
+        self._logs = logs
+
+    def describe(self) -> Iterator[Metric]:
+        yield from self._families(())  # names only: registering reads no log
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._families(self._logs())
+
+    @staticmethod
+    def _families(logs: Iterable[tuple[str, int, Log]]) -> Iterator[Metric]:
+        labels = ["topic", "partition"]
+        size = GaugeMetricFamily(
+            "strata_log_size_bytes", "Bytes of the partition's local segments", labels=labels
+        )
+        segments = GaugeMetricFamily("strata_log_segments", "Local segments of the partition", labels=labels)
+        offsets = {
+            "start": GaugeMetricFamily(
+                "strata_log_start_offset", "First readable offset (remote tier included)", labels=labels
+            ),
+            "local_start": GaugeMetricFamily(
+                "strata_log_local_start_offset", "First offset still on local disk", labels=labels
+            ),
+            "hw": GaugeMetricFamily("strata_log_high_watermark", "High watermark", labels=labels),
+            "end": GaugeMetricFamily("strata_log_end_offset", "Log end offset", labels=labels),
+        }
+        for topic, partition, log in logs:
+            lv = [topic, str(partition)]
+            segs = log.segments()
+            size.add_metric(lv, sum(s.size for s in segs))
+            segments.add_metric(lv, len(segs))
+            offsets["start"].add_metric(lv, log.log_start_offset)
+            offsets["local_start"].add_metric(lv, log.local_log_start_offset)
+            offsets["hw"].add_metric(lv, log.high_watermark)
+            offsets["end"].add_metric(lv, log.log_end_offset)
+        yield size
+        yield segments
+        yield from offsets.values()
+
+
+def manager_logs(manager: LogManager) -> Callable[[], list[tuple[str, int, Log]]]:
+    """The (topic, partition, log) triples a LogManager hosts, for LogStatsCollector."""
+
+    def logs() -> list[tuple[str, int, Log]]:
+        out: list[tuple[str, int, Log]] = []
+        for info in manager.topics():
+            for p in range(info.partitions):
+                try:
+                    out.append((info.name, p, manager.get_log(info.name, p)))
+                except StrataError:
+                    continue  # refused (corrupt), deleted meanwhile, or not a replica here
+        return out
+
+    return logs

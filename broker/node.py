@@ -1,0 +1,311 @@
+"""The life cycle of a cluster-mode broker (``strata serve --etcd ...``), driven by
+``api.server.serve``.
+
+Start-up, in order:
+
+1. ``connect``: reach etcd, start the metadata watch (an etcd that does not answer fails
+   the start with a clear error), and take the broker id: the configured one, or a fresh
+   one from etcd's counter;
+2. the server opens the ``ClusterLogManager`` (replicated logs, checkpointed high
+   watermarks), builds the ``Broker`` and a Kafka listener with the cluster
+   handlers, and binds its sockets;
+3. ``start``: register in etcd under a lease with the bound addresses (waiting for a
+   previous incarnation's registration to expire), then start the replica manager
+   (roles, fetchers, ISR, acks) and campaign for the controller role.
+
+Shutdown (SIGTERM), ``stop``, before the listeners close: refuse new writes, give
+acks=all requests already appended a moment to complete, resign as controller, revoke
+the lease (the controller moves leadership away at once, rather than after the lease
+TTL), stop fetching, and write the high-watermark checkpoint when the logs close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from broker.broker import Broker, RemoteTier
+from broker.cluster_config import ClusterConfig
+from broker.config import BrokerConfig
+from broker.controller import Controller
+from broker.embedded_store import EmbeddedMetadataStore
+from broker.etcd import EtcdClient
+from broker.follower_retention import FollowerRetention
+from broker.groups.coordinator import GroupCoordinator
+from broker.groups.offsets import OFFSETS_TOPIC
+from broker.groups.replicated_offsets import ClusterOffsetStore, offsets_topic_configs
+from broker.inter_broker import client_security
+from broker.keys import KeyLayout
+from broker.log_manager import ClusterLogManager
+from broker.metadata import MetadataClient
+from broker.metadata_store import MetadataStore
+from broker.metrics import BrokerMetrics
+from broker.replica_manager import ReplicaManager, Role, log_configs
+from broker.security.acl_store import AclStore, FileAclStore, acls_path
+from broker.security.etcd_documents import EtcdAclStore, EtcdUserStore, SecurityDocuments
+from broker.security.etcd_quotas import EtcdQuotaStore
+from broker.security.users import UserStore, users_path
+from hot.errors import MetadataStoreError
+from tiering.service import TieringService
+
+log = logging.getLogger("strata.cluster.node")
+
+# How long a stopping leader waits for followers to acknowledge what it already appended.
+SHUTDOWN_DRAIN_S = 1.0
+# How long a cluster of one waits at start to lead its partitions again before "ready".
+LEAD_AT_START_S = 15.0
+
+
+class ClusterNode:
+    """One broker's membership of a cluster (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        cluster: ClusterConfig,
+        etcd: MetadataStore,
+        client: MetadataClient,
+        broker_id: int,
+    ) -> None:
+        self.config = dataclasses.replace(config, broker_id=broker_id)
+        self.cluster = cluster
+        self.etcd = etcd
+        self.client = client
+        self.broker_id = broker_id
+        self.manager = ClusterLogManager(self.config.data_dir, self.config.log)
+        self.replicas = ReplicaManager(broker_id, client, self.manager, cluster)
+        self.replicas.security = client_security(self.config)
+        self.controller: Controller | None = None
+        self.follower_retention: FollowerRetention | None = None
+        self._started = False
+        self.offset_store: ClusterOffsetStore | None = None  # make_groups
+        # ACLs and SASL users of the whole cluster (broker.security.etcd_documents), watched from etcd.
+        self.security = SecurityDocuments(etcd, client.layout)
+
+    @classmethod
+    async def connect(cls, config: BrokerConfig, cluster: ClusterConfig) -> ClusterNode:
+        etcd: MetadataStore
+        if cluster.etcd is None:
+            etcd = EmbeddedMetadataStore(config.data_dir / "meta")
+        else:
+            etcd = EtcdClient(cluster.etcd, timeout=cluster.etcd_timeout_s)
+        try:
+            await etcd.connect()
+            client = MetadataClient(etcd, KeyLayout(config.cluster_id), lease_ttl=cluster.lease_ttl_s)
+            try:
+                await client.start()
+            except MetadataStoreError as exc:
+                where = f"etcd at {cluster.etcd}" if cluster.etcd is not None else "the metadata store"
+                raise MetadataStoreError(f"cannot reach {where}: {exc}") from exc
+            broker_id = cluster.broker_id
+            if broker_id is None:
+                broker_id = await client.allocate_broker_id()
+                log.info("broker id %d assigned through etcd", broker_id)
+        except BaseException:
+            await etcd.close()
+            raise
+        return cls(config, cluster, etcd, client, broker_id)
+
+    async def adopt_local_topics(self) -> list[str]:
+        """A cluster of one (embedded store) adopts the topics its data dir already holds
+        and the store does not: a data dir written before the single node ran on the
+        embedded store, or restored from the bucket (``tiering.restore``). Same topic id,
+        partitions and overrides; one replica, this broker. Returns the adopted names."""
+        if self.cluster.etcd is not None:
+            return []
+        # A single node's committed offsets from before (hot.manager.adopt_partition):
+        # partition 0 of a one-partition __consumer_offsets, so every group maps to it
+        # (broker.groups.replicated_offsets.partition_for) and finds its offsets there.
+        offsets_configs = offsets_topic_configs(1, self.config.groups.offsets_segment_bytes)
+        old = [self.config.data_dir / f"{OFFSETS_TOPIC}-0", self.manager.adoption_dir(OFFSETS_TOPIC, 0)]
+        source = next((d for d in old if d.is_dir()), None)
+        if source is not None:
+            self.manager.adopt_partition(OFFSETS_TOPIC, 0, source, log_configs(offsets_configs))
+            log.info("adopted the committed offsets of %s", source)
+        adopted: list[str] = []
+        for info in self.manager.topics():
+            if info.name in self.client.view.topics:
+                continue
+            configs = offsets_configs if info.name == OFFSETS_TOPIC else dict(info.configs)
+            replicas = [[self.broker_id]] * info.partitions
+            await self.client.create_topic(info.name, replicas, configs, topic_id=str(info.topic_id))
+            adopted.append(info.name)
+        if adopted:
+            log.info("the metadata store adopted %d local topics: %s", len(adopted), ", ".join(adopted))
+        return adopted
+
+    def make_broker(
+        self,
+        config: BrokerConfig,
+        metrics: BrokerMetrics | None = None,
+        *,
+        tiering: RemoteTier | None = None,
+        groups: object | None = None,
+    ) -> Broker:
+        """The broker over this node's replicas; ``config`` is the final one (with the
+        bound listener addresses)."""
+        self.config = config
+        broker = Broker(
+            config,
+            self.manager,
+            self.replicas,
+            metrics,
+            tiering=tiering,
+            groups=groups,  # type: ignore[arg-type]
+        )
+        broker.offset_store = self.offset_store
+        if not self.cluster.embedded:
+            # Runtime quotas shared by the whole cluster (broker.security.etcd_quotas), not per data dir.
+            broker.quotas.store = EtcdQuotaStore(self.etcd, self.client.layout, self.client.view)
+        return broker
+
+    def make_groups(self, config: BrokerConfig) -> GroupCoordinator:
+        """The group coordinator of cluster mode: offsets in the replicated
+        ``__consumer_offsets`` topic, groups served by its partitions' leaders
+        (``broker.groups.replicated_offsets``)."""
+        store = ClusterOffsetStore(self.broker_id, self.replicas, config.groups)
+        coordinator = GroupCoordinator(
+            config.groups,
+            lambda: store,
+            node_id=self.broker_id,
+            locator=store,
+            partition_exists=store.partition_exists,
+        )
+        store.attach(coordinator)
+        self.offset_store = store
+        return coordinator
+
+    # ACLs, SASL users and runtime quotas: a cluster's live in etcd (broker.security.etcd_documents,
+    # broker.security.etcd_quotas); a single node keeps them in its data dir's files (api.security), which
+    # `strata users` edits while the broker runs. Both behind the same store protocols.
+
+    async def start_security(self) -> None:
+        """Load the cluster's ACLs and users before any listener accepts a connection."""
+        if not self.cluster.embedded:
+            await self.security.start()
+
+    def acl_store(self) -> AclStore:
+        if self.cluster.embedded:
+            return FileAclStore(acls_path(self.config.data_dir))
+        return EtcdAclStore(self.security)
+
+    def user_store(self) -> EtcdUserStore | UserStore:
+        if self.cluster.embedded:
+            return UserStore(users_path(self.config.data_dir))
+        return EtcdUserStore(self.security)
+
+    def security_home(self, path: Path) -> str:
+        """Where ACLs or users live, for the start-up lines: etcd, or ``path``."""
+        return str(path) if self.cluster.embedded else "etcd"
+
+    def attach_tiering(self, tiering: TieringService) -> None:
+        """Only partition leaders upload and apply remote retention, and each manifest
+        write carries the leader epoch (a deposed leader's writes are refused)."""
+        tiering.is_leader = self.is_leader
+        tiering.uploader.leader_epoch = self.leader_epoch
+
+        def deleted() -> None:
+            guard = self.manager.disk_guard  # installed when tiering starts
+            if guard is not None:
+                guard.invalidate()
+
+        # Followers delete local segments the leader has uploaded (read-only manifests).
+        self.follower_retention = FollowerRetention(
+            self.replicas, tiering.manifests, tiering.config.upload_interval_ms / 1000, on_deleted=deleted
+        )
+
+    def is_leader(self, topic: str, partition: int) -> bool:
+        """Whether this broker leads the partition now (tiering uploads only then)."""
+        rep = self.replicas.replicas.get((topic, partition))
+        return rep is not None and rep.role is Role.LEADER and self.replicas.lease_alive()
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        rep = self.replicas.replicas.get((topic, partition))
+        return rep.leader_epoch if rep is not None and rep.role is Role.LEADER else -1
+
+    async def start(self, kafka_host: str, kafka_port: int, http_port: int) -> None:
+        """Register (after the listeners are bound) and start replicating."""
+        reg = await self.client.register(
+            kafka_host,
+            kafka_port,
+            http_port,
+            broker_id=self.broker_id,
+            replica_listener=self.cluster.inter_broker_listener,
+        )
+        log.info(
+            "registered as broker %d (%s:%d) in cluster %s",
+            reg.broker_id,
+            reg.host,
+            reg.kafka_port,
+            self.config.cluster_id,
+        )
+        # "ready" only once this broker's own view lists it: a CreateTopics right after
+        # the start would otherwise place replicas on no live broker.
+        with contextlib.suppress(TimeoutError):
+            await self.client.view.wait_for(
+                lambda v: self.broker_id in v.live_broker_ids(), self.cluster.etcd_timeout_s
+            )
+        self.replicas.start()
+        if self.follower_retention is not None:
+            self.follower_retention.start()
+        self.controller = Controller(self.client).start()
+        self._started = True
+        if self.cluster.embedded:
+            await self._await_leadership(LEAD_AT_START_S)
+
+    async def _await_leadership(self, timeout: float) -> None:
+        """A cluster of one is ready once it leads every partition again (the controller
+        elects it anew after a restart, in a new leader epoch): as a single node always
+        was, so a client's first request after "ready" finds its leader. Bounded: a
+        partition still without a leader after ``timeout`` answers NOT_LEADER and the
+        clients retry."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        me = self.broker_id
+        while loop.time() < deadline:
+            view = self.client.view
+            waiting = [
+                (name, p)
+                for name, va in view.topics.items()
+                for p, replicas in enumerate(va.value.partitions)
+                if me in replicas
+                and ((rep := self.replicas.replicas.get((name, p))) is None or rep.role is not Role.LEADER)
+            ]
+            if not waiting:
+                return
+            await asyncio.sleep(0.01)
+        log.warning("not leading every partition %.0f s after the start; clients will retry", timeout)
+
+    async def stop(self, *, before_leaving: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Leave the cluster (see the module docstring); the logs close afterwards.
+        ``before_leaving`` runs once writes are refused and acknowledged, while this broker
+        still leads (the upload at shutdown, tiering.upload_lag)."""
+        self.replicas.begin_shutdown()
+        if self._started:
+            await self.replicas.drain(SHUTDOWN_DRAIN_S)
+            if before_leaving is not None:
+                await before_leaving()
+        if self.controller is not None:
+            await self.controller.stop(resign=True)
+            self.controller = None
+        with contextlib.suppress(MetadataStoreError):
+            await self.client.close(deregister=True)
+        if self.follower_retention is not None:
+            await self.follower_retention.stop()
+        await self.replicas.stop()
+        await self.security.close()
+        await self.etcd.close()
+
+    async def close(self) -> None:
+        """Release etcd without the orderly leave (start-up failures)."""
+        with contextlib.suppress(MetadataStoreError):
+            await self.client.close(deregister=True)
+        if self.follower_retention is not None:
+            await self.follower_retention.stop()
+        await self.replicas.stop()
+        await self.security.close()
+        await self.etcd.close()

@@ -1,0 +1,748 @@
+"""This broker's replicas: leader or follower of each partition, as etcd says, and the
+leader's bookkeeping (high watermark, ISR changes, acks).
+
+Everything here runs on the broker's event loop; ``Log`` calls are synchronous (page
+cache) except the follower's flush, which the fetcher runs in a thread.
+
+Roles follow the watched ``ClusterView``. For each partition with a replica here:
+
+* the state names this broker leader: become leader in that epoch (Kafka's makeLeader):
+  record the epoch in the log's leader-epoch cache at the log end, start a fresh
+  ``LeaderState`` (HW = min over the ISR, caught-up rule, acks checks). A state written
+  before this broker's current registration (``mod_revision`` below its broker epoch)
+  names a previous incarnation: the broker first takes a new epoch by compare-and-swap,
+  so nothing of the previous incarnation's epoch survives un-fenced;
+* another broker leads: follow it (``broker.fetcher``), truncating by leader epoch
+  first; a partition without leader (-1) is not fetched;
+* the topic is gone, or this broker is no longer a replica: drop the replica.
+
+The local topic registry mirrors etcd's topics that have a replica here (same topic id,
+partition count and log configs, so admin changes made through etcd reach the local
+logs); logs exist only for the partitions placed here (``hosts``, the log manager's
+``hosted``). A topic deleted (or recreated) in etcd is deleted locally. A local topic
+etcd never showed since this broker started is kept, with a warning: an etcd that lost
+its data must not make every broker delete everything.
+
+ISR changes (Kafka's AlterPartition, written by the leader): every
+``replica.lag.time.max.ms`` / 2 the leader proposes to drop followers out of sync for
+longer than that; a follower outside the ISR whose fetch reaches the high watermark and
+this epoch's start is proposed for addition. Each proposal is written to etcd with a
+compare on the state's revision and the leader epoch (``update_partition_state``); the
+high watermark waits for the proposed ISR until the write is settled.
+
+Leading needs a live registration lease: when this broker cannot be sure its lease is
+alive (``LeaseKeeper.alive_until`` passed, or etcd said it is gone) it stops accepting
+writes (NOT_LEADER_OR_FOLLOWER), since the controller may by then have elected another
+leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import heapq
+import itertools
+import logging
+import time
+import uuid
+from collections.abc import Callable, Coroutine, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from broker.cluster_config import ClusterConfig
+from broker.controller import CLUSTER_TOPIC_CONFIGS
+from broker.inter_broker import InterBrokerClient
+from broker.log_manager import ClusterLogManager
+from broker.metadata import NO_LEADER, MetadataClient, PartitionState, TopicAssignment, Versioned
+from broker.replication.leader_state import (
+    ACKS_ALL,
+    LeaderState,
+    check_current_leader_epoch,
+)
+from hot.errors import (
+    LogClosedError,
+    MetadataStoreError,
+    NotEnoughReplicasAfterAppendError,
+    NotLeaderError,
+    StrataError,
+    UnknownTopicOrPartitionError,
+)
+from hot.log import Log
+from hot.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from broker.fetcher import ReplicaFetcher
+
+log = logging.getLogger("strata.cluster.replicas")
+
+TopicPartition = tuple[str, int]
+
+
+class Role(enum.Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    NONE = "none"  # no leader, or leadership not (yet) taken in this incarnation
+
+
+_Waiter = tuple[int, int, "asyncio.Future[None]"]
+
+
+@dataclass(eq=False)
+class PartitionReplica:
+    """This broker's replica of one partition (event loop only)."""
+
+    topic: str
+    partition: int
+    log: Log
+    role: Role = Role.NONE
+    leader_id: int = NO_LEADER
+    leader_epoch: int = -1
+    replicas: tuple[int, ...] = ()
+    leader: LeaderState | None = None
+    # acks=all waiters: (last offset + 1, seq, future), completed when the HW reaches it.
+    ack_waiters: list[_Waiter] = field(default_factory=list)
+    # acks=1 waiters in fsync mode: completed when the leader's flush reaches it.
+    flush_waiters: list[_Waiter] = field(default_factory=list)
+    # Replica fetches parked until something is appended (or the role changes).
+    data_waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    isr_writing: bool = False
+    # mod_revision of this leader's last ISR write: an older view must not undo it.
+    isr_revision: int = 0
+    taking_epoch: bool = False
+    # A new leader of a tiered partition starts a new segment at its first append: the old
+    # leader may have rolled at this log end (tiering.upload_lag) and uploaded up to it
+    # without any follower seeing that boundary; appending into the segment below it would
+    # straddle the end of the uploaded range, which the uploader cannot continue from.
+    roll_before_append: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    def leader_end_for_hw(self) -> int:
+        """What the leader counts as its own log end for the HW: in fsync mode only what
+        is flushed, so an acknowledged record is on the leader's disk too."""
+        lg = self.log
+        return lg.recovery_point if lg.config.fsync_mode else lg.log_end_offset
+
+    def wake_data_waiters(self) -> None:
+        waiters, self.data_waiters = self.data_waiters, set()
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+
+def log_configs(configs: dict[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
+    """A topic's etcd configs without those only the cluster layer interprets."""
+    items = configs.items() if isinstance(configs, dict) else configs
+    return {k: v for k, v in items if k not in CLUSTER_TOPIC_CONFIGS}
+
+
+class ReplicaManager:
+    """This broker's replicas (see the module docstring)."""
+
+    def __init__(
+        self,
+        broker_id: int,
+        client: MetadataClient,
+        manager: ClusterLogManager,
+        config: ClusterConfig,
+    ) -> None:
+        self.broker_id = broker_id
+        self.client = client
+        self.view = client.view
+        self.manager = manager
+        self.config = config
+        self.replicas: dict[TopicPartition, PartitionReplica] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        # How followers connect to leaders (broker.inter_broker); None: plaintext.
+        self.security: InterBrokerClient | None = None
+        self.shutting_down = False
+        self._by_log: dict[int, PartitionReplica] = {}
+        self._seen_topics: set[str] = set()  # in etcd at some point since start
+        self._kept_unknown: set[str] = set()
+        self._seq = itertools.count()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._background: set[asyncio.Task[None]] = set()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        # Metric hook (broker.cluster_metrics): (topic, partition, old ISR, new ISR) per ISR
+        # change this leader wrote to etcd.
+        self.on_isr_change: Callable[[str, int, tuple[int, ...], tuple[int, ...]], None] = (
+            lambda topic, partition, old, new: None
+        )
+        manager.hosted = self.hosts
+
+    def hosts(self, topic: str, partition: int) -> bool:
+        """Whether the cluster metadata places a replica of the partition on this broker."""
+        va = self.view.topics.get(topic)
+        if va is None or not 0 <= partition < va.value.partition_count:
+            return False
+        return self.broker_id in va.value.partitions[partition]
+
+    # --- life cycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self.manager.on_flushed = self._flushed_threadsafe
+        self._tasks = [
+            self._loop.create_task(self._reconcile_loop(), name="replicas-reconcile"),
+            self._loop.create_task(self._isr_loop(), name="replicas-isr"),
+            self._loop.create_task(self._checkpoint_loop(), name="replicas-hw-checkpoint"),
+        ]
+
+    def begin_shutdown(self) -> None:
+        """Stop leading: refuse new writes (waiting acks may still complete)."""
+        self.shutting_down = True
+
+    async def drain(self, timeout: float) -> None:
+        """Give waiting acks=all requests up to ``timeout`` to complete (followers still fetch)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not any(r.ack_waiters or r.flush_waiters for r in self.replicas.values()):
+                return
+            await asyncio.sleep(0.02)
+
+    async def stop(self) -> None:
+        self.shutting_down = True
+        self.manager.on_flushed = None
+        for t in [*self._tasks, *self._background]:
+            with contextlib.suppress(Exception):
+                await cancel_and_wait(t)
+        self._tasks = []
+        for f in list(self.fetchers.values()):
+            await f.stop()
+        self.fetchers.clear()
+        for rep in self.replicas.values():
+            self._fail_waiters(rep, NotLeaderError(f"{rep.name}: broker {self.broker_id} is shutting down"))
+            rep.wake_data_waiters()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        assert self._loop is not None
+        task = self._loop.create_task(coro, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    # --- leases ------------------------------------------------------------------------------
+
+    def lease_alive(self) -> bool:
+        """Whether this broker's registration lease is certainly alive right now."""
+        keeper = self.client.keeper
+        if keeper is None or keeper.lost.is_set() or self.client.lease_id is None:
+            return False
+        return time.monotonic() < keeper.alive_until
+
+    # --- reconciling with the view ------------------------------------------------------------
+
+    async def _reconcile_loop(self) -> None:
+        while True:
+            seq = self.view.seq
+            try:
+                self.reconcile()
+            except Exception:
+                log.exception("reconciling replicas with the cluster metadata failed")
+            await self.view.wait_changed(seq, 1.0)
+
+    def reconcile(self) -> None:
+        """Bring local topics and replica roles in line with the view (synchronous)."""
+        if not self.view.ready:
+            return
+        me = self.broker_id
+        wanted: dict[str, Versioned[TopicAssignment]] = {
+            name: va for name, va in self.view.topics.items() if any(me in r for r in va.value.partitions)
+        }
+        self._seen_topics.update(self.view.topics)
+        for info in self.manager.topics():
+            va = wanted.get(info.name)
+            if va is not None and info.topic_id == uuid.UUID(va.value.topic_id):
+                continue
+            if va is None and info.name not in self._seen_topics:
+                # Never seen in etcd since this broker started: an etcd that lost its data,
+                # or the wrong cluster name. Keep the data; an operator decides.
+                if info.name not in self._kept_unknown:
+                    self._kept_unknown.add(info.name)
+                    log.warning("local topic %s is unknown to cluster etcd; keeping its data", info.name)
+                continue
+            self._drop_topic(info.name)
+            log.info("deleting local replicas of topic %s (deleted, or recreated, in the cluster)", info.name)
+            self.manager.delete_topic(info.name)
+        for name, va in wanted.items():
+            self._mirror_topic(name, va.value)
+            for p, replicas in enumerate(va.value.partitions):
+                key = (name, p)
+                if me not in replicas:
+                    self._remove_replica(key)
+                    continue
+                vs = self.view.partitions.get(key)
+                if vs is None:
+                    continue  # state not written yet (multi-step creation)
+                rep = self._replica(name, p)
+                if rep is not None:
+                    self._apply(rep, replicas, vs)
+
+    def _mirror_topic(self, name: str, a: TopicAssignment) -> None:
+        configs = log_configs(dict(a.configs))
+        tid = uuid.UUID(a.topic_id)
+        try:
+            info = self.manager.topic(name)
+        except UnknownTopicOrPartitionError:
+            log.info("creating local replicas of topic %s (%d partitions)", name, a.partition_count)
+            self.manager.create_topic(name, a.partition_count, configs, topic_id=tid)
+            return
+        if info.partitions < a.partition_count:
+            self.manager.add_partitions(name, a.partition_count)
+        if dict(info.configs) != configs:
+            self.manager.alter_topic_configs(name, configs, replace=True)
+
+    def _replica(self, topic: str, partition: int) -> PartitionReplica | None:
+        key = (topic, partition)
+        try:
+            lg = self.manager.ensure_log(topic, partition)
+        except StrataError as exc:
+            log.warning("%s-%d: no usable local log: %s", topic, partition, exc)
+            self._drop_replica(key)
+            return None
+        rep = self.replicas.get(key)
+        if rep is not None and rep.log is lg:
+            return rep
+        if rep is not None:
+            self._drop_replica(key)
+        rep = PartitionReplica(topic, partition, lg)
+        self.replicas[key] = rep
+        self._by_log[id(lg)] = rep
+        return rep
+
+    def _drop_topic(self, topic: str) -> None:
+        for key in [k for k in self.replicas if k[0] == topic]:
+            self._drop_replica(key)
+
+    def _remove_replica(self, key: TopicPartition) -> None:
+        """This broker is not (or no longer) a replica of ``key``: stop, and delete the
+        local log if it held one (reassigned away; or left over from before a crash).
+        Empty logs of partitions never hosted here are the topic's and stay."""
+        was_replica = key in self.replicas
+        self._drop_replica(key)
+        try:
+            lg = self.manager.get_log(*key)
+        except StrataError:
+            lg = None
+        if not was_replica and (lg is None or lg.log_end_offset == 0):
+            return
+        try:
+            if self.manager.remove_partition(*key):
+                log.info("%s-%d: deleted the local replica (no longer assigned here)", *key)
+                self._spawn(self._checkpoint_now(), f"hw-checkpoint-{key[0]}-{key[1]}")
+        except StrataError as exc:
+            log.error("%s-%d: cannot delete the local replica: %s", key[0], key[1], exc)
+
+    async def _checkpoint_now(self) -> None:
+        try:
+            await asyncio.to_thread(self.manager.checkpoint_high_watermarks)
+        except StrataError as exc:
+            log.error("high-watermark checkpoint failed: %s", exc)
+
+    def _drop_replica(self, key: TopicPartition) -> None:
+        rep = self.replicas.pop(key, None)
+        if rep is None:
+            return
+        self._by_log.pop(id(rep.log), None)
+        self._stop_following(rep)
+        rep.role = Role.NONE
+        rep.leader = None
+        self._fail_waiters(rep, NotLeaderError(f"{rep.name}: no longer a replica on broker {self.broker_id}"))
+        rep.wake_data_waiters()
+
+    def _apply(self, rep: PartitionReplica, replicas: tuple[int, ...], vs: Versioned[PartitionState]) -> None:
+        s = vs.value
+        rep.replicas = replicas
+        if s.leader == self.broker_id:
+            if vs.mod_revision < self.client.broker_epoch or not self.lease_alive():
+                # Written for a previous incarnation of this broker (or our lease is in
+                # doubt): take a fresh epoch before leading.
+                if rep.role is Role.LEADER and rep.leader_epoch == s.leader_epoch:
+                    return  # ours: the lease check on writes covers the doubt
+                self._resign(rep, s.leader_epoch)
+                if self.lease_alive() and not rep.taking_epoch:
+                    rep.taking_epoch = True
+                    self._spawn(self._take_new_epoch(rep, vs), f"epoch-{rep.name}")
+                return
+            if rep.role is Role.LEADER and rep.leader_epoch == s.leader_epoch and rep.leader is not None:
+                self._sync_leader(rep, replicas, vs)
+            else:
+                self._become_leader(rep, replicas, s)
+        else:
+            if rep.role is Role.FOLLOWER and rep.leader_id == s.leader and rep.leader_epoch == s.leader_epoch:
+                return
+            self._become_follower(rep, s.leader, s.leader_epoch)
+
+    async def _take_new_epoch(self, rep: PartitionReplica, vs: Versioned[PartitionState]) -> None:
+        try:
+            s = vs.value
+            new = PartitionState(self.broker_id, s.leader_epoch + 1, s.isr, s.controller_epoch)
+            res = await self.client.update_partition_state(rep.topic, rep.partition, vs, new)
+            if res.ok:
+                log.info("%s: took leader epoch %d after restarting", rep.name, new.leader_epoch)
+        except (MetadataStoreError, StrataError) as exc:
+            log.warning("%s: could not take a new leader epoch: %s", rep.name, exc)
+        finally:
+            rep.taking_epoch = False
+
+    def _resign(self, rep: PartitionReplica, epoch: int) -> None:
+        self._stop_following(rep)
+        if rep.role is Role.LEADER:
+            self._fail_waiters(
+                rep, NotLeaderError(f"{rep.name}: leadership of epoch {epoch} is being renewed")
+            )
+        rep.role = Role.NONE
+        rep.leader = None
+        rep.leader_id = NO_LEADER
+        rep.leader_epoch = epoch
+        rep.wake_data_waiters()
+
+    def _become_leader(self, rep: PartitionReplica, replicas: tuple[int, ...], s: PartitionState) -> None:
+        self._stop_following(rep)
+        lg = rep.log
+        try:
+            lg.assign_leader_epoch(s.leader_epoch)
+        except StrataError as exc:
+            log.error("%s: cannot lead in epoch %d: %s", rep.name, s.leader_epoch, exc)
+            self._resign(rep, s.leader_epoch)
+            return
+        rep.leader = LeaderState(
+            leader_id=self.broker_id,
+            leader_epoch=s.leader_epoch,
+            replicas=replicas,
+            isr=tuple(r for r in s.isr if r in replicas),
+            leader_epoch_start_offset=lg.log_end_offset,
+            high_watermark=lg.high_watermark,
+            replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+            min_insync_replicas=lg.config.min_insync_replicas,
+            is_eligible=self._eligible,
+        )
+        rep.role = Role.LEADER
+        rep.leader_id = self.broker_id
+        rep.leader_epoch = s.leader_epoch
+        rep.isr_writing = False
+        rep.roll_before_append = lg.config.remote_storage_enable
+        log.info(
+            "%s: leader in epoch %d (isr %s, log end %d, hw %d)",
+            rep.name,
+            s.leader_epoch,
+            list(s.isr),
+            lg.log_end_offset,
+            lg.high_watermark,
+        )
+        rep.wake_data_waiters()
+        self.maybe_advance_hw(rep)
+
+    def _eligible(self, broker: int) -> bool:
+        return broker in self.view.brokers
+
+    def _sync_leader(
+        self, rep: PartitionReplica, replicas: tuple[int, ...], vs: Versioned[PartitionState]
+    ) -> None:
+        leader = rep.leader
+        assert leader is not None
+        s = vs.value
+        if replicas != leader.replicas:
+            leader.update_replicas(replicas)
+        # A replica reassigned away leaves the ISR with it (the controller removes it
+        # from etcd's ISR too, should a racing ISR write have put it back).
+        isr = tuple(r for r in s.isr if r in replicas)
+        if (
+            leader.pending_isr is None
+            and frozenset(isr) != leader.isr
+            and vs.mod_revision >= rep.isr_revision
+        ):
+            # Changed by the controller (a dead follower removed) within our epoch. A view
+            # older than our own last ISR write must not undo it: an expansion undone
+            # would let the HW pass records an ISR member in etcd lacks.
+            leader.commit_isr(isr)
+            self.maybe_advance_hw(rep)
+        min_isr = rep.log.config.min_insync_replicas
+        if leader.min_insync_replicas != min_isr:
+            leader.min_insync_replicas = min_isr
+
+    def _become_follower(self, rep: PartitionReplica, leader_id: int, epoch: int) -> None:
+        was_leader = rep.role is Role.LEADER
+        self._stop_following(rep)
+        if was_leader:
+            self._fail_waiters(rep, NotLeaderError(f"{rep.name}: leadership moved to broker {leader_id}"))
+        rep.leader = None
+        rep.role = Role.FOLLOWER if leader_id != NO_LEADER else Role.NONE
+        rep.leader_id = leader_id
+        rep.leader_epoch = epoch
+        rep.wake_data_waiters()
+        if leader_id == NO_LEADER:
+            log.info("%s: offline (no leader) in epoch %d", rep.name, epoch)
+            return
+        log.info("%s: following broker %d in epoch %d", rep.name, leader_id, epoch)
+        fetcher = self.fetchers.get(leader_id)
+        if fetcher is None:
+            from broker.fetcher import ReplicaFetcher
+
+            fetcher = self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
+        fetcher.add(rep, epoch)
+
+    def _stop_following(self, rep: PartitionReplica) -> None:
+        if rep.role is not Role.FOLLOWER:
+            return
+        fetcher = self.fetchers.get(rep.leader_id)
+        if fetcher is not None:
+            fetcher.remove(rep)
+            if fetcher.idle:
+                self.fetchers.pop(rep.leader_id, None)
+                self._spawn(fetcher.stop(), f"stop-fetcher-{rep.leader_id}")
+
+    def following(self, rep: PartitionReplica, leader_id: int, epoch: int) -> bool:
+        """Whether ``rep`` still follows ``leader_id`` in ``epoch`` (checked by fetchers
+        after every await)."""
+        return (
+            self.replicas.get((rep.topic, rep.partition)) is rep
+            and rep.role is Role.FOLLOWER
+            and rep.leader_id == leader_id
+            and rep.leader_epoch == epoch
+        )
+
+    def address_of(self, broker_id: int) -> tuple[str, int] | None:
+        """Where followers reach ``broker_id`` (its inter-broker listener), if registered."""
+        live = self.view.brokers.get(broker_id)
+        if live is None:
+            return None
+        return live.registration.replica_address
+
+    # --- leader side: requests ------------------------------------------------------------------
+
+    def leader_replica(self, topic: str, partition: int, current_leader_epoch: int = -1) -> PartitionReplica:
+        """The replica if this broker leads the partition now; otherwise the error a
+        client must see (UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER,
+        FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH for a stale / newer epoch)."""
+        rep = self.replicas.get((topic, partition))
+        if rep is None:
+            if topic not in self.view.topics:
+                raise UnknownTopicOrPartitionError(f"unknown topic {topic!r}")
+            va = self.view.topics[topic].value
+            if not 0 <= partition < va.partition_count:
+                raise UnknownTopicOrPartitionError(f"topic {topic!r} has no partition {partition}")
+            raise NotLeaderError(f"broker {self.broker_id} has no replica of {topic}-{partition}")
+        # Epoch first, as Kafka does: a client with stale metadata learns it is stale.
+        if rep.leader_epoch >= 0:
+            check_current_leader_epoch(current_leader_epoch, rep.leader_epoch)
+        if rep.role is not Role.LEADER or rep.leader is None:
+            raise NotLeaderError(f"broker {self.broker_id} is not the leader of {rep.name}")
+        return rep
+
+    def writable_leader(self, topic: str, partition: int, acks: int) -> PartitionReplica:
+        """``leader_replica`` for a produce: also refuses while shutting down or when the
+        lease is in doubt, and checks min.insync.replicas for acks=all."""
+        rep = self.leader_replica(topic, partition)
+        if self.shutting_down:
+            raise NotLeaderError(f"broker {self.broker_id} is shutting down")
+        if not self.lease_alive():
+            raise NotLeaderError(
+                f"broker {self.broker_id} cannot confirm its cluster lease; refusing writes to {rep.name}"
+            )
+        assert rep.leader is not None
+        rep.leader.check_before_append(acks)
+        return rep
+
+    def appended(self, rep: PartitionReplica) -> None:
+        """After a leader append: wake parked follower fetches; in interval mode the HW
+        may move at once (an ISR of one)."""
+        rep.wake_data_waiters()
+        if not rep.log.config.fsync_mode:
+            self.maybe_advance_hw(rep)
+
+    async def wait_for_acks(
+        self, rep: PartitionReplica, epoch: int, required: int, acks: int, timeout: float
+    ) -> None:
+        """Until the append ending before ``required`` is acknowledged per ``acks``:
+        acks=all once the high watermark passes it (NotEnoughReplicasAfterAppendError
+        when the ISR shrank below min.insync.replicas meanwhile), acks=1 once the leader
+        has it (flushed, in fsync mode). TimeoutError after ``timeout``; NotLeaderError if
+        leadership moves first."""
+        moved = rep.role is not Role.LEADER or rep.leader_epoch != epoch or rep.leader is None
+        if moved and acks == ACKS_ALL:
+            # Even a high watermark past the offset proves nothing now: as a follower this
+            # replica may have truncated the record and taken another at the same offset.
+            raise NotLeaderError(f"{rep.name}: leadership moved while the append waited")
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        if acks == ACKS_ALL:
+            heapq.heappush(rep.ack_waiters, (required, next(self._seq), fut))
+            self._complete_ack_waiters(rep)
+        else:
+            if not rep.log.config.fsync_mode:
+                return
+            heapq.heappush(rep.flush_waiters, (required, next(self._seq), fut))
+            self._complete_flush_waiters(rep)
+        await asyncio.wait_for(fut, timeout)
+
+    def _fail_waiters(self, rep: PartitionReplica, exc: StrataError) -> None:
+        for heap in (rep.ack_waiters, rep.flush_waiters):
+            waiters = list(heap)
+            heap.clear()
+            for _, _, fut in waiters:
+                if not fut.done():
+                    fut.set_exception(exc)
+                    fut.exception()  # the waiter may have timed out: never "not retrieved"
+
+    def _complete_ack_waiters(self, rep: PartitionReplica) -> None:
+        leader = rep.leader
+        if leader is None:
+            return
+        hw = rep.log.high_watermark
+        heap = rep.ack_waiters
+        while heap and heap[0][0] <= hw:
+            required, _, fut = heapq.heappop(heap)
+            if fut.done():
+                continue
+            try:
+                leader.acks_all_complete(required)
+            except NotEnoughReplicasAfterAppendError as exc:
+                fut.set_exception(exc)
+                continue
+            fut.set_result(None)
+
+    def _complete_flush_waiters(self, rep: PartitionReplica) -> None:
+        rp = rep.log.recovery_point
+        heap = rep.flush_waiters
+        while heap and heap[0][0] <= rp:
+            _, _, fut = heapq.heappop(heap)
+            if not fut.done():
+                fut.set_result(None)
+
+    def maybe_advance_hw(self, rep: PartitionReplica) -> None:
+        leader = rep.leader
+        if leader is None or rep.role is not Role.LEADER:
+            return
+        new = leader.maybe_increment_high_watermark(rep.leader_end_for_hw())
+        if new is not None:
+            try:
+                rep.log.set_high_watermark(new)
+            except StrataError as exc:
+                log.error("%s: cannot advance the high watermark: %s", rep.name, exc)
+                self._fail_waiters(rep, exc)
+                return
+        self._complete_ack_waiters(rep)
+
+    def _flushed_threadsafe(self, lg: Log) -> None:
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._flushed, lg)
+
+    def _flushed(self, lg: Log) -> None:
+        rep = self._by_log.get(id(lg))
+        if rep is None or rep.log is not lg:
+            return
+        if not lg.is_online:
+            err = lg.offline_error
+            self._fail_waiters(rep, err if err is not None else LogClosedError(f"log {lg.name} is closed"))
+            return
+        self._complete_flush_waiters(rep)
+        self.maybe_advance_hw(rep)
+
+    # --- leader side: follower fetches ---------------------------------------------------------------
+
+    def follower_fetch(
+        self, rep: PartitionReplica, follower_id: int, fetch_offset: int, follower_log_start: int
+    ) -> None:
+        """Record a follower's fetch (its log end), then move the HW and propose adding
+        it to the ISR if it caught up. NotLeaderError for a broker that is not a replica."""
+        leader = rep.leader
+        assert leader is not None
+        if not leader.record_fetch(
+            follower_id, fetch_offset, rep.log.log_end_offset, follower_log_start_offset=follower_log_start
+        ):
+            raise NotLeaderError(f"broker {follower_id} is not a follower of {rep.name}")
+        self.maybe_advance_hw(rep)
+        if not rep.isr_writing and leader.pending_isr is None and leader.can_join_isr(follower_id):
+            self._propose_isr(rep, leader.isr | {follower_id}, f"broker {follower_id} caught up")
+
+    def data_waiter(self, reps: Iterable[PartitionReplica]) -> asyncio.Future[None]:
+        """A future completed by the next append to (or role change of) any of ``reps``."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for rep in reps:
+            rep.data_waiters.add(fut)
+        return fut
+
+    # --- ISR changes ---------------------------------------------------------------------------------
+
+    async def _isr_loop(self) -> None:
+        period = min(max(self.config.replica_lag_time_max_ms / 2000.0, 0.05), 5.0)
+        while True:
+            await asyncio.sleep(period)
+            for rep in list(self.replicas.values()):
+                leader = rep.leader
+                if rep.role is not Role.LEADER or leader is None or rep.isr_writing:
+                    continue
+                try:
+                    out = leader.shrink_candidates(rep.log.log_end_offset)
+                except StrataError:
+                    continue
+                if out:
+                    self._propose_isr(rep, leader.isr - out, f"out of sync: {sorted(out)}")
+
+    def _propose_isr(self, rep: PartitionReplica, isr: frozenset[int], why: str) -> None:
+        leader = rep.leader
+        assert leader is not None
+        if not self.lease_alive():
+            return
+        leader.propose_isr(isr)
+        rep.isr_writing = True
+        self._spawn(self._write_isr(rep, leader, isr, why), f"isr-{rep.name}")
+
+    async def _write_isr(
+        self, rep: PartitionReplica, leader: LeaderState, isr: frozenset[int], why: str
+    ) -> None:
+        committed = False
+        try:
+            vs = self.view.partitions.get((rep.topic, rep.partition))
+            for _ in range(3):
+                if vs is None:
+                    return
+                s = vs.value
+                if s.leader != self.broker_id or s.leader_epoch != leader.leader_epoch:
+                    return  # fenced: a new epoch is coming through the watch
+                va = self.view.topics.get(rep.topic)
+                if va is None or va.value.partitions[rep.partition] != leader.replicas:
+                    return  # the replica set changed (reassignment): the view comes first
+                ordered = tuple(r for r in leader.replicas if r in isr)
+                new = PartitionState(self.broker_id, s.leader_epoch, ordered, s.controller_epoch)
+                res = await self.client.update_partition_state(rep.topic, rep.partition, vs, new)
+                if res.ok:
+                    if rep.leader is leader:
+                        assert res.state is not None
+                        rep.isr_revision = res.state.mod_revision
+                        leader.commit_isr(ordered)
+                        committed = True
+                        log.info("%s: ISR %s -> %s (%s)", rep.name, list(s.isr), list(ordered), why)
+                        self.on_isr_change(rep.topic, rep.partition, s.isr, ordered)
+                    return
+                vs = res.state
+        except MetadataStoreError as exc:
+            log.warning("%s: ISR change to %s not written: %s", rep.name, sorted(isr), exc)
+        finally:
+            if not committed and rep.leader is leader and leader.pending_isr is not None:
+                leader.abort_isr_change()
+            if rep.leader is leader:
+                rep.isr_writing = False
+                if committed:
+                    self.maybe_advance_hw(rep)
+                # The view may have moved meanwhile (our write, or the controller's).
+                current = self.view.partitions.get((rep.topic, rep.partition))
+                if current is not None and rep.role is Role.LEADER:
+                    self._apply(rep, rep.replicas, current)
+
+    # --- HW checkpoint -------------------------------------------------------------------------------
+
+    async def _checkpoint_loop(self) -> None:
+        period = self.config.hw_checkpoint_interval_ms / 1000.0
+        while True:
+            await asyncio.sleep(period)
+            try:
+                await asyncio.to_thread(self.manager.checkpoint_high_watermarks)
+            except StrataError as exc:
+                log.error("high-watermark checkpoint failed: %s", exc)
