@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from broker.etcd import parse_endpoints
 from hot.config import INT32_MAX
 from hot.errors import InvalidConfigError
 
@@ -136,10 +137,6 @@ class ClusterConfig:
 
 
 def _endpoints(text: str) -> None:
-    # Imported here: broker.config reads this module on every start, cluster mode or not, and
-    # broker.etcd brings in the gRPC client.
-    from broker.etcd import parse_endpoints
-
     parse_endpoints(text)
 
 

@@ -37,6 +37,8 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from broker.status import cluster_status
+
 if TYPE_CHECKING:
     from broker.metadata import ClusterView
 
@@ -55,8 +57,6 @@ class ClusterMetricsCollector(Collector):
         if view is None:
             yield from self._families(None)
             return
-        from broker.status import cluster_status
-
         yield from self._families(cluster_status(view))
 
     @staticmethod

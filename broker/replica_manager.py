@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.cluster_config import ClusterConfig
 from broker.controller import CLUSTER_TOPIC_CONFIGS
+from broker.fetcher import ReplicaFetcher
 from broker.inter_broker import InterBrokerClient
 from broker.log_manager import ClusterLogManager
 from broker.metadata import NO_LEADER, MetadataClient, PartitionState, TopicAssignment, Versioned
@@ -479,8 +480,6 @@ class ReplicaManager:
         log.info("%s: following broker %d in epoch %d", rep.name, leader_id, epoch)
         fetcher = self.fetchers.get(leader_id)
         if fetcher is None:
-            from broker.fetcher import ReplicaFetcher
-
             fetcher = self.fetchers[leader_id] = ReplicaFetcher(self, leader_id)
         fetcher.add(rep, epoch)
 

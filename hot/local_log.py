@@ -49,6 +49,7 @@ from hot.config import LogConfig
 from hot.disk_health import is_no_space
 from hot.errors import CorruptLogError, StorageError, StrataError
 from hot.naming import delete_dir_path
+from hot.records import decode_batch
 from hot.region import FileRegion
 from hot.segment import SUFFIXES, BatchInfo, Segment, segment_name
 
@@ -216,8 +217,6 @@ class LocalLog:
     def offset_for_timestamp_locked(self, timestamp: int, lso: int, limit: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first record in [lso, limit) with a timestamp >=
         ``timestamp`` (``Log.offset_for_timestamp``). CorruptLogError on a bad header."""
-        from hot.records import decode_batch  # the record codec is only needed here
-
         for seg in self.segments[self.segment_index(lso) :]:
             if seg.base_offset >= limit:
                 break

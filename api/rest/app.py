@@ -97,10 +97,13 @@ from api.rest.models import (
 )
 from api.rest.ops import ops_router
 from api.rest_consumers import ConsumerInstances
+from api.security.basic_auth import BasicAuthMiddleware
 from broker.broker import Broker, FetchRequestPartition, ProduceResult
 from broker.group_metrics import register_group_metrics
 from broker.security.acl import Operation
 from broker.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from broker.security.tokens import TokenStore, tokens_path
+from broker.security.users import UserStore, users_path
 from hot.config import INT32_MAX, INT64_MAX
 from hot.errors import StrataError, UnknownTopicOrPartitionError, classify, http_status
 from hot.records import build_batch
@@ -174,10 +177,6 @@ def create_app(broker: Broker) -> FastAPI:
     app.add_middleware(MetricsMiddleware, broker=broker)
     sasl = broker.config.sasl
     if sasl.rest_basic_auth or sasl.rest_bearer_auth:  # outermost: nothing runs unauthenticated
-        from api.security.basic_auth import BasicAuthMiddleware
-        from broker.security.tokens import TokenStore, tokens_path
-        from broker.security.users import UserStore, users_path
-
         data_dir = broker.config.data_dir
         app.add_middleware(
             BasicAuthMiddleware,
