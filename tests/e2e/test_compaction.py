@@ -164,7 +164,18 @@ def test_compacted_topic_end_to_end(tmp_path: Path, tiered: bool) -> None:
         assert {latest[k] for k in latest} <= set(offsets)
         final = {k: v for _, k, v in records}
         assert final == {k: written[o][1] for k, o in latest.items()}
-        # kcat (librdkafka, no consumer group) sees the same log.
-        assert kcat(broker.bootstrap) == records
+        # kcat (librdkafka, no consumer group) sees the same log. A cleaner pass or a tier
+        # move between two reads may show a log compacted further (CI saw it once): compare
+        # the doors on reads taken back to back until they agree, each still a valid view.
+        deadline = time.monotonic() + 60
+        seen_by_kcat = kcat(broker.bootstrap)
+        while seen_by_kcat != records and time.monotonic() < deadline:
+            time.sleep(1)
+            records = consume(broker.bootstrap)
+            seen_by_kcat = kcat(broker.bootstrap)
+        for o, k, v in records:
+            assert written[o] == (k, v)
+        assert {latest[k] for k in latest} <= {o for o, _, _ in records}
+        assert seen_by_kcat == records
     finally:
         broker.stop()
