@@ -45,7 +45,7 @@ from broker.groups.offsets import OFFSETS_TOPIC
 from broker.log_manager import ClusterLogManager
 from broker.metadata import TopicAssignment
 from broker.metrics import BrokerMetrics
-from broker.replica_manager import PartitionReplica, ReplicaManager, Role, log_configs
+from broker.replica_manager import PartitionReplica, ReplicaManager, log_configs
 from broker.security.quotas import FileQuotaStore, QuotaManager, quotas_path
 from hot.config import LogConfig
 from hot.errors import (
@@ -215,12 +215,11 @@ class Broker:
 
     # -- topics (the metadata store owns them; broker.admin changes them) ----------------
 
-    def topic(self, name: str, *, auto_create: bool = False) -> TopicInfo:
+    def topic(self, name: str) -> TopicInfo:
         va = self.replicas.view.topics.get(name)
         if va is None:
             raise UnknownTopicOrPartitionError(f"unknown topic {name!r}")
-        a = va.value
-        return TopicInfo(name, a.partition_count, dict(a.configs), uuid.UUID(a.topic_id))
+        return self._info(name, va.value)
 
     def topics(self) -> list[TopicInfo]:
         return [self.topic(n) for n in sorted(self.replicas.view.topics)]
@@ -315,8 +314,7 @@ class Broker:
                 if vs is None or not vs.value.has_leader:
                     pending = True
                 elif vs.value.leader == self.node_id:
-                    rep = self.replicas.replicas.get((name, p))
-                    pending = pending or rep is None or rep.role is not Role.LEADER
+                    pending = pending or not self.replicas.leads(name, p)
             if not pending:
                 return
             await asyncio.sleep(0.005)

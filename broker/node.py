@@ -272,8 +272,7 @@ class ClusterNode:
                 (name, p)
                 for name, va in view.topics.items()
                 for p, replicas in enumerate(va.value.partitions)
-                if me in replicas
-                and ((rep := self.replicas.replicas.get((name, p))) is None or rep.role is not Role.LEADER)
+                if me in replicas and not self.replicas.leads(name, p)
             ]
             if not waiting:
                 return

@@ -226,6 +226,11 @@ class ReplicaManager:
 
     # --- leases ------------------------------------------------------------------------------
 
+    def leads(self, topic: str, partition: int) -> bool:
+        """Whether this broker has taken the partition's leadership (its replica's role)."""
+        rep = self.replicas.get((topic, partition))
+        return rep is not None and rep.role is Role.LEADER
+
     def lease_alive(self) -> bool:
         """Whether this broker's registration lease is certainly alive right now."""
         keeper = self.client.keeper
