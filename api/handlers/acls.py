@@ -25,6 +25,7 @@ from api.protocol.messages.acls import (
     DescribeAclsResource,
     DescribeAclsResponse,
 )
+from api.security.conn_authz import allowed_cluster
 from broker.security.acl import (
     CLUSTER_NAME,
     AclBinding,
@@ -35,7 +36,7 @@ from broker.security.acl import (
     Permission,
     ResourceType,
 )
-from broker.security.authz import AccessControl, allowed_cluster, denied
+from broker.security.authz import AccessControl, denied
 from hot import errors as E
 from hot.errors import SecurityDisabledError, StrataError, kafka_code
 

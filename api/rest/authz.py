@@ -24,7 +24,7 @@ from fastapi import Request
 
 from broker.broker import Broker
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.security.authz import denied, user_principal
+from broker.security.authz import Principal, denied
 from hot.errors import TopicAuthorizationFailedError
 
 
@@ -40,9 +40,9 @@ def allowed(
     access = broker.access
     if access is None:
         return True
-    principal = user_principal(request.scope.get("strata.principal"))
     host = request.client.host if request.client is not None else ""
-    return access.allowed(principal, host, op, rtype, name, quiet=quiet)
+    who = Principal.of(request.scope.get("strata.principal"), host)
+    return access.allowed(who, op, rtype, name, quiet=quiet)
 
 
 def require(broker: Broker, request: Request, op: Operation, rtype: ResourceType, name: str) -> None:

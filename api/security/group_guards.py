@@ -37,9 +37,9 @@ from api.protocol.messages.offset_fetch import (
     OffsetFetchResponseTopic,
 )
 from api.protocol.messages.sync_group import SyncGroupResponse
+from api.security.conn_authz import allowed, allowed_cluster, authorized_operations
 from api.security.guards import Guard, Handler, topic_ok
 from broker.security.acl import Operation, ResourceType
-from broker.security.authz import allowed, allowed_cluster, authorized_operations
 from hot import errors as E
 
 if TYPE_CHECKING:

@@ -51,14 +51,9 @@ from api.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopicResult,
 )
 from api.protocol.messages.produce import ProducePartitionResponse, ProduceResponse, ProduceTopicResponse
+from api.security.conn_authz import allowed, allowed_cluster, authorized_operations, principal
 from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
-from broker.security.authz import (
-    AccessControl,
-    allowed,
-    allowed_cluster,
-    authorized_operations,
-    user_principal,
-)
+from broker.security.authz import AccessControl
 from hot import errors as E
 
 if TYPE_CHECKING:
@@ -343,9 +338,7 @@ async def guard_init_producer_id(inner: Handler, conn: Connection, header: Reque
 def _write_on_some_topic(conn: Connection) -> bool:
     access: AccessControl | None = conn.broker.access
     assert access is not None  # guards run only with an authorizer
-    return access.allowed_on_some(
-        user_principal(conn.principal), conn.host, Operation.WRITE, ResourceType.TOPIC
-    )
+    return access.allowed_on_some(principal(conn), Operation.WRITE, ResourceType.TOPIC)
 
 
 def _cluster_guard(op: Operation) -> Guard:

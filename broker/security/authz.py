@@ -2,7 +2,9 @@
 
 ``AccessControl`` joins the decision (broker.security.acl.Authorizer) to where the bindings
 live (broker.security.acl_store); the broker holds one when ``[authorization] enabled``
-(``Broker.access``), None otherwise, and then every check passes.
+(``Broker.access``), None otherwise, and then every check passes. Checks are made on a
+``Principal`` (who, from which host), which the doors build from a Kafka connection
+(api.security.conn_authz) or a REST request (api.rest.authz).
 
 Principals: a SASL user is ``User:<name>``, a client certificate's subject
 ``User:CN=...`` (broker.security.tls.peer_principal), anyone else ``User:ANONYMOUS``; REST
@@ -15,7 +17,8 @@ private network.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Final
+from dataclasses import dataclass
+from typing import Final
 
 from broker.security.acl import ANONYMOUS, CLUSTER_NAME, Authorizer, Operation, ResourceType
 from broker.security.acl_store import AclStore
@@ -25,9 +28,6 @@ from hot.errors import (
     GroupAuthorizationFailedError,
     TopicAuthorizationFailedError,
 )
-
-if TYPE_CHECKING:
-    from api.kafka_server import Connection
 
 log = logging.getLogger("strata.authorizer")
 
@@ -44,6 +44,24 @@ _WHAT: Final = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who asks, as every check sees it (Kafka's request context): the principal string
+    (``User:<name>`` or ``User:ANONYMOUS``), the client's host, and whether it is the
+    inter-broker principal of the internal listener, which nothing checks. The doors build
+    it (a Kafka connection, a REST request); the domain never sees a connection."""
+
+    name: str
+    host: str
+    inter_broker: bool = False
+
+    @classmethod
+    def of(cls, user: str | None, host: str, *, inter_broker: bool = False) -> Principal:
+        """The principal of an authenticated name (SASL user, certificate subject, REST
+        basic-auth user), or ANONYMOUS without one."""
+        return cls(user_principal(user), host, inter_broker)
+
+
 class AccessControl:
     def __init__(self, authorizer: Authorizer, store: AclStore) -> None:
         self.authorizer = authorizer
@@ -51,26 +69,28 @@ class AccessControl:
 
     def allowed(
         self,
-        principal: str,
-        host: str,
+        who: Principal,
         operation: Operation,
         resource_type: ResourceType,
         name: str,
         *,
         quiet: bool = False,
     ) -> bool:
-        ok = self.authorizer.authorize(self.store.bindings(), principal, host, operation, resource_type, name)
+        if who.inter_broker:
+            return True
+        ok = self.authorizer.authorize(
+            self.store.bindings(), who.name, who.host, operation, resource_type, name
+        )
         if not ok and not quiet:  # Kafka's authorizer log: who was refused what
-            log.info(
-                "denied %s %s on %s %r from %s", principal, operation.name, _WHAT[resource_type], name, host
-            )
+            what = _WHAT[resource_type]
+            log.info("denied %s %s on %s %r from %s", who.name, operation.name, what, name, who.host)
         return ok
 
-    def allowed_on_some(
-        self, principal: str, host: str, operation: Operation, resource_type: ResourceType
-    ) -> bool:
+    def allowed_on_some(self, who: Principal, operation: Operation, resource_type: ResourceType) -> bool:
+        if who.inter_broker:
+            return True
         bindings = self.store.bindings()
-        return self.authorizer.authorize_on_some(bindings, principal, host, operation, resource_type)
+        return self.authorizer.authorize_on_some(bindings, who.name, who.host, operation, resource_type)
 
 
 def user_principal(name: str | None) -> str:
@@ -86,15 +106,18 @@ def denied(operation: Operation, resource_type: ResourceType, name: str) -> Auth
 
 
 def allowed(
-    conn: Connection, operation: Operation, resource_type: ResourceType, name: str, *, quiet: bool = False
+    access: AccessControl | None,
+    who: Principal,
+    operation: Operation,
+    resource_type: ResourceType,
+    name: str,
+    *,
+    quiet: bool = False,
 ) -> bool:
-    """May this connection's principal do ``operation`` on the resource? (Kafka handlers.)
-    ``quiet``: a question, not a request (authorized-operations fields): not logged."""
-    access: AccessControl | None = getattr(conn.broker, "access", None)
-    if access is None or conn.server.inter_broker:
-        return True
-    principal = user_principal(conn.principal)
-    return access.allowed(principal, conn.host, operation, resource_type, name, quiet=quiet)
+    """May ``who`` do ``operation`` on the resource? Everything passes without an authorizer
+    (``[authorization]`` off). ``quiet``: a question, not a request (authorized-operations
+    fields): not logged."""
+    return access is None or access.allowed(who, operation, resource_type, name, quiet=quiet)
 
 
 # What Kafka reports in authorized-operations fields, per resource type (KIP-430).
@@ -122,35 +145,23 @@ SUPPORTED_OPERATIONS: Final[dict[ResourceType, tuple[Operation, ...]]] = {
 }
 
 
-def authorized_operations(conn: Connection, resource_type: ResourceType, name: str) -> int:
-    """The bit set (1 << operation code) of what the principal may do on the resource."""
+def authorized_operations(
+    access: AccessControl | None, who: Principal, resource_type: ResourceType, name: str
+) -> int:
+    """The bit set (1 << operation code) of what ``who`` may do on the resource."""
     return sum(
         1 << op
         for op in SUPPORTED_OPERATIONS[resource_type]
-        if allowed(conn, op, resource_type, name, quiet=True)
+        if allowed(access, who, op, resource_type, name, quiet=True)
     )
 
 
-def require(conn: Connection, operation: Operation, resource_type: ResourceType, name: str) -> None:
-    if not allowed(conn, operation, resource_type, name):
+def require(
+    access: AccessControl | None, who: Principal, operation: Operation, resource_type: ResourceType, name: str
+) -> None:
+    if not allowed(access, who, operation, resource_type, name):
         raise denied(operation, resource_type, name)
 
 
-def allowed_cluster(conn: Connection, operation: Operation) -> bool:
-    return allowed(conn, operation, ResourceType.CLUSTER, CLUSTER_NAME)
-
-
-def require_cluster(conn: Connection, operation: Operation) -> None:
-    require(conn, operation, ResourceType.CLUSTER, CLUSTER_NAME)
-
-
-def topic_allowed(conn: Connection, operation: Operation, topic: str) -> bool:
-    return allowed(conn, operation, ResourceType.TOPIC, topic)
-
-
-def require_topic(conn: Connection, operation: Operation, topic: str) -> None:
-    require(conn, operation, ResourceType.TOPIC, topic)
-
-
-def require_group(conn: Connection, operation: Operation, group: str) -> None:
-    require(conn, operation, ResourceType.GROUP, group)
+def allowed_cluster(access: AccessControl | None, who: Principal, operation: Operation) -> bool:
+    return allowed(access, who, operation, ResourceType.CLUSTER, CLUSTER_NAME)
