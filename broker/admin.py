@@ -23,12 +23,13 @@ import dataclasses
 import zlib
 from collections.abc import Mapping, Sequence
 
-from broker.controller import CLUSTER_TOPIC_CONFIGS, create_topic, place_replicas, validate_topic_configs
+from broker.controller import CLUSTER_TOPIC_CONFIGS, place_replicas, validate_topic_configs
 from broker.groups.offsets import OFFSETS_TOPIC
 from broker.metadata import MetadataClient, TopicAssignment, Versioned
 from hot.config import LogConfig
 from hot.errors import (
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
     InvalidTopicError,
@@ -97,27 +98,55 @@ async def create(
     configs: Mapping[str, str],
     defaults: LogConfig,
     *,
+    assignments: Sequence[Sequence[int]] | None = None,
     validate_only: bool = False,
 ) -> TopicAssignment | Versioned[TopicAssignment]:
-    """Create a topic (validated; replicas placed round-robin over the live brokers).
-    ``validate_only``: the assignment it would get, nothing written."""
+    """Create a topic: the one validation every door goes through (CreateTopics, REST, the
+    CLI). Replicas are placed round-robin over the live brokers, or as ``assignments``
+    says (partition i's replicas, preferred leader first), in which case ``partitions`` and
+    ``replication_factor`` must be -1 or agree with it (Kafka's rule; some clients repeat
+    what the assignment implies). ``validate_only``: the assignment it would get, nothing
+    written."""
     validate_topic_name(name)
     refuse_internal_topic(name, "create")
     validate_configs(configs, defaults)
     if name in client.view.topics:
         raise TopicExistsError(f"topic {name!r} already exists")
     check_topic_collision(name, client.view.topics)
-    live = client.view.live_broker_ids()
-    place_replicas(partitions, replication_factor, live)  # the counts against the live brokers
-    if validate_only:
+    live = frozenset(await client.live_brokers())  # not the view: a broker just started counts
+    if assignments:
+        placed = _manual_assignment(assignments, partitions, replication_factor, live)
+        replication_factor = len(placed[0])
+    else:
         start = zlib.crc32(name.encode()) % max(len(live), 1)
         placed = place_replicas(partitions, replication_factor, live, start_index=start)
+    if validate_only:
         return TopicAssignment(
             "00000000-0000-0000-0000-000000000000", replication_factor, placed, dict(configs)
         )
-    created = await create_topic(client, name, partitions, replication_factor, configs)
+    created = await client.create_topic(
+        name, placed, dict(configs), controller_epoch=_controller_epoch(client)
+    )
     await _visible(client, created.mod_revision)
     return created
+
+
+def _manual_assignment(
+    assignments: Sequence[Sequence[int]], partitions: int, replication_factor: int, live: frozenset[int]
+) -> tuple[tuple[int, ...], ...]:
+    placed = tuple(tuple(r) for r in assignments)
+    if partitions not in (-1, len(placed)) or replication_factor not in (-1, len(placed[0])):
+        raise InvalidRequestError("assignments contradict num_partitions or replication_factor")
+    rf = len(placed[0])
+    for i, ids in enumerate(placed):
+        if len(ids) != rf or len(set(ids)) != len(ids) or not ids:
+            raise InvalidReplicaAssignmentError(
+                f"partition {i} must name {rf} distinct brokers like partition 0, got {list(ids)}"
+            )
+    unknown = sorted({b for r in placed for b in r} - live)
+    if unknown:
+        raise InvalidReplicationFactorError(f"assignment names brokers {unknown} that are not live")
+    return placed
 
 
 async def delete(client: MetadataClient, name: str) -> None:

@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -258,11 +258,31 @@ class Broker:
         *,
         validate_only: bool = False,
     ) -> TopicInfo:
-        """Create the topic in etcd (-1: ``num.partitions`` / ``default.replication.factor``)."""
-        if partitions == -1:
-            partitions = self.config.num_partitions
-        if replication_factor == -1:
-            replication_factor = self.replicas.config.default_replication_factor
+        """Create the topic (-1: ``num.partitions`` / ``default.replication.factor``)."""
+        created, topic_id = await self.create_topic(
+            name, partitions, replication_factor, configs, validate_only=validate_only
+        )
+        return self._info(name, created, topic_id)
+
+    async def create_topic(
+        self,
+        name: str,
+        partitions: int,
+        replication_factor: int,
+        configs: Mapping[str, str] | None = None,
+        *,
+        assignments: Sequence[Sequence[int]] | None = None,
+        validate_only: bool = False,
+    ) -> tuple[TopicAssignment, uuid.UUID]:
+        """Create a topic through ``broker.admin.create`` (every door's one path) and wait
+        until the partitions it leads here are writable. -1 counts mean the broker
+        defaults, unless ``assignments`` gives the replicas. Returns the assignment and the
+        topic id (zero for ``validate_only``)."""
+        if not assignments:
+            if partitions == -1:
+                partitions = self.config.num_partitions
+            if replication_factor == -1:
+                replication_factor = self.replicas.config.default_replication_factor
         res = await admin.create(
             self.replicas.client,
             name,
@@ -270,12 +290,13 @@ class Broker:
             replication_factor,
             dict(configs or {}),
             self.manager.defaults,
+            assignments=assignments,
             validate_only=validate_only,
         )
         if isinstance(res, TopicAssignment):
-            return self._info(name, res, ZERO_UUID)
+            return res, ZERO_UUID
         await self.await_leaders(name, res.mod_revision)
-        return self._info(name, res.value)
+        return res.value, uuid.UUID(res.value.topic_id)
 
     async def auto_create_topic(self, name: str, *, wait_for_leaders: bool = True) -> TopicInfo:
         """Create a topic on first use (``auto.create.topics.enable``, checked by the

@@ -47,21 +47,18 @@ from api.protocol.messages.metadata import (
 )
 from broker.admin import refuse_internal_topic
 from broker.broker import Broker
-from broker.controller import CLUSTER_TOPIC_CONFIGS, create_topic, place_replicas, validate_topic_configs
+from broker.controller import CLUSTER_TOPIC_CONFIGS
 from broker.groups.offsets import OFFSETS_TOPIC
 from broker.metadata import NO_LEADER, TopicAssignment
 from broker.replica_manager import log_configs
 from hot import errors as E
 from hot.config import LogConfig
 from hot.errors import (
-    InvalidReplicationFactorError,
     InvalidRequestError,
     StrataError,
-    TopicExistsError,
     UnknownTopicOrPartitionError,
     kafka_code,
 )
-from hot.topics import check_topic_collision, validate_topic_name
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection
@@ -179,55 +176,26 @@ def _effective_configs(broker: Broker, configs: dict[str, str]) -> tuple[Creatab
 
 
 async def _create_one(broker: Broker, t: CreatableTopic, validate_only: bool) -> CreatableTopicResult:
-    replicas = broker.replicas
-    view = replicas.view
-    refuse_internal_topic(t.name, "create")
-    validate_topic_name(t.name)
     configs = {c.name: c.value for c in t.configs if c.value is not None}
-    validate_topic_configs(configs)
-    if t.name in view.topics:
-        raise TopicExistsError(f"topic {t.name!r} already exists")
-    check_topic_collision(t.name, view.topics)
-    live = view.live_broker_ids()
+    assignments: list[tuple[int, ...]] = []
     if t.assignments:
         ordered = sorted(t.assignments, key=lambda a: a.partition_index)
         if [a.partition_index for a in ordered] != list(range(len(ordered))):
             raise InvalidRequestError("assignments must name partitions 0..n-1 once each")
-        assignment = tuple(tuple(a.broker_ids) for a in ordered)
-        # Kafka wants -1 for both; some clients repeat what the assignment implies.
-        if t.num_partitions not in (-1, len(assignment)) or t.replication_factor not in (
-            -1,
-            len(assignment[0]),
-        ):
-            raise InvalidRequestError("assignments contradict num_partitions or replication_factor")
-        unknown = sorted({b for r in assignment for b in r} - live)
-        if unknown:
-            raise InvalidReplicationFactorError(f"assignment names brokers {unknown} that are not live")
-        partitions, rf = len(assignment), len(assignment[0])
-    else:
-        partitions = t.num_partitions if t.num_partitions != -1 else broker.config.num_partitions
-        rf = (
-            t.replication_factor if t.replication_factor != -1 else replicas.config.default_replication_factor
-        )
-        place_replicas(partitions, rf, live)  # validates the count against the live brokers
-        assignment = ()
-    if validate_only:
-        return CreatableTopicResult(
-            name=t.name,
-            num_partitions=partitions,
-            replication_factor=rf,
-            configs=_effective_configs(broker, configs),
-        )
-    if assignment:
-        created = await replicas.client.create_topic(t.name, assignment, configs)
-    else:
-        created = await create_topic(replicas.client, t.name, partitions, rf, configs)
-    await broker.await_leaders(t.name, created.mod_revision)
+        assignments = [tuple(a.broker_ids) for a in ordered]
+    created, topic_id = await broker.create_topic(
+        t.name,
+        t.num_partitions,
+        t.replication_factor,
+        configs,
+        assignments=assignments,
+        validate_only=validate_only,
+    )
     return CreatableTopicResult(
         name=t.name,
-        topic_id=uuid.UUID(created.value.topic_id),
-        num_partitions=created.value.partition_count,
-        replication_factor=created.value.replication_factor,
+        topic_id=topic_id,
+        num_partitions=created.partition_count,
+        replication_factor=created.replication_factor,
         configs=_effective_configs(broker, configs),
     )
 

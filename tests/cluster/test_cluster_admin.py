@@ -193,6 +193,29 @@ def test_create_partitions_places_new_replicas_and_no_broker_creates_foreign_log
     assert _error_code(bad) == E.INVALID_REPLICATION_FACTOR
 
 
+def test_create_topics_with_replica_assignment(cluster: Cluster) -> None:
+    """CreateTopics' explicit assignments go through the one creation path (broker.admin):
+    placed as given, and Kafka's errors for a bad one."""
+    admin = _admin(cluster)
+    admin.create_topics([NewTopic("placed", 2, replica_assignment=[[2, 3], [3, 1]])])["placed"].result(
+        timeout=30
+    )
+    assert cluster.view().topics["placed"].value.partitions == ((2, 3), (3, 1))
+    cases = {
+        "dup": ([[2, 2]], E.INVALID_REPLICA_ASSIGNMENT),
+        "ragged": ([[1, 2], [3]], E.INVALID_REPLICA_ASSIGNMENT),
+        "ghost": ([[1, 9]], E.INVALID_REPLICATION_FACTOR),
+    }
+    for name, (assignment, code) in cases.items():
+        assert (
+            _error_code(
+                admin.create_topics([NewTopic(name, len(assignment), replica_assignment=assignment)])[name]
+            )
+            == code
+        )
+        assert name not in cluster.view().topics
+
+
 def test_requests_for_partitions_a_broker_does_not_host(cluster: Cluster) -> None:
     a = cluster.view().topics["grow"].value
     p, outsider = next((p, b) for p, r in enumerate(a.partitions) for b in (1, 2, 3) if b not in r)
