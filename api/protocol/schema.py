@@ -14,17 +14,26 @@ their wire description in ``Annotated`` metadata; field order is wire order::
         acks: Annotated[int, W(INT16)]
         ...
 
-``W(kind, versions, nullable=..., tag=..., tagged=...)`` follows Kafka's JSON message
-definitions: ``versions``/``nullable``/``tagged`` are version ranges ("0+", "3-5", "7",
-"none"); a field outside ``versions`` is neither read nor written and takes its dataclass
-default (so such fields must have one). Kinds are the primitives below, ``ARRAY(elem)``
-where elem is a primitive kind or a struct class, and ``STRUCT(cls)``. The message's
-flexible versions (KIP-482) switch strings, bytes and arrays to their compact encodings and
-add a tagged-field section after every struct. Tagged fields are written only when they
-differ from their default, as Kafka does (a struct-valued tagged field is None when absent
-and is not written when None or equal to its all-defaults instance). On decode unknown tags
-are skipped; a duplicate tag, or a known tag whose declared size its value does not exactly
-fill, is malformed (Kafka does not check these; nothing legitimate produces them).
+``W(kind, versions, nullable=..., tag=..., tagged=..., ignorable=...)`` follows Kafka's JSON
+message definitions: ``versions``/``nullable``/``tagged`` are version ranges ("0+", "3-5",
+"7", "none"); a field outside ``versions`` is neither read nor written and takes its
+dataclass default (so such fields must have one). Encoding a non-default value in a version
+without the field drops it silently when the field is ignorable and is an ``EncodeError``
+when it is not, as Kafka's generated writers raise UnsupportedVersionException: a request
+that means something the peer cannot be told must not go out as something else. Kafka's
+JSON defaults ``ignorable`` to false; ``W`` defaults it to True because the tables written
+before the rule existed rely on the silent drop, so newer tables say ``ignorable=False``
+wherever Kafka's JSON leaves it unset (the defaults must then be Kafka's: 0, "", false,
+empty, null).
+
+Kinds are the primitives below, ``ARRAY(elem)`` where elem is a primitive kind or a struct
+class, and ``STRUCT(cls)``. The message's flexible versions (KIP-482) switch strings, bytes
+and arrays to their compact encodings and add a tagged-field section after every struct.
+Tagged fields are written only when they differ from their default, as Kafka does (a
+struct-valued tagged field is None when absent and is not written when None or equal to its
+all-defaults instance). On decode unknown tags are skipped; a duplicate tag, or a known tag
+whose declared size its value does not exactly fill, is malformed (Kafka does not check
+these; nothing legitimate produces them).
 
 ``MessageSchema(cls, versions="3-9", flexible="9+")`` compiles a ``StructCodec`` per
 version up front (field plans with version ranges resolved, runs of fixed-width fields
@@ -180,6 +189,7 @@ class W:
     nullable: str = "none"
     tag: int | None = None
     tagged: str | None = None  # defaults to ``versions`` when ``tag`` is set
+    ignorable: bool = True  # False: a non-default value outside ``versions`` cannot be encoded
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +204,7 @@ class FieldInfo:
     tagged: VersionRange | None
     has_default: bool
     default: Any
+    ignorable: bool = True
 
     def present_in(self, version: int) -> bool:
         return _in(self.versions, version)
@@ -247,6 +258,7 @@ def wire_fields(cls: type) -> tuple[FieldInfo, ...]:
                 tagged=tagged,
                 has_default=has_default,
                 default=default,
+                ignorable=spec.ignorable,
             )
         )
     result = tuple(out)
@@ -305,10 +317,13 @@ def _build(codec: StructCodec) -> None:
     fields = wire_fields(cls)
     plain: list[FieldInfo] = []
     tagged: list[FieldInfo] = []
+    absent_checked: list[FieldInfo] = []
     for fi in fields:
         if not fi.present_in(version):
             if not fi.has_default:
                 raise SchemaError(f"{name}.{fi.name}: absent in v{version} but has no default")
+            if not fi.ignorable:
+                absent_checked.append(fi)
             continue
         if fi.tagged_in(version):
             if not flexible:
@@ -328,6 +343,13 @@ def _build(codec: StructCodec) -> None:
     write_steps: list[Callable[[Writer, Any], None]] = []
     labels: dict[object, str] = {}
     min_size = 1 if flexible else 0
+
+    # Checked before this struct writes any field (Kafka's writers check in field order; the
+    # outcome, a refused message, is the same).
+    for fi in absent_checked:
+        check = _absent_check(fi.name, fi.default, version)
+        write_steps.append(check)
+        labels[check] = "." + fi.name
 
     run: list[FieldInfo] = []
 
@@ -393,6 +415,17 @@ def _single_steps(
         write(w, get(obj))
 
     return read_step, write_step
+
+
+def _absent_check(name: str, default: Any, version: int) -> Callable[[Writer, Any], None]:
+    get = operator.attrgetter(name)
+
+    def check(w: Writer, obj: Any) -> None:
+        v = get(obj)
+        if not _is_default(v, default):
+            raise EncodeError(f"{v!r} cannot be sent in v{version}, which lacks this non-ignorable field")
+
+    return check
 
 
 def _fixed_run(

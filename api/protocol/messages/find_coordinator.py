@@ -3,6 +3,10 @@
 v0-3 ask for one ``key``; v4 (KIP-699) batches ``coordinator_keys`` and answers with one
 ``Coordinator`` per key instead of the top-level node fields. ``key_type`` is 0 (group)
 or 1 (transaction); v0 has no key type and always means a group.
+
+Kafka 4.x serves 0-6: v5 (KIP-890, allows TRANSACTION_ABORTABLE) and v6 (KIP-932, key type
+2 = share group) are v4 on the wire, so this table is correct for them too (tests check
+it); serving them is a range change once the handler answers key type 2.
 """
 
 from collections.abc import Sequence
