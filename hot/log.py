@@ -24,10 +24,8 @@ truncation / close, and LocalLog's recovery-point file lock), exactly as before 
 Partition directory ``<logs_dir>/<topic>-<partition>/``::
 
     <20-digit base offset>.log / .index / .timeindex   segments (hot.segment)
-    <20-digit base offset>.txnindex   aborted transactions whose ABORT marker is in that
-                        segment (hot.txn_index; only where there is one): rolled,
-                        truncated, deleted and swapped with its segment, rebuilt by
-                        recovery (transactions: hot.log_txn)
+    <20-digit base offset>.txnindex   aborted transactions whose marker is in that segment
+                        (hot.txn_index, where there is one; transactions: hot.log_txn)
     recovery-point      text "<offset>\\n": every byte below this offset was fsynced
     log-start-offset    text "<offset>\\n": records below it are deleted (retention,
                         DeleteRecords) even if a segment still holds some of them. With
@@ -561,12 +559,9 @@ class Log:
         stamped but not recorded). An epoch older than the latest in the cache is
         FencedLeaderEpochError (a deposed leader) and nothing is written.
 
-        Transactional batches (KIP-98) need ``transactional=True`` (the caller checked the
-        request's transactional id), else TransactionsNotSupportedError
-        (TRANSACTIONAL_ID_AUTHORIZATION_FAILED) and nothing is written. A producer's first
-        transactional batch begins its transaction; a non-transactional batch of a
-        producer in a transaction is InvalidTxnStateError (hot.producer_state). Control
-        batches are never taken from here: markers come through ``append_marker``.
+        Transactional batches need ``transactional=True`` (the request's transactional id
+        was checked), else TransactionsNotSupportedError and nothing is written; their
+        rules: hot.producer_state. Markers come only through ``append_marker``.
         """
         return leader_append.append_as_leader(
             self, data, leader_epoch=leader_epoch, now_ms=now_ms, transactional=transactional
@@ -575,29 +570,18 @@ class Log:
     def append_marker(
         self,
         producer_id: int,
-        producer_epoch: int,
-        control_type: ControlType,
+        epoch: int,
+        kind: ControlType,
         coordinator_epoch: int,
         *,
         leader_epoch: int = 0,
         now_ms: int | None = None,
     ) -> AppendInfo:
-        """The transaction coordinator's append (WriteTxnMarkers, Kafka's origin
-        COORDINATOR): one COMMIT or ABORT marker for ``producer_id`` at the log end
-        (layout: hot.txn_marker). It ends the producer's ongoing transaction here (none:
-        an empty transaction, nothing else changes); an ABORT of a non-empty one is added
-        to the segment's transaction index. A marker epoch below the producer's is
-        InvalidProducerEpochError, a coordinator epoch below the last one seen
-        TransactionCoordinatorFencedError; nothing is written then. ``leader_epoch`` as
-        for ``append``."""
+        """The coordinator's append (WriteTxnMarkers, origin COORDINATOR): one COMMIT or
+        ABORT marker ending the producer's transaction here (rules: hot.producer_state;
+        files: hot.log_txn). ``leader_epoch`` and ``now_ms`` as for ``append``."""
         return log_txn.append_marker(
-            self,
-            producer_id,
-            producer_epoch,
-            control_type,
-            coordinator_epoch,
-            leader_epoch=leader_epoch,
-            now_ms=now_ms,
+            self, producer_id, epoch, kind, coordinator_epoch, leader_epoch=leader_epoch, now_ms=now_ms
         )
 
     def append_as_follower(
@@ -918,30 +902,21 @@ class Log:
 
     @property
     def first_unstable_offset(self) -> int | None:
-        """The first offset of the earliest transaction still ongoing, or decided with its
-        marker not yet below the high watermark (at least the log start offset); None if
-        there is none."""
+        """First offset of the earliest transaction ongoing or not yet replicated, or None."""
         with self._lock:
             return log_txn.first_unstable_offset_locked(self)
 
     @property
     def last_stable_offset(self) -> int:
-        """LSO = min(first unstable offset, high watermark): what read_committed consumers
-        may read up to (Fetch with isolation level 1, ListOffsets LATEST)."""
+        """LSO = min(first unstable offset, high watermark): read_committed reads below it."""
         with self._lock:
             return log_txn.last_stable_offset_locked(self)
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
-        """The aborted transactions of the local segments overlapping [start_offset,
-        upper_bound_offset) (a read_committed fetch of that range), in marker order
-        (Kafka's collectAbortedTransactions, stopping as early as it does)."""
+        """The local aborted transactions overlapping [start_offset, upper_bound_offset), in
+        marker order (Kafka's collectAbortedTransactions, stopping as early as it does)."""
         with self._lock:
             return log_txn.collect_aborted_locked(self._local, start_offset, upper_bound_offset)
-
-    def ongoing_transactions(self) -> list[tuple[int, int]]:
-        """(first offset, producer id) of each ongoing transaction, ascending (DescribeProducers)."""
-        with self._lock:
-            return self._pstate.state.ongoing_txns()
 
     # --- producer state ------------------------------------------------------------------------------
 

@@ -29,7 +29,7 @@ import time
 from typing import TYPE_CHECKING
 
 from hot import log_write
-from hot.errors import StorageError
+from hot.errors import InvalidRequestError, StorageError
 from hot.log_append import AppendInfo
 from hot.records import ControlType
 from hot.txn_index import AbortedTxn
@@ -51,6 +51,8 @@ def append_marker(
     now_ms: int | None,
 ) -> AppendInfo:
     """``Log.append_marker``."""
+    if control_type not in (ControlType.ABORT, ControlType.COMMIT):
+        raise InvalidRequestError(f"control type {control_type} is not a transaction marker")
     if now_ms is None:
         now_ms = time.time_ns() // 1_000_000
     marker = EndTxnMarker(ControlType(control_type), coordinator_epoch)

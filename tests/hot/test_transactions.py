@@ -60,6 +60,15 @@ def aborted(log: Log) -> list[AbortedTxn]:
     return log.collect_aborted_transactions(log.log_start_offset, log.log_end_offset)
 
 
+def ongoing(log: Log) -> list[tuple[int, int]]:
+    """(first offset, producer id) of the ongoing transactions, from the producer entries."""
+    return sorted(
+        (e.current_txn_first_offset, pid)
+        for pid, e in log.producer_entries().items()
+        if e.current_txn_first_offset >= 0
+    )
+
+
 def txnindex_files(d: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir() if p.name.endswith(".txnindex"))
 
@@ -187,7 +196,7 @@ def test_commit_and_abort_move_lso_and_fill_the_index(tmp_path: Path) -> None:
     assert log.first_unstable_offset == first1 and log.last_stable_offset == first1
     first2 = log.append(tbatch(2, 0), transactional=True).first_offset  # 3..4
     log.append(tbatch(1, 2), transactional=True)  # 5..6
-    assert log.ongoing_transactions() == [(first1, 1), (first2, 2)]
+    assert ongoing(log) == [(first1, 1), (first2, 2)]
     entry = log.producer_entries()[1]
     assert entry.current_txn_first_offset == first1
     # Producer 1 aborts: the LSO stays at producer 2's transaction, which is in the entry.
@@ -242,7 +251,7 @@ def test_refusals_write_nothing(tmp_path: Path) -> None:
     with pytest.raises(TransactionCoordinatorFencedError) as e3:
         log.append_marker(1, 1, ABORT, 4)
     assert kafka_code(e3.value) == 52
-    assert log.log_end_offset == end and log.ongoing_transactions() == [(end - 2, 1)]
+    assert log.log_end_offset == end and ongoing(log) == [(end - 2, 1)]
     # A bumped epoch (KIP-360) continues the transaction; its marker ends it.
     log.append(tbatch(1, 0, epoch=2), transactional=True)
     log.append_marker(1, 2, ABORT, 5)
@@ -273,7 +282,7 @@ def test_follower_replays_markers_into_the_same_state(tmp_path: Path) -> None:
     follower.append_as_follower(data)
     assert aborted(follower) == aborted(leader) and aborted(leader)
     assert follower.last_stable_offset == leader.last_stable_offset < leader.log_end_offset
-    assert follower.ongoing_transactions() == leader.ongoing_transactions()
+    assert ongoing(follower) == ongoing(leader)
     assert strip(follower.producer_entries()) == strip(leader.producer_entries())
     leader.close()
     follower.close()
@@ -313,7 +322,7 @@ def state_of(log: Log) -> tuple[object, ...]:
     return (
         aborted(log),
         log.last_stable_offset,
-        log.ongoing_transactions(),
+        ongoing(log),
         strip(log.producer_entries()),
         log.log_end_offset,
     )
@@ -403,7 +412,7 @@ def test_truncation_below_a_marker_reopens_the_transaction(tmp_path: Path) -> No
     log.append(build_batch([RecordInput(b"k", b"after")]))
     assert aborted(log) == [AbortedTxn(1, first, marker, marker + 1)]
     log.truncate_to(marker)
-    assert aborted(log) == [] and log.ongoing_transactions() == [(first, 1)]
+    assert aborted(log) == [] and ongoing(log) == [(first, 1)]
     assert log.last_stable_offset == first
     log.append_marker(1, 0, COMMIT, 0)
     assert aborted(log) == [] and log.last_stable_offset == log.log_end_offset
@@ -494,7 +503,7 @@ def test_model_random_interleavings(
             m.next_offset += 1
         assert log.last_stable_offset == m.lso()
     assert aborted(log) == m.aborted
-    assert log.ongoing_transactions() == sorted((f, p) for p, f in m.ongoing.items())
+    assert ongoing(log) == sorted((f, p) for p, f in m.ongoing.items())
     # Any fetch range gets exactly the model's overlapping transactions (plus, as Kafka, at
     # most those of later markers before the search stops).
     for start in range(0, m.next_offset, 3):
@@ -528,5 +537,5 @@ def test_torn_marker_at_the_log_end_reopens_its_transaction(tmp_path: Path) -> N
         f.write(b"\xff")
     log = open_log(d, **CFG)
     assert log.log_end_offset == marker and aborted(log) == []
-    assert log.ongoing_transactions() == [(first, 1), (2, 2)] and log.last_stable_offset == first
+    assert ongoing(log) == [(first, 1), (2, 2)] and log.last_stable_offset == first
     log.close()
