@@ -110,10 +110,11 @@ def build_marker_batch(
 
 def read_marker(batch: Buffer) -> EndTxnMarker | None:
     """The marker of a stored control batch (whole batch bytes), None if its control type
-    is not ABORT / COMMIT. CorruptRecordError if the batch cannot be read."""
+    is not ABORT / COMMIT or it holds no record (an emptied batch, as a cleaner may leave).
+    CorruptRecordError if the batch cannot be read."""
     records = decode_batch(bytes(batch), verify_crc=False).records
     if not records:
-        raise CorruptRecordError("control batch without a record")
+        return None
     rec = records[0]
     if EndTxnMarker.control_type_of(rec.key) not in (ControlType.ABORT, ControlType.COMMIT):
         return None
