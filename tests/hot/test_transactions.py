@@ -360,7 +360,10 @@ def test_open_transaction_spans_segments_and_survives_restarts(tmp_path: Path) -
     log.close(clean=False)
 
 
-def test_crash_recovery_rebuilds_damaged_indexes(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("clean", [True, False])
+def test_crash_recovery_rebuilds_damaged_indexes(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, clean: bool
+) -> None:
     d = tmp_path / "t-0"
     log = open_log(d, **CFG)
     script(log)
@@ -373,7 +376,7 @@ def test_crash_recovery_rebuilds_damaged_indexes(tmp_path: Path, caplog: pytest.
     with open(d / files[-1], "r+b") as f:
         f.seek(1)
         f.write(b"\x05")
-    log = open_log(d, **CFG)
+    log = open_log(d, clean=clean, **CFG)
     assert state_of(log) == before
     assert [os.path.getsize(d / n) % 34 for n in files] == [0] * len(files)
     assert caplog.text.count("rebuilding transaction index") >= 1
@@ -512,6 +515,11 @@ def test_model_random_interleavings(
         want = [t for t in m.aborted if t.last_offset >= start and t.first_offset < upper]
         assert got == want
     before = state_of(log)
+    # A replica copying the leader's batches ends in the same state.
+    follower = open_log(d.parent / "f-0", **CFG)
+    follower.append_as_follower(log.read(0, 1 << 30, max_offset=log.log_end_offset).read())
+    assert state_of(follower) == before
+    follower.close()
     log.close(clean=False)
     for p in d.glob("*.snapshot"):
         p.unlink()
