@@ -324,8 +324,9 @@ class Segment:
     Composes a ``LogFile`` (``<20-digit base>.log``: v2 record batches back to back) and
     its ``OffsetIndex`` (``.index``) / ``TimeIndex`` (``.timeindex``) / ``TransactionIndex``
     (``.txnindex``, created on its first entry; the Log writes it and recovery rebuilds it
-    with the producer state, hot.producer_snapshots); layouts in the module docstrings. Not thread-safe: the owning ``Log`` serializes
-    access, except that ``sync`` (the fsyncs) may run outside the log's lock.
+    with the producer state, hot.producer_snapshots); layouts in the module docstrings.
+    Not thread-safe: the owning ``Log`` serializes access, except that ``sync`` (the
+    fsyncs) may run outside the log's lock.
 
     Crash behaviour: a segment loaded as trusted (clean shutdown, or below the recovery
     point) gets only an index sanity check and a header scan of its tail; everything
