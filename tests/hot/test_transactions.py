@@ -547,3 +547,16 @@ def test_torn_marker_at_the_log_end_reopens_its_transaction(tmp_path: Path) -> N
     assert log.log_end_offset == marker and aborted(log) == []
     assert ongoing(log) == [(first, 1), (2, 2)] and log.last_stable_offset == first
     log.close()
+
+
+def test_log_start_past_an_ongoing_transaction_bounds_the_first_unstable_offset(tmp_path: Path) -> None:
+    log = open_log(tmp_path / "t-0", **CFG)
+    first = log.append(tbatch(1, 0, 4), transactional=True).first_offset
+    log.append(build_batch([RecordInput(b"k", b"plain")]))
+    assert log.delete_records(first + 2) == first + 2
+    # The transaction's first records are gone; it is still ongoing (its marker will come).
+    assert log.first_unstable_offset == first + 2 == log.last_stable_offset
+    assert ongoing(log) == [(first, 1)]
+    log.append_marker(1, 0, ABORT, 0)
+    assert log.first_unstable_offset is None and log.last_stable_offset == log.log_end_offset
+    log.close()
