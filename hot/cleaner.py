@@ -753,6 +753,12 @@ class LogCleaner:
                     )
                     stats.bytes_written += len(kept_bytes)
                     throttle.take(len(kept_bytes), self.stop)
+            # Markers are always kept, so every aborted transaction of the sources still
+            # ends inside the cleaned segment: its index keeps them (read_committed fetches
+            # must go on filtering what the cleaner kept of them).
+            for seg in group:
+                for txn in seg.txn_index.entries():
+                    out.txn_index.append(txn)
             out.seal()
             out.close()
             # First clean: the clean time; re-clean: keep the sources' (tombstone horizon).
@@ -764,7 +770,7 @@ class LogCleaner:
         finally:
             if not ok:
                 out.close_quietly()
-                for path in (out.log_path, out.index_path, out.timeindex_path):
+                for path in (out.log_path, out.index_path, out.timeindex_path, out.txnindex_path):
                     try:
                         os.unlink(path)
                     except OSError:

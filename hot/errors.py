@@ -144,6 +144,19 @@ class TransactionsNotSupportedError(StrataError):
     """A transactional producer: Strata supports idempotence but not transactions."""
 
 
+# --- transactions (KIP-98), the partition log's side ----------------------------------------
+
+
+class InvalidTxnStateError(StrataError):
+    """A producer's write that its transaction's state does not allow (a non-transactional
+    batch while its transaction is ongoing)."""
+
+
+class TransactionCoordinatorFencedError(StrataError):
+    """A transaction marker from a coordinator epoch older than one already seen (a zombie
+    coordinator)."""
+
+
 # --- consumer groups ---------------------------------------------------------------------
 
 
@@ -400,6 +413,8 @@ DUPLICATE_SEQUENCE_NUMBER: Final = 46
 INVALID_PRODUCER_EPOCH: Final = 47
 INVALID_PRODUCER_ID_MAPPING: Final = 49
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Final = 53
+INVALID_TXN_STATE: Final = 48
+TRANSACTION_COORDINATOR_FENCED: Final = 52
 UNKNOWN_PRODUCER_ID: Final = 59
 PRODUCER_FENCED: Final = 90
 OFFSET_METADATA_TOO_LARGE: Final = 12
@@ -461,6 +476,8 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     # Kafka's code for "this client may not use transactional ids": fatal in every client,
     # where a retriable code would make them retry forever.
     TransactionsNotSupportedError: (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 501),
+    InvalidTxnStateError: (INVALID_TXN_STATE, 409),
+    TransactionCoordinatorFencedError: (TRANSACTION_COORDINATOR_FENCED, 409),
     AuthenticationError: (SASL_AUTHENTICATION_FAILED, 401),
     UnsupportedSaslMechanismError: (UNSUPPORTED_SASL_MECHANISM, 400),
     IllegalSaslStateError: (ILLEGAL_SASL_STATE, 400),

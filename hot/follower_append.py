@@ -7,7 +7,8 @@ leader did those); the write, the roll and the high watermark are the log's own
 (``hot.log_write``). Files: the active segment's ``.log``,
 ``.index`` and ``.timeindex`` (hot.segment), the ``leader-epoch-checkpoint`` when a batch
 starts a new epoch (written before any byte of the batch, so no batch is ever on disk
-without its epoch), and at a roll a producer ``.snapshot``. A failed write is undone by
+without its epoch), at a roll a producer ``.snapshot``, and the ``.txnindex`` of the
+segment a replicated ABORT marker lands in (hot.txn_index). A failed write is undone by
 the segment (or the log goes offline, hot.segment.WriteUndoFailedError): nothing partial
 stays. Locking: runs under ``Log._lock``, completes high-watermark futures after it.
 """
@@ -15,12 +16,15 @@ stays. Locking: runs under ``Log._lock``, completes high-watermark futures after
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from hot import log_write
-from hot.errors import InvalidRecordError
-from hot.log_append import AppendInfo, byte_view, validate_batches
+from hot.errors import InvalidRecordError, StorageError
+from hot.log_append import AppendBatch, AppendInfo, byte_view, validate_batches
+from hot.segment import ProducerBatch
+from hot.txn_marker import read_marker
 
 if TYPE_CHECKING:
     from hot.log import Log
@@ -33,6 +37,8 @@ def append_as_follower(
     """``Log.append_as_follower`` (its docstring states the rules)."""
     mv = byte_view(data)
     batches, idempotent = validate_batches(mv, log.config, leader=False)
+    # Markers decoded before anything is written: an unreadable one refuses the append.
+    stored = list(producer_batches(mv, batches)) if idempotent else []
     if log.append_guard is not None:
         log.append_guard(len(mv))
     if now_ms is None:
@@ -64,9 +70,12 @@ def append_as_follower(
             seg, done = log_write.roll_locked(log)
         tracked = [(b.base_offset, b.size, b.max_timestamp) for b in batches]
         done += log_write.write_locked(log, seg, [mv], total, tracked, expect, records, now_ms)
-        if idempotent:
-            stored = (b for b in batches if b.producer_id >= 0 and not b.is_control)
-            log._pstate.replay_locked(stored, now_ms)
+        if stored:
+            try:
+                log._pstate.replay_locked(stored, now_ms, seg)
+            except StorageError as e:  # the transaction index: recovery rebuilds it
+                log._go_offline(e)
+                raise
         lso = log._log_start_offset
     log_write.after_append(log, done)
     return AppendInfo(
@@ -78,3 +87,28 @@ def append_as_follower(
         log_append_time_ms=-1,
         log_start_offset=lso,
     )
+
+
+def producer_batches(mv: memoryview, batches: Iterable[AppendBatch]) -> Iterator[ProducerBatch]:
+    """The producer batches of a follower's append, as producer state replays them (a
+    transaction marker decoded from its control batch)."""
+    for b in batches:
+        if b.producer_id < 0:
+            continue
+        ctype = cepoch = -1
+        if b.is_control:
+            marker = read_marker(mv[b.position : b.position + b.size])
+            if marker is not None:
+                ctype, cepoch = int(marker.control_type), marker.coordinator_epoch
+        yield ProducerBatch(
+            b.base_offset,
+            b.last_offset_delta,
+            b.max_timestamp,
+            b.producer_id,
+            b.producer_epoch,
+            b.base_sequence,
+            b.is_transactional,
+            b.is_control,
+            ctype,
+            cepoch,
+        )

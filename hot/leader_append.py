@@ -28,7 +28,12 @@ if TYPE_CHECKING:
 
 
 def append_as_leader(
-    log: Log, data: bytes | bytearray | memoryview, *, leader_epoch: int, now_ms: int | None
+    log: Log,
+    data: bytes | bytearray | memoryview,
+    *,
+    leader_epoch: int,
+    now_ms: int | None,
+    transactional: bool = False,
 ) -> AppendInfo:
     """``Log.append``."""
     mv = byte_view(data)
@@ -49,7 +54,9 @@ def append_as_leader(
         if idempotent:
             plan = log._pstate.state.begin(now_ms)
             leo = log.log_end_offset
-            batches, dups, reported_first = check_producers(plan, batches, leo, now_ms, log_append)
+            batches, dups, reported_first = check_producers(
+                plan, batches, leo, now_ms, log_append, transactional
+            )
             if dups:
                 if not batches:
                     return _duplicate_info(dups, log_append, log._log_start_offset)

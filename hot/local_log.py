@@ -10,9 +10,10 @@ segment holds what" (log start, high watermark, epochs, producer state) belong t
 
 Files it owns (byte layouts in hot.segment, hot.offset_index, hot.time_index)::
 
-    <20-digit base offset>.log / .index / .timeindex   the segments
+    <20-digit base offset>.log / .index / .timeindex / .txnindex   the segments (the
+                        .txnindex only where an aborted transaction's marker is)
     recovery-point      text "<offset>\\n": every byte below this offset was fsynced
-    <B>.log/.index/.timeindex + .cleaned / .swap       a cleaned segment being swapped in
+    <B>.log/.index/.timeindex/.txnindex + .cleaned / .swap   a cleaned segment being swapped in
 
 The small text files of the directory (``recovery-point``, ``log-start-offset``,
 ``cleaner-offset-checkpoint``) are written here with ``atomic_write`` (``<name>.tmp``,
@@ -51,7 +52,7 @@ from hot.errors import CorruptLogError, StorageError, StrataError
 from hot.naming import delete_dir_path
 from hot.records import decode_batch
 from hot.region import FileRegion
-from hot.segment import SUFFIXES, BatchInfo, Segment, segment_name
+from hot.segment import OPTIONAL_SUFFIXES, SUFFIXES, BatchInfo, Segment, segment_name
 
 logger = logging.getLogger("hot.log")  # one logger name for a partition's log, as before the split
 
@@ -88,6 +89,18 @@ def atomic_write(path: str | Path, data: bytes, *, sync_dir: bool = True) -> Non
         fsync_dir(os.path.dirname(os.fspath(path)) or ".")
 
 
+def rename_segment_files(names: Sequence[str], from_suffix: str, to_suffix: str) -> None:
+    """Rename each ``name + from_suffix`` to ``name + to_suffix`` in order (``names`` from
+    ``LocalLog.swap_names``: the ``.log`` last). A file that may be absent (a segment
+    without a transaction index) is skipped. OSError on failure."""
+    for name in names:
+        try:
+            os.rename(name + from_suffix, name + to_suffix)
+        except FileNotFoundError:
+            if not name.endswith(OPTIONAL_SUFFIXES):
+                raise
+
+
 def read_offset_file(path: str) -> int | None:
     """The offset stored in a recovery-point / log-start-offset file; None if missing or unreadable."""
     try:
@@ -102,6 +115,13 @@ def read_offset_file(path: str) -> int | None:
         logger.warning("ignoring malformed %s: %r", path, text[:32])
         return None
     return int(text)
+
+
+def swap_names(directory: str, base: int) -> tuple[str, list[str]]:
+    """The stem of segment ``base``'s files and their names, the ``.log`` last (the one
+    whose rename commits a swap)."""
+    stem = os.path.join(directory, segment_name(base))
+    return stem, [stem + suffix for suffix in (*SUFFIXES[1:], SUFFIXES[0])]
 
 
 # --- the segments -----------------------------------------------------------------------------
@@ -323,16 +343,14 @@ class LocalLog:
         return i
 
     def _swap_names(self, base: int) -> tuple[str, list[str]]:
-        stem = os.path.join(self.dir, segment_name(base))
-        return stem, [stem + suffix for suffix in (*SUFFIXES[1:], SUFFIXES[0])]
+        return swap_names(self.dir, base)
 
     def commit_swap_locked(self, base: int) -> None:
         """Rename the cleaned ``<base>`` files to ``.swap`` (``.log`` last) and fsync the
         directory: the commit point. StorageError on failure (the old segments still serve)."""
         stem, names = self._swap_names(base)
         try:
-            for name in names:
-                os.rename(name + CLEANED_SUFFIX, name + SWAP_SUFFIX)
+            rename_segment_files(names, CLEANED_SUFFIX, SWAP_SUFFIX)
             fsync_dir(self.dir)
         except OSError as e:
             raise StorageError(f"cannot swap in cleaned segment {stem}: {e}") from e
@@ -347,8 +365,7 @@ class LocalLog:
         try:
             for seg in old:
                 seg.delete()
-            for name in names:
-                os.rename(name + SWAP_SUFFIX, name)
+            rename_segment_files(names, SWAP_SUFFIX, "")
             fsync_dir(self.dir)
             new = Segment(self.dir, base, index_interval_bytes=self.config.index_interval_bytes)
             new.compacted = True
@@ -433,4 +450,6 @@ __all__ = [
     "atomic_write",
     "fsync_dir",
     "read_offset_file",
+    "rename_segment_files",
+    "swap_names",
 ]

@@ -24,6 +24,8 @@ truncation / close, and LocalLog's recovery-point file lock), exactly as before 
 Partition directory ``<logs_dir>/<topic>-<partition>/``::
 
     <20-digit base offset>.log / .index / .timeindex   segments (hot.segment)
+    <20-digit base offset>.txnindex   aborted transactions whose marker is in that segment
+                        (hot.txn_index, where there is one; transactions: hot.log_txn)
     recovery-point      text "<offset>\\n": every byte below this offset was fsynced
     log-start-offset    text "<offset>\\n": records below it are deleted (retention,
                         DeleteRecords) even if a segment still holds some of them. With
@@ -85,7 +87,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hot import follower_append, leader_append, log_start, log_truncation, log_write
+from hot import follower_append, leader_append, log_start, log_truncation, log_txn, log_write
 from hot.batch import TimestampType
 from hot.config import LogConfig
 from hot.errors import (
@@ -116,12 +118,14 @@ from hot.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ProducerEntry,
 )
+from hot.records import ControlType
 from hot.region import FileRegion
 from hot.segment import (
     Segment,
     segment_name,
 )
 from hot.segment_handoff import CleanerView, SegmentHandoff
+from hot.txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from hot.flush import GroupCommitter
@@ -264,7 +268,7 @@ class Log:
                 log._hw = max(lso, min(high_watermark, log.log_end_offset))
             log._pstate.set_offsets_locked(list(loaded.snapshots))
             log._handoff.first_dirty = min(loaded.first_dirty, log.log_end_offset)
-            log._pstate.load_locked(log._local, lso)
+            log._pstate.load_locked(log._local, lso, loaded.recovered)
             log._epochs = load_leader_epochs(d, log.name, loaded.segments, loaded.recovered, lso)
             if loaded.stored_recovery_point != log.log_end_offset:
                 log._local.persist_recovery_point()
@@ -526,7 +530,12 @@ class Log:
     # --- appending ---------------------------------------------------------------------------------
 
     def append(
-        self, data: bytes | bytearray | memoryview, *, leader_epoch: int = 0, now_ms: int | None = None
+        self,
+        data: bytes | bytearray | memoryview,
+        *,
+        leader_epoch: int = 0,
+        now_ms: int | None = None,
+        transactional: bool = False,
     ) -> AppendInfo:
         """Append producer batches as leader: assign offsets from the log end.
 
@@ -549,8 +558,31 @@ class Log:
         records it in the leader-epoch cache at its first offset (a negative epoch is
         stamped but not recorded). An epoch older than the latest in the cache is
         FencedLeaderEpochError (a deposed leader) and nothing is written.
+
+        Transactional batches need ``transactional=True`` (the request's transactional id
+        was checked), else TransactionsNotSupportedError and nothing is written; their
+        rules: hot.producer_state. Markers come only through ``append_marker``.
         """
-        return leader_append.append_as_leader(self, data, leader_epoch=leader_epoch, now_ms=now_ms)
+        return leader_append.append_as_leader(
+            self, data, leader_epoch=leader_epoch, now_ms=now_ms, transactional=transactional
+        )
+
+    def append_marker(
+        self,
+        producer_id: int,
+        epoch: int,
+        kind: ControlType,
+        coordinator_epoch: int,
+        *,
+        leader_epoch: int = 0,
+        now_ms: int | None = None,
+    ) -> AppendInfo:
+        """The coordinator's append (WriteTxnMarkers, origin COORDINATOR): one COMMIT or
+        ABORT marker ending the producer's transaction here (rules: hot.producer_state;
+        files: hot.log_txn). ``leader_epoch`` and ``now_ms`` as for ``append``."""
+        return log_txn.append_marker(
+            self, producer_id, epoch, kind, coordinator_epoch, leader_epoch=leader_epoch, now_ms=now_ms
+        )
 
     def append_as_follower(
         self, data: bytes | bytearray | memoryview, *, now_ms: int | None = None, roll: bool | None = None
@@ -865,6 +897,26 @@ class Log:
             done = log_truncation.truncate_fully_locked(self, offset, lso)
         if done:
             self._fire(done)
+
+    # --- transactions (hot.log_txn) ----------------------------------------------------------------
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the earliest transaction ongoing or not yet replicated, or None."""
+        with self._lock:
+            return log_txn.first_unstable_offset_locked(self)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """LSO = min(first unstable offset, high watermark): read_committed reads below it."""
+        with self._lock:
+            return log_txn.last_stable_offset_locked(self)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """The local aborted transactions overlapping [start_offset, upper_bound_offset), in
+        marker order (Kafka's collectAbortedTransactions, stopping as early as it does)."""
+        with self._lock:
+            return log_txn.collect_aborted_locked(self._local, start_offset, upper_bound_offset)
 
     # --- producer state ------------------------------------------------------------------------------
 

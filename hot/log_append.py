@@ -24,7 +24,7 @@ from crc32c import crc32c
 
 from hot.batch import CRC_START, iter_batches
 from hot.config import LogConfig
-from hot.errors import InvalidRecordError, RecordTooLargeError
+from hot.errors import InvalidRecordError, RecordTooLargeError, TransactionsNotSupportedError
 from hot.producer_state import BatchMetadata, ProducerAppend
 from hot.record_validation import check_batch, iter_client_batches, stamped_copy
 
@@ -37,6 +37,7 @@ _ATTRIBUTES_POS: Final = 21
 _MAX_TIMESTAMP_POS: Final = 35
 _CRC_POS: Final = 17
 _TIMESTAMP_TYPE_BIT: Final = 0x08
+_TRANSACTIONAL_BIT: Final = 0x10
 _CONTROL_BIT: Final = 0x20
 _MAX_APPEND_BYTES: Final = (1 << 31) - 1
 
@@ -77,6 +78,7 @@ class AppendBatch:
     base_sequence: int
     is_control: bool
     leader_epoch: int
+    is_transactional: bool
     # Attributes to store when the header must be rewritten (maxTimestamp from the records,
     # hot.record_validation); -1 when the client's header is stored as it is.
     attributes: int = -1
@@ -120,6 +122,7 @@ def validate_batches(mv: memoryview, config: LogConfig, *, leader: bool) -> tupl
             h.base_sequence,
             bool(h.attributes & _CONTROL_BIT),
             h.partition_leader_epoch,
+            bool(h.attributes & _TRANSACTIONAL_BIT),
         )
         if leader:
             check = check_batch(mv, pos, h, log_append_time=log_append, require_keys=compact)
@@ -187,17 +190,29 @@ def _stamp_log_append_time(mv: memoryview, b: AppendBatch, offset: int, epoch: i
 
 
 def check_producers(
-    plan: ProducerAppend, batches: list[AppendBatch], first: int, now_ms: int, log_append: bool
+    plan: ProducerAppend,
+    batches: list[AppendBatch],
+    first: int,
+    now_ms: int,
+    log_append: bool,
+    transactional: bool = False,
 ) -> tuple[list[AppendBatch], list[BatchMetadata], int]:
     """Producer-state checks of an append that would start at offset ``first``, recorded in
     the pending change ``plan``. Returns the batches to write, the duplicates' original
-    batches, and the offset to report as the append's first."""
+    batches, and the offset to report as the append's first. A transactional batch
+    without ``transactional`` (a request with no transactional id the coordinator knows)
+    is TransactionsNotSupportedError: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Kafka's
+    answer to transactional records without an authorized transactional id."""
     kept: list[AppendBatch] = []
     dups: list[BatchMetadata] = []
     reported = -1
     off = first
     for b in batches:
         if b.producer_id >= 0:
+            if b.is_transactional and not transactional:
+                raise TransactionsNotSupportedError(
+                    f"transactional batch of producer {b.producer_id} in a request without a transactional id"
+                )
             dup = plan.append(
                 b.producer_id,
                 b.producer_epoch,
@@ -205,6 +220,7 @@ def check_producers(
                 b.last_offset_delta,
                 off,
                 now_ms if log_append else b.max_timestamp,
+                b.is_transactional,
             )
             if dup is not None:
                 dups.append(dup)

@@ -12,6 +12,12 @@ Files it reads, repairs or removes (what each holds: hot.log, hot.local_log)::
     <B>.log/.index/.timeindex    segments: validated from the recovery point on after an
                                  unclean shutdown; a torn tail of the LAST segment is cut,
                                  damage anywhere else is CorruptLogError
+    <B>.txnindex                 aborted transactions: rebuilt from the log (by the Log's
+                                 producer-state load, which knows the transactions ongoing
+                                 at the segment's start) for every recovered segment, and
+                                 for a trusted one whose index is damaged (a torn entry,
+                                 entries out of order or outside it); a missing one below
+                                 the recovery point means "no aborted transaction", as in Kafka
     <B>.log.swap (+ indexes)     a committed cleaner swap: completed (``complete_swaps``)
     *.tmp .deleted .cleaned .swap, an index without its .log   strays: removed, one WARNING each
     recovery-point, log-start-offset, cleaner-offset-checkpoint   read (``read_offset_file``)
@@ -52,10 +58,12 @@ from hot.local_log import (
     atomic_write,
     fsync_dir,
     read_offset_file,
+    rename_segment_files,
+    swap_names,
 )
 from hot.naming import delete_dir_path
 from hot.producer_state import parse_snapshot_name, snapshot_name
-from hot.segment import SUFFIXES, Segment, parse_segment_name, segment_name
+from hot.segment import SUFFIXES, Segment, parse_segment_name
 
 logger = logging.getLogger("hot.log")  # one logger name for a partition's log, as before the split
 
@@ -71,7 +79,9 @@ class LoadedSegments:
     and the directory's bookkeeping as stored."""
 
     segments: list[Segment]
-    recovered: list[Segment]  # validated (and possibly cut) by this load
+    # validated (and possibly cut) by this load, or with a damaged transaction index: the
+    # Log rebuilds their transaction indexes
+    recovered: list[Segment]
     log_start_offset: int  # stored value, else the first segment's base
     stored_recovery_point: int | None
     first_dirty: int  # cleaner-offset-checkpoint, 0 if none (not yet clamped to the log end)
@@ -272,10 +282,9 @@ def complete_swaps(d: str, names: Sequence[str], index_interval_bytes: int) -> N
             p = parse_segment_name(other)
             if p is not None and base <= p[0] < end:
                 _unlink(os.path.join(d, other))
-        stem = os.path.join(d, segment_name(base))
+        stem, swapped = swap_names(d, base)
         try:
-            for suffix in (*SUFFIXES[1:], log_suffix):
-                os.rename(stem + suffix + SWAP_SUFFIX, stem + suffix)
+            rename_segment_files(swapped, SWAP_SUFFIX, "")
         except OSError as e:
             raise StorageError(f"cannot complete the swap of {stem}{log_suffix}{SWAP_SUFFIX}: {e}") from e
         fsync_dir(d)
@@ -295,6 +304,11 @@ def _recover(segments: list[Segment], clean: bool, recovery_point: int) -> list[
         if i < start:
             problem = seg.load()
             if problem is None:
+                txn_problem = seg.txn_index.problem(seg.next_offset)
+                if txn_problem is not None:
+                    # Rebuilt from the log with the producer state (hot.producer_snapshots).
+                    logger.warning("rebuilding transaction index %s: %s", seg.txnindex_path, txn_problem)
+                    recovered.append(seg)
                 continue
             if i != last:
                 raise CorruptLogError(seg.log_path, *problem)

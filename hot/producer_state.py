@@ -18,7 +18,25 @@ checked in request order against the state left by the earlier batches of the re
 * same epoch: firstSeq must follow the last sequence (int32 wrap-around: 0 follows
   2**31-1), else ``OutOfOrderSequenceError`` (a gap, or an old retry no longer cached).
 
-Replicas (``replay``) and rebuilds from the log apply batches without validation.
+Transactions (KIP-98; Kafka's ProducerAppendInfo / ProducerStateManager):
+
+* a transactional batch of a producer without an ongoing transaction begins one: the
+  entry's ``current_txn_first_offset`` is that batch's first offset, and the transaction
+  is ongoing until its marker. A non-transactional batch of a producer whose transaction
+  is ongoing is ``InvalidTxnStateError``.
+* a marker (the coordinator's COMMIT / ABORT, ``ProducerAppend.append_marker``): an
+  epoch below the producer's is ``InvalidProducerEpochError``, a coordinator epoch below
+  the last one seen ``TransactionCoordinatorFencedError``. It ends the ongoing
+  transaction (a ``CompletedTxn``; none for an empty transaction), moves the producer to
+  the marker's epoch and records the coordinator epoch.
+* a completed transaction stays "unreplicated" until the high watermark passes its
+  marker: the first unstable offset (``first_unstable_offset``) is the smallest first
+  offset of the ongoing and unreplicated transactions, and the last stable offset is
+  min(first unstable offset, high watermark) (hot.log_txn). A producer with an ongoing
+  transaction never expires.
+
+Replicas (``replay``, ``replay_marker``) and rebuilds from the log apply batches without
+validation (the leader did it), with the same state changes.
 """
 
 from __future__ import annotations
@@ -32,7 +50,14 @@ from typing import Final
 
 from crc32c import crc32c
 
-from hot.errors import CorruptLogError, InvalidProducerEpochError, OutOfOrderSequenceError, StorageError
+from hot.errors import (
+    CorruptLogError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    StorageError,
+    TransactionCoordinatorFencedError,
+)
 from hot.local_log import atomic_write
 from hot.segment import SNAPSHOT_SUFFIX, parse_snapshot_name, snapshot_name
 
@@ -69,13 +94,28 @@ class BatchMetadata:
 
 
 @dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker ended (Kafka's CompletedTxn): [first_offset, last_offset], the
+    last being the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerEntry:
-    """One producer's state in a partition: epoch and its last (up to 5) batches, oldest first."""
+    """One producer's state in a partition: epoch and its last (up to 5) batches, oldest
+    first; the last coordinator epoch of its markers and its ongoing transaction's first
+    offset (-1: none)."""
 
     producer_id: int
     epoch: int
     batches: tuple[BatchMetadata, ...]
     last_used_ms: int  # broker wall clock of its last append (expiry)
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
 
     @property
     def last_seq(self) -> int:
@@ -93,10 +133,21 @@ class ProducerEntry:
                 return b
         return None
 
-    def with_batch(self, epoch: int, batch: BatchMetadata, now_ms: int) -> ProducerEntry:
-        """This entry after ``batch``; a new epoch forgets the old epoch's batches."""
+    def with_batch(
+        self, epoch: int, batch: BatchMetadata, now_ms: int, txn_first_offset: int | None = None
+    ) -> ProducerEntry:
+        """This entry after ``batch``; a new epoch forgets the old epoch's batches.
+        ``txn_first_offset``: the ongoing transaction's first offset from now on (None:
+        unchanged)."""
         kept = self.batches[-(MAX_CACHED_BATCHES - 1) :] if epoch == self.epoch else ()
-        return ProducerEntry(self.producer_id, epoch, (*kept, batch), now_ms)
+        txn = self.current_txn_first_offset if txn_first_offset is None else txn_first_offset
+        return ProducerEntry(self.producer_id, epoch, (*kept, batch), now_ms, self.coordinator_epoch, txn)
+
+    def after_marker(self, epoch: int, coordinator_epoch: int, now_ms: int) -> ProducerEntry:
+        """This entry after a transaction marker: no ongoing transaction, the marker's
+        epochs (a new producer epoch forgets the old epoch's batches)."""
+        kept = self.batches if epoch == self.epoch else ()
+        return ProducerEntry(self.producer_id, epoch, kept, now_ms, coordinator_epoch, -1)
 
 
 class ProducerStateManager:
@@ -111,12 +162,63 @@ class ProducerStateManager:
         self.expiration_ms = expiration_ms
         self._producers: dict[int, ProducerEntry] = {}
         self._sweep_at = _MIN_SWEEP
+        # Ongoing transactions: first offset -> producer id. Transactions begin in offset
+        # order, so insertion order is ascending and the first key is the smallest.
+        self._ongoing: dict[int, int] = {}
+        # Completed transactions whose marker may still be above the high watermark:
+        # first offset -> last offset (the marker's).
+        self._unreplicated: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self._producers)
 
     def _expired(self, entry: ProducerEntry, now_ms: int) -> bool:
-        return now_ms - entry.last_used_ms >= self.expiration_ms
+        return entry.current_txn_first_offset < 0 and now_ms - entry.last_used_ms >= self.expiration_ms
+
+    # --- transactions -----------------------------------------------------------------------
+
+    def ongoing_txns(self) -> list[tuple[int, int]]:
+        """(first offset, producer id) of every ongoing transaction, ascending."""
+        return sorted(self._ongoing.items())
+
+    def first_unstable_offset(self, high_watermark: int) -> int | None:
+        """The first offset of the earliest transaction that is ongoing, or completed with
+        its marker at or above ``high_watermark`` (forgotten once the HW passed it); None
+        if there is none (Kafka's firstUnstableOffset after onHighWatermarkUpdated)."""
+        if self._unreplicated:
+            for first in [f for f, last in self._unreplicated.items() if last < high_watermark]:
+                del self._unreplicated[first]
+        best = next(iter(self._ongoing), None)
+        if self._unreplicated:
+            low = min(self._unreplicated)
+            best = low if best is None else min(best, low)
+        return best
+
+    def last_stable_offset_of(self, txn: CompletedTxn) -> int:
+        """The LSO recorded with a completed transaction in the transaction index: the first
+        offset of the earliest ongoing transaction of another producer, else the offset
+        after the marker (Kafka's ProducerStateManager.lastStableOffset)."""
+        for first, pid in self._ongoing.items():
+            if pid != txn.producer_id:
+                return first
+        return txn.last_offset + 1
+
+    def complete_txn(self, txn: CompletedTxn) -> None:
+        """The marker of ``txn`` was written: it is no longer ongoing, only unreplicated."""
+        if self._ongoing.pop(txn.first_offset, None) is None:
+            logger.warning(
+                "completed transaction of producer %d at %d was not ongoing",
+                txn.producer_id,
+                txn.first_offset,
+            )
+        self._unreplicated[txn.first_offset] = txn.last_offset
+
+    def _begin_txn(self, producer_id: int, first_offset: int) -> None:
+        if self._ongoing and first_offset < next(reversed(self._ongoing)):
+            self._ongoing[first_offset] = producer_id
+            self._ongoing = dict(sorted(self._ongoing.items()))
+        else:
+            self._ongoing[first_offset] = producer_id
 
     def get(self, producer_id: int, now_ms: int) -> ProducerEntry | None:
         entry = self._producers.get(producer_id)
@@ -144,8 +246,9 @@ class ProducerStateManager:
         first_offset: int,
         timestamp: int,
         now_ms: int,
+        is_transactional: bool = False,
     ) -> None:
-        """Apply a batch already in the log (replica append, rebuild): no validation."""
+        """Apply a data batch already in the log (replica append, rebuild): no validation."""
         meta = BatchMetadata(
             first_seq,
             increment_sequence(first_seq, last_offset_delta),
@@ -156,10 +259,31 @@ class ProducerStateManager:
         entry = self._producers.get(producer_id)
         if entry is None:
             entry = ProducerEntry(producer_id, epoch, (), now_ms)
-        self._producers[producer_id] = entry.with_batch(epoch, meta, now_ms)
+        txn: int | None = None
+        if is_transactional and entry.current_txn_first_offset < 0:
+            txn = first_offset
+            self._begin_txn(producer_id, first_offset)
+        self._producers[producer_id] = entry.with_batch(epoch, meta, now_ms, txn)
 
-    def _commit(self, updated: dict[int, ProducerEntry], now_ms: int) -> None:
+    def replay_marker(
+        self, producer_id: int, epoch: int, is_abort: bool, coordinator_epoch: int, offset: int, now_ms: int
+    ) -> CompletedTxn | None:
+        """Apply a transaction marker already in the log at ``offset``: no validation.
+        Returns the transaction it completed (None for an empty one); the caller records
+        it (transaction index, ``complete_txn``)."""
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = ProducerEntry(producer_id, NO_PRODUCER_EPOCH, (), now_ms)
+        done = None
+        if entry.current_txn_first_offset >= 0:
+            done = CompletedTxn(producer_id, entry.current_txn_first_offset, offset, is_abort)
+        self._producers[producer_id] = entry.after_marker(epoch, coordinator_epoch, now_ms)
+        return done
+
+    def _commit(self, updated: dict[int, ProducerEntry], started: list[tuple[int, int]], now_ms: int) -> None:
         self._producers.update(updated)
+        for first, pid in started:
+            self._begin_txn(pid, first)
         if len(self._producers) >= self._sweep_at:
             self.remove_expired(now_ms)
             self._sweep_at = max(_MIN_SWEEP, 2 * len(self._producers))
@@ -172,32 +296,63 @@ class ProducerStateManager:
 
     def evict_below(self, offset: int) -> int:
         """Forget producers whose last batch ends below ``offset`` (the log start offset
-        moved past all their data, as Kafka does); returns how many."""
-        doomed = [pid for pid, e in self._producers.items() if e.last_offset < offset]
+        moved past all their data, as Kafka does), except those with an ongoing
+        transaction (its marker is still to come) and those without a batch of their
+        current epoch (a marker bumped it: only expiry forgets that epoch, or a fenced
+        producer could write again after a restart); returns how many. Completed
+        transactions ending below ``offset`` are forgotten too."""
+        doomed = [
+            pid
+            for pid, e in self._producers.items()
+            if e.batches and e.last_offset < offset and e.current_txn_first_offset < 0
+        ]
         for pid in doomed:
             del self._producers[pid]
+        for first in [f for f, last in self._unreplicated.items() if last < offset]:
+            del self._unreplicated[first]
         return len(doomed)
 
     def load(self, entries: Iterable[ProducerEntry], now_ms: int) -> None:
-        """Replace the state with ``entries`` (a snapshot), dropping expired ones."""
+        """Replace the state with ``entries`` (a snapshot), dropping expired ones; their
+        ongoing transactions are ongoing again."""
         self._producers = {e.producer_id: e for e in entries if not self._expired(e, now_ms)}
         self._sweep_at = max(_MIN_SWEEP, 2 * len(self._producers))
+        self._ongoing = {
+            first: pid
+            for first, pid in sorted(
+                (e.current_txn_first_offset, e.producer_id)
+                for e in self._producers.values()
+                if e.current_txn_first_offset >= 0
+            )
+        }
+        self._unreplicated = {}
 
     def clear(self) -> None:
         self._producers = {}
         self._sweep_at = _MIN_SWEEP
+        self._ongoing = {}
+        self._unreplicated = {}
 
 
 class ProducerAppend:
     """The producer-state changes of one append request, applied by ``commit`` only once
     the batches are written (a failed write leaves the state untouched)."""
 
-    __slots__ = ("_now", "_state", "_updated")
+    __slots__ = ("_now", "_started", "_state", "_updated", "completed")
 
     def __init__(self, state: ProducerStateManager, now_ms: int) -> None:
         self._state = state
         self._now = now_ms
         self._updated: dict[int, ProducerEntry] = {}
+        self._started: list[tuple[int, int]] = []  # (first offset, producer id) of new transactions
+        # Transactions ended by this append's markers, in order (the Log records them).
+        self.completed: list[CompletedTxn] = []
+
+    def _entry(self, producer_id: int) -> ProducerEntry | None:
+        entry = self._updated.get(producer_id)
+        if entry is None:
+            entry = self._state.get(producer_id, self._now)
+        return entry
 
     def append(
         self,
@@ -207,13 +362,13 @@ class ProducerAppend:
         last_offset_delta: int,
         first_offset: int,
         timestamp: int,
+        is_transactional: bool = False,
     ) -> BatchMetadata | None:
-        """Validate a batch that would be written at ``first_offset``. Returns the original
-        batch if it is a duplicate (then it must not be written), else None after
-        recording it. Raises InvalidProducerEpochError / OutOfOrderSequenceError."""
-        entry = self._updated.get(producer_id)
-        if entry is None:
-            entry = self._state.get(producer_id, self._now)
+        """Validate a data batch that would be written at ``first_offset``. Returns the
+        original batch if it is a duplicate (then it must not be written), else None after
+        recording it. Raises InvalidProducerEpochError / OutOfOrderSequenceError /
+        InvalidTxnStateError (module docstring)."""
+        entry = self._entry(producer_id)
         last_seq = increment_sequence(first_seq, last_offset_delta)
         if entry is None:
             entry = ProducerEntry(producer_id, NO_PRODUCER_EPOCH, (), self._now)
@@ -235,13 +390,50 @@ class ProducerAppend:
                     f"producer {producer_id} epoch {epoch}: sequence {first_seq} does not follow "
                     f"{entry.last_seq}"
                 )
+        txn: int | None = None
+        if entry.current_txn_first_offset >= 0:
+            if not is_transactional:
+                raise InvalidTxnStateError(
+                    f"producer {producer_id} wrote a non-transactional batch at offset {first_offset} "
+                    f"while its transaction from offset {entry.current_txn_first_offset} is ongoing"
+                )
+        elif is_transactional:
+            txn = first_offset
+            self._started.append((first_offset, producer_id))
         meta = BatchMetadata(first_seq, last_seq, first_offset, first_offset + last_offset_delta, timestamp)
-        self._updated[producer_id] = entry.with_batch(epoch, meta, self._now)
+        self._updated[producer_id] = entry.with_batch(epoch, meta, self._now, txn)
         return None
+
+    def append_marker(
+        self, producer_id: int, epoch: int, is_abort: bool, coordinator_epoch: int, offset: int
+    ) -> CompletedTxn | None:
+        """Validate a transaction marker that would be written at ``offset`` (the
+        coordinator's append) and record it; returns the transaction it completes (None
+        for an empty one), also kept in ``completed``. Raises InvalidProducerEpochError /
+        TransactionCoordinatorFencedError."""
+        entry = self._entry(producer_id)
+        if entry is None:
+            entry = ProducerEntry(producer_id, NO_PRODUCER_EPOCH, (), self._now)
+        if epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"transaction marker of producer {producer_id} at offset {offset} has epoch {epoch}, "
+                f"older than its current epoch {entry.epoch}"
+            )
+        if coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"transaction marker of producer {producer_id} has coordinator epoch {coordinator_epoch}, "
+                f"older than {entry.coordinator_epoch} (a zombie coordinator)"
+            )
+        done = None
+        if entry.current_txn_first_offset >= 0:
+            done = CompletedTxn(producer_id, entry.current_txn_first_offset, offset, is_abort)
+            self.completed.append(done)
+        self._updated[producer_id] = entry.after_marker(epoch, coordinator_epoch, self._now)
+        return done
 
     def commit(self) -> None:
         if self._updated:
-            self._state._commit(self._updated, self._now)
+            self._state._commit(self._updated, self._started, self._now)
 
 
 # --- snapshot files ---------------------------------------------------------------------------
@@ -249,9 +441,11 @@ class ProducerAppend:
 # Byte layout: ProducerSnapshotFile's docstring.
 _SNAP_HEADER: Final = struct.Struct(">hIqi")
 _SNAP_CRC_START: Final = 6
-_SNAP_ENTRY: Final = struct.Struct(">qhqb")
+_SNAP_ENTRY_V1: Final = struct.Struct(">qhqb")
+_SNAP_ENTRY: Final = struct.Struct(">qhqiqb")
 _SNAP_BATCH: Final = struct.Struct(">iiqqq")
-SNAPSHOT_VERSION: Final = 1
+SNAPSHOT_VERSION: Final = 2
+_SNAPSHOT_VERSIONS: Final = (1, 2)
 
 
 class ProducerSnapshotFile:
@@ -260,14 +454,22 @@ class ProducerSnapshotFile:
 
     Layout (big-endian)::
 
-        0   version        int16   1
+        0   version        int16   2 (1 is still read)
         2   crc            uint32  CRC-32C of bytes [6, end)
         6   offset         int64   the offset in the file name
         14  producerCount  int32
         18  producerCount entries:
-              producerId int64 | epoch int16 | lastUsedMs int64 | batchCount int8 (0..5)
+              version 2: producerId int64 | epoch int16 | lastUsedMs int64
+                         | coordinatorEpoch int32 (-1: none seen)
+                         | currentTxnFirstOffset int64 (-1: no ongoing transaction)
+                         | batchCount int8 (0..5)
+              version 1: producerId int64 | epoch int16 | lastUsedMs int64 | batchCount int8
+                         (read as coordinatorEpoch -1, no ongoing transaction)
               batchCount x (firstSeq int32 | lastSeq int32 | firstOffset int64
                             | lastOffset int64 | timestamp int64), oldest first
+
+    An ongoing transaction's first offset is below the snapshot's offset, so the last
+    stable offset survives a restart (the transaction is ongoing again after the load).
 
     Written once, atomically (``<name>.tmp``, fsync, rename); never modified. The Log
     writes one when a segment rolls (named by the new segment's base offset, so every
@@ -282,7 +484,14 @@ class ProducerSnapshotFile:
         body = bytearray()
         count = 0
         for e in entries:
-            body += _SNAP_ENTRY.pack(e.producer_id, e.epoch, e.last_used_ms, len(e.batches))
+            body += _SNAP_ENTRY.pack(
+                e.producer_id,
+                e.epoch,
+                e.last_used_ms,
+                e.coordinator_epoch,
+                e.current_txn_first_offset,
+                len(e.batches),
+            )
             for b in e.batches:
                 body += _SNAP_BATCH.pack(b.first_seq, b.last_seq, b.first_offset, b.last_offset, b.timestamp)
             count += 1
@@ -301,8 +510,9 @@ class ProducerSnapshotFile:
         if len(data) < _SNAP_HEADER.size:
             raise bad(0, f"{len(data)} bytes is shorter than the {_SNAP_HEADER.size}-byte header")
         version, crc, stored_offset, count = _SNAP_HEADER.unpack_from(data)
-        if version != SNAPSHOT_VERSION:
+        if version not in _SNAPSHOT_VERSIONS:
             raise bad(0, f"unsupported version {version}")
+        layout = _SNAP_ENTRY if version >= 2 else _SNAP_ENTRY_V1
         actual = crc32c(memoryview(data)[_SNAP_CRC_START:])
         if actual != crc:
             raise bad(2, f"CRC mismatch: stored {crc:#010x}, computed {actual:#010x}")
@@ -314,12 +524,18 @@ class ProducerSnapshotFile:
         out: list[ProducerEntry] = []
         seen: set[int] = set()
         for _ in range(count):
-            if pos + _SNAP_ENTRY.size > len(data):
+            if pos + layout.size > len(data):
                 raise bad(pos, "truncated producer entry")
-            pid, epoch, last_used, n = _SNAP_ENTRY.unpack_from(data, pos)
+            if version >= 2:
+                pid, epoch, last_used, coord, txn, n = layout.unpack_from(data, pos)
+            else:
+                pid, epoch, last_used, n = layout.unpack_from(data, pos)
+                coord, txn = -1, -1
             if pid < 0 or pid in seen or epoch < 0 or not 0 <= n <= MAX_CACHED_BATCHES:
                 raise bad(pos, f"bad producer entry (id {pid}, epoch {epoch}, {n} batches)")
-            pos += _SNAP_ENTRY.size
+            if not -1 <= txn < offset or coord < -1:
+                raise bad(pos, f"producer {pid}: transaction first offset {txn}, coordinator epoch {coord}")
+            pos += layout.size
             if pos + n * _SNAP_BATCH.size > len(data):
                 raise bad(pos, "truncated batch list")
             batches = []
@@ -330,7 +546,7 @@ class ProducerSnapshotFile:
                 batches.append(b)
                 pos += _SNAP_BATCH.size
             seen.add(pid)
-            out.append(ProducerEntry(pid, epoch, tuple(batches), last_used))
+            out.append(ProducerEntry(pid, epoch, tuple(batches), last_used, coord, txn))
         if pos != len(data):
             raise bad(pos, f"{len(data) - pos} trailing bytes")
         return out
@@ -365,6 +581,7 @@ __all__ = [
     "NO_PRODUCER_ID",
     "SNAPSHOT_SUFFIX",
     "BatchMetadata",
+    "CompletedTxn",
     "ProducerAppend",
     "ProducerEntry",
     "ProducerSnapshotFile",

@@ -14,7 +14,8 @@ is refused unless it holds exactly what the header announces:
     CRC-32C                                      CORRUPT_MESSAGE (2)
     recordsCount <= 0 or != lastOffsetDelta + 1  INVALID_RECORD (87)
     control batch, producer id without epoch or
-    base sequence                                INVALID_RECORD (87)
+    base sequence, transactional without a
+    producer id                                  INVALID_RECORD (87)
     codec id 5-7                                 UNSUPPORTED_COMPRESSION_TYPE (76)
     payload that does not decompress             CORRUPT_MESSAGE (2)
     timestamp type LogAppendTime set by the
@@ -120,6 +121,7 @@ _MIN_RECORD_BODY: Final = 6  # attributes, timestampDelta, offsetDelta, key, val
 _MAGIC_POS: Final = 16
 _CODEC_MASK: Final = 0x07
 _TIMESTAMP_TYPE_BIT: Final = 0x08
+_TRANSACTIONAL_BIT: Final = 0x10
 _CONTROL_BIT: Final = 0x20
 _INT64_MIN: Final = -(1 << 63)
 _INT64_MAX: Final = (1 << 63) - 1
@@ -188,11 +190,14 @@ def iter_client_batches(buf: Buffer, *, max_size: int | None) -> Iterator[tuple[
             )
         if h.attributes & _CONTROL_BIT:
             raise InvalidRecordError("clients may not write control batches")
-        if h.producer_id >= 0 and (h.base_sequence < 0 or h.producer_epoch < 0):
-            raise InvalidRecordError(
-                f"batch at byte {pos} has producer id {h.producer_id} but epoch "
-                f"{h.producer_epoch} and base sequence {h.base_sequence}"
-            )
+        if h.producer_id >= 0:
+            if h.base_sequence < 0 or h.producer_epoch < 0:
+                raise InvalidRecordError(
+                    f"batch at byte {pos} has producer id {h.producer_id} but epoch "
+                    f"{h.producer_epoch} and base sequence {h.base_sequence}"
+                )
+        elif h.attributes & _TRANSACTIONAL_BIT:
+            raise InvalidRecordError(f"transactional batch at byte {pos} has no producer id")
         yield pos, h
         pos += h.size
 

@@ -1,4 +1,4 @@
-"""One log segment: a ``.log`` data file plus its ``.index`` and ``.timeindex``.
+"""One log segment: a ``.log`` data file plus its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 Files of a segment whose first batch has base offset B, in the partition directory::
 
@@ -6,6 +6,9 @@ Files of a segment whose first batch has base offset B, in the partition directo
                                             except baseOffset / partitionLeaderEpoch
     <B as 20 zero-padded digits>.index      sparse offset index (hot.offset_index)
     <B as 20 zero-padded digits>.timeindex  sparse time index (hot.time_index)
+    <B as 20 zero-padded digits>.txnindex   aborted transactions whose ABORT marker is in
+                                            this segment (hot.txn_index); created on the
+                                            first entry, so most segments have none
     <B as 20 zero-padded digits>.snapshot   producer state as of B (hot.producer_state),
                                             owned and written by hot.log.Log
 
@@ -28,17 +31,22 @@ from typing import Final
 from crc32c import crc32c
 
 from hot.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH
-from hot.errors import CorruptLogError, StorageError
+from hot.errors import CorruptLogError, StorageError, StrataError
 from hot.offset_index import MAX_RELATIVE, OffsetIndex
 from hot.region import FileRegion, SegmentFile
 from hot.time_index import TimeIndex
+from hot.txn_index import TransactionIndex
+from hot.txn_marker import read_marker
 
 log = logging.getLogger(__name__)
 
 LOG_SUFFIX: Final = ".log"
 INDEX_SUFFIX: Final = ".index"
 TIMEINDEX_SUFFIX: Final = ".timeindex"
-SUFFIXES: Final = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX)
+TXNINDEX_SUFFIX: Final = ".txnindex"
+SUFFIXES: Final = (LOG_SUFFIX, INDEX_SUFFIX, TIMEINDEX_SUFFIX, TXNINDEX_SUFFIX)
+# Segment files that may be absent (created on their first entry): renames skip them.
+OPTIONAL_SUFFIXES: Final = (TXNINDEX_SUFFIX,)
 NAME_DIGITS: Final = 20
 # The producer-state snapshot after a segment (hot.producer_state), named like the segments.
 SNAPSHOT_SUFFIX: Final = ".snapshot"
@@ -65,6 +73,7 @@ _H_MAX_TS: Final = 8
 _H_PRODUCER_ID: Final = 9
 _H_PRODUCER_EPOCH: Final = 10
 _H_BASE_SEQUENCE: Final = 11
+_TRANSACTIONAL_BIT: Final = 0x10
 _CONTROL_BIT: Final = 0x20
 _HEADER_SCAN_CHUNK: Final = 256 * 1024  # read size of the producer-state header scan
 
@@ -144,7 +153,8 @@ def _info(pos: int, h: tuple[int, ...]) -> BatchInfo:
 
 @dataclass(frozen=True, slots=True)
 class ProducerBatch:
-    """The producer fields of one idempotent data batch's header (producer-state rebuild)."""
+    """The producer fields of one producer batch's header (producer-state rebuild); for a
+    transaction marker (a control batch) also its type and coordinator epoch."""
 
     base_offset: int
     last_offset_delta: int
@@ -152,6 +162,10 @@ class ProducerBatch:
     producer_id: int
     producer_epoch: int
     base_sequence: int
+    is_transactional: bool = False
+    is_control: bool = False
+    control_type: int = -1  # a control batch's: 0 ABORT, 1 COMMIT, -1 not a transaction marker
+    coordinator_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,9 +322,11 @@ class Segment:
     """A contiguous range of offsets [base_offset, next_offset) of one partition.
 
     Composes a ``LogFile`` (``<20-digit base>.log``: v2 record batches back to back) and
-    its ``OffsetIndex`` (``.index``) / ``TimeIndex`` (``.timeindex``); layouts in the
-    module docstrings. Not thread-safe: the owning ``Log`` serializes
-    access, except that ``sync`` (the fsyncs) may run outside the log's lock.
+    its ``OffsetIndex`` (``.index``) / ``TimeIndex`` (``.timeindex``) / ``TransactionIndex``
+    (``.txnindex``, created on its first entry; the Log writes it and recovery rebuilds it
+    with the producer state, hot.producer_snapshots); layouts in the module docstrings.
+    Not thread-safe: the owning ``Log`` serializes access, except that ``sync`` (the
+    fsyncs) may run outside the log's lock.
 
     Crash behaviour: a segment loaded as trusted (clean shutdown, or below the recovery
     point) gets only an index sanity check and a header scan of its tail; everything
@@ -336,6 +352,7 @@ class Segment:
         try:
             self.offset_index = OffsetIndex(stem + INDEX_SUFFIX + suffix, base_offset)
             self.time_index = TimeIndex(stem + TIMEINDEX_SUFFIX + suffix, base_offset)
+            self.txn_index = TransactionIndex(stem + TXNINDEX_SUFFIX + suffix, base_offset)
         except StorageError:
             self.file.close()
             raise
@@ -368,6 +385,12 @@ class Segment:
     @property
     def timeindex_path(self) -> str:
         return self.time_index.path
+
+    @property
+    def txnindex_path(self) -> str:
+        """The transaction index (it exists only once an aborted transaction's marker was
+        written to this segment: ``txn_index.exists``)."""
+        return self.txn_index.path
 
     @property
     def snapshot_path(self) -> str:
@@ -501,8 +524,10 @@ class Segment:
         return list(self.iter_batches(start_position))
 
     def iter_producer_batches(self, start_position: int = 0) -> Iterator[ProducerBatch]:
-        """Idempotent data batches (producerId >= 0, not control) from ``start_position`` (a
-        batch start) to the end: headers only, read in chunks, no CRC (the data is trusted)."""
+        """Producer batches (producerId >= 0: idempotent or transactional data, and
+        transaction markers) from ``start_position`` (a batch start) to the end: headers
+        only, read in chunks, no CRC (the data is trusted), except that a control batch is
+        decoded for its marker."""
         pos = start_position
         limit = self.file.size
         buf = b""
@@ -518,7 +543,18 @@ class Segment:
             problem = _header_problem(h, pos, limit)
             if problem is not None:
                 raise self._corrupt(pos, problem)
-            if h[_H_PRODUCER_ID] >= 0 and not h[_H_ATTRS] & _CONTROL_BIT:
+            if h[_H_PRODUCER_ID] >= 0:
+                attrs = h[_H_ATTRS]
+                ctype = cepoch = -1
+                if attrs & _CONTROL_BIT:
+                    size = h[_H_LENGTH] + LOG_OVERHEAD
+                    raw = buf[rel : rel + size] if rel + size <= len(buf) else self.read_bytes(pos, size)
+                    try:
+                        marker = read_marker(raw)
+                    except StrataError as e:
+                        raise self._corrupt(pos, f"unreadable control batch: {e}") from None
+                    if marker is not None:
+                        ctype, cepoch = int(marker.control_type), marker.coordinator_epoch
                 yield ProducerBatch(
                     h[_H_BASE],
                     h[_H_DELTA],
@@ -526,6 +562,10 @@ class Segment:
                     h[_H_PRODUCER_ID],
                     h[_H_PRODUCER_EPOCH],
                     h[_H_BASE_SEQUENCE],
+                    bool(attrs & _TRANSACTIONAL_BIT),
+                    bool(attrs & _CONTROL_BIT),
+                    ctype,
+                    cepoch,
                 )
             pos += h[_H_LENGTH] + LOG_OVERHEAD
 
@@ -782,10 +822,12 @@ class Segment:
         self.time_index.write_pending()
 
     def sync(self) -> None:
-        """fsync the log and both indexes (index entries must have been written first)."""
+        """fsync the log and the indexes (index entries must have been written first; the
+        transaction index writes its entries at once)."""
         self.file.fsync()
         self.offset_index.fsync()
         self.time_index.fsync()
+        self.txn_index.fsync()
 
     def sync_data(self) -> None:
         """Group-commit durability: only the log's bytes.
@@ -827,6 +869,9 @@ class Segment:
             if b.max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.base_offset
         self._bytes_since_index = self.file.size - entry_pos
+        # Aborted transactions whose marker was dropped are open again (the producer state
+        # is rebuilt by the Log).
+        self.txn_index.truncate_to(self.next_offset)
         if self.is_empty:
             self.created_ms = None
         self.dirty = True
@@ -837,22 +882,26 @@ class Segment:
         try:
             self.offset_index.close()
             self.time_index.close()
+            self.txn_index.close()
         finally:
             self.offset_index.close_quietly()
             self.time_index.close_quietly()
+            self.txn_index.close_quietly()
             self.file.close()
 
     def close_quietly(self) -> None:
         self.offset_index.close_quietly()
         self.time_index.close_quietly()
+        self.txn_index.close_quietly()
         try:
             self.file.close()
         except StorageError:
             pass
 
     def delete(self) -> None:
-        """Remove the three files. Fetches holding a region of it can still read it."""
+        """Remove the files. Fetches holding a region of it can still read it."""
         self.deleted = True
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.file.delete()
