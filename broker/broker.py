@@ -62,6 +62,7 @@ from hot.errors import (
 from hot.log import AppendInfo, Log
 from hot.region import FileRegion
 from hot.topics import TopicInfo, validate_topic_name
+from hot.txn_index import AbortedTxn
 from tiering.remote_read import RemoteReader, RemoteReadResult
 
 if TYPE_CHECKING:
@@ -137,6 +138,9 @@ class FetchedPartition:
     # Replica fetches (cluster mode): the leader's segment base offsets within the batches
     # returned, so the follower's segments begin where the leader's do.
     segment_bases: tuple[int, ...] = ()
+    # read_committed fetches: the aborted transactions overlapping the batches returned
+    # (None for read_uncommitted, which Kafka answers with a null list).
+    aborted: tuple[AbortedTxn, ...] | None = None
     # Offsets the batches returned cover (next - first): the records served, counted from
     # batch headers already parsed (an upper bound where a compacted segment skips offsets).
     record_span: int = 0
@@ -507,10 +511,12 @@ class Broker:
         )
 
     async def _read_all(
-        self, parts: Sequence[FetchRequestPartition], max_bytes: int
+        self, parts: Sequence[FetchRequestPartition], max_bytes: int, *, read_committed: bool = False
     ) -> list[FetchedPartition]:
         """Read every partition, filling ``max_bytes`` in request order (whole batches; the
-        first partition with data gets at least one batch, KIP-74).
+        first partition with data gets at least one batch, KIP-74). ``read_committed``
+        (isolation level 1): only below the last stable offset, with the aborted
+        transactions of the range.
 
         Partitions whose offset is below the local log start are read from the object
         store first, all at once (one slow GET delays none of the others, and never a
@@ -525,6 +531,8 @@ class Broker:
                     continue
                 bound = self._remote_bound(lg, p.offset)
                 if bound is not None:
+                    if read_committed:
+                        bound = min(bound, lg.last_stable_offset)
                     limit = max(0, min(p.max_bytes, max_bytes))
                     remote[i] = asyncio.ensure_future(
                         self._read_remote(lg, p.offset, limit, bound, min_one=True)
@@ -547,28 +555,39 @@ class Broker:
                 limit = max(0, min(p.max_bytes, budget))
                 task = remote.get(i)
                 if task is not None:
-                    fp = self._remote_fetched(p, lg, task.result().truncate(limit, min_one=first_with_data))
+                    r = task.result().truncate(limit, min_one=first_with_data)
+                    fp = self._remote_fetched(p, lg, r, read_committed)
                 else:
+                    lso = lg.last_stable_offset
                     try:
-                        result = lg.read(p.offset, limit, min_one=first_with_data)
+                        result = lg.read(
+                            p.offset,
+                            limit,
+                            min_one=first_with_data,
+                            max_offset=lso if read_committed else None,
+                        )
                     except OffsetMovedToTieredStorageError:
                         # local retention removed the segment since the first pass
                         bound = self._remote_bound(lg, p.offset)
                         if bound is None:
                             raise
+                        if read_committed:
+                            bound = min(bound, lso)
                         r = await self._read_remote(lg, p.offset, limit, bound, min_one=first_with_data)
-                        fp = self._remote_fetched(p, lg, r)
+                        fp = self._remote_fetched(p, lg, r, read_committed)
                     else:
-                        hw = lg.high_watermark
                         fp = FetchedPartition(
                             p.topic,
                             p.partition,
                             None,
-                            high_watermark=hw,
-                            last_stable_offset=hw,
+                            high_watermark=lg.high_watermark,
+                            last_stable_offset=lso,
                             log_start_offset=lg.log_start_offset,
                             regions=result.regions,
                             size=result.size,
+                            aborted=self._aborted(lg, p.offset, result.next_offset, result.size)
+                            if read_committed
+                            else None,
                             record_span=result.next_offset - result.first_offset if result.size else 0,
                         )
             except StrataError as exc:
@@ -580,17 +599,30 @@ class Broker:
         return out
 
     @staticmethod
-    def _remote_fetched(p: FetchRequestPartition, lg: Log, r: RemoteReadResult) -> FetchedPartition:
-        hw = lg.high_watermark
+    def _aborted(lg: Log, start: int, next_offset: int, size: int) -> tuple[AbortedTxn, ...]:
+        """The aborted transactions a read_committed client needs to drop the aborted
+        records among the batches returned (Kafka: those overlapping [fetch offset, the
+        offset after the last batch))."""
+        if not size:
+            return ()
+        return tuple(lg.collect_aborted_transactions(start, next_offset))
+
+    def _remote_fetched(
+        self, p: FetchRequestPartition, lg: Log, r: RemoteReadResult, read_committed: bool = False
+    ) -> FetchedPartition:
+        # TODO(issue 20): the aborted transactions of remote segments come from their tiered
+        # transaction indexes (the remote reader's part); until transactional produce is
+        # enabled, no log holds an aborted transaction.
         return FetchedPartition(
             p.topic,
             p.partition,
             None,
-            high_watermark=hw,
-            last_stable_offset=hw,
+            high_watermark=lg.high_watermark,
+            last_stable_offset=lg.last_stable_offset,
             log_start_offset=lg.log_start_offset,
             remote=r.parts,
             size=r.size,
+            aborted=self._aborted(lg, p.offset, r.next_offset, r.size) if read_committed else None,
             record_span=r.next_offset - r.first_offset if r.size else 0,
         )
 
@@ -601,9 +633,11 @@ class Broker:
         max_wait_ms: int,
         min_bytes: int,
         max_bytes: int,
+        read_committed: bool = False,
     ) -> list[FetchedPartition]:
-        """Consumer fetch: leaders only, below the high watermark (the base class's
-        reading and long-polling; the HW listener wakes it when the HW moves)."""
+        """Consumer fetch: leaders only, below the high watermark (below the last stable
+        offset for ``read_committed``); long-polls, and the HW listener wakes it when the HW
+        (and so the LSO) moves."""
         errors: dict[int, FetchedPartition] = {}
         ok: list[FetchRequestPartition] = []
         for i, p in enumerate(parts):
@@ -615,7 +649,13 @@ class Broker:
         if errors:
             max_wait_ms = 0  # an error is answered at once, as Kafka does
         fetched = iter(
-            await self._fetch_led(ok, max_wait_ms=max_wait_ms, min_bytes=min_bytes, max_bytes=max_bytes)
+            await self._fetch_led(
+                ok,
+                max_wait_ms=max_wait_ms,
+                min_bytes=min_bytes,
+                max_bytes=max_bytes,
+                read_committed=read_committed,
+            )
             if ok
             else []
         )
@@ -628,6 +668,7 @@ class Broker:
         max_wait_ms: int,
         min_bytes: int,
         max_bytes: int,
+        read_committed: bool = False,
     ) -> list[FetchedPartition]:
         """Read every (led) partition; long-poll until ``min_bytes`` are available or ``max_wait_ms`` passes.
 
@@ -647,7 +688,7 @@ class Broker:
                 self._waiters.setdefault(key, set()).add(fut)
                 keys.append(key)
             try:
-                results = await self._read_all(parts, max_bytes)
+                results = await self._read_all(parts, max_bytes, read_committed=read_committed)
                 total = sum(r.size for r in results)
                 remaining = deadline - loop.time()
                 if (
@@ -722,21 +763,35 @@ class Broker:
         return found
 
     async def list_offset_with_epoch(
-        self, topic: str, partition: int, timestamp: int, *, current_leader_epoch: int, replica_id: int
+        self,
+        topic: str,
+        partition: int,
+        timestamp: int,
+        *,
+        current_leader_epoch: int,
+        replica_id: int,
+        read_committed: bool = False,
     ) -> tuple[int, int, int]:
         """ListOffsets on the leader: (offset, timestamp, leader epoch of that offset).
         A follower (``replica_id`` >= 0) sees the log end for LATEST, and may ask for the
-        first local offset (EARLIEST_LOCAL, KIP-405)."""
+        first local offset (EARLIEST_LOCAL, KIP-405). ``read_committed`` (isolation level
+        1): LATEST is the last stable offset and a timestamp search finds only offsets
+        below it, as Kafka answers."""
         rep = self.replicas.leader_replica(topic, partition, current_leader_epoch)
         lg = rep.log
         if timestamp == LATEST_TIMESTAMP:
-            end = lg.log_end_offset if replica_id >= 0 else lg.high_watermark
+            if replica_id >= 0:
+                end = lg.log_end_offset
+            else:
+                end = lg.last_stable_offset if read_committed else lg.high_watermark
             return end, -1, rep.leader_epoch
         if timestamp == EARLIEST_LOCAL_TIMESTAMP:
             return lg.local_log_start_offset, -1, lg.epoch_for_offset(lg.local_log_start_offset)
         if timestamp == EARLIEST_TIMESTAMP:
             return lg.log_start_offset, -1, lg.epoch_for_offset(lg.log_start_offset)
         offset, ts = await self._list_offset(topic, partition, timestamp)
+        if read_committed and offset >= lg.last_stable_offset:
+            return -1, -1, -1
         return offset, ts, lg.epoch_for_offset(offset) if offset >= 0 else -1
 
     def end_offset_for_epoch(

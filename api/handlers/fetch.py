@@ -2,7 +2,9 @@
 
 A consumer fetch (``replica_id`` < 0) is served by the partition's leader only
 (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH on a stale or newer
-``current_leader_epoch``, KIP-320), up to the high watermark, local or remote tier alike
+``current_leader_epoch``, KIP-320), up to the high watermark (isolation_level 1,
+read_committed: up to the last stable offset, with the aborted transactions overlapping the
+batches returned, KIP-98), local or remote tier alike
 (the broker's ``fetch``; record data is sent zero-copy by api.kafka_server). A partition
 error is answered at once with whatever the other partitions have, as Kafka does. A fetch
 with a ``replica_id`` is a follower's: ``Broker.replica_fetch`` serves it past the
@@ -16,6 +18,8 @@ from typing import TYPE_CHECKING
 
 from api.protocol import RequestHeader
 from api.protocol.messages.fetch import (
+    READ_COMMITTED,
+    AbortedTransaction,
     FetchableTopicResponse,
     FetchPartitionData,
     FetchRequest,
@@ -57,6 +61,7 @@ async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchReques
             max_wait_ms=0 if refused else req.max_wait_ms,
             min_bytes=req.min_bytes,
             max_bytes=req.max_bytes,
+            read_committed=req.isolation_level == READ_COMMITTED,
         )
         for f in fetched:
             if f.error is not None:
@@ -76,6 +81,12 @@ async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchReques
                     high_watermark=f.high_watermark,
                     last_stable_offset=f.last_stable_offset,
                     log_start_offset=f.log_start_offset,
+                    aborted_transactions=None
+                    if f.aborted is None
+                    else tuple(
+                        AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                        for a in f.aborted
+                    ),
                     records=f.records,
                 )
             by_topic.setdefault(f.topic, []).append(data)

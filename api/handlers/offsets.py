@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from api.protocol import RequestHeader
+from api.protocol.messages.fetch import READ_COMMITTED
 from api.protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
@@ -44,6 +45,7 @@ async def handle_list_offsets(
                     p.timestamp,
                     current_leader_epoch=p.current_leader_epoch,
                     replica_id=req.replica_id,
+                    read_committed=req.isolation_level == READ_COMMITTED,
                 )
                 parts.append(
                     ListOffsetsPartitionResponse(

@@ -7,12 +7,18 @@ the server can send them with sendfile. Decoded records are ``memoryview`` slice
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Final
 
 from api.protocol.schema import ARRAY, INT8, INT16, INT32, INT64, RECORDS, STRING, STRUCT, RecordsData, W
 
 # Tag numbers Kafka will not reach soon; see FetchPartitionData.segment_bases.
 SEGMENT_BASES_TAG = 10_000
+
+
+# isolation_level of Fetch and ListOffsets (KIP-98): read_committed reads only below the
+# last stable offset, and gets the aborted transactions of the range.
+READ_UNCOMMITTED: Final = 0
+READ_COMMITTED: Final = 1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
