@@ -52,7 +52,7 @@ from api.handlers.groups import (
 )
 from api.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
 from api.handlers.produce import handle_produce
-from api.handlers.producer_ids import handle_init_producer_id
+from api.handlers.producer_ids import handle_describe_producers, handle_init_producer_id
 from api.handlers.quotas import handle_alter_client_quotas, handle_describe_client_quotas
 from api.handlers.reassignment import (
     handle_alter_partition_reassignments,
@@ -88,6 +88,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DELETE_TOPICS: handle_delete_topics,
     ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
     ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.DESCRIBE_PRODUCERS: handle_describe_producers,
     ApiKey.OFFSET_FOR_LEADER_EPOCH: handle_offset_for_leader_epoch,
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,

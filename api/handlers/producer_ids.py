@@ -1,8 +1,13 @@
-"""InitProducerId for idempotent producers: an id unique across the cluster and its epoch.
+"""Producer ids and producer state: InitProducerId and DescribeProducers.
 
+InitProducerId for idempotent producers: an id unique across the cluster and its epoch.
 Ids come from this broker's producer-id allocator with the broker id in the low bits
 (``broker.producer_ids``); a producer passing its id and epoch back gets the epoch bumped
-(KIP-360). Transactional ids are refused (transactions are not supported).
+(KIP-360). Transactional ids are refused (transactions are not supported yet).
+
+DescribeProducers (KIP-664), on a partition's leader: the producers with state in the
+partition (hot.producer_state), each with its epoch, last sequence and timestamp, the
+coordinator epoch of its last marker and its ongoing transaction's first offset (-1: none).
 """
 
 from __future__ import annotations
@@ -10,6 +15,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from api.protocol import RequestHeader
+from api.protocol.messages.describe_producers import (
+    DescribeProducersPartitionResponse,
+    DescribeProducersRequest,
+    DescribeProducersResponse,
+    DescribeProducersTopicResponse,
+    ProducerState,
+)
 from api.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from broker.producer_ids import init_producer
 from hot import errors as E
@@ -34,3 +46,40 @@ async def handle_init_producer_id(
     except StrataError as exc:
         return InitProducerIdResponse(error_code=kafka_code(exc))
     return InitProducerIdResponse(producer_id=pid, producer_epoch=epoch)
+
+
+async def handle_describe_producers(
+    conn: Connection, header: RequestHeader, req: DescribeProducersRequest
+) -> DescribeProducersResponse:
+    replicas = conn.broker.replicas
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partition_indexes:
+            try:
+                entries = replicas.leader_replica(t.name, p).log.producer_entries()
+            except StrataError as exc:
+                parts.append(
+                    DescribeProducersPartitionResponse(
+                        partition_index=p, error_code=kafka_code(exc), error_message=str(exc)
+                    )
+                )
+                continue
+            parts.append(
+                DescribeProducersPartitionResponse(
+                    partition_index=p,
+                    active_producers=tuple(
+                        ProducerState(
+                            producer_id=e.producer_id,
+                            producer_epoch=e.epoch,
+                            last_sequence=e.last_seq,
+                            last_timestamp=e.batches[-1].timestamp if e.batches else -1,
+                            coordinator_epoch=e.coordinator_epoch,
+                            current_txn_start_offset=e.current_txn_first_offset,
+                        )
+                        for e in sorted(entries.values(), key=lambda e: e.producer_id)
+                    ),
+                )
+            )
+        topics.append(DescribeProducersTopicResponse(name=t.name, partitions=tuple(parts)))
+    return DescribeProducersResponse(topics=tuple(topics))

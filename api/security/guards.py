@@ -37,6 +37,10 @@ from api.protocol.messages.create_partitions import CreatePartitionsTopicResult
 from api.protocol.messages.create_topics import CreatableTopicResult
 from api.protocol.messages.delete_topics import DeletableTopicResult
 from api.protocol.messages.describe_configs import DescribeConfigsResult
+from api.protocol.messages.describe_producers import (
+    DescribeProducersPartitionResponse,
+    DescribeProducersTopicResponse,
+)
 from api.protocol.messages.fetch import (
     FetchableTopicResponse,
     FetchPartitionData,
@@ -143,6 +147,25 @@ async def guard_list_offsets(inner: Handler, conn: Connection, header: RequestHe
                     partition_index=p.partition_index, error_code=E.TOPIC_AUTHORIZATION_FAILED
                 )
                 for p in t.partitions
+            ),
+        )
+        for t in no
+    )
+    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
+    return dataclasses.replace(resp, topics=(*resp.topics, *refused))
+
+
+async def guard_describe_producers(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    """READ on the topic, as Kafka's DescribeProducers asks."""
+    ok, no = _split(req.topics, lambda t: topic_ok(conn, Operation.READ, t.name))
+    if not no:
+        return await inner(conn, header, req)
+    refused = tuple(
+        DescribeProducersTopicResponse(
+            name=t.name,
+            partitions=tuple(
+                DescribeProducersPartitionResponse(partition_index=p, error_code=E.TOPIC_AUTHORIZATION_FAILED)
+                for p in t.partition_indexes
             ),
         )
         for t in no
@@ -401,6 +424,7 @@ TOPIC_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.ALTER_CONFIGS: guard_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: guard_alter_configs,
     ApiKey.INIT_PRODUCER_ID: guard_init_producer_id,
+    ApiKey.DESCRIBE_PRODUCERS: guard_describe_producers,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: _cluster_guard(Operation.ALTER),
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster_guard(Operation.DESCRIBE),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster_guard(Operation.DESCRIBE_CONFIGS),

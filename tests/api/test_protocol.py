@@ -209,6 +209,7 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         31: (0, 3, 2),
         48: (0, 1, 1),
         49: (0, 1, 1),
+        61: (0, 0, 0),  # DescribeProducers (KIP-664)
     }
 
 

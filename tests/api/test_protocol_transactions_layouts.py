@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from api.protocol import APIS, ApiKey, ProtocolError
-from api.protocol.apis import TRANSACTION_APIS
 from api.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 from api.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
@@ -77,6 +76,7 @@ from tests.api.test_protocol_transactions import (
     T_OLD,
     TX,
     TX_OLD,
+    TXN_SPECS,
     T,
     decode_body,
     encode_body,
@@ -752,7 +752,7 @@ def test_hand_derived_layouts(case: tuple[str, int, int, Any, str]) -> None:
 
 def test_every_transaction_message_has_a_hand_derived_layout() -> None:
     covered = {(key, kind_of(key, obj), SPECS[key].is_flexible(v)) for _, key, v, obj, _ in LAYOUTS}
-    for key in TRANSACTION_APIS:
+    for key in TXN_SPECS:
         spec = SPECS[key]
         for kind in ("request", "response"):
             assert (key, kind, True) in covered, (spec.name, kind)

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from api.client import KafkaClient
 from api.protocol import ApiKey
+from api.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersTopicRequest
 from api.protocol.messages.init_producer_id import InitProducerIdRequest
 from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from broker.config import HostPort
@@ -300,6 +301,34 @@ def test_protocol_duplicates_gaps_and_fencing(broker: BrokerProcess) -> None:
             InitProducerIdRequest(transactional_id="tx", transaction_timeout_ms=60000),
         )
         assert tx.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_describe_producers_reports_each_producers_state(broker: BrokerProcess) -> None:
+    """DescribeProducers (KIP-664) on the leader: epoch, last sequence and timestamp, no
+    ongoing transaction; Kafka's per-partition errors."""
+    topic = _topic("describe-producers")
+    create_topic(broker.bootstrap, topic, 1)
+    with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port)) as client:
+        pids = []
+        for n in (3, 5):
+            init = client.call(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest(transaction_timeout_ms=60000))
+            pids.append(init.producer_id)
+            assert _produce(client, topic, _batch(init.producer_id, 0, 0, n))[0] == 0
+        req = DescribeProducersRequest(
+            topics=(
+                DescribeProducersTopicRequest(name=topic, partition_indexes=(0, 7)),
+                DescribeProducersTopicRequest(name=_topic("nope"), partition_indexes=(0,)),
+            )
+        )
+        resp = client.call(ApiKey.DESCRIBE_PRODUCERS, req)
+    (p0, p7), (missing,) = (t.partitions for t in resp.topics)
+    assert p0.error_code == 0 and p7.error_code == missing.error_code == E.UNKNOWN_TOPIC_OR_PARTITION
+    states = {s.producer_id: s for s in p0.active_producers}
+    assert set(states) == set(pids)
+    for pid, n in zip(pids, (3, 5), strict=True):
+        s = states[pid]
+        assert (s.producer_epoch, s.last_sequence, s.current_txn_start_offset) == (0, n - 1, -1)
+        assert s.last_timestamp > 0
 
 
 def test_producer_ids_are_not_reused_after_restart(broker_factory: Callable[..., BrokerProcess]) -> None:

@@ -629,6 +629,10 @@ def test_cluster_level_requests(broker: BrokerProcess) -> None:
     from api.client import KafkaClient
     from api.client.security import ClientSecurity
     from api.protocol import ApiKey
+    from api.protocol.messages.describe_producers import (
+        DescribeProducersRequest,
+        DescribeProducersTopicRequest,
+    )
     from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
     from api.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
     from broker.config import HostPort
@@ -662,6 +666,19 @@ def test_cluster_level_requests(broker: BrokerProcess) -> None:
         ]
         listed = bob.call(ApiKey.LIST_PARTITION_REASSIGNMENTS, ListPartitionReassignmentsRequest(topics=None))
         assert listed.error_code == E.CLUSTER_AUTHORIZATION_FAILED
+        # DescribeProducers needs READ on the topic (bob has it on ``topic`` only).
+        other = f"cl-other-{uuid.uuid4().hex[:6]}"
+        producers = bob.call(
+            ApiKey.DESCRIBE_PRODUCERS,
+            DescribeProducersRequest(
+                topics=(
+                    DescribeProducersTopicRequest(name=topic, partition_indexes=(0,)),
+                    DescribeProducersTopicRequest(name=other, partition_indexes=(0,)),
+                )
+            ),
+        )
+        codes = {t.name: [p.error_code for p in t.partitions] for t in producers.topics}
+        assert codes == {topic: [0], other: [E.TOPIC_AUTHORIZATION_FAILED]}
     with client("admin", ADMIN_PW) as admin:
         listed = admin.call(
             ApiKey.LIST_PARTITION_REASSIGNMENTS, ListPartitionReassignmentsRequest(topics=None)
