@@ -124,7 +124,7 @@ def test_next_producer_id_is_tag_1() -> None:
 
 
 def test_unknown_tags_are_skipped_and_partitions_of_empty_ignored() -> None:
-    future = VALUE_V1[:-1 - 14] + h("03 00 08 00000000000003e7 02 02 0002 05 03 aabbcc")
+    future = VALUE_V1[: -1 - 14] + h("03 00 08 00000000000003e7 02 02 0002 05 03 aabbcc")
     assert decode_value("tx", future) == ONGOING
     # a v0 Empty value that lists partitions anyway reads as none
     with_parts = h("0000 00000000000003e8 0005 0000ea60 00 00000001 0001 61 00000001 00000000") + TIMES
@@ -204,7 +204,9 @@ def test_values_round_trip(meta: TransactionMetadata) -> None:
 
 def test_replay_keeps_the_latest_record_forgets_tombstones_and_finishes_prepared_ones() -> None:
     prepared = dataclasses.replace(ONGOING, transactional_id="p", state=S.PREPARE_COMMIT)
-    aborting = dataclasses.replace(ONGOING, transactional_id="q", state=S.PREPARE_ABORT, client_transaction_version=0)
+    aborting = dataclasses.replace(
+        ONGOING, transactional_id="q", state=S.PREPARE_ABORT, client_transaction_version=0
+    )
     records: list[tuple[bytes | None, bytes | None]] = [
         (encode_key("tx"), encode_value(EMPTY)),
         (encode_key("gone"), encode_value(dataclasses.replace(EMPTY, transactional_id="gone"))),

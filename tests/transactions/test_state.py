@@ -62,7 +62,7 @@ def test_states_have_kafkas_ids_names_and_expiry() -> None:
 
 def test_valid_previous_states_are_kafkas() -> None:
     terminal = {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
-    assert VALID_PREVIOUS == {
+    assert {
         S.EMPTY: terminal,
         S.ONGOING: terminal | {S.ONGOING},
         S.PREPARE_COMMIT: {S.ONGOING},
@@ -71,7 +71,7 @@ def test_valid_previous_states_are_kafkas() -> None:
         S.COMPLETE_ABORT: {S.PREPARE_ABORT},
         S.DEAD: terminal,
         S.PREPARE_EPOCH_FENCE: {S.ONGOING},
-    }
+    } == VALID_PREVIOUS
     assert S.ONGOING.valid_previous is VALID_PREVIOUS[S.ONGOING]
 
 

@@ -72,7 +72,9 @@ def add(sim: Sim, pid: int, epoch: int, *tps: TopicPartition, tid: str = "tx") -
     return add_partitions(sim.get(tid), producer_id=pid, producer_epoch=epoch, partitions=tps, now_ms=sim.now)
 
 
-def end(sim: Sim, pid: int, epoch: int, result: TransactionResult, *, tv: int = 0, tid: str = "tx") -> Transit | Answer:
+def end(
+    sim: Sim, pid: int, epoch: int, result: TransactionResult, *, tv: int = 0, tid: str = "tx"
+) -> Transit | Answer:
     return end_txn(
         sim.get(tid),
         transactional_id=tid,
@@ -135,7 +137,7 @@ def test_init_refuses_an_empty_id(tid: str) -> None:
 @pytest.mark.parametrize("timeout_ms", [0, -1, MAX_TIMEOUT + 1])
 def test_init_refuses_a_timeout_outside_the_maximum(timeout_ms: int) -> None:
     sim = Sim()
-    with pytest.raises(InvalidTransactionTimeoutError, match="transaction.max.timeout.ms"):
+    with pytest.raises(InvalidTransactionTimeoutError, match=r"transaction\.max\.timeout\.ms"):
         init(sim, timeout_ms=timeout_ms)
     assert sim.new_pid() == 1000  # no producer id was taken
 
@@ -252,7 +254,15 @@ def test_transactions_v2_fencing_bumps_twice_and_never_past_max() -> None:
 
 @pytest.mark.parametrize(
     ("api_key", "version", "fenced"),
-    [(22, 3, False), (22, 4, True), (24, 1, False), (24, 2, True), (25, 1, False), (26, 1, False), (26, 5, True)],
+    [
+        (22, 3, False),
+        (22, 4, True),
+        (24, 1, False),
+        (24, 2, True),
+        (25, 1, False),
+        (26, 1, False),
+        (26, 5, True),
+    ],
 )
 def test_older_clients_get_invalid_producer_epoch_for_producer_fenced(
     api_key: int, version: int, fenced: bool
@@ -335,10 +345,8 @@ def test_add_offsets_adds_the_groups_offsets_partition() -> None:
 def test_verify_partitions_is_the_leaders_check() -> None:
     sim = Sim()
     m = started(sim)
-    assert verify_partitions(sim.get("tx"), producer_id=1000, producer_epoch=0, partitions=[TP_A0, TP_B0]) == {
-        TP_A0: 0,
-        TP_B0: TRANSACTION_ABORTABLE,
-    }
+    codes = verify_partitions(sim.get("tx"), producer_id=1000, producer_epoch=0, partitions=[TP_A0, TP_B0])
+    assert codes == {TP_A0: 0, TP_B0: TRANSACTION_ABORTABLE}
     with pytest.raises(InvalidProducerIdMappingError):
         verify_partitions(None, producer_id=1000, producer_epoch=0, partitions=[TP_A0])
     with pytest.raises(InvalidProducerIdMappingError):
