@@ -18,7 +18,8 @@ tag, UNSIGNED_VARINT size, data)::
                 (default -1), 2 client_transaction_version INT16 (default 0); a field at
                 its default is not written. Unknown tags are skipped (a newer Kafka's).
 
-The status is ``TransactionState``'s id. An Empty transaction's partitions are written as
+The status is ``TransactionState``'s id (never Dead, which is a tombstone, nor
+PrepareEpochFence, which lives in memory only). An Empty transaction's partitions are written as
 null and ignored when read. A null value (tombstone) means the transactional id expired.
 Partitions are written sorted by topic, then partition (Kafka's order is a hash map's).
 The last producer epoch and the in-memory fields are not stored. Anything malformed
@@ -51,6 +52,10 @@ _I64: Final = struct.Struct(">q")
 # after the version, in both: producer_id INT64, producer_epoch INT16, timeout INT32, status INT8
 _HEAD: Final = struct.Struct(">qhib")
 _TIMES: Final = struct.Struct(">qq")  # last update, start
+
+# Dead is written as a tombstone, PrepareEpochFence is never written: a value stating either
+# is refused both ways.
+_NEVER_WRITTEN: Final = frozenset({TransactionState.DEAD, TransactionState.PREPARE_EPOCH_FENCE})
 
 _TAG_PREVIOUS_PRODUCER_ID: Final = 0
 _TAG_NEXT_PRODUCER_ID: Final = 1
@@ -104,6 +109,8 @@ def encode_value(meta: TransactionMetadata, version: int = 1) -> bytes:
         raise ValueError(f"TransactionLogValue version {version} is not 0 or 1")
     if meta.state is TransactionState.EMPTY and meta.partitions:
         raise ValueError(f"{meta.transactional_id}: an Empty transaction with partitions")
+    if meta.state in _NEVER_WRITTEN:
+        raise ValueError(f"{meta.transactional_id}: {meta.state.name} is never written as a value")
     out = bytearray(_I16.pack(version))
     out += _HEAD.pack(meta.producer_id, meta.producer_epoch, meta.timeout_ms, int(meta.state))
     groups = None if meta.state is TransactionState.EMPTY else _grouped(meta.partitions)
@@ -247,6 +254,8 @@ def decode_value(transactional_id: str, data: bytes) -> TransactionMetadata:
         state = TransactionState(status)
     except ValueError:
         raise TxnLogRecordError(f"{what}: transaction status {status} is unknown") from None
+    if state in _NEVER_WRITTEN:
+        raise TxnLogRecordError(f"{what}: transaction status {state.name} is never written")
     pairs: list[TopicPartition] = []
     count = r.unpack(_I32)[0] if version == 0 else r.uvarint() - 1
     if count < -1:

@@ -293,6 +293,7 @@ def add_offsets(
     group_id: str,
     offsets_topic_partitions: int,
     now_ms: int,
+    client_transaction_version: int = TV_0,
 ) -> Transit | Answer:
     """AddOffsetsToTxn: adds the group's offsets partition, where TxnOffsetCommit writes."""
     return add_partitions(
@@ -301,6 +302,7 @@ def add_offsets(
         producer_epoch=producer_epoch,
         partitions=(offsets_partition(group_id, offsets_topic_partitions),),
         now_ms=now_ms,
+        client_transaction_version=client_transaction_version,
     )
 
 

@@ -141,6 +141,9 @@ def test_encoding_refuses_impossible_metadata() -> None:
         encode_value(dataclasses.replace(EMPTY, partitions=ONGOING.partitions))
     with pytest.raises(ValueError, match="version"):
         encode_value(EMPTY, 2)
+    for state in (S.DEAD, S.PREPARE_EPOCH_FENCE):
+        with pytest.raises(ValueError, match="never written"):
+            encode_value(dataclasses.replace(ONGOING, state=state))
     with pytest.raises(InvalidRequestError):
         encode_key("x" * 40_000)
 
@@ -154,6 +157,8 @@ def test_encoding_refuses_impossible_metadata() -> None:
         VALUE_V0[:-3],
         h("0002") + VALUE_V1[2:],  # unknown version
         h("0000 00000000000003e8 0005 0000ea60 09 ffffffff") + TIMES,  # unknown status
+        h("0000 00000000000003e8 0005 0000ea60 06 ffffffff") + TIMES,  # Dead: a tombstone instead
+        h("0000 00000000000003e8 0005 0000ea60 07 ffffffff") + TIMES,  # PrepareEpochFence
         h("0001 00000000000003e8 0005 0000ea60 01 02 00") + TIMES + h("00"),  # null topic
         h("0001 00000000000003e8 0005 0000ea60 01 02 02 61 00 00") + TIMES + h("00"),  # null ids
         h("0000 00000000000003e8 0005 0000ea60 01 fffffffe") + TIMES,  # count -2
@@ -180,7 +185,7 @@ metadata = st.builds(
     transactional_id=st.text(min_size=1, max_size=10),
     producer_id=st.integers(0, 2**63 - 1),
     timeout_ms=st.integers(1, 2**31 - 1),
-    state=st.sampled_from([s for s in S if s is not S.EMPTY and s is not S.DEAD]),
+    state=st.sampled_from([s for s in S if s not in (S.EMPTY, S.DEAD, S.PREPARE_EPOCH_FENCE)]),
     txn_last_update_timestamp_ms=st.integers(-1, 2**62),
     producer_epoch=st.integers(0, MAX_EPOCH),
     previous_producer_id=st.integers(-1, 2**63 - 1),
