@@ -1,20 +1,19 @@
 """A transactional id's state at the transaction coordinator (Kafka's TransactionMetadata).
 
-State diagram (Kafka's TransactionState; an arrow is a record in ``__transaction_state``)::
+State diagram (Kafka's TransactionState; each arrow is a record in ``__transaction_state``)::
 
-    (new id) ──InitProducerId──► Empty ──AddPartitions/AddOffsets──► Ongoing ◄──┐ more partitions
-                                  ▲  ▲                                  │  │  └──┘
-          InitProducerId (bump) ──┘  │           EndTxn(commit) ◄───────┘  └────► EndTxn(abort), timeout,
-                                     │               │                             fencing InitProducerId
-    Complete* ──InitProducerId───────┘               ▼                                   │
-    Complete* ──AddPartitions──► Ongoing       PrepareCommit                      PrepareAbort
-                                                     │ markers written                   │ markers written
-                                                     ▼                                   ▼
-                                               CompleteCommit                      CompleteAbort
-
-    Empty / Complete* ──transactional.id.expiration.ms of inactivity──► Dead (a tombstone; forgotten)
-    Ongoing ──fencing──► PrepareEpochFence (in memory only, never written) ──► PrepareAbort
-    Transactions V2 (KIP-890): Empty / Complete* ──EndTxn(abort)──► PrepareAbort as well.
+    (new id)                 ──InitProducerId──────────────────────────► Empty
+    Empty, Complete*         ──InitProducerId (epoch bump or new id)────► Empty
+    Empty, Complete*, Ongoing ──AddPartitionsToTxn / AddOffsetsToTxn───► Ongoing
+    Ongoing                  ──EndTxn(commit)──────────────────────────► PrepareCommit
+    Ongoing                  ──EndTxn(abort), timeout, fencing─────────► PrepareAbort
+    Empty, Complete*         ──EndTxn(abort), Transactions V2 only─────► PrepareAbort
+    PrepareCommit            ──every marker written────────────────────► CompleteCommit
+    PrepareAbort             ──every marker written────────────────────► CompleteAbort
+    Empty, Complete*         ──transactional.id.expiration.ms idle─────► Dead (a tombstone:
+                                                                           the id is forgotten)
+    Ongoing                  ──fencing: PrepareEpochFence, in memory only, never written──►
+                                                                           PrepareAbort
 
 ``VALID_PREVIOUS`` is Kafka's table of which state may precede which; every transition
 checks it.
