@@ -3,8 +3,11 @@ failover never take the state machine through a transition it forbids, and no pr
 epoch ever goes back, in the log or in what clients are given.
 
 Two transactional ids, two client instances each (a zombie and its successor), a
-coordinator whose writes may be left in flight, acknowledged or failed, and a failover
-that rebuilds the cache from the log (``replay``) whenever no write is in flight.
+coordinator whose writes may be left in flight, acknowledged or failed, and coordinator
+failovers: each write in flight lands in the log or not, and the successor rebuilds its
+cache from the log (``replay``), which must equal the old cache when nothing was in flight,
+then finishes the transactions it found prepared. A fenced instance (timeout, a newer
+instance) holds an epoch below the one its transaction was aborted with.
 """
 
 from __future__ import annotations
