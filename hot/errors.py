@@ -157,6 +157,29 @@ class TransactionCoordinatorFencedError(StrataError):
     coordinator)."""
 
 
+# --- transactions (KIP-98), the coordinator's side ------------------------------------------
+
+
+class InvalidTransactionTimeoutError(StrataError):
+    """A ``transaction.timeout.ms`` of 0 or less, or above ``transaction.max.timeout.ms``."""
+
+
+class ConcurrentTransactionsError(StrataError):
+    """The previous transaction is still being completed (markers in flight, or a state
+    write pending): the client backs off and retries."""
+
+    retriable = True
+
+
+class TransactionalIdNotFoundError(StrataError):
+    """DescribeTransactions of an id the coordinator does not know (or is expiring)."""
+
+
+class TransactionAbortableError(StrataError):
+    """A transactional write to a partition the transaction has not added (KIP-890
+    verification, KIP-1050): the producer must abort the transaction."""
+
+
 # --- consumer groups ---------------------------------------------------------------------
 
 
@@ -415,6 +438,10 @@ INVALID_PRODUCER_ID_MAPPING: Final = 49
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Final = 53
 INVALID_TXN_STATE: Final = 48
 TRANSACTION_COORDINATOR_FENCED: Final = 52
+INVALID_TRANSACTION_TIMEOUT: Final = 50
+CONCURRENT_TRANSACTIONS: Final = 51
+TRANSACTIONAL_ID_NOT_FOUND: Final = 105
+TRANSACTION_ABORTABLE: Final = 120
 UNKNOWN_PRODUCER_ID: Final = 59
 PRODUCER_FENCED: Final = 90
 OFFSET_METADATA_TOO_LARGE: Final = 12
@@ -478,6 +505,10 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     TransactionsNotSupportedError: (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 501),
     InvalidTxnStateError: (INVALID_TXN_STATE, 409),
     TransactionCoordinatorFencedError: (TRANSACTION_COORDINATOR_FENCED, 409),
+    InvalidTransactionTimeoutError: (INVALID_TRANSACTION_TIMEOUT, 400),
+    ConcurrentTransactionsError: (CONCURRENT_TRANSACTIONS, 409),
+    TransactionalIdNotFoundError: (TRANSACTIONAL_ID_NOT_FOUND, 404),
+    TransactionAbortableError: (TRANSACTION_ABORTABLE, 409),
     AuthenticationError: (SASL_AUTHENTICATION_FAILED, 401),
     UnsupportedSaslMechanismError: (UNSUPPORTED_SASL_MECHANISM, 400),
     IllegalSaslStateError: (ILLEGAL_SASL_STATE, 400),

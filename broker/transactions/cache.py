@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 
-from broker.transactions.errors import TransactionalIdNotFoundError
 from broker.transactions.partitioner import partition_for
 from broker.transactions.replay import Loaded
 from broker.transactions.state import (
@@ -30,7 +29,7 @@ from broker.transactions.state import (
     abandon,
     complete,
 )
-from hot.errors import CoordinatorLoadInProgressError, NotCoordinatorError
+from hot.errors import CoordinatorLoadInProgressError, NotCoordinatorError, TransactionalIdNotFoundError
 
 
 @dataclass

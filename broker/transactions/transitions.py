@@ -42,12 +42,6 @@ from typing import Final
 
 from broker.groups.replicated_offsets import partition_for as offsets_partition_for
 from broker.groups.types import TopicPartition
-from broker.transactions.errors import (
-    TRANSACTION_ABORTABLE,
-    ConcurrentTransactionsError,
-    InvalidTransactionTimeoutError,
-    InvalidTxnStateError,
-)
 from broker.transactions.state import (
     MAX_EPOCH,
     NO_PRODUCER_EPOCH,
@@ -64,9 +58,13 @@ from broker.transactions.state import (
     supports_epoch_bump,
 )
 from hot.errors import (
+    TRANSACTION_ABORTABLE,
+    ConcurrentTransactionsError,
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,
     InvalidRequestError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
     ProducerFencedError,
     StrataError,
 )

@@ -8,12 +8,11 @@ import dataclasses
 import pytest
 
 from broker.transactions.cache import Listed, TransactionCache
-from broker.transactions.errors import TransactionalIdNotFoundError
 from broker.transactions.log_codec import encode_key, encode_value
 from broker.transactions.replay import Loaded, replay
 from broker.transactions.state import TransactionMetadata, TransactionState, Transit
 from broker.transactions.transitions import add_partitions, expire, init_producer_id
-from hot.errors import CoordinatorLoadInProgressError, NotCoordinatorError
+from hot.errors import CoordinatorLoadInProgressError, NotCoordinatorError, TransactionalIdNotFoundError
 from tests.transactions.txnlib import TP_A0
 
 S = TransactionState

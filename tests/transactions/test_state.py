@@ -6,13 +6,6 @@ import dataclasses
 
 import pytest
 
-from broker.transactions.errors import (
-    CONCURRENT_TRANSACTIONS,
-    INVALID_TXN_STATE,
-    ConcurrentTransactionsError,
-    InvalidTxnStateError,
-    error_code,
-)
 from broker.transactions.state import (
     MAX_EPOCH,
     VALID_PREVIOUS,
@@ -27,7 +20,17 @@ from broker.transactions.state import (
     supports_epoch_bump,
     without_partition,
 )
-from hot.errors import PRODUCER_FENCED, ProducerFencedError
+from hot.errors import (
+    CONCURRENT_TRANSACTIONS,
+    INVALID_TXN_STATE,
+    PRODUCER_FENCED,
+    ConcurrentTransactionsError,
+    InvalidTxnStateError,
+    ProducerFencedError,
+)
+from hot.errors import (
+    kafka_code as error_code,
+)
 from tests.transactions.txnlib import TP_A0, TP_A1
 
 S = TransactionState

@@ -8,12 +8,6 @@ import pytest
 
 from broker.groups.replicated_offsets import partition_for as group_partition
 from broker.groups.types import TopicPartition
-from broker.transactions.errors import (
-    TRANSACTION_ABORTABLE,
-    ConcurrentTransactionsError,
-    InvalidTransactionTimeoutError,
-    InvalidTxnStateError,
-)
 from broker.transactions.state import (
     MAX_EPOCH,
     NO_PRODUCER_EPOCH,
@@ -42,9 +36,13 @@ from broker.transactions.transitions import (
     verify_partitions,
 )
 from hot.errors import (
+    TRANSACTION_ABORTABLE,
+    ConcurrentTransactionsError,
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,
     InvalidRequestError,
+    InvalidTransactionTimeoutError,
+    InvalidTxnStateError,
     ProducerFencedError,
 )
 from tests.transactions.txnlib import TP_A0, TP_A1, TP_B0, Sim
