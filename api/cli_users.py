@@ -68,7 +68,6 @@ def _with_store(
 
     from broker.etcd import EtcdClient
     from broker.keys import KeyLayout
-    from broker.security.adopt import legacy_files
     from broker.store_socket import DEFAULT_CLUSTER, open_data_dir_store
 
     async def run() -> T | None:
@@ -76,7 +75,7 @@ def _with_store(
             async with EtcdClient(etcd) as client:
                 return await fn(client, KeyLayout(cluster_name or DEFAULT_CLUSTER))
         meta = Path(data_dir) / "meta"
-        if not create and not meta.is_dir() and not legacy_files(meta):
+        if not create and not meta.is_dir():
             return None
         async with open_data_dir_store(Path(data_dir), cluster_name) as (store, layout):
             return await fn(store, layout)
