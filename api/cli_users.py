@@ -1,12 +1,18 @@
-"""Credentials: ``strata users add|delete|list`` (SASL users, salted and hashed in
-<data-dir>/meta/users.json on a single node, in etcd in cluster mode; broker.security.users)
-and ``strata tokens create|list|revoke`` (REST bearer tokens; broker.security.tokens). Listing
-never shows a secret."""
+"""Credentials: ``strata users add|delete|list`` (SASL users, salted and hashed in the
+metadata store: a single node's embedded store in <data-dir>/meta, or a cluster's etcd;
+broker.security.stored) and ``strata tokens create|list|revoke`` (REST bearer tokens;
+broker.security.tokens). Listing never shows a secret.
+
+``users`` runs one function over a ``MetadataStore`` for every case: etcd (``--etcd``),
+the data dir's store opened directly (no broker runs on it), or, while the broker runs,
+the broker's own store through its admin socket ``<data-dir>/meta/store.sock``
+(broker.store_socket)."""
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -17,7 +23,13 @@ from api.cli_common import (
 )
 from hot.errors import StrataError
 
-# --- users (SASL credentials: a single node's users.json, or a cluster's etcd) ---------------
+if TYPE_CHECKING:
+    from broker.keys import KeyLayout
+    from broker.metadata_store import MetadataStore
+
+T = TypeVar("T")
+
+# --- users (SASL credentials: a single node's metadata store, or a cluster's etcd) -----------
 
 _users_data_dir = click.option(
     "--data-dir",
@@ -25,7 +37,8 @@ _users_data_dir = click.option(
     envvar="STRATA_DATA_DIR",
     default="./strata-data",
     show_default=True,
-    help="The broker's data directory (credentials in <data-dir>/meta/users.json).",
+    help="The broker's data directory (credentials in its metadata store, <data-dir>/meta; "
+    "reached through the broker while it runs).",
 )
 _users_etcd = click.option(
     "--etcd",
@@ -34,14 +47,47 @@ _users_etcd = click.option(
     help="Cluster mode: the cluster's etcd endpoints (credentials in etcd, not --data-dir).",
 )
 _users_cluster = click.option(
-    "--cluster-name", default="strata-local", show_default=True, help="With --etcd: the brokers' cluster id."
+    "--cluster-name",
+    default=None,
+    help="The brokers' cluster id [default: strata-local; with --data-dir, the data dir's].",
 )
+
+
+def _with_store(
+    data_dir: str,
+    etcd: str | None,
+    cluster_name: str | None,
+    fn: Callable[[MetadataStore, KeyLayout], Awaitable[T]],
+    *,
+    create: bool,
+) -> T | None:
+    """Run ``fn`` over the credentials' store; None (``fn`` not run) when ``create`` is off
+    and the data dir has no metadata store yet (nothing to list or delete)."""
+    import asyncio
+    from pathlib import Path
+
+    from broker.etcd import EtcdClient
+    from broker.keys import KeyLayout
+    from broker.store_socket import DEFAULT_CLUSTER, open_data_dir_store
+
+    async def run() -> T | None:
+        if etcd:
+            async with EtcdClient(etcd) as client:
+                return await fn(client, KeyLayout(cluster_name or DEFAULT_CLUSTER))
+        meta = Path(data_dir) / "meta"
+        if not create and not meta.is_dir():
+            return None
+        async with open_data_dir_store(Path(data_dir), cluster_name) as (store, layout):
+            return await fn(store, layout)
+
+    return asyncio.run(run())
 
 
 @click.group()
 def users() -> None:
-    """Add, delete and list SASL users (PLAIN, SCRAM-SHA-256/512): salted and hashed in
-    <data-dir>/meta/users.json on a single node, in etcd in cluster mode (--etcd)."""
+    """Add, delete and list SASL users (PLAIN, SCRAM-SHA-256/512): salted and hashed in the
+    metadata store, a single node's in <data-dir>/meta (while the broker runs, through it),
+    or a cluster's etcd (--etcd)."""
 
 
 @users.command("add")
@@ -54,13 +100,11 @@ def users() -> None:
 @_users_cluster
 @output_option
 def users_add(
-    name: str, password_stdin: bool, data_dir: str, etcd: str | None, cluster_name: str, output: str
+    name: str, password_stdin: bool, data_dir: str, etcd: str | None, cluster_name: str | None, output: str
 ) -> None:
     """Add a user, or set a user's password. Running brokers pick it up at the next login."""
-    import asyncio
-    from pathlib import Path
-
-    from broker.security.users import UserStore, check_username, users_path
+    from broker.security.stored import set_password
+    from broker.security.users import check_username
 
     try:
         check_username(name)
@@ -68,14 +112,13 @@ def users_add(
             password = sys.stdin.readline().rstrip("\r\n")
         else:
             password = click.prompt("Password", hide_input=True, confirmation_prompt=True, err=True)
-        if etcd:
-            from broker.security.etcd_documents import etcd_set_password
-
-            existed = asyncio.run(etcd_set_password(etcd, cluster_name, name, password))
-        else:
-            store = UserStore(users_path(Path(data_dir)))
-            existed = name in store.reload().names()
-            store.set_password(name, password)
+        existed = _with_store(
+            data_dir,
+            etcd,
+            cluster_name,
+            lambda store, layout: set_password(store, layout, name, password),
+            create=True,
+        )
     except StrataError as exc:
         fail(str(exc))
     verb = "updated" if existed else "added"
@@ -88,20 +131,18 @@ def users_add(
 @_users_etcd
 @_users_cluster
 @output_option
-def users_delete(name: str, data_dir: str, etcd: str | None, cluster_name: str, output: str) -> None:
+def users_delete(name: str, data_dir: str, etcd: str | None, cluster_name: str | None, output: str) -> None:
     """Delete a user; connections already authenticated stay open."""
-    import asyncio
-    from pathlib import Path
-
-    from broker.security.users import UserStore, users_path
+    from broker.security.stored import delete_user
 
     try:
-        if etcd:
-            from broker.security.etcd_documents import etcd_delete_user
-
-            found = asyncio.run(etcd_delete_user(etcd, cluster_name, name))
-        else:
-            found = UserStore(users_path(Path(data_dir))).delete(name)
+        found = _with_store(
+            data_dir,
+            etcd,
+            cluster_name,
+            lambda store, layout: delete_user(store, layout, name),
+            create=False,
+        )
     except StrataError as exc:
         fail(str(exc))
     if not found:
@@ -114,24 +155,16 @@ def users_delete(name: str, data_dir: str, etcd: str | None, cluster_name: str, 
 @_users_etcd
 @_users_cluster
 @output_option
-def users_list(data_dir: str, etcd: str | None, cluster_name: str, output: str) -> None:
+def users_list(data_dir: str, etcd: str | None, cluster_name: str | None, output: str) -> None:
     """The users and their SCRAM mechanisms (never any secret)."""
-    import asyncio
-    from pathlib import Path
-
-    from broker.security.users import UserStore, UserTable, users_path
+    from broker.security.stored import read_users
+    from broker.security.users import UserTable
 
     try:
-        store: UserTable
-        if etcd:
-            from broker.security.etcd_documents import etcd_users
-
-            store = asyncio.run(etcd_users(etcd, cluster_name))
-        else:
-            store = UserStore(users_path(Path(data_dir))).reload()
+        table = _with_store(data_dir, etcd, cluster_name, read_users, create=False) or UserTable()
     except StrataError as exc:
         fail(str(exc))
-    rows = [{"user": n, "mechanisms": store.mechanisms(n)} for n in store.names()]
+    rows = [{"user": n, "mechanisms": table.mechanisms(n)} for n in table.names()]
     emit(output, rows, "\n".join(f"{r['user']}\t{','.join(r['mechanisms'])}" for r in rows))
 
 

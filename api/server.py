@@ -39,10 +39,8 @@ from broker.inter_broker import internal_listener_options
 from broker.metrics import BrokerMetrics, LogStatsCollector, manager_logs
 from broker.node import ClusterNode
 from broker.security.acl import Authorizer
-from broker.security.acl_store import acls_path
 from broker.security.authz import AccessControl
 from broker.security.tls import server_context, uvicorn_options
-from broker.security.users import users_path
 from hot import record_validation
 from hot.topics import TopicInfo
 from tiering.metrics import TieringMetrics
@@ -224,10 +222,10 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             say(f"strata: internal kafka listener on {internal_addr} ({protocol}, for replication)")
         if config.authorization.enabled:
             supers = ", ".join(sorted(config.authorization.super_users)) or "none"
-            home = node.security_home(acls_path(config.data_dir))
+            home = node.security_home()
             say(f"strata: authorization on (ACLs in {home}; super users {supers})")
         if config.sasl.enabled:
-            home = node.security_home(users_path(config.data_dir))
+            home = node.security_home()
             say(f"strata: SASL mechanisms {', '.join(config.sasl.mechanisms)}, users in {home}")
         if config.tls.enabled:
             # no scheme before the address: tests/brokers.py reads the port from this line

@@ -46,7 +46,7 @@ from broker.log_manager import ClusterLogManager
 from broker.metadata import TopicAssignment
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import PartitionReplica, ReplicaManager, log_configs
-from broker.security.quotas import FileQuotaStore, QuotaManager, quotas_path
+from broker.security.quotas import QuotaManager
 from hot.config import LogConfig
 from hot.errors import (
     CoordinatorLoadInProgressError,
@@ -194,15 +194,11 @@ class Broker:
         self.groups = groups  # consumer groups (api.handlers.groups); None: not served
         # ACL enforcement (broker.security.authz); None: authorization off, everything allowed.
         self.access: AccessControl | None = None
-        # SASL / REST basic-auth users (file or, in cluster mode, etcd); None: not needed.
+        # SASL / REST basic-auth users (in the metadata store); None: not needed.
         self.users: UserTable | None = None
-        # Byte-rate quotas per user, shared by the Kafka listeners and REST (a cluster
-        # swaps in quotas kept in etcd: broker.node).
-        self.quotas = QuotaManager(
-            config.quotas,
-            FileQuotaStore(quotas_path(config.data_dir)),
-            on_throttle=self.metrics.quota_throttled,
-        )
+        # Byte-rate quotas per user, shared by the Kafka listeners and REST; the runtime
+        # quotas' store (the metadata store's, broker.security.stored) is set by broker.node.
+        self.quotas = QuotaManager(config.quotas, on_throttle=self.metrics.quota_throttled)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._waiters: dict[int, set[asyncio.Future[None]]] = {}

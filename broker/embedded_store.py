@@ -23,7 +23,11 @@ Files, in ``<data_dir>/meta/``:
   before the transaction is applied in memory, answered, or seen by any watcher. The
   journal is folded into a new snapshot (and truncated) once it holds
   ``JOURNAL_FOLD_ENTRIES`` lines. The journal file is ``flock``ed while a store has it
-  open, so two processes never share one.
+  open, so two processes never share one (``MetadataStoreLockedError``; while a broker
+  runs, other processes reach its store through ``broker.store_socket``).
+
+Both files are private (mode 0600, set again on open): they hold the SASL users' salted
+SCRAM keys (broker.security.stored).
 
 Crash behaviour: a transaction is acknowledged only after its journal line is fsynced, so
 every acknowledged change survives. Recovery loads the snapshot, then replays journal
@@ -71,6 +75,7 @@ log = logging.getLogger("strata.cluster.embedded_store")
 SNAPSHOT_FILE: Final = "metadata.snapshot"
 JOURNAL_FILE: Final = "metadata.journal"
 JOURNAL_FOLD_ENTRIES: Final = 1000
+FILE_MODE: Final = 0o600
 # Changes kept for watches that resume from a revision; older ones re-list (as etcd does
 # after compaction).
 HISTORY_EVENTS: Final = 10_000
@@ -80,6 +85,12 @@ HELD_TTL: Final = 1 << 30
 
 _Event = tuple[int, WatchEvent]  # (revision, event)
 _Record = list[Any]  # a journal op: ["p", key, value] or ["d", key]
+
+
+class MetadataStoreLockedError(MetadataStoreError):
+    """Another process (a running broker, or ``strata users``) has the store open."""
+
+    retriable = False
 
 
 def _b64(data: bytes) -> str:
@@ -148,15 +159,19 @@ class EmbeddedMetadataStore:
     def _open(self) -> None:
         self.meta_dir.mkdir(parents=True, exist_ok=True)
         path = self.meta_dir / JOURNAL_FILE
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, FILE_MODE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(fd)
-            raise MetadataStoreError(
+            raise MetadataStoreLockedError(
                 f"the metadata store in {self.meta_dir} is in use by another process"
             ) from None
         try:
+            os.fchmod(fd, FILE_MODE)  # also a journal made before the files were private
+            snapshot = self.meta_dir / SNAPSHOT_FILE
+            if snapshot.exists():
+                os.chmod(snapshot, FILE_MODE)
             self._load_snapshot()
             good = self._replay(path)
             if good != os.fstat(fd).st_size:
@@ -368,7 +383,7 @@ class EmbeddedMetadataStore:
         data = json.dumps(doc, separators=(",", ":")).encode()
 
         def write() -> None:
-            atomic_write(self.meta_dir / SNAPSHOT_FILE, data)
+            atomic_write(self.meta_dir / SNAPSHOT_FILE, data, mode=FILE_MODE)
             fd = self._journal_fd
             if fd is not None:
                 os.ftruncate(fd, 0)

@@ -9,7 +9,7 @@ default), so several clusters can share one etcd:
     <root>/<name>/controller-epoch                last controller epoch (decimal), never deleted
     <root>/<name>/topics/<topic>                  TopicAssignment JSON
     <root>/<name>/partitions/<topic>/<p>/state    PartitionState JSON
-    <root>/<name>/security/acls                   ACL bindings JSON (broker.security.etcd_documents)
+    <root>/<name>/security/acls                   ACL bindings JSON (broker.security.stored)
     <root>/<name>/security/users                  SASL credentials JSON: salted SCRAM keys
     <root>/<name>/quotas                          runtime client quotas JSON (broker.security.quotas)
 
@@ -100,7 +100,7 @@ class KeyLayout:
             raise InvalidConfigError(f"partition must be non-negative, got {partition}")
         return self.topic_partitions(name) + str(partition).encode() + b"/state"
 
-    # --- security (broker.security.etcd_documents) --------------------------------------------------------
+    # --- security (broker.security.stored) ------------------------------------------------------------------
 
     @property
     def security_prefix(self) -> bytes:

@@ -481,7 +481,7 @@ class ClusterView:
         self.topics: dict[str, Versioned[TopicAssignment]] = {}
         self.partitions: dict[tuple[str, int], Versioned[PartitionState]] = {}
         self.controller: Versioned[ControllerRecord] | None = None
-        self.quotas: KeyValue | None = None  # raw: parsed by broker.security.etcd_quotas
+        self.quotas: KeyValue | None = None  # raw: parsed by broker.security.stored
         self.revision = 0
         self.ready = False
         self.seq = 0  # bumped by every applied update

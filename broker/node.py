@@ -26,7 +26,6 @@ import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 
 from broker.broker import Broker, RemoteTier
 from broker.cluster_config import ClusterConfig
@@ -45,10 +44,10 @@ from broker.metadata import MetadataClient
 from broker.metadata_store import MetadataStore
 from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager, Role, log_configs
-from broker.security.acl_store import AclStore, FileAclStore, acls_path
-from broker.security.etcd_documents import EtcdAclStore, EtcdUserStore, SecurityDocuments
-from broker.security.etcd_quotas import EtcdQuotaStore
-from broker.security.users import UserStore, users_path
+from broker.security.acl_store import AclStore
+from broker.security.adopt import adopt_security_files
+from broker.security.stored import SecurityDocuments, StoredAcls, StoredQuotas, StoredUsers
+from broker.store_socket import LocalStoreServer
 from hot.errors import MetadataStoreError
 from tiering.service import TieringService
 
@@ -83,8 +82,10 @@ class ClusterNode:
         self.follower_retention: FollowerRetention | None = None
         self._started = False
         self.offset_store: ClusterOffsetStore | None = None  # make_groups
-        # ACLs and SASL users of the whole cluster (broker.security.etcd_documents), watched from etcd.
+        # ACLs and SASL users of the whole cluster (broker.security.stored), watched in the store.
         self.security = SecurityDocuments(etcd, client.layout)
+        # A single node's store for `strata users --data-dir` while it runs (broker.store_socket).
+        self.admin_socket: LocalStoreServer | None = None
 
     @classmethod
     async def connect(cls, config: BrokerConfig, cluster: ClusterConfig) -> ClusterNode:
@@ -108,7 +109,31 @@ class ClusterNode:
         except BaseException:
             await etcd.close()
             raise
-        return cls(config, cluster, etcd, client, broker_id)
+        node = cls(config, cluster, etcd, client, broker_id)
+        if cluster.embedded:
+            try:
+                await node._open_local_store()
+            except BaseException:
+                await node.close()
+                raise
+        return node
+
+    async def _open_local_store(self) -> None:
+        """A cluster of one's store, on its data dir: adopt the security files a single node
+        kept before the embedded store (broker.security.adopt), then serve the store to
+        ``strata users --data-dir`` (broker.store_socket). Without the socket (a path the OS
+        cannot bind) the broker still runs; the CLI then works only while it is stopped."""
+        meta_dir = self.config.data_dir / "meta"
+        adopted = await adopt_security_files(self.etcd, self.client.layout, meta_dir)
+        if adopted:
+            log.info("the metadata store adopted %s", ", ".join(adopted))
+        server = LocalStoreServer(self.etcd, meta_dir, self.config.cluster_id)
+        try:
+            await server.start()
+        except MetadataStoreError as exc:
+            log.warning("%s; `strata users --data-dir` works only while the broker is stopped", exc)
+            return
+        self.admin_socket = server
 
     async def adopt_local_topics(self) -> list[str]:
         """A cluster of one (embedded store) adopts the topics its data dir already holds
@@ -158,9 +183,8 @@ class ClusterNode:
             groups=groups,  # type: ignore[arg-type]
         )
         broker.offset_store = self.offset_store
-        if not self.cluster.embedded:
-            # Runtime quotas shared by the whole cluster (broker.security.etcd_quotas), not per data dir.
-            broker.quotas.store = EtcdQuotaStore(self.etcd, self.client.layout, self.client.view)
+        # Runtime quotas shared by the whole cluster (broker.security.stored), not per data dir.
+        broker.quotas.store = StoredQuotas(self.etcd, self.client.layout, self.client.view)
         return broker
 
     def make_groups(self, config: BrokerConfig) -> GroupCoordinator:
@@ -179,28 +203,25 @@ class ClusterNode:
         self.offset_store = store
         return coordinator
 
-    # ACLs, SASL users and runtime quotas: a cluster's live in etcd (broker.security.etcd_documents,
-    # broker.security.etcd_quotas); a single node keeps them in its data dir's files (api.security), which
-    # `strata users` edits while the broker runs. Both behind the same store protocols.
+    # ACLs, SASL users and runtime quotas live in the metadata store (broker.security.stored):
+    # a cluster's etcd, or a single node's embedded store, which `strata users` reaches
+    # through the admin socket while the broker runs.
 
     async def start_security(self) -> None:
         """Load the cluster's ACLs and users before any listener accepts a connection."""
-        if not self.cluster.embedded:
-            await self.security.start()
+        await self.security.start()
 
     def acl_store(self) -> AclStore:
-        if self.cluster.embedded:
-            return FileAclStore(acls_path(self.config.data_dir))
-        return EtcdAclStore(self.security)
+        return StoredAcls(self.security)
 
-    def user_store(self) -> EtcdUserStore | UserStore:
-        if self.cluster.embedded:
-            return UserStore(users_path(self.config.data_dir))
-        return EtcdUserStore(self.security)
+    def user_store(self) -> StoredUsers:
+        return StoredUsers(self.security)
 
-    def security_home(self, path: Path) -> str:
-        """Where ACLs or users live, for the start-up lines: etcd, or ``path``."""
-        return str(path) if self.cluster.embedded else "etcd"
+    def security_home(self) -> str:
+        """Where ACLs and users live, for the start-up lines."""
+        if self.cluster.embedded:
+            return f"the metadata store in {self.config.data_dir / 'meta'}"
+        return "etcd"
 
     def attach_tiering(self, tiering: TieringService) -> None:
         """Only partition leaders upload and apply remote retention, and each manifest
@@ -297,6 +318,8 @@ class ClusterNode:
             await self.follower_retention.stop()
         await self.replicas.stop()
         await self.security.close()
+        if self.admin_socket is not None:
+            await self.admin_socket.close()
         await self.etcd.close()
 
     async def close(self) -> None:
@@ -307,4 +330,6 @@ class ClusterNode:
             await self.follower_retention.stop()
         await self.replicas.stop()
         await self.security.close()
+        if self.admin_socket is not None:
+            await self.admin_socket.close()
         await self.etcd.close()

@@ -103,9 +103,8 @@ from broker.group_metrics import register_group_metrics
 from broker.security.acl import Operation
 from broker.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from broker.security.tokens import TokenStore, tokens_path
-from broker.security.users import UserStore, users_path
 from hot.config import INT32_MAX, INT64_MAX
-from hot.errors import StrataError, UnknownTopicOrPartitionError, classify, http_status
+from hot.errors import InvalidConfigError, StrataError, UnknownTopicOrPartitionError, classify, http_status
 from hot.records import build_batch
 from hot.topics import TopicInfo
 
@@ -177,12 +176,13 @@ def create_app(broker: Broker) -> FastAPI:
     app.add_middleware(MetricsMiddleware, broker=broker)
     sasl = broker.config.sasl
     if sasl.rest_basic_auth or sasl.rest_bearer_auth:  # outermost: nothing runs unauthenticated
-        data_dir = broker.config.data_dir
+        if sasl.rest_basic_auth and broker.users is None:
+            # broker.users are the metadata store's users (api.server loads them first)
+            raise InvalidConfigError("REST basic auth needs the broker's users loaded (broker.users)")
         app.add_middleware(
             BasicAuthMiddleware,
-            # cluster mode: the users in etcd (broker.users); else the data dir's file
-            users=(broker.users or UserStore(users_path(data_dir))) if sasl.rest_basic_auth else None,
-            tokens=TokenStore(tokens_path(data_dir)) if sasl.rest_bearer_auth else None,
+            users=broker.users if sasl.rest_basic_auth else None,
+            tokens=TokenStore(tokens_path(broker.config.data_dir)) if sasl.rest_bearer_auth else None,
         )
     sticky = itertools.count()
     limit = broker.config.max_request_bytes

@@ -1,25 +1,23 @@
-"""Where ACL bindings live: ``<data_dir>/meta/acls.json`` on a single node (here), one etcd
-key in cluster mode (broker.security.etcd_documents), both holding the same document:
+"""The ACL store protocol and its document: one key of the metadata store
+(``<prefix>security/acls``, broker.security.stored; etcd, or a single node's embedded
+store) holds
 
     {"version": 1, "acls": [{"resource_type": "TOPIC", "resource_name": "orders",
                              "pattern_type": "LITERAL", "principal": "User:alice",
                              "host": "*", "operation": "READ", "permission": "ALLOW"}, ...]}
 
-``bindings()`` is what every authorization check reads, so it must be cheap: the file
-store re-reads the file only when it changed (inode, mtime, size), the etcd store keeps a
-snapshot its watch refreshes.
+``bindings()`` is what every authorization check reads, so it must be cheap: the store
+keeps a snapshot its watch refreshes.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from pathlib import Path
 from typing import Protocol
 
 from broker.security.acl import AclBinding, AclError, AclFilter
-from broker.security.files import stat_version, write_atomic
-from hot.errors import InvalidConfigError, StorageError
+from hot.errors import InvalidConfigError
 
 
 class AclStore(Protocol):
@@ -28,10 +26,6 @@ class AclStore(Protocol):
     async def create(self, new: Sequence[AclBinding]) -> None: ...
 
     async def delete(self, filters: Sequence[AclFilter]) -> list[list[AclBinding]]: ...
-
-
-def acls_path(data_dir: Path) -> Path:
-    return data_dir / "meta" / "acls.json"
 
 
 def encode_acls(bindings: Iterable[AclBinding]) -> bytes:
@@ -70,38 +64,3 @@ def removed(
     matched = [[b for b in current if f.matches(b)] for f in filters]
     gone = {b for m in matched for b in m}
     return tuple(b for b in current if b not in gone), matched
-
-
-class FileAclStore:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._bindings: tuple[AclBinding, ...] = ()
-        self._version: tuple[int, int, int] | None = None
-
-    def bindings(self) -> tuple[AclBinding, ...]:
-        version = stat_version(self.path)
-        if version != self._version:
-            if version is None:
-                self._bindings = ()
-            else:
-                try:
-                    data = self.path.read_bytes()
-                except OSError as exc:
-                    raise StorageError(f"cannot read {self.path}: {exc.strerror}") from None
-                self._bindings = decode_acls(data, str(self.path))
-            self._version = version
-        return self._bindings
-
-    def _save(self, bindings: tuple[AclBinding, ...]) -> None:
-        write_atomic(self.path, encode_acls(bindings))
-        self._bindings = bindings
-        self._version = stat_version(self.path)
-
-    async def create(self, new: Sequence[AclBinding]) -> None:
-        self._save(added(self.bindings(), new))
-
-    async def delete(self, filters: Sequence[AclFilter]) -> list[list[AclBinding]]:
-        remaining, matched = removed(self.bindings(), filters)
-        if len(remaining) != len(self._bindings):
-            self._save(remaining)
-        return matched

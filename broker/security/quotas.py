@@ -11,10 +11,10 @@ Configuration, the broker TOML's ``[quotas]`` table (unset rate = unlimited)::
     producer_byte_rate = 1048576
 
 Runtime quotas (AlterClientQuotas, ``kafka-configs --alter --entity-type users``) are kept
-in ``<data_dir>/meta/quotas.json`` (or etcd in cluster mode). The effective quota of user
-U for a key is the first set of: runtime U, TOML U, runtime default user, TOML default.
-Unauthenticated clients are the user ``ANONYMOUS``; with mutual TLS the certificate's
-subject is the user name.
+in the metadata store (broker.security.stored: etcd, or a single node's embedded store).
+The effective quota of user U for a key is the first set of: runtime U, TOML U, runtime
+default user, TOML default. Unauthenticated clients are the user ``ANONYMOUS``; with
+mutual TLS the certificate's subject is the user name.
 
 Measurement, per user per broker: a rate over ``window_num`` samples of ``window_size_ms``
 each. Over the quota, the throttle time is the time that brings the rate back to it,
@@ -26,18 +26,14 @@ burst of one second's quota.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final, Protocol
 
-from broker.security.files import stat_version, write_atomic
-from hot.errors import InvalidConfigError, InvalidRequestError, StorageError
+from hot.errors import InvalidConfigError, InvalidRequestError
 
 PRODUCER_BYTE_RATE: Final = "producer_byte_rate"
 CONSUMER_BYTE_RATE: Final = "consumer_byte_rate"
@@ -188,52 +184,8 @@ class QuotaTable:
         )
 
 
-class FileQuotaStore:
-    """Runtime quotas of a single-node broker in ``<data_dir>/meta/quotas.json``."""
-
-    # Read on every produce and fetch: the file is looked at (stat) at most this often.
-    RECHECK_S: Final = 1.0
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._table = QuotaTable()
-        self._version: tuple[int, int, int] | None = None
-        self._checked = -math.inf
-
-    def table(self) -> QuotaTable:
-        now = time.monotonic()
-        if now - self._checked < self.RECHECK_S:
-            return self._table
-        self._checked = now
-        version = stat_version(self.path)
-        if version != self._version:
-            if version is None:
-                self._table = QuotaTable()
-            else:
-                try:
-                    doc = json.loads(self.path.read_text("utf-8"))
-                except OSError as exc:
-                    raise StorageError(f"cannot read {self.path}: {exc.strerror}") from None
-                except ValueError:
-                    raise InvalidConfigError(f"{self.path} is not valid JSON") from None
-                self._table = QuotaTable.from_json(doc, str(self.path))
-            self._version = version
-        return self._table
-
-    async def alter(self, changes: list[tuple[str | None, str, float | None]]) -> None:
-        self._checked = -math.inf  # read the file as it is now
-        table = self.table().altered(changes)
-        data = json.dumps(table.to_json(), indent=1, sort_keys=True).encode()
-        await asyncio.to_thread(write_atomic, self.path, data)  # fsyncs: off the event loop
-        self._table, self._version = table, stat_version(self.path)
-
-
-def quotas_path(data_dir: Path) -> Path:
-    return data_dir / "meta" / "quotas.json"
-
-
 class QuotaStore(Protocol):
-    """What the QuotaManager needs of a runtime quota store (file, or etcd in cluster mode)."""
+    """What the QuotaManager needs of a runtime quota store (broker.security.stored)."""
 
     def table(self) -> QuotaTable: ...
 

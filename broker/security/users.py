@@ -1,4 +1,5 @@
-"""The local credentials file of a single-node broker: ``<data_dir>/meta/users.json``.
+"""SASL credentials: the users document of the metadata store (broker.security.stored keeps
+it at ``<prefix>security/users``, in etcd or a single node's embedded store):
 
     {"version": 1,
      "users": {"<name>": {"SCRAM-SHA-256": {"salt": b64, "iterations": int,
@@ -6,9 +7,8 @@
                           "SCRAM-SHA-512": {...}}}}
 
 Only SCRAM stored/server keys are kept (salted PBKDF2, RFC 5802); SASL/PLAIN verifies a
-password against the SCRAM-SHA-512 credential. The file is written atomically (temp file,
-fsync, rename, fsync of the directory) with mode 0600. The broker re-reads it when it
-changes (new inode, mtime or size), so ``strata users add`` takes effect without a restart.
+password against the SCRAM-SHA-512 credential. Brokers watch the key, so ``strata users
+add`` takes effect without a restart.
 """
 
 from __future__ import annotations
@@ -17,19 +17,13 @@ import base64
 import binascii
 import json
 import re
-from pathlib import Path
 from typing import Any, Final
 
 from api.client.scram import DEFAULT_ITERATIONS, HASHES, ScramCredential, make_credential
-from broker.security.files import stat_version, write_atomic
-from hot.errors import InvalidConfigError, InvalidRequestError, StorageError
+from hot.errors import InvalidConfigError, InvalidRequestError
 
 MECHANISMS: Final[tuple[str, ...]] = tuple(HASHES)
 _NAME = re.compile(r"^[A-Za-z0-9._@\-]{1,255}$")
-
-
-def users_path(data_dir: Path) -> Path:
-    return data_dir / "meta" / "users.json"
 
 
 def check_username(name: str) -> str:
@@ -49,7 +43,7 @@ def _encode(cred: ScramCredential) -> dict[str, Any]:
     }
 
 
-def _decode(path: Path | str, user: str, mech: str, raw: Any) -> ScramCredential:
+def _decode(path: str, user: str, mech: str, raw: Any) -> ScramCredential:
     try:
         return ScramCredential(
             salt=base64.b64decode(raw["salt"], validate=True),
@@ -62,7 +56,7 @@ def _decode(path: Path | str, user: str, mech: str, raw: Any) -> ScramCredential
 
 
 class UserTable:
-    """Credentials per user and mechanism, and their JSON document (file or etcd alike)."""
+    """Credentials per user and mechanism, and their JSON document."""
 
     def __init__(self) -> None:
         self._users: dict[str, dict[str, ScramCredential]] = {}
@@ -121,52 +115,3 @@ class UserTable:
 
     def remove(self, user: str) -> bool:
         return self._users.pop(user, None) is not None
-
-
-class UserStore(UserTable):
-    """The users of ``<data_dir>/meta/users.json``, re-read when the file changes."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__()
-        self.path = path
-        self._mtime: tuple[int, int, int] | None = None
-
-    def _stat(self) -> tuple[int, int, int] | None:
-        return stat_version(self.path)
-
-    def reload(self) -> UserStore:
-        """Re-read the file if it changed since the last read (absent: no users)."""
-        mtime = self._stat()
-        if mtime == self._mtime and (mtime is not None or not self._users):
-            return self
-        data = None
-        if mtime is not None:
-            try:
-                data = self.path.read_bytes()
-            except OSError as exc:
-                raise StorageError(f"cannot read {self.path}: {exc.strerror}") from None
-        self.load_document(data, str(self.path))
-        self._mtime = mtime
-        return self
-
-    @property
-    def version(self) -> tuple[int, int, int] | None:
-        """Changes whenever the file does (inode, mtime, size as last read; None: no file)."""
-        return self._mtime
-
-    def set_password(self, user: str, password: str, *, iterations: int = DEFAULT_ITERATIONS) -> None:
-        check_username(user)
-        self.reload()
-        self.put_password(user, password, iterations=iterations)
-        self._save()
-
-    def delete(self, user: str) -> bool:
-        self.reload()
-        if not self.remove(user):
-            return False
-        self._save()
-        return True
-
-    def _save(self) -> None:
-        write_atomic(self.path, self.document())
-        self._mtime = self._stat()

@@ -1,4 +1,4 @@
-"""ACLs and SASL users in etcd (broker.security.etcd_documents) against a real etcd: two brokers' views
+"""ACLs and SASL users in etcd (broker.security.stored) against a real etcd: two brokers' views
 stay identical through their watches, concurrent creations through both land (compare-
 and-swap), deletions propagate, and `strata users --etcd`'s writes reach a broker's store."""
 
@@ -11,13 +11,13 @@ from api.client.scram import HASHES, verify_password
 from broker.etcd import EtcdClient
 from broker.keys import KeyLayout
 from broker.security.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
-from broker.security.etcd_documents import (
-    EtcdAclStore,
-    EtcdUserStore,
+from broker.security.stored import (
     SecurityDocuments,
-    etcd_delete_user,
-    etcd_set_password,
-    etcd_users,
+    StoredAcls,
+    StoredUsers,
+    delete_user,
+    read_users,
+    set_password,
 )
 from tests.cluster.etcdlib import EtcdProcess
 
@@ -41,7 +41,7 @@ async def test_two_brokers_share_acls(etcd_server: EtcdProcess, clients: Clients
     docs = [SecurityDocuments(await clients(etcd_server).connect(), layout) for _ in range(2)]
     for d in docs:
         await d.start()
-    a, b = (EtcdAclStore(d) for d in docs)
+    a, b = (StoredAcls(d) for d in docs)
     try:
         assert a.bindings() == b.bindings() == ()
         # ten creations racing through both brokers: every one lands exactly once
@@ -60,19 +60,20 @@ async def test_two_brokers_share_acls(etcd_server: EtcdProcess, clients: Clients
 async def test_users_in_etcd(etcd_server: EtcdProcess, clients: Clients, layout: KeyLayout) -> None:
     docs = SecurityDocuments(await clients(etcd_server).connect(), layout)
     await docs.start()
-    store = EtcdUserStore(docs)
+    store = StoredUsers(docs)
+    cli = await clients(etcd_server).connect()  # what `strata users --etcd` opens
     try:
         assert store.reload().names() == []
-        assert await etcd_set_password(etcd_server.endpoint, layout.cluster, "alice", "pw-1") is False
+        assert await set_password(cli, layout, "alice", "pw-1") is False
         await eventually(lambda: store.reload().names() == ["alice"])
         before = store.version
         cred = store.credential("alice", "SCRAM-SHA-512")
         assert cred is not None and verify_password(HASHES["SCRAM-SHA-512"], cred, "pw-1")
-        assert await etcd_set_password(etcd_server.endpoint, layout.cluster, "alice", "pw-2") is True
+        assert await set_password(cli, layout, "alice", "pw-2") is True
         await eventually(lambda: store.reload().version != before)
         cred = store.credential("alice", "SCRAM-SHA-256")
         assert cred is not None and verify_password(HASHES["SCRAM-SHA-256"], cred, "pw-2")
-        listed = await etcd_users(etcd_server.endpoint, layout.cluster)
+        listed = await read_users(cli, layout)
         assert listed.names() == ["alice"] and listed.mechanisms("alice") == [
             "SCRAM-SHA-256",
             "SCRAM-SHA-512",
@@ -80,8 +81,8 @@ async def test_users_in_etcd(etcd_server: EtcdProcess, clients: Clients, layout:
         etcd = await clients(etcd_server).connect()
         kv = await etcd.get(layout.users)
         assert kv is not None and b"pw-2" not in kv.value and b"stored_key" in kv.value  # hashed
-        assert await etcd_delete_user(etcd_server.endpoint, layout.cluster, "alice") is True
-        assert await etcd_delete_user(etcd_server.endpoint, layout.cluster, "alice") is False
+        assert await delete_user(cli, layout, "alice") is True
+        assert await delete_user(cli, layout, "alice") is False
         await eventually(lambda: store.reload().names() == [])
     finally:
         await docs.close()

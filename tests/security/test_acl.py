@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from broker.embedded_store import EmbeddedMetadataStore
+from broker.keys import KeyLayout
 from broker.security.acl import (
     AclBinding,
     AclError,
@@ -18,7 +21,7 @@ from broker.security.acl import (
     ResourceType,
     parse_principals,
 )
-from broker.security.acl_store import FileAclStore, acls_path
+from broker.security.stored import SecurityDocuments, StoredAcls
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED
@@ -133,17 +136,37 @@ def test_filters() -> None:
         AclFilter(operation=Operation.UNKNOWN).validate()
 
 
-def test_file_store_is_atomic_and_reloads(tmp_path: Path) -> None:
-    path = acls_path(tmp_path)
-    a, b = FileAclStore(path), FileAclStore(path)
-    one, two = acl(T, "x", Operation.READ), acl(G, "g", Operation.READ)
-    asyncio.run(a.create([one, two, one]))
-    assert b.bindings() == (one, two)  # the other instance sees the change
-    assert oct(path.stat().st_mode & 0o777) == "0o600"
-    assert not path.with_name("acls.json.tmp").exists() or path.exists()
-    matched = asyncio.run(b.delete([AclFilter(resource_type=G), AclFilter(resource_type=G)]))
-    assert matched == [[two], [two]]
-    assert a.bindings() == (one,)
+async def eventually(check: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check():
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached in time"
+        await asyncio.sleep(0.01)
+
+
+def test_stored_acls_are_private_and_reload(tmp_path: Path) -> None:
+    """Two views of one store (as two brokers'): each sees the other's changes through
+    its watch; the store's files are private."""
+
+    async def run() -> None:
+        async with EmbeddedMetadataStore(tmp_path / "meta") as store:
+            docs = [SecurityDocuments(store, KeyLayout("strata-local")) for _ in range(2)]
+            for d in docs:
+                await d.start()
+            a, b = (StoredAcls(d) for d in docs)
+            try:
+                one, two = acl(T, "x", Operation.READ), acl(G, "g", Operation.READ)
+                await a.create([one, two, one])
+                await eventually(lambda: b.bindings() == (one, two))  # the other instance sees it
+                journal = tmp_path / "meta" / "metadata.journal"
+                assert oct(journal.stat().st_mode & 0o777) == "0o600"
+                matched = await b.delete([AclFilter(resource_type=G), AclFilter(resource_type=G)])
+                assert matched == [[two], [two]]
+                await eventually(lambda: a.bindings() == (one,))
+            finally:
+                for d in docs:
+                    await d.close()
+
+    asyncio.run(run())
 
 
 def test_authorization_config(tmp_path: Path) -> None:
@@ -172,7 +195,7 @@ def test_authorization_config(tmp_path: Path) -> None:
 def test_malformed_acls_file_stops_the_broker(tmp_path: Path) -> None:
     from tests.brokers import BrokerProcess
 
-    path = acls_path(tmp_path)
+    path = tmp_path / "meta" / "acls.json"  # a single node's file from before the metadata store
     path.parent.mkdir(parents=True)
     path.write_text('{"version": 1, "acls": [{"resource_type": "TOPIC"}]}')
     b = BrokerProcess(tmp_path, env={"STRATA_AUTHORIZATION_ENABLED": "true"})

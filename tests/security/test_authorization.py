@@ -26,6 +26,20 @@ SECRETS = (ADMIN_PW, ALICE_PW, BOB_PW)
 MECH = "SCRAM-SHA-256"
 
 
+def stored_acls(data: Path) -> bytes | None:
+    """The ACL document of ``data``'s metadata store (through the broker while it runs)."""
+    import asyncio
+
+    from broker.store_socket import open_data_dir_store
+
+    async def read() -> bytes | None:
+        async with open_data_dir_store(data) as (store, layout):
+            kv = await store.get(layout.acls)
+            return None if kv is None else kv.value
+
+    return asyncio.run(read())
+
+
 def add_user(data: Path, name: str, pw: str) -> None:
     r = strata_users(data, "add", name, "--password-stdin", stdin=pw + "\n")
     assert r.returncode == 0, r.stderr
@@ -166,7 +180,7 @@ def test_confluent_admin_acls_and_cluster_authorization(broker: BrokerProcess) -
     deleted = next(iter(admin.delete_acls([deny_filter]).values())).result(timeout=30)
     assert deleted == [b3]
     assert b3 not in set(admin.describe_acls(any_filter).result(timeout=30))
-    assert (broker.data_dir / "meta" / "acls.json").exists()
+    assert stored_acls(broker.data_dir) is not None  # persisted in the data dir's metadata store
 
 
 def test_write_and_read_need_acls(broker: BrokerProcess) -> None:
@@ -466,7 +480,8 @@ def test_mtls_certificate_principal(tmp_path: Path) -> None:
     from confluent_kafka import KafkaError
 
     from broker.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
-    from broker.security.acl_store import FileAclStore, acls_path
+    from broker.security.stored import SecurityDocuments, StoredAcls
+    from broker.store_socket import open_data_dir_store
     from tests.security.tlslib import make_pki, server_env
 
     pki = make_pki(tmp_path / "pki")
@@ -476,15 +491,17 @@ def test_mtls_certificate_principal(tmp_path: Path) -> None:
     def allow(rt: ResourceType, name: str, op: Operation) -> AclBinding:
         return AclBinding(rt, name, PatternType.LITERAL, me, "*", op, Permission.ALLOW)
 
-    asyncio.run(  # written before start: the broker reads <data-dir>/meta/acls.json
-        FileAclStore(acls_path(data)).create(
-            [
-                allow(ResourceType.CLUSTER, "kafka-cluster", Operation.DESCRIBE),
-                allow(ResourceType.CLUSTER, "kafka-cluster", Operation.CREATE),
-                allow(ResourceType.TOPIC, "mtls", Operation.WRITE),
-            ]
-        )
-    )
+    async def write_acls() -> None:  # before start: the broker reads its data dir's metadata store
+        async with open_data_dir_store(data) as (store, layout):
+            await StoredAcls(SecurityDocuments(store, layout)).create(
+                [
+                    allow(ResourceType.CLUSTER, "kafka-cluster", Operation.DESCRIBE),
+                    allow(ResourceType.CLUSTER, "kafka-cluster", Operation.CREATE),
+                    allow(ResourceType.TOPIC, "mtls", Operation.WRITE),
+                ]
+            )
+
+    asyncio.run(write_acls())
     env = {**server_env(pki, "required"), "STRATA_AUTHORIZATION_ENABLED": "true"}
     b = BrokerProcess(data, env=env).start()
     try:

@@ -1,7 +1,7 @@
 """Client quotas: the rate math on a fake clock, then real brokers held to a byte rate by
 real clients (confluent-kafka producer and consumer, the observed rate within 30% of the
 quota over a few seconds), AlterClientQuotas/DescribeClientQuotas through the project's
-Kafka client, persisted in ``meta/quotas.json``."""
+Kafka client, persisted in the data dir's metadata store."""
 
 from __future__ import annotations
 
@@ -233,7 +233,7 @@ def test_alter_and_describe_client_quotas_persist(tmp_path: Path) -> None:
             "alice": {"producer_byte_rate": 1000.0}
         }
         assert describe(b, ComponentData(entity_type="client-id", match_type=MATCH_ANY)) == {}
-        path = tmp_path / "data" / "meta" / "quotas.json"
+        path = tmp_path / "data" / "meta" / "metadata.journal"  # the runtime quotas' store
         assert stat.S_IMODE(path.stat().st_mode) == 0o600
         b.stop()
         b.start()

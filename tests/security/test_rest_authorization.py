@@ -16,9 +16,11 @@ import pytest
 
 from api.rest import create_app
 from broker.config import BrokerConfig, HostPort, load_config
+from broker.embedded_store import EmbeddedMetadataStore
+from broker.keys import KeyLayout
 from broker.security.acl import Authorizer
-from broker.security.acl_store import FileAclStore
 from broker.security.authz import AccessControl
+from broker.security.stored import SecurityDocuments, StoredAcls
 from hot.errors import InvalidConfigError
 from tests.brokers import BrokerProcess
 from tests.inprocess import broker_of_one
@@ -204,7 +206,9 @@ async def test_anonymous_without_rest_auth_and_authorization_off(tmp_path: Path)
             assert (await http.get("/metrics")).status_code == 200
             assert [t["topic"] for t in (await http.get("/v1/partitions")).json()["topics"]] == [A]
             assert (await http.get("/v1/status")).json()["topics"] == 1
-            broker.access = AccessControl(Authorizer(), FileAclStore(tmp_path / "acls.json"))
+            empty = SecurityDocuments(EmbeddedMetadataStore(tmp_path), KeyLayout("strata-local"))
+            no_acls = StoredAcls(empty)
+            broker.access = AccessControl(Authorizer(), no_acls)
             r = await http.get("/metrics")
             assert r.status_code == 403 and "www-authenticate" not in r.headers
             assert (await http.get("/v1/partitions")).json() == {"topics": []}

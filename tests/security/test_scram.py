@@ -12,8 +12,11 @@ import pytest
 
 from api.client.scram import ScramCredential, ScramServer, make_credential, verify_password
 from api.security.sasl import SaslSession
+from broker.embedded_store import EmbeddedMetadataStore
+from broker.keys import KeyLayout
 from broker.security.config import SaslConfig, TlsConfig
-from broker.security.users import UserStore, users_path
+from broker.security.stored import delete_user, read_users, set_password
+from broker.security.users import UserTable
 from hot.errors import (
     AuthenticationError,
     IllegalSaslStateError,
@@ -106,34 +109,41 @@ def test_escaped_names() -> None:
     assert seen == ["a=b,c"]
 
 
-def test_users_file(tmp_path: Path) -> None:
-    path = users_path(tmp_path)
-    store = UserStore(path)
-    store.set_password("alice", "s3cret-Pa55")
-    assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    text = path.read_text()
-    assert "s3cret-Pa55" not in text
-    doc = json.loads(text)
-    assert set(doc["users"]["alice"]) == {"SCRAM-SHA-256", "SCRAM-SHA-512"}
-    other = UserStore(path).reload()
-    assert other.names() == ["alice"]
-    cred = other.credential("alice", "SCRAM-SHA-512")
-    assert cred is not None and verify_password("sha512", cred, "s3cret-Pa55")
-    assert not verify_password("sha512", cred, "wrong")
-    assert other.delete("alice") and not other.delete("alice")
-    assert store.reload().names() == []
-    with pytest.raises(InvalidRequestError):
-        store.set_password("bad name", "x")
-    with pytest.raises(InvalidRequestError):
-        store.set_password("bob", "")
-    path.write_text("{")
-    with pytest.raises(InvalidConfigError):
-        UserStore(path).reload()
+def test_users_in_the_store(tmp_path: Path) -> None:
+    layout = KeyLayout("strata-local")
+
+    async def run() -> None:
+        async with EmbeddedMetadataStore(tmp_path / "meta") as store:
+            assert await set_password(store, layout, "alice", "s3cret-Pa55") is False
+            path = tmp_path / "meta" / "metadata.journal"
+            assert stat.S_IMODE(path.stat().st_mode) == 0o600
+            assert b"s3cret-Pa55" not in path.read_bytes()
+            kv = await store.get(layout.users)
+            assert kv is not None
+            doc = json.loads(kv.value)
+            assert set(doc["users"]["alice"]) == {"SCRAM-SHA-256", "SCRAM-SHA-512"}
+        async with EmbeddedMetadataStore(tmp_path / "meta") as store:  # after a restart
+            other = await read_users(store, layout)
+            assert other.names() == ["alice"]
+            cred = other.credential("alice", "SCRAM-SHA-512")
+            assert cred is not None and verify_password("sha512", cred, "s3cret-Pa55")
+            assert not verify_password("sha512", cred, "wrong")
+            assert await delete_user(store, layout, "alice") and not await delete_user(store, layout, "alice")
+            assert (await read_users(store, layout)).names() == []
+            with pytest.raises(InvalidRequestError):
+                await set_password(store, layout, "bad name", "x")
+            with pytest.raises(InvalidRequestError):
+                await set_password(store, layout, "bob", "")
+            await store.put(layout.users, b"{")
+            with pytest.raises(InvalidConfigError):
+                await read_users(store, layout)
+
+    asyncio.run(run())
 
 
 def test_sasl_session_states(tmp_path: Path) -> None:
-    store = UserStore(users_path(tmp_path))
-    store.set_password("alice", "pw-alice")
+    store = UserTable()
+    store.put_password("alice", "pw-alice")
     sess = SaslSession(("PLAIN",), store)
     with pytest.raises(IllegalSaslStateError):
         asyncio.run(sess.authenticate(b"\0alice\0pw-alice"))
