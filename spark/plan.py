@@ -42,8 +42,8 @@ from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from api.client.security import ClientSecurity
+from api.protocol.error_table import TOPIC_AUTHORIZATION_FAILED
 from hot.errors import (
-    TOPIC_AUTHORIZATION_FAILED,
     AuthorizationError,
     CorruptLogError,
     CorruptRecordError,
@@ -658,12 +658,12 @@ class BrokerClient:
         """Offset per partition for ListOffsets ``timestamp`` (-1 high watermark, -2 log start)."""
         from api.client import KafkaClient
         from api.protocol import ApiKey
+        from api.protocol.error_table import error_for_code
         from api.protocol.messages.list_offsets import (
             ListOffsetsPartition,
             ListOffsetsRequest,
             ListOffsetsTopic,
         )
-        from hot.errors import error_for_code
 
         if not partitions:
             return {}

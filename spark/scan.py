@@ -30,15 +30,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from api.protocol.error_table import OFFSET_OUT_OF_RANGE, TOPIC_AUTHORIZATION_FAILED, error_for_code
 from hot.errors import (
-    OFFSET_OUT_OF_RANGE,
-    TOPIC_AUTHORIZATION_FAILED,
     CorruptLogError,
     CorruptRecordError,
     ObjectNotFoundError,
     OffsetOutOfRangeError,
     StrataError,
-    error_for_code,
 )
 from spark.columnar import BatchBounds, BatchDecodeError, DecodedChunk, Frames, batch_bounds, decode_columns
 from spark.options import ReadOptions

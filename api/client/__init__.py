@@ -18,6 +18,7 @@ from api.client.security import ClientSecurity
 from api.protocol import ApiKey, decode_response, encode_request
 from api.protocol.apis import APIS
 from api.protocol.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
+from api.protocol.error_table import GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, error_for_code
 from api.protocol.messages.acls import (
     AclCreation,
     CreateAclsRequest,
@@ -42,15 +43,7 @@ from api.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from broker.config import HostPort
 from broker.group_lag import partition_lag
 from broker.security.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
-from hot.errors import (
-    GROUP_ID_NOT_FOUND,
-    NON_EMPTY_GROUP,
-    AuthenticationError,
-    GroupIdNotFoundError,
-    StrataError,
-    TlsError,
-    error_for_code,
-)
+from hot.errors import AuthenticationError, GroupIdNotFoundError, StrataError, TlsError
 
 _SIZE = struct.Struct(">i")
 _GROUP_ERRORS = {

@@ -11,6 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeVar
 
 from api.protocol import RequestHeader
+from api.protocol import error_table as E
+from api.protocol.error_table import kafka_code
 from api.protocol.messages.acls import (
     AclCreationResult,
     AclDescription,
@@ -36,8 +38,7 @@ from broker.security.acl import (
     ResourceType,
 )
 from broker.security.authz import AccessControl, allowed_cluster, denied
-from hot import errors as E
-from hot.errors import SecurityDisabledError, StrataError, kafka_code
+from hot.errors import SecurityDisabledError, StrataError
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from api.protocol import APIS, ApiKey, RequestHeader
+from api.protocol import error_table as E
 from api.protocol.messages.alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
@@ -59,7 +60,6 @@ from broker.security.authz import (
     authorized_operations,
     user_principal,
 )
-from hot import errors as E
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from hot.errors import KAFKA_STORAGE_ERROR
+from api.protocol.error_table import KAFKA_STORAGE_ERROR
 from tests.brokers import BrokerProcess, S3Endpoint, create_topic
 from tests.ops.settle import wait_settled
 from tests.ops.test_metrics_workload import _scrape, _value
