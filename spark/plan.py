@@ -626,7 +626,7 @@ class BrokerClient:
     """The two questions a plan asks a broker, over the project's blocking Kafka client."""
 
     def __init__(self, address: str, security: ClientSecurity | None = None) -> None:
-        from broker.config import HostPort
+        from api.protocol.address import HostPort
 
         self.address = HostPort.parse(address, setting="strata option broker")
         self.security = security

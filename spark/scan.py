@@ -343,8 +343,8 @@ def _decode(
 def read_hot(task: HotTask, options: ReadOptions, store: SyncObjectStore) -> Iterator[pa.RecordBatch]:
     from api.client import KafkaClient
     from api.protocol import ApiKey
+    from api.protocol.address import HostPort
     from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-    from broker.config import HostPort
 
     max_bytes = options.read_chunk_bytes
     off = task.start_offset

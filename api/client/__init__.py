@@ -16,6 +16,7 @@ from typing import Any
 from api.client.scram import ScramClient
 from api.client.security import ClientSecurity
 from api.protocol import ApiKey, decode_response, encode_request
+from api.protocol.address import HostPort
 from api.protocol.apis import APIS
 from api.protocol.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
 from api.protocol.error_table import GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, error_for_code
@@ -40,7 +41,6 @@ from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from api.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
 from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from api.protocol.messages.sasl_handshake import SaslHandshakeRequest
-from broker.config import HostPort
 from broker.group_lag import partition_lag
 from broker.security.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from hot.errors import AuthenticationError, GroupIdNotFoundError, StrataError, TlsError

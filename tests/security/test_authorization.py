@@ -630,9 +630,9 @@ def test_cluster_level_requests(broker: BrokerProcess) -> None:
     from api.client.security import ClientSecurity
     from api.protocol import ApiKey
     from api.protocol import error_table as E
+    from api.protocol.address import HostPort
     from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
     from api.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
-    from broker.config import HostPort
 
     topic = f"cl-{uuid.uuid4().hex[:6]}"
     create_topics(broker, topic)

@@ -20,6 +20,7 @@ import pytest
 
 from api.client import KafkaClient
 from api.protocol import ApiKey
+from api.protocol.address import HostPort
 from api.protocol.error_table import INVALID_REQUEST
 from api.protocol.messages.alter_client_quotas import AlterClientQuotasRequest, AlterEntryData, OpData
 from api.protocol.messages.describe_client_quotas import (
@@ -29,7 +30,6 @@ from api.protocol.messages.describe_client_quotas import (
     DescribeClientQuotasRequest,
     EntityData,
 )
-from broker.config import HostPort
 from broker.security.quotas import (
     QuotaConfig,
     QuotaManager,
