@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from broker.security.acl import (
+from api.protocol.acl import (
     CLUSTER_NAME,
     AclBinding,
     AclError,

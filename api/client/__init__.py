@@ -16,6 +16,7 @@ from typing import Any
 from api.client.scram import ScramClient
 from api.client.security import ClientSecurity
 from api.protocol import ApiKey, decode_response, encode_request
+from api.protocol.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from api.protocol.address import HostPort
 from api.protocol.apis import APIS
 from api.protocol.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
@@ -42,7 +43,6 @@ from api.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRe
 from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from api.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from broker.group_lag import partition_lag
-from broker.security.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from hot.errors import AuthenticationError, GroupIdNotFoundError, StrataError, TlsError
 
 _SIZE = struct.Struct(">i")
@@ -407,7 +407,7 @@ class KafkaClient:
                     r.error_code, f"group {r.group_id!r}: {_GROUP_ERRORS.get(r.error_code, r.error_code)}"
                 )
 
-    # -- ACLs (broker.security.acl) ------------------------------------------------------------
+    # -- ACLs (api.protocol.acl) ---------------------------------------------------------------
 
     def create_acls(self, bindings: Sequence[AclBinding]) -> None:
         req = CreateAclsRequest(

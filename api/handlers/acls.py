@@ -12,6 +12,16 @@ from typing import TYPE_CHECKING, TypeVar
 
 from api.protocol import RequestHeader
 from api.protocol import error_table as E
+from api.protocol.acl import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclError,
+    AclFilter,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
 from api.protocol.error_table import kafka_code
 from api.protocol.messages.acls import (
     AclCreationResult,
@@ -26,16 +36,6 @@ from api.protocol.messages.acls import (
     DescribeAclsRequest,
     DescribeAclsResource,
     DescribeAclsResponse,
-)
-from broker.security.acl import (
-    CLUSTER_NAME,
-    AclBinding,
-    AclError,
-    AclFilter,
-    Operation,
-    PatternType,
-    Permission,
-    ResourceType,
 )
 from broker.security.authz import AccessControl, allowed_cluster, denied
 from hot.errors import SecurityDisabledError, StrataError

@@ -44,6 +44,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.dashboard import dashboard_router
+from api.protocol.acl import Operation
 from api.protocol.error_table import classify, http_status
 from api.rest.authz import may_create, require_cluster, require_create, require_topic, topic_visible
 from api.rest.codec import (
@@ -101,7 +102,6 @@ from api.rest_consumers import ConsumerInstances
 from api.security.basic_auth import BasicAuthMiddleware
 from broker.broker import Broker, FetchRequestPartition, ProduceResult
 from broker.group_metrics import register_group_metrics
-from broker.security.acl import Operation
 from broker.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from broker.security.tokens import TokenStore, tokens_path
 from broker.security.users import UserStore, users_path

@@ -21,10 +21,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from api.protocol.acl import Operation, ResourceType
 from api.rest.authz import group_visible, require, topic_filter
 from api.rest.codec import JSONBody
 from broker.group_lag import coordinator_of, group_lag, manager_end_offsets
-from broker.security.acl import Operation, ResourceType
 from hot.errors import StrataError
 
 if TYPE_CHECKING:

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from api.protocol import APIS, ApiKey, RequestHeader
 from api.protocol import error_table as E
+from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
 from api.protocol.messages.alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
@@ -52,7 +53,6 @@ from api.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopicResult,
 )
 from api.protocol.messages.produce import ProducePartitionResponse, ProduceResponse, ProduceTopicResponse
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.authz import (
     AccessControl,
     allowed,

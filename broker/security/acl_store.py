@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from broker.security.acl import AclBinding, AclError, AclFilter
+from api.protocol.acl import AclBinding, AclError, AclFilter
 from broker.security.files import stat_version, write_atomic
 from hot.errors import InvalidConfigError, StorageError
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
-from broker.security.acl import ANONYMOUS, CLUSTER_NAME, Authorizer, Operation, ResourceType
+from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import ANONYMOUS, Authorizer
 from broker.security.acl_store import AclStore
 from hot.errors import (
     AuthorizationError,

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from broker.security.acl import AclError, parse_principals
+from api.protocol.acl import AclError
+from broker.security.acl import parse_principals
 from hot.errors import InvalidConfigError
 
 CLIENT_AUTH: Final = ("none", "requested", "required")

@@ -16,10 +16,10 @@ import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
+from api.protocol.acl import AclBinding, AclFilter
 from broker.etcd import EtcdClient
 from broker.keys import KeyLayout
 from broker.metadata_store import MetadataStore, WatchEvent, WatchEventType, WatchReset, cas_update
-from broker.security.acl import AclBinding, AclFilter
 from broker.security.acl_store import added, decode_acls, encode_acls, removed
 from broker.security.users import UserTable
 from hot.errors import MetadataStoreError

@@ -7,17 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.security.acl import (
-    AclBinding,
-    AclError,
-    AclFilter,
-    Authorizer,
-    Operation,
-    PatternType,
-    Permission,
-    ResourceType,
-    parse_principals,
-)
+from api.protocol.acl import AclBinding, AclError, AclFilter, Operation, PatternType, Permission, ResourceType
+from broker.security.acl import Authorizer, parse_principals
 from broker.security.acl_store import FileAclStore, acls_path
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER

@@ -465,7 +465,7 @@ def test_mtls_certificate_principal(tmp_path: Path) -> None:
 
     from confluent_kafka import KafkaError
 
-    from broker.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+    from api.protocol.acl import AclBinding, Operation, PatternType, Permission, ResourceType
     from broker.security.acl_store import FileAclStore, acls_path
     from tests.security.tlslib import make_pki, server_env
 
