@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
+from api.client.lag import partition_lag
 from api.client.scram import ScramClient
 from api.client.security import ClientSecurity
 from api.protocol import ApiKey, decode_response, encode_request
@@ -42,7 +43,6 @@ from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from api.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
 from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from api.protocol.messages.sasl_handshake import SaslHandshakeRequest
-from broker.group_lag import partition_lag
 from hot.errors import AuthenticationError, GroupIdNotFoundError, StrataError, TlsError
 
 _SIZE = struct.Struct(">i")
