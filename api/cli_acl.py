@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from broker.security.acl import (
+from api.protocol.acl import (
     CLUSTER_NAME,
     AclBinding,
     AclError,
@@ -77,7 +77,7 @@ def security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 def connect(kw: dict[str, Any]) -> Any:
     from api.client import KafkaClient
     from api.client.security import ClientSecurity, read_properties
-    from broker.config import HostPort
+    from api.protocol.address import HostPort
 
     props: dict[str, str] = read_properties(kw["command_config"]) if kw["command_config"] else {}
     for key, opt in (

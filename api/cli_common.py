@@ -35,7 +35,7 @@ output_option = click.option(
 
 def kafka_client(bootstrap: str) -> Any:
     from api.client import KafkaClient
-    from broker.config import HostPort
+    from api.protocol.address import HostPort
 
     try:
         return KafkaClient.connect(HostPort.parse(bootstrap, setting="--bootstrap"))

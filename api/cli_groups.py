@@ -1,5 +1,5 @@
 """``strata groups list|describe|delete``: consumer groups of a running broker, with their
-lag (broker.group_lag), through its Kafka listener."""
+lag (api.client.lag), through its Kafka listener."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def groups() -> None:
 @output_option
 def groups_list(states: tuple[str, ...], bootstrap: str, output: str) -> None:
     """List groups with their state, protocol, members and total lag."""
-    from broker.group_lag import partition_lag
+    from api.client.lag import partition_lag
 
     with kafka_client(bootstrap) as client:
         try:

@@ -28,11 +28,12 @@ import uvicorn
 
 from api.kafka_server import KafkaServer
 from api.metrics_listener import create_metrics_app
+from api.protocol.address import HostPort
 from api.rest import create_app
 from broker.broker import Broker
 from broker.cluster_config import ClusterConfig
 from broker.cluster_metrics import ClusterEventMetrics, ClusterMetricsCollector
-from broker.config import BrokerConfig, HostPort
+from broker.config import BrokerConfig
 from broker.disk_metrics import DiskHealthCollector
 from broker.groups.coordinator import GroupCoordinator
 from broker.inter_broker import internal_listener_options

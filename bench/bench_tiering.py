@@ -61,13 +61,13 @@ from typing import Any
 
 from api.client import KafkaClient
 from api.protocol import ApiKey, decode_response, encode_request
+from api.protocol.address import HostPort
 from api.protocol.messages.alter_configs import (
     AlterableConfigOp,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResource,
 )
 from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
-from broker.config import HostPort
 from hot.batch import HEADER_SIZE, parse_header, peek_size
 from tiering.config import TieringConfig
 from tiering.keys import manifest_key, topic_manifest_key

@@ -68,6 +68,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from api.protocol.address import HostPort
 from broker import inter_broker
 from broker.cluster_config import ENV_NAMES as CLUSTER_ENV_NAMES
 from broker.cluster_config import ClusterConfig
@@ -87,29 +88,6 @@ from hot.config import KAFKA_NAMES, LogConfig
 from hot.errors import InvalidConfigError
 from tiering.config import FIELDS as TIERING_FIELDS
 from tiering.config import TieringConfig
-
-
-@dataclass(frozen=True, slots=True)
-class HostPort:
-    host: str
-    port: int
-
-    @classmethod
-    def parse(cls, text: str, *, setting: str = "address") -> HostPort:
-        host, sep, port_s = text.strip().rpartition(":")
-        if not sep or not host:
-            raise InvalidConfigError(f"{setting}: expected HOST:PORT, got {text!r}")
-        host = host.strip("[]")
-        try:
-            port = int(port_s)
-        except ValueError:
-            raise InvalidConfigError(f"{setting}: port {port_s!r} is not a number") from None
-        if not 0 <= port <= 65535:
-            raise InvalidConfigError(f"{setting}: port {port} out of range 0-65535")
-        return cls(host, port)
-
-    def __str__(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)

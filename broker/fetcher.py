@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from api.client.sasl import authenticate
 from api.protocol import ApiKey, ProtocolError, decode_response, encode_request
 from api.protocol.apis import APIS
+from api.protocol.error_table import NONE
 from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from api.protocol.messages.list_offsets import (
     EARLIEST_TIMESTAMP,
@@ -60,7 +61,7 @@ from broker.replication.follower import (
     truncation_without_epochs,
 )
 from hot.batch import peek_size
-from hot.errors import NONE, InvalidRecordError, StrataError
+from hot.errors import InvalidRecordError, StrataError
 from hot.log import Log
 from hot.tasks import cancel_and_wait
 

@@ -1,11 +1,8 @@
 """Consumer-group lag: how far each group's committed offsets trail the partitions' ends.
 
-Lag of a partition = log end offset - committed offset, where "log end offset" is what
-Kafka's own tools call it: the offset ListOffsets(LATEST) returns, i.e. the **high
-watermark** (the first offset a consumer cannot read yet). Using the high watermark rather
-than the next offset to be assigned keeps records not yet durable (fsync mode) out of the
-lag: a consumer that has read everything it can has lag 0. A committed offset beyond the
-end (the topic was deleted and recreated) counts as lag 0, never negative.
+The lag of one partition is api.client.lag.partition_lag (log end offset = the high
+watermark, minus the committed offset; never negative), the same computation the client
+does over the wire.
 
 The partitions reported for a group are those with a committed offset plus those assigned
 to a live member (protocol type "consumer"); the latter may have no committed offset yet
@@ -21,10 +18,11 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from api.client.lag import partition_lag
 from broker.groups.types import GroupDescription, GroupListing, MemberDescription, TopicPartition
 from hot.errors import CoordinatorNotAvailableError, StrataError
 
-if TYPE_CHECKING:  # kept light: the CLI imports partition_lag
+if TYPE_CHECKING:
     from broker.broker import Broker
     from broker.groups.coordinator import GroupCoordinator
     from hot.manager import LogManager
@@ -37,13 +35,6 @@ def coordinator_of(broker: Broker) -> GroupCoordinator:
     if coord is None:
         raise CoordinatorNotAvailableError("this broker runs no group coordinator")
     return coord
-
-
-def partition_lag(committed: int | None, log_end: int | None) -> int | None:
-    """Lag of one partition; None when either side is unknown."""
-    if committed is None or committed < 0 or log_end is None or log_end < 0:
-        return None
-    return max(0, log_end - committed)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,9 +41,13 @@ from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
+from api.client import KafkaClient
 from api.client.security import ClientSecurity
+from api.protocol import ApiKey
+from api.protocol.address import HostPort
+from api.protocol.error_table import TOPIC_AUTHORIZATION_FAILED, error_for_code
+from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from hot.errors import (
-    TOPIC_AUTHORIZATION_FAILED,
     AuthorizationError,
     CorruptLogError,
     CorruptRecordError,
@@ -626,14 +630,10 @@ class BrokerClient:
     """The two questions a plan asks a broker, over the project's blocking Kafka client."""
 
     def __init__(self, address: str, security: ClientSecurity | None = None) -> None:
-        from broker.config import HostPort
-
         self.address = HostPort.parse(address, setting="strata option broker")
         self.security = security
 
-    def _client(self) -> object:
-        from api.client import KafkaClient
-
+    def _client(self) -> KafkaClient:
         try:
             return KafkaClient.connect(self.address, timeout=30.0, security=self.security)
         except OSError as e:
@@ -642,11 +642,7 @@ class BrokerClient:
             ) from None
 
     def partition_count(self, topic: str) -> int:
-        from api.client import KafkaClient
-
-        client = self._client()
-        assert isinstance(client, KafkaClient)
-        with client:
+        with self._client() as client:
             try:
                 return client.partition_count(topic)
             except UnknownTopicOrPartitionError:
@@ -656,20 +652,9 @@ class BrokerClient:
 
     def list_offsets(self, topic: str, partitions: list[int], timestamp: int) -> dict[int, int]:
         """Offset per partition for ListOffsets ``timestamp`` (-1 high watermark, -2 log start)."""
-        from api.client import KafkaClient
-        from api.protocol import ApiKey
-        from api.protocol.messages.list_offsets import (
-            ListOffsetsPartition,
-            ListOffsetsRequest,
-            ListOffsetsTopic,
-        )
-        from hot.errors import error_for_code
-
         if not partitions:
             return {}
-        client = self._client()
-        assert isinstance(client, KafkaClient)
-        with client:
+        with self._client() as client:
             req = ListOffsetsRequest(
                 topics=(
                     ListOffsetsTopic(

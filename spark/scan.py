@@ -30,15 +30,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from api.client import KafkaClient
+from api.protocol import ApiKey
+from api.protocol.address import HostPort
+from api.protocol.error_table import OFFSET_OUT_OF_RANGE, TOPIC_AUTHORIZATION_FAILED, error_for_code
+from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from hot.errors import (
-    OFFSET_OUT_OF_RANGE,
-    TOPIC_AUTHORIZATION_FAILED,
     CorruptLogError,
     CorruptRecordError,
     ObjectNotFoundError,
     OffsetOutOfRangeError,
     StrataError,
-    error_for_code,
 )
 from spark.columnar import BatchBounds, BatchDecodeError, DecodedChunk, Frames, batch_bounds, decode_columns
 from spark.options import ReadOptions
@@ -343,11 +345,6 @@ def _decode(
 
 
 def read_hot(task: HotTask, options: ReadOptions, store: SyncObjectStore) -> Iterator[pa.RecordBatch]:
-    from api.client import KafkaClient
-    from api.protocol import ApiKey
-    from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-    from broker.config import HostPort
-
     max_bytes = options.read_chunk_bytes
     off = task.start_offset
     try:

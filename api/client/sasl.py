@@ -12,9 +12,10 @@ from typing import Any
 
 from api.client.scram import ScramClient
 from api.protocol import ApiKey
+from api.protocol.error_table import error_for_code
 from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from api.protocol.messages.sasl_handshake import SaslHandshakeRequest
-from hot.errors import AuthenticationError, error_for_code
+from hot.errors import AuthenticationError
 
 # (api key, request) -> response
 Call = Callable[[int, Any], Awaitable[Any]]

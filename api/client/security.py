@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from broker.security.config import SASL_MECHANISMS
 from hot.errors import InvalidConfigError, TlsError
 
+# The SASL mechanisms Strata speaks, client and server alike (the broker's [sasl] mechanisms
+# setting is checked against these).
+SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 KEYS: Final = (
     "security.protocol",

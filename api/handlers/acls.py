@@ -11,6 +11,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, TypeVar
 
 from api.protocol import RequestHeader
+from api.protocol import error_table as E
+from api.protocol.acl import (
+    CLUSTER_NAME,
+    AclBinding,
+    AclError,
+    AclFilter,
+    Operation,
+    PatternType,
+    Permission,
+    ResourceType,
+)
+from api.protocol.error_table import kafka_code
 from api.protocol.messages.acls import (
     AclCreationResult,
     AclDescription,
@@ -26,19 +38,8 @@ from api.protocol.messages.acls import (
     DescribeAclsResponse,
 )
 from api.security.conn_authz import allowed_cluster
-from broker.security.acl import (
-    CLUSTER_NAME,
-    AclBinding,
-    AclError,
-    AclFilter,
-    Operation,
-    PatternType,
-    Permission,
-    ResourceType,
-)
 from broker.security.authz import AccessControl, denied
-from hot import errors as E
-from hot.errors import SecurityDisabledError, StrataError, kafka_code
+from hot.errors import SecurityDisabledError, StrataError
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from api.protocol import RequestHeader
+from api.protocol.error_table import kafka_code
 from api.protocol.messages.alter_configs import (
     OP_APPEND,
     OP_DELETE,
@@ -34,7 +35,7 @@ from api.protocol.messages.describe_configs import (
     DescribeConfigsResult,
 )
 from broker.broker import Broker
-from hot.errors import InvalidRequestError, StrataError, kafka_code
+from hot.errors import InvalidRequestError, StrataError
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection

@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from api.protocol import RequestHeader
+from api.protocol.error_table import kafka_code
 from api.protocol.messages.fetch import (
     READ_COMMITTED,
     AbortedTransaction,
@@ -26,7 +27,7 @@ from api.protocol.messages.fetch import (
     FetchResponse,
 )
 from broker.broker import Broker, FetchRequestPartition, ReplicaFetchPartition
-from hot.errors import StrataError, kafka_code
+from hot.errors import StrataError
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection

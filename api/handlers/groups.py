@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from api.protocol import RequestHeader
+from api.protocol import error_table as E
+from api.protocol.error_table import kafka_code
 from api.protocol.messages.delete_groups import (
     DeletableGroupResult,
     DeleteGroupsRequest,
@@ -72,14 +74,12 @@ from broker.groups.types import (
 )
 from broker.groups.types import JoinGroupRequest as JoinGroupCall
 from broker.groups.types import SyncGroupRequest as SyncGroupCall
-from hot import errors as E
 from hot.errors import (
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
     InvalidRequestError,
     StrataError,
     TransactionsNotSupportedError,
-    kafka_code,
 )
 
 if TYPE_CHECKING:

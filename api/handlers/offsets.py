@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from api.protocol import RequestHeader
+from api.protocol.error_table import kafka_code
 from api.protocol.messages.fetch import READ_COMMITTED
 from api.protocol.messages.list_offsets import (
     ListOffsetsPartitionResponse,
@@ -24,7 +25,7 @@ from api.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderPartitionResult,
     OffsetForLeaderTopicResult,
 )
-from hot.errors import StrataError, kafka_code
+from hot.errors import StrataError
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection

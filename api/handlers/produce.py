@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from api.protocol import RequestHeader
+from api.protocol.error_table import kafka_code
 from api.protocol.messages.produce import (
     BatchIndexAndErrorMessage,
     ProducePartitionResponse,
@@ -26,7 +27,7 @@ from api.protocol.messages.produce import (
 )
 from broker.broker import Broker, PendingAppend
 from hot import errors as E
-from hot.errors import InvalidRequestError, StrataError, kafka_code
+from hot.errors import InvalidRequestError, StrataError
 from hot.record_validation import uses_zstd
 
 if TYPE_CHECKING:

@@ -15,6 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from api.protocol import RequestHeader
+from api.protocol import error_table as E
+from api.protocol.error_table import kafka_code
 from api.protocol.messages.describe_producers import (
     DescribeProducersPartitionResponse,
     DescribeProducersRequest,
@@ -24,8 +26,7 @@ from api.protocol.messages.describe_producers import (
 )
 from api.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from broker.producer_ids import init_producer
-from hot import errors as E
-from hot.errors import StrataError, kafka_code
+from hot.errors import StrataError
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection

@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from api.protocol import RequestHeader
+from api.protocol.error_table import kafka_code
 from api.protocol.messages.alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
@@ -34,7 +35,7 @@ from api.protocol.messages.fetch import FetchRequest, FetchResponse
 from api.protocol.messages.produce import ProduceRequest, ProduceResponse
 from api.protocol.schema import records_length
 from broker.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Quotas
-from hot.errors import InvalidRequestError, StrataError, kafka_code
+from hot.errors import InvalidRequestError, StrataError
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from api.protocol import RequestHeader
+from api.protocol.error_table import kafka_code
 from api.protocol.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
@@ -23,7 +24,7 @@ from api.protocol.messages.list_partition_reassignments import (
     OngoingTopicReassignment,
 )
 from broker.reassign import alter_reassignment, ongoing_reassignments
-from hot.errors import InvalidRequestError, StrataError, kafka_code
+from hot.errors import InvalidRequestError, StrataError
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection

@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from api.protocol import RequestHeader
+from api.protocol import error_table as E
+from api.protocol.error_table import kafka_code
 from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from api.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
-from hot import errors as E
-from hot.errors import StrataError, kafka_code
+from hot.errors import StrataError
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection

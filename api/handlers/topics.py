@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 
 from api.handlers.configs import SOURCE_DEFAULT_CONFIG, SOURCE_TOPIC_CONFIG
 from api.protocol import RequestHeader
+from api.protocol import error_table as E
+from api.protocol.error_table import kafka_code
 from api.protocol.messages.create_partitions import (
     CreatePartitionsRequest,
     CreatePartitionsResponse,
@@ -51,13 +53,11 @@ from broker.controller import CLUSTER_TOPIC_CONFIGS
 from broker.groups.offsets import OFFSETS_TOPIC
 from broker.metadata import NO_LEADER, TopicAssignment
 from broker.replica_manager import log_configs
-from hot import errors as E
 from hot.config import LogConfig
 from hot.errors import (
     InvalidRequestError,
     StrataError,
     UnknownTopicOrPartitionError,
-    kafka_code,
 )
 
 if TYPE_CHECKING:

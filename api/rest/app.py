@@ -16,7 +16,7 @@ existing REST clients work unchanged:
   the Accept header picks the embedded format (binary unless json is asked for). A
   record that is not valid JSON asked for as json is 406 with a hint to use binary.
 * Errors are always ``{"error_code": int, "message": str}``. The HTTP status of a
-  Strata error comes from ``hot.errors.classify`` (the one table); ``error_code`` is
+  Strata error comes from ``api.protocol.error_table.classify`` (the one table); ``error_code`` is
   Confluent-style ``status * 100 + sub`` (40401 unknown topic, 40402 unknown
   partition, 40404 unknown cluster, 40601 not representable in the asked format,
   42201 malformed or invalid request, 42202 bad base64; sub 00 otherwise).
@@ -44,6 +44,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.dashboard import dashboard_router
+from api.protocol.acl import Operation
+from api.protocol.error_table import classify, http_status
 from api.rest.authz import may_create, require_cluster, require_create, require_topic, topic_visible
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
@@ -100,11 +102,10 @@ from api.rest_consumers import ConsumerInstances
 from api.security.basic_auth import BasicAuthMiddleware
 from broker.broker import Broker, FetchRequestPartition, ProduceResult
 from broker.group_metrics import register_group_metrics
-from broker.security.acl import Operation
 from broker.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
 from broker.security.tokens import TokenStore, tokens_path
 from hot.config import INT32_MAX, INT64_MAX
-from hot.errors import InvalidConfigError, StrataError, UnknownTopicOrPartitionError, classify, http_status
+from hot.errors import InvalidConfigError, StrataError, UnknownTopicOrPartitionError
 from hot.records import build_batch
 from hot.topics import TopicInfo
 

@@ -22,8 +22,8 @@ from collections.abc import Callable
 
 from fastapi import Request
 
+from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.broker import Broker
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.authz import Principal, denied
 from hot.errors import TopicAuthorizationFailedError
 

@@ -16,6 +16,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
 from api.partitioner import partition_for_key
+from api.protocol.error_table import http_status
 from api.rest.models import (
     BinaryProduceRequest,
     BinaryRecordIn,
@@ -26,7 +27,7 @@ from api.rest.models import (
 )
 from api.stored_batches import decode_stored
 from broker.broker import Broker, FetchedPartition
-from hot.errors import StrataError, UnknownTopicOrPartitionError, http_status
+from hot.errors import StrataError, UnknownTopicOrPartitionError
 from hot.records import Header, Record, RecordInput
 from hot.topics import TopicInfo
 
@@ -59,7 +60,7 @@ class UnknownPartitionError(UnknownTopicOrPartitionError):
     """The topic exists but not the partition (Confluent tells the two apart: 40401/40402)."""
 
 
-# Confluent sub-codes; the status part always comes from hot.errors.classify.
+# Confluent sub-codes; the status part always comes from api.protocol.error_table.classify.
 _SUB_CODES: Final[dict[type[StrataError], int]] = {
     UnknownTopicOrPartitionError: 1,
     UnknownPartitionError: 2,

@@ -32,6 +32,8 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from api.protocol.acl import Operation, ResourceType
+from api.protocol.error_table import http_status
 from api.rest.authz import denied_pattern, require
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
@@ -64,10 +66,9 @@ from api.rest_consumers import (
 )
 from api.rest_consumers.instances import DEFAULT_REQUEST_TIMEOUT_MS
 from broker.groups.types import TopicPartition
-from broker.security.acl import Operation, ResourceType
 from broker.security.quotas import CONSUMER_BYTE_RATE
 from hot.config import INT32_MAX, INT64_MAX
-from hot.errors import StrataError, http_status
+from hot.errors import StrataError
 
 if TYPE_CHECKING:
     from broker.broker import Broker

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from api.protocol.acl import Operation, ResourceType
 from broker.security import authz
-from broker.security.acl import Operation, ResourceType
 from broker.security.authz import Principal
 
 if TYPE_CHECKING:

@@ -14,6 +14,8 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Final
 
 from api.protocol import ApiKey, RequestHeader
+from api.protocol import error_table as E
+from api.protocol.acl import Operation, ResourceType
 from api.protocol.messages.delete_groups import DeletableGroupResult, DeleteGroupsResponse
 from api.protocol.messages.describe_groups import DescribedGroup, DescribeGroupsResponse
 from api.protocol.messages.find_coordinator import KEY_TYPE_GROUP, Coordinator, FindCoordinatorResponse
@@ -39,8 +41,6 @@ from api.protocol.messages.offset_fetch import (
 from api.protocol.messages.sync_group import SyncGroupResponse
 from api.security.conn_authz import allowed, allowed_cluster, authorized_operations
 from api.security.guards import Guard, Handler, topic_ok
-from broker.security.acl import Operation, ResourceType
-from hot import errors as E
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection

@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from api.protocol import APIS, ApiKey, RequestHeader
+from api.protocol import error_table as E
+from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
 from api.protocol.messages.alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
@@ -56,9 +58,7 @@ from api.protocol.messages.offset_for_leader_epoch import (
 )
 from api.protocol.messages.produce import ProducePartitionResponse, ProduceResponse, ProduceTopicResponse
 from api.security.conn_authz import allowed, allowed_cluster, authorized_operations, principal
-from broker.security.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.authz import AccessControl
-from hot import errors as E
 
 if TYPE_CHECKING:
     from api.kafka_server import Connection

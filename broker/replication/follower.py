@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hot.errors import (
+from api.protocol.error_table import (
     FENCED_LEADER_EPOCH,
     KAFKA_STORAGE_ERROR,
     LEADER_NOT_AVAILABLE,
@@ -32,8 +32,8 @@ from hot.errors import (
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_LEADER_EPOCH,
     UNKNOWN_TOPIC_OR_PARTITION,
-    InvalidRequestError,
 )
+from hot.errors import InvalidRequestError
 from hot.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry, end_offset_for
 
 OFFSET_MOVED_TO_TIERED_STORAGE = 109  # Kafka's code; Strata's leader reports OFFSET_OUT_OF_RANGE

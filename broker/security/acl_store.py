@@ -16,7 +16,7 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from broker.security.acl import AclBinding, AclError, AclFilter
+from api.protocol.acl import AclBinding, AclError, AclFilter
 from hot.errors import InvalidConfigError
 
 

@@ -20,7 +20,8 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
-from broker.security.acl import ANONYMOUS, CLUSTER_NAME, Authorizer, Operation, ResourceType
+from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
+from broker.security.acl import ANONYMOUS, Authorizer
 from broker.security.acl_store import AclStore
 from hot.errors import (
     AuthorizationError,

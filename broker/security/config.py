@@ -29,11 +29,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from broker.security.acl import AclError, parse_principals
+from api.client.security import SASL_MECHANISMS
+from api.protocol.acl import AclError
+from broker.security.acl import parse_principals
 from hot.errors import InvalidConfigError
 
 CLIENT_AUTH: Final = ("none", "requested", "required")
-SASL_MECHANISMS: Final = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 TLS_KEYS: Final = ("cert", "key", "ca", "client_auth")
 AUTHZ_KEYS: Final = ("enabled", "super_users", "allow_everyone_if_no_acl_found")
 SASL_KEYS: Final = ("mechanisms", "rest_basic_auth", "rest_bearer_auth")

@@ -40,6 +40,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from api.protocol.error_table import TRANSACTION_ABORTABLE
 from broker.groups.replicated_offsets import partition_for as offsets_partition_for
 from broker.groups.types import TopicPartition
 from broker.transactions.state import (
@@ -58,7 +59,6 @@ from broker.transactions.state import (
     supports_epoch_bump,
 )
 from hot.errors import (
-    TRANSACTION_ABORTABLE,
     ConcurrentTransactionsError,
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,

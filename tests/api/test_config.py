@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig, HostPort, load_config
+from api.protocol.address import HostPort
+from broker.config import BrokerConfig, load_config
 from hot.errors import InvalidConfigError
 
 

@@ -43,7 +43,8 @@ from api.protocol import (
     supported_api_versions,
 )
 from api.protocol.apis import api_versions_response
-from hot.errors import InvalidRequestError, kafka_code
+from api.protocol.error_table import kafka_code
+from hot.errors import InvalidRequestError
 
 # --- hand-written golden vectors ------------------------------------------------------------
 

@@ -323,8 +323,8 @@ class Cluster:
         """The error code a Fetch of partition 0 naming ``current_leader_epoch`` gets."""
         from api.client import KafkaClient
         from api.protocol import ApiKey
+        from api.protocol.address import HostPort
         from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-        from broker.config import HostPort
 
         part = FetchPartition(
             partition=0, current_leader_epoch=current_leader_epoch, fetch_offset=0, partition_max_bytes=1024

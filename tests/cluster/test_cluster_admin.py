@@ -19,10 +19,10 @@ import pytest
 
 from api.client import KafkaClient
 from api.protocol import ApiKey
+from api.protocol import error_table as E
+from api.protocol.address import HostPort
 from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from broker.config import HostPort
-from hot import errors as E
 from tests.brokers import S3Endpoint
 from tests.cluster.clusterlib import Cluster, wait_until
 from tests.cluster.etcdlib import EtcdProcess

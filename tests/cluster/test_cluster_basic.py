@@ -16,6 +16,8 @@ import pytest
 
 from api.client import KafkaClient
 from api.protocol import ApiKey
+from api.protocol import error_table as E
+from api.protocol.address import HostPort
 from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from api.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
@@ -23,8 +25,6 @@ from api.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopic,
 )
 from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
-from broker.config import HostPort
-from hot import errors as E
 from hot.records import RecordInput, build_batch
 from tests.brokers import ROOT
 from tests.cluster.clusterlib import CLUSTER_NAME, Cluster, wait_until

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from hot import errors as E
+from api.protocol import error_table as E
 from tests.cluster.clusterlib import Cluster, StrataNode, running_workload, wait_until
 from tests.cluster.etcdlib import EtcdProcess
 

@@ -26,13 +26,13 @@ import pytest
 
 from api.client import KafkaClient
 from api.protocol import ApiKey
+from api.protocol import error_table as E
+from api.protocol.address import HostPort
 from api.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from api.protocol.messages.delete_topics import DeleteTopicsRequest
 from api.protocol.messages.find_coordinator import FindCoordinatorRequest
 from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
-from broker.config import HostPort
 from broker.groups.replicated_offsets import partition_for
-from hot import errors as E
 from tests.cluster.clusterlib import WAIT, Cluster, wait_until
 from tests.cluster.etcdlib import EtcdProcess
 

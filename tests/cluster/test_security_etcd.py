@@ -8,9 +8,9 @@ import asyncio
 from collections.abc import Callable
 
 from api.client.scram import HASHES, verify_password
+from api.protocol.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from broker.etcd import EtcdClient
 from broker.keys import KeyLayout
-from broker.security.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from broker.security.stored import (
     SecurityDocuments,
     StoredAcls,

@@ -14,10 +14,10 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from api.client import KafkaClient
 from api.protocol import ApiKey
+from api.protocol import error_table as E
+from api.protocol.address import HostPort
 from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
-from broker.config import HostPort
-from hot import errors as E
 from hot.records import RecordInput, build_batch
 from tests.brokers import ROOT, BrokerProcess, create_topic
 

@@ -16,11 +16,11 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from api.client import KafkaClient
 from api.protocol import ApiKey
+from api.protocol import error_table as E
+from api.protocol.address import HostPort
 from api.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersTopicRequest
 from api.protocol.messages.init_producer_id import InitProducerIdRequest
 from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
-from broker.config import HostPort
-from hot import errors as E
 from hot.batch import BatchHeader, iter_batches
 from hot.records import RecordInput, build_batch
 from tests.brokers import BrokerProcess, create_topic

@@ -15,9 +15,9 @@ from crc32c import crc32c
 
 from api.client import KafkaClient
 from api.protocol import ApiKey
+from api.protocol import error_table as E
+from api.protocol.address import HostPort
 from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
-from broker.config import HostPort
-from hot import errors as E
 from hot.batch import HEADER
 from hot.records import RecordInput, build_batch, encode_varint, encode_varlong
 from tests.brokers import BrokerProcess, create_topic

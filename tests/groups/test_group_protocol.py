@@ -11,6 +11,8 @@ import pytest
 
 from api.client import KafkaClient
 from api.protocol import ApiKey
+from api.protocol import error_table as E
+from api.protocol.address import HostPort
 from api.protocol.consumer_protocol import Subscription, encode_subscription
 from api.protocol.messages.delete_groups import DeleteGroupsRequest
 from api.protocol.messages.describe_groups import DescribeGroupsRequest
@@ -36,8 +38,6 @@ from api.protocol.messages.offset_fetch import (
     OffsetFetchRequestTopic,
 )
 from api.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
-from broker.config import HostPort
-from hot import errors as E
 from tests.brokers import BrokerProcess, create_topic
 
 pytestmark = pytest.mark.timeout(120)

@@ -13,13 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hot.errors import (
-    CorruptLogError,
-    InvalidProducerEpochError,
-    InvalidRecordError,
-    OutOfOrderSequenceError,
-    kafka_code,
-)
+from api.protocol.error_table import kafka_code
+from hot.errors import CorruptLogError, InvalidProducerEpochError, InvalidRecordError, OutOfOrderSequenceError
 from hot.log import Log
 from hot.manager import LogManager
 from hot.producer_ids import MAX_EPOCH, PRODUCER_IDS_FILE, ProducerIdAllocator

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from api.protocol.error_table import classify
 from hot.config import LogConfig
 from hot.errors import (
     DiskHighWaterError,
     InvalidConfigError,
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
-    classify,
 )
 from hot.log import Log
 from hot.manager import LogManager

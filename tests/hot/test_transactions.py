@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
+from api.protocol.error_table import kafka_code
 from hot.batch import compute_crc
 from hot.cleaner import LogCleaner
 from hot.config import LogConfig
@@ -26,7 +27,6 @@ from hot.errors import (
     InvalidTxnStateError,
     TransactionCoordinatorFencedError,
     TransactionsNotSupportedError,
-    kafka_code,
 )
 from hot.log import Log
 from hot.producer_state import (

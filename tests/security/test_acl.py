@@ -8,19 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from api.protocol.acl import AclBinding, AclError, AclFilter, Operation, PatternType, Permission, ResourceType
 from broker.embedded_store import EmbeddedMetadataStore
 from broker.keys import KeyLayout
-from broker.security.acl import (
-    AclBinding,
-    AclError,
-    AclFilter,
-    Authorizer,
-    Operation,
-    PatternType,
-    Permission,
-    ResourceType,
-    parse_principals,
-)
+from broker.security.acl import Authorizer, parse_principals
 from broker.security.stored import SecurityDocuments, StoredAcls
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER

@@ -479,7 +479,7 @@ def test_mtls_certificate_principal(tmp_path: Path) -> None:
 
     from confluent_kafka import KafkaError
 
-    from broker.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
+    from api.protocol.acl import AclBinding, Operation, PatternType, Permission, ResourceType
     from broker.security.stored import SecurityDocuments, StoredAcls
     from broker.store_socket import open_data_dir_store
     from tests.security.tlslib import make_pki, server_env
@@ -646,14 +646,14 @@ def test_cluster_level_requests(broker: BrokerProcess) -> None:
     from api.client import KafkaClient
     from api.client.security import ClientSecurity
     from api.protocol import ApiKey
+    from api.protocol import error_table as E
+    from api.protocol.address import HostPort
     from api.protocol.messages.describe_producers import (
         DescribeProducersRequest,
         DescribeProducersTopicRequest,
     )
     from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
     from api.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
-    from broker.config import HostPort
-    from hot import errors as E
 
     topic = f"cl-{uuid.uuid4().hex[:6]}"
     create_topics(broker, topic)

@@ -11,8 +11,8 @@ import pytest
 
 from api.client import KafkaClient
 from api.protocol import ApiKey
+from api.protocol.address import HostPort
 from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
-from broker.config import HostPort
 from hot.records import RecordInput, build_batch
 from tests.brokers import BrokerProcess
 from tests.cluster.clusterlib import Cluster

@@ -20,6 +20,8 @@ import pytest
 
 from api.client import KafkaClient
 from api.protocol import ApiKey
+from api.protocol.address import HostPort
+from api.protocol.error_table import INVALID_REQUEST
 from api.protocol.messages.alter_client_quotas import AlterClientQuotasRequest, AlterEntryData, OpData
 from api.protocol.messages.describe_client_quotas import (
     MATCH_ANY,
@@ -28,14 +30,13 @@ from api.protocol.messages.describe_client_quotas import (
     DescribeClientQuotasRequest,
     EntityData,
 )
-from broker.config import HostPort
 from broker.security.quotas import (
     QuotaConfig,
     QuotaManager,
     QuotaTable,
     WindowedRate,
 )
-from hot.errors import INVALID_REQUEST, InvalidConfigError, InvalidRequestError
+from hot.errors import InvalidConfigError, InvalidRequestError
 from tests.brokers import BrokerProcess, create_topic
 
 MIB = 1 << 20

@@ -14,8 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
+from api.protocol.address import HostPort
 from api.rest import create_app
-from broker.config import BrokerConfig, HostPort, load_config
+from broker.config import BrokerConfig, load_config
 from broker.embedded_store import EmbeddedMetadataStore
 from broker.keys import KeyLayout
 from broker.security.acl import Authorizer

@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from api.protocol.error_table import KAFKA_STORAGE_ERROR, kafka_code
 from api.rest import V2_BINARY, create_app
 from broker.broker import (
     EARLIEST_TIMESTAMP,
@@ -27,7 +28,7 @@ from broker.broker import (
     FetchRequestPartition,
 )
 from broker.config import BrokerConfig
-from hot.errors import KAFKA_STORAGE_ERROR, OffsetOutOfRangeError, kafka_code
+from hot.errors import OffsetOutOfRangeError
 from hot.log import Log
 from tests.inprocess import broker_of_one, create_topic
 from tests.tiering.tierlib import (

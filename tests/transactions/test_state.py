@@ -6,6 +6,8 @@ import dataclasses
 
 import pytest
 
+from api.protocol.error_table import CONCURRENT_TRANSACTIONS, INVALID_TXN_STATE, PRODUCER_FENCED
+from api.protocol.error_table import kafka_code as error_code
 from broker.transactions.state import (
     MAX_EPOCH,
     VALID_PREVIOUS,
@@ -20,17 +22,7 @@ from broker.transactions.state import (
     supports_epoch_bump,
     without_partition,
 )
-from hot.errors import (
-    CONCURRENT_TRANSACTIONS,
-    INVALID_TXN_STATE,
-    PRODUCER_FENCED,
-    ConcurrentTransactionsError,
-    InvalidTxnStateError,
-    ProducerFencedError,
-)
-from hot.errors import (
-    kafka_code as error_code,
-)
+from hot.errors import ConcurrentTransactionsError, InvalidTxnStateError, ProducerFencedError
 from tests.transactions.txnlib import TP_A0, TP_A1
 
 S = TransactionState

@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from api.protocol.error_table import TRANSACTION_ABORTABLE
 from broker.groups.replicated_offsets import partition_for as group_partition
 from broker.groups.types import TopicPartition
 from broker.transactions.state import (
@@ -36,7 +37,6 @@ from broker.transactions.transitions import (
     verify_partitions,
 )
 from hot.errors import (
-    TRANSACTION_ABORTABLE,
     ConcurrentTransactionsError,
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,

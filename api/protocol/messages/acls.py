@@ -21,7 +21,7 @@
                               host STRING, operation INT8, permission_type INT8))
 
 v0 has no pattern types: every pattern is LITERAL (3), the default here. The codes are
-broker.security.acl's enums (Kafka's ResourceType, PatternType, AclOperation, AclPermissionType).
+api.protocol.acl's enums (Kafka's ResourceType, PatternType, AclOperation, AclPermissionType).
 """
 
 from collections.abc import Sequence

@@ -9,6 +9,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from api.protocol.error_table import (
+    CORRUPT_MESSAGE,
+    FENCED_LEADER_EPOCH,
+    KAFKA_STORAGE_ERROR,
+    LEADER_NOT_AVAILABLE,
+    NOT_LEADER_OR_FOLLOWER,
+    OFFSET_OUT_OF_RANGE,
+    REQUEST_TIMED_OUT,
+    UNKNOWN_LEADER_EPOCH,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 from broker.replication.follower import (
     OFFSET_MOVED_TO_TIERED_STORAGE,
     Backoff,
@@ -23,18 +34,7 @@ from broker.replication.follower import (
     truncation_for,
     truncation_without_epochs,
 )
-from hot.errors import (
-    CORRUPT_MESSAGE,
-    FENCED_LEADER_EPOCH,
-    KAFKA_STORAGE_ERROR,
-    LEADER_NOT_AVAILABLE,
-    NOT_LEADER_OR_FOLLOWER,
-    OFFSET_OUT_OF_RANGE,
-    REQUEST_TIMED_OUT,
-    UNKNOWN_LEADER_EPOCH,
-    UNKNOWN_TOPIC_OR_PARTITION,
-    InvalidRequestError,
-)
+from hot.errors import InvalidRequestError
 from hot.leader_epoch import EpochEntry, LeaderEpochCache
 
 E = EpochEntry
