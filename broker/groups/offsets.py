@@ -38,7 +38,8 @@ loop, so no other write can land inside it. Crash safety:
 
 In cluster mode the offsets live in the replicated ``__consumer_offsets`` topic instead
 (``broker.groups.replicated_offsets``), which reuses these records, the replay and the same compaction, done
-by each partition's leader through the replicated write path.
+by each partition's leader through the replicated write path (``broker.coordinator_runtime``, where the
+batch building and the replay's reader live, not being about groups).
 """
 
 from __future__ import annotations
