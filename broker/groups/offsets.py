@@ -38,7 +38,8 @@ loop, so no other write can land inside it. Crash safety:
 
 In cluster mode the offsets live in the replicated ``__consumer_offsets`` topic instead
 (``broker.groups.replicated_offsets``), which reuses these records, the replay and the same compaction, done
-by each partition's leader through the replicated write path.
+by each partition's leader through the replicated write path (``broker.coordinator_runtime``, where the
+batch building and the replay's reader live, not being about groups).
 """
 
 from __future__ import annotations
@@ -51,10 +52,11 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Final, Protocol
 
+from broker.coordinator_runtime.records import RECORD_OVERHEAD, read_records
+from broker.coordinator_runtime.records import build_batches as build_record_batches
 from broker.groups.offsets_codec import (
     GroupKey,
     OffsetKey,
-    OffsetRecordError,
     RecordKey,
     decode_group,
     decode_key,
@@ -67,23 +69,17 @@ from broker.groups.types import OffsetAndMetadata, StoredGroup, TopicPartition
 from hot.config import FLUSH_FSYNC, INT32_MAX, LogConfig
 from hot.errors import (
     CoordinatorNotAvailableError,
-    CorruptLogError,
-    CorruptRecordError,
     StorageError,
     StrataError,
 )
 from hot.flush import GroupCommitter, IntervalFlusher
 from hot.log import Log
-from hot.records import RecordInput, build_batch, decode_batches
 
 logger = logging.getLogger(__name__)
 
 OFFSETS_TOPIC: Final = "__consumer_offsets"
 OFFSETS_DIR: Final = f"{OFFSETS_TOPIC}-0"
 DEFAULT_SEGMENT_BYTES: Final = 16 * 1024 * 1024
-_BATCH_BYTES: Final = 1 << 20  # records per batch up to about this size
-RECORD_OVERHEAD: Final = 16  # varints and attributes of one record, roughly
-_REPLAY_READ_BYTES: Final = 4 << 20
 
 Value = OffsetAndMetadata | StoredGroup
 # (key, encoded key, encoded value or None for a tombstone, decoded value or None)
@@ -161,53 +157,24 @@ def encode_ops(items: Iterable[tuple[RecordKey, Value | None]]) -> list[Op]:
 
 
 def build_batches(ops: Iterable[Op], now_ms: int) -> bytearray:
-    """Uncompressed v2 batches of the ops' records, cut at about ``_BATCH_BYTES``."""
-    data = bytearray()
-    chunk: list[RecordInput] = []
-    size = 0
-    for _, k, v, _ in ops:
-        chunk.append(RecordInput(k, v))
-        size += len(k) + (len(v) if v is not None else 0) + RECORD_OVERHEAD
-        if size >= _BATCH_BYTES:
-            data += build_batch(chunk, base_timestamp=now_ms)
-            chunk, size = [], 0
-    if chunk:
-        data += build_batch(chunk, base_timestamp=now_ms)
-    return data
+    """Uncompressed v2 batches of the ops' records (broker.coordinator_runtime.records)."""
+    return build_record_batches(((k, v) for _, k, v, _ in ops), now_ms)
+
+
+def decode_op(key_bytes: bytes, raw: bytes | None) -> Op:
+    """A record of the offsets log as an op; OffsetRecordError when it does not parse."""
+    key = decode_key(key_bytes)
+    value: Value | None = None
+    if raw is not None:
+        value = decode_offset(raw) if isinstance(key, OffsetKey) else decode_group(raw)
+    return (key, key_bytes, raw, value)
 
 
 def read_ops(log: Log, start: int, end: int) -> Iterator[list[Op]]:
     """The records of ``log`` in [``start``, ``end``) as decoded ops, in log order, a read
     chunk at a time (replay: here at open, in cluster mode when a broker takes the lead of
     an offsets partition). CorruptLogError for a batch or record that does not parse."""
-    pos = start
-    while pos < end:
-        result = log.read(pos, _REPLAY_READ_BYTES, max_offset=end)
-        if not result.regions:
-            break
-        try:
-            batches = decode_batches(result.read(), allow_partial_tail=False)
-        except CorruptRecordError as e:
-            raise CorruptLogError(log.dir, pos, str(e), what="offset") from e
-        ops: list[Op] = []
-        for batch in batches:
-            for rec in batch:
-                if rec.offset < pos:
-                    continue  # before the start offset, inside the first batch
-                try:
-                    key = decode_key(rec.key or b"")
-                    value: Value | None = None
-                    if rec.value is not None:
-                        value = (
-                            decode_offset(rec.value)
-                            if isinstance(key, OffsetKey)
-                            else decode_group(rec.value)
-                        )
-                except OffsetRecordError as e:
-                    raise CorruptLogError(log.dir, rec.offset, str(e), what="offset") from e
-                ops.append((key, rec.key or b"", rec.value, value))
-        yield ops
-        pos = result.next_offset
+    return read_records(log, start, end, decode_op, what="offset")
 
 
 class OffsetsLog:

@@ -1,0 +1,155 @@
+"""What a coordinator supplies to the runtime (broker.coordinator_runtime.runtime): its
+state topic's settings and names, and the state of one partition (a CoordinatorShard
+subclass), plus the runtime's mapping of replication failures to coordinator errors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
+
+from hot.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    NotCoordinatorError,
+    NotLeaderError,
+    StorageError,
+    StrataError,
+)
+
+if TYPE_CHECKING:
+    from broker.replica_manager import PartitionReplica
+
+OpT = TypeVar("OpT")
+
+MAX_MESSAGE_BYTES: Final = 8 << 20  # our batches are cut at about 1 MiB
+
+
+@dataclass(frozen=True, slots=True)
+class Naming:
+    """How the runtime's logs, errors and tasks name a coordinator's things (the group
+    coordinator's in brackets)."""
+
+    entities: str  # what a partition holds ("groups"): "loaded 3 groups", "loading the groups of ..."
+    records: str  # what its records are ("offsets"): "offsets not replicated in time"
+    coordinator: str  # "group coordinator": "the group coordinator is shutting down"
+    replication_factor_setting: str  # "offsets.topic.replication.factor", in the capping warning
+    task_prefix: str  # "groups": tasks groups-load-3, groups-acks-3, groups-compaction-3, ...
+    watch_task: str  # the task following the partitions' leaders ("groups-offsets-leaders")
+
+
+@dataclass(frozen=True, slots=True)
+class StateTopic:
+    """A coordinator's internal topic: its name, and the settings it is created with (the
+    partition count is fixed once it exists: a key's partition is its hash modulo it)."""
+
+    name: str
+    partitions: int
+    replication_factor: int  # capped at the live brokers at creation (with a warning)
+    segment_bytes: int  # also the least size at which a partition is compacted
+    commit_timeout_ms: int  # how long a write waits for acks=all
+    naming: Naming
+
+
+def state_topic_configs(replication_factor: int, segment_bytes: int) -> dict[str, str]:
+    """Topic configs of a state topic: kept until compacted (no retention), never tiered,
+    acks=all needing two replicas when there are three or more."""
+    return {
+        "retention.ms": "-1",
+        "retention.bytes": "-1",
+        "remote.storage.enable": "false",
+        "segment.bytes": str(segment_bytes),
+        "max.message.bytes": str(MAX_MESSAGE_BYTES),
+        "min.insync.replicas": "2" if replication_factor >= 3 else "1",
+    }
+
+
+def coordinator_error(exc: BaseException, records: str) -> StrataError:
+    """A replication failure of a state write as the coordinator error Kafka answers:
+    NOT_LEADER_OR_FOLLOWER and storage errors -> NOT_COORDINATOR; not enough replicas,
+    timeouts and anything else -> COORDINATOR_NOT_AVAILABLE (``records`` names them)."""
+    if isinstance(exc, NotCoordinatorError | CoordinatorNotAvailableError | CoordinatorLoadInProgressError):
+        return exc
+    if isinstance(exc, NotLeaderError | StorageError):
+        return NotCoordinatorError(f"not the coordinator any more: {exc}")
+    if isinstance(exc, TimeoutError):
+        return CoordinatorNotAvailableError(f"{records} not replicated in time")
+    return CoordinatorNotAvailableError(f"{records} not replicated: {exc}")
+
+
+@dataclass(eq=False)
+class Write(Generic[OpT]):
+    """One append, pending until acknowledged (``ok``) or failed (``done`` alone)."""
+
+    ops: list[OpT]
+    done: bool = False
+    ok: bool = False
+
+
+@dataclass(eq=False)
+class CoordinatorShard(Generic[OpT]):
+    """One partition of a state topic this broker leads (in ``epoch``, on ``rep``): the
+    runtime's bookkeeping here, the coordinator's state in a subclass, which implements
+    the protocol below over its own op type (an op: one record, decoded).
+
+    Two states, as in Kafka's coordinator runtime: the *latest* one, in log order with the
+    writes in flight included (``apply_latest`` at append: what a replay would rebuild,
+    what a dump restates), and the *durable* one readers see (``apply_durable``, in log
+    order as acknowledgements arrive; a failed write applies nothing there)."""
+
+    number: int
+    rep: PartitionReplica
+    epoch: int
+    pending: deque[Write[OpT]] = field(default_factory=deque)
+    compaction: asyncio.Task[None] | None = None
+    compactions: int = 0
+    # After a failed compaction: not again before the log is this big (no dump per write).
+    retry_above: int = 0
+
+    # --- the protocol ----------------------------------------------------------------------
+
+    def apply_latest(self, op: OpT) -> None:
+        """Apply an op to the log-order state (at append; at replay)."""
+        raise NotImplementedError
+
+    def apply_durable(self, op: OpT) -> None:
+        """Apply an acknowledged op to what readers see (in log order; at replay)."""
+        raise NotImplementedError
+
+    def decode(self, key: bytes, value: bytes | None) -> OpT:
+        """A record read from the log as an op; a StrataError when it does not parse."""
+        raise NotImplementedError
+
+    def record(self, op: OpT) -> tuple[bytes, bytes | None]:
+        """The record an op is written as: (key, value or None for a tombstone)."""
+        raise NotImplementedError
+
+    def dump(self) -> list[OpT]:
+        """Every live key's latest record (log-order state), to append again (compaction)."""
+        raise NotImplementedError
+
+    def live_size(self) -> int:
+        """About the size of a dump (compaction starts above twice this)."""
+        raise NotImplementedError
+
+    def count(self) -> int:
+        """How many of the coordinator's entities (groups, ...) the partition holds (logs)."""
+        raise NotImplementedError
+
+    # --- given -----------------------------------------------------------------------------
+
+    def replay(self, ops: Iterable[OpT]) -> None:
+        """Apply committed records read from the log (loading), in log order."""
+        for op in ops:
+            self.apply_latest(op)
+            self.apply_durable(op)
+
+    def drain(self) -> None:
+        """Apply acknowledged writes in log order (a failed one applies nothing)."""
+        while self.pending and self.pending[0].done:
+            w = self.pending.popleft()
+            if w.ok:
+                for op in w.ops:
+                    self.apply_durable(op)
