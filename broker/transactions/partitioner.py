@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from broker.groups.replicated_offsets import partition_for as _java_hash_partition
+from broker.coordinator_runtime.records import partition_for as _java_hash_partition
 
 TRANSACTION_STATE_TOPIC: Final = "__transaction_state"
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from api.protocol.error_table import TRANSACTION_ABORTABLE
-from broker.groups.replicated_offsets import partition_for as offsets_partition_for
+from broker.coordinator_runtime.records import partition_for as offsets_partition_for
 from broker.groups.types import TopicPartition
 from broker.transactions.state import (
     MAX_EPOCH,
