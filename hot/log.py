@@ -909,6 +909,11 @@ class Log:
     @property
     def last_stable_offset(self) -> int:
         """LSO = min(first unstable offset, high watermark): read_committed reads below it."""
+        if self._pstate.state.all_stable:
+            # Every fetch answers the LSO: without transactions it is the HW, read without
+            # the lock like ``high_watermark`` (a transaction starting meanwhile is an
+            # append this read precedes).
+            return self._hw
         with self._lock:
             return log_txn.last_stable_offset_locked(self)
 

@@ -177,6 +177,11 @@ class ProducerStateManager:
 
     # --- transactions -----------------------------------------------------------------------
 
+    @property
+    def all_stable(self) -> bool:
+        """No transaction ongoing or awaiting its marker's replication: the LSO is the HW."""
+        return not self._ongoing and not self._unreplicated
+
     def ongoing_txns(self) -> list[tuple[int, int]]:
         """(first offset, producer id) of every ongoing transaction, ascending."""
         return sorted(self._ongoing.items())
