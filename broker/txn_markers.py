@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from api.protocol import ApiKey
@@ -54,6 +54,10 @@ from hot.records import ControlType
 
 if TYPE_CHECKING:
     from broker.broker import Broker, PendingAppend
+    from broker.inter_broker import InterBrokerClient
+    from broker.metadata import ClusterView
+
+LocalWrite = Callable[[WriteTxnMarkersRequest], Awaitable[WriteTxnMarkersResponse]]
 
 # How long a leader waits for the in-sync replicas to acknowledge a marker (Kafka bounds its
 # marker appends by request.timeout.ms, 30 s).
@@ -129,41 +133,52 @@ async def write_txn_markers(
 
 
 class MarkerChannels:
-    """A ``MarkerWriter``'s view of the cluster from this broker (module docstring)."""
+    """A ``MarkerWriter``'s view of the cluster from one broker (module docstring):
+    ``view`` its metadata, ``local`` how it writes markers to the partitions it leads
+    (None: it leads none, e.g. a tool outside the cluster), ``security`` how it reaches
+    the others' replica listeners."""
 
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        broker_id: int,
+        view: ClusterView,
+        local: LocalWrite | None,
+        security: InterBrokerClient | None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.view = view
+        self.local = local
+        self.security = security
         self._idle: dict[int, list[BrokerConnection]] = {}
+        self._closing: set[asyncio.Task[None]] = set()
         self._closed = False
 
     def leader_of(self, topic: str, partition: int) -> int | None:
         """The partition's leader (-1: none available now, or not registered); None when
         the partition is not in the metadata (its topic was deleted)."""
-        view = self.broker.replicas.view
-        va = view.topics.get(topic)
+        va = self.view.topics.get(topic)
         if va is None or not 0 <= partition < va.value.partition_count:
             return None
-        live = view.leader_of(topic, partition)
+        live = self.view.leader_of(topic, partition)
         return -1 if live is None else live.broker_id
 
     async def send(self, dest: int, req: WriteTxnMarkersRequest, timeout: float) -> WriteTxnMarkersResponse:
-        if dest == self.broker.node_id:
-            return await write_txn_markers(self.broker, req)
-        address = self.broker.replicas.address_of(dest)
-        if address is None:
+        if dest == self.broker_id and self.local is not None:
+            return await self.local(req)
+        live = self.view.brokers.get(dest)
+        if live is None:
             raise MarkerSendError(f"broker {dest} is not registered")
+        address = live.registration.replica_address
         conn = self._take(dest, address)
         try:
             if conn is None:
                 conn = BrokerConnection(
-                    address[0],
-                    address[1],
-                    f"strata-txn-markers-{self.broker.node_id}",
-                    self.broker.replicas.security,
+                    address[0], address[1], f"strata-txn-markers-{self.broker_id}", self.security
                 )
                 await conn.open(timeout)
             response: WriteTxnMarkersResponse = await conn.call(ApiKey.WRITE_TXN_MARKERS, req, timeout)
         except BaseException as exc:
+            # Never reused: a cancelled or failed call leaves the stream mid-answer.
             if conn is not None:
                 await asyncio.shield(conn.close())
             if isinstance(exc, FetchConnectionError):
@@ -178,29 +193,42 @@ class MarkerChannels:
             conn = idle.pop()
             if (conn.host, conn.port) == address:
                 return conn
-            asyncio.get_running_loop().create_task(conn.close())  # the broker moved
+            self._close_later(conn)  # the broker re-registered elsewhere
         return None
 
     def _give_back(self, dest: int, conn: BrokerConnection) -> None:
         idle = self._idle.setdefault(dest, [])
         if self._closed or len(idle) >= _POOL_SIZE:
-            asyncio.get_running_loop().create_task(conn.close())
+            self._close_later(conn)
         else:
             idle.append(conn)
 
+    def _close_later(self, conn: BrokerConnection) -> None:
+        task = asyncio.get_running_loop().create_task(conn.close())
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
     async def close(self) -> None:
+        """Close every idle connection (close the writer first: nothing is in flight)."""
         self._closed = True
         conns = [c for idle in self._idle.values() for c in idle]
         self._idle.clear()
         for conn in conns:
             with contextlib.suppress(Exception):
                 await conn.close()
+        await asyncio.gather(*self._closing, return_exceptions=True)
 
 
 def marker_writer(broker: Broker) -> tuple[MarkerWriter, MarkerChannels]:
-    """A coordinator's marker writer on ``broker``; close both on shutdown (writer first)."""
-    channels = MarkerChannels(broker)
-    return MarkerWriter(channels.leader_of, channels.send, attempt_timeout_s=ATTEMPT_TIMEOUT_S), channels
+    """A coordinator's marker writer on ``broker``; on shutdown close the writer, then the
+    channels."""
+
+    async def local(req: WriteTxnMarkersRequest) -> WriteTxnMarkersResponse:
+        return await write_txn_markers(broker, req)
+
+    channels = MarkerChannels(broker.node_id, broker.replicas.view, local, broker.replicas.security)
+    writer = MarkerWriter(channels.leader_of, channels.send, attempt_timeout_s=ATTEMPT_TIMEOUT_S)
+    return writer, channels
 
 
 def _results(
