@@ -14,6 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from api.protocol.messages.write_txn_markers import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
 from broker.broker import Broker, FetchRequestPartition
 from broker.config import BrokerConfig
 from broker.groups.offsets import OFFSETS_TOPIC
@@ -21,7 +26,7 @@ from broker.groups.types import TopicPartition
 from broker.status import read_view
 from broker.transactions.markers import MarkerOutcome, MarkersDone, MarkerWriter
 from broker.transactions.transitions import TransactionResult
-from broker.txn_markers import MarkerChannels, marker_writer
+from broker.txn_markers import MarkerChannels, marker_writer, write_txn_markers
 from hot import errors as E
 from hot.records import ControlType, RecordInput, build_batch, decode_batches
 from tests.cluster.clusterlib import CLUSTER_NAME, Cluster
@@ -126,6 +131,32 @@ async def test_single_node_commit_and_abort_through_the_marker_writer(tmp_path: 
             stale = await writer.write(3, 1, 5, TransactionResult.ABORT, [TopicPartition(TOPIC, 1)])
             assert (stale.outcome, stale.error_code) == (MarkerOutcome.FENCED, E.INVALID_PRODUCER_EPOCH)
             assert await _fetch(broker, 1) == ([b"1:0", b"3:0"], [(1, 0)], 4, 4)
+
+            # The leader's answer: one result per partition asked, in request order.
+            resp = await write_txn_markers(
+                broker,
+                WriteTxnMarkersRequest(
+                    markers=(
+                        WritableTxnMarker(
+                            producer_id=4,
+                            producer_epoch=0,
+                            transaction_result=True,
+                            topics=(
+                                WritableTxnMarkerTopic(name=TOPIC, partition_indexes=(1, 9)),
+                                WritableTxnMarkerTopic(name="nope", partition_indexes=(0,)),
+                            ),
+                            coordinator_epoch=0,
+                        ),
+                    )
+                ),
+            )
+            (m,) = resp.markers
+            assert m.producer_id == 4
+            assert [(t.name, p.partition_index, p.error_code) for t in m.topics for p in t.partitions] == [
+                (TOPIC, 1, E.NONE),
+                (TOPIC, 9, E.UNKNOWN_TOPIC_OR_PARTITION),
+                ("nope", 0, E.UNKNOWN_TOPIC_OR_PARTITION),
+            ]
         finally:
             await writer.close()
             await channels.close()
