@@ -34,7 +34,7 @@ import threading
 import time
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -60,6 +60,7 @@ from hot.errors import (
     UnknownTopicOrPartitionError,
 )
 from hot.log import AppendInfo, Log
+from hot.records import ControlType
 from hot.region import FileRegion
 from hot.topics import TopicInfo, validate_topic_name
 from hot.txn_index import AbortedTxn
@@ -405,10 +406,46 @@ class Broker:
     def append(
         self, topic: str, partition: int, data: bytes | bytearray | memoryview, *, acks: int = 1
     ) -> PendingAppend:
+        # __consumer_offsets is written by the group coordinators only (broker.groups).
+        if topic == OFFSETS_TOPIC:
+            return PendingAppend(
+                topic, None, None, InvalidTopicError(f"cannot produce to the internal topic {topic}")
+            )
+        pending = self._leader_append(
+            topic, partition, acks, lambda lg, epoch: lg.append(data, leader_epoch=epoch)
+        )
+        if pending.info is not None:
+            self.metrics.produced_messages.labels(topic).inc(pending.info.record_count)
+            self.metrics.produced_bytes.labels(topic).inc(len(data))
+        return pending
+
+    def append_marker(
+        self,
+        topic: str,
+        partition: int,
+        producer_id: int,
+        producer_epoch: int,
+        kind: ControlType,
+        coordinator_epoch: int,
+    ) -> PendingAppend:
+        """A transaction marker (WriteTxnMarkers, broker.txn_markers), appended as the
+        leader in its epoch like a produce with acks=all (``complete`` awaits it), on any
+        partition, ``__consumer_offsets`` included (a transactional offset commit's)."""
+        return self._leader_append(
+            topic,
+            partition,
+            -1,
+            lambda lg, epoch: lg.append_marker(
+                producer_id, producer_epoch, kind, coordinator_epoch, leader_epoch=epoch
+            ),
+        )
+
+    def _leader_append(
+        self, topic: str, partition: int, acks: int, write: Callable[[Log, int], AppendInfo]
+    ) -> PendingAppend:
+        """``write(log, leader_epoch)`` on the partition as its current leader. Nothing
+        awaits between the leader check and the append, so appends are in call order."""
         try:
-            # __consumer_offsets is written by the group coordinators only (broker.groups).
-            if topic == OFFSETS_TOPIC:
-                raise InvalidTopicError(f"cannot produce to the internal topic {topic}")
             rep = self.replicas.writable_leader(topic, partition, acks)
             lg = self._log(topic, partition)
             if lg is not rep.log:
@@ -416,14 +453,25 @@ class Broker:
             if rep.roll_before_append:  # a new leadership's first append (replica_manager)
                 lg.roll()
                 rep.roll_before_append = False
-            info = lg.append(data, leader_epoch=rep.leader_epoch)
+            info = write(lg, rep.leader_epoch)
         except StrataError as exc:
             # Counted once, by the protocol layer that answers the request.
             return PendingAppend(topic, None, None, exc)
         self.replicas.appended(rep)
-        self.metrics.produced_messages.labels(topic).inc(info.record_count)
-        self.metrics.produced_bytes.labels(topic).inc(len(data))
         return PendingAppend(topic, lg, info, None, replica=rep, epoch=rep.leader_epoch)
+
+    def on_txn_marker(self, topic: str, partition: int, producer_id: int, kind: ControlType) -> None:
+        """The group coordinator's part of a transaction marker: called by WriteTxnMarkers
+        (broker.txn_markers) for each ``__consumer_offsets`` partition led here once the
+        marker of ``producer_id`` there is acknowledged (acks=all), before the answer.
+
+        This is where the producer's pending transactional offsets (TxnOffsetCommit,
+        KIP-447) of the partition's groups complete: a COMMIT makes them the groups'
+        committed offsets, an ABORT drops them (Kafka's
+        GroupCoordinator.scheduleHandleTxnCompletion). Transactional offset commits are not
+        served yet, so there is nothing to complete. A StrataError raised here is the
+        partition's error in the answer (the coordinator retries the marker)."""
+        return None
 
     async def complete(self, pending: PendingAppend, *, acks: int, timeout_ms: int) -> ProduceResult:
         if pending.error is not None or pending.log is None or pending.info is None:

@@ -22,6 +22,7 @@ module             APIs
 ``producer_ids``   InitProducerId
 ``acls``           DescribeAcls, CreateAcls, DeleteAcls
 ``quotas``         DescribeClientQuotas, AlterClientQuotas (and the byte-rate throttles)
+``transactions``   WriteTxnMarkers
 =================  ==========================================================
 """
 
@@ -65,6 +66,7 @@ from api.handlers.topics import (
     handle_delete_topics,
     handle_metadata,
 )
+from api.handlers.transactions import handle_write_txn_markers
 from api.handlers.versions import handle_api_versions
 from api.protocol import APIS, ApiKey, RequestHeader
 from api.security.group_guards import GROUP_GUARDS
@@ -113,6 +115,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
+    ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
 }
 
 # Every API the codec advertises must have a handler, and vice versa.

@@ -289,6 +289,8 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest, SaslHandshakeResponse, "0-1", "none"),
         _api(ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest, SaslAuthenticateResponse, "0-2", "2+"),
         _api(ApiKey.DESCRIBE_PRODUCERS, DescribeProducersRequest, DescribeProducersResponse, "0", "0+"),
+        # transactions (api.handlers.transactions)
+        _api(ApiKey.WRITE_TXN_MARKERS, WriteTxnMarkersRequest, WriteTxnMarkersResponse, "1-2", "1+"),
     )
 }
 
@@ -304,7 +306,6 @@ TRANSACTION_APIS: Final[dict[int, ApiSpec]] = {
         ),
         _api(ApiKey.ADD_OFFSETS_TO_TXN, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, "0-4", "3+"),
         _api(ApiKey.END_TXN, EndTxnRequest, EndTxnResponse, "0-5", "3+"),
-        _api(ApiKey.WRITE_TXN_MARKERS, WriteTxnMarkersRequest, WriteTxnMarkersResponse, "1-2", "1+"),
         _api(ApiKey.TXN_OFFSET_COMMIT, TxnOffsetCommitRequest, TxnOffsetCommitResponse, "0-5", "3+"),
         _api(
             ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest, DescribeTransactionsResponse, "0", "0+"

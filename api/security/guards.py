@@ -14,7 +14,8 @@ CreateTopics CREATE (cluster or topic); DeleteTopics DELETE; CreatePartitions AL
 DescribeConfigs DESCRIBE_CONFIGS and (Incremental)AlterConfigs ALTER_CONFIGS on the topic
 or, for a broker, the cluster; DescribeClientQuotas / AlterClientQuotas DESCRIBE_CONFIGS /
 ALTER_CONFIGS on the cluster; InitProducerId IDEMPOTENT_WRITE on the cluster or WRITE on
-some topic; partition reassignment ALTER/DESCRIBE on the cluster. Group APIs:
+some topic; partition reassignment ALTER/DESCRIBE on the cluster; WriteTxnMarkers
+CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED per partition). Group APIs:
 api.security.group_guards.
 """
 
@@ -57,6 +58,13 @@ from api.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopicResult,
 )
 from api.protocol.messages.produce import ProducePartitionResponse, ProduceResponse, ProduceTopicResponse
+from api.protocol.messages.write_txn_markers import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
 from api.security.conn_authz import allowed, allowed_cluster, authorized_operations, principal
 from broker.security.authz import AccessControl
 
@@ -396,6 +404,34 @@ async def guard_alter_client_quotas(
     )
 
 
+async def guard_write_txn_markers(
+    inner: Handler, conn: Connection, header: RequestHeader, req: WriteTxnMarkersRequest
+) -> Any:
+    # Only coordinators send it (Kafka: CLUSTER_ACTION on the cluster); every partition is refused.
+    if allowed_cluster(conn, Operation.CLUSTER_ACTION):
+        return await inner(conn, header, req)
+    return WriteTxnMarkersResponse(
+        markers=tuple(
+            WritableTxnMarkerResult(
+                producer_id=m.producer_id,
+                topics=tuple(
+                    WritableTxnMarkerTopicResult(
+                        name=t.name,
+                        partitions=tuple(
+                            WritableTxnMarkerPartitionResult(
+                                partition_index=p, error_code=E.CLUSTER_AUTHORIZATION_FAILED
+                            )
+                            for p in t.partition_indexes
+                        ),
+                    )
+                    for t in m.topics
+                ),
+            )
+            for m in req.markers
+        )
+    )
+
+
 def guard(api_key: int, handler: Handler, guards: Mapping[int, Guard]) -> Handler:
     """``handler`` behind its API's guard (if any), active only when authorization is."""
     g = guards.get(api_key)
@@ -429,6 +465,7 @@ TOPIC_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.LIST_PARTITION_REASSIGNMENTS: _cluster_guard(Operation.DESCRIBE),
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster_guard(Operation.DESCRIBE_CONFIGS),
     ApiKey.ALTER_CLIENT_QUOTAS: guard_alter_client_quotas,
+    ApiKey.WRITE_TXN_MARKERS: guard_write_txn_markers,
 }
 
 # APIs without a guard, and why: every other API must have one (checked at import by

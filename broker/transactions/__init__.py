@@ -9,4 +9,8 @@ partitions this broker leads (loading, NOT_COORDINATOR, DescribeTransactions,
 ListTransactions); ``log_codec`` the records of that topic, ``replay`` rebuilding a
 partition from them, ``partitioner`` which partition owns an id; ``config`` the broker
 settings; ``errors`` the Kafka errors that ``hot.errors`` does not name yet.
+
+``markers`` is the one part that runs on the event loop: the writer of a transaction's
+markers to its partitions' leaders, retried until written, with the leader lookup and the
+sending injected (``broker.txn_markers`` wires them to the broker).
 """

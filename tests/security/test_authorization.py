@@ -641,8 +641,8 @@ def test_authorized_operations(broker: BrokerProcess) -> None:
 
 def test_cluster_level_requests(broker: BrokerProcess) -> None:
     """Requests only the cluster's own principals make: a follower's Fetch (replica_id >= 0)
-    needs CLUSTER_ACTION, partition reassignment ALTER/DESCRIBE on the cluster. Sent with
-    the project's KafkaClient over SASL."""
+    and a coordinator's WriteTxnMarkers need CLUSTER_ACTION, partition reassignment
+    ALTER/DESCRIBE on the cluster. Sent with the project's KafkaClient over SASL."""
     from api.client import KafkaClient
     from api.client.security import ClientSecurity
     from api.protocol import ApiKey
@@ -654,6 +654,11 @@ def test_cluster_level_requests(broker: BrokerProcess) -> None:
     )
     from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
     from api.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
+    from api.protocol.messages.write_txn_markers import (
+        WritableTxnMarker,
+        WritableTxnMarkerTopic,
+        WriteTxnMarkersRequest,
+    )
 
     topic = f"cl-{uuid.uuid4().hex[:6]}"
     create_topics(broker, topic)
@@ -676,7 +681,24 @@ def test_cluster_level_requests(broker: BrokerProcess) -> None:
             ),
         ),
     )
+    markers = WriteTxnMarkersRequest(
+        markers=(
+            WritableTxnMarker(
+                producer_id=99,
+                producer_epoch=0,
+                transaction_result=False,
+                topics=(WritableTxnMarkerTopic(name=topic, partition_indexes=(0,)),),
+                coordinator_epoch=0,
+            ),
+        )
+    )
+
+    def marker_codes(c: KafkaClient) -> list[int]:
+        resp = c.call(ApiKey.WRITE_TXN_MARKERS, markers)
+        return [p.error_code for m in resp.markers for t in m.topics for p in t.partitions]
+
     with client("bob", BOB_PW) as bob:
+        assert marker_codes(bob) == [E.CLUSTER_AUTHORIZATION_FAILED]
         resp = bob.call(ApiKey.FETCH, fetch)
         assert [p.error_code for t in resp.responses for p in t.partitions] == [
             E.CLUSTER_AUTHORIZATION_FAILED
@@ -701,6 +723,7 @@ def test_cluster_level_requests(broker: BrokerProcess) -> None:
             ApiKey.LIST_PARTITION_REASSIGNMENTS, ListPartitionReassignmentsRequest(topics=None)
         )
         assert listed.error_code == 0
+        assert marker_codes(admin) == [0]  # a super user has CLUSTER_ACTION: the marker is written
 
 
 def test_client_quota_apis_need_cluster_configs_acls(broker: BrokerProcess, tmp_path: Path) -> None:
