@@ -10,14 +10,17 @@ from pathlib import Path
 
 import pytest
 
+from hot.cleaner import LogCleaner
+from hot.config import LogConfig
 from hot.log import Log
 from hot.manager import LogManager
-from hot.records import ControlType, RecordInput, build_batch
+from hot.records import ControlType, RecordInput, build_batch, decode_batches
+from hot.txn_cleaning import AbortedRanges
 from hot.txn_index import AbortedTxn, TxnSearch
 from tests.tiering.uplib import load_manifest, make_store, new_manager, new_service, store_url
 from tiering.cache import RemoteCorruptObjectError
 from tiering.keys import segment_keys
-from tiering.manifest import InvalidSegmentError, RemoteSegment, SegmentState
+from tiering.manifest import InvalidSegmentError, PartitionManifest, RemoteSegment, SegmentState
 from tiering.remote_txn import combine, parse_txn_index
 from tiering.restore import restore_data_dir
 
@@ -149,9 +152,7 @@ def test_combine_remote_and_local() -> None:
 # --- uploads and remote reads --------------------------------------------------------------------
 
 
-async def test_txnindex_uploaded_and_remote_aborted_list_matches_hot_log(
-    tmp_path: Path, url: str
-) -> None:
+async def test_txnindex_uploaded_and_remote_aborted_list_matches_hot_log(tmp_path: Path, url: str) -> None:
     m = txn_manager(tmp_path / "data")
     svc = new_service(m, url)
     try:
@@ -266,3 +267,152 @@ async def test_restore_keeps_the_remote_aborted_list_and_open_transactions(tmp_p
     finally:
         await svc2.close()
         restored.close()
+
+
+# --- compaction: local cleaner and remote compactor ---------------------------------------------
+
+
+def K(i: int) -> bytes:
+    return b"key-%d" % i
+
+
+def write_compaction_history(w: Writer) -> tuple[int, int]:
+    """Committed and aborted transactions over shared keys; then transaction A (aborted
+    last) around transaction B, left open. Returns (A's first offset, B's first offset)."""
+    for r in range(6):
+        w.batch(9, keys=[K(0), K(1)], transactional=False)
+        w.batch(1, keys=[K(0), K(1)])  # aborted: must never shadow the values above
+        w.batch(2, keys=[K(2)])
+        w.batch(9, keys=[K(3)], transactional=False)
+        w.end(1, ABORT)
+        w.batch(3, keys=[K(3), K(4)])
+        w.end(2, COMMIT)
+        w.end(3, ABORT if r % 2 == 0 else COMMIT)
+    a_first = w.batch(5, keys=[K(0), K(5)])
+    for i in range(12):
+        w.batch(9, keys=[K(6 + i % 3)], transactional=False)
+    b_first = w.batch(4, keys=[K(1)])
+    for i in range(12):
+        w.batch(9, keys=[K(6 + i % 3)], transactional=False)
+    w.end(5, ABORT)
+    w.batch(9, keys=[K(9)], transactional=False)
+    return a_first, b_first
+
+
+Rec = tuple[int, int, bool, bool, bytes | None]  # offset, producer, transactional, control, key
+
+
+def records_of(chunks: list[bytes]) -> list[Rec]:
+    out: list[Rec] = []
+    for data in chunks:
+        for b in decode_batches(data):
+            h = b.header
+            out.extend((r.offset, h.producer_id, h.is_transactional, h.is_control, r.key) for r in b.records)
+    return out
+
+
+def check_compacted(before: list[Rec], after: list[Rec], aborted: list[AbortedTxn], end: int) -> None:
+    """Below ``end``: no aborted data is left, every key's latest committed record and
+    every marker is; at and above it nothing changed."""
+    ranges = AbortedRanges(aborted)
+    is_aborted = {r[0]: r[2] and not r[3] and ranges.contains(r[1], r[0]) for r in before}
+    assert any(is_aborted[o] for o, *_ in before if o < end)
+    latest: dict[bytes | None, int] = {}
+    for o, _, _, control, k in before:
+        if o < end and not control and not is_aborted[o]:
+            latest[k] = o
+    kept = {r[0] for r in after}
+    assert {r[0] for r in after} <= {r[0] for r in before}
+    assert not [o for o in kept if o < end and is_aborted[o]]
+    assert set(latest.values()) <= kept
+    assert {r[0] for r in before if r[3]} <= kept  # markers
+    assert [r for r in after if r[0] >= end] == [r for r in before if r[0] >= end]
+    assert len([r for r in after if r[0] < end]) < len([r for r in before if r[0] < end])
+
+
+def local_records(log: Log) -> list[Rec]:
+    chunks = []
+    for seg in log.segments():
+        with open(seg.log_path, "rb") as f:
+            chunks.append(f.read())
+    return records_of(chunks)
+
+
+def test_local_cleaner_removes_aborted_data_keeps_markers(tmp_path: Path) -> None:
+    cfg = {
+        "flush_mode": "interval",
+        "cleanup_policy": "compact",
+        "min_compaction_lag_ms": 0,
+        "segment_bytes": 1200,
+    }
+    log = Log.open(tmp_path / "t-0", LogConfig(**cfg), topic="t", partition=0)  # type: ignore[arg-type]
+    try:
+        a_first, b_first = write_compaction_history(Writer(log))
+        log.roll()
+        before = local_records(log)
+        aborted = log.collect_aborted_transactions(0, log.log_end_offset)
+        assert log.first_unstable_offset == b_first
+        stats = LogCleaner().clean(log, force=True)
+        assert stats is not None and stats.aborted_records_dropped > 0
+        end = stats.cleaned_to
+        assert a_first < end <= b_first  # never past the open transaction
+        check_compacted(before, local_records(log), aborted, end)
+        assert log.collect_aborted_transactions(0, log.log_end_offset) == aborted
+    finally:
+        log.close()
+
+
+@pytest.mark.parametrize("kind", ["file", "s3"])
+async def test_remote_compaction_removes_aborted_data_keeps_markers(
+    kind: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    url = store_url(kind, tmp_path, request)
+    m = new_manager(tmp_path / "data")
+    svc = new_service(m, url, remote_compaction_grace_ms=0)
+    try:
+        m.create_topic(
+            TOPIC,
+            1,
+            {"cleanup.policy": "compact", "segment.bytes": "1200", "min.compaction.lag.ms": "0"},
+        )
+        log = m.get_log(TOPIC, 0)
+        log.cleaner_attached = False  # raw segments go up: the bucket holds the aborted data
+        a_first, b_first = write_compaction_history(Writer(log))
+        log.roll()
+        await svc.run_once(retention=False, sweep=False, compact=False)
+        m0 = await load_manifest(url, m, TOPIC)
+        remote_end = m0.next_offset()
+        # A's marker is past the open transaction B: not uploaded, A is undecided here.
+        assert a_first < remote_end <= b_first
+        tid = m.topic(TOPIC).topic_id
+        store = make_store(url)
+        try:
+
+            async def remote_records(man: PartitionManifest) -> list[Rec]:
+                return records_of([await store.get(s.keys.log) for s in man.copied()])
+
+            before = await remote_records(m0)
+            found0 = await svc.reader.search_aborted_transactions(TOPIC, tid, 0, 0, remote_end)
+            stats = await svc.compactor.compact_log(log, tid, force=True)
+            assert stats is not None and stats.swapped and stats.records.aborted_records_dropped > 0
+            m1 = await load_manifest(url, m, TOPIC)
+            assert m1.next_offset() == remote_end
+            # Compacted only below A (still open as far as the bucket knows).
+            assert 0 < m1.cleaned_offset <= a_first
+            aborted = log.collect_aborted_transactions(0, log.log_end_offset)
+            after = await remote_records(m1)
+            check_compacted(before, after, aborted, m1.cleaned_offset)
+            assert any(s.txnindex_size for s in m1.copied() if s.compacted)
+            # The rewritten segments' indexes give read_committed fetches the same answers.
+            svc.reader.forget(TOPIC, tid, 0)
+            found1 = await svc.reader.search_aborted_transactions(TOPIC, tid, 0, 0, remote_end)
+            assert found1 == found0
+            for start in range(0, remote_end, 11):
+                want = log.collect_aborted_transactions(start, log.log_end_offset)
+                got = await svc.reader.search_aborted_transactions(TOPIC, tid, 0, start, log.log_end_offset)
+                assert combine(got, want) == want
+        finally:
+            await store.close()
+    finally:
+        await svc.close()
+        m.close()
