@@ -51,6 +51,11 @@ class AbortedRanges:
     def __bool__(self) -> bool:
         return bool(self._firsts)
 
+    def spans(self) -> dict[int, tuple[list[int], list[int]]]:
+        """Producer id -> (first offsets, marker offsets) of its aborted transactions, in
+        order (for vectorized readers: spark.columnar)."""
+        return {pid: (self._firsts[pid], self._lasts[pid]) for pid in self._firsts}
+
     def contains(self, producer_id: int, offset: int) -> bool:
         """Whether ``offset`` of the producer lies in one of its aborted transactions."""
         firsts = self._firsts.get(producer_id)
