@@ -652,10 +652,15 @@ class RemoteReader:
             return TxnSearch((), True)
 
         async def body(m: PartitionManifest) -> TxnSearch:
+            # Spilled segments only where they can hold the start (they lie below the rest).
+            segments: list[RemoteSegment] = []
             try:
-                segments = await self.manifests.all_segments(m)
+                for ref in m.spillover:
+                    if ref.last_offset >= start_offset:
+                        segments.extend(await self.manifests.load_spillover(ref))
             except ManifestError as e:
                 raise RemoteCorruptObjectError(manifest_key(topic, topic_id, partition), str(e)) from None
+            segments.extend(m.copied())
             return await collect_remote(segments, start_offset, upper_bound_offset, self.txn_index)
 
         try:
