@@ -27,6 +27,10 @@ A ``LogCleaner`` serves every log of a ``LogManager`` whose ``cleanup.policy`` i
    sequence, and the group's last batch is kept so the segment still ends where it did.
    Control batches are kept. Keyless records (possible only if the policy changed after
    they were written) are dropped and counted, as Kafka does.
+   Transactions (hot.txn_cleaning): only segments below the first unstable offset are
+   cleanable; batches of aborted transactions (``Log.collect_aborted_transactions`` over
+   the cleanable range) are neither mapped nor kept; markers are kept, and with them every
+   transaction index entry of the sources.
 5. Tombstones (null value) are dropped once the segment holding them was cleaned more
    than ``delete.retention.ms`` ago: a cleaned segment's mtime is the time it was first
    cleaned (re-cleaning keeps the sources' mtime).
@@ -61,6 +65,7 @@ from hot.errors import CorruptRecordError, InvalidConfigError, StorageError, Str
 from hot.log import CLEANED_SUFFIX, CleanerView, Log
 from hot.offset_index import MAX_RELATIVE
 from hot.segment import SUFFIXES, BatchInfo, Segment, segment_name
+from hot.txn_cleaning import AbortedRanges
 
 logger = logging.getLogger(__name__)
 
@@ -227,6 +232,7 @@ class CleanStats:
     tombstones_dropped: int = 0
     keyless_dropped: int = 0
     empty_batches_kept: int = 0
+    aborted_records_dropped: int = 0  # records of aborted transactions removed
     first_dirty: int = 0
     cleaned_to: int = 0
     elapsed_s: float = 0.0
@@ -432,12 +438,20 @@ def rebuild_batch(header: tuple[int, ...], data: bytes, kept: Sequence[RawRecord
     return bytes(out)
 
 
-def map_batch(raw: bytes, offset_map: OffsetMap, changes: list[tuple[bytes, int]]) -> bool:
-    """Record the keys of one batch in ``offset_map`` (control batches have none),
-    appending (digest, previous offset) to ``changes`` for ``OffsetMap.undo``; False when
-    the map is full (the batch is then only partly recorded: undo ``changes``)."""
+def map_batch(
+    raw: bytes,
+    offset_map: OffsetMap,
+    changes: list[tuple[bytes, int]],
+    aborted: AbortedRanges | None = None,
+) -> bool:
+    """Record the keys of one batch in ``offset_map`` (control batches have none, and
+    a batch of an ``aborted`` transaction is not recorded), appending (digest, previous
+    offset) to ``changes`` for ``OffsetMap.undo``; False when the map is full (the batch
+    is then only partly recorded: undo ``changes``)."""
     h = HEADER.unpack_from(raw)
     if h[5] & _CONTROL_BIT or h[12] == 0:
+        return True
+    if aborted and aborted.drops(h[5], h[9], h[0]):
         return True
     base = h[0]
     payload = raw[HEADER_SIZE:]
@@ -470,6 +484,7 @@ def filter_batch(
     last_group_batch: int,
     stats: CleanStats,
     mapped_offsets: Sequence[int] | None = None,
+    aborted: AbortedRanges | None = None,
 ) -> bytes | None:
     """What cleaning keeps of one batch (shared by the local cleaner and the remote
     compaction of tiering/compactor.py): ``raw`` itself when every record survives, a
@@ -477,7 +492,8 @@ def filter_batch(
     batch holds its producer's last sequence (``producer_last_offsets``: producer id ->
     offset of its last batch) or is the group's last (``last_group_batch``), else None.
     A record survives unless ``offset_map`` holds a later offset for its key, it is
-    keyless, or it is a tombstone and ``drop_tombstones``. Control batches are kept.
+    keyless, or it is a tombstone and ``drop_tombstones``. Control batches are kept; a
+    batch of an ``aborted`` transaction keeps no record (hot.txn_cleaning).
 
     ``mapped_offsets`` (``OffsetMap.sorted_offsets``), given only for a batch whose every
     key was mapped (the dirty range): the records surviving are exactly the map's offsets
@@ -486,6 +502,10 @@ def filter_batch(
     h = HEADER.unpack_from(raw)
     if h[5] & _CONTROL_BIT:
         return raw
+    if aborted and aborted.drops(h[5], h[9], base_offset):
+        stats.records_read += h[12]
+        stats.aborted_records_dropped += h[12]
+        return _emptied(h, last_offset, producer_last_offsets, last_group_batch, stats)
     if mapped_offsets is not None and not drop_tombstones:
         count = h[12]
         survivors = bisect.bisect_right(mapped_offsets, last_offset) - bisect.bisect_left(
@@ -604,6 +624,7 @@ class LogCleaner:
         self.config = config if config is not None else CleanerConfig()
         self._map = OffsetMap(self.config.dedupe_buffer_size)
         self._mapped: list[int] = []  # the map's offsets, sorted (filter_batch's fast path)
+        self._aborted = AbortedRanges()  # the aborted transactions of the pass in progress
         self.stop = threading.Event()
 
     # --- deciding ------------------------------------------------------------------------
@@ -649,6 +670,11 @@ class LogCleaner:
         stats = CleanStats(first_dirty=view.first_dirty)
         throttle = Throttler(self.config.io_max_bytes_per_second)
         self._map.clear()
+        # Every transaction with data in the cleanable range is decided (the view stops at
+        # the first unstable offset); the aborted ones are in the indexes from here on.
+        self._aborted = AbortedRanges(
+            log.collect_aborted_transactions(view.segments[0].base_offset, view.segments[-1].next_offset)
+        )
         end = self._build_map(view, stats, throttle)
         if end is None:
             return None
@@ -686,7 +712,7 @@ class LogCleaner:
             for _, batch_bytes in _read_batches(seg):
                 throttle.take(len(batch_bytes), self.stop)
                 stats.bytes_read += len(batch_bytes)
-                if not map_batch(batch_bytes, self._map, changes):
+                if not map_batch(batch_bytes, self._map, changes, self._aborted):
                     fits = False
                     break
             if not fits:
@@ -801,6 +827,7 @@ class LogCleaner:
             last_group_batch=last_group_batch,
             stats=stats,
             mapped_offsets=mapped,
+            aborted=self._aborted,
         )
 
     # --- the background thread -------------------------------------------------------------

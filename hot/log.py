@@ -811,12 +811,17 @@ class Log:
             self._handoff.set_first_dirty_locked(offset)
 
     def cleaner_view(self, now_ms: int) -> CleanerView:
-        """The cleanable segments: sealed, entirely below the high watermark, newest record
-        older than min.compaction.lag.ms, not handed to the uploader; oldest first, stopping
-        at the first that does not qualify."""
+        """The cleanable segments: sealed, entirely below the high watermark and the first
+        unstable offset, newest record older than min.compaction.lag.ms, not handed to the
+        uploader; oldest first, stopping at the first that does not qualify."""
         with self._lock:
             return self._handoff.cleaner_view_locked(
-                now_ms, self._hw, self._log_start_offset, self._pstate.state, self.upload_waits_for_cleaner
+                now_ms,
+                self._hw,
+                self._log_start_offset,
+                self._pstate.state,
+                self.upload_waits_for_cleaner,
+                log_txn.first_unstable_offset_locked(self),
             )
 
     def replace_segments(self, old: Sequence[Segment], cleaned: Segment) -> bool:

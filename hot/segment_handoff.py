@@ -72,14 +72,22 @@ class SegmentHandoff:
         self.first_dirty = min(self.first_dirty, offset)
 
     def cleaner_view_locked(
-        self, now_ms: int, hw: int, log_start: int, producers: ProducerStateManager, upload_waits: bool
+        self,
+        now_ms: int,
+        hw: int,
+        log_start: int,
+        producers: ProducerStateManager,
+        upload_waits: bool,
+        first_unstable: int | None = None,
     ) -> CleanerView:
         lag = self._local.config.min_compaction_lag_ms
+        # Kafka's firstUncleanableDirtyOffset: never past an undecided transaction's data.
+        limit = hw if first_unstable is None else min(hw, first_unstable)
         segs: list[Segment] = []
         for seg in self._local.segments[:-1]:
             if seg.next_offset <= self.upload_floor or seg.next_offset <= log_start:
                 continue
-            if seg.next_offset > hw or now_ms - seg.largest_timestamp() < lag:
+            if seg.next_offset > limit or now_ms - seg.largest_timestamp() < lag:
                 break
             segs.append(seg)
         first_dirty = max(self.first_dirty, segs[0].base_offset) if segs else self.first_dirty

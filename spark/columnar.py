@@ -46,6 +46,8 @@ from hot.batch import CRC_START, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LEN
 from hot.compression import codec_of, decompress
 from hot.errors import CorruptRecordError, StrataError
 from hot.records import DEFAULT_MAX_UNCOMPRESSED, decode_batch
+from hot.txn_cleaning import AbortedRanges
+from hot.txn_index import AbortedTxn
 from spark.schema import ARROW_SCHEMA, HEADER_TYPE, HEADERS_TYPE, TIMESTAMP_TYPE
 
 Buffer = bytes | bytearray | memoryview
@@ -139,6 +141,7 @@ class Frames:
     base_timestamps: I64
     max_timestamps: I64
     counts: I64
+    producer_ids: I64
     consumed: int
 
     def __len__(self) -> int:
@@ -148,11 +151,35 @@ class Frames:
     def next_offsets(self) -> I64:
         return self.base_offsets + self.last_deltas + 1
 
-    def data_batches(self) -> I64:
-        """Indexes of batches holding data records (not control, not transactional, not empty)."""
-        return np.flatnonzero(
-            ((self.attributes & (_CONTROL_BIT | _TRANSACTIONAL_BIT)) == 0) & (self.counts > 0)
-        )
+    def data_batches(self, aborted: AbortedRanges | None = None) -> I64:
+        """Indexes of batches holding data records (not control, not empty), without the
+        transactional batches of ``aborted`` transactions (read_committed; None or empty:
+        every transactional batch, as a read_uncommitted Kafka consumer sees them)."""
+        keep = ((self.attributes & _CONTROL_BIT) == 0) & (self.counts > 0)
+        if aborted:
+            txn = keep & ((self.attributes & _TRANSACTIONAL_BIT) != 0)
+            for pid, (firsts, lasts) in aborted.spans().items():
+                sel = np.flatnonzero(txn & (self.producer_ids == pid))
+                if not sel.size:
+                    continue
+                base = self.base_offsets[sel]
+                i = np.searchsorted(np.asarray(firsts, dtype=np.int64), base, side="right") - 1
+                last = np.asarray(lasts, dtype=np.int64)[np.maximum(i, 0)]
+                keep[sel[(i >= 0) & (base <= last)]] = False
+        return np.flatnonzero(keep)
+
+    def aborted_in_fetch(self, aborted: Sequence[tuple[int, int]]) -> AbortedRanges:
+        """The aborted transactions of a Fetch response (producer id, first offset: Kafka's
+        AbortedTransaction) as ranges ending at each one's ABORT marker in these batches (the
+        first control batch of that producer at or after its first offset; past the end
+        when the marker is not among them), as a Kafka consumer applies them."""
+        control = (self.attributes & _CONTROL_BIT) != 0
+        out: list[AbortedTxn] = []
+        for pid, first in aborted:
+            ends = self.base_offsets[control & (self.producer_ids == pid) & (self.base_offsets >= first)]
+            last = int(ends.min()) if ends.size else INT64_MAX
+            out.append(AbortedTxn(pid, first, last, last))
+        return AbortedRanges(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +271,7 @@ def frame(buf: Buffer, *, verify_crc: bool = True, bounds: BatchBounds | None = 
     if nb == 0:
         if deferred is not None:
             raise deferred
-        return Frames(_EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, 0)
+        return Frames(_EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, _EMPTY, 0)
     P = np.frombuffer(positions, dtype=np.int64)
     Z = np.frombuffer(sizes, dtype=np.int64)
     u8 = np.frombuffer(buf, dtype=np.uint8)
@@ -282,6 +309,7 @@ def frame(buf: Buffer, *, verify_crc: bool = True, bounds: BatchBounds | None = 
         base_timestamps=H["base_ts"].astype(np.int64),
         max_timestamps=H["max_ts"].astype(np.int64),
         counts=counts,
+        producer_ids=H["producer_id"].astype(np.int64),
         consumed=pos,
     )
 
@@ -296,15 +324,20 @@ def decode_columns(
     verify_crc: bool = True,
     max_uncompressed: int = DEFAULT_MAX_UNCOMPRESSED,
     bounds: BatchBounds | None = None,
+    aborted: AbortedRanges | None = None,
+    fetch_aborted: Sequence[tuple[int, int]] | None = None,
 ) -> DecodedChunk:
     """Decode the whole batches at the front of ``buf`` into one Arrow RecordBatch (schema
     ``spark.schema.ARROW_SCHEMA``) holding the data records with offsets in
-    ``[start_offset, end_offset)``, in offset order. Control and transactional batches
-    are skipped (Strata refuses transactional producers; an aborted transaction's data
-    cannot be told from a committed one without its marker). ``bounds``: ``batch_bounds(buf)``,
-    if the caller computed it already."""
+    ``[start_offset, end_offset)``, in offset order. Control batches are skipped; so are
+    the batches of ``aborted`` transactions (read_committed, from the segments'
+    transaction indexes) or, for a broker's Fetch response, of ``fetch_aborted`` ones
+    (its (producer id, first offset) list). ``bounds``: ``batch_bounds(buf)``, if the
+    caller computed it already."""
     fr = frame(buf, verify_crc=verify_crc, bounds=bounds)
-    wi = fr.data_batches()
+    if fetch_aborted:
+        aborted = fr.aborted_in_fetch(fetch_aborted)
+    wi = fr.data_batches(aborted)
     if wi.size:
         last = fr.base_offsets[wi] + fr.last_deltas[wi]
         wi = wi[(last >= start_offset) & (fr.base_offsets[wi] < end_offset)]

@@ -123,6 +123,9 @@ class ReadOptions:
     min_partitions: int = 0
     read_chunk_bytes: int = DEFAULT_READ_CHUNK_BYTES
     security: ClientSecurity = field(default_factory=ClientSecurity)
+    # kafka.isolation.level: 0 read_uncommitted (Spark's default: every transactional
+    # record), 1 read_committed (committed data up to the last stable offset only).
+    isolation_level: int = 0
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, path: str | None = None) -> ReadOptions:
@@ -184,6 +187,7 @@ class ReadOptions:
             min_partitions=_count(o.get("minpartitions"), "minPartitions"),
             read_chunk_bytes=chunk,
             security=_security(o),
+            isolation_level=_isolation(o.get("kafka.isolation.level", "read_uncommitted")),
         )
 
 
@@ -206,6 +210,18 @@ _SECURITY_OPTIONS: Final = {
 def _security(o: Mapping[str, str]) -> ClientSecurity:
     props = {prop: str(o[opt]) for opt, prop in _SECURITY_OPTIONS.items() if o.get(opt)}
     return ClientSecurity.from_properties(props, where="strata options kafka.*")
+
+
+_ISOLATION_LEVELS: Final = {"read_uncommitted": 0, "read_committed": 1}
+
+
+def _isolation(text: str) -> int:
+    level = _ISOLATION_LEVELS.get(str(text).strip().lower())
+    if level is None:
+        raise InvalidConfigError(
+            f"strata: kafka.isolation.level must be read_uncommitted or read_committed, got {text!r}"
+        )
+    return level
 
 
 def _topics(text: str) -> tuple[str, ...]:

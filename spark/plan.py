@@ -58,8 +58,10 @@ from hot.errors import (
     UnknownTopicOrPartitionError,
 )
 from hot.records import decode_batch
+from hot.txn_index import AbortedTxn
 from spark.columnar import frame
 from spark.options import ReadOptions, StoreOptions, TopicPartition
+from spark.txn import aborted_between, first_unstable, overlapping
 from tiering.manifest import PartitionManifest, RemoteSegment, SegmentState
 from tiering.manifest_store import ManifestStore
 from tiering.store import InvalidRangeError, ObjectStore, open_store
@@ -103,6 +105,8 @@ class ColdTask:
     partition: int
     slices: tuple[SegmentSlice, ...]
     topic_id: str | None = None
+    # read_committed: the aborted transactions overlapping the task's offsets (spark.txn)
+    aborted: tuple[AbortedTxn, ...] = ()
 
     @property
     def bytes(self) -> int:
@@ -289,6 +293,8 @@ class _Resolved:
     part: _Partition
     range: PartitionRange
     segments: tuple[RemoteSegment, ...]
+    cold_end: int  # cold tasks read below it (read_committed: the bucket's stable end)
+    aborted: tuple[AbortedTxn, ...] = ()  # read_committed, over [start, cold_end)
 
 
 class Planner:
@@ -328,7 +334,8 @@ class Planner:
     async def _broker_offsets(self, topic: str, partitions: Sequence[int], ts: int) -> dict[int, int]:
         assert self.broker is not None
         broker = self.broker
-        return await asyncio.to_thread(broker.list_offsets, topic, list(partitions), ts)
+        level = self.options.isolation_level
+        return await asyncio.to_thread(broker.list_offsets, topic, list(partitions), ts, level)
 
     async def _partitions_of(self, topic: str) -> list[_Partition]:
         o = self.options
@@ -405,7 +412,13 @@ class Planner:
         archived_end = m.next_offset() if m is not None else 0
         if tp in broker_start:
             log_start = max(log_start, broker_start[tp]) if m is not None else broker_start[tp]
-        latest = max(hw.get(tp, archived_end), log_start)
+        # read_committed: the bucket's decided data ends at its first open transaction.
+        stable = archived_end
+        if o.isolation_level and m is not None:
+            copied = m.copied()
+            unstable = await first_unstable(self.store, copied[-1] if copied else None)
+            stable = archived_end if unstable is None else min(archived_end, max(unstable, log_start))
+        latest = max(hw.get(tp, stable), log_start)
 
         async def resolve(kind: str, value: int) -> int:
             if kind == "earliest":
@@ -419,9 +432,15 @@ class Planner:
 
         start = await resolve(*o.start.for_partition(tp))
         end = max(start, await resolve(*o.end.for_partition(tp)))
-        segs = await self._segments(m, start, end) if m is not None and start < end else []
+        cold_end = min(end, stable)
+        segs = await self._segments(m, start, cold_end) if m is not None and start < cold_end else []
         rng = PartitionRange(part.topic, part.partition, start, end, archived_end, hw.get(tp))
-        return _Resolved(part, rng, tuple(segs))
+        aborted: tuple[AbortedTxn, ...] = ()
+        if o.isolation_level and segs and m is not None:
+            aborted = await aborted_between(
+                self.store, await self._segments(m, start, 1 << 62), start, cold_end
+            )
+        return _Resolved(part, rng, tuple(segs), cold_end, aborted)
 
     async def _tasks(self, r: _Resolved, split: int) -> list[ScanTask]:
         """Cold tasks for the archived segments, hot tasks for the gaps (includeHot only)."""
@@ -429,13 +448,20 @@ class Planner:
         part, start, end = r.part, r.range.start, r.range.end
         topic_id = part.topic_id.hex if part.topic_id else None
         tasks: list[ScanTask] = [
-            ColdTask(part.topic, part.partition, tuple(piece), topic_id)
-            for piece in await self._pieces(r.segments, start, end, split)
+            ColdTask(
+                part.topic,
+                part.partition,
+                tuple(piece),
+                topic_id,
+                overlapping(r.aborted, piece[0].start_offset, piece[-1].end_offset),
+            )
+            for piece in await self._pieces(r.segments, start, r.cold_end, split)
         ]
         if o.include_hot and start < end:
             assert o.broker is not None
             pos = start
-            for lo, hi in [*((s.base_offset, s.last_offset + 1) for s in r.segments), (end, end)]:
+            cold = ((s.base_offset, min(s.last_offset + 1, r.cold_end)) for s in r.segments)
+            for lo, hi in [*cold, (end, end)]:
                 if lo > pos:
                     tasks.append(HotTask(part.topic, part.partition, pos, min(lo, end), o.broker, topic_id))
                 pos = max(pos, hi)
@@ -508,6 +534,16 @@ class Planner:
             out.append(await self._slice(seg, expect, end))
             expect = seg.last_offset + 1
         return out
+
+    async def archived_aborted(
+        self, topic: str, topic_id: uuid.UUID, partition: int, start: int, end: int
+    ) -> tuple[AbortedTxn, ...]:
+        """The aborted transactions overlapping ``[start, end)`` in the bucket (read_committed
+        reads of slices from ``archived_slices``)."""
+        m, _ = await self.manifests.load(topic, topic_id, partition)
+        if m is None:
+            return ()
+        return await aborted_between(self.store, await self._segments(m, start, 1 << 62), start, end)
 
     async def _index(self, seg: RemoteSegment) -> RemoteOffsetIndex:
         if seg.index_size == 0:
@@ -650,12 +686,16 @@ class BrokerClient:
             except AuthorizationError:
                 raise refused(self.address, "DESCRIBE", topic) from None
 
-    def list_offsets(self, topic: str, partitions: list[int], timestamp: int) -> dict[int, int]:
-        """Offset per partition for ListOffsets ``timestamp`` (-1 high watermark, -2 log start)."""
+    def list_offsets(
+        self, topic: str, partitions: list[int], timestamp: int, isolation_level: int = 0
+    ) -> dict[int, int]:
+        """Offset per partition for ListOffsets ``timestamp`` (-1 high watermark, or the
+        last stable offset with ``isolation_level`` 1; -2 log start)."""
         if not partitions:
             return {}
         with self._client() as client:
             req = ListOffsetsRequest(
+                isolation_level=isolation_level,
                 topics=(
                     ListOffsetsTopic(
                         name=topic,
@@ -663,7 +703,7 @@ class BrokerClient:
                             ListOffsetsPartition(partition_index=p, timestamp=timestamp) for p in partitions
                         ),
                     ),
-                )
+                ),
             )
             out: dict[int, int] = {}
             for t in client.call(ApiKey.LIST_OFFSETS, req).topics:

@@ -42,6 +42,8 @@ from hot.errors import (
     OffsetOutOfRangeError,
     StrataError,
 )
+from hot.txn_cleaning import AbortedRanges
+from hot.txn_index import AbortedTxn
 from spark.columnar import BatchBounds, BatchDecodeError, DecodedChunk, Frames, batch_bounds, decode_columns
 from spark.options import ReadOptions
 from spark.plan import (
@@ -112,8 +114,9 @@ def read_cold(
     period) is read on from the segments the manifest names now. A missing object that
     the manifest still names is damage: ``ObjectNotFoundError``."""
     done = sl.start_offset  # rows below this were yielded
+    aborted = AbortedRanges(task.aborted) if task.aborted else None
     try:
-        for batch in read_slice(store, task.topic, task.partition, sl, options.read_chunk_bytes):
+        for batch in read_slice(store, task.topic, task.partition, sl, options.read_chunk_bytes, aborted):
             done = batch.column(_OFFSET_COLUMN)[-1].as_py() + 1
             yield batch
     except ObjectNotFoundError:
@@ -123,7 +126,9 @@ def read_cold(
             if again is None:
                 raise  # the manifest still names this object: it should exist
             for nsl in again:
-                for batch in read_slice(store, task.topic, task.partition, nsl, options.read_chunk_bytes):
+                for batch in read_slice(
+                    store, task.topic, task.partition, nsl, options.read_chunk_bytes, aborted
+                ):
                     rows = batch.filter(pc.greater_equal(batch.column(_OFFSET_COLUMN), done))
                     if rows.num_rows:
                         yield rows
@@ -219,9 +224,15 @@ def _get(store: SyncObjectStore, sl: SegmentSlice, where: str, start: int, end: 
 
 
 def read_slice(
-    store: SyncObjectStore, topic: str, partition: int, sl: SegmentSlice, chunk_bytes: int
+    store: SyncObjectStore,
+    topic: str,
+    partition: int,
+    sl: SegmentSlice,
+    chunk_bytes: int,
+    aborted: AbortedRanges | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The rows of offsets ``[sl.start_offset, sl.end_offset)`` of one segment slice."""
+    """The rows of offsets ``[sl.start_offset, sl.end_offset)`` of one segment slice
+    (without the records of ``aborted`` transactions: read_committed)."""
     where = f"{topic}-{partition}"
     if sl.start_position >= sl.end_position:
         return
@@ -253,7 +264,7 @@ def read_slice(
                     size = max(size, bounds.next_size)
                 pending, stop = fetch(nxt, size)
             if bounds.consumed or bounds.error is not None:
-                decoded = _decode(data, pos, topic, partition, sl, bounds)
+                decoded = _decode(data, pos, topic, partition, sl, bounds, aborted)
                 fr = decoded.frames
                 if len(fr):
                     _check_dense(sl, fr, pos, expect)
@@ -320,7 +331,13 @@ def _check_dense(sl: SegmentSlice, fr: Frames, buf_start: int, expect: int | Non
 
 
 def _decode(
-    buf: bytes, buf_start: int, topic: str, partition: int, sl: SegmentSlice, bounds: BatchBounds
+    buf: bytes,
+    buf_start: int,
+    topic: str,
+    partition: int,
+    sl: SegmentSlice,
+    bounds: BatchBounds,
+    aborted: AbortedRanges | None,
 ) -> DecodedChunk:
     try:
         return decode_columns(
@@ -330,6 +347,7 @@ def _decode(
             start_offset=sl.start_offset,
             end_offset=sl.end_offset,
             bounds=bounds,
+            aborted=aborted,
         )
     except BatchDecodeError as e:
         offset = e.base_offset if e.base_offset is not None else sl.start_offset
@@ -362,7 +380,7 @@ def read_hot(task: HotTask, options: ReadOptions, store: SyncObjectStore) -> Ite
                 max_wait_ms=0,
                 min_bytes=0,
                 max_bytes=max_bytes,
-                isolation_level=0,
+                isolation_level=options.isolation_level,
                 topics=(
                     FetchTopic(
                         topic=task.topic,
@@ -400,6 +418,10 @@ def read_hot(task: HotTask, options: ReadOptions, store: SyncObjectStore) -> Ite
                     partition=task.partition,
                     start_offset=off,
                     end_offset=task.end_offset,
+                    # read_committed: the broker's list, applied as a Kafka consumer does
+                    fetch_aborted=[(a.producer_id, a.first_offset) for a in pd.aborted_transactions or ()]
+                    if options.isolation_level
+                    else None,
                 )
             except CorruptRecordError as e:
                 raise CorruptRecordError(
@@ -429,21 +451,29 @@ def _out_of_range(
     still available (``_data_loss``). Yields (batch or None, next offset to read)."""
     topic_id = task.topic_id or _archived_topic_id(options, task.topic)
     slices: list[SegmentSlice] = []
+    aborted: AbortedRanges | None = None
     if topic_id is not None:
         tid = uuid.UUID(topic_id)
 
-        async def plan() -> list[SegmentSlice]:
+        async def plan() -> tuple[list[SegmentSlice], tuple[AbortedTxn, ...]]:
             # A store of its own: an async store belongs to the event loop that opened it.
             planner = Planner(options, open_store_from(options.store))
             try:
-                return await planner.archived_slices(task.topic, tid, task.partition, off, task.end_offset)
+                found = await planner.archived_slices(task.topic, tid, task.partition, off, task.end_offset)
+                txns: tuple[AbortedTxn, ...] = ()
+                if options.isolation_level and found:
+                    txns = await planner.archived_aborted(
+                        task.topic, tid, task.partition, off, task.end_offset
+                    )
+                return found, txns
             finally:
                 await planner.store.close()
 
-        slices = run_blocking(plan)
+        slices, txns = run_blocking(plan)
+        aborted = AbortedRanges(txns) if txns else None
     if slices and slices[0].start_offset == off:
         for sl in slices:
-            for batch in read_slice(store, task.topic, task.partition, sl, options.read_chunk_bytes):
+            for batch in read_slice(store, task.topic, task.partition, sl, options.read_chunk_bytes, aborted):
                 yield batch, off
             off = sl.end_offset
             yield None, off

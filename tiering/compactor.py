@@ -39,6 +39,14 @@ all COPIED bytes of the main manifest) reaches ``min.cleanable.dirty.ratio``. On
    ``remote_compaction_grace_ms`` has passed, then the entries. A remote read that meets
    a deleted object reloads the manifest and retries (tiering/remote_read.py).
 
+Transactions (hot.txn_cleaning, as the local cleaner): only segments below the first
+transaction still open at the end of the bucket (the producer snapshot uploaded with the
+last COPIED segment, version 2; a header scan if it is missing) are compacted, since a
+transaction whose marker is not uploaded yet is undecided here. Batches of aborted
+transactions (the remote transaction indexes from the first cleaned segment on, Kafka's
+stop rule) are neither mapped nor kept; markers are kept, and the rewritten segment's
+``.txnindex`` holds every entry of its sources (uploaded beside it, as the uploader does).
+
 A crash leaves either the old manifest (new objects are orphans: the sweeper deletes them
 after ``orphan_grace_ms``) or the new one (old objects are deleted after the grace period).
 """
@@ -74,8 +82,12 @@ from hot.log import Log
 from hot.offset_index import MAX_RELATIVE
 from hot.producer_state import ProducerSnapshotFile
 from hot.segment import Segment
+from hot.txn_cleaning import AbortedRanges
+from hot.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
+from hot.txn_index import AbortedTxn
 from tiering.keys import segment_keys
 from tiering.manifest import CompactionConflictError, PartitionManifest, RemoteSegment, SegmentState
+from tiering.remote_txn import collect_remote, parse_txn_index
 from tiering.uploader import PartitionState, PartitionStoppedError, Uploader, fault
 
 logger = logging.getLogger(__name__)
@@ -86,6 +98,9 @@ _H_EPOCH: Final = 2
 _H_BASE_TS: Final = 7
 _H_MAX_TS: Final = 8
 _H_PID: Final = 9
+_H_ATTRIBUTES: Final = 5
+_TRANSACTIONAL_BIT: Final = 0x10
+_CONTROL_BIT: Final = 0x20
 
 
 def _now_ms() -> int:
@@ -127,6 +142,7 @@ class _Rewritten:
     max_timestamp: int
     leader_epoch: int
     cleaned_ms: int
+    txnindex_size: int = 0  # bytes of the rewritten .txnindex; 0: none
 
 
 def remote_dirty_ratio(m: PartitionManifest) -> float:
@@ -222,10 +238,25 @@ class RemoteCompactor:
     ) -> RemoteCompactionStats | None:
         now = self._now()
         stats = RemoteCompactionStats()
-        copied = m.copied()
+        all_copied = m.copied()
+        # Only decided transactions are cleaned (hot.txn_cleaning): stop below the first
+        # one whose marker is not in the bucket yet.
+        unstable = await self._first_unstable(all_copied, work)
+        copied = [s for s in all_copied if unstable is None or s.last_offset < unstable]
+        if not copied:
+            return None
+        txn_entries: dict[uuid.UUID, tuple[AbortedTxn, ...]] = {}
+
+        async def load_txn(seg: RemoteSegment) -> tuple[AbortedTxn, ...]:
+            if seg.segment_id not in txn_entries:
+                txn_entries[seg.segment_id] = await self._txn_index(seg)
+            return txn_entries[seg.segment_id]
+
+        found = await collect_remote(all_copied, copied[0].base_offset, copied[-1].last_offset + 1, load_txn)
+        aborted = AbortedRanges(found.aborted)
         # 1. The map, over the dirty segments, downloaded one at a time (then deleted).
         offset_map = OffsetMap(self.cleaner_config.dedupe_buffer_size)
-        end = await self._build_map(copied, m.cleaned_offset, offset_map, str(work / "map.log"))
+        end = await self._build_map(copied, m.cleaned_offset, offset_map, str(work / "map.log"), aborted)
         if end is None:
             return None
         cleanable = [s for s in copied if s.last_offset < end]
@@ -245,6 +276,7 @@ class RemoteCompactor:
                 for seg in group:
                     paths[seg.segment_id] = str(work / f"{seg.segment_id.hex}.log")
                     await self._download(seg, paths[seg.segment_id])
+                    await load_txn(seg)
                 out_dir = work / f"out-{i}"
                 out = await asyncio.to_thread(
                     self._rewrite_group,
@@ -259,6 +291,8 @@ class RemoteCompactor:
                     now,
                     cfg.index_interval_bytes,
                     stats.records,
+                    aborted,
+                    txn_entries,
                 )
                 if out is not None:
                     new_entries.append(await self._upload(st, out))
@@ -346,6 +380,7 @@ class RemoteCompactor:
         cleaned_offset: int,
         offset_map: OffsetMap,
         path: str,
+        aborted: AbortedRanges,
     ) -> int | None:
         """Map the dirty segments (whole ones, each downloaded to ``path`` in turn); the
         offset the map covers up to (exclusive), None when not even the first dirty
@@ -356,7 +391,7 @@ class RemoteCompactor:
                 continue
             await self._download(seg, path)
             try:
-                fits = await asyncio.to_thread(_map_file, path, offset_map)
+                fits = await asyncio.to_thread(_map_file, path, offset_map, aborted)
             finally:
                 await asyncio.to_thread(os.unlink, path)
             if not fits:
@@ -370,6 +405,40 @@ class RemoteCompactor:
                 break
             end = seg.last_offset + 1
         return end
+
+    async def _txn_index(self, seg: RemoteSegment) -> tuple[AbortedTxn, ...]:
+        """A segment's checked transaction index entries (none if it has no index)."""
+        if not seg.txnindex_size:
+            return ()
+        return parse_txn_index(await self.store.get(seg.keys.txnindex), seg)
+
+    async def _first_unstable(self, segments: Sequence[RemoteSegment], work: Path) -> int | None:
+        """The first offset of the earliest transaction open at the end of ``segments``
+        (its marker is not uploaded), None if there is none: from the producer snapshot
+        uploaded with the last one (version 2 snapshots carry each open transaction's first
+        offset), else by scanning the segments' headers."""
+        if not segments:
+            return None
+        last = segments[-1]
+        if last.has_producer_snapshot:
+            try:
+                data = await self.store.get(last.keys.producer_snapshot)
+                entries = ProducerSnapshotFile.decode(data, last.last_offset + 1, last.keys.producer_snapshot)
+                return min(
+                    (e.current_txn_first_offset for e in entries if e.current_txn_first_offset >= 0),
+                    default=None,
+                )
+            except (ObjectNotFoundError, CorruptLogError) as e:
+                logger.warning("producer snapshot %s unusable (%s); scanning", last.keys.producer_snapshot, e)
+        open_txns: dict[int, int] = {}
+        path = str(work / "txns.log")
+        for seg in segments:
+            await self._download(seg, path)
+            try:
+                await asyncio.to_thread(_open_transactions, path, open_txns)
+            finally:
+                await asyncio.to_thread(os.unlink, path)
+        return min(open_txns.values(), default=None)
 
     async def _producer_last_offsets(self, segments: Sequence[RemoteSegment], work: Path) -> dict[int, int]:
         """Producer id -> offset of its last batch up to the end of ``segments``: from the
@@ -406,6 +475,8 @@ class RemoteCompactor:
         now_ms: int,
         index_interval_bytes: int,
         stats: CleanStats,
+        aborted: AbortedRanges,
+        txn_entries: dict[uuid.UUID, tuple[AbortedTxn, ...]],
     ) -> _Rewritten | None:
         """Build the rewritten segment of ``group`` under ``out_dir``; None when it would be
         the one source segment unchanged (already cleaned)."""
@@ -434,6 +505,7 @@ class RemoteCompactor:
                         stats=stats,
                         # every key of a dirty segment is in the map: the fast path
                         mapped_offsets=None if seg.base_offset < m.cleaned_offset else mapped,
+                        aborted=aborted,
                     )
                     if kept is not raw:
                         changed = True
@@ -448,6 +520,11 @@ class RemoteCompactor:
                     f"rewriting remote segments at {base}: ends at {out.next_offset - 1}, "
                     f"not {last_group_batch}"
                 )
+            # Markers are kept, so every aborted transaction of the sources still ends here.
+            for seg in group:
+                for txn in txn_entries.get(seg.segment_id, ()):
+                    out.txn_index.append(txn)
+            txnindex_size = len(out.txn_index) * TXN_ENTRY_SIZE
             out.seal()
             # Remote readers serve bytes matching the manifest's CRC-32C without checking
             # each batch again: like the uploader, validate them all before that CRC.
@@ -486,6 +563,7 @@ class RemoteCompactor:
             max_timestamp=max_ts,
             leader_epoch=epoch,
             cleaned_ms=cleaned_ms,
+            txnindex_size=txnindex_size,
         )
 
     async def _upload(self, st: PartitionState, rw: _Rewritten) -> RemoteSegment:
@@ -493,7 +571,7 @@ class RemoteCompactor:
         sid = uuid.uuid4()
         keys = segment_keys(st.topic, st.topic_id, st.partition, rw.base_offset, sid)
         last_src = rw.sources[-1]
-        await self.uploader._bucket.take(rw.size + rw.index_size + rw.timeindex_size)
+        await self.uploader._bucket.take(rw.size + rw.index_size + rw.timeindex_size + rw.txnindex_size)
 
         async def put_log() -> None:
             await self.store.put_file(keys.log, rw.stem + ".log", length=rw.size)
@@ -504,6 +582,8 @@ class RemoteCompactor:
             self.store.put_file(keys.index, rw.stem + ".index", length=rw.index_size),
             self.store.put_file(keys.timeindex, rw.stem + ".timeindex", length=rw.timeindex_size),
         ]
+        if rw.txnindex_size:
+            puts.append(self.store.put_file(keys.txnindex, rw.stem + ".txnindex", length=rw.txnindex_size))
         if last_src.has_producer_snapshot:
             snapshot = await self.store.get(last_src.keys.producer_snapshot)
             puts.append(self.store.put(keys.producer_snapshot, snapshot))
@@ -533,15 +613,16 @@ class RemoteCompactor:
             record_count=None,
             compacted=True,
             cleaned_ms=rw.cleaned_ms,
+            txnindex_size=rw.txnindex_size or None,
         )
 
 
-def _map_file(path: str, offset_map: OffsetMap) -> bool:
-    """Map every batch of a segment file; False (and the file's puts undone) when the map
-    fills up."""
+def _map_file(path: str, offset_map: OffsetMap, aborted: AbortedRanges) -> bool:
+    """Map every batch of a segment file (not those of ``aborted`` transactions); False
+    (and the file's puts undone) when the map fills up."""
     changes: list[tuple[bytes, int]] = []
     for _, _, raw in iter_file_batches(path):
-        if not map_batch(raw, offset_map, changes):
+        if not map_batch(raw, offset_map, changes, aborted):
             offset_map.undo(changes[::-1])
             return False
     return True
@@ -555,6 +636,20 @@ def _producer_last_offsets(path: str) -> dict[int, int]:
         if pid >= 0:
             out[pid] = last
     return out
+
+
+def _open_transactions(path: str, open_txns: dict[int, int]) -> None:
+    """Follow a segment file's transactions: producer id -> first offset of its open
+    transaction (a transactional data batch opens one, a marker ends it)."""
+    for base, _, raw in iter_file_batches(path):
+        h = HEADER.unpack_from(raw)
+        pid, attributes = h[_H_PID], h[_H_ATTRIBUTES]
+        if pid < 0 or not attributes & _TRANSACTIONAL_BIT:
+            continue
+        if attributes & _CONTROL_BIT:
+            open_txns.pop(pid, None)
+        else:
+            open_txns.setdefault(pid, base)
 
 
 __all__ = [

@@ -7,7 +7,8 @@ Keys are relative to the store's prefix (``s3://bucket/<prefix>/`` or ``file:///
     <h>/<topic>-<topic_id>/<partition>/spillover/<base>-<last>-<digest>.json
                                                              immutable spillover manifest (older segments)
     <h>/<topic>-<topic_id>/<partition>/segments/<base>-<segment_id>.log
-                                                  ... .index, .timeindex, .snapshot, .leader-epoch-checkpoint
+                                                  ... .index, .timeindex, .snapshot, .leader-epoch-checkpoint,
+                                                      .txnindex (only where the segment has one)
 
 - ``<h>`` is the first ``HASH_PREFIX_LEN`` hex characters of
   ``sha256("<topic>-<topic_id>/<partition>")``. S3 partitions its key space by prefix,
@@ -60,6 +61,9 @@ class SegmentFileKind(StrEnum):
     TIMEINDEX = "timeindex"
     PRODUCER_SNAPSHOT = "snapshot"
     LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+    # Kafka's transaction index (hot.txn_index): uploaded only for a segment holding an
+    # aborted transaction's marker (the manifest's ``txnindex_size`` says so).
+    TXNINDEX = "txnindex"
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +73,18 @@ class SegmentKeys:
     timeindex: str
     producer_snapshot: str
     leader_epoch_checkpoint: str
+    txnindex: str
 
     def all(self) -> tuple[str, ...]:
-        return (self.log, self.index, self.timeindex, self.producer_snapshot, self.leader_epoch_checkpoint)
+        """Every key the segment may have objects under (deletion: a missing one is fine)."""
+        return (
+            self.log,
+            self.index,
+            self.timeindex,
+            self.producer_snapshot,
+            self.leader_epoch_checkpoint,
+            self.txnindex,
+        )
 
     def for_kind(self, kind: SegmentFileKind) -> str:
         return {
@@ -80,6 +93,7 @@ class SegmentKeys:
             SegmentFileKind.TIMEINDEX: self.timeindex,
             SegmentFileKind.PRODUCER_SNAPSHOT: self.producer_snapshot,
             SegmentFileKind.LEADER_EPOCH_CHECKPOINT: self.leader_epoch_checkpoint,
+            SegmentFileKind.TXNINDEX: self.txnindex,
         }[kind]
 
 
@@ -175,7 +189,17 @@ def segment_keys(
         timeindex=f"{stem}.{SegmentFileKind.TIMEINDEX.value}",
         producer_snapshot=f"{stem}.{SegmentFileKind.PRODUCER_SNAPSHOT.value}",
         leader_epoch_checkpoint=f"{stem}.{SegmentFileKind.LEADER_EPOCH_CHECKPOINT.value}",
+        txnindex=f"{stem}.{SegmentFileKind.TXNINDEX.value}",
     )
+
+
+def txnindex_key_of(log_key: str) -> str:
+    """The ``.txnindex`` key beside a segment's ``.log`` key: for manifest entries written
+    before the transaction index was tiered, whose ``keys`` lack it."""
+    suffix = f".{SegmentFileKind.LOG.value}"
+    if not log_key.endswith(suffix):
+        raise InvalidRequestError(f"segment log key {log_key!r} does not end with {suffix}")
+    return f"{log_key[: -len(suffix)]}.{SegmentFileKind.TXNINDEX.value}"
 
 
 def topic_manifest_key(topic: str) -> str:

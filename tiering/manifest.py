@@ -13,9 +13,10 @@ keys sorted::
                    "index_size": 80,
                    "timeindex_size": 120, "leader_epoch": 0, "state": "COPIED",
                    "keys": {"log": "...", "index": "...", "timeindex": "...",
-                            "producer_snapshot": "...", "leader_epoch_checkpoint": "..."},
+                            "producer_snapshot": "...", "leader_epoch_checkpoint": "...",
+                            "txnindex": "..."},
                    "created_ms": ..., "updated_ms": ..., "has_producer_snapshot": false,
-                   "record_count": 100}, ...],
+                   "record_count": 100, "txnindex_size": 68}, ...],
      "leader_epoch": 4,
      "spillover": [{"base_offset": 0, "last_offset": 49999, "key": "...", "segment_count": 500,
                     "size": 524288000, "max_timestamp": 1699000000000}, ...]}
@@ -31,6 +32,14 @@ checksum S3 itself offers as ``x-amz-checksum-crc32c``) is what the remote reade
 a fetched object against (hardware CRC-32C is about 20 times faster than SHA-256 here).
 Entries written before ``log_crc32c`` existed lack it (and are written back without it);
 readers then check the SHA-256.
+
+Transaction index (``.txnindex``, hot.txn_index): ``txnindex_size`` is the size of the
+segment's uploaded index, a positive multiple of 34 bytes; absent when the segment holds no
+aborted transaction's marker (then there is no object) and in entries written before the
+index was tiered. ``keys.txnindex`` is absent in such older entries too: it is derived
+from ``keys.log`` (``tiering.keys.txnindex_key_of``). Like the offset index, the object is
+checked against its recorded size and parsed strictly by its readers
+(``tiering.remote_txn``).
 
 Segment lifecycle (``SegmentState``): COPY_STARTED -> COPIED -> DELETE_STARTED -> DELETED,
 plus COPY_STARTED -> DELETE_STARTED for an abandoned copy. The state is recorded
@@ -66,8 +75,10 @@ from hot.errors import (
     StrataError,
 )
 from hot.topics import validate_topic_name
+from hot.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from tiering.keys import (
     SegmentKeys,
+    txnindex_key_of,
 )
 
 _SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")
@@ -158,6 +169,8 @@ class RemoteSegment:
     # A DELETE_STARTED entry that remote compaction replaced by a rewritten segment: its
     # objects stay readable until the replaced-object grace period has passed.
     replaced: bool = False
+    # Bytes of the uploaded .txnindex; None: the segment has none (no aborted transaction).
+    txnindex_size: int | None = None
 
     def __post_init__(self) -> None:
         sid = self.segment_id.hex if isinstance(self.segment_id, uuid.UUID) else repr(self.segment_id)
@@ -212,6 +225,13 @@ class RemoteSegment:
             raise InvalidSegmentError(
                 f"segment {sid}: only a DELETE_STARTED or DELETED entry can be replaced"
             )
+        if self.txnindex_size is not None and (
+            not _is_int(self.txnindex_size) or self.txnindex_size <= 0 or self.txnindex_size % TXN_ENTRY_SIZE
+        ):
+            raise InvalidSegmentError(
+                f"segment {sid}: txnindex_size must be a positive multiple of {TXN_ENTRY_SIZE} "
+                f"or absent, got {self.txnindex_size!r}"
+            )
         if self.record_count is not None and (not _is_int(self.record_count) or self.record_count < 0):
             raise InvalidSegmentError(f"segment {sid}: record_count must be a non-negative integer or null")
 
@@ -241,6 +261,7 @@ class RemoteSegment:
                 "timeindex": self.keys.timeindex,
                 "producer_snapshot": self.keys.producer_snapshot,
                 "leader_epoch_checkpoint": self.keys.leader_epoch_checkpoint,
+                "txnindex": self.keys.txnindex,
             },
             "created_ms": self.created_ms,
             "updated_ms": self.updated_ms,
@@ -255,6 +276,8 @@ class RemoteSegment:
             out["cleaned_ms"] = self.cleaned_ms
         if self.replaced:
             out["replaced"] = True
+        if self.txnindex_size is not None:
+            out["txnindex_size"] = self.txnindex_size
         return out
 
     @classmethod
@@ -271,9 +294,10 @@ class RemoteSegment:
                 "compacted",
                 "cleaned_ms",
                 "replaced",
+                "txnindex_size",
             ),
         )
-        keys = _fields(obj["keys"], _KEY_FIELDS, "segment keys")
+        keys = _fields(obj["keys"], _KEY_FIELDS, "segment keys", optional=("txnindex",))
         try:
             sid = uuid.UUID(hex=_str(obj["segment_id"], "segment_id"))
         except ValueError:
@@ -294,7 +318,7 @@ class RemoteSegment:
             timeindex_size=obj["timeindex_size"],
             leader_epoch=obj["leader_epoch"],
             state=state,
-            keys=SegmentKeys(**{k: _str(keys[k], f"keys.{k}") for k in _KEY_FIELDS}),
+            keys=_segment_keys(keys),
             created_ms=obj["created_ms"],
             updated_ms=obj["updated_ms"],
             has_producer_snapshot=obj.get("has_producer_snapshot", False),
@@ -303,6 +327,7 @@ class RemoteSegment:
             compacted=obj.get("compacted", False),
             cleaned_ms=obj.get("cleaned_ms"),
             replaced=obj.get("replaced", False),
+            txnindex_size=_optional_int(obj, "txnindex_size"),
         )
 
     def _identity(self) -> tuple[int, int, SegmentKeys]:
@@ -330,8 +355,37 @@ _SEGMENT_FIELDS: Final = (
     "compacted",
     "cleaned_ms",
     "replaced",
+    "txnindex_size",
 )
-_KEY_FIELDS: Final = ("log", "index", "timeindex", "producer_snapshot", "leader_epoch_checkpoint")
+_KEY_FIELDS: Final = (
+    "log",
+    "index",
+    "timeindex",
+    "producer_snapshot",
+    "leader_epoch_checkpoint",
+    "txnindex",
+)
+
+
+def _segment_keys(keys: Mapping[str, Any]) -> SegmentKeys:
+    """The segment's keys; ``txnindex`` is derived from ``log`` in entries older than it."""
+    named = {k: _str(keys[k], f"keys.{k}") for k in _KEY_FIELDS if k in keys}
+    if "txnindex" not in named:
+        try:
+            named["txnindex"] = txnindex_key_of(named["log"])
+        except InvalidRequestError as e:
+            raise InvalidSegmentError(str(e)) from None
+    return SegmentKeys(**named)
+
+
+def _optional_int(obj: Mapping[str, Any], name: str) -> Any:
+    """An optional field: absent is None, present it must be a value (never null)."""
+    if name not in obj:
+        return None
+    v = obj[name]
+    if v is None:
+        raise InvalidSegmentError(f"{name} must be an integer, got null")
+    return v  # its type and range are checked by RemoteSegment
 
 
 def _crc32c_field(obj: Mapping[str, Any]) -> int | None:

@@ -69,11 +69,13 @@ from hot.errors import (
     StrataError,
 )
 from hot.records import decode_batch
+from hot.txn_index import AbortedTxn, TxnSearch
 from tiering.cache import ChunkCache, RemoteCorruptObjectError, RemoteObjectMissingError
 from tiering.config import TieringConfig
 from tiering.keys import manifest_key
 from tiering.manifest import ManifestError, PartitionManifest, RemoteSegment, SegmentState
 from tiering.manifest_store import ManifestStore
+from tiering.remote_txn import ENTRY_MEMORY_BYTES, collect_remote, parse_txn_index
 from tiering.store import ObjectStore
 
 logger = logging.getLogger(__name__)
@@ -616,6 +618,68 @@ class RemoteReader:
         value = await self._cached_index(seg.keys.timeindex, load)
         assert isinstance(value, RemoteTimeIndex)
         return value
+
+    async def txn_index(self, seg: RemoteSegment) -> tuple[AbortedTxn, ...]:
+        """A segment's parsed ``.txnindex`` (tiering.remote_txn), cached like the other
+        indexes; empty when the segment has none."""
+
+        async def load() -> tuple[object, int]:
+            size = seg.txnindex_size or 0
+            try:
+                data = await self.cache.read(seg.keys.txnindex, 0, size, object_size=size)
+            except ObjectNotFoundError:
+                raise _SegmentGone(seg.keys.txnindex) from None
+            entries = parse_txn_index(bytes(data), seg)
+            return entries, 64 + ENTRY_MEMORY_BYTES * len(entries)
+
+        if not seg.txnindex_size:
+            return ()
+        value = await self._cached_index(seg.keys.txnindex, load)
+        assert isinstance(value, tuple)
+        return value
+
+    # -- transactions ----------------------------------------------------------------------------
+
+    async def search_aborted_transactions(
+        self, topic: str, topic_id: uuid.UUID, partition: int, start_offset: int, upper_bound_offset: int
+    ) -> TxnSearch:
+        """The aborted transactions overlapping [start_offset, upper_bound_offset) in the
+        remote segments, and whether the search is complete; if not, the caller continues
+        in the local segments (``tiering.remote_txn.combine``). Kafka's
+        RemoteLogManager.collectAbortedTransactions. RemoteObjectMissingError /
+        RemoteCorruptObjectError as for ``read``."""
+        if upper_bound_offset <= start_offset:
+            return TxnSearch((), True)
+
+        async def body(m: PartitionManifest) -> TxnSearch:
+            # Spilled segments only where they can hold the start (they lie below the rest).
+            segments: list[RemoteSegment] = []
+            try:
+                for ref in m.spillover:
+                    if ref.last_offset >= start_offset:
+                        segments.extend(await self.manifests.load_spillover(ref))
+            except ManifestError as e:
+                raise RemoteCorruptObjectError(manifest_key(topic, topic_id, partition), str(e)) from None
+            segments.extend(m.copied())
+            return await collect_remote(segments, start_offset, upper_bound_offset, self.txn_index)
+
+        try:
+            return await self._with_fresh_manifest(topic, topic_id, partition, None, body)
+        except RemoteObjectMissingError:
+            self.on_error(topic, "missing")
+            raise
+        except RemoteCorruptObjectError:
+            self.on_error(topic, "corrupt")
+            raise
+
+    async def aborted_transactions(
+        self, topic: str, topic_id: uuid.UUID, partition: int, start_offset: int, upper_bound_offset: int
+    ) -> list[AbortedTxn]:
+        """The AbortedTxn list of ``search_aborted_transactions`` (remote segments only)."""
+        found = await self.search_aborted_transactions(
+            topic, topic_id, partition, start_offset, upper_bound_offset
+        )
+        return list(found.aborted)
 
     # -- reading --------------------------------------------------------------------------------------
 

@@ -6,7 +6,12 @@ id, partition count and config overrides, and every partition is created empty a
 bucket (the remote reader serves it) and new appends continue at the next offset, so no
 offset is ever reused. The producer-state snapshot uploaded with the partition's last
 remote segment (the state right after it, named by ``next_offset``) is installed as
-``<next_offset:020d>.snapshot`` so idempotent producers keep their deduplication state.
+``<next_offset:020d>.snapshot`` so idempotent producers keep their deduplication state and
+transactions open at that offset stay open (version 2 snapshots carry each one's first
+offset: the last stable offset stays below them until they end; a warning names them).
+The segments' transaction indexes stay in the bucket with their segments: the remote
+reader serves read_committed fetches of the restored history from them
+(``RemoteReader.search_aborted_transactions``), as it serves the data.
 
 Two entry points:
 
@@ -148,13 +153,30 @@ async def _snapshot(store: ObjectStore, plan: TopicPlan, pp: PartitionPlan) -> b
         return None
     try:
         data = await store.get(pp.snapshot_key)
-        ProducerSnapshotFile.decode(data, pp.next_offset, pp.snapshot_key)
+        entries = ProducerSnapshotFile.decode(data, pp.next_offset, pp.snapshot_key)
     except ObjectNotFoundError:
         logger.warning("%s-%d: producer snapshot %s is missing", plan.name, pp.partition, pp.snapshot_key)
         return None
     except CorruptLogError as e:
         logger.warning("%s-%d: ignoring damaged producer snapshot: %s", plan.name, pp.partition, e)
         return None
+    open_txns = sorted(
+        (e.current_txn_first_offset, e.producer_id) for e in entries if e.current_txn_first_offset >= 0
+    )
+    if open_txns:
+        # Their markers lay in the part of the log that was never uploaded: the LSO stays
+        # at the first of them until each is ended (by its coordinator, its timeout, or an
+        # operator's abort), exactly as for a hanging transaction in Kafka.
+        logger.warning(
+            "%s-%d: %d transaction(s) were open at the restore point %d (producer id, first offset: %s); "
+            "read_committed consumers wait at offset %d until they are ended",
+            plan.name,
+            pp.partition,
+            len(open_txns),
+            pp.next_offset,
+            ", ".join(f"{pid} at {first}" for first, pid in open_txns),
+            open_txns[0][0],
+        )
     return data
 
 

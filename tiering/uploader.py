@@ -2,16 +2,19 @@
 
 Per partition of a topic with ``remote.storage.enable`` (docs/tiering.md is the contract):
 
-* Candidates are sealed local segments entirely below the high watermark, in offset
-  order, starting at the manifest's next offset. A segment must extend the remote range
-  contiguously (its base <= remote next offset < its end); a local segment starting after
-  the remote next offset would leave a hole: the partition's tiering stops with an error
+* Candidates are sealed local segments entirely below the last stable offset (Kafka's
+  RemoteLogManager: a segment holding data of an undecided transaction waits for its
+  marker, so the bucket holds only decided data), in offset order, starting at the
+  manifest's next offset. A segment must extend the remote range contiguously (its
+  base <= remote next offset < its end); a local segment starting after the remote next
+  offset would leave a hole: the partition's tiering stops with an error
   (``PartitionStoppedError``), it never creates one.
 * Each segment: full CRC verification and SHA-256 of the ``.log`` (a corrupt segment is
   never uploaded, KAFKA-15401; the partition stops; the next segment is verified while
   the current one uploads), CAS ``COPY_STARTED`` with a fresh segment id, upload
-  ``.log`` / ``.index`` / ``.timeindex`` / producer snapshot under keys holding that id
-  (concurrently), CAS ``COPIED``. The COPIED CAS re-checks contiguity against the stored
+  ``.log`` / ``.index`` / ``.timeindex`` / producer snapshot / ``.txnindex`` (where the
+  segment has aborted transactions) under keys holding that id (concurrently), CAS
+  ``COPIED``. The COPIED CAS re-checks contiguity against the stored
   manifest, so two uploaders of one partition never record overlapping COPIED segments:
   the loser cleans its copy up.
 * Crash recovery (first visit of a partition, and after a failed upload): leftover
@@ -59,6 +62,7 @@ from hot.log import Log
 from hot.manager import LogManager
 from hot.segment import Segment
 from hot.topics import TopicInfo
+from hot.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from tiering.config import TieringConfig
 from tiering.keys import SegmentKeys, manifest_key, partition_root, segment_keys, topic_manifest_key
 from tiering.manifest import (
@@ -175,6 +179,8 @@ class LocalSegmentInfo:
     timeindex_size: int
     snapshot_path: str | None
     snapshot_size: int
+    # Bytes of the .txnindex's whole entries; 0: no aborted transaction, nothing to upload.
+    txnindex_size: int = 0
     # Every offset of the segment has a batch (no gap a cleaner, or a cleaned leader a
     # follower copied from, left): the manifest's ``compacted`` flag is its negation.
     dense: bool = True
@@ -232,6 +238,9 @@ def inspect_segment(log: Log, seg: Segment) -> LocalSegmentInfo:
         timeindex_size=timeindex_size,
         snapshot_path=snapshot,
         snapshot_size=snapshot_size,
+        # The in-memory entries: a sealed segment's index is complete and fsynced with it
+        # (and a torn tail, which the loader would have rebuilt, is never counted).
+        txnindex_size=len(seg.txn_index) * TXN_ENTRY_SIZE,
         dense=not seg.compacted or _dense(seg),
     )
 
@@ -524,7 +533,7 @@ class Uploader:
                 m = st.manifest
                 assert m is not None
                 nxt = max(m.next_offset(), log.log_start_offset)
-                candidates = log.sealed_segments_for_upload(log.high_watermark, from_offset=nxt)
+                candidates = log.sealed_segments_for_upload(log.last_stable_offset, from_offset=nxt)
                 self._observe_lag(st, log, nxt)
                 if not candidates:
                     break
@@ -623,6 +632,7 @@ class Uploader:
             # A cleaned segment skips offsets: its span is not its record count.
             record_count=None if not local.dense else seg.next_offset - seg.base_offset,
             compacted=not local.dense,
+            txnindex_size=local.txnindex_size or None,
         )
         log_start = log.log_start_offset
         seen: list[PartitionManifest] = []
@@ -647,7 +657,11 @@ class Uploader:
         fault("after_copy_started")
         try:
             await self._bucket.take(
-                local.size + local.index_size + local.timeindex_size + local.snapshot_size
+                local.size
+                + local.index_size
+                + local.timeindex_size
+                + local.snapshot_size
+                + local.txnindex_size
             )
 
             async def put_log() -> None:
@@ -666,6 +680,8 @@ class Uploader:
                         keys.producer_snapshot, local.snapshot_path, length=local.snapshot_size
                     )
                 )
+            if local.txnindex_size:
+                puts.append(self.store.put_file(keys.txnindex, seg.txnindex_path, length=local.txnindex_size))
             await _all_or_first_error(puts)
         except ObjectStoreError:
             st.recovered = False  # the next visit cleans this COPY_STARTED entry up first

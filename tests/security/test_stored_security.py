@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from api.protocol.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from broker.cluster_config import ClusterConfig
 from broker.config import BrokerConfig
 from broker.embedded_store import EmbeddedMetadataStore
 from broker.keys import KeyLayout
 from broker.metadata_store import Compare, Delete, Get, Put, cas_update
 from broker.node import ClusterNode
-from broker.security.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from broker.security.acl_store import encode_acls
 from broker.security.adopt import adopt_security_files
 from broker.security.quotas import QuotaTable

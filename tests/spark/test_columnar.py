@@ -20,7 +20,7 @@ from spark.schema import ARROW_SCHEMA
 
 Row = tuple[int, int, int, bytes | None, bytes | None, tuple[tuple[str, bytes | None], ...] | None]
 
-_CONTROL_OR_TXN = 0x30
+_CONTROL = 0x20  # control batches are never rows; transactional data is (read_uncommitted)
 
 headers_st = st.lists(
     st.builds(Header, st.text(max_size=8), st.one_of(st.none(), st.binary(max_size=12))), max_size=3
@@ -77,7 +77,7 @@ def reference(buf: bytes, start: int, end: int, *, verify_crc: bool) -> list[Row
         h = parse_header(buf, pos)
         # Batches outside the range are not decoded (their CRC still covers them).
         wanted = h.last_offset >= start and h.base_offset < end
-        if not h.attributes & _CONTROL_OR_TXN and h.records_count and wanted:
+        if not h.attributes & _CONTROL and h.records_count and wanted:
             b = decode_batch(buf, pos, verify_crc=verify_crc)
             ts_type = int(b.timestamp_type)
             for r in b.records:

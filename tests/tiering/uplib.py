@@ -109,6 +109,8 @@ def referenced(m: PartitionManifest) -> set[str]:
         out.update(k for k in (keys.log, keys.index, keys.timeindex))
         if s.has_producer_snapshot:
             out.add(keys.producer_snapshot)
+        if s.txnindex_size is not None:
+            out.add(keys.txnindex)
     return out
 
 
