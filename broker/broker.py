@@ -65,6 +65,7 @@ from hot.region import FileRegion
 from hot.topics import TopicInfo, validate_topic_name
 from hot.txn_index import AbortedTxn
 from tiering.remote_read import RemoteReader, RemoteReadResult
+from tiering.remote_txn import combine
 
 if TYPE_CHECKING:
     from broker.groups.coordinator import GroupCoordinator
@@ -600,7 +601,7 @@ class Broker:
                 task = remote.get(i)
                 if task is not None:
                     r = task.result().truncate(limit, min_one=first_with_data)
-                    fp = self._remote_fetched(p, lg, r, read_committed)
+                    fp = await self._remote_fetched(p, lg, r, read_committed)
                 else:
                     lso = lg.last_stable_offset
                     try:
@@ -618,7 +619,7 @@ class Broker:
                         if read_committed:
                             bound = min(bound, lso)
                         r = await self._read_remote(lg, p.offset, limit, bound, min_one=first_with_data)
-                        fp = self._remote_fetched(p, lg, r, read_committed)
+                        fp = await self._remote_fetched(p, lg, r, read_committed)
                     else:
                         fp = FetchedPartition(
                             p.topic,
@@ -651,12 +652,12 @@ class Broker:
             return ()
         return tuple(lg.collect_aborted_transactions(start, next_offset))
 
-    def _remote_fetched(
+    async def _remote_fetched(
         self, p: FetchRequestPartition, lg: Log, r: RemoteReadResult, read_committed: bool = False
     ) -> FetchedPartition:
-        # TODO(issue 20): the aborted transactions of remote segments come from their tiered
-        # transaction indexes (the remote reader's part); until transactional produce is
-        # enabled, no log holds an aborted transaction.
+        aborted: tuple[AbortedTxn, ...] | None = None
+        if read_committed:
+            aborted = await self._remote_aborted(lg, p.offset, r.next_offset) if r.size else ()
         return FetchedPartition(
             p.topic,
             p.partition,
@@ -666,9 +667,21 @@ class Broker:
             log_start_offset=lg.log_start_offset,
             remote=r.parts,
             size=r.size,
-            aborted=self._aborted(lg, p.offset, r.next_offset, r.size) if read_committed else None,
+            aborted=aborted,
             record_span=r.next_offset - r.first_offset if r.size else 0,
         )
+
+    async def _remote_aborted(self, lg: Log, start: int, next_offset: int) -> tuple[AbortedTxn, ...]:
+        """The aborted transactions of a read_committed fetch served from the bucket: the
+        tiered transaction indexes (Kafka's stop rule), continued in the local segments
+        when the remote search could not settle it (a transaction whose marker is local)."""
+        assert self.tiering is not None
+        topic_id = self.manager.topic(lg.topic).topic_id
+        remote = await self.tiering.reader.search_aborted_transactions(
+            lg.topic, topic_id, lg.partition, start, next_offset
+        )
+        local = () if remote.complete else lg.collect_aborted_transactions(start, next_offset)
+        return tuple(combine(remote, local))
 
     async def fetch(
         self,

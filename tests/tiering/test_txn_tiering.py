@@ -4,12 +4,16 @@ manifest, read back by the remote reader with the hot log's answers, kept by res
 from __future__ import annotations
 
 import itertools
+import time
 import uuid
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from broker.broker import FetchRequestPartition
+from broker.config import BrokerConfig
 from hot.cleaner import LogCleaner
 from hot.config import LogConfig
 from hot.log import Log
@@ -17,12 +21,17 @@ from hot.manager import LogManager
 from hot.records import ControlType, RecordInput, build_batch, decode_batches
 from hot.txn_cleaning import AbortedRanges
 from hot.txn_index import AbortedTxn, TxnSearch
+from tests.inprocess import broker_of_one, create_topic
+from tests.tiering.tierlib import upload_all
 from tests.tiering.uplib import load_manifest, make_store, new_manager, new_service, store_url
-from tiering.cache import RemoteCorruptObjectError
+from tiering.cache import ChunkCache, RemoteCorruptObjectError
 from tiering.keys import segment_keys
 from tiering.manifest import InvalidSegmentError, PartitionManifest, RemoteSegment, SegmentState
+from tiering.manifest_store import ManifestStore
+from tiering.remote_read import RemoteReader
 from tiering.remote_txn import combine, parse_txn_index
 from tiering.restore import restore_data_dir
+from tiering.store import open_store
 
 ABORT, COMMIT = ControlType.ABORT, ControlType.COMMIT
 TOPIC = "txns"
@@ -418,3 +427,88 @@ async def test_remote_compaction_removes_aborted_data_keeps_markers(
     finally:
         await svc.close()
         m.close()
+
+
+# --- through the broker: a read_committed fetch served from the bucket ------------------------
+
+
+@dataclass
+class _Tier:
+    reader: RemoteReader
+
+
+async def test_read_committed_fetch_from_the_bucket_gets_the_local_aborted_list(tmp_path: Path) -> None:
+    """The same aborted list whether the segments are read from disk or, after local
+    retention, from the bucket (their tiered transaction indexes), through Broker.fetch."""
+    store = open_store(f"file://{tmp_path}/bucket")
+    manifests = ManifestStore(store)
+    reader = RemoteReader(
+        store, manifests, ChunkCache(store, tmp_path / "cache", max_bytes=1 << 20, chunk_bytes=2048)
+    )
+    config = BrokerConfig(data_dir=tmp_path / "data")
+    try:
+        async with broker_of_one(config, tiering=_Tier(reader)) as broker:
+            configs = {"segment.bytes": "1024", "index.interval.bytes": "256", "local.retention.bytes": "0"}
+            info = await create_topic(broker, "t", 1, configs=configs)
+            rep = broker.replicas.writable_leader("t", 0, 1)
+            lg = rep.log
+            write_mix(_EpochWriter(lg, rep.leader_epoch), 4)
+            lg.flush()
+            broker.replicas.maybe_advance_hw(rep)
+            end = lg.high_watermark
+            assert lg.last_stable_offset == end
+
+            async def fetch_all() -> tuple[list[tuple[int, int]], int]:
+                out: list[tuple[int, int]] = []
+                offset = 0
+                while offset < end:
+                    (f,) = await broker.fetch(
+                        [FetchRequestPartition("t", 0, offset, 4096)],
+                        max_wait_ms=0,
+                        min_bytes=1,
+                        max_bytes=4096,
+                        read_committed=True,
+                    )
+                    assert f.error is None and f.size and f.aborted is not None
+                    out += [(a.producer_id, a.first_offset) for a in f.aborted]
+                    offset = _next_offset(f.read())
+                return sorted(set(out)), offset
+
+            local, _ = await fetch_all()
+            expected = sorted(
+                {(a.producer_id, a.first_offset) for a in lg.collect_aborted_transactions(0, end)}
+            )
+            assert local == expected and expected
+            await upload_all(store, manifests, lg, "t", info.topic_id, 0)
+            assert lg.apply_local_retention(int(time.time() * 1000), lambda seg: True)
+            assert lg.local_log_start_offset > 0
+            remote, _ = await fetch_all()
+            assert remote == expected
+    finally:
+        await reader.cache.close()
+        await store.close()
+
+
+class _EpochWriter(Writer):
+    """``Writer`` appending as the partition's leader in its epoch (the broker's log)."""
+
+    def __init__(self, log: Log, epoch: int) -> None:
+        super().__init__(log)
+        self.epoch = epoch
+
+    def batch(self, pid: int, *, keys: list[bytes] | None = None, transactional: bool = True) -> int:
+        keys = keys if keys is not None else [b"k%d-%d" % (pid, self.seq[pid] + i) for i in range(2)]
+        recs = [RecordInput(k, b"%d:" % pid + b"v" * 60, timestamp=1000) for k in keys]
+        data = build_batch(
+            recs, producer_id=pid, producer_epoch=0, base_sequence=self.seq[pid], transactional=transactional
+        )
+        self.seq[pid] += len(keys)
+        return self.log.append(data, leader_epoch=self.epoch, transactional=transactional).first_offset
+
+    def end(self, pid: int, kind: ControlType) -> int:
+        return self.log.append_marker(pid, 0, kind, 0, leader_epoch=self.epoch).first_offset
+
+
+def _next_offset(data: bytes) -> int:
+    batches = decode_batches(data)
+    return batches[-1].header.base_offset + batches[-1].header.last_offset_delta + 1

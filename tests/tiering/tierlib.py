@@ -22,6 +22,7 @@ from hot.config import LogConfig
 from hot.log import Log
 from hot.records import RecordInput, build_batch
 from hot.segment import Segment
+from hot.txn_index import ENTRY_SIZE as TXN_ENTRY_SIZE
 from tiering.keys import segment_keys
 from tiering.manifest import PartitionManifest, RemoteSegment, SegmentState
 from tiering.manifest_store import ManifestStore
@@ -168,7 +169,8 @@ async def upload_segment(
     *,
     with_crc32c: bool = True,
 ) -> RemoteSegment:
-    """Upload one sealed segment as the uploader does and mark it COPIED (``with_crc32c``
+    """Upload one sealed segment as the uploader does (its transaction index too, when it
+    has entries) and mark it COPIED (``with_crc32c``
     False: a manifest entry in the format written before ``log_crc32c`` existed)."""
     sid = uuid.uuid4()
     keys = segment_keys(topic, topic_id, partition, seg.base_offset, sid)
@@ -178,6 +180,9 @@ async def upload_segment(
     snap = log.producer_snapshot_after(seg)
     if snap is not None:
         await store.put_file(keys.producer_snapshot, snap)
+    txnindex_size = len(seg.txn_index) * TXN_ENTRY_SIZE
+    if txnindex_size:
+        await store.put_file(keys.txnindex, seg.txnindex_path, length=txnindex_size)
     with open(seg.log_path, "rb") as f:
         body = f.read()
     sha = hashlib.sha256(body).hexdigest()
@@ -199,6 +204,7 @@ async def upload_segment(
         updated_ms=now,
         has_producer_snapshot=snap is not None,
         log_crc32c=int(crc32c(body)) if with_crc32c else None,
+        txnindex_size=txnindex_size or None,
     )
     copied = rs.with_state(SegmentState.COPIED, now)
     await manifests.update(topic, topic_id, partition, lambda m: m.add_or_update(rs))
