@@ -4,7 +4,7 @@ unreplicated one, same cluster, same run.
     python -m bench.bench_cluster [--seconds 8] [--size 100] [--rate 2000] [--rounds 2]
 
 Setup: a real etcd and three `strata serve --etcd` brokers on loopback (the harness of
-tests/cluster, without its TCP proxies: brokers connect directly), default broker
+tests/broker, without its TCP proxies: brokers connect directly), default broker
 settings except that tiering is off (no uploads competing for the two cores). Topic
 ``rf3`` has replication factor 3 and min.insync.replicas 2, topic ``rf1`` replication
 factor 1; one partition each, both led by the same broker.
@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.cluster.clusterlib import Cluster, wait_until  # noqa: E402
-from tests.cluster.etcdlib import EtcdProcess  # noqa: E402
+from tests.broker.clusterlib import Cluster, wait_until  # noqa: E402
+from tests.broker.etcdlib import EtcdProcess  # noqa: E402
 
 BENCH_ENV = {
     # Production-like timings; only tiering is off and the segments are Kafka's 1 GiB.

@@ -3,7 +3,7 @@
 all), agreement with kafka-python's JSON-driven classes (also covered for every version
 in test_protocol.py), precise errors for truncated or malformed bodies, fuzzing; and a
 single-node broker answering them as a one-broker Kafka does, through kafka-python's
-admin client. Cluster mode is tested in tests/cluster/test_cluster_reassign.py."""
+admin client. Cluster mode is tested in tests/broker/test_cluster_reassign.py."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ librdkafka parks a Fetch at the log end for ``fetch.wait.max.ms``; the broker mu
 it as soon as a record is readable (committed), not when the wait runs out. In
 ``strata.flush.mode=interval`` the high watermark moves at the append itself, in ``fsync``
 mode when the group commit has made it durable (in a cluster: when the followers have
-fetched it, ``tests/cluster/test_cluster_basic.py``): each must wake the parked fetch.
+fetched it, ``tests/broker/test_cluster_basic.py``): each must wake the parked fetch.
 """
 
 from __future__ import annotations

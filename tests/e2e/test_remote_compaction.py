@@ -155,7 +155,7 @@ def test_remote_compaction_on_a_real_broker(
 
 def _rest_read(http_url: str, count: int) -> list[tuple[int, bytes | None, bytes | None]]:
     """The topic from offset 0 through a REST Proxy v2 consumer instance."""
-    from tests.groups_api.helpers import JSON_HEADERS, assignment, poll_records, rest, wait_for
+    from tests.api.groups.helpers import JSON_HEADERS, assignment, poll_records, rest, wait_for
 
     http = rest(http_url)
     r = http.post(

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from tests.broker.clusterlib import FAST_ENV
+from tests.broker.etcdlib import EtcdProcess
 from tests.brokers import BrokerProcess
-from tests.cluster.clusterlib import FAST_ENV
-from tests.cluster.etcdlib import EtcdProcess
 
 TOPIC = "replicated"
 
