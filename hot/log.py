@@ -112,7 +112,7 @@ from hot.local_log import (
     read_offset_file,
 )
 from hot.log_append import AppendInfo
-from hot.log_loader import create_directory_at, load_leader_epochs, load_segments
+from hot.log_loader import create_directory_at, load_segments, restore_state
 from hot.producer_snapshots import ProducerSnapshots
 from hot.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
@@ -231,23 +231,14 @@ class Log:
         hw_managed_externally: bool = False,
         high_watermark: int | None = None,
     ) -> Log:
-        """Open (creating if needed) and, after an unclean shutdown, recover a partition.
+        """Open (creating if needed) and, after an unclean shutdown, recover a partition:
+        segments by ``hot.log_loader.load_segments``, then producer state, leader epochs
+        and the high watermark by ``hot.log_loader.restore_state`` (what each step does
+        and how a crash is handled: there).
 
         ``flusher`` is asked to flush the log after every append in fsync mode (and in
         interval mode when flush.messages is reached); without one the caller must call
         ``flush()`` for the high watermark to move in fsync mode.
-
-        * Segments: ``hot.log_loader.load_segments`` (cleaner swaps completed, strays
-          removed; after an unclean shutdown the segments from the recovery point on are
-          validated, a torn tail of the last one cut, damage elsewhere CorruptLogError).
-        * Producer state: the latest valid snapshot at or below the log end plus the batch
-          headers after it (``hot.producer_snapshots``; nothing to scan after a clean
-          shutdown). Leader epochs: the checkpoint cut to the log, or rebuilt from the
-          batch headers (``hot.log_loader.load_leader_epochs``).
-        * ``hw_managed_externally`` (replication): the high watermark never follows the
-          log end by itself; it starts at ``high_watermark`` (the owner's checkpoint,
-          clamped to [log start offset, log end offset]; default the log start offset)
-          and moves only through ``set_high_watermark`` and truncation.
         """
         d = str(directory)
         loaded = load_segments(d, config, clean_shutdown=clean_shutdown)
@@ -263,15 +254,7 @@ class Log:
                 producer_id_expiration_ms=producer_id_expiration_ms,
                 hw_managed_externally=hw_managed_externally,
             )
-            lso = loaded.log_start_offset
-            if hw_managed_externally and high_watermark is not None:
-                log._hw = max(lso, min(high_watermark, log.log_end_offset))
-            log._pstate.set_offsets_locked(list(loaded.snapshots))
-            log._handoff.first_dirty = min(loaded.first_dirty, log.log_end_offset)
-            log._pstate.load_locked(log._local, lso, loaded.recovered)
-            log._epochs = load_leader_epochs(d, log.name, loaded.segments, loaded.recovered, lso)
-            if loaded.stored_recovery_point != log.log_end_offset:
-                log._local.persist_recovery_point()
+            restore_state(log, loaded, high_watermark if hw_managed_externally else None)
             return log
         except BaseException:
             for s in loaded.segments:

@@ -41,7 +41,7 @@ import shutil
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from core import disk
 from hot.batch import LOG_OVERHEAD, MIN_BATCH_LENGTH
@@ -64,6 +64,9 @@ from hot.local_log import (
 from hot.naming import delete_dir_path
 from hot.producer_state import parse_snapshot_name, snapshot_name
 from hot.segment import SUFFIXES, Segment, parse_segment_name
+
+if TYPE_CHECKING:
+    from hot.log import Log
 
 logger = logging.getLogger("hot.log")  # one logger name for a partition's log, as before the split
 
@@ -210,6 +213,31 @@ def load_segments(directory: str, config: LogConfig, *, clean_shutdown: bool) ->
         first_dirty=first_dirty,
         snapshots=snapshots,
     )
+
+
+def restore_state(log: Log, loaded: LoadedSegments, high_watermark: int | None) -> None:
+    """The rest of opening a log once its segments are loaded (``Log.open``):
+
+    * Producer state: the latest valid snapshot at or below the log end plus the batch
+      headers after it (``hot.producer_snapshots``; nothing to scan after a clean shutdown;
+      the transaction indexes of recovered segments rebuilt).
+    * Leader epochs: the checkpoint cut to the log, or rebuilt from the batch headers
+      (``load_leader_epochs``).
+    * ``high_watermark`` (a replicated log, ``hw_managed_externally``): the owner's
+      checkpoint, clamped to [log start offset, log end offset]; the high watermark then
+      moves only through ``set_high_watermark`` and truncation. None: it starts at the
+      log start offset (replicated) or follows the log end.
+    * The recovery point is persisted when recovery moved it.
+    """
+    lso = loaded.log_start_offset
+    if high_watermark is not None:
+        log._hw = max(lso, min(high_watermark, log.log_end_offset))
+    log._pstate.set_offsets_locked(list(loaded.snapshots))
+    log._handoff.first_dirty = min(loaded.first_dirty, log.log_end_offset)
+    log._pstate.load_locked(log._local, lso, loaded.recovered)
+    log._epochs = load_leader_epochs(log.dir, log.name, loaded.segments, loaded.recovered, lso)
+    if loaded.stored_recovery_point != log.log_end_offset:
+        log._local.persist_recovery_point()
 
 
 def create_directory_at(
