@@ -53,6 +53,7 @@ from hot.errors import (
     CoordinatorNotAvailableError,
     InvalidRequestError,
     InvalidTopicError,
+    NotLeaderError,
     OffsetMovedToTieredStorageError,
     RequestTimedOutError,
     StrataError,
@@ -60,6 +61,7 @@ from hot.errors import (
     UnknownTopicOrPartitionError,
 )
 from hot.log import AppendInfo, Log
+from hot.records import ControlType
 from hot.region import FileRegion
 from hot.topics import TopicInfo, validate_topic_name
 from hot.txn_index import AbortedTxn
@@ -424,6 +426,23 @@ class Broker:
         self.metrics.produced_messages.labels(topic).inc(info.record_count)
         self.metrics.produced_bytes.labels(topic).inc(len(data))
         return PendingAppend(topic, lg, info, None, replica=rep, epoch=rep.leader_epoch)
+
+    def on_txn_marker(self, topic: str, partition: int, producer_id: int, kind: ControlType) -> None:
+        """The group coordinator's part of a transaction marker: called by WriteTxnMarkers
+        for each ``__consumer_offsets`` partition led here once the marker of
+        ``producer_id`` there is acknowledged (acks=all), before the answer.
+
+        The producer's pending transactional offsets (TxnOffsetCommit, KIP-447) of the
+        partition's groups complete: a COMMIT makes them the groups' committed offsets, an
+        ABORT drops them (Kafka's GroupCoordinator.completeTransaction;
+        broker.groups.replicated_offsets). A StrataError raised here is the partition's
+        error in the answer: NOT_LEADER_OR_FOLLOWER while the partition is not loaded
+        here (the transaction coordinator retries the marker)."""
+        if topic != OFFSETS_TOPIC:
+            return
+        if self.groups is None:
+            raise NotLeaderError(f"broker {self.node_id} runs no group coordinator")
+        self.groups.complete_txn(partition, producer_id, kind is ControlType.COMMIT)
 
     async def complete(self, pending: PendingAppend, *, acks: int, timeout_ms: int) -> ProduceResult:
         if pending.error is not None or pending.log is None or pending.info is None:
