@@ -241,41 +241,36 @@ class OffsetManager:
         self, req: TxnOffsetCommitRequest
     ) -> dict[TopicPartition, StrataError | None]:
         """TxnOffsetCommit: each partition's outcome once the valid offsets are durable
-        as the producer's pending transactional offsets. Raises for request-level
-        failures (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, coordinator
-        errors), which apply to every partition."""
+        as the producer's pending transactional offsets: UNKNOWN_TOPIC_OR_PARTITION
+        first, then the group's refusal (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+        FENCED_INSTANCE_ID) on every other partition, then OFFSET_METADATA_TOO_LARGE."""
         store = self._loaded()
         if not isinstance(store, TransactionalOffsetStore):
             raise CoordinatorNotAvailableError("this offset store keeps no transactional offsets")
-        group = self._membership.groups.get(req.group_id)
-        if group is None:
-            if req.generation_id >= 0:
-                raise IllegalGenerationError(f"group {req.group_id!r} does not exist")
-            group = self._membership.new_group(req.group_id)
-        if group.state is Dead:
-            raise CoordinatorNotAvailableError(f"group {req.group_id!r} is being removed")
-        if req.generation_id < 0 and group.state is Empty:
-            pass  # a simple group, or a producer without the consumer's group metadata
-        elif (
-            req.generation_id >= 0 or req.member_id != UNKNOWN_MEMBER_ID or req.group_instance_id is not None
-        ):
-            self._membership.validate_member(group, req.member_id, req.group_instance_id)
-            if req.generation_id != group.generation:
-                raise IllegalGenerationError(
-                    f"generation {req.generation_id} is not group {group.group_id!r}'s {group.generation}"
-                )
-        now = self._clock.time_ms()
         results: dict[TopicPartition, StrataError | None] = {}
+        # Unknown partitions are answered first, whatever the group says (Kafka filters
+        # them in KafkaApis before the coordinator sees the request).
+        known = []
+        for entry in req.offsets:
+            tp = entry[0]
+            if self._partition_exists(tp.topic, tp.partition):
+                known.append(entry)
+            else:
+                results[tp] = UnknownTopicOrPartitionError(f"unknown partition {tp.topic}-{tp.partition}")
+        try:
+            group = self._txn_group(req)
+        except StrataError as e:
+            results.update((entry[0], e) for entry in known)
+            return results
+        now = self._clock.time_ms()
         valid: dict[TopicPartition, OffsetAndMetadata] = {}
         limit = self.config.offset_metadata_max_bytes
-        for tp, offset, epoch, metadata in req.offsets:
+        for tp, offset, epoch, metadata in known:
             md = metadata or ""
             if len(md) > limit:
                 results[tp] = OffsetMetadataTooLargeError(
                     f"metadata of {len(md)} characters exceeds offset.metadata.max.bytes={limit}"
                 )
-            elif not self._partition_exists(tp.topic, tp.partition):
-                results[tp] = UnknownTopicOrPartitionError(f"unknown partition {tp.topic}-{tp.partition}")
             else:
                 valid[tp] = OffsetAndMetadata(offset, epoch, md, now, None)
                 results[tp] = None
@@ -288,6 +283,26 @@ class OffsetManager:
                 for tp in valid:
                     results[tp] = error
         return results
+
+    def _txn_group(self, req: TxnOffsetCommitRequest) -> Group:
+        """The group a TxnOffsetCommit writes to, checked as Kafka's
+        ClassicGroup.validateOffsetCommit checks a transactional commit."""
+        group = self._membership.groups.get(req.group_id)
+        if group is None:
+            if req.generation_id >= 0:
+                raise IllegalGenerationError(f"group {req.group_id!r} does not exist")
+            group = self._membership.new_group(req.group_id)
+        if group.state is Dead:
+            raise CoordinatorNotAvailableError(f"group {req.group_id!r} is being removed")
+        if req.generation_id < 0 and group.state is Empty:
+            return group  # a simple group, or a producer without the consumer's group metadata
+        if req.generation_id >= 0 or req.member_id != UNKNOWN_MEMBER_ID or req.group_instance_id is not None:
+            self._membership.validate_member(group, req.member_id, req.group_instance_id)
+            if req.generation_id != group.generation:
+                raise IllegalGenerationError(
+                    f"generation {req.generation_id} is not group {group.group_id!r}'s {group.generation}"
+                )
+        return group
 
     def pending_transactional(self, group_id: str) -> set[TopicPartition]:
         """The group's partitions whose transactional offsets await their marker."""
