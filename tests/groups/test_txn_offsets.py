@@ -10,6 +10,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
+import pytest
+
 from broker.coordinator_runtime.records import build_batches, build_transactional_batch, read_entries
 from broker.coordinator_runtime.shard import Producer
 from broker.groups.offsets import Op, encode_ops, offsets_log_config
@@ -17,7 +19,9 @@ from broker.groups.offsets_codec import GroupKey, OffsetKey
 from broker.groups.replicated_offsets import _Partition
 from broker.groups.types import OffsetAndMetadata, StoredGroup, TopicPartition
 from hot.log import Log
+from hot.errors import FencedInstanceIdError, IllegalGenerationError, UnknownMemberIdError
 from hot.records import ControlType
+from tests.groups.grouplib import Harness
 
 A0, A1, B0 = OffsetKey("a", "t", 0), OffsetKey("a", "t", 1), OffsetKey("b", "t", 0)
 TP0, TP1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -227,3 +231,42 @@ def test_the_dump_of_a_later_transactional_offset_keeps_it_after_the_plain_one(t
         assert committed(replay(lg)) == {TP0: 2}
     finally:
         lg.close()
+
+
+async def test_kip447_group_metadata_checks(h: Harness) -> None:
+    """A transactional commit's group metadata is checked as Kafka's
+    ClassicGroup.validateOffsetCommit checks it for transactions."""
+    from broker.groups.types import TxnOffsetCommitRequest
+
+    (member,) = await h.stable_group(1)
+    manager = h.coord._offsets
+
+    def check(**kw: Any) -> None:
+        manager._txn_group(TxnOffsetCommitRequest(kw.pop("group_id", "g"), 1, 0, (), **kw))
+
+    check(generation_id=member.generation_id, member_id=member.member_id)
+    check()  # before KIP-447 producers send no group metadata: accepted in any state
+    with pytest.raises(IllegalGenerationError):
+        check(generation_id=member.generation_id + 1, member_id=member.member_id)
+    with pytest.raises(IllegalGenerationError):
+        check(member_id=member.member_id)  # a member id with generation -1 on a Stable group
+    with pytest.raises(UnknownMemberIdError):
+        check(generation_id=member.generation_id, member_id="someone-else")
+    with pytest.raises(UnknownMemberIdError):
+        check(generation_id=member.generation_id, member_id=member.member_id, group_instance_id="i-1")
+    with pytest.raises(IllegalGenerationError):
+        check(group_id="nobody", generation_id=1, member_id="m")  # no such group
+    check(group_id="simple", member_id="m")  # a new simple group, generation -1
+    assert "simple" in h.coord._groups.groups
+
+
+async def test_static_member_fencing(h: Harness) -> None:
+    from broker.groups.types import TxnOffsetCommitRequest
+
+    (member,) = await h.through_initial_delay(h.join(instance="i-1"))
+    await h.sync("g", member.member_id, member.generation_id, {}, instance="i-1")
+    manager = h.coord._offsets
+    ok = TxnOffsetCommitRequest("g", 1, 0, (), member.generation_id, member.member_id, "i-1")
+    manager._txn_group(ok)
+    with pytest.raises(FencedInstanceIdError):
+        manager._txn_group(TxnOffsetCommitRequest("g", 1, 0, (), member.generation_id, "old-id", "i-1"))
