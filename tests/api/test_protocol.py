@@ -210,6 +210,7 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         48: (0, 1, 1),
         49: (0, 1, 1),
         61: (0, 0, 0),  # DescribeProducers (KIP-664)
+        28: (0, 4, 3),  # TxnOffsetCommit (v5 belongs to transaction version 2)
     }
 
 
