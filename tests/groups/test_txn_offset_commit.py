@@ -174,3 +174,12 @@ async def test_txn_offsets_pending_until_the_marker_and_after_a_restart(tmp_path
     async with broker_of_one(config) as broker:
         await ready(broker)
         assert await fetch(broker, stable=True) == {0: (5, 0), 1: (40, 0)}
+        # DeleteGroups of the (Empty) group deletes its pending offsets too, as in Kafka:
+        # the transaction's COMMIT after it brings nothing back.
+        assert await txn_commit(broker, 1004, {0: 50}) == {(TOPIC, 0): 0}
+        groups = broker.groups
+        assert groups is not None
+        assert await groups.delete_groups([GROUP]) == {GROUP: None}
+        assert await fetch(broker, stable=True) == {0: (-1, 0), 1: (-1, 0)}
+        await marker(broker, 1004, ControlType.COMMIT)
+        assert await fetch(broker, stable=True) == {0: (-1, 0), 1: (-1, 0)}
