@@ -18,8 +18,8 @@ from broker.groups.offsets import Op, encode_ops, offsets_log_config
 from broker.groups.offsets_codec import GroupKey, OffsetKey
 from broker.groups.replicated_offsets import _Partition
 from broker.groups.types import OffsetAndMetadata, StoredGroup, TopicPartition
-from hot.log import Log
 from hot.errors import FencedInstanceIdError, IllegalGenerationError, UnknownMemberIdError
+from hot.log import Log
 from hot.records import ControlType
 from tests.groups.grouplib import Harness
 
