@@ -419,10 +419,10 @@ class CoordinatorLog(Generic[OpT, ShardT]):
     def _maybe_compact(self, part: ShardT) -> None:
         """Start compacting the partition when it holds more than
         ``max(segment bytes, 2 x live bytes)`` (the single-node offsets log's rule)."""
-        if part.compaction is not None or self._closed or not part.compactable():
+        if part.compaction is not None or self._closed:
             return
         threshold = max(self.topic.segment_bytes, 2 * part.live_size(), part.retry_above)
-        if part.rep.log.size <= threshold:
+        if part.rep.log.size <= threshold or not part.compactable():
             return
         task = self._spawn(
             self._compact_logged(part), f"{self.topic.naming.task_prefix}-compaction-{part.number}"

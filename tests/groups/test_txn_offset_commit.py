@@ -183,3 +183,43 @@ async def test_txn_offsets_pending_until_the_marker_and_after_a_restart(tmp_path
         assert await fetch(broker, stable=True) == {0: (-1, 0), 1: (-1, 0)}
         await marker(broker, 1004, ControlType.COMMIT)
         assert await fetch(broker, stable=True) == {0: (-1, 0), 1: (-1, 0)}
+
+
+async def test_compaction_keeps_pending_offsets_and_waits_for_an_unapplied_marker(tmp_path: Path) -> None:
+    from broker.groups.types import OffsetCommitRequest, TopicPartition
+
+    config = BrokerConfig(data_dir=tmp_path / "data")
+    async with broker_of_one(config) as broker:
+        await create_topic(broker, TOPIC, 2)
+        await ready(broker)
+        store, groups = broker.offset_store, broker.groups
+        assert store is not None and groups is not None
+        assert await txn_commit(broker, 2000, {0: 7}) == {(TOPIC, 0): 0}
+        plain = OffsetCommitRequest(GROUP, ((TopicPartition(TOPIC, 1), 3, -1, None),))
+        assert await groups.commit_offsets(plain) == {TopicPartition(TOPIC, 1): None}
+        part = store.runtime.shard_for(GROUP)
+        assert part is not None
+        lg = part.rep.log
+        assert await store.compact(part)
+        assert lg.log_start_offset > 0
+        assert await fetch(broker, stable=True) == {0: (-1, UNSTABLE), 1: (3, 0)}
+        # The marker is in the log but not applied here yet: no compaction meanwhile.
+        p = part.number
+        info = lg.append_marker(2000, 0, ControlType.COMMIT, 0, leader_epoch=part.rep.leader_epoch)
+        broker.replicas.appended(part.rep)
+        assert not await store.compact(part)
+        deadline = asyncio.get_running_loop().time() + BOUND_S
+        while lg.high_watermark <= info.last_offset:
+            assert asyncio.get_running_loop().time() < deadline, "marker acknowledged"
+            await asyncio.sleep(0.01)
+        broker.on_txn_marker(OFFSETS_TOPIC, p, 2000, ControlType.COMMIT)
+        assert await fetch(broker, stable=True) == {0: (7, 0), 1: (3, 0)}
+        assert await store.compact(part)
+        # A transaction open across a compaction and a restart.
+        assert await txn_commit(broker, 2001, {1: 9}) == {(TOPIC, 1): 0}
+        assert await store.compact(part)
+    async with broker_of_one(config) as broker:
+        await ready(broker)
+        assert await fetch(broker, stable=True) == {0: (7, 0), 1: (-1, UNSTABLE)}
+        await marker(broker, 2001, ControlType.COMMIT)
+        assert await fetch(broker, stable=True) == {0: (7, 0), 1: (9, 0)}
