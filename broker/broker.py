@@ -53,6 +53,7 @@ from hot.errors import (
     CoordinatorNotAvailableError,
     InvalidRequestError,
     InvalidTopicError,
+    NotLeaderError,
     OffsetMovedToTieredStorageError,
     RequestTimedOutError,
     StrataError,
@@ -463,16 +464,20 @@ class Broker:
 
     def on_txn_marker(self, topic: str, partition: int, producer_id: int, kind: ControlType) -> None:
         """The group coordinator's part of a transaction marker: called by WriteTxnMarkers
-        (broker.txn_markers) for each ``__consumer_offsets`` partition led here once the
-        marker of ``producer_id`` there is acknowledged (acks=all), before the answer.
+        (broker.txn_markers) for each ``__consumer_offsets`` partition led here once the marker of
+        ``producer_id`` there is acknowledged (acks=all), before the answer.
 
-        This is where the producer's pending transactional offsets (TxnOffsetCommit,
-        KIP-447) of the partition's groups complete: a COMMIT makes them the groups'
-        committed offsets, an ABORT drops them (Kafka's
-        GroupCoordinator.scheduleHandleTxnCompletion). Transactional offset commits are not
-        served yet, so there is nothing to complete. A StrataError raised here is the
-        partition's error in the answer (the coordinator retries the marker)."""
-        return None
+        The producer's pending transactional offsets (TxnOffsetCommit, KIP-447) of the
+        partition's groups complete: a COMMIT makes them the groups' committed offsets, an
+        ABORT drops them (Kafka's GroupCoordinator.completeTransaction;
+        broker.groups.replicated_offsets). A StrataError raised here is the partition's
+        error in the answer: NOT_LEADER_OR_FOLLOWER while the partition is not loaded
+        here (the transaction coordinator retries the marker)."""
+        if topic != OFFSETS_TOPIC:
+            return
+        if self.groups is None:
+            raise NotLeaderError(f"broker {self.node_id} runs no group coordinator")
+        self.groups.complete_txn(partition, producer_id, kind is ControlType.COMMIT)
 
     async def complete(self, pending: PendingAppend, *, acks: int, timeout_ms: int) -> ProduceResult:
         if pending.error is not None or pending.log is None or pending.info is None:

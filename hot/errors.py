@@ -255,6 +255,13 @@ class OffsetMetadataTooLargeError(GroupError):
     """Committed-offset metadata longer than ``offset.metadata.max.bytes``."""
 
 
+class UnstableOffsetCommitError(GroupError):
+    """OffsetFetch with ``require_stable`` (KIP-447) for a partition whose transactional
+    offset commit is still pending; the client retries once the transaction completed."""
+
+    retriable = True
+
+
 # --- security ----------------------------------------------------------------------------
 
 

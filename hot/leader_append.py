@@ -34,11 +34,12 @@ def append_as_leader(
     leader_epoch: int,
     now_ms: int | None,
     transactional: bool = False,
+    origin_coordinator: bool = False,
 ) -> AppendInfo:
     """``Log.append``."""
     mv = byte_view(data)
     cfg = log.config
-    batches, idempotent = validate_batches(mv, cfg, leader=True)
+    batches, idempotent = validate_batches(mv, cfg, leader=True, coordinator=origin_coordinator)
     if log.append_guard is not None:
         log.append_guard(len(mv))
     if now_ms is None:
@@ -55,7 +56,7 @@ def append_as_leader(
             plan = log._pstate.state.begin(now_ms)
             leo = log.log_end_offset
             batches, dups, reported_first = check_producers(
-                plan, batches, leo, now_ms, log_append, transactional
+                plan, batches, leo, now_ms, log_append, transactional, origin_coordinator
             )
             if dups:
                 if not batches:

@@ -519,6 +519,7 @@ class Log:
         leader_epoch: int = 0,
         now_ms: int | None = None,
         transactional: bool = False,
+        origin_coordinator: bool = False,
     ) -> AppendInfo:
         """Append producer batches as leader: assign offsets from the log end.
 
@@ -545,9 +546,20 @@ class Log:
         Transactional batches need ``transactional=True`` (the request's transactional id
         was checked), else TransactionsNotSupportedError and nothing is written; their
         rules: hot.producer_state. Markers come only through ``append_marker``.
+
+        ``origin_coordinator``: a coordinator's own batches (Kafka's AppendOrigin.COORDINATOR;
+        the group coordinator's transactional offsets, TxnOffsetCommit): a producer id with
+        base sequence -1 (NO_SEQUENCE) is accepted, transactional batches need no
+        ``transactional``, and no sequence check or duplicate detection applies (only the
+        producer epoch is checked).
         """
         return leader_append.append_as_leader(
-            self, data, leader_epoch=leader_epoch, now_ms=now_ms, transactional=transactional
+            self,
+            data,
+            leader_epoch=leader_epoch,
+            now_ms=now_ms,
+            transactional=transactional,
+            origin_coordinator=origin_coordinator,
         )
 
     def append_marker(

@@ -92,7 +92,9 @@ def byte_view(data: bytes | bytearray | memoryview) -> memoryview:
     return mv
 
 
-def validate_batches(mv: memoryview, config: LogConfig, *, leader: bool) -> tuple[list[AppendBatch], bool]:
+def validate_batches(
+    mv: memoryview, config: LogConfig, *, leader: bool, coordinator: bool = False
+) -> tuple[list[AppendBatch], bool]:
     """Validate every batch before anything is written: structure, size and CRC; as
     leader also every record (hot.record_validation, Kafka's LogValidator), which gives
     the maxTimestamp to store. Returns the batches and whether any carries a producer id."""
@@ -103,7 +105,11 @@ def validate_batches(mv: memoryview, config: LogConfig, *, leader: bool) -> tupl
     out: list[AppendBatch] = []
     idempotent = False
     # A follower stores its leader's batches as they are: never judged again.
-    batches = iter_client_batches(mv, max_size=config.max_message_bytes) if leader else iter_batches(mv)
+    batches = (
+        iter_client_batches(mv, max_size=config.max_message_bytes, coordinator=coordinator)
+        if leader
+        else iter_batches(mv)
+    )
     log_append = config.log_append_time
     compact = config.compact
     for pos, h in batches:
@@ -196,20 +202,23 @@ def check_producers(
     now_ms: int,
     log_append: bool,
     transactional: bool = False,
+    coordinator: bool = False,
 ) -> tuple[list[AppendBatch], list[BatchMetadata], int]:
     """Producer-state checks of an append that would start at offset ``first``, recorded in
     the pending change ``plan``. Returns the batches to write, the duplicates' original
     batches, and the offset to report as the append's first. A transactional batch
     without ``transactional`` (a request with no transactional id the coordinator knows)
     is TransactionsNotSupportedError: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Kafka's
-    answer to transactional records without an authorized transactional id."""
+    answer to transactional records without an authorized transactional id. ``coordinator``:
+    the coordinator's own batches (origin COORDINATOR: no sequence checks, no duplicates;
+    hot.producer_state)."""
     kept: list[AppendBatch] = []
     dups: list[BatchMetadata] = []
     reported = -1
     off = first
     for b in batches:
         if b.producer_id >= 0:
-            if b.is_transactional and not transactional:
+            if b.is_transactional and not (transactional or coordinator):
                 raise TransactionsNotSupportedError(
                     f"transactional batch of producer {b.producer_id} in a request without a transactional id"
                 )
@@ -221,6 +230,7 @@ def check_producers(
                 off,
                 now_ms if log_append else b.max_timestamp,
                 b.is_transactional,
+                coordinator=coordinator,
             )
             if dup is not None:
                 dups.append(dup)

@@ -35,6 +35,10 @@ Transactions (KIP-98; Kafka's ProducerAppendInfo / ProducerStateManager):
   min(first unstable offset, high watermark) (hot.log_txn). A producer with an ongoing
   transaction never expires.
 
+A coordinator's own batch (origin COORDINATOR: the group coordinator's transactional
+offsets, written with base sequence -1) is checked for its epoch only: no sequence check,
+no duplicate detection (Kafka checks sequences for client batches alone).
+
 Replicas (``replay``, ``replay_marker``) and rebuilds from the log apply batches without
 validation (the leader did it), with the same state changes.
 """
@@ -368,15 +372,23 @@ class ProducerAppend:
         first_offset: int,
         timestamp: int,
         is_transactional: bool = False,
+        *,
+        coordinator: bool = False,
     ) -> BatchMetadata | None:
         """Validate a data batch that would be written at ``first_offset``. Returns the
         original batch if it is a duplicate (then it must not be written), else None after
         recording it. Raises InvalidProducerEpochError / OutOfOrderSequenceError /
-        InvalidTxnStateError (module docstring)."""
+        InvalidTxnStateError (module docstring). ``coordinator``: a coordinator's batch
+        (origin COORDINATOR, as Kafka's ProducerAppendInfo): only the epoch is checked."""
         entry = self._entry(producer_id)
         last_seq = increment_sequence(first_seq, last_offset_delta)
         if entry is None:
             entry = ProducerEntry(producer_id, NO_PRODUCER_EPOCH, (), self._now)
+        elif coordinator:
+            if epoch < entry.epoch:
+                raise InvalidProducerEpochError(
+                    f"producer {producer_id} has epoch {epoch}, older than its current epoch {entry.epoch}"
+                )
         else:
             dup = entry.find_duplicate(epoch, first_seq, last_seq)
             if dup is not None:

@@ -157,10 +157,14 @@ def _invalid(i: int, message: str) -> InvalidRecordError:
 # --- batches -------------------------------------------------------------------------------
 
 
-def iter_client_batches(buf: Buffer, *, max_size: int | None) -> Iterator[tuple[int, BatchHeader]]:
+def iter_client_batches(
+    buf: Buffer, *, max_size: int | None, coordinator: bool = False
+) -> Iterator[tuple[int, BatchHeader]]:
     """(position, header) of every batch of a produce payload, checked as Kafka checks a
     client's batches before their records (see the module docstring for the order and the
-    errors). ``buf`` must hold whole batches only."""
+    errors). ``buf`` must hold whole batches only. ``coordinator``: a coordinator's own
+    batch (Kafka's origin COORDINATOR), whose producer id may come without a base sequence
+    (a TxnOffsetCommit's transactional offsets are written with NO_SEQUENCE)."""
     pos = 0
     end = len(buf)
     while pos < end:
@@ -191,7 +195,7 @@ def iter_client_batches(buf: Buffer, *, max_size: int | None) -> Iterator[tuple[
         if h.attributes & _CONTROL_BIT:
             raise InvalidRecordError("clients may not write control batches")
         if h.producer_id >= 0:
-            if h.base_sequence < 0 or h.producer_epoch < 0:
+            if (h.base_sequence < 0 and not coordinator) or h.producer_epoch < 0:
                 raise InvalidRecordError(
                     f"batch at byte {pos} has producer id {h.producer_id} but epoch "
                     f"{h.producer_epoch} and base sequence {h.base_sequence}"

@@ -18,7 +18,7 @@ module             APIs
 ``offsets``        ListOffsets, OffsetForLeaderEpoch
 ``configs``        DescribeConfigs, AlterConfigs, IncrementalAlterConfigs
 ``reassignment``   AlterPartitionReassignments, ListPartitionReassignments
-``groups``         FindCoordinator and the consumer-group APIs
+``groups``         FindCoordinator and the consumer-group APIs, TxnOffsetCommit
 ``producer_ids``   InitProducerId
 ``acls``           DescribeAcls, CreateAcls, DeleteAcls
 ``quotas``         DescribeClientQuotas, AlterClientQuotas (and the byte-rate throttles)
@@ -50,6 +50,7 @@ from api.handlers.groups import (
     handle_offset_delete,
     handle_offset_fetch,
     handle_sync_group,
+    handle_txn_offset_commit,
 )
 from api.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
 from api.handlers.produce import handle_produce
@@ -106,6 +107,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
     ApiKey.DELETE_GROUPS: handle_delete_groups,
     ApiKey.OFFSET_DELETE: handle_offset_delete,
+    ApiKey.TXN_OFFSET_COMMIT: handle_txn_offset_commit,
     ApiKey.ALTER_PARTITION_REASSIGNMENTS: handle_alter_partition_reassignments,
     ApiKey.LIST_PARTITION_REASSIGNMENTS: handle_list_partition_reassignments,
     ApiKey.DESCRIBE_ACLS: handle_describe_acls,

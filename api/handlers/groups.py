@@ -61,6 +61,12 @@ from api.protocol.messages.offset_fetch import (
     OffsetFetchResponseTopic,
 )
 from api.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from api.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest as TxnOffsetCommitWire
+from api.protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.replicated_offsets import ClusterOffsetStore
 from broker.groups.types import (
@@ -71,15 +77,18 @@ from broker.groups.types import (
     OffsetAndMetadata,
     OffsetCommitRequest,
     TopicPartition,
+    TxnOffsetCommitRequest,
 )
 from broker.groups.types import JoinGroupRequest as JoinGroupCall
 from broker.groups.types import SyncGroupRequest as SyncGroupCall
 from hot.errors import (
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
+    InvalidGroupIdError,
     InvalidRequestError,
     StrataError,
     TransactionsNotSupportedError,
+    UnstableOffsetCommitError,
 )
 
 if TYPE_CHECKING:
@@ -293,14 +302,73 @@ async def handle_offset_commit(
     )
 
 
+async def handle_txn_offset_commit(
+    conn: Connection, header: RequestHeader, req: TxnOffsetCommitWire
+) -> TxnOffsetCommitResponse:
+    """TxnOffsetCommit v0-4 (KIP-98; v3+ carries the consumer's group metadata, KIP-447):
+    the producer's offsets become pending transactional offsets of the group, committed by
+    its transaction's COMMIT marker (broker.groups.offset_manager). v5 (transaction
+    version 2, where this request also adds the partition to the transaction) is not
+    served: the transaction coordinator here runs transaction version 1 (AddOffsetsToTxn)."""
+    offsets = tuple(
+        (
+            TopicPartition(t.name, p.partition_index),
+            p.committed_offset,
+            p.committed_leader_epoch,
+            p.committed_metadata,
+        )
+        for t in req.topics
+        for p in t.partitions
+    )
+    results: dict[TopicPartition, StrataError | None]
+    try:
+        if not req.group_id:
+            raise InvalidGroupIdError("the group id must not be empty")
+        results = await _coordinator(conn).commit_transactional_offsets(
+            TxnOffsetCommitRequest(
+                group_id=req.group_id,
+                producer_id=req.producer_id,
+                producer_epoch=req.producer_epoch,
+                offsets=offsets,
+                generation_id=req.generation_id,
+                member_id=req.member_id,
+                group_instance_id=req.group_instance_id,
+            )
+        )
+    except StrataError as exc:
+        results = dict.fromkeys((o[0] for o in offsets), exc)
+    return TxnOffsetCommitResponse(
+        topics=tuple(
+            TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=tuple(
+                    TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index,
+                        error_code=_code(results.get(TopicPartition(t.name, p.partition_index))),
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in req.topics
+        )
+    )
+
+
 def _code(error: StrataError | None) -> int:
     return kafka_code(error) if error is not None else 0
 
 
+_UNSTABLE: Final = kafka_code(UnstableOffsetCommitError("pending"))
+
+
 def _fetched(
-    committed: dict[TopicPartition, OffsetAndMetadata], topics: tuple[OffsetFetchRequestTopic, ...] | None
+    committed: dict[TopicPartition, OffsetAndMetadata],
+    topics: tuple[OffsetFetchRequestTopic, ...] | None,
+    unstable: set[TopicPartition] | frozenset[TopicPartition] = frozenset(),
 ) -> tuple[OffsetFetchResponseTopic, ...]:
-    """The response topics for requested ``topics`` (None: every committed partition)."""
+    """The response topics for requested ``topics`` (None: every committed partition).
+    ``unstable``: partitions answered UNSTABLE_OFFSET_COMMIT (require_stable, KIP-447:
+    a transactional commit of theirs awaits its marker), as Kafka answers them."""
     wanted: dict[str, list[int]] = {}
     if topics is None:
         for tp in sorted(committed):
@@ -313,7 +381,13 @@ def _fetched(
         parts = []
         for p in partitions:
             o = committed.get(TopicPartition(name, p))
-            if o is None:
+            if TopicPartition(name, p) in unstable:
+                parts.append(
+                    OffsetFetchResponsePartition(
+                        partition_index=p, committed_offset=-1, metadata="", error_code=_UNSTABLE
+                    )
+                )
+            elif o is None:
                 parts.append(
                     OffsetFetchResponsePartition(partition_index=p, committed_offset=-1, metadata="")
                 )
@@ -331,12 +405,17 @@ def _fetched(
 
 
 def _fetch_group(
-    coord: GroupCoordinator | None, group_id: str, topics: tuple[OffsetFetchRequestTopic, ...] | None
+    coord: GroupCoordinator | None,
+    group_id: str,
+    topics: tuple[OffsetFetchRequestTopic, ...] | None,
+    require_stable: bool = False,
 ) -> tuple[tuple[OffsetFetchResponseTopic, ...], StrataError | None]:
     try:
         if coord is None:
             raise CoordinatorNotAvailableError("this broker runs no group coordinator")
-        return _fetched(coord.committed_offsets(group_id), topics), None
+        committed = coord.committed_offsets(group_id)
+        unstable = coord.pending_transactional(group_id) if require_stable else set()
+        return _fetched(committed, topics, unstable), None
     except StrataError as exc:
         return (), exc
 
@@ -349,13 +428,15 @@ async def handle_offset_fetch(
     if v >= 8:
         groups = []
         for g in req.groups:
-            topics, error = _fetch_group(coord, g.group_id, None if g.topics is None else tuple(g.topics))
+            topics, error = _fetch_group(
+                coord, g.group_id, None if g.topics is None else tuple(g.topics), req.require_stable
+            )
             groups.append(
                 OffsetFetchResponseGroup(group_id=g.group_id, topics=topics, error_code=_code(error))
             )
         return OffsetFetchResponse(groups=tuple(groups))
     asked = None if req.topics is None else tuple(req.topics)
-    topics, error = _fetch_group(coord, req.group_id, asked)
+    topics, error = _fetch_group(coord, req.group_id, asked, v >= 7 and req.require_stable)
     if error is None:
         return OffsetFetchResponse(topics=topics)
     if v >= 2:

@@ -272,6 +272,9 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.LIST_GROUPS, ListGroupsRequest, ListGroupsResponse, "0-4", "3+"),
         _api(ApiKey.DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse, "0-2", "2+"),
         _api(ApiKey.OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse, "0", "none"),
+        # v5 (transaction version 2: the request adds the partition to the transaction) is
+        # not served while the transaction coordinator runs transaction version 1.
+        _api(ApiKey.TXN_OFFSET_COMMIT, TxnOffsetCommitRequest, TxnOffsetCommitResponse, "0-4", "3+"),
         # ACLs (api.handlers.acls)
         _api(ApiKey.DESCRIBE_ACLS, DescribeAclsRequest, DescribeAclsResponse, "0-3", "2+"),
         _api(ApiKey.CREATE_ACLS, CreateAclsRequest, CreateAclsResponse, "0-3", "2+"),
@@ -306,7 +309,6 @@ TRANSACTION_APIS: Final[dict[int, ApiSpec]] = {
         ),
         _api(ApiKey.ADD_OFFSETS_TO_TXN, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, "0-4", "3+"),
         _api(ApiKey.END_TXN, EndTxnRequest, EndTxnResponse, "0-5", "3+"),
-        _api(ApiKey.TXN_OFFSET_COMMIT, TxnOffsetCommitRequest, TxnOffsetCommitResponse, "0-5", "3+"),
         _api(
             ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest, DescribeTransactionsResponse, "0", "0+"
         ),

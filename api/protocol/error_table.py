@@ -82,6 +82,7 @@ from hot.errors import (
     UnknownMemberIdError,
     UnknownProducerIdError,
     UnknownTopicOrPartitionError,
+    UnstableOffsetCommitError,
     UnsupportedCompressionError,
     UnsupportedMagicError,
     UnsupportedSaslMechanismError,
@@ -144,6 +145,7 @@ MEMBER_ID_REQUIRED: Final = 79
 GROUP_MAX_SIZE_REACHED: Final = 81
 FENCED_INSTANCE_ID: Final = 82
 GROUP_SUBSCRIBED_TO_TOPIC: Final = 86
+UNSTABLE_OFFSET_COMMIT: Final = 88
 INVALID_REPLICA_ASSIGNMENT: Final = 39
 NO_REASSIGNMENT_IN_PROGRESS: Final = 85
 UNSUPPORTED_SASL_MECHANISM: Final = 33
@@ -230,6 +232,7 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     NonEmptyGroupError: (NON_EMPTY_GROUP, 409),
     GroupSubscribedToTopicError: (GROUP_SUBSCRIBED_TO_TOPIC, 409),
     OffsetMetadataTooLargeError: (OFFSET_METADATA_TOO_LARGE, 400),
+    UnstableOffsetCommitError: (UNSTABLE_OFFSET_COMMIT, 409),
     RequestTimedOutError: (REQUEST_TIMED_OUT, 504),
     ObjectStoreError: (KAFKA_STORAGE_ERROR, 502),
     ObjectNotFoundError: (KAFKA_STORAGE_ERROR, 502),

@@ -6,6 +6,10 @@ OffsetFetch DESCRIBE on the group and on each topic (topics it may not describe 
 left out of a whole-group answer); OffsetDelete DELETE on the group and READ on each
 topic; DescribeGroups DESCRIBE and DeleteGroups DELETE on each group; ListGroups lists
 every group to DESCRIBE on the cluster, else the groups the principal may DESCRIBE.
+TxnOffsetCommit (KafkaApis.handleTxnOffsetCommitRequest): WRITE on the transactional id
+(else TRANSACTIONAL_ID_AUTHORIZATION_FAILED on every partition), READ on the group (else
+GROUP_AUTHORIZATION_FAILED on every partition), READ on each topic (else
+TOPIC_AUTHORIZATION_FAILED on its partitions).
 """
 
 from __future__ import annotations
@@ -39,6 +43,11 @@ from api.protocol.messages.offset_fetch import (
     OffsetFetchResponseTopic,
 )
 from api.protocol.messages.sync_group import SyncGroupResponse
+from api.protocol.messages.txn_offset_commit import (
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
+)
 from api.security.conn_authz import allowed, allowed_cluster, authorized_operations
 from api.security.guards import Guard, Handler, topic_ok
 
@@ -107,6 +116,32 @@ async def guard_offset_commit(inner: Handler, conn: Connection, header: RequestH
     )
     if not ok:
         return OffsetCommitResponse(topics=refused)
+    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
+    return dataclasses.replace(resp, topics=(*resp.topics, *refused))
+
+
+async def guard_txn_offset_commit(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    code = 0
+    if not allowed(conn, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id):
+        code = E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    elif not group_ok(conn, Operation.READ, req.group_id):
+        code = GAF
+    ok = [] if code else [t for t in req.topics if topic_ok(conn, Operation.READ, t.name)]
+    no = [t for t in req.topics if t not in ok]
+    if not no:
+        return await inner(conn, header, req)
+    refused = tuple(
+        TxnOffsetCommitResponseTopic(
+            name=t.name,
+            partitions=tuple(
+                TxnOffsetCommitResponsePartition(partition_index=p.partition_index, error_code=code or TAF)
+                for p in t.partitions
+            ),
+        )
+        for t in no
+    )
+    if not ok:
+        return TxnOffsetCommitResponse(topics=refused)
     resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
     return dataclasses.replace(resp, topics=(*resp.topics, *refused))
 
@@ -247,6 +282,7 @@ GROUP_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.OFFSET_COMMIT: guard_offset_commit,
     ApiKey.OFFSET_FETCH: guard_offset_fetch,
     ApiKey.OFFSET_DELETE: guard_offset_delete,
+    ApiKey.TXN_OFFSET_COMMIT: guard_txn_offset_commit,
     ApiKey.LIST_GROUPS: guard_list_groups,
     ApiKey.DESCRIBE_GROUPS: guard_describe_groups,
     ApiKey.DELETE_GROUPS: guard_delete_groups,

@@ -32,6 +32,17 @@ live records and its size) and load/unload callbacks; ``CoordinatorLog`` does th
   COORDINATOR_LOAD_IN_PROGRESS (``coordinator_for``). Losing the lead (another leader or
   epoch, the replica dropped, the lease in doubt) unloads the partition (``on_unload``);
   its keys get NOT_COORDINATOR and clients find the new coordinator.
+* Transactional writes (Kafka's scheduleTransactionalWriteOperation; the group
+  coordinator's TxnOffsetCommit): one batch with the producer's id and epoch, base
+  sequence -1, appended with origin COORDINATOR; the shard holds its ops for that
+  producer (``apply_latest_at`` / ``apply_durable_at`` get each op's record offset and
+  producer) until the producer's COMMIT or ABORT marker, which the replay reads in its
+  place (``records.read_entries``, ``CoordinatorShard.apply_marker``) and which the
+  coordinator applies once WriteTxnMarkers had it acknowledged (``settle_acknowledged``
+  first, so every write before it is in the durable state). The dump is a list of
+  writes (``dump_writes``: plain or in a producer's open transaction), and a shard may
+  hold compaction back (``compactable``). A coordinator without transactions keeps the
+  defaults.
 * Two states per partition: the log-order one, writes in flight included, applied at
   append (what a replay rebuilds, what a dump restates), and the durable one readers
   see, applied in log order as acknowledgements arrive (a failed write applies nothing).

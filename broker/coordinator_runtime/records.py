@@ -6,16 +6,23 @@ latest record of a key wins. They travel in uncompressed v2 batches without prod
 timestamp delta 0, no headers), cut at about 1 MiB so one batch stays far below the
 topic's ``max.message.bytes``. What the keys and values mean is the coordinator's (the
 group coordinator's are Kafka's ``__consumer_offsets`` schemas, broker.groups.offsets_codec).
+
+A transactional write (the group coordinator's TxnOffsetCommit) is one uncompressed v2
+batch carrying the producer's id and epoch, base sequence -1 (NO_SEQUENCE) and the
+transactional bit, as Kafka's coordinator writes it (origin COORDINATOR); the
+transaction's COMMIT or ABORT marker (a control batch) follows later in the same log.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import Final, TypeVar
+from dataclasses import dataclass
+from typing import Final, Generic, TypeVar
 
 from hot.errors import CorruptLogError, CorruptRecordError, StrataError
 from hot.log import Log
 from hot.records import RecordInput, build_batch, decode_batches
+from hot.txn_marker import EndTxnMarker
 
 T = TypeVar("T")
 
@@ -46,6 +53,67 @@ def build_batches(records: Iterable[StateRecord], now_ms: int) -> bytearray:
     if chunk:
         data += build_batch(chunk, base_timestamp=now_ms)
     return data
+
+
+def build_transactional_batch(
+    records: Iterable[StateRecord], now_ms: int, producer_id: int, producer_epoch: int
+) -> bytes:
+    """One transactional v2 batch of ``records`` (never cut: a transaction's records of
+    one write stay together), producer id and epoch set, base sequence -1."""
+    return build_batch(
+        [RecordInput(k, v) for k, v in records],
+        base_timestamp=now_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        base_sequence=-1,
+        transactional=True,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry(Generic[T]):
+    """One record of a replayed state partition, or one transaction marker (``op`` None)."""
+
+    offset: int
+    producer_id: int  # the transaction's producer, -1 for a record outside a transaction
+    op: T | None  # the record decoded; None for a COMMIT or ABORT marker
+    commit: bool = False  # a marker's outcome
+    producer_epoch: int = -1
+
+
+def read_entries(
+    log: Log, start: int, end: int, decode: Callable[[bytes, bytes | None], T], *, what: str = "offset"
+) -> Iterator[list[LogEntry[T]]]:
+    """``read_records`` with each record's offset and transaction, and the transaction
+    markers (control batches) in their place: what a partition holding transactional
+    writes replays. CorruptLogError as for ``read_records``, also for a control batch
+    that is not a transaction marker."""
+    pos = start
+    while pos < end:
+        result = log.read(pos, REPLAY_READ_BYTES, max_offset=end)
+        if not result.regions:
+            break
+        try:
+            batches = decode_batches(result.read(), allow_partial_tail=False)
+        except CorruptRecordError as e:
+            raise CorruptLogError(log.dir, pos, str(e), what=what) from e
+        out: list[LogEntry[T]] = []
+        for batch in batches:
+            pid = batch.producer_id if batch.is_transactional else -1
+            epoch = batch.producer_epoch if batch.is_transactional else -1
+            for rec in batch:
+                if rec.offset < pos or rec.offset >= end:
+                    continue  # outside [start, end), inside the first or last batch
+                try:
+                    if batch.is_control:
+                        marker = EndTxnMarker.decode(rec.key, rec.value)
+                        out.append(LogEntry(rec.offset, pid, None, marker.is_commit, epoch))
+                    else:
+                        out.append(LogEntry(rec.offset, pid, decode(rec.key or b"", rec.value), False, epoch))
+                except StrataError as e:
+                    raise CorruptLogError(log.dir, rec.offset, str(e), what=what) from e
+        yield out
+        pos = result.next_offset
 
 
 def read_records(

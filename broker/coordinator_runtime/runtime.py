@@ -11,9 +11,15 @@ from collections.abc import Callable, Coroutine
 from typing import Any, Final, Generic, TypeVar
 
 from broker.controller import create_topic
-from broker.coordinator_runtime.records import build_batches, partition_for, read_records
+from broker.coordinator_runtime.records import (
+    build_batches,
+    build_transactional_batch,
+    partition_for,
+    read_entries,
+)
 from broker.coordinator_runtime.shard import (
     CoordinatorShard,
+    Producer,
     StateTopic,
     Write,
     coordinator_error,
@@ -280,8 +286,8 @@ class CoordinatorLog(Generic[OpT, ShardT]):
                     return
                 await asyncio.sleep(HW_POLL_S)
             part = self._new_shard(p, rep, epoch)
-            for ops in read_records(lg, lg.log_start_offset, target, part.decode):
-                part.replay(ops)
+            for entries in read_entries(lg, lg.log_start_offset, target, part.decode):
+                part.replay_entries(entries)
                 await asyncio.sleep(0)
                 if not self._leading(rep, epoch):
                     return
@@ -323,20 +329,27 @@ class CoordinatorLog(Generic[OpT, ShardT]):
 
     # --- writing -------------------------------------------------------------------------------
 
-    def append(self, part: ShardT, ops: list[OpT]) -> asyncio.Future[None]:
+    def append(
+        self, part: ShardT, ops: list[OpT], *, producer: Producer | None = None
+    ) -> asyncio.Future[None]:
         """Append ``ops`` to the partition now (call order is log order) and apply them to
         its log-order state; the future completes once acknowledged (acks=all), after the
         durable state has them. The coordinator error Kafka gives, raised at once, when
-        the append is not possible; through the future when it is not acknowledged."""
+        the append is not possible; through the future when it is not acknowledged.
+
+        ``producer``: a transactional write (Kafka's scheduleTransactionalWriteOperation):
+        one batch with the producer's id and epoch, base sequence -1, appended with origin
+        COORDINATOR (a fenced epoch is INVALID_PRODUCER_EPOCH); its ops stay the
+        transaction's until the producer's marker (``CoordinatorShard.apply_marker``)."""
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         if not ops:
             fut.set_result(None)
             return fut
-        end = self._append_now(part, ops)
-        for op in ops:
-            part.apply_latest(op)
-        w = Write(ops)
+        first, end = self._append_now(part, ops, producer)
+        for i, op in enumerate(ops):
+            part.apply_latest_at(op, first + i, producer)
+        w = Write(ops, first_offset=first, end=end, producer=producer)
         part.pending.append(w)
         self._spawn(
             self._await_acks(part, w, end, fut), f"{self.topic.naming.task_prefix}-acks-{part.number}"
@@ -344,21 +357,37 @@ class CoordinatorLog(Generic[OpT, ShardT]):
         self._maybe_compact(part)
         return fut
 
-    def _append_now(self, part: ShardT, ops: list[OpT]) -> int:
-        """Append ``ops`` to the partition as its leader in its epoch; returns the end
-        offset of the append. The coordinator error Kafka gives when that is not possible."""
+    def _append_now(self, part: ShardT, ops: list[OpT], producer: Producer | None = None) -> tuple[int, int]:
+        """Append ``ops`` to the partition as its leader in its epoch (in ``producer``'s
+        transaction when given); returns the first offset and the end offset of the
+        append. The coordinator error Kafka gives when that is not possible."""
         replicas = self.replicas
         name = self.topic.name
         try:
             rep = replicas.writable_leader(name, part.number, ACKS_ALL)
             if rep is not part.rep or rep.leader_epoch != part.epoch:
                 raise NotCoordinatorError(f"{name}-{part.number} changed leadership")
-            data = build_batches((part.record(op) for op in ops), time.time_ns() // 1_000_000)
-            info = rep.log.append(data, leader_epoch=part.epoch)
+            now_ms = time.time_ns() // 1_000_000
+            records = (part.record(op) for op in ops)
+            if producer is None:
+                info = rep.log.append(build_batches(records, now_ms), leader_epoch=part.epoch)
+            else:
+                data = build_transactional_batch(records, now_ms, *producer)
+                info = rep.log.append(data, leader_epoch=part.epoch, origin_coordinator=True)
         except StrataError as exc:
             raise coordinator_error(exc, self.topic.naming.records) from exc
         replicas.appended(rep)
-        return info.last_offset + 1
+        return info.first_offset, info.last_offset + 1
+
+    def settle_acknowledged(self, part: ShardT) -> None:
+        """Count as acknowledged every write of ``part`` the high watermark has passed,
+        before its acknowledgement task ran, and apply them: a transaction marker that
+        was acknowledged (after them) must find the durable state with them in it."""
+        hw = part.rep.log.high_watermark
+        for w in part.pending:
+            if not w.done and 0 <= w.end <= hw:
+                w.done = w.ok = True
+        part.drain()
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro, name=name)
@@ -393,7 +422,7 @@ class CoordinatorLog(Generic[OpT, ShardT]):
         if part.compaction is not None or self._closed:
             return
         threshold = max(self.topic.segment_bytes, 2 * part.live_size(), part.retry_above)
-        if part.rep.log.size <= threshold:
+        if part.rep.log.size <= threshold or not part.compactable():
             return
         task = self._spawn(
             self._compact_logged(part), f"{self.topic.naming.task_prefix}-compaction-{part.number}"
@@ -424,15 +453,18 @@ class CoordinatorLog(Generic[OpT, ShardT]):
         records = self.topic.naming.records
         # From the roll to the append nothing awaits: no write can land inside the dump,
         # and every replica starts a segment at the dump's first offset (segment bases).
-        if not self._leading(part.rep, part.epoch):
+        if not self._leading(part.rep, part.epoch) or not part.compactable():
             return False
         try:
             lg.roll()
         except StrataError as exc:
             raise coordinator_error(exc, records) from exc
-        start = lg.log_end_offset
-        ops = part.dump()
-        end = self._append_now(part, ops) if ops else start
+        start = end = lg.log_end_offset
+        ops: list[OpT] = []
+        for producer, chunk in part.dump_writes():
+            if chunk:
+                end = self._append_now(part, chunk, producer)[1]
+                ops += chunk
         try:
             # A dump can be much bigger than a write: more time than a write gets.
             timeout = max(self.topic.commit_timeout_ms / 1000, COMPACTION_ACK_S)

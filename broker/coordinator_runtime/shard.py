@@ -13,18 +13,24 @@ from typing import TYPE_CHECKING, Final, Generic, TypeVar
 from hot.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
+    InvalidProducerEpochError,
     NotCoordinatorError,
     NotLeaderError,
+    ProducerFencedError,
     StorageError,
     StrataError,
 )
 
 if TYPE_CHECKING:
+    from broker.coordinator_runtime.records import LogEntry
     from broker.replica_manager import PartitionReplica
 
 OpT = TypeVar("OpT")
 
 MAX_MESSAGE_BYTES: Final = 8 << 20  # our batches are cut at about 1 MiB
+
+# A transactional write's producer: (producer id, producer epoch).
+Producer = tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,8 +75,17 @@ def state_topic_configs(replication_factor: int, segment_bytes: int) -> dict[str
 def coordinator_error(exc: BaseException, records: str) -> StrataError:
     """A replication failure of a state write as the coordinator error Kafka answers:
     NOT_LEADER_OR_FOLLOWER and storage errors -> NOT_COORDINATOR; not enough replicas,
-    timeouts and anything else -> COORDINATOR_NOT_AVAILABLE (``records`` names them)."""
-    if isinstance(exc, NotCoordinatorError | CoordinatorNotAvailableError | CoordinatorLoadInProgressError):
+    timeouts and anything else -> COORDINATOR_NOT_AVAILABLE (``records`` names them). A
+    transactional write's fenced producer keeps its own error (INVALID_PRODUCER_EPOCH), as
+    in Kafka's GroupCoordinatorService."""
+    if isinstance(
+        exc,
+        NotCoordinatorError
+        | CoordinatorNotAvailableError
+        | CoordinatorLoadInProgressError
+        | InvalidProducerEpochError
+        | ProducerFencedError,
+    ):
         return exc
     if isinstance(exc, NotLeaderError | StorageError):
         return NotCoordinatorError(f"not the coordinator any more: {exc}")
@@ -86,6 +101,9 @@ class Write(Generic[OpT]):
     ops: list[OpT]
     done: bool = False
     ok: bool = False
+    first_offset: int = -1  # the first op's record offset; op i is at first_offset + i
+    end: int = -1  # the offset after the append: acknowledged once the high watermark is there
+    producer: Producer | None = None  # a transactional write's producer
 
 
 @dataclass(eq=False)
@@ -138,6 +156,30 @@ class CoordinatorShard(Generic[OpT]):
         """How many of the coordinator's entities (groups, ...) the partition holds (logs)."""
         raise NotImplementedError
 
+    # --- transactional writes (a coordinator without them keeps these defaults) --------------
+
+    def apply_latest_at(self, op: OpT, offset: int, producer: Producer | None) -> None:
+        """``apply_latest`` of the op at record ``offset``, written in the transaction of
+        ``producer`` (None: outside any transaction)."""
+        self.apply_latest(op)
+
+    def apply_durable_at(self, op: OpT, offset: int, producer: Producer | None) -> None:
+        """``apply_durable`` of the op at record ``offset`` (``producer`` as above)."""
+        self.apply_durable(op)
+
+    def apply_marker(self, producer_id: int, commit: bool) -> None:
+        """A COMMIT or ABORT marker of ``producer_id`` in the partition (replayed, or
+        acknowledged after its append): complete that producer's transactional ops."""
+
+    def dump_writes(self) -> list[tuple[Producer | None, list[OpT]]]:
+        """The dump as consecutive writes, each outside a transaction (None) or in a
+        producer's still open transaction, in an order that keeps what a replay rebuilds."""
+        return [(None, self.dump())]
+
+    def compactable(self) -> bool:
+        """False while a dump would not restate the state faithfully (compaction waits)."""
+        return True
+
     # --- given -----------------------------------------------------------------------------
 
     def replay(self, ops: Iterable[OpT]) -> None:
@@ -146,10 +188,21 @@ class CoordinatorShard(Generic[OpT]):
             self.apply_latest(op)
             self.apply_durable(op)
 
+    def replay_entries(self, entries: Iterable[LogEntry[OpT]]) -> None:
+        """Apply committed records and transaction markers read from the log (loading),
+        in log order."""
+        for e in entries:
+            if e.op is None:
+                self.apply_marker(e.producer_id, e.commit)
+            else:
+                producer = (e.producer_id, e.producer_epoch) if e.producer_id >= 0 else None
+                self.apply_latest_at(e.op, e.offset, producer)
+                self.apply_durable_at(e.op, e.offset, producer)
+
     def drain(self) -> None:
         """Apply acknowledged writes in log order (a failed one applies nothing)."""
         while self.pending and self.pending[0].done:
             w = self.pending.popleft()
             if w.ok:
-                for op in w.ops:
-                    self.apply_durable(op)
+                for i, op in enumerate(w.ops):
+                    self.apply_durable_at(op, w.first_offset + i, w.producer)

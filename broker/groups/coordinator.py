@@ -51,6 +51,7 @@ from broker.groups.types import (
     SyncGroupRequest,
     SyncGroupResult,
     TopicPartition,
+    TxnOffsetCommitRequest,
 )
 from hot.errors import (
     CoordinatorLoadInProgressError,
@@ -58,6 +59,7 @@ from hot.errors import (
     GroupIdNotFoundError,
     NonEmptyGroupError,
     NotCoordinatorError,
+    NotLeaderError,
     StrataError,
     UnknownTopicOrPartitionError,
 )
@@ -301,6 +303,31 @@ class GroupCoordinator:
         that have one (OffsetFetch; an unknown group has none)."""
         self._serving(group_id)
         return self._offsets.committed_offsets(group_id, partitions)
+
+    async def commit_transactional_offsets(
+        self, req: TxnOffsetCommitRequest
+    ) -> dict[TopicPartition, StrataError | None]:
+        """TxnOffsetCommit (rules: broker.groups.offset_manager); each partition's outcome
+        once the valid ones are durable, pending until the producer's marker."""
+        self._serving(req.group_id)
+        return await self._offsets.commit_transactional_offsets(req)
+
+    def pending_transactional(self, group_id: str) -> set[TopicPartition]:
+        """The group's partitions with transactional offsets awaiting their marker
+        (OffsetFetch ``require_stable``: UNSTABLE_OFFSET_COMMIT)."""
+        self._serving(group_id)
+        return self._offsets.pending_transactional(group_id)
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The producer's COMMIT or ABORT marker in ``__consumer_offsets`` partition
+        ``partition`` was acknowledged here (Broker.on_txn_marker): its pending offsets
+        become committed or are dropped. NOT_LEADER_OR_FOLLOWER when the partition is
+        not loaded here, or the coordinator is not available (Kafka's translation of the
+        coordinator errors for WriteTxnMarkers: the transaction coordinator retries)."""
+        try:
+            self._offsets.complete_txn(partition, producer_id, commit)
+        except (CoordinatorNotAvailableError, CoordinatorLoadInProgressError, NotCoordinatorError) as e:
+            raise NotLeaderError(f"the group coordinator cannot take the marker now: {e}") from e
 
     async def delete_offsets(
         self, group_id: str, partitions: Sequence[TopicPartition]

@@ -12,6 +12,14 @@ single node, the replicated ``__consumer_offsets`` topic in cluster mode).
   (KIP-211), those of a simple group that long after their commit, those of a Stable
   consumer group only for topics it no longer subscribes to; an explicit retention time
   of the commit (OffsetCommit v2-v4) wins.
+* Transactional commits (TxnOffsetCommit, KIP-98/447) are checked as Kafka's
+  ClassicGroup.validateOffsetCommit does for them: generation -1 on an Empty (or new)
+  group, or no member id at all, is accepted (pre-KIP-447 producers send no group
+  metadata); otherwise the member (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) and the
+  generation (ILLEGAL_GENERATION) must match, a rebalance in progress does not refuse
+  them. They are written as the producer's transactional batch and held pending until
+  its marker (broker.groups.txn_offsets); a partition with pending offsets does not
+  expire, and a group with only pending offsets is not dropped.
 
 Crash behaviour: a commit, OffsetDelete or DeleteGroups is acknowledged only once the
 store says it is durable (at most ``offsets.commit.timeout.ms``, else REQUEST_TIMED_OUT
@@ -33,7 +41,7 @@ from api.protocol.consumer_protocol import PROTOCOL_TYPE
 from broker.groups.config import GroupConfig
 from broker.groups.group import Completing, Dead, Empty, Group, Member, Stable
 from broker.groups.membership import GroupMembership
-from broker.groups.offsets import OffsetStore
+from broker.groups.offsets import OffsetStore, TransactionalOffsetStore
 from broker.groups.timers import Clock, Timer, Timers
 from broker.groups.types import (
     UNKNOWN_MEMBER_ID,
@@ -41,9 +49,11 @@ from broker.groups.types import (
     OffsetCommitRequest,
     StoredGroup,
     TopicPartition,
+    TxnOffsetCommitRequest,
 )
 from hot.errors import (
     CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
     GroupIdNotFoundError,
     GroupSubscribedToTopicError,
     IllegalGenerationError,
@@ -227,6 +237,87 @@ class OffsetManager:
                     results[tp] = error
         return results
 
+    async def commit_transactional_offsets(
+        self, req: TxnOffsetCommitRequest
+    ) -> dict[TopicPartition, StrataError | None]:
+        """TxnOffsetCommit: each partition's outcome once the valid offsets are durable
+        as the producer's pending transactional offsets: UNKNOWN_TOPIC_OR_PARTITION
+        first, then the group's refusal (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID,
+        FENCED_INSTANCE_ID) on every other partition, then OFFSET_METADATA_TOO_LARGE."""
+        store = self._loaded()
+        if not isinstance(store, TransactionalOffsetStore):
+            raise CoordinatorNotAvailableError("this offset store keeps no transactional offsets")
+        results: dict[TopicPartition, StrataError | None] = {}
+        # Unknown partitions are answered first, whatever the group says (Kafka filters
+        # them in KafkaApis before the coordinator sees the request).
+        known = []
+        for entry in req.offsets:
+            tp = entry[0]
+            if self._partition_exists(tp.topic, tp.partition):
+                known.append(entry)
+            else:
+                results[tp] = UnknownTopicOrPartitionError(f"unknown partition {tp.topic}-{tp.partition}")
+        try:
+            group = self._txn_group(req)
+        except StrataError as e:
+            results.update((entry[0], e) for entry in known)
+            return results
+        now = self._clock.time_ms()
+        valid: dict[TopicPartition, OffsetAndMetadata] = {}
+        limit = self.config.offset_metadata_max_bytes
+        for tp, offset, epoch, metadata in known:
+            md = metadata or ""
+            if len(md) > limit:
+                results[tp] = OffsetMetadataTooLargeError(
+                    f"metadata of {len(md)} characters exceeds offset.metadata.max.bytes={limit}"
+                )
+            else:
+                valid[tp] = OffsetAndMetadata(offset, epoch, md, now, None)
+                results[tp] = None
+        if valid:
+            producer = (req.producer_id, req.producer_epoch)
+            error = await self._durable(
+                lambda: store.commit_transactional(group.group_id, producer, valid), "transactional commit"
+            )
+            if error is not None:
+                for tp in valid:
+                    results[tp] = error
+        return results
+
+    def _txn_group(self, req: TxnOffsetCommitRequest) -> Group:
+        """The group a TxnOffsetCommit writes to, checked as Kafka's
+        ClassicGroup.validateOffsetCommit checks a transactional commit."""
+        group = self._membership.groups.get(req.group_id)
+        if group is None:
+            if req.generation_id >= 0:
+                raise IllegalGenerationError(f"group {req.group_id!r} does not exist")
+            group = self._membership.new_group(req.group_id)
+        if group.state is Dead:
+            raise CoordinatorNotAvailableError(f"group {req.group_id!r} is being removed")
+        if req.generation_id < 0 and group.state is Empty:
+            return group  # a simple group, or a producer without the consumer's group metadata
+        if req.generation_id >= 0 or req.member_id != UNKNOWN_MEMBER_ID or req.group_instance_id is not None:
+            self._membership.validate_member(group, req.member_id, req.group_instance_id)
+            if req.generation_id != group.generation:
+                raise IllegalGenerationError(
+                    f"generation {req.generation_id} is not group {group.group_id!r}'s {group.generation}"
+                )
+        return group
+
+    def pending_transactional(self, group_id: str) -> set[TopicPartition]:
+        """The group's partitions whose transactional offsets await their marker."""
+        store = self._loaded()
+        if not isinstance(store, TransactionalOffsetStore):
+            return set()
+        return set(store.pending_transactional(group_id))
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A producer's marker in offsets partition ``partition`` was acknowledged."""
+        store = self._loaded()
+        if not isinstance(store, TransactionalOffsetStore):
+            raise CoordinatorNotAvailableError("this offset store keeps no transactional offsets")
+        store.complete_txn(partition, producer_id, commit)
+
     async def _durable(self, write: Callable[[], asyncio.Future[None]], what: str) -> StrataError | None:
         """Run a store write and wait (at most offsets.commit.timeout.ms) until it is
         durable; the error to report, if any."""
@@ -344,6 +435,10 @@ class OffsetManager:
                     ]
             elif group.protocol_type is None:
                 doomed = [tp for tp, o in offsets.items() if expired(o, o.commit_timestamp_ms)]
+            if doomed and isinstance(store, TransactionalOffsetStore):
+                # Kafka keeps an offset whose partition has a transactional commit pending.
+                pending = store.pending_transactional(group.group_id)
+                doomed = [tp for tp in doomed if tp not in pending]
             if doomed:
                 logger.info("group %s: %d committed offsets expired", group.group_id, len(doomed))
                 try:

@@ -50,7 +50,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Final, Protocol
+from typing import Final, Protocol, runtime_checkable
 
 from broker.coordinator_runtime.records import RECORD_OVERHEAD, read_records
 from broker.coordinator_runtime.records import build_batches as build_record_batches
@@ -123,6 +123,27 @@ class OffsetStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class TransactionalOffsetStore(OffsetStore, Protocol):
+    """An OffsetStore that also keeps transactional offsets (TxnOffsetCommit, KIP-447):
+    the replicated ``__consumer_offsets`` topic (broker.groups.replicated_offsets). The
+    single-node ``OffsetsLog`` (kept for its tests) does not."""
+
+    def commit_transactional(
+        self, group: str, producer: tuple[int, int], offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> asyncio.Future[None]:
+        """One transactional batch of ``producer`` (id, epoch); pending once durable."""
+        ...
+
+    def pending_transactional(self, group: str) -> Set[TopicPartition]:
+        """The group's partitions with a durable transactional offset still pending."""
+        ...
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The producer's marker in offsets partition ``partition`` was acknowledged."""
+        ...
 
 
 def offsets_log_config(defaults: LogConfig | None, segment_bytes: int) -> LogConfig:

@@ -36,6 +36,18 @@ compaction, failover safety, all described there); this module is the groups' pa
 * Topics deleted from the cluster get their offsets tombstoned in every partition led
   here, as Kafka does (the local delete listener only fires on brokers holding a replica
   of the topic).
+* Transactional offsets (TxnOffsetCommit, KIP-447): one transactional batch with the
+  producer's id and epoch (base sequence -1, origin COORDINATOR), acknowledged like any
+  write, then held pending for that producer (broker.groups.txn_offsets) until its
+  COMMIT or ABORT marker in the partition: replayed in log order at loading (a
+  transaction still open at the end stays pending), applied through ``complete_txn``
+  once WriteTxnMarkers has the marker acknowledged here (Broker.on_txn_marker). Every
+  offset remembers its record's offset, so a COMMIT never overrides a plain commit
+  written after the transactional one. Compaction restates pending offsets as
+  transactional records of their producer, in their original order relative to the
+  plain records (so a replay of the dump orders them the same), and waits while a
+  marker is in the log but not yet applied here (the dump would restate offsets after
+  their own marker).
 
 Everything here runs on the broker's event loop.
 """
@@ -54,6 +66,7 @@ from broker.coordinator_runtime.shard import (
     MAX_MESSAGE_BYTES,
     CoordinatorShard,
     Naming,
+    Producer,
     StateTopic,
     Write,
     coordinator_error,
@@ -63,9 +76,10 @@ from broker.groups.config import GroupConfig
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.offsets import OFFSETS_TOPIC, Op, Value, decode_op, encode_ops
 from broker.groups.offsets_codec import GroupKey, OffsetKey, RecordKey, encode_key
+from broker.groups.txn_offsets import PendingOffset, PendingTxnOffsets
 from broker.groups.types import OffsetAndMetadata, StoredGroup, TopicPartition
 from broker.replica_manager import ReplicaManager
-from hot.errors import NotCoordinatorError, StrataError
+from hot.errors import NotCoordinatorError, NotLeaderError, StrataError
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
@@ -108,9 +122,13 @@ class _Partition(CoordinatorShard[Op]):
     group_keys: set[str] = field(default_factory=set)
     latest: dict[RecordKey, bytes] = field(default_factory=dict)  # live key -> its value
     live_bytes: int = 0  # about the size of a dump of every live key
+    latest_at: dict[RecordKey, int] = field(default_factory=dict)  # live key -> its record's offset
+    txn_latest: PendingTxnOffsets = field(default_factory=PendingTxnOffsets)
     # Acknowledged state: what readers see.
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, StoredGroup] = field(default_factory=dict)
+    committed_at: dict[OffsetKey, int] = field(default_factory=dict)  # committed -> record offset
+    txn_durable: PendingTxnOffsets = field(default_factory=PendingTxnOffsets)
 
     def apply_latest(self, op: Op) -> None:
         key, k, raw, _ = op
@@ -149,6 +167,82 @@ class _Partition(CoordinatorShard[Op]):
         else:
             self.groups.pop(key.group, None)
 
+    # --- transactional offsets (module docstring) ---------------------------------------------
+
+    def apply_latest_at(self, op: Op, offset: int, producer: Producer | None) -> None:
+        key, _, raw, value = op
+        if producer is not None and isinstance(key, OffsetKey) and isinstance(value, OffsetAndMetadata):
+            assert raw is not None
+            self.txn_latest.add(producer[0], producer[1], key, PendingOffset(offset, raw, value))
+            return
+        self.apply_latest(op)
+        if raw is None:
+            self.latest_at.pop(key, None)
+            if isinstance(key, OffsetKey):
+                self.txn_latest.remove_key(key)
+        else:
+            self.latest_at[key] = offset
+
+    def apply_durable_at(self, op: Op, offset: int, producer: Producer | None) -> None:
+        key, _, raw, value = op
+        if not isinstance(key, OffsetKey):
+            self.apply_durable(op)
+        elif producer is not None and isinstance(value, OffsetAndMetadata):
+            assert raw is not None
+            self.txn_durable.add(producer[0], producer[1], key, PendingOffset(offset, raw, value))
+        else:
+            self.apply_durable(op)
+            if value is None:
+                self.committed_at.pop(key, None)
+                self.txn_durable.remove_key(key)
+            else:
+                self.committed_at[key] = offset
+
+    def apply_marker(self, producer_id: int, commit: bool) -> None:
+        """The producer's marker: COMMIT makes its pending offsets committed where their
+        record is later than the committed offset's; ABORT drops them."""
+        for key, p in self.txn_latest.complete(producer_id).items():
+            if commit and self.latest_at.get(key, -1) < p.record_offset:
+                self.apply_latest((key, encode_key(key), p.raw, p.value))
+                self.latest_at[key] = p.record_offset
+        for key, p in self.txn_durable.complete(producer_id).items():
+            if commit and self.committed_at.get(key, -1) < p.record_offset:
+                self.apply_durable((key, encode_key(key), p.raw, p.value))
+                self.committed_at[key] = p.record_offset
+
+    def dump_writes(self) -> list[tuple[Producer | None, list[Op]]]:
+        """Every live key's latest record and every pending transactional offset, in their
+        log order, cut where the transaction (or its absence) changes."""
+        items: list[tuple[int, Producer | None, Op]] = [
+            (self.latest_at.get(key, -1), None, (key, encode_key(key), raw, None))
+            for key, raw in self.latest.items()
+        ]
+        items += [
+            (p.record_offset, (pid, epoch), (key, encode_key(key), p.raw, p.value))
+            for pid, epoch, key, p in self.txn_latest.entries()
+        ]
+        items.sort(key=lambda item: item[0])
+        writes: list[tuple[Producer | None, list[Op]]] = []
+        for _, producer, op in items:
+            if writes and writes[-1][0] == producer:
+                writes[-1][1].append(op)
+            else:
+                writes.append((producer, [op]))
+        return writes
+
+    def compactable(self) -> bool:
+        """Not while a producer whose offsets are pending here has no open transaction in
+        the log any more: its marker is written but not applied yet (Broker.on_txn_marker
+        comes once it is acknowledged), and a dump would restate the offsets after it."""
+        if not self.txn_latest.txns:
+            return True
+        entries = self.rep.log.producer_entries()
+        for pid in self.txn_latest.txns:
+            entry = entries.get(pid)
+            if entry is None or entry.current_txn_first_offset < 0:
+                return False
+        return True
+
     def decode(self, key: bytes, value: bytes | None) -> Op:
         return decode_op(key, value)
 
@@ -160,13 +254,13 @@ class _Partition(CoordinatorShard[Op]):
         return [(key, encode_key(key), raw, None) for key, raw in self.latest.items()]
 
     def live_size(self) -> int:
-        return self.live_bytes
+        return self.live_bytes + self.txn_latest.raw_bytes
 
     def count(self) -> int:
         return len(self.group_ids())
 
     def group_ids(self) -> Set[str]:
-        return self.offsets.keys() | self.groups.keys()
+        return self.offsets.keys() | self.groups.keys() | self.txn_durable.groups()
 
 
 class ClusterOffsetStore:
@@ -296,8 +390,15 @@ class ClusterOffsetStore:
         return dict(part.offsets.get(group, {})) if part is not None else {}
 
     def has_offsets(self, group: str) -> bool:
+        """Committed offsets or pending transactional ones, writes in flight included."""
         part = self.runtime.shard_for(group)
-        return part is not None and bool(part.offset_keys.get(group))
+        return part is not None and (bool(part.offset_keys.get(group)) or part.txn_latest.has_group(group))
+
+    def pending_transactional(self, group: str) -> Set[TopicPartition]:
+        """The group's partitions with an acknowledged transactional offset whose
+        transaction has not ended (OffsetFetch's UNSTABLE_OFFSET_COMMIT)."""
+        part = self.runtime.shard_for(group)
+        return part.txn_durable.partitions(group) if part is not None else set()
 
     # --- OffsetStore: writing --------------------------------------------------------------------
 
@@ -306,17 +407,39 @@ class ClusterOffsetStore:
             group, [(OffsetKey(group, tp.topic, tp.partition), v) for tp, v in offsets.items()]
         )
 
+    def commit_transactional(
+        self, group: str, producer: Producer, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    ) -> asyncio.Future[None]:
+        """Append the offsets as one transactional batch of ``producer`` (id, epoch); once
+        acknowledged they are pending until the producer's marker (``complete_txn``)."""
+        items: list[tuple[RecordKey, Value | None]] = [
+            (OffsetKey(group, tp.topic, tp.partition), v) for tp, v in offsets.items()
+        ]
+        return self.runtime.append(self._serving(group), encode_ops(items), producer=producer)
+
+    def complete_txn(self, partition: int, producer_id: int, commit: bool) -> None:
+        """The producer's COMMIT or ABORT marker in offsets partition ``partition`` was
+        acknowledged here: complete its pending offsets. NOT_LEADER_OR_FOLLOWER when the
+        partition is not loaded here (not led, or still loading), as Kafka answers
+        WriteTxnMarkers then: the transaction coordinator retries the marker, and a
+        later load replays this one from the log anyway."""
+        part = self.runtime.shard(partition)
+        if part is None:
+            raise NotLeaderError(f"{OFFSETS_TOPIC}-{partition} is not loaded on broker {self.broker_id}")
+        self.runtime.settle_acknowledged(part)
+        part.apply_marker(producer_id, commit)
+
     def delete_offsets(self, group: str, partitions: Iterable[TopicPartition]) -> asyncio.Future[None]:
         part = self._serving(group)
-        keys = part.offset_keys.get(group, set())
+        # Pending transactional offsets get a tombstone too (it removes them), as in Kafka.
+        keys = part.offset_keys.get(group, set()) | part.txn_latest.keys_of(group)
         doomed = [k for tp in partitions if (k := OffsetKey(group, tp.topic, tp.partition)) in keys]
         return self._write(group, [(k, None) for k in doomed])
 
     def delete_group(self, group: str) -> asyncio.Future[None]:
         part = self._serving(group)
-        ops: list[tuple[RecordKey, Value | None]] = [
-            (k, None) for k in sorted(part.offset_keys.get(group, ()))
-        ]
+        keys = part.offset_keys.get(group, set()) | part.txn_latest.keys_of(group)
+        ops: list[tuple[RecordKey, Value | None]] = [(k, None) for k in sorted(keys)]
         if group in part.group_keys:
             ops.append((GroupKey(group), None))
         return self._write(group, ops)
@@ -327,7 +450,10 @@ class ClusterOffsetStore:
     def delete_topic(self, topic: str) -> asyncio.Future[None]:
         futs: list[asyncio.Future[None]] = []
         for part in self.runtime.shards():
-            doomed = sorted(k for keys in part.offset_keys.values() for k in keys if k.topic == topic)
+            doomed = sorted(
+                {k for keys in part.offset_keys.values() for k in keys if k.topic == topic}
+                | {k for _, _, k, _ in part.txn_latest.entries() if k.topic == topic}
+            )
             if doomed:
                 futs.append(self.runtime.append(part, encode_ops((k, None) for k in doomed)))
         return all_of(futs)

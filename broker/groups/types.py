@@ -153,6 +153,19 @@ class OffsetCommitRequest:
     retention_time_ms: int = -1  # OffsetCommit v2-v4; -1 = the broker's retention
 
 
+@dataclass(frozen=True, slots=True)
+class TxnOffsetCommitRequest:
+    """TxnOffsetCommit (KIP-98; v3+ with the consumer's group metadata, KIP-447)."""
+
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    offsets: tuple[tuple[TopicPartition, int, int, str | None], ...]  # (tp, offset, leader epoch, metadata)
+    generation_id: int = NO_GENERATION
+    member_id: str = UNKNOWN_MEMBER_ID
+    group_instance_id: str | None = None
+
+
 # --- descriptions (the public read API) ---------------------------------------------------
 
 

@@ -211,6 +211,7 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         49: (0, 1, 1),
         61: (0, 0, 0),  # DescribeProducers (KIP-664)
         27: (1, 2, 1),  # WriteTxnMarkers (v0 removed in Kafka 4.0)
+        28: (0, 4, 3),  # TxnOffsetCommit (v5 belongs to transaction version 2)
     }
 
 

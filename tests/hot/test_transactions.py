@@ -259,6 +259,31 @@ def test_refusals_write_nothing(tmp_path: Path) -> None:
     log.close()
 
 
+def test_coordinator_origin_batches_skip_sequence_checks(tmp_path: Path) -> None:
+    """The group coordinator's transactional offsets (TxnOffsetCommit) carry the producer's
+    id and epoch with NO_SEQUENCE, as Kafka writes them (origin COORDINATOR): accepted
+    without a transactional id, never taken for duplicates, checked for the epoch only."""
+    log = open_log(tmp_path / "t-0", **CFG)
+    coord = tbatch(7, -1, epoch=3)
+    with pytest.raises(InvalidRecordError):  # from a client, a producer id needs a sequence
+        log.append(coord, transactional=True)
+    first = log.append(coord, origin_coordinator=True).first_offset
+    # The same batch again (same epoch, same "sequence") is a new write, not a duplicate.
+    again = log.append(coord, origin_coordinator=True)
+    assert not again.duplicate and again.first_offset == first + 2
+    assert ongoing(log) == [(first, 7)]
+    with pytest.raises(InvalidProducerEpochError):  # a fenced producer's offsets
+        log.append(tbatch(7, -1, epoch=2), origin_coordinator=True)
+    log.append(tbatch(7, -1, epoch=4), origin_coordinator=True)  # a bumped epoch needs no sequence 0
+    m = log.append_marker(7, 4, COMMIT, 0).first_offset
+    assert ongoing(log) == [] and log.last_stable_offset == m + 1
+    # A replica and a reopened log rebuild the same producer state.
+    log.close()
+    log = open_log(tmp_path / "t-0", **CFG)
+    assert ongoing(log) == [] and log.producer_entries()[7].epoch == 4
+    log.close()
+
+
 def test_unreplicated_marker_keeps_lso_until_the_hw_passes_it(tmp_path: Path) -> None:
     cfg = LogConfig(**CFG)  # type: ignore[arg-type]
     log = Log.open(tmp_path / "t-0", cfg, topic="t", partition=0, hw_managed_externally=True)

@@ -726,6 +726,61 @@ def test_cluster_level_requests(broker: BrokerProcess) -> None:
         assert marker_codes(admin) == [0]  # a super user has CLUSTER_ACTION: the marker is written
 
 
+def test_txn_offset_commit_needs_transactional_id_group_and_topic_acls(broker: BrokerProcess) -> None:
+    """TxnOffsetCommit as KafkaApis checks it: WRITE on the transactional id, then READ on
+    the group, then READ on each topic (per partition). Sent with the project's KafkaClient."""
+    from api.client import KafkaClient
+    from api.client.security import ClientSecurity
+    from api.protocol import ApiKey
+    from api.protocol import error_table as E
+    from api.protocol.address import HostPort
+    from api.protocol.messages.find_coordinator import FindCoordinatorRequest
+    from api.protocol.messages.txn_offset_commit import (
+        TxnOffsetCommitRequest,
+        TxnOffsetCommitRequestPartition,
+        TxnOffsetCommitRequestTopic,
+    )
+
+    topic, other = f"txo-{uuid.uuid4().hex[:6]}", f"txo-other-{uuid.uuid4().hex[:6]}"
+    group, txn = f"txo-g-{uuid.uuid4().hex[:6]}", f"txo-t-{uuid.uuid4().hex[:6]}"
+    create_topics(broker, topic, other)
+    add_acls(broker, binding("TOPIC", topic, "User:bob", "READ"))
+    props = {k: str(v) for k, v in conf(broker, "bob", BOB_PW).items() if k != "bootstrap.servers"}
+    req = TxnOffsetCommitRequest(
+        transactional_id=txn,
+        group_id=group,
+        producer_id=4242,
+        producer_epoch=0,
+        topics=tuple(
+            TxnOffsetCommitRequestTopic(
+                name=t, partitions=(TxnOffsetCommitRequestPartition(partition_index=0, committed_offset=1),)
+            )
+            for t in (topic, other)
+        ),
+    )
+    with KafkaClient.connect(
+        HostPort.parse(broker.bootstrap), security=ClientSecurity.from_properties(props)
+    ) as bob:
+
+        def codes() -> dict[str, int]:
+            resp = bob.call(ApiKey.TXN_OFFSET_COMMIT, req)
+            return {t.name: p.error_code for t in resp.topics for p in t.partitions}
+
+        assert codes() == dict.fromkeys((topic, other), E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        add_acls(broker, binding("TRANSACTIONAL_ID", txn, "User:bob", "WRITE"))
+        assert codes() == dict.fromkeys((topic, other), E.GROUP_AUTHORIZATION_FAILED)
+        add_acls(broker, binding("GROUP", group, "User:bob", "READ"))
+        deadline = time.monotonic() + 30
+        while True:  # the offsets topic is created by the first FindCoordinator, then loaded
+            bob.call(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(coordinator_keys=(group,)))
+            got = codes()
+            if got[topic] not in (E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS):
+                break
+            assert time.monotonic() < deadline, got
+            time.sleep(0.1)
+        assert got == {topic: 0, other: E.TOPIC_AUTHORIZATION_FAILED}
+
+
 def test_client_quota_apis_need_cluster_configs_acls(broker: BrokerProcess, tmp_path: Path) -> None:
     import json
     import sys
