@@ -14,7 +14,7 @@ import asyncio
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 
 from broker.groups.offsets import OffsetsLog
 from broker.groups.types import OffsetAndMetadata, TopicPartition

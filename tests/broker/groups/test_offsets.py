@@ -35,7 +35,7 @@ from hot.records import RecordInput, build_batch
 
 pytestmark = pytest.mark.timeout(120)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CHILD = Path(__file__).resolve().parent / "offsets_child.py"
 TP0 = TopicPartition("t", 0)
 TP1 = TopicPartition("t", 1)
