@@ -70,6 +70,7 @@ if TYPE_CHECKING:
     from broker.groups.replicated_offsets import ClusterOffsetStore
     from broker.security.authz import AccessControl
     from broker.security.users import UserTable
+    from broker.transactions.coordinator import TransactionCoordinator
 
 log = logging.getLogger("strata.broker")
 
@@ -192,6 +193,8 @@ class Broker:
         self.metrics = metrics or BrokerMetrics()
         self.tiering = tiering
         self.groups = groups  # consumer groups (api.handlers.groups); None: not served
+        # The transaction coordinator (api.handlers.txn_coordinator), set by broker.node.
+        self.transactions: TransactionCoordinator | None = None
         # ACL enforcement (broker.security.authz); None: authorization off, everything allowed.
         self.access: AccessControl | None = None
         # SASL / REST basic-auth users (in the metadata store); None: not needed.

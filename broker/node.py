@@ -43,11 +43,13 @@ from broker.log_manager import ClusterLogManager
 from broker.metadata import MetadataClient
 from broker.metadata_store import MetadataStore
 from broker.metrics import BrokerMetrics
+from broker.producer_ids import scoped_producer_id
 from broker.replica_manager import ReplicaManager, Role, log_configs
 from broker.security.acl_store import AclStore
 from broker.security.adopt import adopt_security_files
 from broker.security.stored import SecurityDocuments, StoredAcls, StoredQuotas, StoredUsers
 from broker.store_socket import LocalStoreServer
+from broker.transactions.coordinator import TransactionCoordinator
 from hot.errors import MetadataStoreError
 from tiering.service import TieringService
 
@@ -82,6 +84,7 @@ class ClusterNode:
         self.follower_retention: FollowerRetention | None = None
         self._started = False
         self.offset_store: ClusterOffsetStore | None = None  # make_groups
+        self.transactions: TransactionCoordinator | None = None  # make_transactions
         # ACLs and SASL users of the whole cluster (broker.security.stored), watched in the store.
         self.security = SecurityDocuments(etcd, client.layout)
         # A single node's store for `strata users --data-dir` while it runs (broker.store_socket).
@@ -183,6 +186,7 @@ class ClusterNode:
             groups=groups,  # type: ignore[arg-type]
         )
         broker.offset_store = self.offset_store
+        broker.transactions = self.transactions
         # Runtime quotas shared by the whole cluster (broker.security.stored), not per data dir.
         broker.quotas.store = StoredQuotas(self.etcd, self.client.layout, self.client.view)
         return broker
@@ -202,6 +206,26 @@ class ClusterNode:
         store.attach(coordinator)
         self.offset_store = store
         return coordinator
+
+    def make_transactions(self, config: BrokerConfig) -> TransactionCoordinator:
+        """The transaction coordinator: state in the replicated ``__transaction_state``
+        topic, ids served by its partitions' leaders (``broker.transactions.state_log``);
+        producer ids from this broker's allocator, unique in the cluster. Start it on the
+        event loop, attach its marker writer once the broker exists."""
+        manager = self.manager
+
+        def new_producer_id() -> int:
+            return scoped_producer_id(manager.producer_ids.allocate(), self.broker_id)
+
+        def offsets_partitions() -> int:
+            store = self.offset_store
+            n = store.partition_count() if store is not None else None
+            return n if n is not None else config.groups.offsets_topic_num_partitions
+
+        self.transactions = TransactionCoordinator(
+            self.broker_id, self.replicas, config.transactions, new_producer_id, offsets_partitions
+        )
+        return self.transactions
 
     # ACLs, SASL users and runtime quotas live in the metadata store (broker.security.stored):
     # a cluster's etcd, or a single node's embedded store, which `strata users` reaches
