@@ -19,7 +19,9 @@ module             APIs
 ``configs``        DescribeConfigs, AlterConfigs, IncrementalAlterConfigs
 ``reassignment``   AlterPartitionReassignments, ListPartitionReassignments
 ``groups``         FindCoordinator and the consumer-group APIs
-``producer_ids``   InitProducerId
+``producer_ids``   InitProducerId (idempotent), DescribeProducers
+``txn_coordinator`` InitProducerId (transactional), AddPartitionsToTxn, AddOffsetsToTxn,
+                   EndTxn, DescribeTransactions, ListTransactions
 ``acls``           DescribeAcls, CreateAcls, DeleteAcls
 ``quotas``         DescribeClientQuotas, AlterClientQuotas (and the byte-rate throttles)
 =================  ==========================================================
@@ -64,6 +66,13 @@ from api.handlers.topics import (
     handle_create_topics,
     handle_delete_topics,
     handle_metadata,
+)
+from api.handlers.txn_coordinator import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_list_transactions,
 )
 from api.handlers.versions import handle_api_versions
 from api.protocol import APIS, ApiKey, RequestHeader
@@ -113,6 +122,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SASL_AUTHENTICATE: handle_sasl_authenticate,
     ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
+    ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
+    ApiKey.END_TXN: handle_end_txn,
+    ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
 }
 
 # Every API the codec advertises must have a handler, and vice versa.

@@ -289,6 +289,17 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest, SaslHandshakeResponse, "0-1", "none"),
         _api(ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest, SaslAuthenticateResponse, "0-2", "2+"),
         _api(ApiKey.DESCRIBE_PRODUCERS, DescribeProducersRequest, DescribeProducersResponse, "0", "0+"),
+        # the transaction coordinator (api.handlers.txn_coordinator); EndTxn v5 is
+        # Transactions V2 (an epoch bump at every end), which the coordinator does not run
+        _api(
+            ApiKey.ADD_PARTITIONS_TO_TXN, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, "0-5", "3+"
+        ),
+        _api(ApiKey.ADD_OFFSETS_TO_TXN, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, "0-4", "3+"),
+        _api(ApiKey.END_TXN, EndTxnRequest, EndTxnResponse, "0-4", "3+"),
+        _api(
+            ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest, DescribeTransactionsResponse, "0", "0+"
+        ),
+        _api(ApiKey.LIST_TRANSACTIONS, ListTransactionsRequest, ListTransactionsResponse, "0-2", "0+"),
     )
 }
 
@@ -299,17 +310,8 @@ APIS: Final[dict[int, ApiSpec]] = {
 TRANSACTION_APIS: Final[dict[int, ApiSpec]] = {
     spec.api_key: spec
     for spec in (
-        _api(
-            ApiKey.ADD_PARTITIONS_TO_TXN, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, "0-5", "3+"
-        ),
-        _api(ApiKey.ADD_OFFSETS_TO_TXN, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, "0-4", "3+"),
-        _api(ApiKey.END_TXN, EndTxnRequest, EndTxnResponse, "0-5", "3+"),
         _api(ApiKey.WRITE_TXN_MARKERS, WriteTxnMarkersRequest, WriteTxnMarkersResponse, "1-2", "1+"),
         _api(ApiKey.TXN_OFFSET_COMMIT, TxnOffsetCommitRequest, TxnOffsetCommitResponse, "0-5", "3+"),
-        _api(
-            ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest, DescribeTransactionsResponse, "0", "0+"
-        ),
-        _api(ApiKey.LIST_TRANSACTIONS, ListTransactionsRequest, ListTransactionsResponse, "0-2", "0+"),
     )
 }
 

@@ -210,6 +210,12 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         48: (0, 1, 1),
         49: (0, 1, 1),
         61: (0, 0, 0),  # DescribeProducers (KIP-664)
+        # the transaction coordinator; EndTxn v5 (Transactions V2) not served
+        24: (0, 5, 3),
+        25: (0, 4, 3),
+        26: (0, 4, 3),
+        65: (0, 0, 0),
+        66: (0, 2, 0),
     }
 
 

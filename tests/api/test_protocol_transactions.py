@@ -5,8 +5,9 @@ version, golden bytes against kafka-python's JSON-driven classes at every versio
 non-ignorable field rule, and precise rejection of truncated or malformed bodies.
 
 Hand-derived golden bytes are in test_protocol_transactions_layouts. The specs come from
-``TRANSACTION_APIS``, which is not served yet (each API joins ``APIS`` with its handler), so
-these tests go through the per-version body codecs, not ``codec.decode_request``.
+``APIS`` for the APIs served and ``TRANSACTION_APIS`` for the others (each joins ``APIS``
+with its handler), so these tests go through the per-version body codecs, not
+``codec.decode_request``.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from api.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnResult,
     AddPartitionsToTxnTransaction,
 )
-from api.protocol.messages.end_txn import EndTxnResponse
+from api.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 from api.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from api.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from api.protocol.messages.list_transactions import (
@@ -48,10 +49,12 @@ from api.protocol.schema import ARRAY, INT16, INT32, STRING, MessageSchema, W
 from tests.api.test_protocol import SETTINGS, _fill, struct_strategy, to_kafka_python
 
 # InitProducerId and FindCoordinator at Kafka 4.x's full ranges (APIS serves 0-4 of each;
-# v5 and v6 are v4 on the wire): proves the tables are ready for the range change.
+# v5 and v6 are v4 on the wire), and EndTxn's v5 (Transactions V2, not served): proves the
+# tables are ready for the range change.
 WIDENED: tuple[ApiSpec, ...] = (
     _api(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse, "0-5", "2+"),
     _api(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse, "0-6", "3+"),
+    _api(ApiKey.END_TXN, EndTxnRequest, EndTxnResponse, "0-5", "3+"),
 )
 # The transaction APIs, served (in APIS, with their handler) or not yet (TRANSACTION_APIS).
 TXN_KEYS: tuple[int, ...] = (24, 25, 26, 27, 28, 61, 65, 66)
@@ -112,7 +115,7 @@ def test_ranges_are_kafka_4x() -> None:
     assert ranges == {
         "AddPartitionsToTxn": (24, 0, 5, 3),
         "AddOffsetsToTxn": (25, 0, 4, 3),
-        "EndTxn": (26, 0, 5, 3),
+        "EndTxn": (26, 0, 4, 3),  # served 0-4: v5 is Transactions V2 (its codec: WIDENED)
         "WriteTxnMarkers": (27, 1, 2, 1),  # v0 removed in Kafka 4.0; v2 since 4.2
         "TxnOffsetCommit": (28, 0, 5, 3),
         "DescribeProducers": (61, 0, 0, 0),
