@@ -301,3 +301,38 @@ async def test_requests_before_the_topic_exists_are_not_coordinator(tmp_path: Pa
         with pytest.raises(NotCoordinatorError):
             await coord.init_producer_id("t", 60_000)
         assert coord.list_transactions() == ([], [])
+
+
+async def test_the_timer_aborts_without_being_asked(tmp_path: Path, clock: Clock) -> None:
+    markers = FakeMarkers()
+    settings = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 20}
+    async with coordinator(tmp_path / "data", markers, clock, **settings) as (_, coord):
+        pid, epoch = await coord.init_producer_id("t", 1_000)
+        await coord.add_partitions("t", pid, epoch, [TP_A0])
+        clock.now += 1_001
+        await until(lambda: state_of(coord, "t") is S.COMPLETE_ABORT, "the timer aborted it")
+        assert coord.timed_out == 1 and markers.calls[-1].result is TransactionResult.ABORT
+
+
+async def test_a_compacted_partition_keeps_the_latest_state_of_each_id(tmp_path: Path, clock: Clock) -> None:
+    async with coordinator(tmp_path / "data", FakeMarkers(), clock) as (_, coord):
+        pids = {}
+        for tid in ("a", "b", "c"):
+            pid, epoch = await coord.init_producer_id(tid, 60_000)
+            for _ in range(3):
+                await coord.add_partitions(tid, pid, epoch, [TP_A0])
+                await coord.end_txn(tid, pid, epoch, commit=True)
+                await until(lambda tid=tid: state_of(coord, tid) is S.COMPLETE_COMMIT, "committed")
+            pids[tid] = pid
+        await coord.add_partitions("b", pids["b"], 0, [TP_B1])  # left Ongoing
+        await coord.init_producer_id("new", 60_000)
+        for shard in coord.log.shards():
+            before = shard.rep.log.log_start_offset
+            assert await coord.log.runtime.compact(shard)
+            assert shard.rep.log.log_start_offset > before or shard.count() == 0
+    async with coordinator(tmp_path / "data", FakeMarkers(), clock) as (_, coord):
+        assert state_of(coord, "a") is S.COMPLETE_COMMIT and state_of(coord, "c") is S.COMPLETE_COMMIT
+        (b,) = coord.describe(["b"])
+        assert b.meta is not None and b.meta.state is S.ONGOING and b.meta.partitions == {TP_B1}
+        assert state_of(coord, "new") is S.EMPTY
+        assert await coord.init_producer_id("a", 60_000) == (pids["a"], 1)
