@@ -163,3 +163,34 @@ def test_confluent_kafka_transactions_and_zombie_fencing(broker: BrokerProcess) 
         consumer.close()
     second.begin_transaction()
     second.abort_transaction(BOUND_S)
+
+
+def test_aiokafka_and_kafka_python_transactional_producers_start(broker: BrokerProcess) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+    from kafka import KafkaProducer
+
+    async def aio() -> None:
+        p = AIOKafkaProducer(
+            bootstrap_servers=broker.bootstrap, transactional_id=f"aio-{uuid.uuid4().hex[:8]}"
+        )
+        await p.start()  # InitProducerId through the transaction coordinator
+        try:
+            async with p.transaction():
+                pass
+            await p.begin_transaction()
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+    asyncio.run(aio())
+    kp = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"kp-{uuid.uuid4().hex[:8]}")
+    try:
+        kp.init_transactions()
+        kp.begin_transaction()
+        kp.commit_transaction()
+        kp.begin_transaction()
+        kp.abort_transaction()
+    finally:
+        kp.close()
