@@ -102,6 +102,15 @@ def wall_clock_ms() -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class Written:
+    """An acknowledged write: the id's new metadata (None: it expired), and the completion
+    started for a PrepareX record (None otherwise, or when the id moved meanwhile)."""
+
+    meta: TransactionMetadata | None
+    completion: Transit | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Described:
     """One DescribeTransactions entry: the metadata, or the error for the id."""
 
@@ -210,10 +219,10 @@ class TransactionCoordinator:
             expected=expected,
             server_transaction_version=SERVER_TRANSACTION_VERSION,
         )
-        done = await self._write(shard, epoch, transit)
+        written = await self._write(shard, epoch, transit, then_complete=transit.epoch_fence)
+        done = written.meta
         assert done is not None
         if transit.epoch_fence:
-            self._complete_later(epoch, done)
             raise ConcurrentTransactionsError(
                 f"{transactional_id}: the ongoing transaction of the fenced producer is being aborted"
             )
@@ -285,9 +294,7 @@ class TransactionCoordinator:
         )
         if isinstance(out, Answer):
             return out
-        done = await self._write(shard, epoch, out)
-        assert done is not None
-        completion = self._complete_later(epoch, done)
+        completion = (await self._write(shard, epoch, out, then_complete=True)).completion
         return T.end_txn_answer(completion) if completion is not None else Answer()
 
     def describe(self, transactional_ids: Iterable[str]) -> list[Described]:
@@ -334,14 +341,12 @@ class TransactionCoordinator:
                     current.producer_id,
                     current.timeout_ms,
                 )
-                done = await self._write(shard, epoch, transit)
+                await self._write(shard, epoch, transit, then_complete=True)
             except StrataError as exc:
                 log.warning("cannot abort the timed-out transaction of %r: %s", meta.transactional_id, exc)
                 continue
-            assert done is not None
             n += 1
             self.timed_out += 1
-            self._complete_later(epoch, done)
         return n
 
     async def expire_ids(self) -> int:
@@ -399,10 +404,14 @@ class TransactionCoordinator:
         epoch, meta = self.cache.get(transactional_id)
         return shard, epoch, meta
 
-    async def _write(self, shard: TxnShard, epoch: int, transit: Transit) -> TransactionMetadata | None:
+    async def _write(
+        self, shard: TxnShard, epoch: int, transit: Transit, *, then_complete: bool = False
+    ) -> Written:
         """Write ``transit`` (protocol: module docstring): the new metadata (None: the id
-        expired), or the write's coordinator error. The outcome is installed even if the
-        caller is cancelled meanwhile (its connection closed)."""
+        expired), or the write's coordinator error. With ``then_complete`` (a PrepareX
+        record) the transaction's completion starts as soon as the record is acknowledged.
+        Both happen even if the caller is cancelled meanwhile (its connection closed): a
+        prepared transaction is never left without its markers."""
         if shard.epoch != epoch:
             raise NotCoordinatorError(f"{transit.before.transactional_id}: the coordinator epoch moved")
         self.cache.start(transit, epoch)
@@ -411,7 +420,9 @@ class TransactionCoordinator:
         except BaseException:
             self.cache.abandon(transit, epoch)
             raise
-        result: asyncio.Future[TransactionMetadata | None] = asyncio.get_running_loop().create_future()
+        result: asyncio.Future[Written] = asyncio.get_running_loop().create_future()
+        # Retrieved even when the caller is gone (no "exception never retrieved" noise).
+        result.add_done_callback(lambda r: r.cancelled() or r.exception())
 
         def acknowledged(f: asyncio.Future[None]) -> None:
             exc = f.exception() if not f.cancelled() else CoordinatorNotAvailableError("write cancelled")
@@ -420,9 +431,12 @@ class TransactionCoordinator:
                 result.set_exception(exc)
                 return
             try:
-                result.set_result(self.cache.complete(transit, epoch))
+                meta = self.cache.complete(transit, epoch)
             except Exception as err:  # NOT_COORDINATOR: moved to another coordinator meanwhile
                 result.set_exception(err)
+                return
+            completion = self._complete_later(epoch, meta) if then_complete and meta is not None else None
+            result.set_result(Written(meta, completion))
 
         fut.add_done_callback(acknowledged)
         return await asyncio.shield(result)

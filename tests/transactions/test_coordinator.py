@@ -336,3 +336,17 @@ async def test_a_compacted_partition_keeps_the_latest_state_of_each_id(tmp_path:
         assert b.meta is not None and b.meta.state is S.ONGOING and b.meta.partitions == {TP_B1}
         assert state_of(coord, "new") is S.EMPTY
         assert await coord.init_producer_id("a", 60_000) == (pids["a"], 1)
+
+
+async def test_an_end_txn_whose_client_went_away_still_completes(tmp_path: Path, clock: Clock) -> None:
+    markers = FakeMarkers()
+    async with coordinator(tmp_path / "data", markers, clock) as (_, coord):
+        pid, epoch = await coord.init_producer_id("t", 60_000)
+        await coord.add_partitions("t", pid, epoch, [TP_A0])
+        request = asyncio.ensure_future(coord.end_txn("t", pid, epoch, commit=True))
+        await asyncio.sleep(0)  # PrepareCommit appended, not yet acknowledged
+        request.cancel()  # the connection closed
+        with pytest.raises(asyncio.CancelledError):
+            await request
+        await until(lambda: state_of(coord, "t") is S.COMPLETE_COMMIT, "completed all the same")
+        assert [c.result for c in markers.calls] == [TransactionResult.COMMIT]
