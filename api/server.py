@@ -43,6 +43,7 @@ from broker.security.acl import Authorizer
 from broker.security.authz import AccessControl
 from broker.security.tls import server_context, uvicorn_options
 from broker.transactions.coordinator import TransactionCoordinator
+from broker.txn_metrics import register_txn_metrics
 from hot import record_validation
 from hot.topics import TopicInfo
 from tiering.metrics import TieringMetrics
@@ -175,6 +176,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         manager.add_delete_listener(forget_topic)
         broker: Broker = node.make_broker(config, metrics, tiering=tiering, groups=groups)
         broker.bind_loop(loop)
+        register_txn_metrics(broker)
         needs_users = config.sasl.enabled or config.sasl.rest_basic_auth or cluster.inter_broker_sasl
         if config.authorization.enabled or needs_users:
             await node.start_security()  # ACLs and users, before any listener

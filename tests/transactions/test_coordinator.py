@@ -350,3 +350,24 @@ async def test_an_end_txn_whose_client_went_away_still_completes(tmp_path: Path,
             await request
         await until(lambda: state_of(coord, "t") is S.COMPLETE_COMMIT, "completed all the same")
         assert [c.result for c in markers.calls] == [TransactionResult.COMMIT]
+
+
+async def test_metrics_at_scrape_time(tmp_path: Path, clock: Clock) -> None:
+    from prometheus_client import CollectorRegistry
+
+    from broker.txn_metrics import register_txn_metrics
+
+    async with coordinator(tmp_path / "data", FakeMarkers(), clock) as (broker, coord):
+        registry = CollectorRegistry()
+        assert register_txn_metrics(broker, registry) and not register_txn_metrics(broker, registry)
+        pid, epoch = await coord.init_producer_id("t", 60_000)
+        await coord.init_producer_id("idle", 60_000)
+        await coord.add_partitions("t", pid, epoch, [TP_A0])
+        clock.now += 2_500
+        assert registry.get_sample_value("strata_transactions", {"state": "Ongoing"}) == 1
+        assert registry.get_sample_value("strata_transactions", {"state": "Empty"}) == 1
+        assert registry.get_sample_value("strata_transactions_oldest_open_seconds") == 2.5
+        await coord.end_txn("t", pid, epoch, commit=True)
+        await until(lambda: state_of(coord, "t") is S.COMPLETE_COMMIT, "committed")
+        assert registry.get_sample_value("strata_transactions_completed_total") == 1
+        assert registry.get_sample_value("strata_transactions_oldest_open_seconds") == 0
