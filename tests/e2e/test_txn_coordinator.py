@@ -10,6 +10,7 @@ import time
 import uuid
 from typing import Any
 
+import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
@@ -124,6 +125,9 @@ def test_the_coordinator_apis_on_the_wire(broker: BrokerProcess) -> None:
         assert client._call(ApiKey.END_TXN, 1, stale).error_code == E.INVALID_PRODUCER_EPOCH
         other = EndTxnRequest(transactional_id=tid, producer_id=pid + 1, producer_epoch=0, committed=True)
         assert client.call(ApiKey.END_TXN, other).error_code == E.INVALID_PRODUCER_ID_MAPPING
+    metrics = httpx.get(f"{broker.http_url}/metrics", timeout=30).text
+    assert 'strata_transactions{state="Ongoing"}' in metrics
+    assert "strata_transactions_oldest_open_seconds" in metrics
 
 
 def _producer(broker: BrokerProcess, tid: str) -> Producer:
