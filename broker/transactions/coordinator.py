@@ -60,6 +60,7 @@ from hot.errors import (
     ConcurrentTransactionsError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
+    InvalidRequestError,
     NotCoordinatorError,
     StrataError,
 )
@@ -400,6 +401,8 @@ class TransactionCoordinator:
 
     def _lookup(self, transactional_id: str) -> tuple[TxnShard, int, TransactionMetadata | None]:
         """(partition, coordinator epoch, metadata or None) of an id coordinated here."""
+        if not transactional_id:
+            raise InvalidRequestError("empty transactional id")
         shard = self._serving(transactional_id)
         epoch, meta = self.cache.get(transactional_id)
         return shard, epoch, meta

@@ -26,6 +26,7 @@ from broker.transactions.transitions import TransactionResult
 from hot.errors import (
     ConcurrentTransactionsError,
     InvalidProducerIdMappingError,
+    InvalidRequestError,
     InvalidTransactionTimeoutError,
     InvalidTxnStateError,
     NotCoordinatorError,
@@ -142,6 +143,8 @@ async def test_init_bumps_the_epoch_and_fences_older_instances(tmp_path: Path, c
             await coord.init_producer_id("t1", 60_000, pid, 0)
         with pytest.raises(InvalidTransactionTimeoutError):
             await coord.init_producer_id("t1", 900_001)
+        with pytest.raises(InvalidRequestError):
+            await coord.init_producer_id("", 60_000)
         assert state_of(coord, "t1") is S.EMPTY
         other, _ = await coord.init_producer_id("t2", 60_000)
         assert other != pid
