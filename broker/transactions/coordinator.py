@@ -324,57 +324,55 @@ class TransactionCoordinator:
     # --- timers ----------------------------------------------------------------------------------
 
     async def abort_timed_out(self) -> int:
-        """Abort (fencing the producer) every Ongoing transaction older than its timeout;
-        returns how many aborts were written."""
+        """Abort (fencing the producer) every Ongoing transaction older than its timeout,
+        the writes in parallel; returns how many aborts were written."""
         now = self.clock()
-        n = 0
-        for epoch, meta in list(self.cache):
-            if not T.is_timed_out(meta, now):
-                continue
+
+        async def abort(epoch: int, meta: TransactionMetadata) -> bool:
+            tid = meta.transactional_id
             try:
-                shard, cur_epoch, current = self._lookup(meta.transactional_id)
+                shard, cur_epoch, current = self._lookup(tid)
                 if cur_epoch != epoch or current is None or not T.is_timed_out(current, now):
-                    continue
+                    return False
                 transit = T.abort_timed_out(current, now, SERVER_TRANSACTION_VERSION)
                 log.info(
                     "aborting the transaction of %r (producer %d): open longer than its %d ms timeout",
-                    current.transactional_id,
+                    tid,
                     current.producer_id,
                     current.timeout_ms,
                 )
                 await self._write(shard, epoch, transit, then_complete=True)
             except StrataError as exc:
-                log.warning("cannot abort the timed-out transaction of %r: %s", meta.transactional_id, exc)
-                continue
-            n += 1
+                log.warning("cannot abort the timed-out transaction of %r: %s", tid, exc)
+                return False
             self.timed_out += 1
-        return n
+            return True
+
+        due = [abort(epoch, meta) for epoch, meta in list(self.cache) if T.is_timed_out(meta, now)]
+        return sum(await asyncio.gather(*due))
 
     async def expire_ids(self) -> int:
         """Tombstone every id idle longer than ``transactional.id.expiration.ms`` with no
-        transaction open; returns how many were removed."""
+        transaction open, the writes in parallel; returns how many were removed."""
         now = self.clock()
         expiration = self.config.transactional_id_expiration_ms
-        n = 0
-        for epoch, meta in list(self.cache):
-            if not T.is_expired(meta, now, expiration):
-                continue
+
+        async def expire(epoch: int, meta: TransactionMetadata) -> bool:
+            tid = meta.transactional_id
             try:
-                shard, cur_epoch, current = self._lookup(meta.transactional_id)
+                shard, cur_epoch, current = self._lookup(tid)
                 if cur_epoch != epoch or current is None or not T.is_expired(current, now, expiration):
-                    continue
+                    return False
                 await self._write(shard, epoch, T.expire(current, now, expiration))
             except StrataError as exc:
-                log.warning("cannot expire transactional id %r: %s", meta.transactional_id, exc)
-                continue
-            n += 1
+                log.warning("cannot expire transactional id %r: %s", tid, exc)
+                return False
             self.expired += 1
-            log.info(
-                "transactional id %r expired (idle %d ms)",
-                meta.transactional_id,
-                now - meta.txn_last_update_timestamp_ms,
-            )
-        return n
+            log.info("transactional id %r expired (idle %d ms)", tid, now - meta.txn_last_update_timestamp_ms)
+            return True
+
+        due = [expire(epoch, meta) for epoch, meta in list(self.cache) if T.is_expired(meta, now, expiration)]
+        return sum(await asyncio.gather(*due))
 
     async def _every(self, interval_ms: int, action: Callable[[], Coroutine[Any, Any, int]]) -> None:
         while True:
