@@ -126,7 +126,7 @@ async def _add_or_verify(
 ) -> dict[TopicPartition, int]:
     """One transaction's partitions: an error code for each."""
     missing = [tp for tp in tps if not _exists(conn, tp)]
-    if missing and not verify:
+    if missing:  # as Kafka, for both forms: nothing is added or verified
         return {
             tp: E.UNKNOWN_TOPIC_OR_PARTITION if tp in missing else E.OPERATION_NOT_ATTEMPTED for tp in tps
         }

@@ -19,7 +19,11 @@ from api.protocol import ApiKey
 from api.protocol import error_table as E
 from api.protocol.address import HostPort
 from api.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
-from api.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from api.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
 from api.protocol.messages.describe_transactions import DescribeTransactionsRequest
 from api.protocol.messages.end_txn import EndTxnRequest
 from api.protocol.messages.find_coordinator import KEY_TYPE_TRANSACTION, FindCoordinatorRequest
@@ -44,7 +48,7 @@ def _until_loaded(client: KafkaClient, api_key: int, req: Any) -> Any:
 
 def test_the_coordinator_apis_on_the_wire(broker: BrokerProcess) -> None:
     topic = f"txn-wire-{uuid.uuid4().hex[:8]}"
-    create_topic(broker.bootstrap, topic, 2)
+    create_topic(broker.bootstrap, topic, 3)
     tid = f"tx-{uuid.uuid4().hex[:8]}"
     with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port)) as client:
         fc = client.call(
@@ -90,6 +94,31 @@ def test_the_coordinator_apis_on_the_wire(broker: BrokerProcess) -> None:
         assert add(AddPartitionsToTxnTopic(name=topic, partitions=(0,)), epoch=7) == {
             (topic, 0): E.PRODUCER_FENCED
         }
+        # The partition leader's check (KIP-890, v4+): added or not; TRANSACTION_ABORTABLE from v5.
+        for version, not_added in ((5, E.TRANSACTION_ABORTABLE), (4, E.INVALID_TXN_STATE)):
+            verify = client._call(
+                ApiKey.ADD_PARTITIONS_TO_TXN,
+                version,
+                AddPartitionsToTxnRequest(
+                    transactions=(
+                        AddPartitionsToTxnTransaction(
+                            transactional_id=tid,
+                            producer_id=pid,
+                            producer_epoch=0,
+                            verify_only=True,
+                            topics=(AddPartitionsToTxnTopic(name=topic, partitions=(0, 2)),),
+                        ),
+                    )
+                ),
+            )
+            (txn,) = verify.results_by_transaction
+            assert (verify.error_code, txn.transactional_id) == (0, tid)
+            codes = {
+                (t.name, p.partition_index): p.partition_error_code
+                for t in txn.topic_results
+                for p in t.results_by_partition
+            }
+            assert codes == {(topic, 0): 0, (topic, 2): not_added}
         offsets = client.call(
             ApiKey.ADD_OFFSETS_TO_TXN,
             AddOffsetsToTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=0, group_id="g"),
