@@ -750,6 +750,7 @@ def test_transactional_ids_need_acls(broker: BrokerProcess) -> None:
     from api.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
     from api.protocol.messages.describe_transactions import DescribeTransactionsRequest
     from api.protocol.messages.end_txn import EndTxnRequest
+    from api.protocol.messages.find_coordinator import KEY_TYPE_TRANSACTION, FindCoordinatorRequest
     from api.protocol.messages.list_transactions import ListTransactionsRequest
 
     prefix = f"tx-{uuid.uuid4().hex[:6]}"
@@ -766,6 +767,14 @@ def test_transactional_ids_need_acls(broker: BrokerProcess) -> None:
     sec = ClientSecurity(protocol="SASL_PLAINTEXT", mechanism=MECH, username="bob", password=BOB_PW)
     with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port), security=sec) as client:
         other = "not-" + prefix
+        fc = client.call(
+            ApiKey.FIND_COORDINATOR,
+            FindCoordinatorRequest(key_type=KEY_TYPE_TRANSACTION, coordinator_keys=(other, f"{prefix}-bob")),
+        )
+        assert {(co.key, co.error_code) for co in fc.coordinators} == {
+            (other, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+            (f"{prefix}-bob", 0),
+        }
         add = client._call(
             ApiKey.ADD_PARTITIONS_TO_TXN,
             3,
