@@ -42,6 +42,8 @@ from broker.node import ClusterNode
 from broker.security.acl import Authorizer
 from broker.security.authz import AccessControl
 from broker.security.tls import server_context, uvicorn_options
+from broker.transactions.coordinator import TransactionCoordinator
+from broker.txn_metrics import register_txn_metrics
 from hot import record_validation
 from hot.topics import TopicInfo
 from tiering.metrics import TieringMetrics
@@ -137,6 +139,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         raise
     tiering: TieringService | None = None
     groups: GroupCoordinator | None = None
+    transactions: TransactionCoordinator | None = None
     try:
         metrics = BrokerMetrics()
         metrics.registry.register(LogStatsCollector(manager_logs(manager)))
@@ -162,6 +165,10 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         groups = node.make_groups(config)
         await groups.start()
         coordinator = groups
+        # Transactions: state in the internal __transaction_state topic
+        # (broker.transactions.state_log).
+        transactions = node.make_transactions(config)
+        transactions.start()
 
         def forget_topic(info: TopicInfo) -> None:  # any thread: REST deletes off the loop
             loop.call_soon_threadsafe(coordinator.on_topic_deleted, info.name)
@@ -169,6 +176,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         manager.add_delete_listener(forget_topic)
         broker: Broker = node.make_broker(config, metrics, tiering=tiering, groups=groups)
         broker.bind_loop(loop)
+        register_txn_metrics(broker)
         needs_users = config.sasl.enabled or config.sasl.rest_basic_auth or cluster.inter_broker_sasl
         if config.authorization.enabled or needs_users:
             await node.start_security()  # ACLs and users, before any listener
@@ -270,6 +278,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             # Then the coordinator: JoinGroup/SyncGroup requests parked in a rebalance would
             # hold their connections open through the whole drain grace period.
             await groups.close()
+            await transactions.close()
             upload_grace = config.tiering.shutdown_upload_grace_ms
             # Hand leadership over before the listeners close (broker.node); with
             # shutdown_upload_in_cluster, upload the tail while still leading.
@@ -296,6 +305,8 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             try:
                 if groups is not None:
                     await groups.close()  # the offsets log closes with the manager
+                if transactions is not None:
+                    await transactions.close()
             finally:
                 manager.close()
     say("strata: stopped cleanly")

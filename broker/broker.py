@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from broker.groups.replicated_offsets import ClusterOffsetStore
     from broker.security.authz import AccessControl
     from broker.security.users import UserTable
+    from broker.transactions.coordinator import TransactionCoordinator
 
 log = logging.getLogger("strata.broker")
 
@@ -195,6 +196,8 @@ class Broker:
         self.metrics = metrics or BrokerMetrics()
         self.tiering = tiering
         self.groups = groups  # consumer groups (api.handlers.groups); None: not served
+        # The transaction coordinator (api.handlers.txn_coordinator), set by broker.node.
+        self.transactions: TransactionCoordinator | None = None
         # ACL enforcement (broker.security.authz); None: authorization off, everything allowed.
         self.access: AccessControl | None = None
         # SASL / REST basic-auth users (in the metadata store); None: not needed.
@@ -406,15 +409,26 @@ class Broker:
         return lg
 
     def append(
-        self, topic: str, partition: int, data: bytes | bytearray | memoryview, *, acks: int = 1
+        self,
+        topic: str,
+        partition: int,
+        data: bytes | bytearray | memoryview,
+        *,
+        acks: int = 1,
+        transactional: bool = False,
     ) -> PendingAppend:
+        """Append a producer's batches as the partition's leader; ``transactional``: the
+        request named a transactional id (its transactional batches are accepted, hot.log)."""
         # __consumer_offsets is written by the group coordinators only (broker.groups).
         if topic == OFFSETS_TOPIC:
             return PendingAppend(
                 topic, None, None, InvalidTopicError(f"cannot produce to the internal topic {topic}")
             )
         pending = self._leader_append(
-            topic, partition, acks, lambda lg, epoch: lg.append(data, leader_epoch=epoch)
+            topic,
+            partition,
+            acks,
+            lambda lg, epoch: lg.append(data, leader_epoch=epoch, transactional=transactional),
         )
         if pending.info is not None:
             self.metrics.produced_messages.labels(topic).inc(pending.info.record_count)

@@ -27,6 +27,8 @@ TOML layout::
     [groups]                                         # consumer groups, Kafka names
     "group.initial.rebalance.delay.ms" = 3000
     "offsets.retention.minutes" = 10080
+    [transactions]                                   # transaction coordinator, Kafka names
+    "transaction.max.timeout.ms" = 900000
     [cluster]                                        # cluster mode, broker.cluster_config names
     etcd = "127.0.0.1:2379"                          # set: a replicated cluster on etcd
     "replica.lag.time.max.ms" = 30000
@@ -50,7 +52,8 @@ Environment: ``STRATA_DATA_DIR``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN`
 underscores (``STRATA_LOG_CLEANER_BACKOFF_MS``), and tiering settings
 as ``STRATA_TIERING_<FIELD>`` (``STRATA_TIERING_UPLOAD_INTERVAL_MS``), and the group
 settings of broker.groups.config as ``STRATA_`` + the Kafka name upper-cased with dots as
-underscores (``STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS``), and the cluster settings
+underscores (``STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS``), the transaction coordinator's settings of
+broker.transactions.config likewise (``STRATA_TRANSACTION_MAX_TIMEOUT_MS``), and the cluster settings
 of broker.cluster_config the same way (``STRATA_ETCD``, ``STRATA_REPLICA_LAG_TIME_MAX_MS``),
 and the security settings as ``STRATA_TLS_<KEY>`` / ``STRATA_SASL_<KEY>`` /
 ``STRATA_AUTHORIZATION_<KEY>`` (``STRATA_TLS_CERT``, ``STRATA_SASL_MECHANISMS``,
@@ -83,6 +86,8 @@ from broker.security.config import (
     TlsConfig,
 )
 from broker.security.quotas import QUOTA_KEYS, QuotaConfig
+from broker.transactions.config import ENV_NAMES as TXN_ENV_NAMES
+from broker.transactions.config import TransactionConfig
 from hot.cleaner import CLEANER_ENV_NAMES, CleanerConfig, cleaner_config_from_kafka
 from hot.config import KAFKA_NAMES, LogConfig
 from hot.errors import InvalidConfigError
@@ -112,6 +117,7 @@ class BrokerConfig:
     tiering: TieringConfig = field(default_factory=TieringConfig)
     cleaner: CleanerConfig = field(default_factory=CleanerConfig)  # log.cleaner.*
     groups: GroupConfig = field(default_factory=GroupConfig)
+    transactions: TransactionConfig = field(default_factory=TransactionConfig)
     # Cluster mode (replication, metadata in etcd) when set; None: single node.
     cluster: ClusterConfig | None = None
     tls: TlsConfig = field(default_factory=TlsConfig)
@@ -195,6 +201,7 @@ def load_config(
     tiering_values: dict[str, object] = {}
     cleaner_values: dict[str, object] = {}
     group_values: dict[str, object] = {}
+    txn_values: dict[str, object] = {}
     cluster_values: dict[str, object] = {}
     security_values: dict[str, dict[str, object]] = {"tls": {}, "sasl": {}, "authorization": {}, "quotas": {}}
 
@@ -224,6 +231,10 @@ def load_config(
                 if not isinstance(value, dict):
                     raise InvalidConfigError(f"{path}: [groups] must be a table")
                 group_values.update({str(k): v for k, v in value.items()})
+            elif key == "transactions":
+                if not isinstance(value, dict):
+                    raise InvalidConfigError(f"{path}: [transactions] must be a table")
+                txn_values.update({str(k): v for k, v in value.items()})
             elif key == "cluster":
                 if not isinstance(value, dict):
                     raise InvalidConfigError(f"{path}: [cluster] must be a table")
@@ -257,6 +268,10 @@ def load_config(
         env_value = env.get(env_key)
         if env_value is not None and env_value != "":
             group_values[kafka_name] = env_value
+    for env_key, kafka_name in TXN_ENV_NAMES.items():
+        env_value = env.get(env_key)
+        if env_value is not None and env_value != "":
+            txn_values[kafka_name] = env_value
 
     for env_key, name in CLUSTER_ENV_NAMES.items():
         env_value = env.get(env_key)
@@ -280,6 +295,8 @@ def load_config(
             cleaner_values.update({k: v for k, v in value.items() if v is not None})
         elif key == "groups":
             group_values.update(value)
+        elif key == "transactions":
+            txn_values.update(value)
         elif key == "cluster":
             cluster_values.update({k: v for k, v in value.items() if v is not None})
         elif key in security_values:
@@ -293,6 +310,7 @@ def load_config(
     values["tiering"] = TieringConfig.from_mapping(tiering_values)
     values["cleaner"] = cleaner_config_from_kafka(cleaner_values)
     values["groups"] = GroupConfig.from_kafka(group_values)
+    values["transactions"] = TransactionConfig.from_kafka(txn_values)
     if cluster_values:
         cluster = ClusterConfig.from_kafka(cluster_values)
         if "broker_id" in values:  # given: fixed; absent: assigned through etcd

@@ -43,11 +43,15 @@ from broker.log_manager import ClusterLogManager
 from broker.metadata import MetadataClient
 from broker.metadata_store import MetadataStore
 from broker.metrics import BrokerMetrics
+from broker.producer_ids import scoped_producer_id
 from broker.replica_manager import ReplicaManager, Role, log_configs
 from broker.security.acl_store import AclStore
 from broker.security.adopt import adopt_security_files
 from broker.security.stored import SecurityDocuments, StoredAcls, StoredQuotas, StoredUsers
 from broker.store_socket import LocalStoreServer
+from broker.transactions.coordinator import TransactionCoordinator
+from broker.transactions.markers import MarkerWriter
+from broker.txn_markers import MarkerChannels, marker_writer
 from hot.errors import MetadataStoreError
 from tiering.service import TieringService
 
@@ -82,6 +86,8 @@ class ClusterNode:
         self.follower_retention: FollowerRetention | None = None
         self._started = False
         self.offset_store: ClusterOffsetStore | None = None  # make_groups
+        self.transactions: TransactionCoordinator | None = None  # make_transactions
+        self.markers: tuple[MarkerWriter, MarkerChannels] | None = None  # make_broker
         # ACLs and SASL users of the whole cluster (broker.security.stored), watched in the store.
         self.security = SecurityDocuments(etcd, client.layout)
         # A single node's store for `strata users --data-dir` while it runs (broker.store_socket).
@@ -183,6 +189,12 @@ class ClusterNode:
             groups=groups,  # type: ignore[arg-type]
         )
         broker.offset_store = self.offset_store
+        broker.transactions = self.transactions
+        if self.transactions is not None:
+            # The coordinator's markers go to each partition's leader: this broker's own
+            # by a direct call, the others' over their replica listeners (broker.txn_markers).
+            self.markers = marker_writer(broker)
+            self.transactions.attach_markers(self.markers[0])
         # Runtime quotas shared by the whole cluster (broker.security.stored), not per data dir.
         broker.quotas.store = StoredQuotas(self.etcd, self.client.layout, self.client.view)
         return broker
@@ -202,6 +214,26 @@ class ClusterNode:
         store.attach(coordinator)
         self.offset_store = store
         return coordinator
+
+    def make_transactions(self, config: BrokerConfig) -> TransactionCoordinator:
+        """The transaction coordinator: state in the replicated ``__transaction_state``
+        topic, ids served by its partitions' leaders (``broker.transactions.state_log``);
+        producer ids from this broker's allocator, unique in the cluster. Start it on the
+        event loop, attach its marker writer once the broker exists."""
+        manager = self.manager
+
+        def new_producer_id() -> int:
+            return scoped_producer_id(manager.producer_ids.allocate(), self.broker_id)
+
+        def offsets_partitions() -> int:
+            store = self.offset_store
+            n = store.partition_count() if store is not None else None
+            return n if n is not None else config.groups.offsets_topic_num_partitions
+
+        self.transactions = TransactionCoordinator(
+            self.broker_id, self.replicas, config.transactions, new_producer_id, offsets_partitions
+        )
+        return self.transactions
 
     # ACLs, SASL users and runtime quotas live in the metadata store (broker.security.stored):
     # a cluster's etcd, or a single node's embedded store, which `strata users` reaches
@@ -303,7 +335,9 @@ class ClusterNode:
     async def stop(self, *, before_leaving: Callable[[], Awaitable[None]] | None = None) -> None:
         """Leave the cluster (see the module docstring); the logs close afterwards.
         ``before_leaving`` runs once writes are refused and acknowledged, while this broker
-        still leads (the upload at shutdown, tiering.upload_lag)."""
+        still leads (the upload at shutdown, tiering.upload_lag). The transaction
+        coordinator is closed before (its markers in flight are the next coordinator's)."""
+        await self._close_markers()
         self.replicas.begin_shutdown()
         if self._started:
             await self.replicas.drain(SHUTDOWN_DRAIN_S)
@@ -322,8 +356,16 @@ class ClusterNode:
             await self.admin_socket.close()
         await self.etcd.close()
 
+    async def _close_markers(self) -> None:
+        if self.markers is not None:
+            writer, channels = self.markers
+            self.markers = None
+            await writer.close()
+            await channels.close()
+
     async def close(self) -> None:
         """Release etcd without the orderly leave (start-up failures)."""
+        await self._close_markers()
         with contextlib.suppress(MetadataStoreError):
             await self.client.close(deregister=True)
         if self.follower_retention is not None:

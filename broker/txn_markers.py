@@ -1,7 +1,7 @@
 """WriteTxnMarkers on the partition leaders, and how a transaction coordinator reaches them.
 
 Leader side, ``write_txn_markers`` (Kafka's KafkaApis.handleWriteTxnMarkersRequest): the
-Kafka handler (api.handlers.transactions) and this broker's own coordinator (through
+Kafka handler (api.handlers.txn_markers) and this broker's own coordinator (through
 ``MarkerChannels``, no socket) both call it, so a marker is written one way whoever sends it.
 
 * Every partition of every marker is appended first, in request order, with nothing awaited

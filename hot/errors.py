@@ -138,8 +138,9 @@ class ProducerFencedError(StrataError):
     """A newer producer instance with the same id has taken over."""
 
 
-class TransactionsNotSupportedError(StrataError):
-    """A transactional producer: Strata supports idempotence but not transactions."""
+class TransactionalIdAuthorizationError(StrataError):
+    """Transactional records without a transactional id the principal may WRITE (Kafka's
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
 
 
 # --- transactions (KIP-98), the partition log's side ----------------------------------------

@@ -544,7 +544,7 @@ class Log:
         FencedLeaderEpochError (a deposed leader) and nothing is written.
 
         Transactional batches need ``transactional=True`` (the request's transactional id
-        was checked), else TransactionsNotSupportedError and nothing is written; their
+        was checked), else TransactionalIdAuthorizationError and nothing is written; their
         rules: hot.producer_state. Markers come only through ``append_marker``.
 
         ``origin_coordinator``: a coordinator's own batches (Kafka's AppendOrigin.COORDINATOR;

@@ -24,7 +24,7 @@ from crc32c import crc32c
 
 from hot.batch import CRC_START, iter_batches
 from hot.config import LogConfig
-from hot.errors import InvalidRecordError, RecordTooLargeError, TransactionsNotSupportedError
+from hot.errors import InvalidRecordError, RecordTooLargeError, TransactionalIdAuthorizationError
 from hot.producer_state import BatchMetadata, ProducerAppend
 from hot.record_validation import check_batch, iter_client_batches, stamped_copy
 
@@ -208,7 +208,7 @@ def check_producers(
     the pending change ``plan``. Returns the batches to write, the duplicates' original
     batches, and the offset to report as the append's first. A transactional batch
     without ``transactional`` (a request with no transactional id the coordinator knows)
-    is TransactionsNotSupportedError: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Kafka's
+    is TransactionalIdAuthorizationError: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Kafka's
     answer to transactional records without an authorized transactional id. ``coordinator``:
     the coordinator's own batches (origin COORDINATOR: no sequence checks, no duplicates;
     hot.producer_state)."""
@@ -219,7 +219,7 @@ def check_producers(
     for b in batches:
         if b.producer_id >= 0:
             if b.is_transactional and not (transactional or coordinator):
-                raise TransactionsNotSupportedError(
+                raise TransactionalIdAuthorizationError(
                     f"transactional batch of producer {b.producer_id} in a request without a transactional id"
                 )
             dup = plan.append(

@@ -17,6 +17,7 @@ from broker.cluster_config import ClusterConfig
 from broker.config import BrokerConfig
 from broker.groups.config import GroupConfig
 from broker.node import ClusterNode
+from broker.transactions.config import TransactionConfig
 from hot.config import LogConfig
 from hot.errors import StrataError
 from hot.topics import TopicInfo
@@ -32,6 +33,7 @@ async def broker_of_one(
     *,
     log: LogConfig | None = None,
     groups: GroupConfig | None = None,
+    transactions: TransactionConfig | None = None,
     tiering: RemoteTier | None = None,
 ) -> AsyncIterator[Broker]:
     """A started broker over ``config.data_dir``; stopped and closed on exit."""
@@ -39,6 +41,8 @@ async def broker_of_one(
         config = dataclasses.replace(config, log=log)
     if groups is not None:
         config = dataclasses.replace(config, groups=groups)
+    if transactions is not None:
+        config = dataclasses.replace(config, transactions=transactions)
     config.data_dir.mkdir(parents=True, exist_ok=True)
     node = await ClusterNode.connect(config, ClusterConfig.of_one(config.broker_id))
     try:
@@ -46,6 +50,8 @@ async def broker_of_one(
         await node.adopt_local_topics()
         coordinator = node.make_groups(node.config)
         await coordinator.start()
+        txn_coordinator = node.make_transactions(node.config)
+        txn_coordinator.start()
         try:
             broker = node.make_broker(node.config, tiering=tiering, groups=coordinator)
             broker.bind_loop(asyncio.get_running_loop())
@@ -54,6 +60,7 @@ async def broker_of_one(
             yield broker
         finally:
             await coordinator.close()
+            await txn_coordinator.close()
             await node.stop()
     finally:
         await node.close()

@@ -19,10 +19,12 @@ module             APIs
 ``configs``        DescribeConfigs, AlterConfigs, IncrementalAlterConfigs
 ``reassignment``   AlterPartitionReassignments, ListPartitionReassignments
 ``groups``         FindCoordinator and the consumer-group APIs, TxnOffsetCommit
-``producer_ids``   InitProducerId
+``producer_ids``   InitProducerId (idempotent), DescribeProducers
+``txn_coordinator`` InitProducerId (transactional), AddPartitionsToTxn, AddOffsetsToTxn,
+                   EndTxn, DescribeTransactions, ListTransactions
 ``acls``           DescribeAcls, CreateAcls, DeleteAcls
 ``quotas``         DescribeClientQuotas, AlterClientQuotas (and the byte-rate throttles)
-``transactions``   WriteTxnMarkers
+``txn_markers``    WriteTxnMarkers
 =================  ==========================================================
 """
 
@@ -67,7 +69,14 @@ from api.handlers.topics import (
     handle_delete_topics,
     handle_metadata,
 )
-from api.handlers.transactions import handle_write_txn_markers
+from api.handlers.txn_coordinator import (
+    handle_add_offsets_to_txn,
+    handle_add_partitions_to_txn,
+    handle_describe_transactions,
+    handle_end_txn,
+    handle_list_transactions,
+)
+from api.handlers.txn_markers import handle_write_txn_markers
 from api.handlers.versions import handle_api_versions
 from api.protocol import APIS, ApiKey, RequestHeader
 from api.security.group_guards import GROUP_GUARDS
@@ -118,6 +127,11 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: handle_describe_client_quotas,
     ApiKey.ALTER_CLIENT_QUOTAS: handle_alter_client_quotas,
     ApiKey.WRITE_TXN_MARKERS: handle_write_txn_markers,
+    ApiKey.ADD_PARTITIONS_TO_TXN: handle_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: handle_add_offsets_to_txn,
+    ApiKey.END_TXN: handle_end_txn,
+    ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
 }
 
 # Every API the codec advertises must have a handler, and vice versa.

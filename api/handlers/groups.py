@@ -2,8 +2,9 @@
 
 FindCoordinator names the leader of the group's ``__consumer_offsets`` partition
 (``broker.groups.replicated_offsets``, Kafka's ``abs(hash) % partitions``), creating the topic first if
-needed; COORDINATOR_NOT_AVAILABLE while that partition has no live leader. Transaction
-coordinators are refused (transactions are not supported). JoinGroup, SyncGroup,
+needed; COORDINATOR_NOT_AVAILABLE while that partition has no live leader. A transactional
+id's coordinator is the leader of its ``__transaction_state`` partition
+(``api.handlers.txn_coordinator``), found the same way. JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, OffsetDelete, ListGroups,
 DescribeGroups and DeleteGroups only translate, version quirks included: the behaviour
 (group state machine, rebalances, offsets) lives in broker.groups.coordinator and its
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from api.handlers.txn_coordinator import find_transaction_coordinator
 from api.protocol import RequestHeader
 from api.protocol import error_table as E
 from api.protocol.error_table import kafka_code
@@ -87,7 +89,6 @@ from hot.errors import (
     InvalidGroupIdError,
     InvalidRequestError,
     StrataError,
-    TransactionsNotSupportedError,
     UnstableOffsetCommitError,
 )
 
@@ -103,8 +104,9 @@ async def handle_find_coordinator(
     conn: Connection, header: RequestHeader, req: FindCoordinatorRequest
 ) -> FindCoordinatorResponse:
     """FindCoordinator in cluster mode (all versions, batched v4+): the leader of each
-    group's offsets partition, from the etcd view (creating the offsets topic first if
-    needed); COORDINATOR_NOT_AVAILABLE when that partition has no live leader."""
+    group's offsets partition (transactional id's ``__transaction_state`` partition), from
+    the etcd view (creating the topic first if needed); COORDINATOR_NOT_AVAILABLE when that
+    partition has no live leader."""
     v = header.api_version
     keys = list(req.coordinator_keys) if v >= 4 else [req.key]
     found: list[Coordinator] = []
@@ -113,16 +115,15 @@ async def handle_find_coordinator(
     for key in keys:
         try:
             if req.key_type == KEY_TYPE_TRANSACTION:
-                raise TransactionsNotSupportedError(
-                    "transactions are not supported: there is no transaction coordinator"
-                )
-            if req.key_type != KEY_TYPE_GROUP:
+                node = await find_transaction_coordinator(conn, key)
+            elif req.key_type != KEY_TYPE_GROUP:
                 raise InvalidRequestError(f"unknown coordinator key type {req.key_type}")
-            if not isinstance(store, ClusterOffsetStore):
+            elif not isinstance(store, ClusterOffsetStore):
                 raise CoordinatorNotAvailableError("this broker runs no group coordinator")
-            await store.ensure_topic()
-            node = store.leader_for(key)
-            live = store.view.brokers.get(node)
+            else:
+                await store.ensure_topic()
+                node = store.leader_for(key)
+            live = conn.broker.replicas.view.brokers.get(node)
             if live is None:
                 raise CoordinatorNotAvailableError(f"coordinator broker {node} is not registered")
             reg = live.registration

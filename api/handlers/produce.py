@@ -1,7 +1,7 @@
 """Produce: append every partition's batch, then wait for its durability.
 
-Each partition is checked in request order before anything is awaited: acks and
-transactional id (INVALID_REQUEST; transactions are not supported), that
+Each partition is checked in request order before anything is awaited: acks
+(INVALID_REQUEST), that
 this broker leads the partition (NOT_LEADER_OR_FOLLOWER) and, for acks=all, that the ISR
 meets ``min.insync.replicas`` (``ReplicaManager.writable_leader``), then the records (none:
 CORRUPT_MESSAGE; zstd before v7: UNSUPPORTED_COMPRESSION_TYPE, KIP-110). The appends all
@@ -44,12 +44,12 @@ async def handle_produce(
     broker = conn.broker
     started = time.perf_counter()
     acks = req.acks
+    refused: StrataError | None = None
     if acks not in (-1, 0, 1):
-        refused: StrataError | None = InvalidRequestError(f"acks must be -1, 0 or 1, got {acks}")
-    elif req.transactional_id is not None:
-        refused = E.TransactionsNotSupportedError("transactions are not supported")
-    else:
-        refused = None
+        refused = InvalidRequestError(f"acks must be -1, 0 or 1, got {acks}")
+    # A transactional id (WRITE on it checked by the guard) lets the log take the request's
+    # transactional batches; without one they are refused (hot.log_append).
+    transactional = req.transactional_id is not None
     pending: list[tuple[str, int, PendingAppend | None, StrataError | None]] = []
     # Phase one, synchronous and in request order: check and append every partition. There
     # is no await before the last append, so leadership cannot change between a partition's
@@ -61,7 +61,14 @@ async def handle_produce(
                 pending.append((td.name, pd.index, None, err))
             else:
                 assert pd.records is not None
-                pending.append((td.name, pd.index, broker.append(td.name, pd.index, pd.records), None))
+                pending.append(
+                    (
+                        td.name,
+                        pd.index,
+                        broker.append(td.name, pd.index, pd.records, transactional=transactional),
+                        None,
+                    )
+                )
     if acks == 0:
         return None
     # Phase two: wait for durability of all of them together.

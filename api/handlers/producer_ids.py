@@ -3,7 +3,8 @@
 InitProducerId for idempotent producers: an id unique across the cluster and its epoch.
 Ids come from this broker's producer-id allocator with the broker id in the low bits
 (``broker.producer_ids``); a producer passing its id and epoch back gets the epoch bumped
-(KIP-360). Transactional ids are refused (transactions are not supported yet).
+(KIP-360). With a transactional id, the request is the transaction coordinator's
+(``api.handlers.txn_coordinator``).
 
 DescribeProducers (KIP-664), on a partition's leader: the producers with state in the
 partition (hot.producer_state), each with its epoch, last sequence and timestamp, the
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from api.handlers.txn_coordinator import handle_transactional_init_producer_id
 from api.protocol import RequestHeader
 from api.protocol import error_table as E
 from api.protocol.error_table import kafka_code
@@ -35,9 +37,10 @@ if TYPE_CHECKING:
 async def handle_init_producer_id(
     conn: Connection, header: RequestHeader, req: InitProducerIdRequest
 ) -> InitProducerIdResponse:
-    """The single-node handler's rules with cluster-wide unique ids."""
+    """Idempotent producers: the single-node handler's rules with cluster-wide unique ids;
+    transactional ones go to the transaction coordinator (api.handlers.txn_coordinator)."""
     if req.transactional_id is not None:
-        return InitProducerIdResponse(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        return await handle_transactional_init_producer_id(conn, header, req)
     if (req.producer_id == -1) != (req.producer_epoch == -1):
         return InitProducerIdResponse(error_code=E.INVALID_REQUEST)
     try:

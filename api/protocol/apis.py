@@ -292,23 +292,15 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest, SaslHandshakeResponse, "0-1", "none"),
         _api(ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest, SaslAuthenticateResponse, "0-2", "2+"),
         _api(ApiKey.DESCRIBE_PRODUCERS, DescribeProducersRequest, DescribeProducersResponse, "0", "0+"),
-        # transactions (api.handlers.transactions)
+        # transactions (api.handlers.txn_markers)
         _api(ApiKey.WRITE_TXN_MARKERS, WriteTxnMarkersRequest, WriteTxnMarkersResponse, "1-2", "1+"),
-    )
-}
-
-# Transactions (KIP-98, KIP-447, KIP-664, KIP-890), with Kafka 4.x's full version ranges.
-# Not in APIS yet: each joins APIS together with its handler (api.handlers asserts that
-# every key in APIS has one, and ApiVersions advertises APIS). What a handler owes each
-# version is in the message module's docstring; the ranges may be narrowed on joining.
-TRANSACTION_APIS: Final[dict[int, ApiSpec]] = {
-    spec.api_key: spec
-    for spec in (
+        # the transaction coordinator (api.handlers.txn_coordinator); EndTxn v5 is
+        # Transactions V2 (an epoch bump at every end), which the coordinator does not run
         _api(
             ApiKey.ADD_PARTITIONS_TO_TXN, AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, "0-5", "3+"
         ),
         _api(ApiKey.ADD_OFFSETS_TO_TXN, AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, "0-4", "3+"),
-        _api(ApiKey.END_TXN, EndTxnRequest, EndTxnResponse, "0-5", "3+"),
+        _api(ApiKey.END_TXN, EndTxnRequest, EndTxnResponse, "0-4", "3+"),
         _api(
             ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest, DescribeTransactionsResponse, "0", "0+"
         ),

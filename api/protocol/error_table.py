@@ -75,9 +75,9 @@ from hot.errors import (
     TopicAuthorizationFailedError,
     TopicExistsError,
     TransactionAbortableError,
+    TransactionalIdAuthorizationError,
     TransactionalIdNotFoundError,
     TransactionCoordinatorFencedError,
-    TransactionsNotSupportedError,
     UnknownLeaderEpochError,
     UnknownMemberIdError,
     UnknownProducerIdError,
@@ -124,6 +124,8 @@ TRANSACTION_COORDINATOR_FENCED: Final = 52
 TRANSACTIONAL_ID_NOT_FOUND: Final = 105
 TRANSACTION_ABORTABLE: Final = 120
 PRODUCER_FENCED: Final = 90
+OPERATION_NOT_ATTEMPTED: Final = 55  # AddPartitionsToTxn: another partition of the request failed
+INVALID_REGULAR_EXPRESSION: Final = 128  # ListTransactions v2's transactional id pattern
 OFFSET_METADATA_TOO_LARGE: Final = 12
 COORDINATOR_LOAD_IN_PROGRESS: Final = 14
 COORDINATOR_NOT_AVAILABLE: Final = 15
@@ -181,9 +183,8 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     InvalidProducerIdMappingError: (INVALID_PRODUCER_ID_MAPPING, 400),
     UnknownProducerIdError: (UNKNOWN_PRODUCER_ID, 409),
     ProducerFencedError: (PRODUCER_FENCED, 409),
-    # Kafka's code for "this client may not use transactional ids": fatal in every client,
-    # where a retriable code would make them retry forever.
-    TransactionsNotSupportedError: (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 501),
+    # Fatal in every client: transactional records without an authorized transactional id.
+    TransactionalIdAuthorizationError: (TRANSACTIONAL_ID_AUTHORIZATION_FAILED, 403),
     InvalidTxnStateError: (INVALID_TXN_STATE, 409),
     TransactionCoordinatorFencedError: (TRANSACTION_COORDINATOR_FENCED, 409),
     InvalidTransactionTimeoutError: (INVALID_TRANSACTION_TIMEOUT, 400),

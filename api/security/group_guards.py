@@ -1,6 +1,7 @@
 """ACL enforcement of the consumer-group APIs (see api.security.guards for how guards work).
 
-Kafka's rules: FindCoordinator DESCRIBE on the group; JoinGroup, SyncGroup, Heartbeat,
+Kafka's rules: FindCoordinator DESCRIBE on the group (on the transactional id for key type
+TRANSACTION); JoinGroup, SyncGroup, Heartbeat,
 LeaveGroup READ on the group; OffsetCommit READ on the group and on each topic;
 OffsetFetch DESCRIBE on the group and on each topic (topics it may not describe are
 left out of a whole-group answer); OffsetDelete DELETE on the group and READ on each
@@ -22,7 +23,12 @@ from api.protocol import error_table as E
 from api.protocol.acl import Operation, ResourceType
 from api.protocol.messages.delete_groups import DeletableGroupResult, DeleteGroupsResponse
 from api.protocol.messages.describe_groups import DescribedGroup, DescribeGroupsResponse
-from api.protocol.messages.find_coordinator import KEY_TYPE_GROUP, Coordinator, FindCoordinatorResponse
+from api.protocol.messages.find_coordinator import (
+    KEY_TYPE_GROUP,
+    KEY_TYPE_TRANSACTION,
+    Coordinator,
+    FindCoordinatorResponse,
+)
 from api.protocol.messages.heartbeat import HeartbeatResponse
 from api.protocol.messages.join_group import JoinGroupResponse
 from api.protocol.messages.leave_group import LeaveGroupResponse
@@ -63,20 +69,36 @@ def group_ok(conn: Connection, op: Operation, group: str) -> bool:
 
 
 async def guard_find_coordinator(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
-    if req.key_type != KEY_TYPE_GROUP:
-        return await inner(conn, header, req)  # transaction coordinators: refused by the handler
+    """DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED) or, for key type TRANSACTION, on
+    the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED)."""
+    if req.key_type == KEY_TYPE_TRANSACTION:
+        resource, code, what = (
+            ResourceType.TRANSACTIONAL_ID,
+            E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+            "transactional id",
+        )
+    elif req.key_type == KEY_TYPE_GROUP:
+        resource, code, what = ResourceType.GROUP, GAF, "group"
+    else:
+        return await inner(conn, header, req)  # an unknown key type: INVALID_REQUEST from the handler
+    message = f"not authorized to DESCRIBE the {what}"
+
+    def ok(key: str) -> bool:
+        return allowed(conn, Operation.DESCRIBE, resource, key)
+
     if header.api_version < 4:
-        if group_ok(conn, Operation.DESCRIBE, req.key):
+        if ok(req.key):
             return await inner(conn, header, req)
-        return FindCoordinatorResponse(error_code=GAF, error_message="not authorized to DESCRIBE the group")
-    ok = [k for k in req.coordinator_keys if group_ok(conn, Operation.DESCRIBE, k)]
-    no = [k for k in req.coordinator_keys if k not in ok]
+        return FindCoordinatorResponse(error_code=code, error_message=message)
+    allowed_keys = [k for k in req.coordinator_keys if ok(k)]
     refused = tuple(
-        Coordinator(key=k, error_code=GAF, error_message="not authorized to DESCRIBE the group") for k in no
+        Coordinator(key=k, error_code=code, error_message=message)
+        for k in req.coordinator_keys
+        if k not in allowed_keys
     )
-    if not ok:
+    if not allowed_keys:
         return FindCoordinatorResponse(coordinators=refused)
-    resp = await inner(conn, header, dataclasses.replace(req, coordinator_keys=tuple(ok)))
+    resp = await inner(conn, header, dataclasses.replace(req, coordinator_keys=tuple(allowed_keys)))
     return dataclasses.replace(resp, coordinators=(*resp.coordinators, *refused))
 
 

@@ -14,9 +14,15 @@ CreateTopics CREATE (cluster or topic); DeleteTopics DELETE; CreatePartitions AL
 DescribeConfigs DESCRIBE_CONFIGS and (Incremental)AlterConfigs ALTER_CONFIGS on the topic
 or, for a broker, the cluster; DescribeClientQuotas / AlterClientQuotas DESCRIBE_CONFIGS /
 ALTER_CONFIGS on the cluster; InitProducerId IDEMPOTENT_WRITE on the cluster or WRITE on
-some topic; partition reassignment ALTER/DESCRIBE on the cluster; WriteTxnMarkers
-CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED per partition). Group APIs:
-api.security.group_guards.
+some topic, or with a transactional id WRITE on it; partition reassignment ALTER/DESCRIBE
+on the cluster; WriteTxnMarkers CLUSTER_ACTION on the cluster (CLUSTER_AUTHORIZATION_FAILED
+per partition). Transactions: AddPartitionsToTxn (v0-3), AddOffsetsToTxn and EndTxn WRITE
+on the transactional id (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), AddPartitionsToTxn also
+WRITE on each topic (TOPIC_AUTHORIZATION_FAILED, the others OPERATION_NOT_ATTEMPTED) and
+its broker form (v4+) CLUSTER_ACTION, AddOffsetsToTxn also READ on the group;
+DescribeTransactions DESCRIBE on each id (its topics the principal may not DESCRIBE left
+out), ListTransactions lists only the ids the principal may DESCRIBE. Group APIs (and
+FindCoordinator): api.security.group_guards.
 """
 
 from __future__ import annotations
@@ -30,6 +36,13 @@ from typing import TYPE_CHECKING, Any, Final
 from api.protocol import APIS, ApiKey, RequestHeader
 from api.protocol import error_table as E
 from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
+from api.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnResponse
+from api.protocol.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnPartitionResult,
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopicResult,
+)
 from api.protocol.messages.alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
@@ -44,6 +57,12 @@ from api.protocol.messages.describe_producers import (
     DescribeProducersPartitionResponse,
     DescribeProducersTopicResponse,
 )
+from api.protocol.messages.describe_transactions import (
+    DescribedTransactionState,
+    DescribeTransactionsRequest,
+    DescribeTransactionsResponse,
+)
+from api.protocol.messages.end_txn import EndTxnResponse
 from api.protocol.messages.fetch import (
     FetchableTopicResponse,
     FetchPartitionData,
@@ -52,6 +71,7 @@ from api.protocol.messages.fetch import (
 )
 from api.protocol.messages.init_producer_id import InitProducerIdResponse
 from api.protocol.messages.list_offsets import ListOffsetsPartitionResponse, ListOffsetsTopicResponse
+from api.protocol.messages.list_transactions import ListTransactionsResponse
 from api.protocol.messages.metadata import MetadataResponseTopic
 from api.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderPartitionResult,
@@ -98,6 +118,26 @@ def _split(items: Any, ok: Callable[[Any], bool]) -> tuple[list[Any], list[Any]]
 
 
 async def guard_produce(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    if req.transactional_id is not None and not allowed(
+        conn, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, req.transactional_id
+    ):
+        # Kafka: the whole request is refused, every partition with this code.
+        if req.acks == 0:
+            return None
+        return ProduceResponse(
+            responses=tuple(
+                ProduceTopicResponse(
+                    name=t.name,
+                    partition_responses=tuple(
+                        ProducePartitionResponse(
+                            index=p.index, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+                        )
+                        for p in t.partition_data
+                    ),
+                )
+                for t in req.topic_data
+            )
+        )
     ok, no = _split(req.topic_data, lambda t: topic_ok(conn, Operation.WRITE, t.name))
     resp = await inner(conn, header, dataclasses.replace(req, topic_data=tuple(ok))) if ok else None
     if req.acks == 0:
@@ -358,10 +398,10 @@ async def guard_alter_configs(inner: Handler, conn: Connection, header: RequestH
 
 
 async def guard_init_producer_id(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
-    # Transactional ids are refused by the handler itself (no transactions).
-    if req.transactional_id is None and not (
-        allowed_cluster(conn, Operation.IDEMPOTENT_WRITE) or _write_on_some_topic(conn)
-    ):
+    if req.transactional_id is not None:
+        if not txn_ok(conn, Operation.WRITE, req.transactional_id):
+            return InitProducerIdResponse(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    elif not (allowed_cluster(conn, Operation.IDEMPOTENT_WRITE) or _write_on_some_topic(conn)):
         return InitProducerIdResponse(error_code=E.CLUSTER_AUTHORIZATION_FAILED)
     return await inner(conn, header, req)
 
@@ -432,6 +472,94 @@ async def guard_write_txn_markers(
     )
 
 
+# --- the transaction coordinator's APIs -----------------------------------------------------------
+
+
+def txn_ok(conn: Connection, op: Operation, transactional_id: str) -> bool:
+    return allowed(conn, op, ResourceType.TRANSACTIONAL_ID, transactional_id)
+
+
+async def guard_add_partitions_to_txn(
+    inner: Handler, conn: Connection, header: RequestHeader, req: AddPartitionsToTxnRequest
+) -> Any:
+    if header.api_version >= 4:  # broker to broker (KIP-890)
+        if allowed_cluster(conn, Operation.CLUSTER_ACTION):
+            return await inner(conn, header, req)
+        return AddPartitionsToTxnResponse(error_code=E.CLUSTER_AUTHORIZATION_FAILED)
+
+    def refused(code_of: Callable[[str], int]) -> AddPartitionsToTxnResponse:
+        return AddPartitionsToTxnResponse(
+            results_by_topic_v3_and_below=tuple(
+                AddPartitionsToTxnTopicResult(
+                    name=t.name,
+                    results_by_partition=tuple(
+                        AddPartitionsToTxnPartitionResult(
+                            partition_index=p, partition_error_code=code_of(t.name)
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in req.v3_and_below_topics
+            )
+        )
+
+    if not txn_ok(conn, Operation.WRITE, req.v3_and_below_transactional_id):
+        return refused(lambda _: E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    denied = {t.name for t in req.v3_and_below_topics if not topic_ok(conn, Operation.WRITE, t.name)}
+    if denied:  # as Kafka: nothing is added, the others are not attempted
+        return refused(
+            lambda name: E.TOPIC_AUTHORIZATION_FAILED if name in denied else E.OPERATION_NOT_ATTEMPTED
+        )
+    return await inner(conn, header, req)
+
+
+async def guard_add_offsets_to_txn(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    if not txn_ok(conn, Operation.WRITE, req.transactional_id):
+        return AddOffsetsToTxnResponse(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    if not allowed(conn, Operation.READ, ResourceType.GROUP, req.group_id):
+        return AddOffsetsToTxnResponse(error_code=E.GROUP_AUTHORIZATION_FAILED)
+    return await inner(conn, header, req)
+
+
+async def guard_end_txn(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    if not txn_ok(conn, Operation.WRITE, req.transactional_id):
+        return EndTxnResponse(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+    return await inner(conn, header, req)
+
+
+async def guard_describe_transactions(
+    inner: Handler, conn: Connection, header: RequestHeader, req: DescribeTransactionsRequest
+) -> Any:
+    ok, no = _split(req.transactional_ids, lambda t: txn_ok(conn, Operation.DESCRIBE, t))
+    refused = tuple(
+        DescribedTransactionState(error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, transactional_id=t)
+        for t in no
+    )
+    if not ok:
+        return DescribeTransactionsResponse(transaction_states=refused)
+    resp: DescribeTransactionsResponse = await inner(
+        conn, header, dataclasses.replace(req, transactional_ids=tuple(ok))
+    )
+    # Partitions of topics the principal may not DESCRIBE are left out, as Kafka does.
+    states = tuple(
+        dataclasses.replace(
+            s, topics=tuple(t for t in s.topics if topic_ok(conn, Operation.DESCRIBE, t.topic))
+        )
+        for s in resp.transaction_states
+    )
+    return dataclasses.replace(resp, transaction_states=(*states, *refused))
+
+
+async def guard_list_transactions(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    resp: ListTransactionsResponse = await inner(conn, header, req)
+    visible = tuple(
+        t
+        for t in resp.transaction_states
+        if allowed(conn, Operation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, t.transactional_id, quiet=True)
+    )
+    return dataclasses.replace(resp, transaction_states=visible)
+
+
 def guard(api_key: int, handler: Handler, guards: Mapping[int, Guard]) -> Handler:
     """``handler`` behind its API's guard (if any), active only when authorization is."""
     g = guards.get(api_key)
@@ -466,6 +594,11 @@ TOPIC_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.DESCRIBE_CLIENT_QUOTAS: _cluster_guard(Operation.DESCRIBE_CONFIGS),
     ApiKey.ALTER_CLIENT_QUOTAS: guard_alter_client_quotas,
     ApiKey.WRITE_TXN_MARKERS: guard_write_txn_markers,
+    ApiKey.ADD_PARTITIONS_TO_TXN: guard_add_partitions_to_txn,
+    ApiKey.ADD_OFFSETS_TO_TXN: guard_add_offsets_to_txn,
+    ApiKey.END_TXN: guard_end_txn,
+    ApiKey.DESCRIBE_TRANSACTIONS: guard_describe_transactions,
+    ApiKey.LIST_TRANSACTIONS: guard_list_transactions,
 }
 
 # APIs without a guard, and why: every other API must have one (checked at import by

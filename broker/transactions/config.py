@@ -2,7 +2,8 @@
 
 As ``broker.groups.config``: in the broker's TOML a table (keys are the Kafka names), in the
 environment ``STRATA_`` + the name upper-cased with dots as underscores. Unknown names and
-out-of-range values are InvalidConfigError naming the setting. Not wired yet.
+out-of-range values are InvalidConfigError naming the setting. The broker's
+``[transactions]`` table, ``BrokerConfig.transactions``.
 """
 
 from __future__ import annotations

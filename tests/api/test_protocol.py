@@ -212,6 +212,12 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         61: (0, 0, 0),  # DescribeProducers (KIP-664)
         27: (1, 2, 1),  # WriteTxnMarkers (v0 removed in Kafka 4.0)
         28: (0, 4, 3),  # TxnOffsetCommit (v5 belongs to transaction version 2)
+        # the transaction coordinator; EndTxn v5 (Transactions V2) not served
+        24: (0, 5, 3),
+        25: (0, 4, 3),
+        26: (0, 4, 3),
+        65: (0, 0, 0),
+        66: (0, 2, 0),
     }
 
 

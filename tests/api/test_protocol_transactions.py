@@ -5,8 +5,8 @@ version, golden bytes against kafka-python's JSON-driven classes at every versio
 non-ignorable field rule, and precise rejection of truncated or malformed bodies.
 
 Hand-derived golden bytes are in test_protocol_transactions_layouts. The specs come from
-``TRANSACTION_APIS``, which is not served yet (each API joins ``APIS`` with its handler), so
-these tests go through the per-version body codecs, not ``codec.decode_request``.
+``APIS`` (every transaction API is served), widened to Kafka 4.x's full ranges where the
+broker serves fewer versions, and these tests go through the per-version body codecs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.protocol import APIS, EncodeError, ProtocolError
-from api.protocol.apis import TRANSACTION_APIS, ApiKey, ApiSpec, _api
+from api.protocol.apis import ApiKey, ApiSpec, _api
 from api.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnResponse
 from api.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
@@ -28,7 +28,7 @@ from api.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnResult,
     AddPartitionsToTxnTransaction,
 )
-from api.protocol.messages.end_txn import EndTxnResponse
+from api.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 from api.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from api.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 from api.protocol.messages.list_transactions import (
@@ -38,6 +38,7 @@ from api.protocol.messages.txn_offset_commit import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitRequestPartition,
     TxnOffsetCommitRequestTopic,
+    TxnOffsetCommitResponse,
 )
 from api.protocol.messages.write_txn_markers import (
     WritableTxnMarker,
@@ -48,14 +49,17 @@ from api.protocol.schema import ARRAY, INT16, INT32, STRING, MessageSchema, W
 from tests.api.test_protocol import SETTINGS, _fill, struct_strategy, to_kafka_python
 
 # InitProducerId and FindCoordinator at Kafka 4.x's full ranges (APIS serves 0-4 of each;
-# v5 and v6 are v4 on the wire): proves the tables are ready for the range change.
+# v5 and v6 are v4 on the wire), and EndTxn's v5 (Transactions V2, not served): proves the
+# tables are ready for the range change.
 WIDENED: tuple[ApiSpec, ...] = (
     _api(ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest, InitProducerIdResponse, "0-5", "2+"),
     _api(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse, "0-6", "3+"),
+    _api(ApiKey.END_TXN, EndTxnRequest, EndTxnResponse, "0-5", "3+"),
+    _api(ApiKey.TXN_OFFSET_COMMIT, TxnOffsetCommitRequest, TxnOffsetCommitResponse, "0-5", "3+"),
 )
-# The transaction APIs, served (in APIS, with their handler) or not yet (TRANSACTION_APIS).
+# The transaction APIs, as served.
 TXN_KEYS: tuple[int, ...] = (24, 25, 26, 27, 28, 61, 65, 66)
-TXN_SPECS: dict[int, ApiSpec] = {k: APIS[k] if k in APIS else TRANSACTION_APIS[k] for k in TXN_KEYS}
+TXN_SPECS: dict[int, ApiSpec] = {k: APIS[k] for k in TXN_KEYS}
 SPECS: dict[int, ApiSpec] = {**TXN_SPECS, **{s.api_key: s for s in WIDENED}}
 
 VERSIONS = [(k, v) for k, s in sorted(SPECS.items()) for v in range(s.min_version, s.max_version + 1)]
@@ -112,7 +116,7 @@ def test_ranges_are_kafka_4x() -> None:
     assert ranges == {
         "AddPartitionsToTxn": (24, 0, 5, 3),
         "AddOffsetsToTxn": (25, 0, 4, 3),
-        "EndTxn": (26, 0, 5, 3),
+        "EndTxn": (26, 0, 4, 3),  # served 0-4: v5 is Transactions V2 (its codec: WIDENED)
         "WriteTxnMarkers": (27, 1, 2, 1),  # v0 removed in Kafka 4.0; v2 since 4.2
         # Served v0-4: v5 (transaction version 2, the request adding the partition to the
         # transaction) waits for a transaction coordinator on transaction version 2.
@@ -121,9 +125,6 @@ def test_ranges_are_kafka_4x() -> None:
         "DescribeTransactions": (65, 0, 0, 0),
         "ListTransactions": (66, 0, 2, 0),  # v2 since 4.1
     }
-    # Not served until each has its handler; ApiVersions advertises APIS only.
-    assert not set(TRANSACTION_APIS) & set(APIS)
-    assert set(TRANSACTION_APIS) | {k for k in TXN_KEYS if k in APIS} == set(TXN_KEYS)
     for s in TXN_SPECS.values():
         for v in range(s.min_version, s.max_version + 1):
             assert s.request_header_version(v) == (2 if s.is_flexible(v) else 1)
@@ -187,8 +188,6 @@ def test_kafka_python_knows_the_same_newest_versions() -> None:
         for kp_cls in KP[key]:
             # InitProducerId v6 (KIP-939) is unstable in every Kafka 4.x release: not ours
             top = 6 if key == ApiKey.INIT_PRODUCER_ID else spec.max_version
-            # TxnOffsetCommit is served v0-4 (v5 is transaction version 2's), the codec knows v5.
-            top = 5 if key == ApiKey.TXN_OFFSET_COMMIT else top
             assert kp_cls.max_version == top, kp_cls
 
 
@@ -251,7 +250,7 @@ def test_non_ignorable_fields_refuse_versions_that_lack_them() -> None:
             with pytest.raises(EncodeError, match=rf"^TxnOffsetCommit v{v} request {field}: "):
                 encode_body(28, v, TxnOffsetCommitRequest(**{**_fields(fenced), field: value}))
     # ... but its defaults (no group metadata) encode at every version
-    for v in range(SPECS[28].max_version + 1):  # served v0-4 (v5 is transaction version 2's)
+    for v in range(SPECS[28].max_version + 1):
         assert decode_body(28, v, encode_body(28, v, fenced)) == fenced
 
     with pytest.raises(EncodeError, match=r"^ListTransactions v0 request duration_filter"):

@@ -25,8 +25,8 @@ from hot.errors import (
     InvalidProducerEpochError,
     InvalidRecordError,
     InvalidTxnStateError,
+    TransactionalIdAuthorizationError,
     TransactionCoordinatorFencedError,
-    TransactionsNotSupportedError,
 )
 from hot.log import Log
 from hot.producer_state import (
@@ -227,7 +227,7 @@ def test_commit_and_abort_move_lso_and_fill_the_index(tmp_path: Path) -> None:
 
 def test_refusals_write_nothing(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", **CFG)
-    with pytest.raises(TransactionsNotSupportedError) as e1:
+    with pytest.raises(TransactionalIdAuthorizationError) as e1:
         log.append(tbatch(1, 0))  # no transactional id behind the request
     assert kafka_code(e1.value) == 53
     with pytest.raises(InvalidRecordError):  # clients never write markers

@@ -91,11 +91,15 @@ def test_find_coordinator_at_every_version(client: KafkaClient, broker: BrokerPr
     assert [(c.key, c.error_code, c.port) for c in r.coordinators] == [
         (k, 0, broker.kafka_port) for k in "ab"
     ]
-    # Transactions are not supported: the same fatal code InitProducerId answers.
+    # A transactional id's coordinator: the leader of its __transaction_state partition.
     r = call(client, ApiKey.FIND_COORDINATOR, 1, FindCoordinatorRequest(key="txn", key_type=1))
-    assert r.error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED and "transactions" in r.error_message
-    r = call(client, ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest(coordinator_keys=("x",), key_type=1))
-    assert r.coordinators[0].error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert (r.error_code, r.node_id, r.port) == (0, 0, broker.kafka_port)
+    r = call(
+        client, ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest(coordinator_keys=("x", "y"), key_type=1)
+    )
+    assert [(c.key, c.error_code, c.port) for c in r.coordinators] == [
+        (k, 0, broker.kafka_port) for k in "xy"
+    ]
     r = call(client, ApiKey.FIND_COORDINATOR, 2, FindCoordinatorRequest(key="x", key_type=5))
     assert r.error_code == E.INVALID_REQUEST
 

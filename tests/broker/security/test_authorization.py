@@ -812,3 +812,90 @@ def test_client_quota_apis_need_cluster_configs_acls(broker: BrokerProcess, tmp_
     assert quotas("bob", BOB_PW, "describe").returncode == 0
     refused = quotas("bob", BOB_PW, "alter", "--user", "bob", "--producer-byte-rate", "1e9")
     assert refused.returncode != 0 and "authoriz" in refused.stderr.lower(), refused.stderr
+
+
+def test_transactional_ids_need_acls(broker: BrokerProcess) -> None:
+    """Kafka's rules: InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn need
+    WRITE on the transactional id, FindCoordinator(TRANSACTION) DESCRIBE (implied by WRITE);
+    DescribeTransactions refuses ids without DESCRIBE, ListTransactions leaves them out."""
+    from confluent_kafka import KafkaError, KafkaException, Producer
+
+    from api.client import ClientSecurity, KafkaClient
+    from api.protocol import ApiKey
+    from api.protocol import error_table as E
+    from api.protocol.address import HostPort
+    from api.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
+    from api.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+    from api.protocol.messages.describe_transactions import DescribeTransactionsRequest
+    from api.protocol.messages.end_txn import EndTxnRequest
+    from api.protocol.messages.find_coordinator import KEY_TYPE_TRANSACTION, FindCoordinatorRequest
+    from api.protocol.messages.list_transactions import ListTransactionsRequest
+
+    prefix = f"tx-{uuid.uuid4().hex[:6]}"
+    topic = f"txn-authz-{uuid.uuid4().hex[:6]}"
+    create_topics(broker, topic)
+    bob = conf(broker, "bob", BOB_PW)
+    refused = Producer({**bob, "transactional.id": f"{prefix}-bob"})
+    with pytest.raises(KafkaException) as exc:
+        refused.init_transactions(20)
+    assert exc.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, exc.value
+    add_acls(broker, binding("TRANSACTIONAL_ID", prefix, "User:bob", "WRITE", prefixed=True))
+    Producer({**bob, "transactional.id": f"{prefix}-bob"}).init_transactions(20)
+
+    sec = ClientSecurity(protocol="SASL_PLAINTEXT", mechanism=MECH, username="bob", password=BOB_PW)
+    with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port), security=sec) as client:
+        other = "not-" + prefix
+        fc = client.call(
+            ApiKey.FIND_COORDINATOR,
+            FindCoordinatorRequest(key_type=KEY_TYPE_TRANSACTION, coordinator_keys=(other, f"{prefix}-bob")),
+        )
+        assert {(co.key, co.error_code) for co in fc.coordinators} == {
+            (other, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+            (f"{prefix}-bob", 0),
+        }
+        add = client._call(
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            3,
+            AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=other,
+                v3_and_below_topics=(AddPartitionsToTxnTopic(name=topic, partitions=(0,)),),
+            ),
+        )
+        codes = [
+            p.partition_error_code for t in add.results_by_topic_v3_and_below for p in t.results_by_partition
+        ]
+        assert codes == [E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED]
+        # WRITE on the id but not on the topic: TOPIC_AUTHORIZATION_FAILED, nothing added.
+        add = client._call(
+            ApiKey.ADD_PARTITIONS_TO_TXN,
+            3,
+            AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=f"{prefix}-bob",
+                v3_and_below_topics=(AddPartitionsToTxnTopic(name=topic, partitions=(0,)),),
+            ),
+        )
+        codes = [
+            p.partition_error_code for t in add.results_by_topic_v3_and_below for p in t.results_by_partition
+        ]
+        assert codes == [E.TOPIC_AUTHORIZATION_FAILED]
+        offsets = AddOffsetsToTxnRequest(
+            transactional_id=f"{prefix}-bob", producer_id=0, producer_epoch=0, group_id="g"
+        )
+        assert client.call(ApiKey.ADD_OFFSETS_TO_TXN, offsets).error_code == E.GROUP_AUTHORIZATION_FAILED
+        end = EndTxnRequest(transactional_id=other, producer_id=0, producer_epoch=0, committed=True)
+        assert client.call(ApiKey.END_TXN, end).error_code == E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        described = client.call(
+            ApiKey.DESCRIBE_TRANSACTIONS,
+            DescribeTransactionsRequest(transactional_ids=(other, f"{prefix}-bob")),
+        ).transaction_states
+        assert {(s.transactional_id, s.error_code) for s in described} == {
+            (other, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+            (f"{prefix}-bob", 0),
+        }
+        listed = client.call(ApiKey.LIST_TRANSACTIONS, ListTransactionsRequest()).transaction_states
+        assert {t.transactional_id for t in listed} == {f"{prefix}-bob"}
+    # The super user lists every transactional id.
+    admin = ClientSecurity(protocol="SASL_PLAINTEXT", mechanism=MECH, username="admin", password=ADMIN_PW)
+    with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port), security=admin) as client:
+        listed = client.call(ApiKey.LIST_TRANSACTIONS, ListTransactionsRequest()).transaction_states
+        assert f"{prefix}-bob" in {t.transactional_id for t in listed}

@@ -1,0 +1,169 @@
+"""Transactions end to end on a real broker with real clients (KIP-98, KIP-447):
+confluent-kafka's transactional producer commits and aborts across partitions and topics,
+read_committed consumers see only committed records (read_uncommitted ones see all), a
+fenced zombie's records never become visible, and a consume-transform-produce loop with
+send_offsets_to_transaction moves every input record to the output exactly once."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from tests.brokers import BrokerProcess, create_topic
+
+pytestmark = pytest.mark.timeout(180)
+BOUND_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("txn-broker")).start()
+    yield b
+    b.kill()
+
+
+def _producer(broker: BrokerProcess, tid: str) -> Producer:
+    p = Producer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "transactional.id": tid,
+            "transaction.timeout.ms": 60000,
+            "linger.ms": 5,
+        }
+    )
+    p.init_transactions(BOUND_S)
+    return p
+
+
+def _read(broker: BrokerProcess, topics: list[str], isolation: str, expect: int | None = None) -> list[bytes]:
+    """Every record of ``topics`` from the start, as ``isolation`` sees them: until
+    ``expect`` records (or, without it, until the end offsets are reached)."""
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": f"r-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": isolation,
+        }
+    )
+    try:
+        c.subscribe(topics)
+        out: list[bytes] = []
+        deadline = time.monotonic() + BOUND_S
+        idle = 0
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is None:
+                idle += 1
+                if expect is None and out and idle >= 6:
+                    break
+                if expect is not None and len(out) >= expect and idle >= 2:
+                    break
+                continue
+            assert m.error() is None, m.error()
+            idle = 0
+            out.append(m.value() or b"")
+        return out
+    finally:
+        c.close()
+
+
+def test_commit_and_abort_across_partitions_and_topics(broker: BrokerProcess) -> None:
+    a, b = f"txa-{uuid.uuid4().hex[:6]}", f"txb-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, a, 3)
+    create_topic(broker.bootstrap, b, 2)
+    p = _producer(broker, f"tid-{uuid.uuid4().hex[:6]}")
+    for round_, commit in enumerate((True, False, True, False, True)):
+        p.begin_transaction()
+        for i in range(20):
+            p.produce(a, value=b"a%d-%d" % (round_, i), partition=i % 3)
+            p.produce(b, value=b"b%d-%d" % (round_, i), partition=i % 2)
+        p.flush(BOUND_S)  # in the log before the end: an abort must filter, not just purge
+        if commit:
+            p.commit_transaction(BOUND_S)
+        else:
+            p.abort_transaction(BOUND_S)
+    committed = {b"%s%d-%d" % (t, r, i) for t in (b"a", b"b") for r in (0, 2, 4) for i in range(20)}
+    seen = _read(broker, [a, b], "read_committed", expect=len(committed))
+    assert sorted(seen) == sorted(committed)  # each exactly once, nothing aborted
+    everything = _read(broker, [a, b], "read_uncommitted", expect=200)
+    assert len(everything) == 200 and set(everything) >= committed
+
+
+def test_a_fenced_zombie_never_makes_records_visible(broker: BrokerProcess) -> None:
+    topic = f"txz-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 1)
+    tid = f"tid-{uuid.uuid4().hex[:6]}"
+    zombie = _producer(broker, tid)
+    zombie.begin_transaction()
+    zombie.produce(topic, value=b"zombie")
+    zombie.flush(BOUND_S)
+    successor = _producer(broker, tid)  # fences the zombie and aborts its transaction
+    with pytest.raises(KafkaException):
+        zombie.produce(topic, value=b"zombie-2")
+        zombie.commit_transaction(BOUND_S)
+    successor.begin_transaction()
+    successor.produce(topic, value=b"successor")
+    successor.commit_transaction(BOUND_S)
+    assert _read(broker, [topic], "read_committed", expect=1) == [b"successor"]
+
+
+def test_consume_transform_produce_moves_every_record_exactly_once(broker: BrokerProcess) -> None:
+    src, dst = f"txin-{uuid.uuid4().hex[:6]}", f"txout-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, src, 2)
+    create_topic(broker.bootstrap, dst, 2)
+    plain = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(100):
+        plain.produce(src, value=b"%d" % i, partition=i % 2)
+    plain.flush(BOUND_S)
+
+    group = f"ctp-{uuid.uuid4().hex[:6]}"
+
+    def run(stop_after: int | None, abort_last: bool) -> int:
+        """Process input in transactions of 10; the last one aborted if ``abort_last``."""
+        c = Consumer(
+            {
+                "bootstrap.servers": broker.bootstrap,
+                "group.id": group,
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+            }
+        )
+        p = _producer(broker, f"ctp-{group}")
+        c.subscribe([src])
+        done = 0
+        deadline = time.monotonic() + BOUND_S
+        try:
+            while time.monotonic() < deadline and (stop_after is None or done < stop_after):
+                msgs = c.consume(10, 1.0)
+                if not msgs:
+                    if stop_after is None and done and c.assignment():
+                        break
+                    continue
+                p.begin_transaction()
+                for m in msgs:
+                    assert m.error() is None
+                    p.produce(dst, value=b"out-" + (m.value() or b""), partition=m.partition())
+                p.flush(BOUND_S)
+                offsets = [TopicPartition(m.topic(), m.partition(), m.offset() + 1) for m in msgs]
+                p.send_offsets_to_transaction(offsets, c.consumer_group_metadata(), BOUND_S)
+                last = stop_after is not None and done + len(msgs) >= stop_after
+                if last and abort_last:
+                    p.abort_transaction(BOUND_S)
+                else:
+                    p.commit_transaction(BOUND_S)
+                done += len(msgs)
+            return done
+        finally:
+            c.close()
+
+    run(stop_after=40, abort_last=True)  # the last batch aborted: its input is read again
+    run(stop_after=None, abort_last=False)
+    out = _read(broker, [dst], "read_committed", expect=100)
+    assert sorted(out) == sorted(b"out-%d" % i for i in range(100))
