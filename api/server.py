@@ -175,6 +175,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
 
         manager.add_delete_listener(forget_topic)
         broker: Broker = node.make_broker(config, metrics, tiering=tiering, groups=groups)
+        node.attach_marker_writer(broker)
         broker.bind_loop(loop)
         register_txn_metrics(broker)
         needs_users = config.sasl.enabled or config.sasl.rest_basic_auth or cluster.inter_broker_sasl

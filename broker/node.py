@@ -190,14 +190,17 @@ class ClusterNode:
         )
         broker.offset_store = self.offset_store
         broker.transactions = self.transactions
-        if self.transactions is not None:
-            # The coordinator's markers go to each partition's leader: this broker's own
-            # by a direct call, the others' over their replica listeners (broker.txn_markers).
-            self.markers = marker_writer(broker)
-            self.transactions.attach_markers(self.markers[0])
         # Runtime quotas shared by the whole cluster (broker.security.stored), not per data dir.
         broker.quotas.store = StoredQuotas(self.etcd, self.client.layout, self.client.view)
         return broker
+
+    def attach_marker_writer(self, broker: Broker) -> None:
+        """Give the transaction coordinator its marker writer, once the broker exists: each
+        partition's leader gets the markers, this broker's own by a direct call, the
+        others' over their replica listeners (broker.txn_markers). Closed by ``stop``."""
+        if self.transactions is not None:
+            self.markers = marker_writer(broker)
+            self.transactions.attach_markers(self.markers[0])
 
     def make_groups(self, config: BrokerConfig) -> GroupCoordinator:
         """The group coordinator of cluster mode: offsets in the replicated

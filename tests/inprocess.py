@@ -18,6 +18,7 @@ from broker.config import BrokerConfig
 from broker.groups.config import GroupConfig
 from broker.node import ClusterNode
 from broker.transactions.config import TransactionConfig
+from broker.transactions.coordinator import MarkerSink
 from hot.config import LogConfig
 from hot.errors import StrataError
 from hot.topics import TopicInfo
@@ -35,8 +36,11 @@ async def broker_of_one(
     groups: GroupConfig | None = None,
     transactions: TransactionConfig | None = None,
     tiering: RemoteTier | None = None,
+    markers: MarkerSink | None = None,
 ) -> AsyncIterator[Broker]:
-    """A started broker over ``config.data_dir``; stopped and closed on exit."""
+    """A started broker over ``config.data_dir``; stopped and closed on exit. ``markers``:
+    where the transaction coordinator sends its markers instead of the broker's own
+    marker writer (tests of the coordinator alone)."""
     if log is not None:
         config = dataclasses.replace(config, log=log)
     if groups is not None:
@@ -54,6 +58,10 @@ async def broker_of_one(
         txn_coordinator.start()
         try:
             broker = node.make_broker(node.config, tiering=tiering, groups=coordinator)
+            if markers is None:
+                node.attach_marker_writer(broker)
+            else:
+                txn_coordinator.attach_markers(markers)
             broker.bind_loop(asyncio.get_running_loop())
             # The registration's addresses are only what Metadata would advertise.
             await node.start("127.0.0.1", 9092, 8080)

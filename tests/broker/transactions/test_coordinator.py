@@ -117,11 +117,10 @@ async def coordinator(
     data_dir: Path, markers: FakeMarkers, clock: Clock, **settings: object
 ) -> AsyncIterator[tuple[Broker, TransactionCoordinator]]:
     config = TransactionConfig.from_kafka({"transaction.state.log.num.partitions": PARTITIONS, **settings})
-    async with broker_of_one(BrokerConfig(data_dir=data_dir), transactions=config) as broker:
+    async with broker_of_one(BrokerConfig(data_dir=data_dir), transactions=config, markers=markers) as broker:
         coord = broker.transactions
         assert coord is not None
         coord.clock = clock
-        coord.attach_markers(markers)
         await coord.ensure_topic()
         await until(lambda: coord.log.runtime.loads == PARTITIONS, "__transaction_state loaded")
         yield broker, coord
