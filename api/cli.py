@@ -5,9 +5,9 @@ machine-readable output where a command prints data. Shared options and helpers 
 ``api.cli_common``. Modules: ``serve`` api.cli_serve; ``topic`` api.cli_topics; ``groups``
 api.cli_groups; ``tier``, ``restore``, ``export`` api.cli_tier; ``cluster`` api.cli_cluster;
 ``users``, ``tokens`` api.cli_users; ``quotas`` api.cli_quotas; ``acl`` api.cli_acl;
-``check`` api.cli_check; ``produce``, ``consume``, ``bench`` api.cli_records_commands (logic:
-api.cli_records). Each imports its heavy dependencies inside its commands, so
-``strata --help`` and every command start fast.
+``transactions`` api.cli_transactions; ``check`` api.cli_check; ``produce``, ``consume``,
+``bench`` api.cli_records_commands (logic: api.cli_records). Each imports its heavy
+dependencies inside its commands, so ``strata --help`` and every command start fast.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from api.cli_records_commands import bench_cmd, consume_cmd, produce_cmd
 from api.cli_serve import serve
 from api.cli_tier import export_cmd, restore, tier
 from api.cli_topics import topic
+from api.cli_transactions import transactions
 from api.cli_users import tokens, users
 
 
@@ -43,6 +44,7 @@ for _command in (
     acl,
     check,
     quotas,
+    transactions,
     tokens,
     produce_cmd,
     consume_cmd,

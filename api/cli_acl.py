@@ -75,6 +75,14 @@ def security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def connect(kw: dict[str, Any]) -> Any:
+    """A client of the --bootstrap broker with the command's security options."""
+    return connect_all(kw)[0]
+
+
+def connect_all(kw: dict[str, Any]) -> tuple[Any, Callable[[Any], Any]]:
+    """A client of the --bootstrap broker, and how to connect to any other broker of the
+    cluster with the same security settings (commands that ask each broker or a
+    coordinator)."""
     from api.client import KafkaClient
     from api.client.security import ClientSecurity, read_properties
     from api.protocol.address import HostPort
@@ -98,11 +106,19 @@ def connect(kw: dict[str, Any]) -> Any:
     bootstrap = kw["bootstrap"]
     try:
         security = ClientSecurity.from_properties(props, where=str(kw["command_config"] or "options"))
-        return KafkaClient.connect(HostPort.parse(bootstrap, setting="--bootstrap"), security=security)
+        client = KafkaClient.connect(HostPort.parse(bootstrap, setting="--bootstrap"), security=security)
     except StrataError as exc:
         _fail(str(exc))
     except OSError as exc:
         _fail(f"cannot connect to {bootstrap}: {exc.strerror or exc}")
+
+    def other(addr: HostPort) -> KafkaClient:
+        try:
+            return KafkaClient.connect(addr, security=security)
+        except OSError as exc:
+            raise StrataError(f"cannot connect to broker {addr}: {exc.strerror or exc}") from None
+
+    return client, other
 
 
 def _resource(topic: str | None, group: str | None, cluster: bool) -> tuple[ResourceType, str | None]:

@@ -2,13 +2,18 @@
 confluent-kafka's transactional producer commits and aborts across partitions and topics,
 read_committed consumers see only committed records (read_uncommitted ones see all), a
 fenced zombie's records never become visible, and a consume-transform-produce loop with
-send_offsets_to_transaction moves every input record to the output exactly once."""
+send_offsets_to_transaction moves every input record to the output exactly once; ``strata
+transactions`` shows an open transaction and its end."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -167,3 +172,49 @@ def test_consume_transform_produce_moves_every_record_exactly_once(broker: Broke
     run(stop_after=None, abort_last=False)
     out = _read(broker, [dst], "read_committed", expect=100)
     assert sorted(out) == sorted(b"out-%d" % i for i in range(100))
+
+
+def _strata(*args: str) -> Any:
+    r = subprocess.run(
+        [sys.executable, "-m", "api.cli", *args, "--output", "json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_strata_transactions_shows_an_open_transaction_and_its_end(broker: BrokerProcess) -> None:
+    topic = f"txcli-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 2)
+    tid = f"cli-{uuid.uuid4().hex[:6]}"
+    p = _producer(broker, tid)
+    p.begin_transaction()
+    p.produce(topic, value=b"x", partition=1)
+    p.flush(BOUND_S)
+    b = ["-b", broker.bootstrap]
+
+    (listed,) = [t for t in _strata("transactions", "list", *b) if t["transactional_id"] == tid]
+    assert listed["state"] == "Ongoing"
+    assert [t["transactional_id"] for t in _strata("transactions", "list", *b, "--state", "Ongoing")].count(
+        tid
+    ) == 1
+    (described,) = _strata("transactions", "describe", tid, *b)
+    assert described["state"] == "Ongoing" and described["partitions"] == [[topic, 1]]
+    (producer,) = _strata("transactions", "producers", topic, *b, "--partition", "1")
+    assert producer["producer_id"] == listed["producer_id"] and producer["current_txn_start_offset"] == 0
+
+    p.commit_transaction(BOUND_S)
+    (described,) = _strata("transactions", "describe", tid, *b)
+    assert described["state"] == "CompleteCommit" and described["partitions"] == []
+    (producer,) = _strata("transactions", "producers", topic, *b)
+    assert producer["current_txn_start_offset"] == -1
+
+    bad = subprocess.run(
+        [sys.executable, "-m", "api.cli", "transactions", "describe", "no-such-id", *b],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert bad.returncode != 0 and "no-such-id" in bad.stderr
