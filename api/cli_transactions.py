@@ -67,7 +67,8 @@ def transactions_describe(transactional_ids: tuple[str, ...], **kw: Any) -> None
     now = int(time.time() * 1000)
     lines = []
     for r in rows:
-        age = f", open {(now - r['start_time_ms']) / 1000:.1f} s" if r["start_time_ms"] > 0 else ""
+        is_open = r["state"] in ("Ongoing", "PrepareCommit", "PrepareAbort") and r["start_time_ms"] > 0
+        age = f", open {(now - r['start_time_ms']) / 1000:.1f} s" if is_open else ""
         parts = ", ".join(f"{t}-{p}" for t, p in r["partitions"]) or "none"
         lines.append(
             f"{r['transactional_id']}: {r['state']}, producer {r['producer_id']} epoch "
