@@ -1,6 +1,7 @@
 """Transactions end to end on a real broker with real clients (KIP-98, KIP-447):
 confluent-kafka's transactional producer commits and aborts across partitions and topics,
-read_committed consumers see only committed records (read_uncommitted ones see all), a
+read_committed consumers see only committed records (read_uncommitted ones see all), and
+so do aiokafka's and kafka-python's transactional producers and consumers; a
 fenced zombie's records never become visible, and a consume-transform-produce loop with
 send_offsets_to_transaction moves every input record to the output exactly once; ``strata
 transactions`` shows an open transaction and its end."""
@@ -218,3 +219,88 @@ def test_strata_transactions_shows_an_open_transaction_and_its_end(broker: Broke
         timeout=60,
     )
     assert bad.returncode != 0 and "no-such-id" in bad.stderr
+
+
+def test_aiokafka_transactions_with_read_committed_consumer(broker: BrokerProcess) -> None:
+    import asyncio
+
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    topic = f"txaio-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 2)
+
+    async def run() -> tuple[list[bytes], list[bytes]]:
+        p = AIOKafkaProducer(
+            bootstrap_servers=broker.bootstrap, transactional_id=f"aio-{uuid.uuid4().hex[:6]}"
+        )
+        await p.start()
+        try:
+            async with p.transaction():
+                for i in range(10):
+                    await p.send(topic, b"c%d" % i, partition=i % 2)
+            await p.begin_transaction()
+            for i in range(10):
+                await p.send(topic, b"a%d" % i, partition=i % 2)
+            await p.flush()
+            await p.abort_transaction()
+        finally:
+            await p.stop()
+
+        async def read(isolation: str, n: int) -> list[bytes]:
+            c = AIOKafkaConsumer(
+                topic,
+                bootstrap_servers=broker.bootstrap,
+                auto_offset_reset="earliest",
+                isolation_level=isolation,
+                enable_auto_commit=False,
+            )
+            await c.start()
+            try:
+                out: list[bytes] = []
+                deadline = time.monotonic() + BOUND_S
+                while len(out) < n and time.monotonic() < deadline:
+                    for records in (await c.getmany(timeout_ms=500)).values():
+                        out += [r.value or b"" for r in records]
+                return out
+            finally:
+                await c.stop()
+
+        return await read("read_committed", 10), await read("read_uncommitted", 20)
+
+    committed, everything = asyncio.run(run())
+    assert sorted(committed) == sorted(b"c%d" % i for i in range(10))
+    assert len(everything) == 20
+
+
+def test_kafka_python_transactions_with_read_committed_consumer(broker: BrokerProcess) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    topic = f"txkp-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 2)
+    p = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=f"kp-{uuid.uuid4().hex[:6]}")
+    try:
+        p.init_transactions()
+        p.begin_transaction()
+        for i in range(10):
+            p.send(topic, b"c%d" % i, partition=i % 2)
+        p.commit_transaction()
+        p.begin_transaction()
+        for i in range(10):
+            p.send(topic, b"a%d" % i, partition=i % 2)
+        p.flush()
+        p.abort_transaction()
+    finally:
+        p.close()
+    c = KafkaConsumer(
+        topic,
+        bootstrap_servers=broker.bootstrap,
+        auto_offset_reset="earliest",
+        isolation_level="read_committed",
+        enable_auto_commit=False,
+        consumer_timeout_ms=3000,
+    )
+    try:
+        seen = [m.value for m in c]
+    finally:
+        c.close()
+    assert sorted(seen) == sorted(b"c%d" % i for i in range(10))
