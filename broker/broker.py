@@ -792,8 +792,14 @@ class Broker:
 
     # -- offsets ------------------------------------------------------------------------
 
-    async def list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:
-        self.replicas.leader_replica(topic, partition)
+    async def list_offset(
+        self, topic: str, partition: int, timestamp: int, *, read_committed: bool = False
+    ) -> tuple[int, int]:
+        """ListOffsets for the doors on the leader; LATEST under ``read_committed`` is the
+        last stable offset."""
+        rep = self.replicas.leader_replica(topic, partition)
+        if read_committed and timestamp == LATEST_TIMESTAMP:
+            return rep.log.last_stable_offset, -1
         return await self._list_offset(topic, partition, timestamp)
 
     async def _list_offset(self, topic: str, partition: int, timestamp: int) -> tuple[int, int]:

@@ -64,7 +64,7 @@ from api.rest_consumers import (
     ConsumerInstances,
     InstanceSettings,
 )
-from api.rest_consumers.instances import DEFAULT_REQUEST_TIMEOUT_MS
+from api.rest_consumers.instances import DEFAULT_REQUEST_TIMEOUT_MS, ISOLATION_LEVELS
 from broker.groups.types import TopicPartition
 from broker.security.quotas import CONSUMER_BYTE_RATE
 from hot.config import INT32_MAX, INT64_MAX
@@ -91,6 +91,11 @@ class CreateConsumerRequest(BaseModel):
     )
     fetch_min_bytes: str | int | None = Field(default=None, alias="fetch.min.bytes")
     request_timeout_ms: str | int | None = Field(default=None, alias="consumer.request.timeout.ms")
+    isolation_level: str | None = Field(
+        default=None,
+        alias="isolation.level",
+        description="read_uncommitted (default) or read_committed: only committed transactions' records",
+    )
 
 
 class CreateConsumerResponse(BaseModel):
@@ -336,6 +341,12 @@ def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
             MAX_FETCH_TIMEOUT_MS,
         )
         fetch_min = _int_setting(req.fetch_min_bytes, "fetch.min.bytes", 1, 1, INT32_MAX)
+        isolation = (req.isolation_level or "read_uncommitted").lower()
+        if isolation not in ISOLATION_LEVELS:
+            raise unprocessable(
+                f"isolation.level must be read_uncommitted or read_committed, got {req.isolation_level!r}",
+                sub=4,
+            )
         settings = InstanceSettings(
             name=req.name or instances.new_name(),
             format="json" if fmt == "json" else "binary",
@@ -343,6 +354,7 @@ def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
             auto_commit=_flag(req.auto_commit_enable, "auto.commit.enable", True),
             request_timeout_ms=timeout,
             fetch_min_bytes=fetch_min,
+            isolation_level="read_committed" if isolation == "read_committed" else "read_uncommitted",
         )
         host = f"/{request.client.host}" if request.client is not None else ""
         try:

@@ -20,7 +20,9 @@ subscription is re-resolved against the topic list at every heartbeat; a change 
 with the new topics.
 
 Positions: a newly assigned partition starts at the group's committed offset, else per
-``auto.offset.reset`` (earliest: log start offset; latest: high watermark; none: error).
+``auto.offset.reset`` (earliest: log start offset; latest: high watermark, or the last
+stable offset under ``isolation.level`` read_committed; none: error). read_committed
+instances read below the last stable offset and drop aborted transactions' records.
 Positions of partitions kept across a rebalance (same or next generation) survive it.
 Records returned by a fetch advance the positions only past records the caller could
 convert (a record that cannot be represented in the instance's format ends the batch
@@ -93,6 +95,7 @@ from hot.errors import (
     UnknownTopicOrPartitionError,
 )
 from hot.records import Record, RecordBatch
+from hot.txn_cleaning import AbortedRanges
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -103,6 +106,8 @@ Format = Literal["binary", "json"]
 OffsetReset = Literal["earliest", "latest", "none"]
 FORMATS: Final = ("binary", "json")
 OFFSET_RESETS: Final = ("earliest", "latest", "none")
+IsolationLevel = Literal["read_uncommitted", "read_committed"]
+ISOLATION_LEVELS: Final = ("read_uncommitted", "read_committed")
 MAX_NAME_LENGTH: Final = 249
 DEFAULT_REQUEST_TIMEOUT_MS: Final = 1_000  # Confluent's consumer.request.timeout.ms
 
@@ -161,6 +166,8 @@ class InstanceSettings:
     auto_commit: bool = True
     request_timeout_ms: int = DEFAULT_REQUEST_TIMEOUT_MS  # default long-poll of a records GET
     fetch_min_bytes: int = 1  # fetch.min.bytes
+    # read_committed: records below the last stable offset only, aborted transactions' dropped
+    isolation_level: IsolationLevel = "read_uncommitted"
 
     def __post_init__(self) -> None:
         if not self.name or len(self.name) > MAX_NAME_LENGTH or "/" in self.name:
@@ -170,6 +177,10 @@ class InstanceSettings:
             )
         if self.format not in FORMATS:
             raise InvalidRequestError(f"format must be one of {', '.join(FORMATS)}, got {self.format!r}")
+        if self.isolation_level not in ISOLATION_LEVELS:
+            raise InvalidRequestError(
+                f"isolation.level must be one of {', '.join(ISOLATION_LEVELS)}, got {self.isolation_level!r}"
+            )
         if self.auto_offset_reset not in OFFSET_RESETS:
             raise InvalidRequestError(
                 f"auto.offset.reset must be one of {', '.join(OFFSET_RESETS)}, got {self.auto_offset_reset!r}"
@@ -588,7 +599,9 @@ class ConsumerInstance:
                 f"no valid offset for {tp.topic}-{tp.partition} and auto.offset.reset is none"
             )
         ts = EARLIEST_TIMESTAMP if policy == "earliest" else LATEST_TIMESTAMP
-        offset, _ = await self.broker.list_offset(tp.topic, tp.partition, ts)
+        offset, _ = await self.broker.list_offset(
+            tp.topic, tp.partition, ts, read_committed=self.settings.isolation_level == "read_committed"
+        )
         return offset
 
     async def _init_positions(self, assigned: Sequence[TopicPartition]) -> None:
@@ -630,7 +643,9 @@ class ConsumerInstance:
             self._assigned(tp)
         ts = LATEST_TIMESTAMP if end else EARLIEST_TIMESTAMP
         for tp in partitions:
-            offset, _ = await self.broker.list_offset(tp.topic, tp.partition, ts)
+            offset, _ = await self.broker.list_offset(
+                tp.topic, tp.partition, ts, read_committed=self.settings.isolation_level == "read_committed"
+            )
             self._positions[tp] = offset
 
     # --- fetching ------------------------------------------------------------------------------
@@ -690,6 +705,7 @@ class ConsumerInstance:
             max_wait_ms=wait_ms,
             min_bytes=self.settings.fetch_min_bytes,
             max_bytes=max_bytes,
+            read_committed=self.settings.isolation_level == "read_committed",
         )
         if epoch != self._epoch:
             return []
@@ -718,7 +734,12 @@ class ConsumerInstance:
             if full:
                 continue
             pos = used[tp]
+            aborted = AbortedRanges(fp.aborted) if fp.aborted else None
             for batch in batches:
+                h = batch.header
+                if aborted is not None and aborted.drops(h.attributes, h.producer_id, h.base_offset):
+                    pos = max(pos, batch.next_offset)  # an aborted transaction's records
+                    continue
                 if not batch.is_control:
                     for rec in batch.records:
                         if rec.offset < pos:

@@ -304,3 +304,51 @@ def test_kafka_python_transactions_with_read_committed_consumer(broker: BrokerPr
     finally:
         c.close()
     assert sorted(seen) == sorted(b"c%d" % i for i in range(10))
+
+
+def test_rest_consumers_with_isolation_level(broker: BrokerProcess) -> None:
+    """A REST v2 consumer instance created with ``isolation.level`` read_committed gets only
+    committed transactions' records; read_uncommitted (the default) gets them all; a bad
+    value is refused (422)."""
+    import base64
+
+    import httpx
+
+    from tests.api.groups.helpers import JSON_HEADERS, V2_BINARY, poll_records
+
+    topic = f"txrest-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 1)
+    p = _producer(broker, f"rest-{uuid.uuid4().hex[:6]}")
+    for n, commit in ((3, True), (4, False), (2, True)):
+        p.begin_transaction()
+        for i in range(n):
+            p.produce(topic, value=b"%s%d" % (b"c" if commit else b"a", i))
+        p.flush(BOUND_S)
+        if commit:
+            p.commit_transaction(BOUND_S)
+        else:
+            p.abort_transaction(BOUND_S)
+    group = f"rest-{uuid.uuid4().hex[:6]}"
+    with httpx.Client(base_url=broker.http_url, timeout=60) as http:
+        bad = http.post(f"/consumers/{group}", json={"isolation.level": "serializable"}, headers=JSON_HEADERS)
+        assert bad.status_code == 422, bad.text
+
+        def values(isolation: str | None, want: int) -> list[bytes]:
+            name = f"i{uuid.uuid4().hex[:6]}"
+            body = {"name": name, "auto.offset.reset": "earliest", "auto.commit.enable": "false"}
+            if isolation is not None:
+                body["isolation.level"] = isolation
+            r = http.post(f"/consumers/{group}", json=body, headers=JSON_HEADERS)
+            assert r.status_code == 200, r.text
+            base = f"/consumers/{group}/instances/{name}"
+            try:
+                r = http.post(f"{base}/subscription", json={"topics": [topic]}, headers=JSON_HEADERS)
+                assert r.status_code == 204, r.text
+                got = poll_records(http, base, want, accept=V2_BINARY, timeout=BOUND_S)
+                extra = http.get(f"{base}/records", params={"timeout": 500}, headers={"Accept": V2_BINARY})
+                return [base64.b64decode(g["value"]) for g in got + extra.json()]
+            finally:
+                http.delete(base)
+
+        assert values("read_committed", 5) == [b"c0", b"c1", b"c2", b"c0", b"c1"]
+        assert len(values(None, 9)) == 9
