@@ -352,3 +352,71 @@ def test_rest_consumers_with_isolation_level(broker: BrokerProcess) -> None:
 
         assert values("read_committed", 5) == [b"c0", b"c1", b"c2", b"c0", b"c1"]
         assert len(values(None, 9)) == 9
+
+
+_VANISHING_PRODUCER = """
+import sys, time
+from confluent_kafka import Producer
+p = Producer({"bootstrap.servers": sys.argv[1], "transactional.id": sys.argv[3],
+              "transaction.timeout.ms": 3000})
+p.init_transactions(30)
+p.begin_transaction()
+p.produce(sys.argv[2], value=b"hanging")
+p.flush(30)
+print("open", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_vanished_producers_transaction_is_aborted_by_timeout_and_unblocks_readers(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """kill -9 of a producer mid-transaction: read_committed consumers stay below its first
+    offset until the coordinator aborts it after transaction.timeout.ms, then read on."""
+    env = {"STRATA_TRANSACTION_ABORT_TIMED_OUT_TRANSACTION_CLEANUP_INTERVAL_MS": "200"}
+    b = BrokerProcess(tmp_path_factory.mktemp("txn-timeout"), env=env).start()
+    try:
+        topic, gone = f"txto-{uuid.uuid4().hex[:6]}", f"gone-{uuid.uuid4().hex[:6]}"
+        create_topic(b.bootstrap, topic, 1)
+        child = subprocess.Popen(
+            [sys.executable, "-c", _VANISHING_PRODUCER, b.bootstrap, topic, gone],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert child.stdout is not None and child.stdout.readline().strip() == "open"
+        finally:
+            child.kill()
+            child.wait()
+        # The open transaction holds the last stable offset at its first offset (0).
+        assert _latest(b, topic, isolation_level=1) == 0 < _latest(b, topic, isolation_level=0)
+        p = _producer(b, f"after-{uuid.uuid4().hex[:6]}")
+        p.begin_transaction()
+        p.produce(topic, value=b"committed")
+        p.commit_transaction(BOUND_S)
+        # Held back by the open transaction at offset 0, then released by its abort.
+        started = time.monotonic()
+        assert _read(b, [topic], "read_committed", expect=1) == [b"committed"]
+        assert time.monotonic() - started < BOUND_S
+        aborted = _strata("transactions", "list", "-b", b.bootstrap, "--state", "CompleteAbort")
+        assert [t["transactional_id"] for t in aborted] == [gone]
+    finally:
+        b.kill()
+
+
+def _latest(broker: BrokerProcess, topic: str, *, isolation_level: int) -> int:
+    """ListOffsets LATEST of partition 0: the high watermark, or the LSO for read_committed."""
+    from api.client import KafkaClient
+    from api.protocol import ApiKey
+    from api.protocol.address import HostPort
+    from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+
+    latest = ListOffsetsPartition(partition_index=0, timestamp=-1)
+    req = ListOffsetsRequest(
+        isolation_level=isolation_level,
+        topics=(
+            ListOffsetsTopic(name=topic, partitions=(ListOffsetsPartition(partition_index=0, timestamp=-1),)),
+        ),
+    )
+    with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port)) as client:
+        return int(client.call(ApiKey.LIST_OFFSETS, req).topics[0].partitions[0].offset)
