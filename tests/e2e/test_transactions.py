@@ -414,9 +414,7 @@ def _latest(broker: BrokerProcess, topic: str, *, isolation_level: int) -> int:
     latest = ListOffsetsPartition(partition_index=0, timestamp=-1)
     req = ListOffsetsRequest(
         isolation_level=isolation_level,
-        topics=(
-            ListOffsetsTopic(name=topic, partitions=(ListOffsetsPartition(partition_index=0, timestamp=-1),)),
-        ),
+        topics=(ListOffsetsTopic(name=topic, partitions=(latest,)),),
     )
     with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port)) as client:
         return int(client.call(ApiKey.LIST_OFFSETS, req).topics[0].partitions[0].offset)
