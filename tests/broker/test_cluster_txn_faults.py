@@ -1,0 +1,151 @@
+"""Transactions under faults, three real brokers on a real etcd (RF 3, acks=all):
+
+* kill -9 of the transaction coordinator right after it answered EndTxn (PrepareCommit or
+  PrepareAbort durable, its markers possibly not all written): the new leader of the
+  ``__transaction_state`` partition loads it and finishes the markers, so the transaction is
+  visible to read_committed consumers whole (commit) or not at all (abort), never in part;
+* kill -9 of a data partition's leader between a transaction's records and its commit: the
+  markers reach the partition's new leader and the transaction is visible whole.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from confluent_kafka import Consumer, Producer
+
+from broker.transactions.partitioner import TRANSACTION_STATE_TOPIC, partition_for
+from tests.broker.clusterlib import WAIT, Cluster, wait_until
+from tests.broker.etcdlib import EtcdProcess
+
+pytestmark = pytest.mark.timeout(240)
+STATE_PARTITIONS = 8  # transaction.state.log.num.partitions' default
+PARTITIONS = 3
+BOUND_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    root = tmp_path_factory.mktemp("cluster-txn-faults")
+    etcd = EtcdProcess(root / "etcd").start()
+    c = Cluster(root, etcd)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+        etcd.kill()
+
+
+def _producer(cluster: Cluster, tid: str) -> Producer:
+    p = Producer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "transactional.id": tid,
+            "transaction.timeout.ms": 60000,
+            "message.timeout.ms": 60000,
+        }
+    )
+    p.init_transactions(BOUND_S)
+    return p
+
+
+def _committed(cluster: Cluster, topic: str, expect: int) -> list[bytes]:
+    """What a read_committed consumer reads of ``topic`` from the start (until ``expect``
+    records, then a little longer to catch any extra, bounded)."""
+    c = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": f"r-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        c.subscribe([topic])
+        out: list[bytes] = []
+        deadline = time.monotonic() + BOUND_S
+        settle = None
+        while time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                out.append(m.value() or b"")
+            if len(out) >= expect:
+                settle = settle or time.monotonic() + 2.0
+                if time.monotonic() > settle:
+                    break
+        return out
+    finally:
+        c.close()
+
+
+def _txn(p: Producer, topic: str, tag: bytes, n: int) -> set[bytes]:
+    p.begin_transaction()
+    values = {b"%s-%d" % (tag, i) for i in range(n)}
+    for i, v in enumerate(sorted(values)):
+        p.produce(topic, value=v, partition=i % PARTITIONS)
+    p.flush(BOUND_S)
+    return values
+
+
+def _coordinator(cluster: Cluster, tid: str) -> int:
+    p = partition_for(tid, STATE_PARTITIONS)
+    wait_until(lambda: TRANSACTION_STATE_TOPIC in cluster.view().topics, "the transaction state topic")
+    cluster.wait_fully_replicated(TRANSACTION_STATE_TOPIC)
+    return cluster.leader(TRANSACTION_STATE_TOPIC, p)
+
+
+@pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
+def test_coordinator_killed_after_answering_end_txn(cluster: Cluster, commit: bool) -> None:
+    topic = f"txf-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, PARTITIONS, rf=3, min_isr=2)
+    tid = f"tid-{uuid.uuid4().hex[:6]}"
+    p = _producer(cluster, tid)
+    first = _txn(p, topic, b"first", 30)
+    p.commit_transaction(BOUND_S)
+    coordinator = _coordinator(cluster, tid)
+
+    second = _txn(p, topic, b"second", 60)
+    if commit:
+        p.commit_transaction(BOUND_S)
+    else:
+        p.abort_transaction(BOUND_S)
+    cluster.nodes[coordinator].kill()  # its markers may not all be written yet
+    try:
+        expected = first | second if commit else first
+        seen = _committed(cluster, topic, len(expected))
+        assert sorted(seen) == sorted(expected)  # whole, exactly once, nothing aborted
+        # The producer goes on at the new coordinator.
+        third = _txn(p, topic, b"third", 9)
+        p.commit_transaction(BOUND_S)
+        seen = _committed(cluster, topic, len(expected | third))
+        assert sorted(seen) == sorted(expected | third)
+    finally:
+        cluster.nodes[coordinator].start()
+        cluster.wait_registered()
+
+
+def test_data_leader_killed_before_the_commit(cluster: Cluster) -> None:
+    topic = f"txl-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, PARTITIONS, rf=3, min_isr=2)
+    tid = f"tid-{uuid.uuid4().hex[:6]}"
+    p = _producer(cluster, tid)
+    coordinator = _coordinator(cluster, tid)
+    victim = next(
+        (b for b in (cluster.leader(topic, q) for q in range(PARTITIONS)) if b != coordinator), None
+    )
+    if victim is None:
+        pytest.skip("the coordinator leads every partition")  # not with round-robin placement
+    values = _txn(p, topic, b"v", 60)  # acknowledged by all in-sync replicas
+    cluster.nodes[victim].kill()
+    try:
+        p.commit_transaction(BOUND_S)  # markers go to the new leaders
+        assert sorted(_committed(cluster, topic, len(values))) == sorted(values)
+    finally:
+        cluster.nodes[victim].start()
+        cluster.wait_registered()
+    wait_until(lambda: cluster.fully_replicated(topic), "replicas back", timeout=WAIT)
