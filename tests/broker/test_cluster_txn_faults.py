@@ -5,7 +5,9 @@
   ``__transaction_state`` partition loads it and finishes the markers, so the transaction is
   visible to read_committed consumers whole (commit) or not at all (abort), never in part;
 * kill -9 of a data partition's leader between a transaction's records and its commit: the
-  markers reach the partition's new leader and the transaction is visible whole.
+  markers reach the partition's new leader and the transaction is visible whole;
+* a consume-transform-produce loop over a leader's kill -9: every input record exactly once
+  in the output.
 """
 
 from __future__ import annotations
@@ -149,3 +151,69 @@ def test_data_leader_killed_before_the_commit(cluster: Cluster) -> None:
         cluster.nodes[victim].start()
         cluster.wait_registered()
     wait_until(lambda: cluster.fully_replicated(topic), "replicas back", timeout=WAIT)
+
+
+def test_consume_transform_produce_over_a_leader_kill_is_exactly_once(cluster: Cluster) -> None:
+    """Kafka's exactly-once loop (read_committed consumer, transactional producer,
+    send_offsets_to_transaction) over a kill -9 of a partition leader mid-run: every input
+    record appears exactly once in the output. An abortable error aborts the transaction
+    and rewinds the consumer to its committed offsets, as an EOS application does."""
+    from confluent_kafka import KafkaException, TopicPartition
+
+    src, dst = f"ctpin-{uuid.uuid4().hex[:6]}", f"ctpout-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(src, PARTITIONS, rf=3, min_isr=2)
+    cluster.create_topic(dst, PARTITIONS, rf=3, min_isr=2)
+    n = 600
+    plain = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+    for i in range(n):
+        plain.produce(src, value=b"%d" % i, partition=i % PARTITIONS)
+    plain.flush(BOUND_S)
+
+    group = f"ctp-{uuid.uuid4().hex[:6]}"
+    c = Consumer(
+        {
+            "bootstrap.servers": cluster.bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    p = _producer(cluster, f"ctp-{group}")
+    c.subscribe([src])
+    victim = cluster.leader(dst, 0)
+    killed = False
+    done = 0
+    deadline = time.monotonic() + 2 * BOUND_S
+    try:
+        while done < n and time.monotonic() < deadline:
+            msgs = [m for m in c.consume(50, 1.0) if m.error() is None]
+            if not msgs:
+                continue
+            try:
+                p.begin_transaction()
+                for m in msgs:
+                    p.produce(dst, value=b"out-" + (m.value() or b""), partition=m.partition())
+                if not killed and done >= n // 3:
+                    cluster.nodes[victim].kill()  # mid-transaction, records in flight
+                    killed = True
+                offsets = [TopicPartition(m.topic(), m.partition(), m.offset() + 1) for m in msgs]
+                p.send_offsets_to_transaction(offsets, c.consumer_group_metadata(), BOUND_S)
+                p.commit_transaction(BOUND_S)
+                done += len(msgs)
+            except KafkaException as exc:
+                err = exc.args[0]
+                assert err.txn_requires_abort() or err.retriable(), err
+                p.abort_transaction(BOUND_S)
+                # Rewind to what the group committed: the aborted batch is read again.
+                committed = c.committed(c.assignment(), BOUND_S)
+                for tp in committed:
+                    c.seek(TopicPartition(tp.topic, tp.partition, tp.offset if tp.offset >= 0 else 0))
+    finally:
+        c.close()
+        if killed:
+            cluster.nodes[victim].start()
+            cluster.wait_registered()
+    assert killed and done >= n
+    out = _committed(cluster, dst, n)
+    assert sorted(out) == sorted(b"out-%d" % i for i in range(n))
