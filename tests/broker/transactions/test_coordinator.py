@@ -20,7 +20,7 @@ from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.groups.types import TopicPartition
 from broker.transactions.config import TransactionConfig
-from broker.transactions.coordinator import TransactionCoordinator
+from broker.transactions.coordinator import CONCURRENT_WAIT_S, TransactionCoordinator
 from broker.transactions.state import TransactionState
 from broker.transactions.transitions import TransactionResult
 from hot.errors import (
@@ -206,6 +206,41 @@ async def test_commit_answers_at_prepare_and_completes_once_the_markers_are_writ
         listed, unknown = coord.list_transactions(states=["CompleteAbort", "Bogus"])
         assert [(t.transactional_id, t.state) for t in listed] == [("t", "CompleteAbort")]
         assert unknown == ["Bogus"]
+
+
+async def test_the_next_transactions_first_request_waits_for_the_completion_not_the_client(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """AddPartitionsToTxn/AddOffsetsToTxn arriving while the previous transaction's markers
+    are written wait for them (up to CONCURRENT_WAIT_S) instead of costing the client a
+    retry after its backoff; past the bound they answer CONCURRENT_TRANSACTIONS."""
+    markers = FakeMarkers()
+    async with coordinator(tmp_path / "data", markers, clock) as (_, coord):
+        pid, epoch = await coord.init_producer_id("t", 60_000)
+        await coord.add_partitions("t", pid, epoch, [TP_A0])
+        markers.gate.clear()
+        await coord.end_txn("t", pid, epoch, commit=True)
+        waiting = [
+            asyncio.ensure_future(coord.add_partitions("t", pid, epoch, [TP_B1])),
+            asyncio.ensure_future(coord.add_offsets("t", pid, epoch, "g")),
+        ]
+        await asyncio.sleep(0.05)
+        assert not any(w.done() for w in waiting) and state_of(coord, "t") is S.PREPARE_COMMIT
+        markers.gate.set()
+        await asyncio.wait_for(asyncio.gather(*waiting), BOUND_S)
+        (d,) = coord.describe(["t"])
+        assert d.meta is not None and d.meta.state is S.ONGOING
+        assert TP_B1 in d.meta.partitions and TP_A0 not in d.meta.partitions
+        assert any(tp.topic == "__consumer_offsets" for tp in d.meta.partitions)
+        # Markers that do not come: the bounded wait ends in CONCURRENT_TRANSACTIONS.
+        markers.gate.clear()
+        await coord.end_txn("t", pid, epoch, commit=False)
+        started = asyncio.get_running_loop().time()
+        with pytest.raises(ConcurrentTransactionsError):
+            await coord.add_partitions("t", pid, epoch, [TP_A0])
+        assert asyncio.get_running_loop().time() - started >= CONCURRENT_WAIT_S * 0.9
+        markers.gate.set()
+        await until(lambda: state_of(coord, "t") is S.COMPLETE_ABORT, "aborted")
 
 
 async def test_a_new_instance_fences_the_ongoing_transaction_of_the_old(tmp_path: Path, clock: Clock) -> None:
