@@ -6,12 +6,17 @@
   visible to read_committed consumers whole (commit) or not at all (abort), never in part;
 * kill -9 of a data partition's leader between a transaction's records and its commit: the
   markers reach the partition's new leader and the transaction is visible whole;
+* kill -9 of a data partition's leader while its marker is being written (frozen before
+  EndTxn, so the marker sent to it is unanswered, killed once EndTxn is answered): the
+  coordinator writes the marker to the new leader, the transaction is visible whole;
 * a consume-transform-produce loop over a leader's kill -9: every input record exactly once
   in the output.
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -217,3 +222,35 @@ def test_consume_transform_produce_over_a_leader_kill_is_exactly_once(cluster: C
     assert killed and done >= n
     out = _committed(cluster, dst, n)
     assert sorted(out) == sorted(b"out-%d" % i for i in range(n))
+
+
+def test_data_leader_killed_while_its_marker_is_written(cluster: Cluster) -> None:
+    topic = f"txm-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, PARTITIONS, rf=3, min_isr=2)
+    tid = f"tid-{uuid.uuid4().hex[:6]}"
+    p = _producer(cluster, tid)
+    coordinator = _coordinator(cluster, tid)
+    victim = next(
+        (b for b in (cluster.leader(topic, q) for q in range(PARTITIONS)) if b != coordinator), None
+    )
+    if victim is None:
+        pytest.skip("the coordinator leads every partition")
+    values = _txn(p, topic, b"m", 60)  # acknowledged by all in-sync replicas
+    node = cluster.nodes[victim]
+    node.pause()  # from here the victim answers nothing: its marker stays unanswered
+    try:
+        # PrepareCommit waits out the victim's ISR removal if it follows the state partition.
+        p.commit_transaction(BOUND_S)
+        assert node.proc is not None
+        os.killpg(node.proc.pid, signal.SIGKILL)  # still frozen: killed mid marker write
+        node.kill()
+        assert sorted(_committed(cluster, topic, len(values))) == sorted(values)
+        later = _txn(p, topic, b"later", 9)
+        p.commit_transaction(BOUND_S)
+        assert sorted(_committed(cluster, topic, len(values | later))) == sorted(values | later)
+    finally:
+        node.start()
+        cluster.wait_registered()
+    wait_until(lambda: cluster.fully_replicated(topic), "replicas back", timeout=WAIT)
+    # The restarted victim's replicas agree: read again with it back in the cluster.
+    assert sorted(_committed(cluster, topic, len(values) + 9)) == sorted(values | later)
