@@ -16,12 +16,12 @@ completes high-watermark futures after it.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from hot import log_write
 from hot.log_append import AppendInfo, byte_view, check_producers, leader_iov, validate_batches
-from hot.producer_state import BatchMetadata, ProducerAppend
+from hot.producer_state import BatchMetadata, ProducerAppend, VerificationGuard
 
 if TYPE_CHECKING:
     from hot.log import Log
@@ -35,6 +35,7 @@ def append_as_leader(
     now_ms: int | None,
     transactional: bool = False,
     origin_coordinator: bool = False,
+    verification: Mapping[int, VerificationGuard] | None = None,
 ) -> AppendInfo:
     """``Log.append``."""
     mv = byte_view(data)
@@ -56,7 +57,7 @@ def append_as_leader(
             plan = log._pstate.state.begin(now_ms)
             leo = log.log_end_offset
             batches, dups, reported_first = check_producers(
-                plan, batches, leo, now_ms, log_append, transactional, origin_coordinator
+                plan, batches, leo, now_ms, log_append, transactional, origin_coordinator, verification
             )
             if dups:
                 if not batches:

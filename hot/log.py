@@ -81,7 +81,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,6 +117,7 @@ from hot.producer_snapshots import ProducerSnapshots
 from hot.producer_state import (
     DEFAULT_PRODUCER_ID_EXPIRATION_MS,
     ProducerEntry,
+    VerificationGuard,
 )
 from hot.records import ControlType
 from hot.region import FileRegion
@@ -520,6 +521,7 @@ class Log:
         now_ms: int | None = None,
         transactional: bool = False,
         origin_coordinator: bool = False,
+        verification: Mapping[int, VerificationGuard] | None = None,
     ) -> AppendInfo:
         """Append producer batches as leader: assign offsets from the log end.
 
@@ -552,6 +554,11 @@ class Log:
         base sequence -1 (NO_SEQUENCE) is accepted, transactional batches need no
         ``transactional``, and no sequence check or duplicate detection applies (only the
         producer epoch is checked).
+
+        ``verification``: the guards from ``start_txn_verification`` of the producers the
+        coordinator confirmed (KIP-890): a transactional batch that would begin a
+        transaction needs its producer's current guard, else InvalidTxnStateError (None:
+        not verified, hot.producer_state).
         """
         return leader_append.append_as_leader(
             self,
@@ -560,7 +567,14 @@ class Log:
             now_ms=now_ms,
             transactional=transactional,
             origin_coordinator=origin_coordinator,
+            verification=verification,
         )
+
+    def start_txn_verification(self, producer_id: int, epoch: int) -> VerificationGuard | None:
+        """The guard to verify the producer's next transactional batch with, None when its
+        transaction is already ongoing here in ``epoch`` (hot.producer_state)."""
+        with self._lock:
+            return self._pstate.state.start_verification(producer_id, epoch, time.time_ns() // 1_000_000)
 
     def append_marker(
         self,

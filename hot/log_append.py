@@ -16,7 +16,7 @@ change that ``hot.log.Log`` opens and commits under its lock.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
@@ -25,7 +25,7 @@ from crc32c import crc32c
 from hot.batch import CRC_START, iter_batches
 from hot.config import LogConfig
 from hot.errors import InvalidRecordError, RecordTooLargeError, TransactionalIdAuthorizationError
-from hot.producer_state import BatchMetadata, ProducerAppend
+from hot.producer_state import UNVERIFIED, BatchMetadata, ProducerAppend, VerificationGuard
 from hot.record_validation import check_batch, iter_client_batches, stamped_copy
 
 _PREFIX: Final = struct.Struct(">qii")
@@ -203,6 +203,7 @@ def check_producers(
     log_append: bool,
     transactional: bool = False,
     coordinator: bool = False,
+    guards: Mapping[int, VerificationGuard] | None = None,
 ) -> tuple[list[AppendBatch], list[BatchMetadata], int]:
     """Producer-state checks of an append that would start at offset ``first``, recorded in
     the pending change ``plan``. Returns the batches to write, the duplicates' original
@@ -211,7 +212,9 @@ def check_producers(
     is TransactionalIdAuthorizationError: TRANSACTIONAL_ID_AUTHORIZATION_FAILED, Kafka's
     answer to transactional records without an authorized transactional id. ``coordinator``:
     the coordinator's own batches (origin COORDINATOR: no sequence checks, no duplicates;
-    hot.producer_state)."""
+    hot.producer_state). ``guards``: the leader's verification of transactional batches
+    (KIP-890), by producer id; a transactional batch of a producer not in it is checked
+    against ``UNVERIFIED`` (None: no verification)."""
     kept: list[AppendBatch] = []
     dups: list[BatchMetadata] = []
     reported = -1
@@ -231,6 +234,7 @@ def check_producers(
                 now_ms if log_append else b.max_timestamp,
                 b.is_transactional,
                 coordinator=coordinator,
+                guard=None if guards is None else guards.get(b.producer_id, UNVERIFIED),
             )
             if dup is not None:
                 dups.append(dup)

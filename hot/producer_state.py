@@ -35,6 +35,18 @@ Transactions (KIP-98; Kafka's ProducerAppendInfo / ProducerStateManager):
   min(first unstable offset, high watermark) (hot.log_txn). A producer with an ongoing
   transaction never expires.
 
+Transaction verification (KIP-890 part 1, Kafka's VerificationGuard): before a leader
+appends a transactional batch that would begin a transaction here, it asks the
+coordinator whether the partition is in the producer's ongoing transaction
+(``start_verification`` hands it a ``VerificationGuard`` for the producer; None when the
+transaction is already ongoing here in that epoch, nothing to verify). The append passes
+the guard back: a batch beginning a transaction is refused (``InvalidTxnStateError``)
+unless its guard is still the producer's current one. A marker for the producer, or the
+transaction beginning, drops the guard, so a batch that was verified for a transaction
+that has ended since (a late retry after the abort) can never open a transaction that no
+marker will close (a "hanging" transaction holding the last stable offset back forever).
+Guards live in memory only: after a restart the client's retry is verified afresh.
+
 A coordinator's own batch (origin COORDINATOR: the group coordinator's transactional
 offsets, written with base sequence -1) is checked for its epoch only: no sequence check,
 no duplicate detection (Kafka checks sequences for client batches alone).
@@ -95,6 +107,18 @@ class BatchMetadata:
     first_offset: int
     last_offset: int
     timestamp: int  # the batch's maxTimestamp as written (LogAppendTime already stamped)
+
+
+class VerificationGuard:
+    """A leader's proof, by identity, that the coordinator was asked about one producer's
+    next transaction here (module docstring)."""
+
+    __slots__ = ()
+
+
+# Passed by a leader for a batch it found inside an ongoing transaction (nothing verified):
+# never a producer's current guard, so the batch is refused should it begin a transaction.
+UNVERIFIED: Final = VerificationGuard()
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +196,7 @@ class ProducerStateManager:
         # Completed transactions whose marker may still be above the high watermark:
         # first offset -> last offset (the marker's).
         self._unreplicated: dict[int, int] = {}
+        self._guards: dict[int, VerificationGuard] = {}  # producer id -> current guard
 
     def __len__(self) -> int:
         return len(self._producers)
@@ -185,6 +210,21 @@ class ProducerStateManager:
     def all_stable(self) -> bool:
         """No transaction ongoing or awaiting its marker's replication: the LSO is the HW."""
         return not self._ongoing and not self._unreplicated
+
+    def start_verification(self, producer_id: int, epoch: int, now_ms: int) -> VerificationGuard | None:
+        """The guard a leader verifies the producer's next transactional batch with (the
+        producer's current one, or a new one), or None when its transaction is ongoing
+        here in ``epoch`` (module docstring)."""
+        entry = self.get(producer_id, now_ms)
+        if entry is not None and entry.current_txn_first_offset >= 0 and entry.epoch == epoch:
+            return None
+        guard = self._guards.get(producer_id)
+        if guard is None:
+            guard = self._guards[producer_id] = VerificationGuard()
+        return guard
+
+    def is_verified(self, producer_id: int, guard: VerificationGuard) -> bool:
+        return self._guards.get(producer_id) is guard
 
     def ongoing_txns(self) -> list[tuple[int, int]]:
         """(first offset, producer id) of every ongoing transaction, ascending."""
@@ -272,6 +312,7 @@ class ProducerStateManager:
         if is_transactional and entry.current_txn_first_offset < 0:
             txn = first_offset
             self._begin_txn(producer_id, first_offset)
+            self._guards.pop(producer_id, None)
         self._producers[producer_id] = entry.with_batch(epoch, meta, now_ms, txn)
 
     def replay_marker(
@@ -287,12 +328,22 @@ class ProducerStateManager:
         if entry.current_txn_first_offset >= 0:
             done = CompletedTxn(producer_id, entry.current_txn_first_offset, offset, is_abort)
         self._producers[producer_id] = entry.after_marker(epoch, coordinator_epoch, now_ms)
+        self._guards.pop(producer_id, None)
         return done
 
-    def _commit(self, updated: dict[int, ProducerEntry], started: list[tuple[int, int]], now_ms: int) -> None:
+    def _commit(
+        self,
+        updated: dict[int, ProducerEntry],
+        started: list[tuple[int, int]],
+        now_ms: int,
+        ended: Iterable[int] = (),
+    ) -> None:
         self._producers.update(updated)
         for first, pid in started:
             self._begin_txn(pid, first)
+            self._guards.pop(pid, None)
+        for pid in ended:
+            self._guards.pop(pid, None)
         if len(self._producers) >= self._sweep_at:
             self.remove_expired(now_ms)
             self._sweep_at = max(_MIN_SWEEP, 2 * len(self._producers))
@@ -335,25 +386,28 @@ class ProducerStateManager:
             )
         }
         self._unreplicated = {}
+        self._guards = {}
 
     def clear(self) -> None:
         self._producers = {}
         self._sweep_at = _MIN_SWEEP
         self._ongoing = {}
         self._unreplicated = {}
+        self._guards = {}
 
 
 class ProducerAppend:
     """The producer-state changes of one append request, applied by ``commit`` only once
     the batches are written (a failed write leaves the state untouched)."""
 
-    __slots__ = ("_now", "_started", "_state", "_updated", "completed")
+    __slots__ = ("_ended", "_now", "_started", "_state", "_updated", "completed")
 
     def __init__(self, state: ProducerStateManager, now_ms: int) -> None:
         self._state = state
         self._now = now_ms
         self._updated: dict[int, ProducerEntry] = {}
         self._started: list[tuple[int, int]] = []  # (first offset, producer id) of new transactions
+        self._ended: list[int] = []  # producer ids whose marker this append writes
         # Transactions ended by this append's markers, in order (the Log records them).
         self.completed: list[CompletedTxn] = []
 
@@ -374,12 +428,15 @@ class ProducerAppend:
         is_transactional: bool = False,
         *,
         coordinator: bool = False,
+        guard: VerificationGuard | None = None,
     ) -> BatchMetadata | None:
         """Validate a data batch that would be written at ``first_offset``. Returns the
         original batch if it is a duplicate (then it must not be written), else None after
         recording it. Raises InvalidProducerEpochError / OutOfOrderSequenceError /
         InvalidTxnStateError (module docstring). ``coordinator``: a coordinator's batch
-        (origin COORDINATOR, as Kafka's ProducerAppendInfo): only the epoch is checked."""
+        (origin COORDINATOR, as Kafka's ProducerAppendInfo): only the epoch is checked.
+        ``guard``: the leader's verification of a batch that begins a transaction (None:
+        not checked; module docstring)."""
         entry = self._entry(producer_id)
         last_seq = increment_sequence(first_seq, last_offset_delta)
         if entry is None:
@@ -415,6 +472,11 @@ class ProducerAppend:
                     f"while its transaction from offset {entry.current_txn_first_offset} is ongoing"
                 )
         elif is_transactional:
+            if guard is not None and not self._state.is_verified(producer_id, guard):
+                raise InvalidTxnStateError(
+                    f"producer {producer_id}: the batch at offset {first_offset} was not verified as part "
+                    f"of an ongoing transaction (the partition is not in the producer's transaction)"
+                )
             txn = first_offset
             self._started.append((first_offset, producer_id))
         meta = BatchMetadata(first_seq, last_seq, first_offset, first_offset + last_offset_delta, timestamp)
@@ -446,11 +508,12 @@ class ProducerAppend:
             done = CompletedTxn(producer_id, entry.current_txn_first_offset, offset, is_abort)
             self.completed.append(done)
         self._updated[producer_id] = entry.after_marker(epoch, coordinator_epoch, self._now)
+        self._ended.append(producer_id)
         return done
 
     def commit(self) -> None:
         if self._updated:
-            self._state._commit(self._updated, self._started, self._now)
+            self._state._commit(self._updated, self._started, self._now, self._ended)
 
 
 # --- snapshot files ---------------------------------------------------------------------------

@@ -73,6 +73,7 @@ from hot.batch import (
     BatchHeader,
     Compression,
     compute_crc,
+    parse_header,
 )
 from hot.compression import DEFAULT_MAX_SIZE, codec_of, decompress
 from hot.errors import (
@@ -219,6 +220,23 @@ def uses_zstd(buf: Buffer) -> bool:
             return False
         pos += length + 12
     return False
+
+
+def transactional_producers(buf: Buffer) -> dict[int, int]:
+    """Producer id -> epoch of the transactional batches of a produce payload (what a
+    leader verifies with the coordinator, broker.txn_verification). Framing is only
+    followed, not checked: the append does that."""
+    out: dict[int, int] = {}
+    pos = 0
+    end = len(buf)
+    while end - pos >= HEADER_SIZE:
+        h = parse_header(buf, pos)
+        if h.batch_length < MIN_BATCH_LENGTH:
+            break
+        if h.is_transactional and h.has_producer_id and not h.is_control:
+            out.setdefault(h.producer_id, h.producer_epoch)
+        pos += h.size
+    return out
 
 
 def check_batch(
