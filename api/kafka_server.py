@@ -179,6 +179,9 @@ class Connection:
         self.tls = writer.get_extra_info("ssl_object") is not None
         self._direct: socket.socket | None = None
         self._muted_until = 0.0  # quota throttling: no reads before this (time.monotonic)
+        # Set while a produce request awaits before its appends (api.handlers.produce): the
+        # connection's next produce requests append after it, in the order they were sent.
+        self.produce_gate: asyncio.Future[None] | None = None
         # Set by a SaslHandshake v0: frames are raw SASL tokens until authenticated.
         self.raw_sasl: RequestHeader | None = None
 

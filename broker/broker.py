@@ -74,6 +74,8 @@ if TYPE_CHECKING:
     from broker.security.authz import AccessControl
     from broker.security.users import UserTable
     from broker.transactions.coordinator import TransactionCoordinator
+    from broker.txn_markers import MarkerChannels
+    from hot.producer_state import VerificationGuard
 
 log = logging.getLogger("strata.broker")
 
@@ -198,6 +200,8 @@ class Broker:
         self.groups = groups  # consumer groups (api.handlers.groups); None: not served
         # The transaction coordinator (api.handlers.txn_coordinator), set by broker.node.
         self.transactions: TransactionCoordinator | None = None
+        # Inter-broker connections to other coordinators (broker.txn_markers), set by broker.node.
+        self.txn_channels: MarkerChannels | None = None
         # ACL enforcement (broker.security.authz); None: authorization off, everything allowed.
         self.access: AccessControl | None = None
         # SASL / REST basic-auth users (in the metadata store); None: not needed.
@@ -416,9 +420,12 @@ class Broker:
         *,
         acks: int = 1,
         transactional: bool = False,
+        verification: Mapping[int, VerificationGuard] | None = None,
     ) -> PendingAppend:
         """Append a producer's batches as the partition's leader; ``transactional``: the
-        request named a transactional id (its transactional batches are accepted, hot.log)."""
+        request named a transactional id (its transactional batches are accepted, hot.log);
+        ``verification``: the producers' guards the coordinator confirmed
+        (broker.txn_verification; None: not verified)."""
         # __consumer_offsets is written by the group coordinators only (broker.groups).
         if topic == OFFSETS_TOPIC:
             return PendingAppend(
@@ -428,7 +435,9 @@ class Broker:
             topic,
             partition,
             acks,
-            lambda lg, epoch: lg.append(data, leader_epoch=epoch, transactional=transactional),
+            lambda lg, epoch: lg.append(
+                data, leader_epoch=epoch, transactional=transactional, verification=verification
+            ),
         )
         if pending.info is not None:
             self.metrics.produced_messages.labels(topic).inc(pending.info.record_count)

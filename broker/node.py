@@ -201,6 +201,7 @@ class ClusterNode:
         if self.transactions is not None:
             self.markers = marker_writer(broker)
             self.transactions.attach_markers(self.markers[0])
+            broker.txn_channels = self.markers[1]  # the leaders' verifications (broker.txn_verification)
 
     def make_groups(self, config: BrokerConfig) -> GroupCoordinator:
         """The group coordinator of cluster mode: offsets in the replicated

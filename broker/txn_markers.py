@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from api.protocol import ApiKey
 from api.protocol import error_table as E
@@ -166,6 +166,13 @@ class MarkerChannels:
     async def send(self, dest: int, req: WriteTxnMarkersRequest, timeout: float) -> WriteTxnMarkersResponse:
         if dest == self.broker_id and self.local is not None:
             return await self.local(req)
+        response: WriteTxnMarkersResponse = await self.call(dest, ApiKey.WRITE_TXN_MARKERS, req, timeout)
+        return response
+
+    async def call(self, dest: int, api_key: int, req: Any, timeout: float) -> Any:
+        """One request to another broker over a pooled connection (MarkerSendError when
+        it cannot be reached): WriteTxnMarkers, and the leaders' transaction verification
+        (broker.txn_verification)."""
         live = self.view.brokers.get(dest)
         if live is None:
             raise MarkerSendError(f"broker {dest} is not registered")
@@ -177,7 +184,7 @@ class MarkerChannels:
                     address[0], address[1], f"strata-txn-markers-{self.broker_id}", self.security
                 )
                 await conn.open(timeout)
-            response: WriteTxnMarkersResponse = await conn.call(ApiKey.WRITE_TXN_MARKERS, req, timeout)
+            response = await conn.call(api_key, req, timeout)
         except BaseException as exc:
             # Never reused: a cancelled or failed call leaves the stream mid-answer.
             if conn is not None:

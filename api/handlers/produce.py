@@ -6,7 +6,10 @@ this broker leads the partition (NOT_LEADER_OR_FOLLOWER) and, for acks=all, that
 meets ``min.insync.replicas`` (``ReplicaManager.writable_leader``), then the records (none:
 CORRUPT_MESSAGE; zstd before v7: UNSUPPORTED_COMPRESSION_TYPE, KIP-110). The appends all
 happen synchronously, so pipelined requests land in the log in the order sent and one
-group commit covers them; acks=0 gets no response. Record validation and the append
+group commit covers them; acks=0 gets no response. A transactional request whose batches
+begin a transaction in a partition first has the coordinator verify it
+(broker.txn_verification, KIP-890); the connection's later produce requests wait for it
+(``Connection.produce_gate``) so they still land in the order sent. Record validation and the append
 itself live in the broker and hot.log; per-record errors are returned from v8 (KIP-467).
 """
 
@@ -26,6 +29,7 @@ from api.protocol.messages.produce import (
     ProduceTopicResponse,
 )
 from broker.broker import Broker, PendingAppend
+from broker.txn_verification import ProduceVerification
 from hot import errors as E
 from hot.errors import InvalidRequestError, StrataError
 from hot.record_validation import uses_zstd
@@ -50,25 +54,37 @@ async def handle_produce(
     # A transactional id (WRITE on it checked by the guard) lets the log take the request's
     # transactional batches; without one they are refused (hot.log_append).
     transactional = req.transactional_id is not None
-    pending: list[tuple[str, int, PendingAppend | None, StrataError | None]] = []
-    # Phase one, synchronous and in request order: check and append every partition. There
-    # is no await before the last append, so leadership cannot change between a partition's
-    # check and its append, and pipelined requests land in the order they were sent.
-    for td in req.topic_data:
-        for pd in td.partition_data:
-            err = refused or _refusal(broker, header, acks, td.name, pd.index, pd.records)
-            if err is not None:
-                pending.append((td.name, pd.index, None, err))
-            else:
-                assert pd.records is not None
-                pending.append(
-                    (
-                        td.name,
-                        pd.index,
-                        broker.append(td.name, pd.index, pd.records, transactional=transactional),
-                        None,
-                    )
-                )
+    verification: ProduceVerification | None = None
+    coordinator = broker.transactions
+    if (
+        req.transactional_id
+        and refused is None
+        and coordinator is not None
+        and coordinator.config.partition_verification_enable
+    ):
+        verification = ProduceVerification(broker, req.transactional_id)
+        for td in req.topic_data:
+            for pd in td.partition_data:
+                if _refusal(broker, header, acks, td.name, pd.index, pd.records) is None:
+                    assert pd.records is not None
+                    verification.add(td.name, pd.index, pd.records)
+    # Phase zero, only when something must be awaited first (this request's verifications,
+    # or an earlier request of the connection still in its own): requests of a connection
+    # are appended in the order they were sent.
+    gate: asyncio.Future[None] | None = None
+    before = conn.produce_gate
+    if (verification is not None and verification.pending) or (before is not None and not before.done()):
+        gate = conn.produce_gate = asyncio.get_running_loop().create_future()
+    try:
+        if gate is not None:
+            if before is not None:
+                await asyncio.shield(before)
+            if verification is not None and verification.pending:
+                await verification.run()
+        pending = _append_all(broker, header, req, refused, transactional, verification)
+    finally:
+        if gate is not None:
+            gate.set_result(None)
     if acks == 0:
         return None
     # Phase two: wait for durability of all of them together.
@@ -108,6 +124,35 @@ async def handle_produce(
             ProduceTopicResponse(name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items()
         )
     )
+
+
+def _append_all(
+    broker: Broker,
+    header: RequestHeader,
+    req: ProduceRequest,
+    refused: StrataError | None,
+    transactional: bool,
+    verification: ProduceVerification | None,
+) -> list[tuple[str, int, PendingAppend | None, StrataError | None]]:
+    """Phase one, synchronous and in request order: check and append every partition. There
+    is no await before the last append, so leadership cannot change between a partition's
+    check and its append."""
+    pending: list[tuple[str, int, PendingAppend | None, StrataError | None]] = []
+    for td in req.topic_data:
+        for pd in td.partition_data:
+            err = refused or _refusal(broker, header, req.acks, td.name, pd.index, pd.records)
+            if err is None and verification is not None:
+                err = verification.errors.get((td.name, pd.index))
+            if err is not None:
+                pending.append((td.name, pd.index, None, err))
+                continue
+            assert pd.records is not None
+            guards = verification.guards_for(td.name, pd.index) if verification is not None else None
+            appended = broker.append(
+                td.name, pd.index, pd.records, transactional=transactional, verification=guards
+            )
+            pending.append((td.name, pd.index, appended, None))
+    return pending
 
 
 def _refusal(

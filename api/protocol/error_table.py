@@ -127,6 +127,7 @@ PRODUCER_FENCED: Final = 90
 OPERATION_NOT_ATTEMPTED: Final = 55  # AddPartitionsToTxn: another partition of the request failed
 INVALID_REGULAR_EXPRESSION: Final = 128  # ListTransactions v2's transactional id pattern
 OFFSET_METADATA_TOO_LARGE: Final = 12
+NETWORK_EXCEPTION: Final = 13  # inter-broker: the destination could not be reached
 COORDINATOR_LOAD_IN_PROGRESS: Final = 14
 COORDINATOR_NOT_AVAILABLE: Final = 15
 NOT_COORDINATOR: Final = 16

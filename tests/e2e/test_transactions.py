@@ -404,17 +404,110 @@ def test_a_vanished_producers_transaction_is_aborted_by_timeout_and_unblocks_rea
         b.kill()
 
 
-def _latest(broker: BrokerProcess, topic: str, *, isolation_level: int) -> int:
-    """ListOffsets LATEST of partition 0: the high watermark, or the LSO for read_committed."""
+def _latest(broker: BrokerProcess, topic: str, *, isolation_level: int, partition: int = 0) -> int:
+    """ListOffsets LATEST of a partition: the high watermark, or the LSO for read_committed."""
     from api.client import KafkaClient
     from api.protocol import ApiKey
     from api.protocol.address import HostPort
     from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
-    latest = ListOffsetsPartition(partition_index=0, timestamp=-1)
+    latest = ListOffsetsPartition(partition_index=partition, timestamp=-1)
     req = ListOffsetsRequest(
         isolation_level=isolation_level,
         topics=(ListOffsetsTopic(name=topic, partitions=(latest,)),),
     )
     with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port)) as client:
         return int(client.call(ApiKey.LIST_OFFSETS, req).topics[0].partitions[0].offset)
+
+
+def test_the_leader_verifies_a_transactional_batch_with_the_coordinator(broker: BrokerProcess) -> None:
+    """KIP-890 part 1, spoken raw: a transactional batch for a partition the transaction has
+    not added is INVALID_TXN_STATE and writes nothing; after the abort, a late batch of the
+    ended transaction (same producer epoch: Transactions V1 keep it) is refused too, so
+    it cannot open a transaction no marker would close and the last stable offset stays at
+    the high watermark."""
+    from api.client import KafkaClient
+    from api.protocol import ApiKey
+    from api.protocol import error_table as E
+    from api.protocol.address import HostPort
+    from api.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+    from api.protocol.messages.end_txn import EndTxnRequest
+    from api.protocol.messages.find_coordinator import FindCoordinatorRequest
+    from api.protocol.messages.init_producer_id import InitProducerIdRequest
+    from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
+    from hot.records import RecordInput, build_batch
+
+    topic, tid = f"txv-{uuid.uuid4().hex[:6]}", f"raw-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 2)
+    with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port)) as client:
+        deadline = time.monotonic() + BOUND_S
+        while True:  # the first FindCoordinator creates __transaction_state: as clients, retry
+            fc = client.call(
+                ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key_type=1, coordinator_keys=(tid,))
+            )
+            if fc.coordinators[0].error_code == 0:
+                break
+            assert time.monotonic() < deadline, "no transaction coordinator"
+            time.sleep(0.1)
+        init = client.call(
+            ApiKey.INIT_PRODUCER_ID, InitProducerIdRequest(transactional_id=tid, transaction_timeout_ms=60000)
+        )
+        assert init.error_code == 0
+        pid, epoch = init.producer_id, init.producer_epoch
+        seq = {0: 0, 1: 0}
+
+        def produce(partition: int) -> int:
+            batch = build_batch(
+                [RecordInput(key=None, value=b"v%d" % seq[partition])],
+                producer_id=pid,
+                producer_epoch=epoch,
+                base_sequence=seq[partition],
+                transactional=True,
+            )
+            req = ProduceRequest(
+                transactional_id=tid,
+                acks=-1,
+                timeout_ms=10000,
+                topic_data=(
+                    ProduceTopicData(
+                        name=topic, partition_data=(ProducePartitionData(index=partition, records=batch),)
+                    ),
+                ),
+            )
+            (p,) = client.call(ApiKey.PRODUCE, req).responses[0].partition_responses
+            if p.error_code == 0:
+                seq[partition] += 1
+            return int(p.error_code)
+
+        def add(partition: int) -> None:
+            req = AddPartitionsToTxnRequest(
+                v3_and_below_transactional_id=tid,
+                v3_and_below_producer_id=pid,
+                v3_and_below_producer_epoch=epoch,
+                v3_and_below_topics=(AddPartitionsToTxnTopic(name=topic, partitions=(partition,)),),
+            )
+            resp = client._call(ApiKey.ADD_PARTITIONS_TO_TXN, 3, req)
+            assert [
+                r.partition_error_code
+                for t in resp.results_by_topic_v3_and_below
+                for r in t.results_by_partition
+            ] == [0]
+
+        assert produce(0) == E.INVALID_TXN_STATE  # not added: nothing written
+        add(0)
+        assert produce(0) == 0 and produce(0) == 0
+        assert produce(1) == E.INVALID_TXN_STATE  # partition 1 is not in the transaction
+        end = client.call(
+            ApiKey.END_TXN,
+            EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=False),
+        )
+        assert end.error_code == 0
+        deadline = time.monotonic() + BOUND_S
+        while _latest(broker, topic, isolation_level=1) != _latest(broker, topic, isolation_level=0):
+            assert time.monotonic() < deadline, "the abort marker was not written"
+            time.sleep(0.05)
+        high = _latest(broker, topic, isolation_level=0)
+        assert high == 3  # two records and the marker
+        assert produce(0) == E.INVALID_TXN_STATE  # a late batch of the aborted transaction
+        assert _latest(broker, topic, isolation_level=1) == _latest(broker, topic, isolation_level=0) == high
+        assert _latest(broker, topic, isolation_level=0, partition=1) == 0  # nothing reached it

@@ -585,3 +585,51 @@ def test_log_start_past_an_ongoing_transaction_bounds_the_first_unstable_offset(
     log.append_marker(1, 0, ABORT, 0)
     assert log.first_unstable_offset is None and log.last_stable_offset == log.log_end_offset
     log.close()
+
+
+# --- transaction verification (KIP-890 part 1) ---------------------------------------------------
+
+
+def test_a_batch_beginning_a_transaction_needs_the_producers_current_guard(tmp_path: Path) -> None:
+    log = open_log(tmp_path, **CFG)
+    guard = log.start_txn_verification(7, 0)
+    assert guard is not None and log.start_txn_verification(7, 0) is guard  # pipelined requests share it
+    # Unverified (the leader found the transaction ongoing, but it was not): refused, nothing written.
+    with pytest.raises(InvalidTxnStateError):
+        log.append(tbatch(7, 0), transactional=True, verification={})
+    assert log.log_end_offset == 0
+    log.append(tbatch(7, 0), transactional=True, verification={7: guard})
+    # Ongoing now: nothing to verify, and the guard is spent.
+    assert log.start_txn_verification(7, 0) is None
+    log.append(tbatch(7, 2), transactional=True, verification={})
+    # A newer epoch is a new transaction to verify.
+    assert log.start_txn_verification(7, 1) is not None
+    log.append_marker(7, 0, ABORT, 0)
+    assert ongoing(log) == []
+    # The guard a request took before the marker is void after it: a late batch of the ended
+    # transaction cannot open another one.
+    stale = log.start_txn_verification(7, 0)
+    assert stale is not None
+    log.append_marker(7, 0, ABORT, 0)
+    with pytest.raises(InvalidTxnStateError) as info:
+        log.append(tbatch(7, 4), transactional=True, verification={7: stale})
+    assert kafka_code(info.value) == 48  # INVALID_TXN_STATE
+    # No transaction is left open for no marker to close: the last stable offset is the end.
+    assert ongoing(log) == [] and log.last_stable_offset == log.log_end_offset
+    # Unchecked callers (None: replicas, tests, verification disabled) append as before.
+    log.append(tbatch(7, 4), transactional=True)
+    assert ongoing(log) == [(log.log_end_offset - 2, 7)]
+    log.close()
+
+
+def test_transactional_producers_reads_the_batch_headers() -> None:
+    from hot.record_validation import transactional_producers
+
+    data = (
+        tbatch(7, 0)
+        + tbatch(9, 0, epoch=3)
+        + tbatch(11, 0, transactional=False)
+        + build_batch([RecordInput(None, b"x")])
+    )
+    assert transactional_producers(data) == {7: 0, 9: 3}
+    assert transactional_producers(data[:20]) == {}  # a torn header: the append refuses it
