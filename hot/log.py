@@ -523,43 +523,10 @@ class Log:
         origin_coordinator: bool = False,
         verification: Mapping[int, VerificationGuard] | None = None,
     ) -> AppendInfo:
-        """Append producer batches as leader: assign offsets from the log end.
-
-        Every batch is validated first (magic 2, size <= max.message.bytes, CRC-32C,
-        recordsCount == lastOffsetDelta + 1, not a control batch, every record well formed:
-        hot.record_validation); one bad batch means nothing is written. baseOffset and
-        partitionLeaderEpoch are rewritten without copying the batch (they are outside the
-        CRC). A CreateTime batch whose maxTimestamp is not its records' largest timestamp
-        is copied with the right one and a new CRC, as Kafka does. For LogAppendTime topics the
-        timestamp type bit and maxTimestamp are set to ``now_ms`` and the CRC recomputed
-        (the batch is copied; it is never recompressed).
-
-        Batches with a producer id go through the producer-state checks (module
-        hot.producer_state), in order, atomically with the write: a fenced epoch or a
-        sequence gap raises and nothing is written; a retry of a batch already in the log
-        is not written again. If every batch was such a retry, the result has
-        ``duplicate=True`` and the original batches' offsets.
-
-        ``leader_epoch`` is stamped into every batch; the first append of a new epoch
-        records it in the leader-epoch cache at its first offset (a negative epoch is
-        stamped but not recorded). An epoch older than the latest in the cache is
-        FencedLeaderEpochError (a deposed leader) and nothing is written.
-
-        Transactional batches need ``transactional=True`` (the request's transactional id
-        was checked), else TransactionalIdAuthorizationError and nothing is written; their
-        rules: hot.producer_state. Markers come only through ``append_marker``.
-
-        ``origin_coordinator``: a coordinator's own batches (Kafka's AppendOrigin.COORDINATOR;
-        the group coordinator's transactional offsets, TxnOffsetCommit): a producer id with
-        base sequence -1 (NO_SEQUENCE) is accepted, transactional batches need no
-        ``transactional``, and no sequence check or duplicate detection applies (only the
-        producer epoch is checked).
-
-        ``verification``: the guards from ``start_txn_verification`` of the producers the
-        coordinator confirmed (KIP-890): a transactional batch that would begin a
-        transaction needs its producer's current guard, else InvalidTxnStateError (None:
-        not verified, hot.producer_state).
-        """
+        """Append producer batches as leader: assign offsets from the log end, stamp
+        ``leader_epoch``, check the producers (idempotence, ``transactional``,
+        ``origin_coordinator``, ``verification``) atomically with the write. The rules,
+        and what each refusal raises: hot.leader_append."""
         return leader_append.append_as_leader(
             self,
             data,
