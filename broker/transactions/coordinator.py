@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import logging
 import time
 from collections.abc import Awaitable, Callable, Collection, Coroutine, Iterable
@@ -51,6 +50,7 @@ from broker.replica_manager import ReplicaManager
 from broker.transactions import transitions as T
 from broker.transactions.cache import Listed, TransactionCache
 from broker.transactions.config import TransactionConfig
+from broker.transactions.markers import MarkerOutcome, MarkersDone
 from broker.transactions.state import (
     TV_1,
     TransactionMetadata,
@@ -83,14 +83,6 @@ CONCURRENT_WAIT_S: Final = 0.5
 ANSWER_TURNS: Final = 4  # see _finish
 
 
-class MarkersDoneLike(Protocol):
-    """How a marker write ended (``broker.transactions.markers.MarkersDone``): its
-    ``outcome`` is an enum whose WRITTEN member means every partition has its marker."""
-
-    @property
-    def outcome(self) -> enum.Enum: ...
-
-
 class MarkerSink(Protocol):
     """Writes a transaction's markers to its partitions' leaders until done
     (``broker.transactions.markers.MarkerWriter``)."""
@@ -105,7 +97,7 @@ class MarkerSink(Protocol):
         *,
         transaction_version: int = ...,
         superseded: Callable[[], bool] = ...,
-    ) -> Awaitable[MarkersDoneLike]: ...
+    ) -> Awaitable[MarkersDone]: ...
 
 
 def wall_clock_ms() -> int:
@@ -547,7 +539,7 @@ class TransactionCoordinator:
                     transaction_version=prepared.client_transaction_version,
                     superseded=lambda: self.cache.coordinator_epoch(partition) != epoch,
                 )
-                if done.outcome.name != "WRITTEN":
+                if done.outcome is not MarkerOutcome.WRITTEN:
                     log.warning(
                         "%r: markers of producer %d epoch %d not written (%s): left to the newer coordinator",
                         tid,

@@ -8,7 +8,6 @@ PrepareCommit."""
 from __future__ import annotations
 
 import asyncio
-import enum
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ from broker.config import BrokerConfig
 from broker.groups.types import TopicPartition
 from broker.transactions.config import TransactionConfig
 from broker.transactions.coordinator import CONCURRENT_WAIT_S, TransactionCoordinator
+from broker.transactions.markers import MarkerOutcome, MarkersDone
 from broker.transactions.state import TransactionState
 from broker.transactions.transitions import TransactionResult
 from hot.errors import (
@@ -42,16 +42,6 @@ TP_B1 = TopicPartition("b", 1)
 S = TransactionState
 
 
-class Outcome(enum.Enum):
-    WRITTEN = "written"
-    FENCED = "fenced"
-
-
-@dataclass(frozen=True)
-class Done:
-    outcome: Outcome
-
-
 @dataclass(frozen=True)
 class Call:
     producer_id: int
@@ -67,7 +57,7 @@ class FakeMarkers:
 
     calls: list[Call] = field(default_factory=list)
     gate: asyncio.Event = field(default_factory=asyncio.Event)
-    outcome: Outcome = Outcome.WRITTEN
+    outcome: MarkerOutcome = MarkerOutcome.WRITTEN
 
     def __post_init__(self) -> None:
         self.gate.set()
@@ -82,12 +72,14 @@ class FakeMarkers:
         *,
         transaction_version: int = 0,
         superseded: Callable[[], bool] = lambda: False,
-    ) -> asyncio.Future[Done]:
-        self.calls.append(Call(producer_id, producer_epoch, coordinator_epoch, result, frozenset(partitions)))
+    ) -> asyncio.Future[MarkersDone]:
+        parts = frozenset(partitions)
+        self.calls.append(Call(producer_id, producer_epoch, coordinator_epoch, result, parts))
 
-        async def run() -> Done:
+        async def run() -> MarkersDone:
             await self.gate.wait()
-            return Done(self.outcome)
+            done = parts if self.outcome is MarkerOutcome.WRITTEN else frozenset()
+            return MarkersDone(self.outcome, done, frozenset())
 
         return asyncio.ensure_future(run())
 
@@ -316,7 +308,7 @@ async def test_a_restart_finishes_a_transaction_left_in_prepare_commit(tmp_path:
 async def test_fenced_markers_leave_the_transaction_to_the_newer_coordinator(
     tmp_path: Path, clock: Clock
 ) -> None:
-    markers = FakeMarkers(outcome=Outcome.FENCED)
+    markers = FakeMarkers(outcome=MarkerOutcome.FENCED)
     async with coordinator(tmp_path / "data", markers, clock) as (_, coord):
         pid, epoch = await coord.init_producer_id("t", 60_000)
         await coord.add_partitions("t", pid, epoch, [TP_A0])
