@@ -13,7 +13,8 @@ offsets store (broker.groups.replicated_offsets.ClusterOffsetStore), errors mapp
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Final, Protocol
 
 from api.handlers.txn_coordinator import find_transaction_coordinator
 from api.protocol import RequestHeader
@@ -262,16 +263,7 @@ async def handle_offset_commit(
     conn: Connection, header: RequestHeader, req: OffsetCommitWire
 ) -> OffsetCommitResponse:
     v = header.api_version
-    offsets = tuple(
-        (
-            TopicPartition(t.name, p.partition_index),
-            p.committed_offset,
-            p.committed_leader_epoch,
-            p.committed_metadata,
-        )
-        for t in req.topics
-        for p in t.partitions
-    )
+    offsets = _offsets(req.topics)
     results: dict[TopicPartition, StrataError | None]
     try:
         results = await _coordinator(conn).commit_offsets(
@@ -289,16 +281,12 @@ async def handle_offset_commit(
     return OffsetCommitResponse(
         topics=tuple(
             OffsetCommitResponseTopic(
-                name=t.name,
+                name=name,
                 partitions=tuple(
-                    OffsetCommitResponsePartition(
-                        partition_index=p.partition_index,
-                        error_code=_code(results.get(TopicPartition(t.name, p.partition_index))),
-                    )
-                    for p in t.partitions
+                    OffsetCommitResponsePartition(partition_index=i, error_code=code) for i, code in codes
                 ),
             )
-            for t in req.topics
+            for name, codes in _answers(req.topics, results)
         )
     )
 
@@ -311,16 +299,7 @@ async def handle_txn_offset_commit(
     its transaction's COMMIT marker (broker.groups.offset_manager). v5 (transaction
     version 2, where this request also adds the partition to the transaction) is not
     served: the transaction coordinator here runs transaction version 1 (AddOffsetsToTxn)."""
-    offsets = tuple(
-        (
-            TopicPartition(t.name, p.partition_index),
-            p.committed_offset,
-            p.committed_leader_epoch,
-            p.committed_metadata,
-        )
-        for t in req.topics
-        for p in t.partitions
-    )
+    offsets = _offsets(req.topics)
     results: dict[TopicPartition, StrataError | None]
     try:
         if not req.group_id:
@@ -341,22 +320,63 @@ async def handle_txn_offset_commit(
     return TxnOffsetCommitResponse(
         topics=tuple(
             TxnOffsetCommitResponseTopic(
-                name=t.name,
+                name=name,
                 partitions=tuple(
-                    TxnOffsetCommitResponsePartition(
-                        partition_index=p.partition_index,
-                        error_code=_code(results.get(TopicPartition(t.name, p.partition_index))),
-                    )
-                    for p in t.partitions
+                    TxnOffsetCommitResponsePartition(partition_index=i, error_code=code) for i, code in codes
                 ),
             )
-            for t in req.topics
+            for name, codes in _answers(req.topics, results)
         )
     )
 
 
 def _code(error: StrataError | None) -> int:
     return kafka_code(error) if error is not None else 0
+
+
+class _CommittedPartition(Protocol):
+    @property
+    def partition_index(self) -> int: ...
+    @property
+    def committed_offset(self) -> int: ...
+    @property
+    def committed_leader_epoch(self) -> int: ...
+    @property
+    def committed_metadata(self) -> str | None: ...
+
+
+class _CommittedTopic(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def partitions(self) -> Sequence[_CommittedPartition]: ...
+
+
+def _offsets(
+    topics: Sequence[_CommittedTopic],
+) -> tuple[tuple[TopicPartition, int, int, str | None], ...]:
+    """OffsetCommit's and TxnOffsetCommit's offsets: (partition, offset, leader epoch, metadata)."""
+    return tuple(
+        (
+            TopicPartition(t.name, p.partition_index),
+            p.committed_offset,
+            p.committed_leader_epoch,
+            p.committed_metadata,
+        )
+        for t in topics
+        for p in t.partitions
+    )
+
+
+def _answers(
+    topics: Sequence[_CommittedTopic], results: dict[TopicPartition, StrataError | None]
+) -> list[tuple[str, list[tuple[int, int]]]]:
+    """Each requested topic's (partition, error code) in request order."""
+    out: list[tuple[str, list[tuple[int, int]]]] = []
+    for t in topics:
+        indexes = [p.partition_index for p in t.partitions]
+        out.append((t.name, [(i, _code(results.get(TopicPartition(t.name, i)))) for i in indexes]))
+    return out
 
 
 _UNSTABLE: Final = kafka_code(UnstableOffsetCommitError("pending"))

@@ -240,20 +240,16 @@ class TransactionCoordinator:
         partitions: Collection[TopicPartition],
     ) -> None:
         """AddPartitionsToTxn from a producer (v0-3)."""
-
-        async def attempt() -> None:
-            shard, epoch, current = self._lookup(transactional_id)
-            out = T.add_partitions(
+        await self._once_settled(
+            transactional_id,
+            lambda current: T.add_partitions(
                 current,
                 producer_id=producer_id,
                 producer_epoch=producer_epoch,
                 partitions=partitions,
                 now_ms=self.clock(),
-            )
-            if isinstance(out, Transit):
-                await self._write(shard, epoch, out)
-
-        await self._once_settled(transactional_id, attempt)
+            ),
+        )
 
     def verify_partitions(
         self,
@@ -273,21 +269,17 @@ class TransactionCoordinator:
         self, transactional_id: str, producer_id: int, producer_epoch: int, group_id: str
     ) -> None:
         """AddOffsetsToTxn: the group's ``__consumer_offsets`` partition joins the transaction."""
-
-        async def attempt() -> None:
-            shard, epoch, current = self._lookup(transactional_id)
-            out = T.add_offsets(
+        await self._once_settled(
+            transactional_id,
+            lambda current: T.add_offsets(
                 current,
                 producer_id=producer_id,
                 producer_epoch=producer_epoch,
                 group_id=group_id,
                 offsets_topic_partitions=self._offsets_partitions(),
                 now_ms=self.clock(),
-            )
-            if isinstance(out, Transit):
-                await self._write(shard, epoch, out)
-
-        await self._once_settled(transactional_id, attempt)
+            ),
+        )
 
     async def end_txn(
         self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool
@@ -395,14 +387,22 @@ class TransactionCoordinator:
 
     # --- lookups and writes ----------------------------------------------------------------------
 
-    async def _once_settled(self, transactional_id: str, attempt: Callable[[], Awaitable[None]]) -> None:
-        """Run ``attempt``; while it answers CONCURRENT_TRANSACTIONS, run it again each time
-        the id's pending change ends, for up to ``CONCURRENT_WAIT_S`` (module docstring)."""
+    async def _once_settled(
+        self,
+        transactional_id: str,
+        transition: Callable[[TransactionMetadata | None], Transit | Answer],
+    ) -> None:
+        """Look the id up, ask ``transition`` and write its transit (if any); while that
+        answers CONCURRENT_TRANSACTIONS, again each time the id's pending change ends, for
+        up to ``CONCURRENT_WAIT_S`` (module docstring)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + CONCURRENT_WAIT_S
         while True:
             try:
-                await attempt()
+                shard, epoch, current = self._lookup(transactional_id)
+                out = transition(current)
+                if isinstance(out, Transit):
+                    await self._write(shard, epoch, out)
                 return
             except ConcurrentTransactionsError:
                 left = deadline - loop.time()

@@ -106,6 +106,22 @@ def _coordinator(cluster: Cluster, tid: str) -> int:
     return cluster.leader(TRANSACTION_STATE_TOPIC, p)
 
 
+def _data_leader_not_coordinating(cluster: Cluster, prefix: str) -> tuple[str, Producer, int]:
+    """A new RF-3 topic, a transactional producer, and a broker that leads one of the topic's
+    partitions but is not the producer's transaction coordinator."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, PARTITIONS, rf=3, min_isr=2)
+    tid = f"tid-{uuid.uuid4().hex[:6]}"
+    p = _producer(cluster, tid)
+    coordinator = _coordinator(cluster, tid)
+    victim = next(
+        (b for b in (cluster.leader(topic, q) for q in range(PARTITIONS)) if b != coordinator), None
+    )
+    if victim is None:
+        pytest.skip("the coordinator leads every partition")  # not with round-robin placement
+    return topic, p, victim
+
+
 @pytest.mark.parametrize("commit", [True, False], ids=["commit", "abort"])
 def test_coordinator_killed_after_answering_end_txn(cluster: Cluster, commit: bool) -> None:
     topic = f"txf-{uuid.uuid4().hex[:6]}"
@@ -137,16 +153,7 @@ def test_coordinator_killed_after_answering_end_txn(cluster: Cluster, commit: bo
 
 
 def test_data_leader_killed_before_the_commit(cluster: Cluster) -> None:
-    topic = f"txl-{uuid.uuid4().hex[:6]}"
-    cluster.create_topic(topic, PARTITIONS, rf=3, min_isr=2)
-    tid = f"tid-{uuid.uuid4().hex[:6]}"
-    p = _producer(cluster, tid)
-    coordinator = _coordinator(cluster, tid)
-    victim = next(
-        (b for b in (cluster.leader(topic, q) for q in range(PARTITIONS)) if b != coordinator), None
-    )
-    if victim is None:
-        pytest.skip("the coordinator leads every partition")  # not with round-robin placement
+    topic, p, victim = _data_leader_not_coordinating(cluster, "txl")
     values = _txn(p, topic, b"v", 60)  # acknowledged by all in-sync replicas
     cluster.nodes[victim].kill()
     try:
@@ -225,16 +232,7 @@ def test_consume_transform_produce_over_a_leader_kill_is_exactly_once(cluster: C
 
 
 def test_data_leader_killed_while_its_marker_is_written(cluster: Cluster) -> None:
-    topic = f"txm-{uuid.uuid4().hex[:6]}"
-    cluster.create_topic(topic, PARTITIONS, rf=3, min_isr=2)
-    tid = f"tid-{uuid.uuid4().hex[:6]}"
-    p = _producer(cluster, tid)
-    coordinator = _coordinator(cluster, tid)
-    victim = next(
-        (b for b in (cluster.leader(topic, q) for q in range(PARTITIONS)) if b != coordinator), None
-    )
-    if victim is None:
-        pytest.skip("the coordinator leads every partition")
+    topic, p, victim = _data_leader_not_coordinating(cluster, "txm")
     values = _txn(p, topic, b"m", 60)  # acknowledged by all in-sync replicas
     node = cluster.nodes[victim]
     node.pause()  # from here the victim answers nothing: its marker stays unanswered
