@@ -135,7 +135,7 @@ class CoordinatorLog(Generic[OpT, ShardT]):
                     live,
                 )
             n = self.topic.partitions
-            configs = state_topic_configs(rf, self.topic.segment_bytes)
+            configs = state_topic_configs(rf, self.topic.segment_bytes, self.topic.min_isr)
             try:
                 created = await create_topic(self.replicas.client, name, n, rf, configs)
                 self._log.info("created %s: %d partitions, replication factor %d", name, n, rf)

@@ -57,18 +57,25 @@ class StateTopic:
     segment_bytes: int  # also the least size at which a partition is compacted
     commit_timeout_ms: int  # how long a write waits for acks=all
     naming: Naming
+    # min.insync.replicas it is created with (capped at its replication factor); None:
+    # two when it has three replicas or more, else one.
+    min_isr: int | None = None
 
 
-def state_topic_configs(replication_factor: int, segment_bytes: int) -> dict[str, str]:
+def state_topic_configs(
+    replication_factor: int, segment_bytes: int, min_isr: int | None = None
+) -> dict[str, str]:
     """Topic configs of a state topic: kept until compacted (no retention), never tiered,
-    acks=all needing two replicas when there are three or more."""
+    acks=all needing ``min_isr`` replicas (capped at the replication factor; None: two when
+    there are three or more)."""
+    isr = (2 if replication_factor >= 3 else 1) if min_isr is None else min(min_isr, replication_factor)
     return {
         "retention.ms": "-1",
         "retention.bytes": "-1",
         "remote.storage.enable": "false",
         "segment.bytes": str(segment_bytes),
         "max.message.bytes": str(MAX_MESSAGE_BYTES),
-        "min.insync.replicas": "2" if replication_factor >= 3 else "1",
+        "min.insync.replicas": str(isr),
     }
 
 

@@ -65,6 +65,7 @@ def state_topic(config: TransactionConfig) -> StateTopic:
         segment_bytes=config.state_log_segment_bytes,
         commit_timeout_ms=COMMIT_TIMEOUT_MS,
         naming=NAMING,
+        min_isr=config.state_log_min_isr,
     )
 
 

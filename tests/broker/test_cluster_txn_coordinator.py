@@ -111,6 +111,8 @@ def test_transaction_state_survives_a_coordinator_kill(cluster: Cluster) -> None
     p = partition_for(TID, STATE_PARTITIONS)
     assert cluster.leader(TRANSACTION_STATE_TOPIC, p) == coordinator
     cluster.wait_fully_replicated(TRANSACTION_STATE_TOPIC)
+    # transaction.state.log.min.isr (Kafka's default, 2) is the state topic's min.insync.replicas.
+    assert cluster.view().topics[TRANSACTION_STATE_TOPIC].value.configs["min.insync.replicas"] == "2"
 
     init = _call_until_served(
         cluster,

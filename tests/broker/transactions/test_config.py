@@ -40,3 +40,16 @@ def test_values_are_parsed_and_checked() -> None:
             TransactionConfig.from_kafka(bad)
     with pytest.raises(InvalidConfigError):
         TransactionConfig(max_timeout_ms=True)
+
+
+def test_the_state_topic_is_created_with_transaction_state_log_min_isr() -> None:
+    from broker.coordinator_runtime.shard import state_topic_configs
+    from broker.transactions.state_log import state_topic
+
+    topic = state_topic(TransactionConfig.from_kafka({"transaction.state.log.min.isr": 3}))
+    assert topic.min_isr == 3
+    assert state_topic_configs(3, 1 << 20, topic.min_isr)["min.insync.replicas"] == "3"
+    # Capped at the replication factor (a single node: one replica).
+    assert state_topic_configs(1, 1 << 20, topic.min_isr)["min.insync.replicas"] == "1"
+    # Kafka's default, 2.
+    assert state_topic(TransactionConfig()).min_isr == 2
