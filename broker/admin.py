@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from broker.controller import CLUSTER_TOPIC_CONFIGS, place_replicas, validate_topic_configs
 from broker.groups.offsets import OFFSETS_TOPIC
 from broker.metadata import MetadataClient, TopicAssignment, Versioned
+from broker.transactions.partitioner import TRANSACTION_STATE_TOPIC
 from hot.config import LogConfig
 from hot.errors import (
     InvalidPartitionsError,
@@ -45,10 +46,19 @@ _CAS_ATTEMPTS = 8
 VISIBLE_TIMEOUT_S = 5.0
 
 
+# Kafka's internal topics: the coordinators' state, written by them only.
+INTERNAL_TOPICS: frozenset[str] = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+
+
+def is_internal(name: str) -> bool:
+    return name in INTERNAL_TOPICS
+
+
 def refuse_internal_topic(name: str, what: str) -> None:
-    """``__consumer_offsets`` belongs to the group coordinators (``broker.groups.replicated_offsets``), which
-    create it with its own settings; a partition count change would move every group."""
-    if name == OFFSETS_TOPIC:
+    """The internal topics belong to their coordinators (``broker.groups.replicated_offsets``,
+    ``broker.transactions.state_log``), which create them with their own settings; a
+    partition count change would move every group or transactional id."""
+    if name in INTERNAL_TOPICS:
         raise InvalidTopicError(f"cannot {what} the internal topic {name}")
 
 

@@ -426,8 +426,8 @@ class Broker:
         request named a transactional id (its transactional batches are accepted, hot.log);
         ``verification``: the producers' guards the coordinator confirmed
         (broker.txn_verification; None: not verified)."""
-        # __consumer_offsets is written by the group coordinators only (broker.groups).
-        if topic == OFFSETS_TOPIC:
+        # The internal topics are written by their coordinators only (Kafka: INVALID_TOPIC_EXCEPTION).
+        if admin.is_internal(topic):
             return PendingAppend(
                 topic, None, None, InvalidTopicError(f"cannot produce to the internal topic {topic}")
             )

@@ -66,6 +66,7 @@ from hot.errors import (
     MetadataStoreError,
     NotEnoughReplicasAfterAppendError,
     NotLeaderError,
+    RequestTimedOutError,
     StrataError,
     UnknownTopicOrPartitionError,
 )
@@ -107,6 +108,8 @@ class PartitionReplica:
     flush_waiters: list[_Waiter] = field(default_factory=list)
     # Replica fetches parked until something is appended (or the role changes).
     data_waiters: set[asyncio.Future[None]] = field(default_factory=set)
+    # DeleteRecords waiting for the followers' log starts: woken by every follower fetch.
+    low_watermark_waiters: set[asyncio.Future[None]] = field(default_factory=set)
     isr_writing: bool = False
     # mod_revision of this leader's last ISR write: an older view must not undo it.
     isr_revision: int = 0
@@ -662,8 +665,52 @@ class ReplicaManager:
         ):
             raise NotLeaderError(f"broker {follower_id} is not a follower of {rep.name}")
         self.maybe_advance_hw(rep)
+        if rep.low_watermark_waiters:
+            waiters, rep.low_watermark_waiters = rep.low_watermark_waiters, set()
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
         if not rep.isr_writing and leader.pending_isr is None and leader.can_join_isr(follower_id):
             self._propose_isr(rep, leader.isr | {follower_id}, f"broker {follower_id} caught up")
+
+    def low_watermark(self, rep: PartitionReplica) -> int:
+        """The lowest log start offset of the partition's leader (this broker) and its live
+        followers, as each last reported it in a Fetch (Kafka's lowWatermarkIfLeader); -1
+        while a live follower has not fetched yet."""
+        leader = rep.leader
+        if rep.role is not Role.LEADER or leader is None:
+            raise NotLeaderError(f"broker {self.broker_id} no longer leads {rep.name}")
+        low = rep.log.log_start_offset
+        for broker, state in leader.followers().items():
+            if broker in self.view.brokers and state.log_start_offset < low:
+                low = state.log_start_offset
+        return low
+
+    async def wait_for_low_watermark(
+        self, rep: PartitionReplica, epoch: int, offset: int, timeout: float
+    ) -> int:
+        """Until every live replica's log start offset reached ``offset`` (DeleteRecords'
+        purgatory); returns the low watermark. RequestTimedOutError after ``timeout``,
+        NotLeaderError if leadership moves first."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while True:
+            if rep.leader_epoch != epoch:
+                raise NotLeaderError(f"{rep.name}: leadership moved while records were deleted")
+            low = self.low_watermark(rep)
+            if low >= offset:
+                return low
+            left = deadline - loop.time()
+            if left <= 0:
+                raise RequestTimedOutError(
+                    f"{rep.name}: the replicas' log start offsets did not reach {offset} in time (low {low})"
+                )
+            fut: asyncio.Future[None] = loop.create_future()
+            rep.low_watermark_waiters.add(fut)
+            # A follower that stopped fetching wakes nobody: look again at least every second.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(fut, min(left, 1.0))
+            rep.low_watermark_waiters.discard(fut)
 
     def data_waiter(self, reps: Iterable[PartitionReplica]) -> asyncio.Future[None]:
         """A future completed by the next append to (or role change of) any of ``reps``."""

@@ -70,6 +70,10 @@ class InvalidTopicError(StrataError):
     """A topic name that is not legal."""
 
 
+class PolicyViolationError(StrataError):
+    """A request a topic's policy does not allow (DeleteRecords on a compacted topic)."""
+
+
 class InvalidPartitionsError(StrataError):
     """A partition count that is not legal."""
 

@@ -39,6 +39,7 @@ from api.handlers.configs import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from api.handlers.delete_records import handle_delete_records
 from api.handlers.fetch import handle_fetch
 from api.handlers.groups import (
     handle_delete_groups,
@@ -105,6 +106,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.ALTER_CONFIGS: handle_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
     ApiKey.JOIN_GROUP: handle_join_group,
     ApiKey.SYNC_GROUP: handle_sync_group,

@@ -47,10 +47,9 @@ from api.protocol.messages.metadata import (
     MetadataResponsePartition,
     MetadataResponseTopic,
 )
-from broker.admin import refuse_internal_topic
+from broker.admin import is_internal, refuse_internal_topic
 from broker.broker import Broker
 from broker.controller import CLUSTER_TOPIC_CONFIGS
-from broker.groups.offsets import OFFSETS_TOPIC
 from broker.metadata import NO_LEADER, TopicAssignment
 from broker.replica_manager import log_configs
 from hot.config import LogConfig
@@ -130,7 +129,7 @@ async def handle_metadata(conn: Connection, header: RequestHeader, req: Metadata
             MetadataResponseTopic(
                 name=name,
                 topic_id=uuid.UUID(a.topic_id),
-                is_internal=name == OFFSETS_TOPIC,
+                is_internal=is_internal(name),
                 partitions=_partitions(broker, name, a),
             )
         )

@@ -37,6 +37,7 @@ from api.protocol.messages.api_versions import ApiVersion, ApiVersionsRequest, A
 from api.protocol.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from api.protocol.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from api.protocol.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
+from api.protocol.messages.delete_records import DeleteRecordsRequest, DeleteRecordsResponse
 from api.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopicsResponse
 from api.protocol.messages.describe_client_quotas import (
     DescribeClientQuotasRequest,
@@ -100,6 +101,7 @@ class ApiKey(enum.IntEnum):
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSET_FOR_LEADER_EPOCH = 23
     ADD_PARTITIONS_TO_TXN = 24
@@ -245,6 +247,8 @@ APIS: Final[dict[int, ApiSpec]] = {
             "1+",
         ),
         _api(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse, "0-3", "2+"),
+        # DeleteRecords (api.handlers.delete_records)
+        _api(ApiKey.DELETE_RECORDS, DeleteRecordsRequest, DeleteRecordsResponse, "0-2", "2+"),
         # partition reassignment (KIP-455; api.handlers.reassignment)
         _api(
             ApiKey.ALTER_PARTITION_REASSIGNMENTS,

@@ -63,6 +63,7 @@ from hot.errors import (
     OffsetMovedToTieredStorageError,
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
+    PolicyViolationError,
     ProducerFencedError,
     RebalanceInProgressError,
     RecordTooLargeError,
@@ -108,6 +109,7 @@ INVALID_REPLICATION_FACTOR: Final = 38
 INVALID_REQUEST: Final = 42
 UNSUPPORTED_FOR_MESSAGE_FORMAT: Final = 43
 INVALID_CONFIG: Final = 40
+POLICY_VIOLATION: Final = 44
 KAFKA_STORAGE_ERROR: Final = 56
 UNSUPPORTED_COMPRESSION_TYPE: Final = 76
 INVALID_RECORD: Final = 87
@@ -172,6 +174,7 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     UnsupportedCompressionError: (UNSUPPORTED_COMPRESSION_TYPE, 400),
     InvalidTopicError: (INVALID_TOPIC_EXCEPTION, 400),
     InvalidPartitionsError: (INVALID_PARTITIONS, 400),
+    PolicyViolationError: (POLICY_VIOLATION, 400),
     InvalidReplicationFactorError: (INVALID_REPLICATION_FACTOR, 400),
     InvalidConfigError: (INVALID_CONFIG, 400),
     TopicExistsError: (TOPIC_ALREADY_EXISTS, 409),

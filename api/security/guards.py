@@ -51,6 +51,11 @@ from api.protocol.messages.alter_client_quotas import (
 from api.protocol.messages.alter_configs import AlterConfigsResourceResponse
 from api.protocol.messages.create_partitions import CreatePartitionsTopicResult
 from api.protocol.messages.create_topics import CreatableTopicResult
+from api.protocol.messages.delete_records import (
+    DeleteRecordsPartitionResult,
+    DeleteRecordsRequest,
+    DeleteRecordsTopicResult,
+)
 from api.protocol.messages.delete_topics import DeletableTopicResult
 from api.protocol.messages.describe_configs import DescribeConfigsResult
 from api.protocol.messages.describe_producers import (
@@ -350,6 +355,29 @@ async def guard_create_partitions(inner: Handler, conn: Connection, header: Requ
     return dataclasses.replace(resp, results=(*resp.results, *refused))
 
 
+async def guard_delete_records(
+    inner: Handler, conn: Connection, header: RequestHeader, req: DeleteRecordsRequest
+) -> Any:
+    """DELETE on the topic, as Kafka's DeleteRecords asks."""
+    ok, no = _split(req.topics, lambda t: topic_ok(conn, Operation.DELETE, t.name))
+    if not no:
+        return await inner(conn, header, req)
+    refused = tuple(
+        DeleteRecordsTopicResult(
+            name=t.name,
+            partitions=tuple(
+                DeleteRecordsPartitionResult(
+                    partition_index=p.partition_index, error_code=E.TOPIC_AUTHORIZATION_FAILED
+                )
+                for p in t.partitions
+            ),
+        )
+        for t in no
+    )
+    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
+    return dataclasses.replace(resp, topics=(*resp.topics, *refused))
+
+
 def _config_ok(conn: Connection, op: Operation, res: Any) -> bool:
     if res.resource_type == RESOURCE_BROKER:
         return allowed(conn, op, ResourceType.CLUSTER, CLUSTER_NAME)
@@ -584,6 +612,7 @@ TOPIC_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.CREATE_TOPICS: guard_create_topics,
     ApiKey.DELETE_TOPICS: guard_delete_topics,
     ApiKey.CREATE_PARTITIONS: guard_create_partitions,
+    ApiKey.DELETE_RECORDS: guard_delete_records,
     ApiKey.DESCRIBE_CONFIGS: guard_describe_configs,
     ApiKey.ALTER_CONFIGS: guard_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: guard_alter_configs,

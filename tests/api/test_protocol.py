@@ -218,6 +218,7 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         26: (0, 4, 3),
         65: (0, 0, 0),
         66: (0, 2, 0),
+        21: (0, 2, 2),  # DeleteRecords (KIP-107)
     }
 
 
@@ -252,6 +253,7 @@ KP: dict[int, tuple[Any, Any]] = {
     29: (kp_admin.DescribeAclsRequest, kp_admin.DescribeAclsResponse),
     30: (kp_admin.CreateAclsRequest, kp_admin.CreateAclsResponse),
     31: (kp_admin.DeleteAclsRequest, kp_admin.DeleteAclsResponse),
+    21: (kp_admin.DeleteRecordsRequest, kp_admin.DeleteRecordsResponse),
 }
 
 # The group-coordinator APIs are checked against kafka-python at every version, both

@@ -504,3 +504,31 @@ def test_create_partitions_beyond_the_live_brokers_is_refused(cluster: Cluster) 
     fut = admin.create_partitions([NewPartitions("conf", 2)])["conf"]
     assert _error_code(fut) == E.INVALID_REPLICATION_FACTOR
     assert cluster.view().topics["conf"].value.partition_count == 1
+
+
+def test_delete_records_waits_for_every_replica_to_move_its_log_start(cluster: Cluster) -> None:
+    """DeleteRecords on an RF-3 partition is answered once the followers' log start offsets
+    reached the new start (they learn it from the leader's Fetch answers): every replica's
+    ``log-start-offset`` file holds it, and a failover keeps it."""
+    topic = f"dr-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, 1, rf=3, min_isr=2)
+    _produce(cluster, topic, 0, 200)
+    admin = _admin(cluster)
+    (fut,) = admin.delete_records([ck.TopicPartition(topic, 0, 120)], request_timeout=30).values()
+    assert fut.result(timeout=60).low_watermark == 120
+    for b in (1, 2, 3):
+        path = cluster.nodes[b].data_dir / "logs" / f"{topic}-0" / "log-start-offset"
+        assert int(path.read_text()) == 120, f"broker {b}"
+    leader = cluster.leader(topic, 0)
+    cluster.nodes[leader].kill()
+    try:
+        wait_until(lambda: cluster.leader(topic, 0) not in (leader, -1), "a new leader")
+        c = ck.Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}"})
+        try:
+            low, high = c.get_watermark_offsets(ck.TopicPartition(topic, 0), timeout=30)
+        finally:
+            c.close()
+        assert (low, high) == (120, 200)
+    finally:
+        cluster.nodes[leader].start()
+        cluster.wait_registered()

@@ -511,3 +511,19 @@ def test_the_leader_verifies_a_transactional_batch_with_the_coordinator(broker: 
         assert produce(0) == E.INVALID_TXN_STATE  # a late batch of the aborted transaction
         assert _latest(broker, topic, isolation_level=1) == _latest(broker, topic, isolation_level=0) == high
         assert _latest(broker, topic, isolation_level=0, partition=1) == 0  # nothing reached it
+
+
+def test_the_transaction_state_topic_is_internal(broker: BrokerProcess) -> None:
+    """As in Kafka: Metadata marks ``__transaction_state`` internal and clients cannot produce to it."""
+    p = _producer(broker, f"int-{uuid.uuid4().hex[:6]}")  # creates __transaction_state
+    p.begin_transaction()
+    p.abort_transaction(BOUND_S)
+    from confluent_kafka.admin import AdminClient
+
+    md = AdminClient({"bootstrap.servers": broker.bootstrap}).list_topics(timeout=BOUND_S)
+    assert "__transaction_state" in md.topics
+    plain = Producer({"bootstrap.servers": broker.bootstrap, "message.timeout.ms": 5000})
+    errors: list[Any] = []
+    plain.produce("__transaction_state", value=b"x", partition=0, on_delivery=lambda e, m: errors.append(e))
+    plain.flush(BOUND_S)
+    assert errors and errors[0] is not None and errors[0].name() == "TOPIC_EXCEPTION", errors  # code 17

@@ -348,10 +348,11 @@ def test_offsets_topic_is_internal_in_metadata(
 ) -> None:
     """A single node is a cluster of one: committed offsets live in the internal topic
     ``__consumer_offsets`` (created by the first FindCoordinator), which Metadata lists
-    with ``is_internal``, as Kafka does; no other topic is internal."""
+    with ``is_internal``, as Kafka does; no other topic is internal but ``__transaction_state``."""
     assert call(client, ApiKey.FIND_COORDINATOR, 3, FindCoordinatorRequest(key="g")).error_code == 0
     md = client.call(ApiKey.METADATA, MetadataRequest(topics=None, allow_auto_topic_creation=False))
     internal = {t.name: t.is_internal for t in md.topics}
     assert internal.get("__consumer_offsets") is True
-    assert not any(v for name, v in internal.items() if name != "__consumer_offsets")
+    internal_names = {"__consumer_offsets", "__transaction_state"}
+    assert not any(v for name, v in internal.items() if name not in internal_names)
     assert (broker.data_dir / "logs" / "__consumer_offsets-0").is_dir()

@@ -693,6 +693,23 @@ def test_cluster_level_requests(broker: BrokerProcess) -> None:
         )
     )
 
+    def delete_codes(c: KafkaClient) -> list[int]:
+        from api.protocol.messages.delete_records import (
+            DeleteRecordsPartition,
+            DeleteRecordsRequest,
+            DeleteRecordsTopic,
+        )
+
+        req = DeleteRecordsRequest(
+            topics=(
+                DeleteRecordsTopic(
+                    name=topic, partitions=(DeleteRecordsPartition(partition_index=0, offset=0),)
+                ),
+            ),
+            timeout_ms=10000,
+        )
+        return [p.error_code for t in c.call(ApiKey.DELETE_RECORDS, req).topics for p in t.partitions]
+
     def marker_codes(c: KafkaClient) -> list[int]:
         resp = c.call(ApiKey.WRITE_TXN_MARKERS, markers)
         return [p.error_code for m in resp.markers for t in m.topics for p in t.partitions]
@@ -718,7 +735,10 @@ def test_cluster_level_requests(broker: BrokerProcess) -> None:
         )
         codes = {t.name: [p.error_code for p in t.partitions] for t in producers.topics}
         assert codes == {topic: [0], other: [E.TOPIC_AUTHORIZATION_FAILED]}
+        # DeleteRecords needs DELETE on the topic (bob may only READ it).
+        assert delete_codes(bob) == [E.TOPIC_AUTHORIZATION_FAILED]
     with client("admin", ADMIN_PW) as admin:
+        assert delete_codes(admin) == [0]
         listed = admin.call(
             ApiKey.LIST_PARTITION_REASSIGNMENTS, ListPartitionReassignmentsRequest(topics=None)
         )
