@@ -81,6 +81,11 @@ class FetchConnectionError(StrataError):
     retriable = True
 
 
+# Followers fetch by topic name: Fetch v12, the last version that carries names (v13+
+# name topics by id, which a follower would have to map back for nothing).
+REPLICA_FETCH_VERSION = 12
+
+
 class BrokerConnection:
     """One Kafka protocol connection to another broker; one request at a time."""
 
@@ -126,11 +131,14 @@ class BrokerConnection:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    async def call(self, api_key: int, request: Any, timeout: float) -> Any:
+    async def call(self, api_key: int, request: Any, timeout: float, *, version: int | None = None) -> Any:
+        """One request at ``version`` (default: the newest this codec speaks; every broker of
+        a cluster runs the same code)."""
         reader, writer = self._reader, self._writer
         if reader is None or writer is None:
             raise FetchConnectionError("not connected")
-        version = APIS[api_key].max_version
+        if version is None:
+            version = APIS[api_key].max_version
         self._correlation = (self._correlation + 1) & 0x7FFFFFFF
         payload = encode_request(api_key, version, self._correlation, self.client_id, request)
         try:
@@ -405,7 +413,9 @@ class ReplicaFetcher:
             max_bytes=cfg.replica_fetch_response_max_bytes,
             topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
         )
-        resp = await conn.call(ApiKey.FETCH, req, cfg.replica_fetch_wait_max_ms / 1000.0 + 30.0)
+        resp = await conn.call(
+            ApiKey.FETCH, req, cfg.replica_fetch_wait_max_ms / 1000.0 + 30.0, version=REPLICA_FETCH_VERSION
+        )
         self.fetches += 1
         flush: list[_Fetching] = []
         for t in resp.responses:

@@ -52,6 +52,10 @@ _GROUP_ERRORS = {
 }
 
 
+# This client names topics in its requests: Fetch v13+ would need their ids instead.
+_CLIENT_MAX_VERSIONS: dict[int, int] = {ApiKey.FETCH: 12}
+
+
 class KafkaClient:
     def __init__(self, sock: socket.socket, client_id: str = "strata-cli") -> None:
         self.sock = sock
@@ -77,7 +81,8 @@ class KafkaClient:
             for v in resp.api_keys:
                 ours = APIS.get(v.api_key)
                 if ours is not None and v.max_version >= ours.min_version:
-                    client.versions[v.api_key] = min(v.max_version, ours.max_version)
+                    mine = _CLIENT_MAX_VERSIONS.get(v.api_key, ours.max_version)
+                    client.versions[v.api_key] = min(v.max_version, mine)
             if sec.sasl:
                 client._authenticate(sec)
         except BaseException:

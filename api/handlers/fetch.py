@@ -9,14 +9,21 @@ batches returned, KIP-98), local or remote tier alike
 error is answered at once with whatever the other partitions have, as Kafka does. A fetch
 with a ``replica_id`` is a follower's: ``Broker.replica_fetch`` serves it past the
 high watermark and records the follower's offset for the ISR.
+
+From v13 topics come by id (KIP-516): ``with_topic_names`` resolves them through the
+broker's metadata view before anything else (the authorization guard uses it too); an id
+no topic has is UNKNOWN_TOPIC_ID for each of its partitions, and every answered topic
+carries its id.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import TYPE_CHECKING
 
 from api.protocol import RequestHeader
+from api.protocol import error_table as E
 from api.protocol.error_table import kafka_code
 from api.protocol.messages.fetch import (
     READ_COMMITTED,
@@ -25,7 +32,9 @@ from api.protocol.messages.fetch import (
     FetchPartitionData,
     FetchRequest,
     FetchResponse,
+    FetchTopic,
 )
+from api.protocol.primitives import ZERO_UUID
 from broker.broker import Broker, FetchRequestPartition, ReplicaFetchPartition
 from hot.errors import StrataError
 
@@ -33,10 +42,65 @@ if TYPE_CHECKING:
     from api.kafka_server import Connection
 
 
+# The first version that names topics by id only.
+TOPIC_ID_VERSION = 13
+
+
+def with_topic_names(
+    broker: Broker, version: int, req: FetchRequest
+) -> tuple[FetchRequest, list[FetchTopic]]:
+    """v13+: the request with each topic's name filled in from its id, and the topics whose
+    id no topic has (answered UNKNOWN_TOPIC_ID). Older versions: the request as it is."""
+    if version < TOPIC_ID_VERSION or all(t.topic for t in req.topics):
+        return req, []
+    view = broker.replicas.view
+    known: list[FetchTopic] = []
+    unknown: list[FetchTopic] = []
+    for t in req.topics:
+        name = t.topic or view.topic_name(t.topic_id)
+        if name is None:
+            unknown.append(t)
+        else:
+            known.append(dataclasses.replace(t, topic=name))
+    return dataclasses.replace(req, topics=tuple(known)), unknown
+
+
+def _unknown_ids(topics: list[FetchTopic]) -> list[FetchableTopicResponse]:
+    return [
+        FetchableTopicResponse(
+            topic_id=t.topic_id,
+            partitions=tuple(
+                FetchPartitionData(partition_index=p.partition, error_code=E.UNKNOWN_TOPIC_ID, records=b"")
+                for p in t.partitions
+            ),
+        )
+        for t in topics
+    ]
+
+
+def _answer(
+    broker: Broker, version: int, by_topic: dict[str, list[FetchPartitionData]], unknown: list[FetchTopic]
+) -> FetchResponse:
+    if version < TOPIC_ID_VERSION:
+        return FetchResponse(
+            responses=tuple(
+                FetchableTopicResponse(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()
+            )
+        )
+    view = broker.replicas.view
+    responses = [
+        FetchableTopicResponse(topic=t, topic_id=view.topic_id(t) or ZERO_UUID, partitions=tuple(ps))
+        for t, ps in by_topic.items()
+    ]
+    return FetchResponse(responses=(*responses, *_unknown_ids(unknown)))
+
+
 async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchRequest) -> FetchResponse:
     broker = conn.broker
+    version = header.api_version
+    req, unknown = with_topic_names(broker, version, req)
     if req.replica_id >= 0:
-        return await _replica_fetch(broker, req)
+        return await _replica_fetch(broker, version, req, unknown)
     started = time.perf_counter()
     refused: list[tuple[str, FetchPartitionData]] = []
     parts: list[FetchRequestPartition] = []
@@ -94,12 +158,12 @@ async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchReques
         broker.metrics.fetch_latency.labels("kafka").observe(time.perf_counter() - started)
     for topic, data in refused:
         by_topic.setdefault(topic, []).append(data)
-    return FetchResponse(
-        responses=tuple(FetchableTopicResponse(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())
-    )
+    return _answer(broker, version, by_topic, unknown)
 
 
-async def _replica_fetch(broker: Broker, req: FetchRequest) -> FetchResponse:
+async def _replica_fetch(
+    broker: Broker, version: int, req: FetchRequest, unknown: list[FetchTopic]
+) -> FetchResponse:
     started = time.perf_counter()
     parts = [
         ReplicaFetchPartition(
@@ -134,6 +198,4 @@ async def _replica_fetch(broker: Broker, req: FetchRequest) -> FetchResponse:
             )
         by_topic.setdefault(f.topic, []).append(data)
     broker.metrics.fetch_latency.labels("replica").observe(time.perf_counter() - started)
-    return FetchResponse(
-        responses=tuple(FetchableTopicResponse(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items())
-    )
+    return _answer(broker, version, by_topic, unknown)

@@ -51,7 +51,7 @@ from api.protocol.messages.describe_transactions import (
     DescribeTransactionsResponse,
 )
 from api.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
-from api.protocol.messages.fetch import FetchRequest, FetchResponse
+from api.protocol.messages.fetch import FetchRequest, FetchResponse, ReplicaState
 from api.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
 from api.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
 from api.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
@@ -204,11 +204,42 @@ def _metadata_before_encode(version: int, req: MetadataRequest) -> MetadataReque
     return req
 
 
+# From Fetch v15 a follower names itself in the tagged ReplicaState (KIP-903), not in
+# replica_id: callers read and set ``replica_id`` in every version.
+_FETCH_REPLICA_STATE_VERSION: Final = 15
+
+
+def _fetch_after_decode(version: int, req: FetchRequest) -> FetchRequest:
+    if version < _FETCH_REPLICA_STATE_VERSION:
+        return req
+    state = req.replica_state
+    if state is None or state == ReplicaState():
+        return dataclasses.replace(req, replica_id=-1, replica_state=None)
+    return dataclasses.replace(req, replica_id=state.replica_id)
+
+
+def _fetch_before_encode(version: int, req: FetchRequest) -> FetchRequest:
+    if version < _FETCH_REPLICA_STATE_VERSION or req.replica_id < 0:
+        return req
+    state = req.replica_state
+    epoch = state.replica_epoch if state is not None else -1
+    state = ReplicaState(replica_id=req.replica_id, replica_epoch=epoch)
+    return dataclasses.replace(req, replica_state=state)
+
+
 APIS: Final[dict[int, ApiSpec]] = {
     spec.api_key: spec
     for spec in (
         _api(ApiKey.PRODUCE, ProduceRequest, ProduceResponse, "3-9", "9+"),
-        _api(ApiKey.FETCH, FetchRequest, FetchResponse, "4-12", "12+"),
+        _api(
+            ApiKey.FETCH,
+            FetchRequest,
+            FetchResponse,
+            "4-17",
+            "12+",
+            after_decode_request=_fetch_after_decode,
+            before_encode_request=_fetch_before_encode,
+        ),
         _api(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse, "1-7", "6+"),
         _api(
             ApiKey.METADATA,

@@ -125,6 +125,7 @@ CONCURRENT_TRANSACTIONS: Final = 51
 TRANSACTION_COORDINATOR_FENCED: Final = 52
 TRANSACTIONAL_ID_NOT_FOUND: Final = 105
 TRANSACTION_ABORTABLE: Final = 120
+UNKNOWN_TOPIC_ID: Final = 100  # Fetch v13+ (KIP-516): no topic has the id
 PRODUCER_FENCED: Final = 90
 OPERATION_NOT_ATTEMPTED: Final = 55  # AddPartitionsToTxn: another partition of the request failed
 INVALID_REGULAR_EXPRESSION: Final = 128  # ListTransactions v2's transactional id pattern

@@ -33,6 +33,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from api.handlers.fetch import with_topic_names
 from api.protocol import APIS, ApiKey, RequestHeader
 from api.protocol import error_table as E
 from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
@@ -163,16 +164,21 @@ async def guard_produce(inner: Handler, conn: Connection, header: RequestHeader,
 
 
 async def guard_fetch(inner: Handler, conn: Connection, header: RequestHeader, req: FetchRequest) -> Any:
+    # v13+ names topics by id: authorize by the names they resolve to; an id no topic has is
+    # left to the handler (UNKNOWN_TOPIC_ID, as Kafka answers whatever the ACLs).
+    named, unknown = with_topic_names(conn.broker, header.api_version, req)
+    req = dataclasses.replace(named, topics=(*named.topics, *unknown)) if unknown else named
     if req.replica_id >= 0:  # a follower: the whole request is the cluster's business
         ok_all = allowed_cluster(conn, Operation.CLUSTER_ACTION)
         ok, no = (list(req.topics), []) if ok_all else ([], list(req.topics))
         code = E.CLUSTER_AUTHORIZATION_FAILED
     else:
-        ok, no = _split(req.topics, lambda t: topic_ok(conn, Operation.READ, t.topic))
+        ok, no = _split(req.topics, lambda t: not t.topic or topic_ok(conn, Operation.READ, t.topic))
         code = E.TOPIC_AUTHORIZATION_FAILED
     refused = tuple(
         FetchableTopicResponse(
             topic=t.topic,
+            topic_id=t.topic_id,
             partitions=tuple(
                 FetchPartitionData(partition_index=p.partition, error_code=code, records=b"")
                 for p in t.partitions
