@@ -83,6 +83,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405: the first offset still on local disk
+LATEST_TIERED_TIMESTAMP = -5  # KIP-1005: the last offset uploaded to remote storage
 # How long a topic creation waits for the new partitions to be led (await_leaders).
 CREATE_VISIBLE_S = 5.0
 ZERO_UUID = uuid.UUID(int=0)
@@ -168,6 +169,10 @@ class RemoteTier(Protocol):
 
     @property
     def reader(self) -> RemoteReader: ...
+
+    def uploaded(self, topic: str, partition: int) -> int:
+        """The remote next offset of the partition (0: nothing uploaded)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -878,6 +883,13 @@ class Broker:
             return end, -1, rep.leader_epoch
         if timestamp == EARLIEST_LOCAL_TIMESTAMP:
             return lg.local_log_start_offset, -1, lg.epoch_for_offset(lg.local_log_start_offset)
+        if timestamp == LATEST_TIERED_TIMESTAMP:
+            # KIP-1005: the last offset in remote storage; -1 when nothing is (or the topic
+            # is not tiered), as Kafka answers.
+            uploaded = self.tiering.uploaded(topic, partition) if self.tiering is not None else 0
+            if uploaded <= max(lg.log_start_offset, 0) or not lg.config.remote_storage_enable:
+                return -1, -1, -1
+            return uploaded - 1, -1, lg.epoch_for_offset(uploaded - 1)
         if timestamp == EARLIEST_TIMESTAMP:
             return lg.log_start_offset, -1, lg.epoch_for_offset(lg.log_start_offset)
         offset, ts = await self._list_offset(topic, partition, timestamp)

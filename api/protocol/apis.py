@@ -240,7 +240,7 @@ APIS: Final[dict[int, ApiSpec]] = {
             after_decode_request=_fetch_after_decode,
             before_encode_request=_fetch_before_encode,
         ),
-        _api(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse, "1-7", "6+"),
+        _api(ApiKey.LIST_OFFSETS, ListOffsetsRequest, ListOffsetsResponse, "1-10", "6+"),
         _api(
             ApiKey.METADATA,
             MetadataRequest,

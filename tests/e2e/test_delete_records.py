@@ -1,6 +1,7 @@
 """DeleteRecords (KIP-107) with real admin clients, on a real broker: the log start offset
 moves, readers start there, errors as Kafka answers them, and on a tiered topic the remote
-segments wholly below the new start are deleted from the bucket."""
+segments wholly below the new start are deleted from the bucket. Also the offsets of the
+two tiers that ListOffsets v8+/v9+ name (EARLIEST_LOCAL, LATEST_TIERED)."""
 
 from __future__ import annotations
 
@@ -150,3 +151,49 @@ def test_delete_records_on_a_tiered_topic_deletes_the_remote_segments_below(
     # The deleted segments' objects are gone from the bucket.
     bases = {int(p.name.split("-")[0]) for p in (tmp_path / "bucket").rglob("*.log")}
     assert segs[0][0] not in bases and segs[1][0] not in bases and segs[2][0] in bases, bases
+
+
+def test_list_offsets_earliest_local_and_latest_tiered(
+    broker_factory: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    """ListOffsets v8+ EARLIEST_LOCAL (-4, KIP-405) and v9+ LATEST_TIERED (-5, KIP-1005) on a
+    tiered topic: the first offset still on local disk, and the last offset in the bucket
+    (-1 while nothing is uploaded, and for a topic that is not tiered)."""
+    from api.client import KafkaClient
+    from api.protocol import ApiKey
+    from api.protocol.address import HostPort
+    from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+
+    url = f"file://{tmp_path / 'bucket'}"
+    env = {"STRATA_TIERING_UPLOAD_INTERVAL_MS": "100", "STRATA_TIERING_RETENTION_CHECK_INTERVAL_MS": "200"}
+    b = broker_factory("--object-store", url, env=env)
+    topic, plain = f"lo-{uuid.uuid4().hex[:6]}", f"lop-{uuid.uuid4().hex[:6]}"
+    create_topic(b.bootstrap, topic, 1, {"segment.bytes": "4096", "local.retention.bytes": "8192"})
+    create_topic(b.bootstrap, plain, 1, {"remote.storage.enable": "false"})
+
+    def offsets(name: str, *stamps: int) -> list[int]:
+        out = []
+        with KafkaClient.connect(HostPort("127.0.0.1", b.kafka_port)) as client:
+            for s in stamps:
+                req = ListOffsetsRequest(
+                    topics=(
+                        ListOffsetsTopic(
+                            name=name, partitions=(ListOffsetsPartition(partition_index=0, timestamp=s),)
+                        ),
+                    )
+                )
+                (p,) = client._call(ApiKey.LIST_OFFSETS, 9, req).topics[0].partitions
+                assert p.error_code == 0
+                out.append(p.offset)
+        return out
+
+    assert offsets(topic, -5, -4, -2) == [-1, 0, 0]  # nothing uploaded yet
+    _produce(b.bootstrap, topic, 1, 400)
+    _produce(b.bootstrap, plain, 1, 10)
+    _wait(lambda: len(_remote(url, topic)[1]) >= 4, "segments uploaded")
+    _wait(lambda: offsets(topic, -4)[0] > 0, "local retention of uploaded segments")
+    latest_tiered, earliest_local, earliest = offsets(topic, -5, -4, -2)
+    _, segs = _remote(url, topic)
+    assert earliest == 0 < earliest_local <= latest_tiered + 1
+    assert latest_tiered >= segs[-1][1]  # at least what this reading of the manifest holds
+    assert offsets(plain, -5, -4) == [-1, 0]

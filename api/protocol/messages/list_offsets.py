@@ -1,6 +1,9 @@
-"""ListOffsets (key 2), versions 1-7, flexible 6+.
+"""ListOffsets (key 2), versions 1-10, flexible 6+.
 
-``timestamp`` -1 asks for the latest offset, -2 for the earliest (-3 max timestamp, v7+).
+``timestamp`` -1 asks for the latest offset, -2 for the earliest, -3 the offset of the
+largest timestamp (v7+), -4 the first offset still on the leader's disk (v8+, KIP-405), -5
+the last offset in remote storage (v9+, KIP-1005). v10 adds ``timeout_ms`` (KIP-1075: the
+bound of a lookup in remote storage).
 """
 
 from collections.abc import Sequence
@@ -12,6 +15,8 @@ from api.protocol.schema import ARRAY, INT8, INT16, INT32, INT64, STRING, W
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,6 +37,7 @@ class ListOffsetsRequest:
     replica_id: Annotated[int, W(INT32)] = -1
     isolation_level: Annotated[int, W(INT8, "2+")] = 0
     topics: Annotated[Sequence[ListOffsetsTopic], W(ARRAY(ListOffsetsTopic))] = ()
+    timeout_ms: Annotated[int, W(INT32, "10+")] = 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
