@@ -12,7 +12,8 @@ transaction has ended meanwhile can never open a transaction no marker will clos
 Errors as Kafka answers the Produce request for a partition that failed verification:
 
 * the partition is not in the transaction (TRANSACTION_ABORTABLE from the coordinator, or
-  INVALID_TXN_STATE): INVALID_TXN_STATE, "Partition was not added to the transaction";
+  INVALID_TXN_STATE): INVALID_TXN_STATE, "Partition was not added to the transaction"; to
+  Produce v11+ (KIP-890) TRANSACTION_ABORTABLE stays so (the client aborts the transaction);
 * PRODUCER_FENCED: INVALID_PRODUCER_EPOCH (what producers expect from a partition leader);
 * coordinator errors a producer would not retry on a Produce (CONCURRENT_TRANSACTIONS,
   NETWORK_EXCEPTION, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
@@ -45,6 +46,7 @@ from hot.errors import (
     InvalidTxnStateError,
     NotEnoughReplicasError,
     StrataError,
+    TransactionAbortableError,
 )
 from hot.record_validation import transactional_producers
 
@@ -73,9 +75,10 @@ class ProduceVerification:
     append (before anything is awaited), ``run`` when ``pending``, then append each with
     ``guards_for`` unless ``errors`` names it."""
 
-    def __init__(self, broker: Broker, transactional_id: str) -> None:
+    def __init__(self, broker: Broker, transactional_id: str, produce_version: int) -> None:
         self.broker = broker
         self.transactional_id = transactional_id
+        self.produce_version = produce_version
         self._guards: dict[tuple[str, int], dict[int, VerificationGuard]] = {}
         self._needed: dict[tuple[int, int], list[TopicPartition]] = {}  # (producer, epoch) -> partitions
         self.errors: dict[tuple[str, int], StrataError] = {}
@@ -103,7 +106,9 @@ class ProduceVerification:
 
     async def run(self) -> None:
         for (producer_id, epoch), partitions in self._needed.items():
-            failed = await verify(self.broker, self.transactional_id, producer_id, epoch, partitions)
+            failed = await verify(
+                self.broker, self.transactional_id, producer_id, epoch, partitions, self.produce_version
+            )
             for tp, err in failed.items():
                 self.errors[(tp.topic, tp.partition)] = err
         self._needed = {}
@@ -113,9 +118,15 @@ class ProduceVerification:
         return self._guards.get((topic, partition))
 
 
-def produce_error(code: int) -> StrataError:
+# Produce v11 is the first that may answer TRANSACTION_ABORTABLE (KIP-890).
+ABORTABLE_PRODUCE_VERSION: Final = 11
+
+
+def produce_error(code: int, produce_version: int = 0) -> StrataError:
     """The Produce error for a partition whose verification answered ``code`` (module
     docstring)."""
+    if code == E.TRANSACTION_ABORTABLE and produce_version >= ABORTABLE_PRODUCE_VERSION:
+        return TransactionAbortableError("Partition was not added to the transaction")
     if code in (E.INVALID_TXN_STATE, E.TRANSACTION_ABORTABLE, E.CLUSTER_AUTHORIZATION_FAILED):
         return InvalidTxnStateError("Partition was not added to the transaction")
     if code == E.PRODUCER_FENCED:
@@ -134,6 +145,7 @@ async def verify(
     producer_id: int,
     producer_epoch: int,
     partitions: Sequence[TopicPartition],
+    produce_version: int = 0,
 ) -> dict[TopicPartition, StrataError]:
     """Ask the coordinator of ``transactional_id`` about ``partitions``: the ones it did
     not confirm, each with the Produce error to answer (module docstring)."""
@@ -148,7 +160,7 @@ async def verify(
             codes = await _remote(broker, dest, transactional_id, producer_id, producer_epoch, partitions)
     except StrataError as exc:
         codes = dict.fromkeys(partitions, kafka_code(exc))
-    return {tp: produce_error(code) for tp, code in codes.items() if code != E.NONE}
+    return {tp: produce_error(code, produce_version) for tp, code in codes.items() if code != E.NONE}
 
 
 async def _remote(

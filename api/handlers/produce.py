@@ -62,7 +62,7 @@ async def handle_produce(
         and coordinator is not None
         and coordinator.config.partition_verification_enable
     ):
-        verification = ProduceVerification(broker, req.transactional_id)
+        verification = ProduceVerification(broker, req.transactional_id, header.api_version)
         for td in req.topic_data:
             for pd in td.partition_data:
                 if _refusal(broker, header, acks, td.name, pd.index, pd.records) is None:

@@ -230,7 +230,7 @@ def _fetch_before_encode(version: int, req: FetchRequest) -> FetchRequest:
 APIS: Final[dict[int, ApiSpec]] = {
     spec.api_key: spec
     for spec in (
-        _api(ApiKey.PRODUCE, ProduceRequest, ProduceResponse, "3-9", "9+"),
+        _api(ApiKey.PRODUCE, ProduceRequest, ProduceResponse, "3-11", "9+"),
         _api(
             ApiKey.FETCH,
             FetchRequest,
@@ -245,7 +245,7 @@ APIS: Final[dict[int, ApiSpec]] = {
             ApiKey.METADATA,
             MetadataRequest,
             MetadataResponse,
-            "0-12",
+            "0-13",
             "9+",
             after_decode_request=_metadata_after_decode,
             before_encode_request=_metadata_before_encode,

@@ -177,8 +177,8 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
     ranges = {k: (s.min_version, s.max_version, s.flexible_from) for k, s in APIS.items()}
     assert ranges == {
         18: (0, 3, 3),
-        3: (0, 12, 9),
-        0: (3, 9, 9),
+        3: (0, 13, 9),
+        0: (3, 11, 9),
         1: (4, 17, 12),
         2: (1, 10, 6),
         19: (2, 7, 5),

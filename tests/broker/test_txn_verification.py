@@ -34,3 +34,11 @@ def test_coordinator_answers_become_the_errors_producers_expect(answer: int, pro
         assert str(err) == "Partition was not added to the transaction"
     if produce == E.NOT_ENOUGH_REPLICAS:
         assert "Unable to verify the partition has been added to the transaction" in str(err)
+
+
+def test_produce_v11_keeps_transaction_abortable() -> None:
+    """KIP-890: from Produce v11 a partition not in the transaction is TRANSACTION_ABORTABLE
+    (the client aborts); older versions get INVALID_TXN_STATE."""
+    assert kafka_code(produce_error(E.TRANSACTION_ABORTABLE, 11)) == E.TRANSACTION_ABORTABLE
+    assert kafka_code(produce_error(E.TRANSACTION_ABORTABLE, 10)) == E.INVALID_TXN_STATE
+    assert kafka_code(produce_error(E.INVALID_TXN_STATE, 11)) == E.INVALID_TXN_STATE

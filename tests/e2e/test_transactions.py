@@ -456,7 +456,7 @@ def test_the_leader_verifies_a_transactional_batch_with_the_coordinator(broker: 
         pid, epoch = init.producer_id, init.producer_epoch
         seq = {0: 0, 1: 0}
 
-        def produce(partition: int) -> int:
+        def produce(partition: int, version: int = 9) -> int:
             batch = build_batch(
                 [RecordInput(key=None, value=b"v%d" % seq[partition])],
                 producer_id=pid,
@@ -474,7 +474,7 @@ def test_the_leader_verifies_a_transactional_batch_with_the_coordinator(broker: 
                     ),
                 ),
             )
-            (p,) = client.call(ApiKey.PRODUCE, req).responses[0].partition_responses
+            (p,) = client._call(ApiKey.PRODUCE, version, req).responses[0].partition_responses
             if p.error_code == 0:
                 seq[partition] += 1
             return int(p.error_code)
@@ -497,6 +497,7 @@ def test_the_leader_verifies_a_transactional_batch_with_the_coordinator(broker: 
         add(0)
         assert produce(0) == 0 and produce(0) == 0
         assert produce(1) == E.INVALID_TXN_STATE  # partition 1 is not in the transaction
+        assert produce(1, version=11) == E.TRANSACTION_ABORTABLE  # KIP-890: v11 may say so
         end = client.call(
             ApiKey.END_TXN,
             EndTxnRequest(transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=False),

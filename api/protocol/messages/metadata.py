@@ -1,4 +1,4 @@
-"""Metadata (key 3), versions 0-12, flexible 9+.
+"""Metadata (key 3), versions 0-13, flexible 9+ (v13: a top-level ``error_code``, KIP-1102).
 
 A null ``topics`` means "all topics" (v1+). In v0 the wire has no null and an empty array
 means all topics; the registry normalises that so callers only ever see ``None`` for
@@ -69,3 +69,4 @@ class MetadataResponse:
     controller_id: Annotated[int, W(INT32, "1+")] = -1
     topics: Annotated[Sequence[MetadataResponseTopic], W(ARRAY(MetadataResponseTopic))] = ()
     cluster_authorized_operations: Annotated[int, W(INT32, "8-10")] = NO_AUTHORIZED_OPERATIONS
+    error_code: Annotated[int, W(INT16, "13+")] = 0
