@@ -178,11 +178,10 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         node.attach_marker_writer(broker)
         broker.bind_loop(loop)
         register_txn_metrics(broker)
-        needs_users = config.sasl.enabled or config.sasl.rest_basic_auth or cluster.inter_broker_sasl
-        if config.authorization.enabled or needs_users:
-            await node.start_security()  # ACLs and users, before any listener
-        if needs_users:
-            broker.users = node.user_store().reload()
+        # ACLs and users, before any listener; the users always, as admin clients manage
+        # SCRAM credentials (KIP-554) whether or not this broker's listeners use SASL.
+        await node.start_security()
+        broker.users = node.user_store().reload()
         if config.authorization.enabled:
             broker.access = make_access_control(config, node)
 

@@ -278,6 +278,18 @@ class UnsupportedSaslMechanismError(StrataError):
     """A SASL mechanism this listener does not enable."""
 
 
+class ResourceNotFoundError(StrataError):
+    """A named resource that does not exist (a SCRAM credential to delete or describe)."""
+
+
+class DuplicateResourceError(StrataError):
+    """A resource named twice in one request."""
+
+
+class UnacceptableCredentialError(StrataError):
+    """A SCRAM credential Kafka would not store (empty user, too few or many iterations)."""
+
+
 class IllegalSaslStateError(StrataError):
     """A SASL request out of order (authenticate before handshake, handshake twice)."""
 

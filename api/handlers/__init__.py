@@ -64,6 +64,10 @@ from api.handlers.reassignment import (
     handle_list_partition_reassignments,
 )
 from api.handlers.sasl import handle_sasl_authenticate, handle_sasl_handshake
+from api.handlers.scram_users import (
+    handle_alter_user_scram_credentials,
+    handle_describe_user_scram_credentials,
+)
 from api.handlers.topics import (
     handle_create_partitions,
     handle_create_topics,
@@ -107,6 +111,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,
     ApiKey.JOIN_GROUP: handle_join_group,
     ApiKey.SYNC_GROUP: handle_sync_group,

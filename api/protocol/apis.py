@@ -77,6 +77,12 @@ from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, Sas
 from api.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from api.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from api.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
+from api.protocol.messages.user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 from api.protocol.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from api.protocol.schema import MessageSchema
 
@@ -123,6 +129,8 @@ class ApiKey(enum.IntEnum):
     OFFSET_DELETE = 47
     DESCRIBE_CLIENT_QUOTAS = 48
     ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
     DESCRIBE_CLUSTER = 60
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
@@ -323,6 +331,21 @@ APIS: Final[dict[int, ApiSpec]] = {
             "1+",
         ),
         _api(ApiKey.ALTER_CLIENT_QUOTAS, AlterClientQuotasRequest, AlterClientQuotasResponse, "0-1", "1+"),
+        # SCRAM users (KIP-554; api.handlers.scram_users)
+        _api(
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+            DescribeUserScramCredentialsRequest,
+            DescribeUserScramCredentialsResponse,
+            "0",
+            "0+",
+        ),
+        _api(
+            ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+            AlterUserScramCredentialsRequest,
+            AlterUserScramCredentialsResponse,
+            "0",
+            "0+",
+        ),
         # authentication (api.security.sasl)
         _api(ApiKey.SASL_HANDSHAKE, SaslHandshakeRequest, SaslHandshakeResponse, "0-1", "none"),
         _api(ApiKey.SASL_AUTHENTICATE, SaslAuthenticateRequest, SaslAuthenticateResponse, "0-2", "2+"),

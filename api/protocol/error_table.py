@@ -24,6 +24,7 @@ from hot.errors import (
     CorruptLogError,
     CorruptRecordError,
     DiskHighWaterError,
+    DuplicateResourceError,
     DuplicateSequenceError,
     FencedInstanceIdError,
     FencedLeaderEpochError,
@@ -68,6 +69,7 @@ from hot.errors import (
     RebalanceInProgressError,
     RecordTooLargeError,
     RequestTimedOutError,
+    ResourceNotFoundError,
     SecurityDisabledError,
     StaleControllerEpochError,
     StorageError,
@@ -79,6 +81,7 @@ from hot.errors import (
     TransactionalIdAuthorizationError,
     TransactionalIdNotFoundError,
     TransactionCoordinatorFencedError,
+    UnacceptableCredentialError,
     UnknownLeaderEpochError,
     UnknownMemberIdError,
     UnknownProducerIdError,
@@ -155,6 +158,9 @@ UNSTABLE_OFFSET_COMMIT: Final = 88
 INVALID_REPLICA_ASSIGNMENT: Final = 39
 NO_REASSIGNMENT_IN_PROGRESS: Final = 85
 UNSUPPORTED_SASL_MECHANISM: Final = 33
+RESOURCE_NOT_FOUND: Final = 91
+DUPLICATE_RESOURCE: Final = 92
+UNACCEPTABLE_CREDENTIAL: Final = 93
 ILLEGAL_SASL_STATE: Final = 34
 SASL_AUTHENTICATION_FAILED: Final = 58
 TOPIC_AUTHORIZATION_FAILED: Final = 29
@@ -198,6 +204,9 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     TransactionAbortableError: (TRANSACTION_ABORTABLE, 409),
     AuthenticationError: (SASL_AUTHENTICATION_FAILED, 401),
     UnsupportedSaslMechanismError: (UNSUPPORTED_SASL_MECHANISM, 400),
+    ResourceNotFoundError: (RESOURCE_NOT_FOUND, 404),
+    DuplicateResourceError: (DUPLICATE_RESOURCE, 400),
+    UnacceptableCredentialError: (UNACCEPTABLE_CREDENTIAL, 400),
     IllegalSaslStateError: (ILLEGAL_SASL_STATE, 400),
     TlsError: (INVALID_CONFIG, 500),
     # Authenticated but not permitted: 403, where a failed authentication is 401.

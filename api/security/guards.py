@@ -84,6 +84,11 @@ from api.protocol.messages.offset_for_leader_epoch import (
     OffsetForLeaderTopicResult,
 )
 from api.protocol.messages.produce import ProducePartitionResponse, ProduceResponse, ProduceTopicResponse
+from api.protocol.messages.user_scram_credentials import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    AlterUserScramCredentialsResult,
+)
 from api.protocol.messages.write_txn_markers import (
     WritableTxnMarkerPartitionResult,
     WritableTxnMarkerResult,
@@ -478,6 +483,25 @@ async def guard_alter_client_quotas(
     )
 
 
+async def guard_alter_user_scram_credentials(
+    inner: Handler, conn: Connection, header: RequestHeader, req: AlterUserScramCredentialsRequest
+) -> Any:
+    # No top-level error code in this response: every user is refused (as Kafka does).
+    if allowed_cluster(conn, Operation.ALTER):
+        return await inner(conn, header, req)
+    named = [d.name for d in req.deletions] + [u.name for u in req.upsertions]
+    return AlterUserScramCredentialsResponse(
+        results=tuple(
+            AlterUserScramCredentialsResult(
+                user=n,
+                error_code=E.CLUSTER_AUTHORIZATION_FAILED,
+                error_message="not authorized to ALTER the cluster",
+            )
+            for n in dict.fromkeys(named)
+        )
+    )
+
+
 async def guard_write_txn_markers(
     inner: Handler, conn: Connection, header: RequestHeader, req: WriteTxnMarkersRequest
 ) -> Any:
@@ -619,6 +643,8 @@ TOPIC_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.DELETE_TOPICS: guard_delete_topics,
     ApiKey.CREATE_PARTITIONS: guard_create_partitions,
     ApiKey.DELETE_RECORDS: guard_delete_records,
+    ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster_guard(Operation.DESCRIBE),
+    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: guard_alter_user_scram_credentials,
     ApiKey.DESCRIBE_CONFIGS: guard_describe_configs,
     ApiKey.ALTER_CONFIGS: guard_alter_configs,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: guard_alter_configs,

@@ -115,3 +115,16 @@ class UserTable:
 
     def remove(self, user: str) -> bool:
         return self._users.pop(user, None) is not None
+
+    def put_credential(self, user: str, mechanism: str, cred: ScramCredential) -> None:
+        """In memory: one mechanism's credential (AlterUserScramCredentials' upsertion)."""
+        self._users.setdefault(check_username(user), {})[mechanism] = cred
+
+    def remove_credential(self, user: str, mechanism: str) -> bool:
+        """In memory: drop one mechanism's credential (the user too when it was the last)."""
+        mechs = self._users.get(user)
+        if mechs is None or mechs.pop(mechanism, None) is None:
+            return False
+        if not mechs:
+            del self._users[user]
+        return True

@@ -219,6 +219,8 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         65: (0, 0, 0),
         66: (0, 2, 0),
         21: (0, 2, 2),  # DeleteRecords (KIP-107)
+        50: (0, 0, 0),  # DescribeUserScramCredentials (KIP-554)
+        51: (0, 0, 0),  # AlterUserScramCredentials
     }
 
 
@@ -254,6 +256,8 @@ KP: dict[int, tuple[Any, Any]] = {
     30: (kp_admin.CreateAclsRequest, kp_admin.CreateAclsResponse),
     31: (kp_admin.DeleteAclsRequest, kp_admin.DeleteAclsResponse),
     21: (kp_admin.DeleteRecordsRequest, kp_admin.DeleteRecordsResponse),
+    50: (kp_admin.DescribeUserScramCredentialsRequest, kp_admin.DescribeUserScramCredentialsResponse),
+    51: (kp_admin.AlterUserScramCredentialsRequest, kp_admin.AlterUserScramCredentialsResponse),
 }
 
 # The group-coordinator APIs are checked against kafka-python at every version, both

@@ -919,3 +919,53 @@ def test_transactional_ids_need_acls(broker: BrokerProcess) -> None:
     with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port), security=admin) as client:
         listed = client.call(ApiKey.LIST_TRANSACTIONS, ListTransactionsRequest()).transaction_states
         assert f"{prefix}-bob" in {t.transactional_id for t in listed}
+
+
+def test_scram_users_managed_by_admin_clients(broker: BrokerProcess) -> None:
+    """KIP-554 with confluent-kafka's AdminClient: the super user creates a SCRAM user (the
+    client sends only salt and SaltedPassword), the user authenticates with it, its
+    credentials are described, deleted again; a user without ALTER on the cluster is refused;
+    Kafka's validation errors."""
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        ScramCredentialInfo,
+        ScramMechanism,
+        UserScramCredentialDeletion,
+        UserScramCredentialUpsertion,
+    )
+
+    user, pw = f"carol-{uuid.uuid4().hex[:6]}", "Carol-pw-91d2"
+    admin = admin_client(broker)
+    info = ScramCredentialInfo(getattr(ScramMechanism, MECH.replace("-", "_")), 8192)
+    for f in admin.alter_user_scram_credentials(
+        [UserScramCredentialUpsertion(user, info, pw.encode())]
+    ).values():
+        f.result(timeout=30)
+    # carol authenticates with the credential only her salted password went into.
+    md = admin_client(broker, user, pw).list_topics(timeout=30)
+    assert md.brokers
+    described = admin.describe_user_scram_credentials([user])[user].result(timeout=30)
+    ((mech, iterations),) = [(i.mechanism.name, i.iterations) for i in described.scram_credential_infos]
+    assert (mech.replace("_", "-"), iterations) == (MECH, 8192)
+
+    # bob may not ALTER the cluster; Kafka's own checks of the request.
+    bob = admin_client(broker, "bob", BOB_PW)
+    refused = bob.alter_user_scram_credentials([UserScramCredentialUpsertion("x-bob", info, b"pw")])
+    with pytest.raises(KafkaException) as exc:
+        refused["x-bob"].result(timeout=30)
+    assert exc.value.args[0].name() == "CLUSTER_AUTHORIZATION_FAILED"
+    few = ScramCredentialInfo(info.mechanism, 1000)
+    bad = admin.alter_user_scram_credentials([UserScramCredentialUpsertion("x-few", few, b"pw")])
+    with pytest.raises(KafkaException) as exc:
+        bad["x-few"].result(timeout=30)
+    assert exc.value.args[0].name() == "UNACCEPTABLE_CREDENTIAL"
+
+    gone = admin.alter_user_scram_credentials([UserScramCredentialDeletion(user, info.mechanism)])
+    gone[user].result(timeout=30)
+    again = admin.alter_user_scram_credentials([UserScramCredentialDeletion(user, info.mechanism)])
+    with pytest.raises(KafkaException) as exc:
+        again[user].result(timeout=30)
+    assert exc.value.args[0].name() == "RESOURCE_NOT_FOUND"
+    with pytest.raises(KafkaException) as exc:
+        admin.describe_user_scram_credentials([user])[user].result(timeout=30)
+    assert exc.value.args[0].name() == "RESOURCE_NOT_FOUND"
