@@ -1,0 +1,246 @@
+"""``spark.readStream.format("strata")`` (spark.stream) in a real local Spark (local[2]) over
+file:// buckets and a real broker; plus the pure parts (offset JSON, rate limiting,
+trigger pacing, option validation) without Spark.
+
+One SparkSession serves the module. Streams collect rows with foreachBatch keyed by batch
+id (a replayed batch overwrites its own entry: an idempotent sink), so "exactly once" is
+checked on what the committed batches hold.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+
+from hot.errors import InvalidConfigError
+from spark import StrataDataSource
+from spark.options import ReadOptions
+from spark.stream import StrataStreamReader, TriggerPacer, from_json, rate_limit, to_json
+from tests.brokers import BrokerProcess, create_topic
+from tests.spark.sparklib import fill_log, open_log, put_topic, stop_spark, tier_log
+from tiering.manifest_store import ManifestStore
+from tiering.store import open_store
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# --- pure parts -----------------------------------------------------------------------------------
+
+
+def test_offset_json_rate_limit_and_pacing() -> None:
+    offsets = {("b", 1): 7, ("a", 10): 3, ("a", 2): 0}
+    doc = to_json(offsets)
+    assert doc == {"a": {"2": 0, "10": 3}, "b": {"1": 7}}
+    assert from_json(doc) == offsets
+    for bad in ({"a": {"x": 1}}, {"a": {"0": -1}}, {"a": [1]}, {"a": {"0": True}}):
+        with pytest.raises(InvalidConfigError, match="strata: offset"):
+            from_json(bad)
+
+    # Spark's KafkaMicroBatchStream.rateLimit: shares in proportion to the backlog, floored,
+    # ceiled below 1; a partition new to the stream counts from its start; never past the end.
+    start = {("t", 0): 0, ("t", 1): 100, ("t", 2): 50}
+    until = {("t", 0): 900, ("t", 1): 190, ("t", 2): 51}
+    assert rate_limit(100, start, until) == {("t", 0): 90, ("t", 1): 109, ("t", 2): 51}
+    assert rate_limit(10_000, start, until) == until
+    assert rate_limit(5, {("t", 0): 4}, {("t", 0): 4}) == {("t", 0): 4}
+
+    now = [1000.0]
+    pacer = TriggerPacer(max_delay_ms=60_000, clock=lambda: now[0])
+    assert not pacer.delay(backlog=1, minimum=100)  # the first trigger always runs
+    now[0] += 10
+    assert pacer.delay(backlog=99, minimum=100)
+    assert not pacer.delay(backlog=100, minimum=100)
+    now[0] += 59
+    assert pacer.delay(backlog=1, minimum=100)
+    now[0] += 1
+    assert not pacer.delay(backlog=1, minimum=100)  # maxTriggerDelay passed
+
+
+def test_option_validation() -> None:
+    url = "file:///nowhere"
+
+    def err(opts: dict[str, str], streaming: bool = False) -> str:
+        with pytest.raises(InvalidConfigError) as info:
+            ReadOptions.parse(opts, path=url, streaming=streaming)
+        return str(info.value)
+
+    assert "'startingOffset'; did you mean 'startingOffsets'" in err({"topic": "t", "startingOffset": "x"})
+    assert "did you mean 'maxOffsetsPerTrigger'" in err({"topic": "t", "maxOffsetPerTriger": "5"}, True)
+    assert "did you mean 'kafka.sasl.username'" in err({"topic": "t", "kafka.sasl.usernme": "u"})
+    assert "One of the following options must be specified" in err({})
+    assert "Only one of the following options" in err({"subscribe": "a", "subscribePattern": "a.*"})
+    assert "Only one of the following options" in err({"topic": "a", "subscribe": "a"})
+    assert "No topicpartitions to assign" in err({"assign": "t"})
+    assert "No topics to subscribe to" in err({"subscribe": " , "})
+    assert "Pattern to subscribe is empty" in err({"subscribePattern": " "})
+    assert "not a valid regex" in err({"subscribePattern": "a("})
+    assert "'auto.offset.reset' is not supported" in err({"topic": "t", "kafka.auto.offset.reset": "x"})
+    assert "ending offset not valid in streaming queries" in err({"topic": "t", "endingOffsets": "latest"}, True)
+    assert "higher than the maxOffsetsPerTrigger" in err(
+        {"topic": "t", "maxOffsetsPerTrigger": "5", "minOffsetsPerTrigger": "6"}, True
+    )
+    assert "can't be latest for batch" in err({"topic": "t", "startingOffsets": "latest"})
+    assert "includeHeaders" in err({"topic": "t", "includeHeaders": "false"})
+
+    # harmless Spark Kafka options are accepted; broker given: includeHot by default
+    ok = ReadOptions.parse(
+        {"subscribe": "t", "kafka.group.id": "g", "fetchOffset.numRetries": "3", "includeHeaders": "true"},
+        path=url,
+    )
+    assert ok.topics == ("t",) and not ok.include_hot
+    hot = ReadOptions.parse({"subscribe": "t", "kafka.bootstrap.servers": "h:1"}, path=url, streaming=True)
+    assert hot.include_hot and hot.broker == "h:1" and hot.start.default == -1  # streams: latest
+    cold = ReadOptions.parse({"subscribe": "t", "broker": "h:1", "includeHot": "false"}, path=url)
+    assert not cold.include_hot
+    a = ReadOptions.parse({"assign": '{"x":[0,2],"y":[1]}'}, path=url)
+    assert a.partitions_of("x") == {0, 2} and a.partitions_of("y") == {1} and a.topics == ("x", "y")
+    p = ReadOptions.parse(
+        {"subscribePattern": "ev.+", "maxOffsetsPerTrigger": "9", "maxTriggerDelay": "30s"},
+        path=url,
+        streaming=True,
+    )
+    assert p.selects("events") and not p.selects("xevents") and not p.selects("ev")
+    assert (p.stream.max_offsets, p.stream.max_trigger_delay_ms) == (9, 30_000)
+    reader = StrataStreamReader(p)
+    assert reader.getDefaultReadLimit() == ReadMaxRows(9)
+    assert reader._limits(ReadAllAvailable()) == (None, None)
+    assert reader._limits(ReadMinRows(3)) == (9, 3)
+
+
+# --- archives in file:// buckets ------------------------------------------------------------------
+
+
+def _archive(tmp: Path, url: str, topic: str, partitions: int, batches: int, *, first: int = 0) -> dict[int, int]:
+    """Tier ``batches`` batches of 10 records per partition of ``topic``; the archived end per partition."""
+    ends: dict[int, int] = {}
+
+    async def go() -> None:
+        store = open_store(url)
+        try:
+            ms = ManifestStore(store)
+            doc = await ms.load_topic_manifest(topic)
+            topic_id = uuid.UUID(doc["topic_id"]) if doc else uuid.uuid4()
+            for p in range(partitions):
+                log = open_log(tmp / f"{topic}-{p}", topic, p, segment_bytes=4096)
+                if log.log_end_offset == 0:
+                    fill_log(log, topic, p, batches, 10, value_size=60)
+                else:
+                    fill_log(log, topic, p, batches, 10, value_size=60)
+                log.roll()
+                have = 0 if doc is None else (await ms.load(topic, topic_id, p))[0].next_offset()  # type: ignore[union-attr]
+                sealed = [s for s in log.segments()[:-1] if s.base_offset >= have]
+                for seg in sealed:
+                    from tests.spark.sparklib import upload_segment_files
+
+                    await upload_segment_files(store, ms, seg.log_path, topic, topic_id, p)
+                ends[p] = log.log_end_offset
+                log.close()
+            await put_topic(store, topic, topic_id, partitions)
+        finally:
+            await store.close()
+
+    asyncio.run(go())
+    return ends
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    saved = dict(os.environ)
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), saved.get("PYTHONPATH", "")) if p)
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("strata-stream-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    session.dataSource.register(StrataDataSource)
+    yield session
+    stop_spark(session)
+    os.environ.clear()
+    os.environ.update(saved)
+
+
+class Collector:
+    """A foreachBatch sink: rows (topic, partition, offset, value) per batch id."""
+
+    def __init__(self) -> None:
+        self.batches: dict[int, list[tuple[str, int, int, bytes | None]]] = {}
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        rows = df.select("topic", "partition", "offset", "value").collect()
+        self.batches[batch_id] = [
+            (r["topic"], r["partition"], r["offset"], None if r["value"] is None else bytes(r["value"]))
+            for r in rows
+        ]
+
+    def offsets(self) -> list[tuple[str, int, int]]:
+        return [(t, p, o) for b in sorted(self.batches) for t, p, o, _ in self.batches[b]]
+
+    def check_in_order(self) -> None:
+        """Each partition's offsets grow from batch to batch (rows within one batch come
+        from several tasks, so their order there is Spark's)."""
+        last: dict[tuple[str, int], int] = {}
+        for b in sorted(self.batches):
+            seen: dict[tuple[str, int], list[int]] = {}
+            for t, p, o, _ in self.batches[b]:
+                seen.setdefault((t, p), []).append(o)
+            for tp, offs in seen.items():
+                assert min(offs) > last.get(tp, -1), f"batch {b} goes back in {tp}"
+                last[tp] = max(offs)
+
+
+def stream(spark: SparkSession, url: str, **options: str) -> DataFrame:
+    r = spark.readStream.format("strata")
+    for k, v in options.items():
+        r = r.option(k, v)
+    return r.load(url)
+
+
+def run(df: DataFrame, sink: Collector, checkpoint: Path, trigger: dict[str, Any]) -> None:
+    q = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint)).trigger(**trigger).start()
+    try:
+        q.awaitTermination(180)
+        assert not q.isActive, "the availableNow query did not finish"
+    finally:
+        q.stop()
+    if q.exception() is not None:
+        raise q.exception()  # type: ignore[misc]
+
+
+def test_max_offsets_per_trigger_bounds_each_batch(spark: SparkSession, tmp_path: Path) -> None:
+    url = f"file://{tmp_path / 'bucket'}"
+    ends = _archive(tmp_path, url, "limited", 2, 40)
+    sink = Collector()
+    df = stream(spark, url, subscribe="limited", startingOffsets="earliest", maxOffsetsPerTrigger="150")
+    run(df, sink, tmp_path / "ck", {"availableNow": True})
+    assert sorted(sink.offsets()) == sorted(("limited", p, o) for p in ends for o in range(ends[p]))
+    sizes = [len(rows) for rows in sink.batches.values()]
+    assert max(sizes) <= 150 + 1 and len(sizes) >= sum(ends.values()) // 151
+    sink.check_in_order()
+
+
+def test_misspelled_option_fails_naming_the_valid_one(spark: SparkSession, tmp_path: Path) -> None:
+    url = f"file://{tmp_path / 'bucket'}"
+    with pytest.raises(Exception, match="did you mean 'startingOffsets'"):
+        q = stream(spark, url, subscribe="t", startingOffset="earliest").writeStream.format("noop").start()
+        q.awaitTermination(60)
+        if q.exception() is not None:
+            raise q.exception()  # type: ignore[misc]
+    with pytest.raises(Exception, match="did you mean 'startingOffsets'"):
+        spark.read.format("strata").option("subscribe", "t").option("startingoffset", "x").load(url).count()
