@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,7 +27,7 @@ from spark import StrataDataSource
 from spark.options import ReadOptions
 from spark.stream import StrataStreamReader, TriggerPacer, from_json, rate_limit, to_json
 from tests.brokers import BrokerProcess, create_topic
-from tests.spark.sparklib import fill_log, open_log, put_topic, stop_spark, tier_log
+from tests.spark.sparklib import fill_log, open_log, put_topic, stop_spark, upload_segment_files
 from tiering.manifest_store import ManifestStore
 from tiering.store import open_store
 
@@ -85,7 +85,9 @@ def test_option_validation() -> None:
     assert "Pattern to subscribe is empty" in err({"subscribePattern": " "})
     assert "not a valid regex" in err({"subscribePattern": "a("})
     assert "'auto.offset.reset' is not supported" in err({"topic": "t", "kafka.auto.offset.reset": "x"})
-    assert "ending offset not valid in streaming queries" in err({"topic": "t", "endingOffsets": "latest"}, True)
+    assert "ending offset not valid in streaming queries" in err(
+        {"topic": "t", "endingOffsets": "latest"}, True
+    )
     assert "higher than the maxOffsetsPerTrigger" in err(
         {"topic": "t", "maxOffsetsPerTrigger": "5", "minOffsetsPerTrigger": "6"}, True
     )
@@ -120,8 +122,13 @@ def test_option_validation() -> None:
 # --- archives in file:// buckets ------------------------------------------------------------------
 
 
-def _archive(tmp: Path, url: str, topic: str, partitions: int, batches: int, *, first: int = 0) -> dict[int, int]:
-    """Tier ``batches`` batches of 10 records per partition of ``topic``; the archived end per partition."""
+def _archive(
+    tmp: Path, url: str, topic: str, partitions: int, batches: int, *, log_start: int | None = None
+) -> dict[int, int]:
+    """Append ``batches`` batches of 10 records to each partition's log (created on first
+    use under ``tmp``) and tier every sealed segment not archived yet; with ``log_start``,
+    retention then deletes the archive below it (the manifest's log start). Returns the
+    archived end per partition."""
     ends: dict[int, int] = {}
 
     async def go() -> None:
@@ -132,17 +139,15 @@ def _archive(tmp: Path, url: str, topic: str, partitions: int, batches: int, *, 
             topic_id = uuid.UUID(doc["topic_id"]) if doc else uuid.uuid4()
             for p in range(partitions):
                 log = open_log(tmp / f"{topic}-{p}", topic, p, segment_bytes=4096)
-                if log.log_end_offset == 0:
-                    fill_log(log, topic, p, batches, 10, value_size=60)
-                else:
-                    fill_log(log, topic, p, batches, 10, value_size=60)
+                fill_log(log, topic, p, batches, 10, value_size=60)
                 log.roll()
-                have = 0 if doc is None else (await ms.load(topic, topic_id, p))[0].next_offset()  # type: ignore[union-attr]
-                sealed = [s for s in log.segments()[:-1] if s.base_offset >= have]
-                for seg in sealed:
-                    from tests.spark.sparklib import upload_segment_files
-
-                    await upload_segment_files(store, ms, seg.log_path, topic, topic_id, p)
+                m = (await ms.load(topic, topic_id, p))[0]
+                have = 0 if m is None else m.next_offset()
+                for seg in log.segments()[:-1]:
+                    if seg.base_offset >= have:
+                        await upload_segment_files(store, ms, seg.log_path, topic, topic_id, p)
+                if log_start is not None:
+                    await ms.update(topic, topic_id, p, lambda m: m.advance_log_start(log_start))
                 ends[p] = log.log_end_offset
                 log.close()
             await put_topic(store, topic, topic_id, partitions)
@@ -151,6 +156,22 @@ def _archive(tmp: Path, url: str, topic: str, partitions: int, batches: int, *, 
 
     asyncio.run(go())
     return ends
+
+
+def _segment_bases(url: str, topic: str, partition: int) -> list[int]:
+    async def go() -> list[int]:
+        store = open_store(url)
+        try:
+            ms = ManifestStore(store)
+            doc = await ms.load_topic_manifest(topic)
+            assert doc is not None
+            m = (await ms.load(topic, uuid.UUID(doc["topic_id"]), partition))[0]
+            assert m is not None
+            return [s.base_offset for s in m.copied()]
+        finally:
+            await store.close()
+
+    return asyncio.run(go())
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +234,12 @@ def stream(spark: SparkSession, url: str, **options: str) -> DataFrame:
 
 
 def run(df: DataFrame, sink: Collector, checkpoint: Path, trigger: dict[str, Any]) -> None:
-    q = df.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint)).trigger(**trigger).start()
+    q = (
+        df.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(**trigger)
+        .start()
+    )
     try:
         q.awaitTermination(180)
         assert not q.isActive, "the availableNow query did not finish"
@@ -244,3 +270,141 @@ def test_misspelled_option_fails_naming_the_valid_one(spark: SparkSession, tmp_p
             raise q.exception()  # type: ignore[misc]
     with pytest.raises(Exception, match="did you mean 'startingOffsets'"):
         spark.read.format("strata").option("subscribe", "t").option("startingoffset", "x").load(url).count()
+
+
+def _all(topic: str, ends: dict[int, int], start: int = 0) -> list[tuple[str, int, int]]:
+    return sorted((topic, p, o) for p, end in ends.items() for o in range(start, end))
+
+
+def test_subscribe_pattern_picks_up_a_new_topic_and_assign_reads_only_its_partitions(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    url = f"file://{tmp_path / 'bucket'}"
+    a = _archive(tmp_path, url, "pat-a", 2, 6)
+    _archive(tmp_path, url, "other", 1, 3)
+    sink = Collector()
+    df = stream(spark, url, subscribePattern="pat-.*", startingOffsets="earliest")
+    q = (
+        df.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(tmp_path / "ck"))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+    try:
+        q.processAllAvailable()
+        assert sorted(sink.offsets()) == _all("pat-a", a)
+        b = _archive(tmp_path, url, "pat-b", 3, 4)  # a topic created while the query runs
+        a = _archive(tmp_path, url, "pat-a", 2, 6)
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert q.exception() is None
+    assert sorted(sink.offsets()) == sorted(_all("pat-a", a) + _all("pat-b", b))
+    sink.check_in_order()
+
+    assigned = Collector()
+    df = stream(spark, url, assign='{"pat-a":[1],"pat-b":[0,2]}', startingOffsets="earliest")
+    run(df, assigned, tmp_path / "ck-assign", {"availableNow": True})
+    want = [
+        r
+        for r in _all("pat-a", a) + _all("pat-b", b)
+        if (r[0], r[1]) in {("pat-a", 1), ("pat-b", 0), ("pat-b", 2)}
+    ]
+    assert sorted(assigned.offsets()) == sorted(want)
+
+
+def test_fail_on_data_loss_after_retention_fails_or_skips(spark: SparkSession, tmp_path: Path) -> None:
+    url = f"file://{tmp_path / 'bucket'}"
+    first = _archive(tmp_path, url, "lossy", 1, 30)
+    sink = Collector()
+    run(
+        stream(spark, url, subscribe="lossy", startingOffsets="earliest"),
+        sink,
+        tmp_path / "ck",
+        {"availableNow": True},
+    )
+    assert sorted(sink.offsets()) == _all("lossy", first)
+    shutil.copytree(tmp_path / "ck", tmp_path / "ck-lenient")
+
+    # More records arrive; retention then deletes the archive up to a segment past the
+    # stream's next offset.
+    _archive(tmp_path, url, "lossy", 1, 30)
+    gone = next(b for b in _segment_bases(url, "lossy", 0) if b > first[0] + 10)
+    ends = _archive(tmp_path, url, "lossy", 1, 5, log_start=gone)
+    with pytest.raises(Exception) as info:
+        run(stream(spark, url, subscribe="lossy"), Collector(), tmp_path / "ck", {"availableNow": True})
+    msg = str(info.value)
+    assert f"lossy-0: offsets {first[0]} to {gone - 1} are not available any more" in msg
+    assert '"failOnDataLoss" to "false"' in msg
+
+    lenient = Collector()
+    df = stream(spark, url, subscribe="lossy", failOnDataLoss="false")
+    run(df, lenient, tmp_path / "ck-lenient", {"availableNow": True})
+    assert sorted(lenient.offsets()) == _all("lossy", ends, start=gone)
+
+
+# --- archive + hot tail through a real broker -----------------------------------------------------
+
+
+def _produce(
+    bootstrap: str, topic: str, partitions: int, count: int, acked: dict[tuple[int, int], bytes]
+) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "compression.type": "lz4"})
+    base = len(acked)
+
+    def ack(err: Any, msg: Any) -> None:
+        assert err is None, err
+        acked[(msg.partition(), msg.offset())] = msg.value()
+
+    for i in range(count):
+        producer.produce(topic, value=b"v-%d-" % (base + i) * 4, partition=i % partitions, on_delivery=ack)
+        if i % 200 == 0:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+
+
+def _local_start(broker: BrokerProcess, topic: str, p: int) -> int:
+    return min(int(f.stem) for f in (broker.data_dir / "logs" / f"{topic}-{p}").glob("*.log"))
+
+
+def test_stream_over_archive_and_hot_tail_exactly_once_across_restarts(
+    spark: SparkSession, broker_factory: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    url = f"file://{tmp_path / 'bucket'}"
+    broker = broker_factory("--object-store", url, env={"STRATA_TIERING_UPLOAD_INTERVAL_MS": "100"})
+    topic = "flow"
+    configs = {"segment.bytes": "2048", "retention.ms": "-1", "local.retention.bytes": "4096"}
+    create_topic(broker.bootstrap, topic, 2, configs)
+    acked: dict[tuple[int, int], bytes] = {}
+    _produce(broker.bootstrap, topic, 2, 1500, acked)
+    sink = Collector()
+    ck = tmp_path / "ck"
+    options = {"subscribe": topic, "kafka.bootstrap.servers": broker.bootstrap}
+
+    # availableNow in small batches while the broker uploads and deletes segments locally
+    df = stream(spark, url, startingOffsets="earliest", maxOffsetsPerTrigger="300", **options)
+    run(df, sink, ck, {"availableNow": True})
+    assert sorted(sink.offsets()) == sorted((topic, p, o) for p, o in acked)
+    assert len(sink.batches) >= 5
+
+    # processing-time triggers, records produced while the query runs
+    q = stream(spark, url, **options).writeStream.foreachBatch(sink).option("checkpointLocation", str(ck))
+    running = q.trigger(processingTime="300 milliseconds").start()
+    try:
+        _produce(broker.bootstrap, topic, 2, 1500, acked)
+        running.processAllAvailable()
+    finally:
+        running.stop()
+    assert running.exception() is None
+
+    # the query restarts from its checkpoint after more records arrived
+    _produce(broker.bootstrap, topic, 2, 1000, acked)
+    run(stream(spark, url, **options), sink, ck, {"availableNow": True})
+
+    got = [(p, o, v) for b in sorted(sink.batches) for _, p, o, v in sink.batches[b]]
+    assert len(got) == len({(p, o) for p, o, _ in got}) == len(acked), "every record exactly once"
+    assert all(acked[(p, o)] == v for p, o, v in got)
+    sink.check_in_order()
+    assert all(_local_start(broker, topic, p) > 0 for p in range(2)), "older records only in the bucket"
