@@ -105,7 +105,11 @@ def test_option_validation() -> None:
     cold = ReadOptions.parse({"subscribe": "t", "broker": "h:1", "includeHot": "false"}, path=url)
     assert not cold.include_hot
     a = ReadOptions.parse({"assign": '{"x":[0,2],"y":[1]}'}, path=url)
-    assert a.partitions_of("x") == {0, 2} and a.partitions_of("y") == {1} and a.topics == ("x", "y")
+    assert (
+        a.partitions_of("x") == frozenset({0, 2})
+        and a.partitions_of("y") == frozenset({1})
+        and a.topics == ("x", "y")
+    )
     p = ReadOptions.parse(
         {"subscribePattern": "ev.+", "maxOffsetsPerTrigger": "9", "maxTriggerDelay": "30s"},
         path=url,
@@ -408,3 +412,41 @@ def test_stream_over_archive_and_hot_tail_exactly_once_across_restarts(
     assert all(acked[(p, o)] == v for p, o, v in got)
     sink.check_in_order()
     assert all(_local_start(broker, topic, p) > 0 for p in range(2)), "older records only in the bucket"
+
+
+async def test_read_committed_stream_stops_at_the_archives_stable_end(tmp_path: Path) -> None:
+    """kafka.isolation.level=read_committed for streams, driven without Spark: the latest
+    offset is where the bucket's decided data ends, aborted records are left out."""
+    from hot.txn_cleaning import AbortedRanges
+    from tests.spark.sparklib import rows_of_table
+    from tests.tiering.test_txn_tiering import TOPIC, Writer, local_records, write_compaction_history
+    from tests.tiering.uplib import new_manager, new_service
+
+    url = f"file://{tmp_path / 'bucket'}"
+    m = new_manager(tmp_path / "data")
+    svc = new_service(m, url)
+    try:
+        m.create_topic(TOPIC, 1, {"segment.bytes": "1200", "retention.ms": "-1"})
+        log = m.get_log(TOPIC, 0)
+        a_first, _ = write_compaction_history(Writer(log))
+        log.roll()
+        await svc.run_once(retention=False, sweep=False)
+        records = local_records(log)
+        ranges = AbortedRanges(log.collect_aborted_transactions(0, log.log_end_offset))
+    finally:
+        await svc.close()
+        m.close()
+    opts = {"subscribe": TOPIC, "startingOffsets": "earliest", "kafka.isolation.level": "read_committed"}
+    reader = StrataStreamReader(ReadOptions.parse(opts, path=url, streaming=True))
+
+    def batch() -> tuple[dict[str, Any], list[int]]:
+        start = reader.initialOffset()
+        end = reader.latestOffset(start, ReadAllAvailable())
+        parts = reader.partitions(start, end)
+        return end, [r.offset for p in parts for b in reader.read(p) for r in rows_of_table(b)]
+
+    end, got = await asyncio.to_thread(batch)
+    assert end == {TOPIC: {"0": a_first}}
+    data = [(o, pid, txn) for o, pid, txn, control, _ in records if not control and o < a_first]
+    want = [o for o, pid, txn in data if not (txn and ranges.contains(pid, o))]
+    assert sorted(got) == want and len(want) < len(data)
