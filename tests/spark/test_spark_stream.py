@@ -316,6 +316,17 @@ def test_subscribe_pattern_picks_up_a_new_topic_and_assign_reads_only_its_partit
     ]
     assert sorted(assigned.offsets()) == sorted(want)
 
+    # batch reads take the same options
+    def batch(**options: str) -> list[tuple[str, int, int]]:
+        df = spark.read.format("strata").options(**options).load(url)
+        return sorted(
+            (r["topic"], r["partition"], r["offset"])
+            for r in df.select("topic", "partition", "offset").collect()
+        )
+
+    assert batch(assign='{"pat-a":[1],"pat-b":[0,2]}') == sorted(want)
+    assert batch(subscribePattern="pat-.*") == sorted(_all("pat-a", a) + _all("pat-b", b))
+
 
 def test_fail_on_data_loss_after_retention_fails_or_skips(spark: SparkSession, tmp_path: Path) -> None:
     url = f"file://{tmp_path / 'bucket'}"
