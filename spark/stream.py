@@ -162,15 +162,13 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         begin = from_json(start, "start offset")
         available = self._available()
         self._latest = {tp: latest for tp, (_, latest) in available.items()}
-        if self._target is not None:
-            target = self._target
-            available = {tp: (ls, min(lt, target[tp])) for tp, (ls, lt) in available.items() if tp in target}
-        gone = sorted(
-            tp for tp in begin if tp not in available and (self._target is None or tp in self._target)
-        )
+        gone = sorted(tp for tp in begin if tp not in available)
         if gone:
             names = ", ".join(f"{t}-{p}" for t, p in gone)
             self._loss(f"partitions {names} are gone (topic deleted?)")
+        if self._target is not None:
+            target = self._target
+            available = {tp: (ls, min(lt, target[tp])) for tp, (ls, lt) in available.items() if tp in target}
         until = {tp: latest for tp, (_, latest) in available.items()}
         origin = {tp: begin.get(tp, log_start) for tp, (log_start, _) in available.items()}
         max_rows, min_rows = self._limits(limit)

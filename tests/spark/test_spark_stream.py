@@ -10,6 +10,7 @@ checked on what the committed batches hold.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import shutil
 import sys
@@ -23,7 +24,7 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from hot.errors import InvalidConfigError
+from hot.errors import InvalidConfigError, OffsetOutOfRangeError
 from spark import StrataDataSource
 from spark.options import ReadOptions
 from spark.stream import StrataStreamReader, TriggerPacer, from_json, rate_limit, to_json
@@ -465,3 +466,31 @@ async def test_read_committed_stream_stops_at_the_archives_stable_end(tmp_path: 
     data = [(o, pid, txn) for o, pid, txn, control, _ in records if not control and o < a_first]
     want = [o for o, pid, txn in data if not (txn and ranges.contains(pid, o))]
     assert sorted(got) == want and len(want) < len(data)
+
+
+def test_reader_offsets_new_partitions_gone_partitions_and_available_now(tmp_path: Path) -> None:
+    """The driver side of a stream without Spark: the initial offset, a partition added to
+    the topic (joins from its start), the availableNow target (records arriving later are
+    left out), and a partition that vanished (data loss)."""
+    url = f"file://{tmp_path / 'bucket'}"
+    ends = _archive(tmp_path, url, "grow", 1, 8)
+    opts = ReadOptions.parse({"subscribe": "grow"}, path=url, streaming=True)
+    reader = StrataStreamReader(opts)
+    start = reader.initialOffset()
+    assert start == {"grow": {"0": ends[0]}}  # latest by default
+    assert reader.latestOffset(start, ReadAllAvailable()) == start  # nothing new
+
+    ends = _archive(tmp_path, url, "grow", 2, 4)  # more records, and a second partition
+    reader.prepareForTriggerAvailableNow()
+    _archive(tmp_path, url, "grow", 2, 4)  # after the target: not for this run
+    end = reader.latestOffset(start, reader.getDefaultReadLimit())
+    assert end == {"grow": {"0": ends[0], "1": ends[1]}}
+    tasks = [p.task for p in reader.partitions(start, end)]  # type: ignore[attr-defined]
+    assert {(t.partition, t.slices[0].start_offset) for t in tasks if t.slices} >= {(1, 0)}
+    assert reader.latestOffset(end, ReadAllAvailable()) == end  # the target reached: done
+
+    lenient = StrataStreamReader(dataclasses.replace(opts, fail_on_data_loss=False))
+    ghost = {"grow": {"0": 0}, "gone": {"0": 5}}
+    assert "gone" not in lenient.latestOffset(ghost, ReadAllAvailable())
+    with pytest.raises(OffsetOutOfRangeError, match=r"partitions gone-0 are gone"):
+        reader.latestOffset(ghost, ReadAllAvailable())
