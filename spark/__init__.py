@@ -3,6 +3,7 @@
     from spark import StrataDataSource
     spark.dataSource.register(StrataDataSource)
     df = spark.read.format("strata").option("topic", "events").load("s3://bucket/prefix")
+    stream = spark.readStream.format("strata").option("subscribe", "events").load("s3://bucket/prefix")
 
 ``StrataDataSource`` is imported lazily so that the Spark-free parts (``spark.plan``,
 ``spark.scan``, ``spark.columnar``, used by ``strata export``) work without pyspark.

@@ -3,15 +3,21 @@
 Option names are case-insensitive, as in every Spark data source::
 
     path / load(URL)              object store URL the brokers use: s3://bucket/prefix or file:///dir
-    topic                         topic name, or several separated by commas (alias: subscribe)
-    partitions                    optional: partition numbers to read, e.g. "0,2,5"
-    startingOffsets               "earliest" (default) or JSON {"topic":{"0":100,"1":-2}}
-    endingOffsets                 "latest" (default) or JSON {"topic":{"0":200,"1":-1}}; exclusive
+    subscribe                     topic name, or several separated by commas (alias: topic)
+    subscribePattern              a regular expression; every topic whose whole name matches it
+    assign                        JSON {"topic":[0,1]}: exactly these partitions
+                                  (exactly one of subscribe, subscribePattern and assign)
+    partitions                    optional, with subscribe/subscribePattern: partition numbers, e.g. "0,2,5"
+    startingOffsets               "earliest" (batch default) or "latest" (streaming default, only there)
+                                  or JSON {"topic":{"0":100,"1":-2}}
+    endingOffsets                 batch only: "latest" (default) or JSON {"topic":{"0":200,"1":-1}}; exclusive
     startingTimestamp             ms since the epoch, for every partition (wins over the above)
     endingTimestamp               likewise for the end
     startingOffsetsByTimestamp    JSON {"topic":{"0":1700000000000}}
     endingOffsetsByTimestamp      likewise for the end
-    includeHot                    "true": also read the not-yet-tiered tail through a broker
+    includeHot                    also read the not-yet-tiered tail through the broker; default
+                                  true when a broker is given, so that "latest" is the high
+                                  watermark as in Spark's Kafka source; "false": the archive's end
     failOnDataLoss                "true" (default): fail when planned records were deleted (retention)
                                   before a task read them; "false": skip them (Spark's Kafka option)
     broker                        HOST:PORT of a broker's Kafka listener (alias: kafka.bootstrap.servers)
@@ -23,6 +29,18 @@ Option names are case-insensitive, as in every Spark data source::
     minPartitions                 cut smaller pieces so the scan has at least about this many Spark
                                   partitions (as Spark's Kafka source option)
     readChunkBytes                size of one ranged GET while scanning [8m]
+
+Streaming only (``spark.stream``), as Spark's Kafka source::
+
+    maxOffsetsPerTrigger          at most about this many offsets per micro-batch, split over
+                                  the partitions in proportion to their backlog
+    minOffsetsPerTrigger          skip a trigger while fewer offsets are waiting, ...
+    maxTriggerDelay               ... unless this long passed since the last batch [15m]
+
+Options of Spark's Kafka source that mean nothing here are accepted when ignoring them is
+harmless (consumer tuning such as kafka.client.id or fetchOffset.numRetries,
+kafka.group.id, groupIdPrefix, includeHeaders=true); any other option is refused, naming
+the nearest valid one.
 
 Security of the broker connection (includeHot), named as Spark's Kafka source names them
 (``kafka.`` + the client property); PEM files rather than Java keystores::
@@ -49,6 +67,7 @@ then *Offsets.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -63,6 +82,7 @@ EARLIEST: Final = -2
 LATEST: Final = -1
 DEFAULT_MAX_PARTITION_BYTES: Final = 128 << 20  # spark.sql.files.maxPartitionBytes
 DEFAULT_READ_CHUNK_BYTES: Final = 8 << 20
+DEFAULT_MAX_TRIGGER_DELAY_MS: Final = 15 * 60 * 1000  # Spark's maxTriggerDelay default, 15m
 _SIZE: Final = re.compile(r"(\d+)\s*([kmgt]?)b?", re.IGNORECASE)
 _UNITS: Final = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
@@ -99,6 +119,15 @@ class Bound:
 
 
 @dataclass(frozen=True, slots=True)
+class StreamLimits:
+    """maxOffsetsPerTrigger, minOffsetsPerTrigger and maxTriggerDelay (ms); None: unset."""
+
+    max_offsets: int | None = None
+    min_offsets: int | None = None
+    max_trigger_delay_ms: int = DEFAULT_MAX_TRIGGER_DELAY_MS
+
+
+@dataclass(frozen=True, slots=True)
 class StoreOptions:
     """Where the bucket is and how to reach it; picklable, opened inside each task."""
 
@@ -112,6 +141,7 @@ class StoreOptions:
 @dataclass(frozen=True, slots=True)
 class ReadOptions:
     store: StoreOptions
+    # subscribe: the topics; assign: the assigned topics; subscribePattern: empty
     topics: tuple[str, ...]
     partitions: frozenset[int] | None
     start: Bound
@@ -126,11 +156,41 @@ class ReadOptions:
     # kafka.isolation.level: 0 read_uncommitted (Spark's default: every transactional
     # record), 1 read_committed (committed data up to the last stable offset only).
     isolation_level: int = 0
+    # subscribePattern: topics whose whole name matches it (Java's Pattern.matches)
+    pattern: str | None = None
+    # assign: exactly these partitions of each topic
+    assign: Mapping[str, frozenset[int]] | None = None
+    stream: StreamLimits = field(default_factory=lambda: StreamLimits())
+
+    def partitions_of(self, topic: str) -> frozenset[int] | None:
+        """The partitions of ``topic`` to read (None: all)."""
+        if self.assign is not None:
+            return self.assign.get(topic, frozenset())
+        return self.partitions
+
+    def selects(self, topic: str) -> bool:
+        """Whether ``topic`` is one this read subscribes to."""
+        if self.pattern is not None:
+            return re.fullmatch(self.pattern, topic) is not None
+        return topic in self.topics
 
     @classmethod
-    def parse(cls, options: Mapping[str, str], *, path: str | None = None) -> ReadOptions:
-        """Validate Spark-style options; InvalidConfigError names the option at fault."""
+    def parse(
+        cls, options: Mapping[str, str], *, path: str | None = None, streaming: bool = False
+    ) -> ReadOptions:
+        """Validate Spark-style options; InvalidConfigError names the option at fault.
+        ``streaming``: options of ``spark.readStream`` (startingOffsets defaults to latest,
+        endingOffsets is refused), as Spark's Kafka source validates them."""
+        check_names({str(k): v for k, v in options.items() if v is not None})
         o = {str(k).lower(): v for k, v in options.items() if v is not None}
+        if streaming:
+            for opt, what in (
+                ("endingoffsets", "ending offset"),
+                ("endingoffsetsbytimestamp", "ending timestamp"),
+                ("endingtimestamp", "ending timestamp"),
+            ):
+                if opt in o:
+                    raise InvalidConfigError(f"strata: {what} not valid in streaming queries")
         url = path or o.get("path") or o.get("objectstore")
         if not url:
             raise InvalidConfigError(
@@ -145,11 +205,11 @@ class ReadOptions:
             access_key=o.get("accesskey"),
             secret_key=o.get("secretkey"),
         )
-        topics = _topics(o.get("topic") or o.get("subscribe") or "")
-        start = _bound(o, "starting", EARLIEST)
+        topics, pattern, assign = _selection(o)
+        start = _bound(o, "starting", LATEST if streaming else EARLIEST, streaming)
         end = _bound(o, "ending", LATEST)
         for tp, off in start.offsets.items():
-            if off == LATEST:
+            if off == LATEST and not streaming:
                 raise InvalidConfigError(
                     f"startingOffsets for {tp[0]}-{tp[1]} can't be latest for batch queries"
                 )
@@ -159,11 +219,14 @@ class ReadOptions:
                     f"endingOffsets for {tp[0]}-{tp[1]} can't be earliest for batch queries"
                 )
         for b, name in ((start, "starting"), (end, "ending")):
-            unknown = sorted({t for t, _ in b.named_partitions()} - set(topics))
-            if unknown:
+            unknown = sorted(t for t in {t for t, _ in b.named_partitions()} if t not in topics)
+            if unknown and pattern is None:
                 raise InvalidConfigError(f"{name} offsets name topic(s) not being read: {', '.join(unknown)}")
-        include_hot = _bool(o.get("includehot", "false"), "includeHot")
         broker = o.get("broker") or _first_server(o.get("kafka.bootstrap.servers"))
+        include_hot = _bool(o.get("includehot", "true" if broker else "false"), "includeHot")
+        partitions = _partitions(o.get("partitions"))
+        if partitions is not None and assign is not None:
+            raise InvalidConfigError("strata: option partitions can't be combined with assign")
         if include_hot and not broker:
             raise InvalidConfigError(
                 "strata: includeHot needs option broker=HOST:PORT (a broker's Kafka listener)"
@@ -177,7 +240,7 @@ class ReadOptions:
         return cls(
             store=store,
             topics=topics,
-            partitions=_partitions(o.get("partitions")),
+            partitions=partitions,
             start=start,
             end=end,
             broker=broker or None,
@@ -188,6 +251,9 @@ class ReadOptions:
             read_chunk_bytes=chunk,
             security=_security(o),
             isolation_level=_isolation(o.get("kafka.isolation.level", "read_uncommitted")),
+            pattern=pattern,
+            assign=assign,
+            stream=_stream_limits(o),
         )
 
 
@@ -224,18 +290,211 @@ def _isolation(text: str) -> int:
     return level
 
 
-def _topics(text: str) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
-    if not names:
+# Every option this source understands (lower case -> as documented).
+_OPTIONS: Final = {
+    n.lower(): n
+    for n in (
+        "path",
+        "objectStore",
+        "topic",
+        "subscribe",
+        "subscribePattern",
+        "assign",
+        "partitions",
+        "startingOffsets",
+        "endingOffsets",
+        "startingTimestamp",
+        "endingTimestamp",
+        "startingOffsetsByTimestamp",
+        "endingOffsetsByTimestamp",
+        "startingOffsetsByTimestampStrategy",
+        "includeHot",
+        "failOnDataLoss",
+        "broker",
+        "kafka.bootstrap.servers",
+        "endpoint",
+        "region",
+        "accessKey",
+        "secretKey",
+        "maxPartitionBytes",
+        "minPartitions",
+        "readChunkBytes",
+        "kafka.isolation.level",
+        "maxOffsetsPerTrigger",
+        "minOffsetsPerTrigger",
+        "maxTriggerDelay",
+        "includeHeaders",
+        # Spark's Kafka source options that tune its consumer or name its consumer group:
+        # nothing here uses a consumer group or the Java consumer, so ignoring them is harmless.
+        "kafkaConsumer.pollTimeoutMs",
+        "fetchOffset.numRetries",
+        "fetchOffset.retryIntervalMs",
+        "groupIdPrefix",
+        "kafka.group.id",
+        "kafka.client.id",
+        "kafka.client.dns.lookup",
+        "kafka.request.timeout.ms",
+        "kafka.default.api.timeout.ms",
+        "kafka.session.timeout.ms",
+        "kafka.heartbeat.interval.ms",
+        "kafka.max.poll.records",
+        "kafka.max.poll.interval.ms",
+        "kafka.fetch.min.bytes",
+        "kafka.fetch.max.bytes",
+        "kafka.fetch.max.wait.ms",
+        "kafka.max.partition.fetch.bytes",
+        "kafka.receive.buffer.bytes",
+        "kafka.send.buffer.bytes",
+        "kafka.metadata.max.age.ms",
+        "kafka.connections.max.idle.ms",
+        "kafka.retry.backoff.ms",
+        "kafka.reconnect.backoff.ms",
+        "kafka.reconnect.backoff.max.ms",
+        "kafka.check.crcs",
+    )
+}
+# Kafka consumer settings Spark's Kafka source refuses, with its reasons.
+_REFUSED: Final = {
+    "kafka.auto.offset.reset": "Kafka option 'auto.offset.reset' is not supported. Instead set the "
+    "source option 'startingOffsets' to 'earliest' or 'latest' to specify where to start",
+    "kafka.key.deserializer": "Kafka option 'key.deserializer' is not supported, as keys are "
+    "deserialized as byte arrays. Use DataFrame operations to explicitly deserialize the keys",
+    "kafka.value.deserializer": "Kafka option 'value.deserializer' is not supported, as values are "
+    "deserialized as byte arrays. Use DataFrame operations to explicitly deserialize the values",
+    "kafka.enable.auto.commit": "Kafka option 'enable.auto.commit' is not supported: the source "
+    "tracks offsets in the query's checkpoint, not in a consumer group",
+    "kafka.interceptor.classes": "Kafka option 'interceptor.classes' is not supported: the source "
+    "reads raw records, so consumer interceptors would never apply",
+}
+
+
+def check_names(options: Mapping[str, object]) -> None:
+    """Every option name (case-insensitive) is one this source understands: a misspelled
+    one is an error naming the nearest valid option, never silently ignored."""
+    o = {k.lower(): v for k, v in options.items()}
+    for given in options:
+        name = given.lower()
+        if name in _REFUSED:
+            raise InvalidConfigError(f"strata: {_REFUSED[name]}")
+        if name in _OPTIONS or name in _SECURITY_OPTIONS:
+            continue
+        valid = [*_OPTIONS.values(), *_SECURITY_OPTIONS]
+        near = difflib.get_close_matches(name, [v.lower() for v in valid], n=1, cutoff=0.6)
+        hint = ""
+        if near:
+            hint = f"; did you mean {next(v for v in valid if v.lower() == near[0])!r}?"
+        raise InvalidConfigError(f"strata: unknown option {given!r}{hint}")
+    if str(o.get("includeheaders", "true")).strip().lower() != "true":
         raise InvalidConfigError(
-            'strata: option "topic" is required (a topic name, or several separated by commas)'
+            "strata: option includeHeaders: headers are always read (column headers, null when a "
+            "record has none); only includeHeaders=true is accepted"
         )
-    for n in names:
+    strategy = str(o.get("startingoffsetsbytimestampstrategy", "latest")).strip().lower()
+    if strategy != "latest":
+        raise InvalidConfigError(
+            "strata: option startingOffsetsByTimestampStrategy: only 'latest' is supported (a "
+            "partition without a record at or after the timestamp starts at its latest offset)"
+        )
+
+
+_STRATEGIES: Final = "subscribe, subscribePattern, assign"
+
+
+def _selection(
+    o: Mapping[str, str],
+) -> tuple[tuple[str, ...], str | None, dict[str, frozenset[int]] | None]:
+    """(topics, pattern, assignment) from exactly one of subscribe (alias topic),
+    subscribePattern and assign, with Spark's Kafka source's errors."""
+    given = [k for k in ("topic", "subscribe", "subscribepattern", "assign") if k in o]
+    if not given:
+        raise InvalidConfigError(
+            f"strata: One of the following options must be specified for Kafka source: {_STRATEGIES} "
+            "(topic is an alias of subscribe). See the docs for more details."
+        )
+    if len(given) > 1:
+        raise InvalidConfigError(
+            f"strata: Only one of the following options can be specified for Kafka source: {_STRATEGIES} "
+            "(topic is an alias of subscribe). See the docs for more details."
+        )
+    name, value = given[0], str(o[given[0]])
+    if name == "subscribepattern":
+        if not value.strip():
+            raise InvalidConfigError(
+                "strata: Pattern to subscribe is empty as specified value for option "
+                f"'subscribePattern' is '{value}'"
+            )
+        try:
+            re.compile(value.strip())
+        except re.error as e:
+            raise InvalidConfigError(
+                f"strata: option subscribePattern: {value!r} is not a valid regex: {e}"
+            ) from None
+        return (), value.strip(), None
+    if name == "assign":
+        return _assign(value)
+    topics = tuple(dict.fromkeys(t.strip() for t in value.split(",") if t.strip()))
+    if not topics:
+        raise InvalidConfigError(
+            f"strata: No topics to subscribe to as specified value for option 'subscribe' is '{value}'"
+        )
+    for n in topics:
         try:
             validate_topic_name(n)
         except Exception as e:
-            raise InvalidConfigError(f"strata: option topic: {e}") from None
-    return names
+            raise InvalidConfigError(f"strata: option subscribe: {e}") from None
+    return topics, None, None
+
+
+def _assign(value: str) -> tuple[tuple[str, ...], None, dict[str, frozenset[int]]]:
+    """Spark's assign JSON ``{"topicA":[0,1],"topicB":[2,4]}``."""
+    if not value.strip().startswith("{"):
+        raise InvalidConfigError(
+            f"strata: No topicpartitions to assign as specified value for option 'assign' is '{value}'"
+        )
+    try:
+        doc = json.loads(value)
+    except ValueError:
+        doc = None
+    ok = isinstance(doc, dict) and all(
+        isinstance(ps, list) and all(isinstance(p, int) and not isinstance(p, bool) and p >= 0 for p in ps)
+        for ps in doc.values()
+    )
+    if not ok or not doc:
+        raise InvalidConfigError(
+            f'strata: option assign: expected JSON like {{"topicA":[0,1],"topicB":[2,4]}}, got {value!r}'
+        )
+    assert isinstance(doc, dict)
+    for n in doc:
+        try:
+            validate_topic_name(n)
+        except Exception as e:
+            raise InvalidConfigError(f"strata: option assign: {e}") from None
+    assign = {str(t): frozenset(ps) for t, ps in doc.items() if ps}
+    return tuple(assign), None, assign
+
+
+def _stream_limits(o: Mapping[str, str]) -> StreamLimits:
+    mx = _count(o.get("maxoffsetspertrigger"), "maxOffsetsPerTrigger") or None
+    mn = _count(o.get("minoffsetspertrigger"), "minOffsetsPerTrigger") or None
+    if mx is not None and mn is not None and mn > mx:
+        raise InvalidConfigError(
+            f"strata: The value of minOffsetPerTrigger({mn}) is higher than the maxOffsetsPerTrigger({mx})."
+        )
+    delay = o.get("maxtriggerdelay")
+    ms = DEFAULT_MAX_TRIGGER_DELAY_MS if delay is None else _duration_ms(delay, "maxTriggerDelay")
+    return StreamLimits(mx, mn, ms)
+
+
+_DURATION: Final = re.compile(r"(\d+)\s*(ms|s|m|min|h|d)?", re.IGNORECASE)
+_DURATION_MS: Final = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(text: str, name: str) -> int:
+    """Spark's time strings (``timeStringAsMs``): 500ms, 10s, 15m, 1h, 1d; no unit: ms."""
+    m = _DURATION.fullmatch(str(text).strip())
+    if m is None:
+        raise InvalidConfigError(f"strata: option {name}: {text!r} is not a duration like 30s or 15m")
+    return int(m[1]) * _DURATION_MS[(m[2] or "ms").lower()]
 
 
 def _partitions(text: str | None) -> frozenset[int] | None:
@@ -321,14 +580,15 @@ def parse_partition_json(text: str, name: str) -> dict[TopicPartition, int]:
     return out
 
 
-def _bound(o: Mapping[str, str], prefix: str, default: int) -> Bound:
+def _bound(o: Mapping[str, str], prefix: str, default: int, streaming: bool = False) -> Bound:
     opt = f"{prefix}Offsets"
     raw = o.get(f"{prefix}offsets")
     offsets: dict[TopicPartition, int] = {}
     if raw is not None and raw.strip():
         word = raw.strip().lower()
         if word in ("earliest", "latest"):
-            if (word == "latest") == (prefix == "starting"):
+            default = EARLIEST if word == "earliest" else LATEST
+            if (word == "latest") == (prefix == "starting") and not streaming:
                 raise InvalidConfigError(f"strata: {prefix} offset can't be {word} for batch queries")
         else:
             offsets = parse_partition_json(raw, opt)

@@ -35,9 +35,10 @@ from __future__ import annotations
 import asyncio
 import bisect
 import dataclasses
+import logging
 import struct
 import uuid
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
@@ -47,12 +48,14 @@ from api.protocol import ApiKey
 from api.protocol.address import HostPort
 from api.protocol.error_table import TOPIC_AUTHORIZATION_FAILED, error_for_code
 from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from api.protocol.messages.metadata import MetadataRequest
 from hot.errors import (
     AuthorizationError,
     CorruptLogError,
     CorruptRecordError,
     InvalidConfigError,
     ObjectNotFoundError,
+    OffsetOutOfRangeError,
     StrataError,
     TopicAuthorizationFailedError,
     UnknownTopicOrPartitionError,
@@ -69,6 +72,7 @@ from tiering.store import InvalidRangeError, ObjectStore, open_store
 INDEX_ENTRY: Final = struct.Struct(">II")
 TIMEINDEX_ENTRY: Final = struct.Struct(">qI")
 _CONCURRENCY: Final = 16
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
@@ -308,21 +312,69 @@ class Planner:
         self._sem = asyncio.Semaphore(_CONCURRENCY)
 
     async def plan(self) -> ScanPlan:
-        o = self.options
+        """The tasks reading the options' offset ranges of every selected partition."""
         parts: list[_Partition] = []
-        for topic in o.topics:
+        for topic in await self.topics():
             parts.extend(await self._partitions_of(topic))
+        return await self._plan(await self._resolve_all(parts, None, with_segments=True))
+
+    async def ranges(self) -> tuple[PartitionRange, ...]:
+        """The options' resolved offset ranges of every selected partition, without tasks
+        (a stream's offsets: with bounds earliest/latest, each partition's log start and
+        latest offset)."""
+        parts: list[_Partition] = []
+        for topic in await self.topics():
+            parts.extend(await self._partitions_of(topic))
+        return tuple(r.range for r in await self._resolve_all(parts, None, with_segments=False))
+
+    async def plan_exact(self, ranges: Mapping[TopicPartition, tuple[int, int]]) -> ScanPlan:
+        """The tasks reading exactly offsets ``[start, end)`` of each partition named (a
+        stream's micro-batch). Offsets below the log start now were deleted by retention:
+        data loss (``report_data_loss``), read from the log start on when tolerated."""
+        parts: list[_Partition] = []
+        for topic in sorted({t for t, _ in ranges}):
+            doc = await self.manifests.load_topic_manifest(topic)
+            tid = uuid.UUID(doc["topic_id"]) if doc is not None else None
+            nums = sorted(p for t, p in ranges if t == topic)
+            parts.extend(await asyncio.gather(*(self._load(topic, tid, p) for p in nums)))
+        return await self._plan(await self._resolve_all(parts, ranges, with_segments=True))
+
+    async def topics(self) -> list[str]:
+        """The topics read: subscribe's and assign's, or those whose whole name matches
+        subscribePattern among the bucket's topic manifests and (with a broker) the
+        broker's non-internal topics."""
+        o = self.options
+        if o.pattern is None:
+            return list(o.topics)
+        names = set(await self.manifests.list_topics())
+        if o.include_hot and self.broker is not None:
+            names |= set(await asyncio.to_thread(self.broker.topics))
+        return sorted(n for n in names if o.selects(n))
+
+    async def _resolve_all(
+        self,
+        parts: Sequence[_Partition],
+        exact: Mapping[TopicPartition, tuple[int, int]] | None,
+        *,
+        with_segments: bool,
+    ) -> list[_Resolved]:
+        o = self.options
         hw: dict[TopicPartition, int] = {}
         broker_start: dict[TopicPartition, int] = {}
         if o.include_hot:
             assert self.broker is not None
-            for topic in o.topics:
+            for topic in dict.fromkeys(p.topic for p in parts):
                 nums = [p.partition for p in parts if p.topic == topic]
                 hw.update({(topic, p): v for p, v in (await self._broker_offsets(topic, nums, -1)).items()})
                 broker_start.update(
                     {(topic, p): v for p, v in (await self._broker_offsets(topic, nums, -2)).items()}
                 )
-        resolved = await asyncio.gather(*(self._resolve(p, hw, broker_start) for p in parts))
+        return list(
+            await asyncio.gather(*(self._resolve(p, hw, broker_start, exact, with_segments) for p in parts))
+        )
+
+    async def _plan(self, resolved: Sequence[_Resolved]) -> ScanPlan:
+        o = self.options
         split = o.max_partition_bytes
         if o.min_partitions:
             total = sum(s.size for r in resolved for s in r.segments)
@@ -358,13 +410,14 @@ class Planner:
                 "nothing of it is archived there (check the URL and topic, or use includeHot)"
             )
         nums = list(range(count))
-        if o.partitions is not None:
-            missing = sorted(o.partitions - set(nums))
-            if missing:
+        wanted = o.partitions_of(topic)
+        if wanted is not None:
+            missing = sorted(wanted - set(nums))
+            if missing and o.pattern is None:
                 raise UnknownTopicOrPartitionError(
                     f"topic {topic!r} has {count} partition(s); partition(s) {missing} do not exist"
                 )
-            nums = sorted(o.partitions)
+            nums = sorted(wanted & set(nums))
         for b, name in ((o.start, "starting"), (o.end, "ending")):
             for t, p in b.named_partitions():
                 if t == topic and p >= count:
@@ -372,14 +425,14 @@ class Planner:
                         f"{name} offsets name {topic}-{p}, but topic {topic!r} has {count} partition(s)"
                     )
 
-        async def load(p: int) -> _Partition:
-            if topic_id is None:
-                return _Partition(topic, None, p, None)
-            async with self._sem:
-                m, _ = await self.manifests.load(topic, topic_id, p)
-            return _Partition(topic, topic_id, p, m)
+        return list(await asyncio.gather(*(self._load(topic, topic_id, p) for p in nums)))
 
-        return list(await asyncio.gather(*(load(p) for p in nums)))
+    async def _load(self, topic: str, topic_id: uuid.UUID | None, p: int) -> _Partition:
+        if topic_id is None:
+            return _Partition(topic, None, p, None)
+        async with self._sem:
+            m, _ = await self.manifests.load(topic, topic_id, p)
+        return _Partition(topic, topic_id, p, m)
 
     async def _segments(
         self, m: PartitionManifest, lo: int, hi: int, min_ts: int | None = None
@@ -402,7 +455,12 @@ class Planner:
         return segs
 
     async def _resolve(
-        self, part: _Partition, hw: dict[TopicPartition, int], broker_start: dict[TopicPartition, int]
+        self,
+        part: _Partition,
+        hw: dict[TopicPartition, int],
+        broker_start: dict[TopicPartition, int],
+        exact: Mapping[TopicPartition, tuple[int, int]] | None = None,
+        with_segments: bool = True,
     ) -> _Resolved:
         """The partition's offset range and the archived segments overlapping it."""
         o = self.options
@@ -430,11 +488,20 @@ class Planner:
             found = await self._offset_for_timestamp(part, log_start, latest, value)
             return latest if found is None else min(max(found, log_start), latest)
 
-        start = await resolve(*o.start.for_partition(tp))
-        end = max(start, await resolve(*o.end.for_partition(tp)))
+        if exact is not None:
+            start, end = exact[tp]
+            if start < log_start:
+                report_data_loss(o, part.topic, part.partition, start, log_start)
+                start = log_start
+            end = max(start, end)
+        else:
+            start = await resolve(*o.start.for_partition(tp))
+            end = max(start, await resolve(*o.end.for_partition(tp)))
         cold_end = min(end, stable)
-        segs = await self._segments(m, start, cold_end) if m is not None and start < cold_end else []
         rng = PartitionRange(part.topic, part.partition, start, end, archived_end, hw.get(tp))
+        if not with_segments:
+            return _Resolved(part, rng, (), cold_end)
+        segs = await self._segments(m, start, cold_end) if m is not None and start < cold_end else []
         aborted: tuple[AbortedTxn, ...] = ()
         if o.isolation_level and segs and m is not None:
             aborted = await aborted_between(
@@ -654,6 +721,24 @@ class Planner:
         return None
 
 
+def report_data_loss(options: ReadOptions, topic: str, partition: int, start: int, log_start: int) -> None:
+    """Offsets ``[start, log_start)`` of a stream's next batch were deleted (retention, or
+    the topic deleted) before it read them: fail, as Spark's Kafka source does, or with
+    failOnDataLoss=false log a warning (the batch reads from ``log_start`` on)."""
+    what = (
+        f"{topic}-{partition}: offsets {start} to {log_start - 1} are not available any more "
+        f"(the log now starts at offset {log_start})"
+    )
+    if options.fail_on_data_loss:
+        raise OffsetOutOfRangeError(
+            f"{what}. Some data may have been lost because they are not available any more; either "
+            "the data was aged out by retention or the topic may have been deleted before all the "
+            "data in the topic was processed. If you want your streaming query to skip such data "
+            'instead of failing, set the source option "failOnDataLoss" to "false"'
+        )
+    logger.warning("%s; skipped (failOnDataLoss=false)", what)
+
+
 def refused(broker: object, operation: str, topic: str) -> TopicAuthorizationFailedError:
     """includeHot against a broker whose ACLs do not let this principal at the topic."""
     return TopicAuthorizationFailedError(
@@ -676,6 +761,13 @@ class BrokerClient:
             raise StrataError(
                 f"cannot reach broker {self.address} for includeHot: {e.strerror or e}"
             ) from None
+
+    def topics(self) -> list[str]:
+        """The names of the broker's topics, internal ones (``__consumer_offsets``...) left
+        out as a Kafka consumer's pattern subscription leaves them out."""
+        with self._client() as client:
+            md = client.call(ApiKey.METADATA, MetadataRequest(topics=None, allow_auto_topic_creation=False))
+        return [t.name for t in md.topics if not t.error_code and not t.is_internal and t.name]
 
     def partition_count(self, topic: str) -> int:
         with self._client() as client:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -80,7 +80,8 @@ class StrataDataSourceReader(DataSourceReader):
 
 class StrataDataSource(DataSource):
     """Reads a topic's history from the bucket the brokers tier to, no broker in the data
-    path (unless ``includeHot``). Schema: Spark's Kafka source schema plus ``headers``."""
+    path (unless ``includeHot``), as a batch or as a stream (``spark.stream``). Schema:
+    Spark's Kafka source schema plus ``headers``."""
 
     @classmethod
     def name(cls) -> str:
@@ -90,9 +91,20 @@ class StrataDataSource(DataSource):
         return SPARK_SCHEMA
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        if schema != SPARK_SCHEMA:
-            raise InvalidConfigError(
-                f"strata: the schema is fixed ({SCHEMA_DDL}); "
-                f"a user-specified schema {schema.simpleString()} is not supported"
-            )
+        _check_schema(schema)
         return StrataDataSourceReader(ReadOptions.parse(dict(self.options)))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """``spark.readStream.format("strata")``: micro-batches (``spark.stream``)."""
+        from spark.stream import StrataStreamReader
+
+        _check_schema(schema)
+        return StrataStreamReader(ReadOptions.parse(dict(self.options), streaming=True))
+
+
+def _check_schema(schema: StructType) -> None:
+    if schema != SPARK_SCHEMA:
+        raise InvalidConfigError(
+            f"strata: the schema is fixed ({SCHEMA_DDL}); "
+            f"a user-specified schema {schema.simpleString()} is not supported"
+        )
