@@ -55,6 +55,7 @@ from api.handlers.groups import (
     handle_sync_group,
     handle_txn_offset_commit,
 )
+from api.handlers.log_dirs import handle_describe_log_dirs
 from api.handlers.offsets import handle_list_offsets, handle_offset_for_leader_epoch
 from api.handlers.produce import handle_produce
 from api.handlers.producer_ids import handle_describe_producers, handle_init_producer_id
@@ -111,6 +112,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,

@@ -45,6 +45,7 @@ from api.protocol.messages.describe_client_quotas import (
 )
 from api.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResponse
 from api.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
+from api.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from api.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
 from api.protocol.messages.describe_transactions import (
     DescribeTransactionsRequest,
@@ -120,6 +121,7 @@ class ApiKey(enum.IntEnum):
     DELETE_ACLS = 31
     DESCRIBE_CONFIGS = 32
     ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
@@ -288,6 +290,8 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse, "0-3", "2+"),
         # DeleteRecords (api.handlers.delete_records)
         _api(ApiKey.DELETE_RECORDS, DeleteRecordsRequest, DeleteRecordsResponse, "0-2", "2+"),
+        # DescribeLogDirs (api.handlers.log_dirs)
+        _api(ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest, DescribeLogDirsResponse, "1-4", "2+"),
         # partition reassignment (KIP-455; api.handlers.reassignment)
         _api(
             ApiKey.ALTER_PARTITION_REASSIGNMENTS,

@@ -59,6 +59,7 @@ from api.protocol.messages.delete_records import (
 )
 from api.protocol.messages.delete_topics import DeletableTopicResult
 from api.protocol.messages.describe_configs import DescribeConfigsResult
+from api.protocol.messages.describe_log_dirs import DescribeLogDirsResponse
 from api.protocol.messages.describe_producers import (
     DescribeProducersPartitionResponse,
     DescribeProducersTopicResponse,
@@ -483,6 +484,13 @@ async def guard_alter_client_quotas(
     )
 
 
+async def guard_describe_log_dirs(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    # Kafka: DESCRIBE on the cluster, else no log directory (v3+ says why).
+    if allowed_cluster(conn, Operation.DESCRIBE):
+        return await inner(conn, header, req)
+    return DescribeLogDirsResponse(error_code=E.CLUSTER_AUTHORIZATION_FAILED)
+
+
 async def guard_alter_user_scram_credentials(
     inner: Handler, conn: Connection, header: RequestHeader, req: AlterUserScramCredentialsRequest
 ) -> Any:
@@ -643,6 +651,7 @@ TOPIC_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.DELETE_TOPICS: guard_delete_topics,
     ApiKey.CREATE_PARTITIONS: guard_create_partitions,
     ApiKey.DELETE_RECORDS: guard_delete_records,
+    ApiKey.DESCRIBE_LOG_DIRS: guard_describe_log_dirs,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster_guard(Operation.DESCRIBE),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: guard_alter_user_scram_credentials,
     ApiKey.DESCRIBE_CONFIGS: guard_describe_configs,

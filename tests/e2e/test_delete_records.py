@@ -197,3 +197,24 @@ def test_list_offsets_earliest_local_and_latest_tiered(
     assert earliest == 0 < earliest_local <= latest_tiered + 1
     assert latest_tiered >= segs[-1][1]  # at least what this reading of the manifest holds
     assert offsets(plain, -5, -4) == [-1, 0]
+
+
+def test_describe_log_dirs_shows_partition_sizes(broker: BrokerProcess) -> None:
+    """DescribeLogDirs (what admin UIs show as topic sizes) with kafka-python's admin client:
+    the broker's log directory, each partition's local size, the volume's bytes (v4)."""
+    from kafka.admin import KafkaAdminClient
+
+    topic = f"ld-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 2)
+    _produce(broker.bootstrap, topic, 2, 50, size=200)
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    try:
+        resp = admin.describe_log_dirs()
+    finally:
+        admin.close()
+    ((only,),) = [b["log_dirs"] for b in resp]  # one broker, one log directory
+    assert only["log_dir"] == str((broker.data_dir / "logs").resolve())
+    assert only["error_code"] == 0 and 0 < only["usable_bytes"] <= only["total_bytes"]
+    (mine,) = [t for t in only["topics"] if t["name"] == topic]
+    sizes = sorted(p["partition_size"] for p in mine["partitions"])
+    assert len(sizes) == 2 and all(s > 50 * 200 for s in sizes), sizes
