@@ -3,17 +3,18 @@ lag (api.client.lag), through its Kafka listener."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from api.cli_common import (
-    bootstrap_option,
     cell,
     emit,
     fail,
-    kafka_client,
     output_option,
     print_table,
 )
+from api.cli_connect import connect, connection_options
 from hot.errors import StrataError
 
 
@@ -26,13 +27,13 @@ def groups() -> None:
 @click.option(
     "--state", "states", multiple=True, metavar="STATE", help="Only groups in this state (repeatable)."
 )
-@bootstrap_option
+@connection_options
 @output_option
-def groups_list(states: tuple[str, ...], bootstrap: str, output: str) -> None:
+def groups_list(states: tuple[str, ...], bootstrap: str, output: str, **conn: Any) -> None:
     """List groups with their state, protocol, members and total lag."""
     from api.client.lag import partition_lag
 
-    with kafka_client(bootstrap) as client:
+    with connect({"bootstrap": bootstrap, **conn}) as client:
         try:
             listed = client.list_groups(states)
             described = {d["group_id"]: d for d in client.describe_groups([g["group_id"] for g in listed])}
@@ -76,12 +77,12 @@ def groups_list(states: tuple[str, ...], bootstrap: str, output: str) -> None:
 
 @groups.command("describe")
 @click.argument("group")
-@bootstrap_option
+@connection_options
 @output_option
-def groups_describe(group: str, bootstrap: str, output: str) -> None:
+def groups_describe(group: str, bootstrap: str, output: str, **conn: Any) -> None:
     """Per-partition committed offset, log end offset (high watermark) and lag, with the
     owning member, as kafka-consumer-groups --describe shows them; then the members."""
-    with kafka_client(bootstrap) as client:
+    with connect({"bootstrap": bootstrap, **conn}) as client:
         try:
             info = client.describe_group_lag(group)
         except StrataError as exc:
@@ -130,11 +131,11 @@ def groups_describe(group: str, bootstrap: str, output: str) -> None:
 
 @groups.command("delete")
 @click.argument("group")
-@bootstrap_option
+@connection_options
 @output_option
-def groups_delete(group: str, bootstrap: str, output: str) -> None:
+def groups_delete(group: str, bootstrap: str, output: str, **conn: Any) -> None:
     """Delete a group without members and its committed offsets."""
-    with kafka_client(bootstrap) as client:
+    with connect({"bootstrap": bootstrap, **conn}) as client:
         try:
             client.delete_groups([group])
         except StrataError as exc:

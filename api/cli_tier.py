@@ -9,9 +9,11 @@ import click
 
 from api.cli_common import (
     bootstrap_option,
+    check_store_url,
     emit,
     fail,
     http_json,
+    no_topic,
     output_option,
     print_table,
 )
@@ -43,6 +45,7 @@ def restore(data_dir: str, object_store: str, topics: tuple[str, ...], output: s
     from tiering.restore import RestoredTopic, RestoreEvent, restore_data_dir
     from tiering.store import open_store
 
+    check_store_url(object_store)
     console = Console(stderr=True)
     bar = Progress(
         TextColumn("[bold]restore[/bold] {task.description}"),
@@ -168,6 +171,7 @@ def export_cmd(
         opts["includeHot"] = "true"
         opts.setdefault("broker", bootstrap)
     url = object_store or default_object_store(data_dir)
+    check_store_url(url)
     bar = Progress(
         TextColumn("[bold]export[/bold] {task.description}"),
         BarColumn(),
@@ -241,7 +245,7 @@ def tier_status(http_url: str, topics: tuple[str, ...], output: str) -> None:
     known = {t["topic"] for t in listed}
     missing = [t for t in topics if t not in known]
     if missing:
-        fail(f"unknown topic {missing[0]!r}")
+        fail(no_topic(missing[0]))
     chosen = [t for t in listed if not topics or t["topic"] in topics]
     lag = sum(p["upload_lag_bytes"] for t in chosen for p in t["partitions"])
     data = {

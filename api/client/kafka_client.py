@@ -52,6 +52,22 @@ _GROUP_ERRORS = {
 }
 
 
+def _code_name(code: int) -> str:
+    """``NAME (Kafka error N)``: the protocol guide's name, so that a message can be looked up."""
+    from api.protocol import error_table
+
+    names = {v: k for k, v in vars(error_table).items() if k.isupper() and isinstance(v, int)}
+    return f"{names.get(code, 'error')} (Kafka error {code})"
+
+
+def _topic_error(name: str, code: int) -> str:
+    from api.protocol.error_table import UNKNOWN_TOPIC_OR_PARTITION
+
+    if code == UNKNOWN_TOPIC_OR_PARTITION:
+        return f"topic {name!r} does not exist"  # the CLI's one wording of it
+    return f"topic {name!r}: {_code_name(code)}"
+
+
 class KafkaClient:
     def __init__(self, sock: socket.socket, client_id: str = "strata-cli") -> None:
         self.sock = sock
@@ -209,7 +225,7 @@ class KafkaClient:
         )
         topic = md.topics[0]
         if topic.error_code:
-            raise error_for_code(topic.error_code, f"topic {name!r}: Kafka error code {topic.error_code}")
+            raise error_for_code(topic.error_code, _topic_error(name, topic.error_code))
         return len(topic.partitions)
 
     def describe_topic(self, name: str) -> dict[str, Any]:
@@ -219,7 +235,7 @@ class KafkaClient:
         )
         topic = md.topics[0]
         if topic.error_code:
-            raise error_for_code(topic.error_code, f"topic {name!r}: Kafka error {topic.error_code}")
+            raise error_for_code(topic.error_code, _topic_error(name, topic.error_code))
         parts = [p.partition_index for p in topic.partitions]
 
         def offsets(ts: int) -> dict[int, int]:
@@ -312,7 +328,7 @@ class KafkaClient:
         out = []
         for g in resp.groups:
             if g.error_code:
-                raise error_for_code(g.error_code, f"group {g.group_id!r}: Kafka error {g.error_code}")
+                raise error_for_code(g.error_code, f"group {g.group_id!r}: {_code_name(g.error_code)}")
             members = []
             for m in g.members:
                 parts: list[list[Any]] = []
@@ -357,7 +373,7 @@ class KafkaClient:
             resp = self.call(ApiKey.OFFSET_FETCH, OffsetFetchRequest(group_id=group, topics=None))
             error, topics = resp.error_code, resp.topics
         if error:
-            raise error_for_code(error, f"group {group!r}: Kafka error {error}")
+            raise error_for_code(error, f"group {group!r}: {_code_name(error)}")
         out: dict[tuple[str, int], int] = {}
         for t in topics:
             for p in t.partitions:
