@@ -5,10 +5,11 @@ reads them, api.export)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from api.cli_common import (
-    bootstrap_option,
     check_store_url,
     emit,
     fail,
@@ -17,6 +18,7 @@ from api.cli_common import (
     output_option,
     print_table,
 )
+from api.cli_connect import connection_options
 from hot.errors import StrataError
 
 
@@ -121,7 +123,7 @@ def restore(data_dir: str, object_store: str, topics: tuple[str, ...], output: s
 @click.option(
     "--include-hot", is_flag=True, help="Also export the not-yet-tiered tail, fetched from --bootstrap."
 )
-@bootstrap_option
+@connection_options
 @click.option(
     "--option",
     "extra",
@@ -147,6 +149,7 @@ def export_cmd(
     extra: tuple[str, ...],
     jobs: int,
     output: str,
+    **conn: Any,
 ) -> None:
     """Write a topic's archived rows as Parquet, read straight from the object store.
 
@@ -170,6 +173,13 @@ def export_cmd(
     if include_hot:
         opts["includeHot"] = "true"
         opts.setdefault("broker", bootstrap)
+        # the connection options, as the data source's kafka.* options (spark.options)
+        from api.cli_connect import client_properties
+
+        props = client_properties({"bootstrap": bootstrap, **conn})
+        props.pop("_source")
+        for key, value in props.items():
+            opts.setdefault(f"kafka.{key}", value)
     url = object_store or default_object_store(data_dir)
     check_store_url(url)
     bar = Progress(
