@@ -40,6 +40,16 @@ from api.protocol.messages.describe_groups import DescribeGroupsRequest
 from api.protocol.messages.list_groups import ListGroupsRequest
 from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+from api.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from api.protocol.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+)
 from api.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
 from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from api.protocol.messages.sasl_handshake import SaslHandshakeRequest
@@ -413,6 +423,54 @@ class KafkaClient:
         desc["partitions"] = rows
         desc["total_lag"] = sum(r["lag"] for r in rows if r["lag"] is not None)
         return desc
+
+    def commit_offsets(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
+        """Commit ``offsets`` for ``group`` as an admin does (generation -1, no member): the
+        broker accepts that only while the group has no members (kafka-consumer-groups
+        --reset-offsets). Any partition's error is raised."""
+        by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append(
+                OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset)
+            )
+        req = OffsetCommitRequest(
+            group_id=group,
+            topics=tuple(
+                OffsetCommitRequestTopic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()
+            ),
+        )
+        for t in self.call(ApiKey.OFFSET_COMMIT, req).topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise error_for_code(
+                        p.error_code,
+                        f"group {group!r}, {t.name}-{p.partition_index}: {_code_name(p.error_code)}",
+                    )
+
+    def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """OffsetDelete: forget ``group``'s committed offsets of ``partitions``; the error
+        code per partition (0: deleted; GROUP_SUBSCRIBED_TO_TOPIC while a member consumes
+        the topic). A group-level error is raised."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        req = OffsetDeleteRequest(
+            group_id=group,
+            topics=tuple(
+                OffsetDeleteRequestTopic(
+                    name=t, partitions=tuple(OffsetDeleteRequestPartition(partition_index=p) for p in ps)
+                )
+                for t, ps in by_topic.items()
+            ),
+        )
+        resp = self.call(ApiKey.OFFSET_DELETE, req)
+        if resp.error_code:
+            raise error_for_code(resp.error_code, f"group {group!r}: {_code_name(resp.error_code)}")
+        return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+
+    @staticmethod
+    def error_name(code: int) -> str:
+        return _code_name(code)
 
     def delete_groups(self, groups: Sequence[str]) -> None:
         """DeleteGroups; raises the first group's error (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND)."""
