@@ -136,7 +136,10 @@ def client_properties(kw: dict[str, Any], *, librdkafka: bool = False) -> dict[s
     if "sasl.password" not in props and props.get("security.protocol", "").upper().startswith("SASL"):
         if kw.get("password_stdin"):
             if not _STDIN_PASSWORD:  # read once: a command may build its properties twice
-                _STDIN_PASSWORD.append(sys.stdin.readline().rstrip("\r\n"))
+                # from the binary buffer: text reading would buffer past the line, and
+                # `produce` reads its records from the same stdin after it
+                line = sys.stdin.buffer.readline().decode("utf-8", errors="replace")
+                _STDIN_PASSWORD.append(line.rstrip("\r\n"))
             props["sasl.password"] = _STDIN_PASSWORD[0]
         elif os.environ.get("STRATA_SASL_PASSWORD"):
             props["sasl.password"] = os.environ["STRATA_SASL_PASSWORD"]

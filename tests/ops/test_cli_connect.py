@@ -186,6 +186,8 @@ def test_every_broker_command_over_sasl_ssl(secured: BrokerProcess, pki: Pki, tm
         assert r.returncode == 0, (args, r.stderr)
     assert "sec" in strata("topic", "list", *b, env=env).stdout.split()
     # --command-config / -F, password on stdin; bench over the same connection
+    r = strata("produce", "sec", *b, "-F", str(profile), "--password-stdin", stdin=f"{ALICE_PW}\nthree\n")
+    assert r.returncode == 0 and r.stdout.startswith("produced 1 records"), r.stderr
     r = strata("bench", "-n", "100", *b, "-F", str(profile), "--password-stdin", stdin=ALICE_PW + "\n")
     assert r.returncode == 0, r.stderr
     r = strata("transactions", "list", *b, "-F", str(profile), "--password-stdin", stdin=ALICE_PW + "\n")
