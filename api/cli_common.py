@@ -5,6 +5,7 @@ broker REST GET."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import Any, Final
 
@@ -37,6 +38,14 @@ def fail(message: str) -> None:
 def no_topic(name: str) -> str:
     """The one wording of an unknown topic, for every command."""
     return f"topic {name!r} does not exist"
+
+
+def default_object_store(data_dir: str | os.PathLike[str]) -> str:
+    """The object store a broker uses by default: ``file://<data-dir>/objects`` (as
+    api.export's, without importing pyarrow: ``check`` and ``restore`` need no extra)."""
+    from pathlib import Path
+
+    return f"file://{Path(data_dir).resolve() / 'objects'}"
 
 
 def check_store_url(url: str, option: str = "--object-store") -> None:

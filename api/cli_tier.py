@@ -11,6 +11,7 @@ import click
 
 from api.cli_common import (
     check_store_url,
+    default_object_store,
     emit,
     fail,
     http_json,
@@ -158,7 +159,7 @@ def export_cmd(
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from api.export import default_object_store, export, parse_options
+    from api.export import export, parse_options
 
     opts: dict[str, str] = {}
     for item in extra:

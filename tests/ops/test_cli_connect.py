@@ -123,6 +123,9 @@ def test_base_install_every_command(tmp_path: Path) -> None:
         assert bench.returncode == 0 and json.loads(bench.stdout)["records"] == 200, bench.stderr
     finally:
         b.kill()
+    # commands on a data directory need no extra either (check --remote reads the bucket)
+    r = strata("check", "--data-dir", str(tmp_path / "data"), "--remote", "-o", "json", base=True)
+    assert r.returncode == 0 and json.loads(r.stdout), r.stderr
 
 
 # -- 3. connection options against SASL_SSL ---------------------------------------------------
