@@ -12,6 +12,9 @@ dependencies inside its commands, so ``strata --help`` and every command start f
 
 from __future__ import annotations
 
+import os
+from typing import Any
+
 import click
 
 from api.cli_acl import acl
@@ -26,9 +29,64 @@ from api.cli_topics import topic
 from api.cli_transactions import transactions
 from api.cli_users import tokens, users
 
+# Optional modules a command may need, and the extra of pyproject.toml that brings them.
+EXTRAS = {"pyarrow": "spark", "pyspark": "spark", "numpy": "spark"}
 
-@click.group()
-def main() -> None:
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("strata")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+def _one_line(exc: BaseException) -> str | None:
+    """The one line to print for an exception that escaped a command, or None for a bug
+    (which keeps its traceback)."""
+    from hot.errors import StrataError
+
+    if isinstance(exc, ModuleNotFoundError):
+        name = (exc.name or "").split(".")[0]
+        extra = EXTRAS.get(name)
+        if extra is None:
+            return None
+        return f"this command needs {name}, from the {extra} extra: pip install 'strata[{extra}]'"
+    if isinstance(exc, StrataError):
+        return str(exc)
+    if isinstance(exc, UnicodeDecodeError):
+        return f"input is not UTF-8 text: {exc.reason} at byte {exc.start}"
+    if isinstance(exc, OSError):
+        where = exc.filename or ""
+        return f"{exc.strerror or exc}{f': {where}' if where else ''}"
+    return None
+
+
+class StrataGroup(click.Group):
+    """The root group: an error that escapes a command is one line on stderr and exit 1;
+    ``--debug`` or ``STRATA_DEBUG=1`` keeps the traceback."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as exc:
+            if ctx.params.get("debug") or os.environ.get("STRATA_DEBUG", "") not in ("", "0"):
+                raise
+            line = _one_line(exc)
+            if line is None:
+                line = f"{type(exc).__name__}: {exc} (a bug: rerun with --debug for the traceback)"
+            from api.cli_common import fail
+
+            fail(line)
+
+
+@click.group(cls=StrataGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(_version(), "--version", "-V", prog_name="strata", message="%(prog)s %(version)s")
+@click.option("--debug", is_flag=True, help="Show the traceback of an error [$STRATA_DEBUG].")
+def main(debug: bool) -> None:
     """Strata: a Kafka-compatible log service with tiered storage."""
 
 

@@ -1,22 +1,20 @@
 """``strata acl add|remove|list``: ACLs through CreateAcls/DescribeAcls/DeleteAcls.
 
-Client security, as Kafka's tools: ``--command-config FILE`` with librdkafka-style
-properties (api.client.security), or ``--security-protocol``, ``--sasl-mechanism``,
-``--sasl-user`` with the password from ``STRATA_SASL_PASSWORD`` or ``--password-stdin``,
-and ``--tls-ca``. A password never appears in output or error messages.
+Connection and client security options as every command that talks to a broker
+(api.cli_connect): ``-X key=value``, ``--command-config FILE``, the shorthand flags.
+A password never appears in output or error messages.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import click
 
+from api.cli_common import fail, output_option
+from api.cli_connect import connect, connect_all, connection_options
 from api.protocol.acl import (
     CLUSTER_NAME,
     AclBinding,
@@ -29,96 +27,19 @@ from api.protocol.acl import (
 )
 from hot.errors import StrataError
 
+__all__ = ["acl", "connect", "connect_all", "security_options"]
+
 OPERATIONS = [o.name for o in Operation if o not in (Operation.UNKNOWN, Operation.ANY)]
 
 
 def _fail(message: str) -> None:
-    click.echo(f"strata: error: {message}", err=True)
-    sys.exit(1)
+    fail(message)
 
 
 def security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The client security options (shared by every ``strata acl`` command)."""
-    opts = [
-        click.option(
-            "--bootstrap",
-            "-b",
-            default="127.0.0.1:9092",
-            show_default=True,
-            metavar="HOST:PORT",
-            help="Broker.",
-        ),
-        click.option(
-            "--command-config",
-            type=click.Path(dir_okay=False, path_type=Path),
-            help="librdkafka-style properties: security.protocol, sasl.*, ssl.*.",
-        ),
-        click.option(
-            "--security-protocol",
-            type=click.Choice(["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"], case_sensitive=False),
-        ),
-        click.option("--sasl-mechanism", type=click.Choice(["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"])),
-        click.option("--sasl-user", help="SASL user; the password from $STRATA_SASL_PASSWORD or stdin."),
-        click.option(
-            "--password-stdin", is_flag=True, help="Read the SASL password from stdin's first line."
-        ),
-        click.option(
-            "--tls-ca", type=click.Path(dir_okay=False), help="CA file for the broker's certificate."
-        ),
-        click.option(
-            "--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True
-        ),
-    ]
-    for opt in reversed(opts):
-        fn = opt(fn)
-    return fn
-
-
-def connect(kw: dict[str, Any]) -> Any:
-    """A client of the --bootstrap broker with the command's security options."""
-    return connect_all(kw)[0]
-
-
-def connect_all(kw: dict[str, Any]) -> tuple[Any, Callable[[Any], Any]]:
-    """A client of the --bootstrap broker, and how to connect to any other broker of the
-    cluster with the same security settings (commands that ask each broker or a
-    coordinator)."""
-    from api.client import KafkaClient
-    from api.client.security import ClientSecurity, read_properties
-    from api.protocol.address import HostPort
-
-    props: dict[str, str] = read_properties(kw["command_config"]) if kw["command_config"] else {}
-    for key, opt in (
-        ("security.protocol", "security_protocol"),
-        ("sasl.mechanism", "sasl_mechanism"),
-        ("sasl.username", "sasl_user"),
-        ("ssl.ca.location", "tls_ca"),
-    ):
-        if kw[opt]:
-            props[key] = str(kw[opt])
-    if kw["sasl_user"] and "security.protocol" not in props:
-        props["security.protocol"] = "SASL_SSL" if "ssl.ca.location" in props else "SASL_PLAINTEXT"
-    if "sasl.password" not in props and props.get("security.protocol", "").upper().startswith("SASL"):
-        if kw["password_stdin"]:
-            props["sasl.password"] = sys.stdin.readline().rstrip("\r\n")
-        elif os.environ.get("STRATA_SASL_PASSWORD"):
-            props["sasl.password"] = os.environ["STRATA_SASL_PASSWORD"]
-    bootstrap = kw["bootstrap"]
-    try:
-        security = ClientSecurity.from_properties(props, where=str(kw["command_config"] or "options"))
-        client = KafkaClient.connect(HostPort.parse(bootstrap, setting="--bootstrap"), security=security)
-    except StrataError as exc:
-        _fail(str(exc))
-    except OSError as exc:
-        _fail(f"cannot connect to {bootstrap}: {exc.strerror or exc}")
-
-    def other(addr: HostPort) -> KafkaClient:
-        try:
-            return KafkaClient.connect(addr, security=security)
-        except OSError as exc:
-            raise StrataError(f"cannot connect to broker {addr}: {exc.strerror or exc}") from None
-
-    return client, other
+    """The connection options (api.cli_connect) and --output, shared by ``strata acl``,
+    ``quotas`` and ``transactions``."""
+    return connection_options(output_option(fn))
 
 
 def _resource(topic: str | None, group: str | None, cluster: bool) -> tuple[ResourceType, str | None]:

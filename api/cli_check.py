@@ -320,7 +320,7 @@ def check(
     chosen = resolve(registry, parse_selection(selection))
     url = None
     if remote:
-        from api.export import default_object_store
+        from api.cli_common import default_object_store
 
         url = object_store or default_object_store(data_dir)
     started = time.monotonic()

@@ -5,17 +5,53 @@ broker REST GET."""
 from __future__ import annotations
 
 import json
+import os
 import sys
-from typing import Any
+from typing import Any, Final
 
 import click
 
-from hot.errors import StrataError
+# Said when a listener closes the connection on a client that spoke neither TLS nor SASL:
+# that is what a SASL or TLS listener does to a plaintext client.
+SECURITY_HINT: Final = (
+    " (the listener may need TLS or SASL: give -X security.protocol=SASL_PLAINTEXT|SASL_SSL|SSL "
+    "with -X sasl.mechanism=... -X sasl.username=... and $STRATA_SASL_PASSWORD, or --command-config FILE)"
+)
+_CLOSED: Final = ("closed the connection", "Connection reset by peer", "Broken pipe", "EOF occurred")
+# Whether the command's Kafka client speaks TLS or SASL (set by api.cli_connect).
+SECURED: list[bool] = [False]
+
+
+def explain(message: str) -> str:
+    """``message``, with the hint that the listener may want TLS/SASL when a plaintext
+    client's connection was closed or reset."""
+    if not SECURED[0] and any(s in message for s in _CLOSED) and SECURITY_HINT not in message:
+        return message + SECURITY_HINT
+    return message
 
 
 def fail(message: str) -> None:
-    click.echo(f"strata: error: {message}", err=True)
+    click.echo(f"strata: error: {explain(message)}", err=True)
     sys.exit(1)
+
+
+def no_topic(name: str) -> str:
+    """The one wording of an unknown topic, for every command."""
+    return f"topic {name!r} does not exist"
+
+
+def default_object_store(data_dir: str | os.PathLike[str]) -> str:
+    """The object store a broker uses by default: ``file://<data-dir>/objects`` (as
+    api.export's, without importing pyarrow: ``check`` and ``restore`` need no extra)."""
+    from pathlib import Path
+
+    return f"file://{Path(data_dir).resolve() / 'objects'}"
+
+
+def check_store_url(url: str, option: str = "--object-store") -> None:
+    """Fail before any work (and any progress bar) on a URL no object store reads."""
+    if not url.startswith(("s3://", "file://")):
+        fail(f"{option}: expected s3://bucket/prefix or file:///absolute/path, got {url!r}")
 
 
 def emit(output: str, data: Any, human: str) -> None:
@@ -27,22 +63,10 @@ def emit(output: str, data: Any, human: str) -> None:
 
 bootstrap_option = click.option(
     "--bootstrap", "-b", default="127.0.0.1:9092", show_default=True, metavar="HOST:PORT", help="Broker."
-)
+)  # commands that open a Kafka client take api.cli_connect.connection_options instead
 output_option = click.option(
     "--output", "-o", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
-
-
-def kafka_client(bootstrap: str) -> Any:
-    from api.client import KafkaClient
-    from api.protocol.address import HostPort
-
-    try:
-        return KafkaClient.connect(HostPort.parse(bootstrap, setting="--bootstrap"))
-    except StrataError as exc:
-        fail(str(exc))
-    except OSError as exc:
-        fail(f"cannot connect to {bootstrap}: {exc.strerror or exc}")
 
 
 def cell(value: Any) -> str:
@@ -65,6 +89,9 @@ def http_json(url: str) -> Any:
     import urllib.error
     import urllib.request
 
+    scheme = url.split("://", 1)[0] if "://" in url else ""
+    if scheme not in ("http", "https"):
+        fail(f"--http: expected an http:// or https:// URL of the broker's HTTP listener, got {url!r}")
     try:
         with urllib.request.urlopen(url, timeout=30) as resp:
             return json.loads(resp.read())

@@ -28,8 +28,10 @@ class CliError(Exception):
     """Bad input or a failed operation; the message is the one line to print."""
 
 
-def client_config(bootstrap: str, **extra: Any) -> dict[str, Any]:
-    return {"bootstrap.servers": bootstrap, "logger": _QUIET, **extra}
+def client_config(config: dict[str, str], **extra: Any) -> dict[str, Any]:
+    """librdkafka settings: the command's defaults, then the user's properties
+    (``config``: bootstrap.servers, -X and the profile file; api.cli_connect) over them."""
+    return {**extra, **config, "logger": _QUIET}
 
 
 # -- produce ------------------------------------------------------------------------------------
@@ -42,19 +44,21 @@ class OutRecord:
 
 
 def parse_lines(
-    lines: Iterable[str], key_separator: str | None, *, source: str = "stdin"
+    lines: Iterable[bytes], key_separator: str | None, *, source: str = "stdin"
 ) -> Iterator[OutRecord]:
-    """One record per line (trailing newline dropped); with ``key_separator`` the text
-    before its first occurrence is the key, and a line without it is an error."""
+    """One record per line (trailing newline dropped), bytes as given: input need not be
+    UTF-8. With ``key_separator`` (UTF-8 encoded) the bytes before its first occurrence are
+    the key, and a line without it is an error."""
+    sep_bytes = None if key_separator is None else key_separator.encode()
     for n, line in enumerate(lines, 1):
-        text = line[:-1] if line.endswith("\n") else line
-        if key_separator is None:
-            yield OutRecord(None, text.encode())
+        data = line[:-1] if line.endswith(b"\n") else line
+        if sep_bytes is None:
+            yield OutRecord(None, data)
             continue
-        key, sep, value = text.partition(key_separator)
+        key, sep, value = data.partition(sep_bytes)
         if not sep:
             raise CliError(f"{source} line {n}: no key separator {key_separator!r}")
-        yield OutRecord(key.encode(), value.encode())
+        yield OutRecord(key, value)
 
 
 @dataclass
@@ -87,7 +91,7 @@ class ProduceSummary:
 
 
 def produce(
-    bootstrap: str,
+    config: dict[str, str],
     topic: str,
     records: Iterable[OutRecord],
     *,
@@ -101,7 +105,7 @@ def produce(
 
     producer = Producer(
         client_config(
-            bootstrap,
+            config,
             acks=acks,
             **{"linger.ms": 5, "allow.auto.create.topics": False, "message.timeout.ms": 30000},
         )
@@ -196,7 +200,7 @@ def record_json(msg: Any) -> dict[str, Any]:
 
 
 def consume(
-    bootstrap: str,
+    config: dict[str, str],
     topic: str,
     starts: dict[int, int | str | None],
     *,
@@ -219,7 +223,7 @@ def consume(
 
     consumer = Consumer(
         client_config(
-            bootstrap,
+            config,
             **{
                 "group.id": group or f"strata-cli-{uuid.uuid4().hex[:12]}",
                 "enable.auto.commit": False,
@@ -288,7 +292,7 @@ class BenchResult:
 
 
 def bench(
-    bootstrap: str,
+    config: dict[str, str],
     topic: str,
     partitions: int,
     records: int,
@@ -302,7 +306,7 @@ def bench(
     value = b"x" * record_bytes
     started = time.perf_counter()
     produce(
-        bootstrap,
+        config,
         topic,
         (OutRecord(None, value) for _ in range(records)),
         acks=acks,
@@ -321,7 +325,7 @@ def bench(
 
     started = time.perf_counter()
     got = consume(
-        bootstrap,
+        config,
         topic,
         dict.fromkeys(range(partitions), 0),
         group=None,

@@ -12,27 +12,27 @@ from typing import Any
 import click
 
 from api.cli_common import (
-    bootstrap_option,
     emit,
     fail,
-    kafka_client,
+    no_topic,
     output_option,
 )
+from api.cli_connect import connect, connection_options, librdkafka_config
 from hot.errors import StrataError
 
 # -- records: produce, consume, bench (logic in api.cli_records) ------------------------------
 
 
-def _partitions_of(bootstrap: str, topic: str) -> list[dict[str, Any]]:
+def _partitions_of(conn: dict[str, Any], topic: str) -> list[dict[str, Any]]:
     """The topic's partitions (offsets included) from the first bootstrap broker; one-line
     errors for an unknown topic or an unreachable broker."""
     from hot.errors import UnknownTopicOrPartitionError
 
-    with kafka_client(bootstrap.split(",")[0]) as client:
+    with connect(conn) as client:
         try:
             parts: list[dict[str, Any]] = client.describe_topic(topic)["partitions"]
         except UnknownTopicOrPartitionError:
-            fail(f"unknown topic {topic!r}")
+            fail(no_topic(topic))
         except StrataError as exc:
             fail(str(exc))
     return parts
@@ -71,7 +71,7 @@ _acks = click.option(
     "--header", "-H", "header_items", multiple=True, metavar="KEY=VALUE", help="Header (repeatable)."
 )
 @_acks
-@bootstrap_option
+@connection_options
 @output_option
 def produce_cmd(
     topic_name: str,
@@ -80,10 +80,11 @@ def produce_cmd(
     partition: int | None,
     header_items: tuple[str, ...],
     acks: str,
-    bootstrap: str,
     output: str,
+    **conn: Any,
 ) -> None:
-    """Produce one record per input line; prints a one-line summary."""
+    """Produce one record per input line (bytes as given, any encoding); prints a one-line
+    summary."""
     from api.cli_records import CliError, parse_lines, produce
 
     if key_separator == "":
@@ -94,27 +95,26 @@ def produce_cmd(
         if not sep or not key:
             fail(f"--header expects KEY=VALUE, got {item!r}")
         headers.append((key, value.encode()))
-    parts = _partitions_of(bootstrap, topic_name)
+    parts = _partitions_of(conn, topic_name)
+    config = librdkafka_config(conn)
     _check_partition(topic_name, parts, partition)
     try:
         if path is not None:
-            with open(path, encoding="utf-8") as f:
+            with open(path, "rb") as f:
                 lines = f.readlines()
             source = path
         else:
-            lines = sys.stdin.readlines()
+            lines = sys.stdin.buffer.readlines()  # bytes: records need not be UTF-8
             source = "stdin"
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror or exc}")
-    except UnicodeDecodeError as exc:
-        fail(f"{path or 'stdin'} is not UTF-8 text: {exc.reason} at byte {exc.start}")
     try:
         records = list(parse_lines(lines, key_separator, source=source))
         bar = _progress(f"produce {topic_name}")
         task = bar.add_task("produce", total=len(records))
         with bar:
             summary = produce(
-                bootstrap,
+                config,
                 topic_name,
                 records,
                 acks=acks,
@@ -138,7 +138,7 @@ def produce_cmd(
 @click.option("--group", "-g", help="Consumer group: start at its committed offsets, commit at the end.")
 @click.option("--timeout", "idle_timeout", type=float, help="Stop after SECONDS without a record [never].")
 @click.option("--print-key", is_flag=True, help="Text output: KEY<TAB>VALUE.")
-@bootstrap_option
+@connection_options
 @output_option
 def consume_cmd(
     topic_name: str,
@@ -149,8 +149,8 @@ def consume_cmd(
     group: str | None,
     idle_timeout: float | None,
     print_key: bool,
-    bootstrap: str,
     output: str,
+    **conn: Any,
 ) -> None:
     """Print records: one value per line, or with -o json one JSON object per record
     (topic, partition, offset, timestamp, key, value, headers)."""
@@ -166,7 +166,8 @@ def consume_cmd(
         )
     except CliError as exc:
         fail(str(exc))
-    parts = _partitions_of(bootstrap, topic_name)
+    parts = _partitions_of(conn, topic_name)
+    config = librdkafka_config(conn)
     _check_partition(topic_name, parts, partition)
     chosen = [p for p in parts if partition is None or p["partition"] == partition]
     if isinstance(start, int):
@@ -195,7 +196,7 @@ def consume_cmd(
     try:
         with bar if count is not None else contextlib.nullcontext():
             consume(
-                bootstrap,
+                config,
                 topic_name,
                 {p["partition"]: start for p in chosen},
                 group=group,
@@ -214,17 +215,16 @@ def consume_cmd(
 @click.option("--record-size", type=click.IntRange(min=0), default=100, show_default=True, help="Bytes.")
 @click.option("--partitions", type=click.IntRange(min=1), default=1, show_default=True)
 @_acks
-@bootstrap_option
+@connection_options
 @output_option
-def bench_cmd(
-    records: int, record_size: int, partitions: int, acks: str, bootstrap: str, output: str
-) -> None:
+def bench_cmd(records: int, record_size: int, partitions: int, acks: str, output: str, **conn: Any) -> None:
     """Produce records to a scratch topic, fetch them back, print the rates; the topic is
     deleted afterwards. A quick health check, not bench/bench_broker.py."""
     from api.cli_records import CliError, bench
 
     name = f"strata-bench-{uuid.uuid4().hex[:8]}"
-    with kafka_client(bootstrap.split(",")[0]) as client:
+    config = librdkafka_config(conn)
+    with connect(conn) as client:
         try:
             client.create_topic(name, partitions, -1, {})
         except StrataError as exc:
@@ -234,7 +234,7 @@ def bench_cmd(
     try:
         with bar:
             result = bench(
-                bootstrap,
+                config,
                 name,
                 partitions,
                 records,
@@ -245,7 +245,7 @@ def bench_cmd(
     except CliError as exc:
         fail(str(exc))
     finally:
-        with kafka_client(bootstrap.split(",")[0]) as client, contextlib.suppress(StrataError):
+        with connect(conn) as client, contextlib.suppress(StrataError):
             client.delete_topic(name)
     r = result.rates()
     data = {"records": records, "record_size": record_size, "partitions": partitions, "acks": acks, **r}

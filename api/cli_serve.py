@@ -108,4 +108,13 @@ def serve(
     except StrataError as exc:
         fail(str(exc))
     except OSError as exc:
-        fail(f"{exc.strerror or exc} ({exc.filename or 'listener'})")
+        fail(_os_error(exc))
+
+
+def _os_error(exc: OSError) -> str:
+    """One line for an OSError of startup (a listener that cannot bind names its address,
+    api.server)."""
+    text = exc.strerror or str(exc)
+    if "cannot listen on" in text:
+        return f"{text} (choose another address with --kafka-listen / --http-listen)"
+    return f"{text}{f': {exc.filename}' if exc.filename else ''}"

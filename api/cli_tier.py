@@ -5,16 +5,21 @@ reads them, api.export)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from api.cli_common import (
-    bootstrap_option,
+    check_store_url,
+    default_object_store,
     emit,
     fail,
     http_json,
+    no_topic,
     output_option,
     print_table,
 )
+from api.cli_connect import connection_options
 from hot.errors import StrataError
 
 
@@ -43,6 +48,7 @@ def restore(data_dir: str, object_store: str, topics: tuple[str, ...], output: s
     from tiering.restore import RestoredTopic, RestoreEvent, restore_data_dir
     from tiering.store import open_store
 
+    check_store_url(object_store)
     console = Console(stderr=True)
     bar = Progress(
         TextColumn("[bold]restore[/bold] {task.description}"),
@@ -118,7 +124,7 @@ def restore(data_dir: str, object_store: str, topics: tuple[str, ...], output: s
 @click.option(
     "--include-hot", is_flag=True, help="Also export the not-yet-tiered tail, fetched from --bootstrap."
 )
-@bootstrap_option
+@connection_options
 @click.option(
     "--option",
     "extra",
@@ -144,6 +150,7 @@ def export_cmd(
     extra: tuple[str, ...],
     jobs: int,
     output: str,
+    **conn: Any,
 ) -> None:
     """Write a topic's archived rows as Parquet, read straight from the object store.
 
@@ -152,7 +159,7 @@ def export_cmd(
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from api.export import default_object_store, export, parse_options
+    from api.export import export, parse_options
 
     opts: dict[str, str] = {}
     for item in extra:
@@ -167,7 +174,15 @@ def export_cmd(
     if include_hot:
         opts["includeHot"] = "true"
         opts.setdefault("broker", bootstrap)
+        # the connection options, as the data source's kafka.* options (spark.options)
+        from api.cli_connect import client_properties
+
+        props = client_properties({"bootstrap": bootstrap, **conn})
+        props.pop("_source")
+        for key, value in props.items():
+            opts.setdefault(f"kafka.{key}", value)
     url = object_store or default_object_store(data_dir)
+    check_store_url(url)
     bar = Progress(
         TextColumn("[bold]export[/bold] {task.description}"),
         BarColumn(),
@@ -241,7 +256,7 @@ def tier_status(http_url: str, topics: tuple[str, ...], output: str) -> None:
     known = {t["topic"] for t in listed}
     missing = [t for t in topics if t not in known]
     if missing:
-        fail(f"unknown topic {missing[0]!r}")
+        fail(no_topic(missing[0]))
     chosen = [t for t in listed if not topics or t["topic"] in topics]
     lag = sum(p["upload_lag_bytes"] for t in chosen for p in t["partitions"])
     data = {

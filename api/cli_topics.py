@@ -3,16 +3,18 @@ Kafka listener (api.client)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from api.cli_common import (
-    bootstrap_option,
     emit,
     fail,
-    kafka_client,
+    no_topic,
     output_option,
 )
-from hot.errors import StrataError
+from api.cli_connect import connect, connection_options
+from hot.errors import StrataError, UnknownTopicOrPartitionError
 
 
 @click.group()
@@ -23,14 +25,25 @@ def topic() -> None:
 @topic.command("create")
 @click.argument("name")
 @click.option("--partitions", "-p", type=int, default=1, show_default=True)
-@click.option("--replication-factor", "-r", type=int, default=1, show_default=True)
+@click.option(
+    "--replication-factor",
+    "-r",
+    type=click.IntRange(min=1),
+    help="Replicas per partition [the cluster's default.replication.factor].",
+)
 @click.option(
     "--config", "-c", "configs", multiple=True, metavar="KEY=VALUE", help="Topic config (repeatable)."
 )
-@bootstrap_option
+@connection_options
 @output_option
 def topic_create(
-    name: str, partitions: int, replication_factor: int, configs: tuple[str, ...], bootstrap: str, output: str
+    name: str,
+    partitions: int,
+    replication_factor: int | None,
+    configs: tuple[str, ...],
+    bootstrap: str,
+    output: str,
+    **conn: Any,
 ) -> None:
     """Create a topic."""
     parsed: dict[str, str] = {}
@@ -39,20 +52,21 @@ def topic_create(
         if not sep or not key:
             fail(f"--config expects KEY=VALUE, got {item!r}")
         parsed[key] = value
-    with kafka_client(bootstrap) as client:
+    with connect({"bootstrap": bootstrap, **conn}) as client:
         try:
-            client.create_topic(name, partitions, replication_factor, parsed)
+            # -1: the broker applies its default.replication.factor, as Kafka's tools leave it
+            client.create_topic(name, partitions, replication_factor or -1, parsed)
         except StrataError as exc:
             fail(str(exc))
     emit(output, {"topic": name, "partitions": partitions}, f"created topic {name} ({partitions} partitions)")
 
 
 @topic.command("list")
-@bootstrap_option
+@connection_options
 @output_option
-def topic_list(bootstrap: str, output: str) -> None:
+def topic_list(bootstrap: str, output: str, **conn: Any) -> None:
     """List topics."""
-    with kafka_client(bootstrap) as client:
+    with connect({"bootstrap": bootstrap, **conn}) as client:
         try:
             topics = client.list_topics()
         except StrataError as exc:
@@ -63,13 +77,15 @@ def topic_list(bootstrap: str, output: str) -> None:
 
 @topic.command("describe")
 @click.argument("name")
-@bootstrap_option
+@connection_options
 @output_option
-def topic_describe(name: str, bootstrap: str, output: str) -> None:
+def topic_describe(name: str, bootstrap: str, output: str, **conn: Any) -> None:
     """Show partitions, offsets and configuration of a topic."""
-    with kafka_client(bootstrap) as client:
+    with connect({"bootstrap": bootstrap, **conn}) as client:
         try:
             info = client.describe_topic(name)
+        except UnknownTopicOrPartitionError:
+            fail(no_topic(name))
         except StrataError as exc:
             fail(str(exc))
     lines = [f"topic {info['name']}  id {info['topic_id']}  partitions {len(info['partitions'])}"]
@@ -85,13 +101,15 @@ def topic_describe(name: str, bootstrap: str, output: str) -> None:
 
 @topic.command("delete")
 @click.argument("name")
-@bootstrap_option
+@connection_options
 @output_option
-def topic_delete(name: str, bootstrap: str, output: str) -> None:
+def topic_delete(name: str, bootstrap: str, output: str, **conn: Any) -> None:
     """Delete a topic and all its data."""
-    with kafka_client(bootstrap) as client:
+    with connect({"bootstrap": bootstrap, **conn}) as client:
         try:
             client.delete_topic(name)
+        except UnknownTopicOrPartitionError:
+            fail(no_topic(name))
         except StrataError as exc:
             fail(str(exc))
     emit(output, {"deleted": name}, f"deleted topic {name}")

@@ -92,7 +92,11 @@ def _bind(addr: HostPort) -> socket.socket:
     family = socket.AF_INET6 if ":" in addr.host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((addr.host, addr.port))
+    try:
+        sock.bind((addr.host, addr.port))
+    except OSError as exc:  # named by its address: which listener clashed is the operator's question
+        sock.close()
+        raise OSError(exc.errno, f"cannot listen on {addr}: {exc.strerror}") from None
     sock.listen(1024)
     sock.setblocking(False)
     return sock

@@ -40,6 +40,16 @@ from api.protocol.messages.describe_groups import DescribeGroupsRequest
 from api.protocol.messages.list_groups import ListGroupsRequest
 from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+from api.protocol.messages.offset_commit import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitRequestTopic,
+)
+from api.protocol.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+)
 from api.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
 from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
 from api.protocol.messages.sasl_handshake import SaslHandshakeRequest
@@ -54,6 +64,22 @@ _GROUP_ERRORS = {
 
 # This client names topics in its requests: Fetch v13+ would need their ids instead.
 _CLIENT_MAX_VERSIONS: dict[int, int] = {ApiKey.FETCH: 12}
+
+
+def _code_name(code: int) -> str:
+    """``NAME (Kafka error N)``: the protocol guide's name, so that a message can be looked up."""
+    from api.protocol import error_table
+
+    names = {v: k for k, v in vars(error_table).items() if k.isupper() and isinstance(v, int)}
+    return f"{names.get(code, 'error')} (Kafka error {code})"
+
+
+def _topic_error(name: str, code: int) -> str:
+    from api.protocol.error_table import UNKNOWN_TOPIC_OR_PARTITION
+
+    if code == UNKNOWN_TOPIC_OR_PARTITION:
+        return f"topic {name!r} does not exist"  # the CLI's one wording of it
+    return f"topic {name!r}: {_code_name(code)}"
 
 
 class KafkaClient:
@@ -214,7 +240,7 @@ class KafkaClient:
         )
         topic = md.topics[0]
         if topic.error_code:
-            raise error_for_code(topic.error_code, f"topic {name!r}: Kafka error code {topic.error_code}")
+            raise error_for_code(topic.error_code, _topic_error(name, topic.error_code))
         return len(topic.partitions)
 
     def describe_topic(self, name: str) -> dict[str, Any]:
@@ -224,7 +250,7 @@ class KafkaClient:
         )
         topic = md.topics[0]
         if topic.error_code:
-            raise error_for_code(topic.error_code, f"topic {name!r}: Kafka error {topic.error_code}")
+            raise error_for_code(topic.error_code, _topic_error(name, topic.error_code))
         parts = [p.partition_index for p in topic.partitions]
 
         def offsets(ts: int) -> dict[int, int]:
@@ -317,7 +343,7 @@ class KafkaClient:
         out = []
         for g in resp.groups:
             if g.error_code:
-                raise error_for_code(g.error_code, f"group {g.group_id!r}: Kafka error {g.error_code}")
+                raise error_for_code(g.error_code, f"group {g.group_id!r}: {_code_name(g.error_code)}")
             members = []
             for m in g.members:
                 parts: list[list[Any]] = []
@@ -362,7 +388,7 @@ class KafkaClient:
             resp = self.call(ApiKey.OFFSET_FETCH, OffsetFetchRequest(group_id=group, topics=None))
             error, topics = resp.error_code, resp.topics
         if error:
-            raise error_for_code(error, f"group {group!r}: Kafka error {error}")
+            raise error_for_code(error, f"group {group!r}: {_code_name(error)}")
         out: dict[tuple[str, int], int] = {}
         for t in topics:
             for p in t.partitions:
@@ -402,6 +428,54 @@ class KafkaClient:
         desc["partitions"] = rows
         desc["total_lag"] = sum(r["lag"] for r in rows if r["lag"] is not None)
         return desc
+
+    def commit_offsets(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
+        """Commit ``offsets`` for ``group`` as an admin does (generation -1, no member): the
+        broker accepts that only while the group has no members (kafka-consumer-groups
+        --reset-offsets). Any partition's error is raised."""
+        by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append(
+                OffsetCommitRequestPartition(partition_index=partition, committed_offset=offset)
+            )
+        req = OffsetCommitRequest(
+            group_id=group,
+            topics=tuple(
+                OffsetCommitRequestTopic(name=t, partitions=tuple(ps)) for t, ps in by_topic.items()
+            ),
+        )
+        for t in self.call(ApiKey.OFFSET_COMMIT, req).topics:
+            for p in t.partitions:
+                if p.error_code:
+                    raise error_for_code(
+                        p.error_code,
+                        f"group {group!r}, {t.name}-{p.partition_index}: {_code_name(p.error_code)}",
+                    )
+
+    def delete_offsets(self, group: str, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """OffsetDelete: forget ``group``'s committed offsets of ``partitions``; the error
+        code per partition (0: deleted; GROUP_SUBSCRIBED_TO_TOPIC while a member consumes
+        the topic). A group-level error is raised."""
+        by_topic: dict[str, list[int]] = {}
+        for topic, partition in sorted(partitions):
+            by_topic.setdefault(topic, []).append(partition)
+        req = OffsetDeleteRequest(
+            group_id=group,
+            topics=tuple(
+                OffsetDeleteRequestTopic(
+                    name=t, partitions=tuple(OffsetDeleteRequestPartition(partition_index=p) for p in ps)
+                )
+                for t, ps in by_topic.items()
+            ),
+        )
+        resp = self.call(ApiKey.OFFSET_DELETE, req)
+        if resp.error_code:
+            raise error_for_code(resp.error_code, f"group {group!r}: {_code_name(resp.error_code)}")
+        return {(t.name, p.partition_index): p.error_code for t in resp.topics for p in t.partitions}
+
+    @staticmethod
+    def error_name(code: int) -> str:
+        return _code_name(code)
 
     def delete_groups(self, groups: Sequence[str]) -> None:
         """DeleteGroups; raises the first group's error (NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND)."""

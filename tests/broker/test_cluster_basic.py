@@ -292,3 +292,23 @@ def test_parked_consumer_fetch_is_woken_when_the_high_watermark_moves(cluster: C
     cluster.create_topic(topic, 1, rf=3, min_isr=2, configs={"strata.flush.mode": mode})
     median = median_delivery_seconds(cluster.bootstrap, topic, records=20)
     assert median < 0.1, f"median delivery {median * 1000:.0f} ms: parked fetches are not woken ({mode})"
+
+
+def test_strata_topic_create_leaves_the_replication_factor_to_the_cluster(cluster: Cluster) -> None:
+    # Without -r the CLI sends -1, so default.replication.factor (3 here) applies.
+    def create(name: str, *extra: str) -> None:
+        bootstrap = cluster.bootstrap.split(",")[0]
+        r = subprocess.run(
+            [sys.executable, "-m", "api.cli", "topic", "create", name, "-b", bootstrap, *extra],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 0, r.stderr
+
+    create("cli-default-rf")
+    create("cli-rf-2", "-r", "2")
+    topics = cluster.view().topics
+    assert topics["cli-default-rf"].value.replication_factor == 3
+    assert topics["cli-rf-2"].value.replication_factor == 2

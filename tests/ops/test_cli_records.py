@@ -112,8 +112,8 @@ def test_bad_input_is_one_line_with_exit_1(
     b = broker_factory()
     create_topic(b.bootstrap, TOPIC, 1)
     bs = ("-b", b.bootstrap)
-    _one_line_error(strata("produce", "nosuch", *bs, stdin="x\n"), "unknown topic 'nosuch'")
-    _one_line_error(strata("consume", "nosuch", *bs, "-n", "1"), "unknown topic 'nosuch'")
+    _one_line_error(strata("produce", "nosuch", *bs, stdin="x\n"), "topic 'nosuch' does not exist")
+    _one_line_error(strata("consume", "nosuch", *bs, "-n", "1"), "topic 'nosuch' does not exist")
     _one_line_error(strata("consume", TOPIC, *bs, "--offset", "abc"), "--offset: expected an offset")
     _one_line_error(strata("consume", TOPIC, *bs, "--offset", "-3"), "--offset: offsets are non-negative")
     _one_line_error(

@@ -63,7 +63,7 @@ def test_tier_status_reports_offsets_bytes_and_upload_lag(
 
     r = strata("tier", "status", "--http", b.http_url, "--topic", "nosuch")
     assert r.returncode == 1 and r.stdout == ""
-    assert r.stderr == "strata: error: unknown topic 'nosuch'\n"
+    assert r.stderr == "strata: error: topic 'nosuch' does not exist\n"
     assert b.stop() == 0
 
 

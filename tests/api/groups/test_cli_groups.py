@@ -131,3 +131,58 @@ def test_groups_list_describe_delete(gbroker: BrokerProcess) -> None:
     assert r.stderr.strip() == f"strata: error: group '{group}' does not exist"
     r = strata("groups", "delete", group, "-b", b)
     assert r.returncode == 1 and "does not exist" in r.stderr
+
+
+def test_groups_reset_offsets_and_delete_offsets(gbroker: BrokerProcess) -> None:
+    topic, group = "rs-t", "rs-g"
+    b = gbroker.bootstrap
+    create_topic(b, topic, 2)
+    produce(b, topic, [(None, b"x", i % 2) for i in range(20)])  # offsets 0-9 in each partition
+
+    def committed() -> dict[int, int]:
+        r = strata("groups", "describe", group, "-b", b, "-o", "json")
+        assert r.returncode == 0, r.stderr
+        return {p["partition"]: p["committed_offset"] for p in json.loads(r.stdout)["partitions"]}
+
+    def reset(*args: str) -> Any:
+        r = strata("groups", "reset-offsets", group, "-b", b, "-o", "json", *args)
+        assert r.returncode == 0, r.stderr
+        return {p["partition"]: p["new_offset"] for p in json.loads(r.stdout)["partitions"]}
+
+    c = consumer(b, group)
+    try:
+        c.subscribe([topic])
+        wait_for("an assignment", lambda: c.poll(0.05) is not None or len(c.assignment()) == 2)
+        c.commit(offsets=[CkTopicPartition(topic, 0, 4), CkTopicPartition(topic, 1, 10)], asynchronous=False)
+        r = strata("groups", "reset-offsets", group, "-b", b, "--topic", topic, "--to-earliest", "--execute")
+        assert r.returncode == 1 and r.stderr.count("\n") == 1
+        assert "offsets can be reset only while it is inactive" in r.stderr
+    finally:
+        c.close()
+    http = rest(gbroker.http_url)
+    wait_for("an empty group", lambda: http.get(f"/v1/groups/{group}/lag").json()["state"] == "Empty")
+
+    assert reset("--topic", topic, "--to-earliest") == {0: 0, 1: 0}  # a dry run: nothing committed
+    assert committed() == {0: 4, 1: 10}
+    assert reset("--topic", f"{topic}:0", "--shift-by", "-2", "--execute") == {0: 2}
+    assert committed() == {0: 2, 1: 10}
+    assert reset("--all-topics", "--to-offset", "100", "--execute") == {0: 10, 1: 10}  # kept in the log
+    assert reset("--topic", topic, "--to-datetime", "2000-01-01T00:00:00+00:00", "--execute") == {0: 0, 1: 0}
+    assert reset("--topic", topic, "--to-datetime", "2999-01-01T00:00:00+00:00") == {0: 10, 1: 10}
+    assert reset("--topic", f"{topic}:1", "--to-latest", "--execute") == {1: 10}
+    assert committed() == {0: 0, 1: 10}
+    text = strata("groups", "reset-offsets", group, "-b", b, "--topic", topic, "--to-latest")
+    assert "NEW-OFFSET" in text.stdout and "dry run: nothing committed" in text.stdout
+    for bad, says in (
+        (("--topic", topic, "--to-latest", "--to-earliest"), "exactly one of"),
+        (("--topic", "nope", "--to-latest"), "topic 'nope' does not exist"),
+        (("--topic", f"{topic}:7", "--to-latest"), "partition 7 out of range"),
+        (("--to-latest",), "--all-topics"),
+    ):
+        r = strata("groups", "reset-offsets", group, "-b", b, *bad)
+        assert r.returncode == 1 and r.stderr.count("\n") == 1 and says in r.stderr, (bad, r.stderr)
+
+    r = strata("groups", "delete-offsets", group, "-b", b, "--topic", f"{topic}:1", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == [{"topic": topic, "partition": 1, "error": None}]
+    assert committed() == {0: 0}
