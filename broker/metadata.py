@@ -487,6 +487,7 @@ class ClusterView:
         self.seq = 0  # bumped by every applied update
         self._changed = asyncio.Event()
         self._names_by_id: dict[uuid.UUID, str] = {}
+        self._ids_by_name: dict[str, uuid.UUID] = {}
         self._names_seq = -1  # the seq _names_by_id was built at
 
     def apply(self, update: WatchUpdate) -> None:
@@ -554,17 +555,21 @@ class ClusterView:
     def live_broker_ids(self) -> frozenset[int]:
         return frozenset(self.brokers)
 
-    def topic_name(self, topic_id: uuid.UUID) -> str | None:
-        """The topic with this id (KIP-516: Fetch v13+ names topics by id), None if none;
-        the index is rebuilt on the first lookup after the view changed."""
+    def _id_index(self) -> None:
+        # Rebuilt on the first lookup after the view changed (every fetch of a v13+ client asks).
         if self._names_seq != self.seq:
-            self._names_by_id = {uuid.UUID(v.value.topic_id): name for name, v in self.topics.items()}
+            self._ids_by_name = {name: uuid.UUID(v.value.topic_id) for name, v in self.topics.items()}
+            self._names_by_id = {i: name for name, i in self._ids_by_name.items()}
             self._names_seq = self.seq
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The topic with this id (KIP-516: Fetch v13+ names topics by id), None if none."""
+        self._id_index()
         return self._names_by_id.get(topic_id)
 
     def topic_id(self, name: str) -> uuid.UUID | None:
-        v = self.topics.get(name)
-        return None if v is None else uuid.UUID(v.value.topic_id)
+        self._id_index()
+        return self._ids_by_name.get(name)
 
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
         v = self.partitions.get((topic, partition))

@@ -237,6 +237,11 @@ def test_view_applies_reset_and_events_and_skips_corrupt_values() -> None:
     assert view.partition_state("t", 0) == state
     assert view.leader_of("t", 0) == view.brokers[1]
     assert view.controller is not None and view.controller.value.epoch == 1
+    # Topic ids both ways (Fetch v13+), the index following the view.
+    assert view.topic_name(uuid.UUID(topic.topic_id)) == "t" and view.topic_id("t") == uuid.UUID(
+        topic.topic_id
+    )
+    assert view.topic_name(uuid.uuid4()) is None and view.topic_id("u") is None
     seq = view.seq
     view.apply(WatchEvent(WatchEventType.DELETE, KeyValue(k.broker(1), b"", 0, 11, 0, 0)))
     assert view.seq == seq + 1 and view.revision == 11 and view.leader_of("t", 0) is None
@@ -246,3 +251,4 @@ def test_view_applies_reset_and_events_and_skips_corrupt_values() -> None:
     assert view.controller is None
     view.apply(WatchReset((), 20))
     assert not view.brokers and not view.topics and not view.partitions and view.revision == 20
+    assert view.topic_name(uuid.UUID(topic.topic_id)) is None and view.topic_id("t") is None
