@@ -251,4 +251,4 @@ def test_view_applies_reset_and_events_and_skips_corrupt_values() -> None:
     assert view.controller is None
     view.apply(WatchReset((), 20))
     assert not view.brokers and not view.topics and not view.partitions and view.revision == 20
-    assert view.topic_name(uuid.UUID(topic.topic_id)) is None and view.topic_id("t") is None
+    assert view.topic_name(tid) is None and view.topic_id("t") is None
