@@ -238,9 +238,8 @@ def test_view_applies_reset_and_events_and_skips_corrupt_values() -> None:
     assert view.leader_of("t", 0) == view.brokers[1]
     assert view.controller is not None and view.controller.value.epoch == 1
     # Topic ids both ways (Fetch v13+), the index following the view.
-    assert view.topic_name(uuid.UUID(topic.topic_id)) == "t" and view.topic_id("t") == uuid.UUID(
-        topic.topic_id
-    )
+    tid = uuid.UUID(topic.topic_id)
+    assert view.topic_name(tid) == "t" and view.topic_id("t") == tid
     assert view.topic_name(uuid.uuid4()) is None and view.topic_id("u") is None
     seq = view.seq
     view.apply(WatchEvent(WatchEventType.DELETE, KeyValue(k.broker(1), b"", 0, 11, 0, 0)))
