@@ -12,7 +12,22 @@ contract "client" in pyproject.toml), never the server.
 * ``lag``           a partition's consumer lag, as Kafka's tools compute it
 """
 
-from api.client.kafka_client import KafkaClient
+from typing import TYPE_CHECKING, Any
+
 from api.client.security import ClientSecurity, read_properties
+
+if TYPE_CHECKING:
+    from api.client.kafka_client import KafkaClient
+
+
+def __getattr__(name: str) -> Any:
+    # KafkaClient pulls in the whole wire codec (every API's compiled schema, ~0.25 s):
+    # loaded on first use, so that Spark's option parsing and `strata -h` do not pay it.
+    if name == "KafkaClient":
+        from api.client.kafka_client import KafkaClient
+
+        return KafkaClient
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = ["ClientSecurity", "KafkaClient", "read_properties"]
