@@ -69,6 +69,7 @@ from api.handlers.scram_users import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
 )
+from api.handlers.topic_partitions import handle_describe_topic_partitions
 from api.handlers.topics import (
     handle_create_partitions,
     handle_create_topics,
@@ -113,6 +114,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,
     ApiKey.FIND_COORDINATOR: handle_find_coordinator,

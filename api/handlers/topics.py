@@ -65,7 +65,11 @@ if TYPE_CHECKING:
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _partitions(broker: Broker, name: str, a: TopicAssignment) -> tuple[MetadataResponsePartition, ...]:
+def metadata_partitions(
+    broker: Broker, name: str, a: TopicAssignment
+) -> tuple[MetadataResponsePartition, ...]:
+    """Each partition's leader, epoch, replicas, ISR and offline replicas from the view (also
+    DescribeTopicPartitions', api.handlers.topic_partitions)."""
     view = broker.replicas.view
     out: list[MetadataResponsePartition] = []
     for p, replicas in enumerate(a.partitions):
@@ -130,7 +134,7 @@ async def handle_metadata(conn: Connection, header: RequestHeader, req: Metadata
                 name=name,
                 topic_id=uuid.UUID(a.topic_id),
                 is_internal=is_internal(name),
-                partitions=_partitions(broker, name, a),
+                partitions=metadata_partitions(broker, name, a),
             )
         )
     brokers = tuple(

@@ -47,6 +47,10 @@ from api.protocol.messages.describe_configs import DescribeConfigsRequest, Descr
 from api.protocol.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from api.protocol.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from api.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
+from api.protocol.messages.describe_topic_partitions import (
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+)
 from api.protocol.messages.describe_transactions import (
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
@@ -137,6 +141,7 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 # (version, message) -> message; for the few wire quirks a table cannot express.
@@ -290,6 +295,14 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.CREATE_PARTITIONS, CreatePartitionsRequest, CreatePartitionsResponse, "0-3", "2+"),
         # DeleteRecords (api.handlers.delete_records)
         _api(ApiKey.DELETE_RECORDS, DeleteRecordsRequest, DeleteRecordsResponse, "0-2", "2+"),
+        # DescribeTopicPartitions (KIP-966; api.handlers.topics)
+        _api(
+            ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+            DescribeTopicPartitionsRequest,
+            DescribeTopicPartitionsResponse,
+            "0",
+            "0+",
+        ),
         # DescribeLogDirs (api.handlers.log_dirs)
         _api(ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest, DescribeLogDirsResponse, "1-4", "2+"),
         # partition reassignment (KIP-455; api.handlers.reassignment)

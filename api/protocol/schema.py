@@ -27,7 +27,8 @@ wherever Kafka's JSON leaves it unset (the defaults must then be Kafka's: 0, "",
 empty, null).
 
 Kinds are the primitives below, ``ARRAY(elem)`` where elem is a primitive kind or a struct
-class, and ``STRUCT(cls)``. The message's flexible versions (KIP-482) switch strings, bytes
+class, and ``STRUCT(cls)`` (a nullable struct is preceded by an INT8 marker, -1 for null, as
+in Kafka). The message's flexible versions (KIP-482) switch strings, bytes
 and arrays to their compact encodings and add a tagged-field section after every struct.
 Tagged fields are written only when they differ from their default, as Kafka does (a
 struct-valued tagged field is None when absent and is not written when None or equal to its
@@ -330,8 +331,6 @@ def _build(codec: StructCodec) -> None:
                 raise SchemaError(f"{name}.{fi.name}: tagged in non-flexible v{version}")
             tagged.append(fi)
         else:
-            if isinstance(fi.kind, Struct) and fi.nullable_in(version):
-                raise SchemaError(f"{name}.{fi.name}: nullable structs are not supported")
             if fi.nullable_in(version) and isinstance(fi.kind, Prim) and not fi.kind.nullable_ok:
                 raise SchemaError(f"{name}.{fi.name}: {fi.kind.name} cannot be nullable")
             plain.append(fi)
@@ -585,11 +584,32 @@ def _reader(kind: Kind, nullable: bool, flexible: bool, version: int) -> tuple[R
         return _prim_reader(kind, nullable, flexible)
     if isinstance(kind, Struct):
         codec = struct_codec(kind.cls, version, flexible)
+        if nullable:
+            return _nullable_struct_reader(_late_decode(codec)), 1
         return _late_decode(codec), codec.min_size
     if isinstance(kind, Array):
         elem_read, elem_min = _reader(kind.elem, False, flexible, version)
         return _array_reader(elem_read, elem_min, nullable, flexible), 1 if flexible else 4
     raise SchemaError(f"unknown kind {kind!r}")
+
+
+def _nullable_struct_reader(read: ReadFn) -> ReadFn:
+    # Kafka's nullable struct: an INT8 marker, negative for null, then the struct.
+    def nullable_read(r: Reader) -> Any:
+        return None if r.int8() < 0 else read(r)
+
+    return nullable_read
+
+
+def _nullable_struct_writer(write: WriteFn) -> WriteFn:
+    def nullable_write(w: Writer, v: Any) -> None:
+        if v is None:
+            w.int8(-1)
+        else:
+            w.int8(1)
+            write(w, v)
+
+    return nullable_write
 
 
 def _late_decode(codec: StructCodec) -> ReadFn:
@@ -651,7 +671,8 @@ def _array_reader(elem_read: ReadFn, elem_min: int, nullable: bool, flexible: bo
 
 def _writer(kind: Kind, nullable: bool, flexible: bool, version: int) -> WriteFn:
     if isinstance(kind, Struct):
-        return _late_encode(struct_codec(kind.cls, version, flexible))
+        write_struct = _late_encode(struct_codec(kind.cls, version, flexible))
+        return _nullable_struct_writer(write_struct) if nullable else write_struct
     if isinstance(kind, Array):
         return _array_writer(_writer(kind.elem, False, flexible, version), nullable, flexible)
     if isinstance(kind, Prim):

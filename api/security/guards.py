@@ -64,6 +64,12 @@ from api.protocol.messages.describe_producers import (
     DescribeProducersPartitionResponse,
     DescribeProducersTopicResponse,
 )
+from api.protocol.messages.describe_topic_partitions import (
+    DescribeTopicPartitionsRequest,
+    DescribeTopicPartitionsResponse,
+    DescribeTopicPartitionsResponseTopic,
+)
+from api.protocol.messages.describe_topic_partitions import TopicRequest as DTPTopicRequest
 from api.protocol.messages.describe_transactions import (
     DescribedTransactionState,
     DescribeTransactionsRequest,
@@ -484,6 +490,35 @@ async def guard_alter_client_quotas(
     )
 
 
+async def guard_describe_topic_partitions(
+    inner: Handler, conn: Connection, header: RequestHeader, req: DescribeTopicPartitionsRequest
+) -> Any:
+    """DESCRIBE on each topic: a named topic refused says so; asked for every topic, only the
+    describable ones are listed (as Kafka's DescribeTopicPartitions does)."""
+    if not req.topics:
+        view = conn.broker.replicas.view
+        names = [
+            t
+            for t in sorted(view.topics)
+            if allowed(conn, Operation.DESCRIBE, ResourceType.TOPIC, t, quiet=True)
+        ]
+        if not names:
+            return DescribeTopicPartitionsResponse()
+        req = dataclasses.replace(req, topics=tuple(DTPTopicRequest(name=n) for n in names))
+        return await inner(conn, header, req)
+    ok, no = _split(req.topics, lambda t: topic_ok(conn, Operation.DESCRIBE, t.name))
+    refused = [
+        DescribeTopicPartitionsResponseTopic(error_code=E.TOPIC_AUTHORIZATION_FAILED, name=t.name) for t in no
+    ]
+    if not ok:
+        return DescribeTopicPartitionsResponse(topics=tuple(refused))
+    resp: DescribeTopicPartitionsResponse = await inner(
+        conn, header, dataclasses.replace(req, topics=tuple(ok))
+    )
+    topics = sorted([*resp.topics, *refused], key=lambda t: t.name or "")
+    return dataclasses.replace(resp, topics=tuple(topics))
+
+
 async def guard_describe_log_dirs(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
     # Kafka: DESCRIBE on the cluster, else no log directory (v3+ says why).
     if allowed_cluster(conn, Operation.DESCRIBE):
@@ -652,6 +687,7 @@ TOPIC_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.CREATE_PARTITIONS: guard_create_partitions,
     ApiKey.DELETE_RECORDS: guard_delete_records,
     ApiKey.DESCRIBE_LOG_DIRS: guard_describe_log_dirs,
+    ApiKey.DESCRIBE_TOPIC_PARTITIONS: guard_describe_topic_partitions,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster_guard(Operation.DESCRIBE),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: guard_alter_user_scram_credentials,
     ApiKey.DESCRIBE_CONFIGS: guard_describe_configs,

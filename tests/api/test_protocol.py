@@ -222,6 +222,7 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         50: (0, 0, 0),  # DescribeUserScramCredentials (KIP-554)
         51: (0, 0, 0),  # AlterUserScramCredentials
         35: (1, 4, 2),  # DescribeLogDirs (v0 removed in Kafka 4.0)
+        75: (0, 0, 0),  # DescribeTopicPartitions (KIP-966)
     }
 
 
@@ -260,6 +261,7 @@ KP: dict[int, tuple[Any, Any]] = {
     50: (kp_admin.DescribeUserScramCredentialsRequest, kp_admin.DescribeUserScramCredentialsResponse),
     51: (kp_admin.AlterUserScramCredentialsRequest, kp_admin.AlterUserScramCredentialsResponse),
     35: (kp_admin.DescribeLogDirsRequest, kp_admin.DescribeLogDirsResponse),
+    75: (kp_admin.DescribeTopicPartitionsRequest, kp_admin.DescribeTopicPartitionsResponse),
 }
 
 # The group-coordinator APIs are checked against kafka-python at every version, both
