@@ -278,6 +278,18 @@ class UnsupportedSaslMechanismError(StrataError):
     """A SASL mechanism this listener does not enable."""
 
 
+class PreferredLeaderNotAvailableError(StrataError):
+    """ElectLeaders: the preferred replica is not alive or not in sync."""
+
+
+class EligibleLeadersNotAvailableError(StrataError):
+    """ElectLeaders (unclean): no live replica could lead."""
+
+
+class ElectionNotNeededError(StrataError):
+    """ElectLeaders: the partition already has the leader asked for."""
+
+
 class ResourceNotFoundError(StrataError):
     """A named resource that does not exist (a SCRAM credential to delete or describe)."""
 

@@ -40,6 +40,7 @@ from api.handlers.configs import (
     handle_incremental_alter_configs,
 )
 from api.handlers.delete_records import handle_delete_records
+from api.handlers.elections import handle_elect_leaders
 from api.handlers.fetch import handle_fetch
 from api.handlers.groups import (
     handle_delete_groups,
@@ -114,6 +115,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.CREATE_PARTITIONS: handle_create_partitions,
     ApiKey.DELETE_RECORDS: handle_delete_records,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.ELECT_LEADERS: handle_elect_leaders,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: handle_describe_topic_partitions,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: handle_describe_user_scram_credentials,
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: handle_alter_user_scram_credentials,

@@ -55,6 +55,7 @@ from api.protocol.messages.describe_transactions import (
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
 )
+from api.protocol.messages.elect_leaders import ElectLeadersRequest, ElectLeadersResponse
 from api.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
 from api.protocol.messages.fetch import FetchRequest, FetchResponse, ReplicaState
 from api.protocol.messages.find_coordinator import FindCoordinatorRequest, FindCoordinatorResponse
@@ -129,6 +130,7 @@ class ApiKey(enum.IntEnum):
     SASL_AUTHENTICATE = 36
     CREATE_PARTITIONS = 37
     DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
     INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION_REASSIGNMENTS = 45
     LIST_PARTITION_REASSIGNMENTS = 46
@@ -303,6 +305,8 @@ APIS: Final[dict[int, ApiSpec]] = {
             "0",
             "0+",
         ),
+        # ElectLeaders (KIP-460; api.handlers.elections)
+        _api(ApiKey.ELECT_LEADERS, ElectLeadersRequest, ElectLeadersResponse, "0-2", "2+"),
         # DescribeLogDirs (api.handlers.log_dirs)
         _api(ApiKey.DESCRIBE_LOG_DIRS, DescribeLogDirsRequest, DescribeLogDirsResponse, "1-4", "2+"),
         # partition reassignment (KIP-455; api.handlers.reassignment)

@@ -26,6 +26,8 @@ from hot.errors import (
     DiskHighWaterError,
     DuplicateResourceError,
     DuplicateSequenceError,
+    ElectionNotNeededError,
+    EligibleLeadersNotAvailableError,
     FencedInstanceIdError,
     FencedLeaderEpochError,
     GroupAuthorizationFailedError,
@@ -65,6 +67,7 @@ from hot.errors import (
     OffsetOutOfRangeError,
     OutOfOrderSequenceError,
     PolicyViolationError,
+    PreferredLeaderNotAvailableError,
     ProducerFencedError,
     RebalanceInProgressError,
     RecordTooLargeError,
@@ -159,6 +162,9 @@ INVALID_REPLICA_ASSIGNMENT: Final = 39
 NO_REASSIGNMENT_IN_PROGRESS: Final = 85
 UNSUPPORTED_SASL_MECHANISM: Final = 33
 RESOURCE_NOT_FOUND: Final = 91
+PREFERRED_LEADER_NOT_AVAILABLE: Final = 80
+ELIGIBLE_LEADERS_NOT_AVAILABLE: Final = 83
+ELECTION_NOT_NEEDED: Final = 84
 DUPLICATE_RESOURCE: Final = 92
 UNACCEPTABLE_CREDENTIAL: Final = 93
 ILLEGAL_SASL_STATE: Final = 34
@@ -205,6 +211,9 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     AuthenticationError: (SASL_AUTHENTICATION_FAILED, 401),
     UnsupportedSaslMechanismError: (UNSUPPORTED_SASL_MECHANISM, 400),
     ResourceNotFoundError: (RESOURCE_NOT_FOUND, 404),
+    PreferredLeaderNotAvailableError: (PREFERRED_LEADER_NOT_AVAILABLE, 409),
+    EligibleLeadersNotAvailableError: (ELIGIBLE_LEADERS_NOT_AVAILABLE, 409),
+    ElectionNotNeededError: (ELECTION_NOT_NEEDED, 409),
     DuplicateResourceError: (DUPLICATE_RESOURCE, 400),
     UnacceptableCredentialError: (UNACCEPTABLE_CREDENTIAL, 400),
     IllegalSaslStateError: (ILLEGAL_SASL_STATE, 400),

@@ -75,6 +75,7 @@ from api.protocol.messages.describe_transactions import (
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
 )
+from api.protocol.messages.elect_leaders import ElectLeadersResponse, PartitionResult, ReplicaElectionResult
 from api.protocol.messages.end_txn import EndTxnResponse
 from api.protocol.messages.fetch import (
     FetchableTopicResponse,
@@ -519,6 +520,25 @@ async def guard_describe_topic_partitions(
     return dataclasses.replace(resp, topics=tuple(topics))
 
 
+async def guard_elect_leaders(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    # Kafka: ALTER on the cluster; refused, every named partition says so (v1+ also at the top).
+    if allowed_cluster(conn, Operation.ALTER):
+        return await inner(conn, header, req)
+    code = E.CLUSTER_AUTHORIZATION_FAILED
+    return ElectLeadersResponse(
+        error_code=code,
+        replica_election_results=tuple(
+            ReplicaElectionResult(
+                topic=t.topic,
+                partition_result=tuple(
+                    PartitionResult(partition_id=p, error_code=code) for p in t.partitions
+                ),
+            )
+            for t in req.topic_partitions or ()
+        ),
+    )
+
+
 async def guard_describe_log_dirs(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
     # Kafka: DESCRIBE on the cluster, else no log directory (v3+ says why).
     if allowed_cluster(conn, Operation.DESCRIBE):
@@ -687,6 +707,7 @@ TOPIC_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.CREATE_PARTITIONS: guard_create_partitions,
     ApiKey.DELETE_RECORDS: guard_delete_records,
     ApiKey.DESCRIBE_LOG_DIRS: guard_describe_log_dirs,
+    ApiKey.ELECT_LEADERS: guard_elect_leaders,
     ApiKey.DESCRIBE_TOPIC_PARTITIONS: guard_describe_topic_partitions,
     ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: _cluster_guard(Operation.DESCRIBE),
     ApiKey.ALTER_USER_SCRAM_CREDENTIALS: guard_alter_user_scram_credentials,

@@ -223,6 +223,7 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         51: (0, 0, 0),  # AlterUserScramCredentials
         35: (1, 4, 2),  # DescribeLogDirs (v0 removed in Kafka 4.0)
         75: (0, 0, 0),  # DescribeTopicPartitions (KIP-966)
+        43: (0, 2, 2),  # ElectLeaders (KIP-460)
     }
 
 
@@ -262,6 +263,7 @@ KP: dict[int, tuple[Any, Any]] = {
     51: (kp_admin.AlterUserScramCredentialsRequest, kp_admin.AlterUserScramCredentialsResponse),
     35: (kp_admin.DescribeLogDirsRequest, kp_admin.DescribeLogDirsResponse),
     75: (kp_admin.DescribeTopicPartitionsRequest, kp_admin.DescribeTopicPartitionsResponse),
+    43: (kp_admin.ElectLeadersRequest, kp_admin.ElectLeadersResponse),
 }
 
 # The group-coordinator APIs are checked against kafka-python at every version, both

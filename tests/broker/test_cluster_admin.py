@@ -532,3 +532,37 @@ def test_delete_records_waits_for_every_replica_to_move_its_log_start(cluster: C
     finally:
         cluster.nodes[leader].start()
         cluster.wait_registered()
+
+
+def test_preferred_leader_election_moves_leadership_back(cluster: Cluster) -> None:
+    """ElectLeaders with confluent-kafka's AdminClient: after a failover the preferred replica
+    (the first) is back in sync but not leading; a PREFERRED election makes it lead again
+    (epoch bumped, every record still readable); a second one is ELECTION_NOT_NEEDED, and an
+    UNCLEAN one on a partition with a leader too."""
+    from confluent_kafka import ElectionType
+
+    topic = f"el-{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(topic, 1, rf=3, min_isr=2)
+    preferred = cluster.view().topics[topic].value.partitions[0][0]
+    wait_until(lambda: cluster.leader(topic, 0) == preferred, "the preferred replica leads")
+    _produce(cluster, topic, 0, 20)
+    cluster.nodes[preferred].kill()
+    try:
+        wait_until(lambda: cluster.leader(topic, 0) not in (preferred, -1), "a failover")
+        _produce(cluster, topic, 0, 10)
+    finally:
+        cluster.nodes[preferred].start()
+        cluster.wait_registered()
+    wait_until(lambda: cluster.fully_replicated(topic), "the preferred replica back in sync")
+    before = cluster.state(topic, 0)
+    assert before.leader != preferred
+    admin = _admin(cluster)
+    tp = ck.TopicPartition(topic, 0)
+    admin.elect_leaders(ElectionType.PREFERRED, [tp]).result(timeout=30)
+    wait_until(lambda: cluster.leader(topic, 0) == preferred, "the preferred replica leads again")
+    assert cluster.state(topic, 0).leader_epoch > before.leader_epoch
+    assert len(_consume(cluster, topic, 0, 30)) == 30
+    for kind in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
+        res = admin.elect_leaders(kind, [tp]).result(timeout=30)
+        err = res[tp] if isinstance(res, dict) else None
+        assert err is not None and err.code() == E.ELECTION_NOT_NEEDED, res
