@@ -772,3 +772,21 @@ def test_fuzz_mutated_valid_responses(idx: int, flips: list[tuple[int, int]], cu
         decode_response(key, version, bytes(frame))
     except ProtocolError:
         pass
+
+
+def test_operations_doc_lists_every_api_and_its_versions() -> None:
+    """docs/operations.md's table of served APIs is APIS, row for row."""
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| (\w+) \| (\d+(?:-\d+)?) \|$", doc, re.M)
+    want = [
+        (
+            str(k),
+            s.name,
+            str(s.min_version) if s.min_version == s.max_version else f"{s.min_version}-{s.max_version}",
+        )
+        for k, s in sorted(APIS.items())
+    ]
+    assert rows == want
