@@ -9,7 +9,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    Info,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -19,15 +30,35 @@ if TYPE_CHECKING:
     from hot.log import Log
     from hot.manager import LogManager
 
+# Counters and histograms without their `_created` series: Prometheus derives nothing from
+# them, and they double the series count of every labelled counter.
+disable_created_metrics()  # type: ignore[no-untyped-call]
+
 _LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
 _THROTTLE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+
+
+def _build() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        v = version("strata")
+    except PackageNotFoundError:
+        v = "unknown"
+    return {"version": v}
 
 
 class BrokerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        # prometheus-client's standard collectors (process_cpu_seconds_total, RSS, open fds,
+        # python_info, GC), on the broker's own registry, and what is running.
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        GCCollector(registry=r)
+        Info("strata_build", "The Strata version this broker runs", registry=r).info(_build())
         self.produced_messages = Counter("strata_produce_messages", "Records appended", ["topic"], registry=r)
         self.produced_bytes = Counter(
             "strata_produce_bytes", "Record batch bytes appended", ["topic"], registry=r

@@ -222,3 +222,22 @@ def test_dockerfile_ships_every_package_and_the_dashboard() -> None:
     assert "USER 999" in text  # the k8s securityContext's runAsUser
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert '"api.dashboard" = ["static/*"]' in pyproject  # non-editable installs serve it
+
+
+def test_metrics_carry_the_standard_collectors_and_no_created_series(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    """prometheus-client's process/platform/GC collectors, the build info, and no `_created`
+    series (they double every labelled counter for nothing)."""
+    b = broker_factory()
+    with urllib.request.urlopen(f"{b.http_url}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    for name in (
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "python_info",
+    ):
+        assert re.search(rf"^{name}[ {{]", text, re.M), name
+    assert re.search(r'^strata_build_info\{version="[^"]+"\} 1\.0$', text, re.M)
+    assert "_created" not in text
