@@ -17,7 +17,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -34,6 +40,7 @@ from spark.options import ReadOptions
 from spark.plan import ScanTask, plan_scan
 from spark.scan import read_task
 from spark.schema import SCHEMA_DDL
+from spark.sink import StrataSinkWriter, StrataStreamSinkWriter, sink_options
 
 # spark.schema.SCHEMA_DDL as a StructType (parsing DDL needs a SparkContext, which the
 # Python workers that plan and read do not have).
@@ -96,3 +103,11 @@ class StrataDataSource(DataSource):
                 f"a user-specified schema {schema.simpleString()} is not supported"
             )
         return StrataDataSourceReader(ReadOptions.parse(dict(self.options)))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """``df.write.format("strata")``: see ``spark.sink``."""
+        return StrataSinkWriter(sink_options(dict(self.options), schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """``df.writeStream.format("strata")``: see ``spark.sink``."""
+        return StrataStreamSinkWriter(sink_options(dict(self.options), schema))
