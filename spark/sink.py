@@ -140,7 +140,6 @@ class SinkOptions:
             "partitioner": "murmur2_random",  # the Java producer's placement of keyed records
             "enable.idempotence": "true",
             "linger.ms": "5",
-            "delivery.report.only.error": "true",  # no Python callback per delivered record
         }
         for name, value in o.items():
             if not name.startswith("kafka.") or name == "kafka.bootstrap.servers":
@@ -186,6 +185,8 @@ class SinkOptions:
             Producer(dict(self.producer))
         except KafkaException as e:
             raise InvalidConfigError(f"strata sink: bad kafka.* option: {e.args[0].str()}") from None
+        except (TypeError, ValueError) as e:
+            raise InvalidConfigError(f"strata sink: bad kafka.* option: {e}") from None
 
 
 def _bool(text: str, name: str) -> bool:
@@ -292,6 +293,7 @@ def write_task(batches: Iterator[pa.RecordBatch], options: SinkOptions, partitio
     errors = _Errors()
     conf: dict[str, Any] = dict(options.producer)
     conf["on_delivery"] = errors.delivery
+    conf["delivery.report.only.error"] = True  # no Python callback per delivered record
     conf["error_cb"] = errors.error
     producer = Producer(conf)
     produce = producer.produce
