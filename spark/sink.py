@@ -34,6 +34,7 @@ docs/spark.md "Writing" for the transactional design.
 from __future__ import annotations
 
 import difflib
+import itertools
 import re
 import time
 from collections.abc import Iterator, Mapping
@@ -60,8 +61,41 @@ from pyspark.sql.types import (
 from hot.errors import InvalidConfigError
 
 # Options of the sink itself (lower case, as Spark hands them over); kafka.* go to the producer.
-SINK_OPTIONS: Final = ("topic", "kafka.bootstrap.servers", "broker", "checkpointlocation", "exactlyonce")
-_SPELLED: Final = {"checkpointlocation": "checkpointLocation", "exactlyonce": "exactlyOnce"}
+SINK_OPTIONS: Final = (
+    "topic",
+    "kafka.bootstrap.servers",
+    "broker",
+    "checkpointlocation",
+    "exactlyonce",
+    "transactionalidprefix",
+)
+_SPELLED: Final = {
+    "checkpointlocation": "checkpointLocation",
+    "exactlyonce": "exactlyOnce",
+    "transactionalidprefix": "transactionalIdPrefix",
+}
+# librdkafka producer-only properties, left out of the marker consumer's configuration.
+_PRODUCER_ONLY: Final = (
+    "acks",
+    "request.required.acks",
+    "enable.idempotence",
+    "linger.ms",
+    "queue.buffering.max.ms",
+    "batch.size",
+    "batch.num.messages",
+    "compression.type",
+    "compression.codec",
+    "partitioner",
+    "message.timeout.ms",
+    "delivery.timeout.ms",
+    "retries",
+    "message.send.max.retries",
+    "queue.buffering.max.messages",
+    "queue.buffering.max.kbytes",
+    "max.in.flight.requests.per.connection",
+    "max.in.flight",
+    "transaction.timeout.ms",
+)
 
 HEADERS_TYPE: Final = ArrayType(
     StructType([StructField("key", StringType()), StructField("value", BinaryType())])
@@ -80,7 +114,7 @@ _JAVA_ONLY: Final = {
     "ssl.keystore.type": "use kafka.ssl.certificate.location and kafka.ssl.key.location (PEM)",
     "buffer.memory": "use kafka.queue.buffering.max.kbytes",
     "max.block.ms": "the sink waits for queue space itself; use kafka.message.timeout.ms",
-    "transactional.id": "transactions are not used by the sink (at-least-once)",
+    "transactional.id": "use exactlyOnce=true (and transactionalIdPrefix) on a streaming write",
 }
 # The strata source's names of the PEM files (spark.options), accepted here too.
 _ALIASES: Final = {
@@ -99,10 +133,19 @@ class SinkOptions:
 
     topic: str | None
     producer: Mapping[str, str] = field(default_factory=dict)
+    exactly_once: bool = False
+    txn_prefix: str | None = None
 
     def __repr__(self) -> str:
         shown = {k: ("***" if any(w in k for w in _SECRET_WORDS) else v) for k, v in self.producer.items()}
-        return f"SinkOptions(topic={self.topic!r}, producer={shown!r})"
+        return (
+            f"SinkOptions(topic={self.topic!r}, producer={shown!r}, "
+            f"exactly_once={self.exactly_once}, txn_prefix={self.txn_prefix!r})"
+        )
+
+    def consumer_conf(self) -> dict[str, str]:
+        """The client-level settings (servers, security) without the producer-only ones."""
+        return {k: v for k, v in self.producer.items() if k not in _PRODUCER_ONLY}
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> SinkOptions:
@@ -123,11 +166,10 @@ class SinkOptions:
                 f"strata sink: unknown option '{name}'{hint} "
                 f"(valid: {', '.join(valid)} and kafka.* producer settings)"
             )
-        if _bool(o.get("exactlyonce", "false"), "exactlyOnce"):
-            raise InvalidConfigError(
-                "strata sink: exactlyOnce is not supported yet; the sink writes at least once "
-                "(Spark's Kafka sink guarantee); see docs/spark.md 'Writing'"
-            )
+        exactly_once = _bool(o.get("exactlyonce", "false"), "exactlyOnce")
+        prefix = o.get("transactionalidprefix")
+        if prefix is not None and not exactly_once:
+            raise InvalidConfigError("strata sink: option transactionalIdPrefix needs exactlyOnce=true")
         servers = o.get("kafka.bootstrap.servers") or o.get("broker")
         if not servers:
             raise InvalidConfigError(
@@ -174,7 +216,9 @@ class SinkOptions:
                 f"strata sink: kafka.acks={producer['acks']} needs kafka.enable.idempotence=false "
                 "(an idempotent producer writes with acks=all)"
             )
-        return cls(topic=topic, producer=producer)
+        if exactly_once and producer.get("enable.idempotence", "true").lower() != "true":
+            raise InvalidConfigError("strata sink: exactlyOnce needs kafka.enable.idempotence=true")
+        return cls(topic=topic, producer=producer, exactly_once=exactly_once, txn_prefix=prefix)
 
     def check_producer(self) -> None:
         """Build (and drop) a producer so that librdkafka rejects unknown or bad ``kafka.*``
@@ -237,6 +281,7 @@ class SinkCommit(WriterCommitMessage):
 
     partition_id: int
     rows: int
+    skipped: bool = False  # exactlyOnce: an earlier attempt had committed this batch's rows
 
 
 class DeliveryFailed(RuntimeError):
@@ -296,6 +341,15 @@ def write_task(batches: Iterator[pa.RecordBatch], options: SinkOptions, partitio
     conf["delivery.report.only.error"] = True  # no Python callback per delivered record
     conf["error_cb"] = errors.error
     producer = Producer(conf)
+    rows = _produce_batches(batches, producer, errors, options)
+    _flush(producer, errors, options)
+    return SinkCommit(partition_id, rows)
+
+
+def _produce_batches(
+    batches: Iterator[pa.RecordBatch], producer: Any, errors: _Errors, options: SinkOptions
+) -> int:
+    """Hand every row to ``producer`` (no flush); returns the number of rows."""
     produce = producer.produce
     poll = producer.poll
     rows = 0
@@ -337,8 +391,80 @@ def write_task(batches: Iterator[pa.RecordBatch], options: SinkOptions, partitio
                 poll(0)
         rows += n
         errors.check()
-    _flush(producer, errors, options)
-    return SinkCommit(partition_id, rows)
+    return rows
+
+
+def _producer_conf(options: SinkOptions, errors: _Errors) -> dict[str, Any]:
+    conf: dict[str, Any] = dict(options.producer)
+    conf["on_delivery"] = errors.delivery
+    conf["error_cb"] = errors.error
+    conf["delivery.report.only.error"] = True  # no Python callback per delivered record
+    return conf
+
+
+def _first_topic(batch: pa.RecordBatch, options: SinkOptions) -> str:
+    if options.topic is not None:
+        return options.topic
+    col = _column(batch, "topic")
+    topic = None if col is None else col[0].as_py()
+    if topic is None:
+        raise InvalidConfigError(
+            "strata sink: null topic present in the data. Use the topic option for setting a topic."
+        )
+    return str(topic)
+
+
+def write_task_exactly_once(
+    batches: Iterator[pa.RecordBatch], options: SinkOptions, partition_id: int, batch_id: int, query_id: str
+) -> SinkCommit:
+    """Write this task's rows of micro-batch ``batch_id`` in one transaction, at most once per
+    (query, Spark partition, batch) -- see docs/spark.md "Exactly once" for the design.
+
+    transactional.id and marker group: ``<prefix>-<partition_id>``. ``init_transactions``
+    fences earlier attempts and settles their transaction; the group's committed offset on
+    partition 0 of the first topic written is the last batch id + 1 this partition
+    committed, written in the same transaction as the rows."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    tid = f"{options.txn_prefix or 'strata-sink-' + query_id}-{partition_id}"
+    timeout = _timeout_s(options)
+    first = next((b for b in batches if b.num_rows), None)
+    if first is None:
+        return SinkCommit(partition_id, 0)
+    marker = TopicPartition(_first_topic(first, options), 0)
+    errors = _Errors()
+    producer = Producer({**_producer_conf(options, errors), "transactional.id": tid})
+    producer.init_transactions(timeout)
+    consumer = Consumer(
+        {
+            **options.consumer_conf(),
+            "group.id": tid,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        done = consumer.committed([marker], timeout)[0].offset
+        if done >= batch_id + 1:  # an earlier attempt or run committed this batch's rows
+            for _ in batches:
+                pass
+            return SinkCommit(partition_id, 0, skipped=True)
+        producer.begin_transaction()
+        try:
+            rows = _produce_batches(itertools.chain([first], batches), producer, errors, options)
+            _flush(producer, errors, options)
+            marker_at = TopicPartition(marker.topic, 0, batch_id + 1)
+            producer.send_offsets_to_transaction([marker_at], consumer.consumer_group_metadata(), timeout)
+            producer.commit_transaction(timeout)
+        except BaseException:
+            try:
+                producer.abort_transaction(timeout)
+            except Exception:
+                pass  # fenced or broken: the next init_transactions (or the timeout) aborts it
+            raise
+        return SinkCommit(partition_id, rows)
+    finally:
+        consumer.close()
 
 
 def _flush(producer: Any, errors: _Errors, options: SinkOptions) -> None:
@@ -353,7 +479,13 @@ def _flush(producer: Any, errors: _Errors, options: SinkOptions) -> None:
         if left == 0:
             return
         if time.monotonic() > deadline:
-            raise DeliveryFailed(f"strata sink: {left} records not delivered within {timeout_ms} ms")
+            raise DeliveryFailed(f"strata sink: {left} records not delivered in time")
+
+
+def _timeout_s(options: SinkOptions) -> float:
+    """The producer's delivery timeout (message.timeout.ms, librdkafka's default 300 s) + 30 s."""
+    p = options.producer
+    return int(p.get("message.timeout.ms", p.get("delivery.timeout.ms", 300000))) / 1000 + 30
 
 
 def _partition_id() -> int:
@@ -367,6 +499,10 @@ class StrataSinkWriter(DataSourceArrowWriter):
     """Batch writes (``df.write``): each task produces its rows; nothing to do on commit."""
 
     def __init__(self, options: SinkOptions) -> None:
+        if options.exactly_once:
+            raise InvalidConfigError(
+                "strata sink: exactlyOnce applies to writeStream (micro-batches); df.write is at least once"
+            )
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
@@ -381,7 +517,17 @@ class StrataStreamSinkWriter(DataSourceStreamArrowWriter):
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return write_task(iterator, self.options, _partition_id())
+        if not self.options.exactly_once:
+            return write_task(iterator, self.options, _partition_id())
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        assert ctx is not None
+        batch_id = ctx.getLocalProperty("streaming.sql.batchId")
+        query_id = ctx.getLocalProperty("sql.streaming.queryId")
+        if batch_id is None or query_id is None:
+            raise InvalidConfigError("strata sink: exactlyOnce: Spark did not name the micro-batch")
+        return write_task_exactly_once(iterator, self.options, ctx.partitionId(), int(batch_id), query_id)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         pass

@@ -177,6 +177,49 @@ def test_streaming_rate_source_every_micro_batch_written(
     assert len(got) == 300 and values == list(range(300))
 
 
+def test_exactly_once_a_replayed_micro_batch_is_not_written_twice(
+    spark: SparkSession, broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """The last batch's commit is removed from the checkpoint, as a crash between the tasks'
+    writes and Spark's commit leaves it: the restarted query replays that batch, and the
+    read_committed output still holds every row once."""
+    topic = f"se-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 2)
+    src = tmp_path / "in"
+    src.mkdir()
+    for n in range(3):
+        spark.range(n * 100, n * 100 + 100).repartition(2).write.parquet(str(tmp_path / f"f{n}"))
+        for f in (tmp_path / f"f{n}").glob("*.parquet"):
+            f.rename(src / f"{n}-{f.name}")
+    ckpt = tmp_path / "ckpt"
+
+    def run() -> None:
+        q = (
+            spark.readStream.schema("id long")
+            .option("maxFilesPerTrigger", 2)
+            .parquet(str(src))
+            .selectExpr("CAST(id AS STRING) AS value")
+            .writeStream.format("strata")
+            .option("kafka.bootstrap.servers", broker.bootstrap)
+            .option("topic", topic)
+            .option("exactlyOnce", "true")
+            .option("checkpointLocation", str(ckpt))
+            .trigger(availableNow=True)
+            .start()
+        )
+        assert q.awaitTermination(120)
+        assert q.exception() is None
+
+    run()
+    commits = sorted((ckpt / "commits").iterdir(), key=lambda f: f.name)
+    last = [f for f in commits if f.name.isdigit()][-1]
+    last.unlink()
+    (ckpt / "commits" / f".{last.name}.crc").unlink(missing_ok=True)
+    run()  # replays the batch whose commit was removed
+    got = consume(broker.bootstrap, [topic], 301, {"isolation.level": "read_committed"})
+    assert sorted(int(m.value()) for m in got) == list(range(300))
+
+
 @pytest.fixture(scope="module")
 def secure_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     data = tmp_path_factory.mktemp("sink-authz")
@@ -260,6 +303,8 @@ def test_schema_and_option_errors_name_the_column_or_option(
         InvalidConfigError, match=r"kafka\.ssl\.truststore\.location is a Java client setting"
     ):
         SinkOptions.parse({**ok, "kafka.ssl.truststore.location": "/x.jks"})
+    with pytest.raises(InvalidConfigError, match="transactionalIdPrefix needs exactlyOnce=true"):
+        SinkOptions.parse({**ok, "transactionalIdPrefix": "x"})
     with pytest.raises(InvalidConfigError, match="No such configuration property"):
         SinkOptions.parse({**ok, "kafka.no.such.thing": "1"}).check_producer()
     assert "s3cr3t" not in repr(SinkOptions.parse({**ok, "kafka.sasl.password": "s3cr3t"}))
