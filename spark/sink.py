@@ -27,8 +27,10 @@ Each Spark task writes its Arrow batches with one idempotent producer (no duplic
 reordering from the producer's own retries), polls for delivery errors between batches and
 flushes before returning; the first delivery error fails the task with the broker's error
 name (e.g. TOPIC_AUTHORIZATION_FAILED). The guarantee is Spark's: at least once (a retried
-task or a replayed micro-batch writes its rows again). ``exactlyOnce`` is refused: see
-docs/spark.md "Writing" for the transactional design.
+task or a replayed micro-batch writes its rows again). ``exactlyOnce=true`` on a streaming
+write: each task writes its rows of a micro-batch in one transaction with a marker offset
+that makes a replay of the same (query, Spark partition, batch) skip
+(``write_task_exactly_once``; docs/spark.md "Exactly once").
 """
 
 from __future__ import annotations
