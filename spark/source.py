@@ -17,7 +17,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pyarrow as pa
-from pyspark.sql.datasource import DataSource, DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
@@ -34,6 +41,7 @@ from spark.options import ReadOptions
 from spark.plan import ScanTask, plan_scan
 from spark.scan import read_task
 from spark.schema import SCHEMA_DDL
+from spark.sink import StrataSinkWriter, StrataStreamSinkWriter, sink_options
 
 # spark.schema.SCHEMA_DDL as a StructType (parsing DDL needs a SparkContext, which the
 # Python workers that plan and read do not have).
@@ -100,6 +108,14 @@ class StrataDataSource(DataSource):
 
         _check_schema(schema)
         return StrataStreamReader(ReadOptions.parse(dict(self.options), streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        """``df.write.format("strata")``: see ``spark.sink``."""
+        return StrataSinkWriter(sink_options(dict(self.options), schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        """``df.writeStream.format("strata")``: see ``spark.sink``."""
+        return StrataStreamSinkWriter(sink_options(dict(self.options), schema))
 
 
 def _check_schema(schema: StructType) -> None:
