@@ -10,8 +10,8 @@ error is answered at once with whatever the other partitions have, as Kafka does
 with a ``replica_id`` is a follower's: ``Broker.replica_fetch`` serves it past the
 high watermark and records the follower's offset for the ISR.
 
-From v13 topics come by id (KIP-516): ``with_topic_names`` resolves them through the
-broker's metadata view before anything else (the authorization guard uses it too); an id
+From v13 topics come by id (KIP-516): they are resolved through the broker's metadata view
+before anything else (the authorization guard uses ``with_topic_names``); an id
 no topic has is UNKNOWN_TOPIC_ID for each of its partitions, and every answered topic
 carries its id.
 """
@@ -65,6 +65,26 @@ def with_topic_names(
     return dataclasses.replace(req, topics=tuple(known)), unknown
 
 
+Named = list[tuple[str, FetchTopic]]
+
+
+def _named(broker: Broker, version: int, req: FetchRequest) -> tuple[Named, list[FetchTopic]]:
+    """The request's topics with their names (v13+: resolved from their ids), and those whose
+    id no topic has; no new request objects on the fetch path."""
+    if version < TOPIC_ID_VERSION:
+        return [(t.topic, t) for t in req.topics], []
+    view = broker.replicas.view
+    named: Named = []
+    unknown: list[FetchTopic] = []
+    for t in req.topics:
+        name = t.topic or view.topic_name(t.topic_id)
+        if name is None:
+            unknown.append(t)
+        else:
+            named.append((name, t))
+    return named, unknown
+
+
 def _unknown_ids(topics: list[FetchTopic]) -> list[FetchableTopicResponse]:
     return [
         FetchableTopicResponse(
@@ -98,26 +118,26 @@ def _answer(
 async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchRequest) -> FetchResponse:
     broker = conn.broker
     version = header.api_version
-    req, unknown = with_topic_names(broker, version, req)
+    named, unknown = _named(broker, version, req)
     if req.replica_id >= 0:
-        return await _replica_fetch(broker, version, req, unknown)
+        return await _replica_fetch(broker, version, req, named, unknown)
     started = time.perf_counter()
     refused: list[tuple[str, FetchPartitionData]] = []
     parts: list[FetchRequestPartition] = []
-    for t in req.topics:
+    for topic, t in named:
         for p in t.partitions:
             try:
-                broker.replicas.leader_replica(t.topic, p.partition, p.current_leader_epoch)
+                broker.replicas.leader_replica(topic, p.partition, p.current_leader_epoch)
             except StrataError as exc:
                 code = kafka_code(exc)
                 broker.metrics.errors.labels("fetch", str(code)).inc()
                 # Empty records, never null: librdkafka cannot parse a null records field
                 # ("invalid MessageSetSize -1") and drops the whole response.
                 refused.append(
-                    (t.topic, FetchPartitionData(partition_index=p.partition, error_code=code, records=b""))
+                    (topic, FetchPartitionData(partition_index=p.partition, error_code=code, records=b""))
                 )
                 continue
-            parts.append(FetchRequestPartition(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes))
+            parts.append(FetchRequestPartition(topic, p.partition, p.fetch_offset, p.partition_max_bytes))
     by_topic: dict[str, list[FetchPartitionData]] = {}
     if parts or not refused:
         # An error is answered at once, as Kafka does, with whatever the others have now.
@@ -162,19 +182,23 @@ async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchReques
 
 
 async def _replica_fetch(
-    broker: Broker, version: int, req: FetchRequest, unknown: list[FetchTopic]
+    broker: Broker,
+    version: int,
+    req: FetchRequest,
+    named: Named,
+    unknown: list[FetchTopic],
 ) -> FetchResponse:
     started = time.perf_counter()
     parts = [
         ReplicaFetchPartition(
-            t.topic,
+            topic,
             p.partition,
             p.fetch_offset,
             p.partition_max_bytes,
             current_leader_epoch=p.current_leader_epoch,
             log_start_offset=p.log_start_offset,
         )
-        for t in req.topics
+        for topic, t in named
         for p in t.partitions
     ]
     fetched = await broker.replica_fetch(
