@@ -230,7 +230,9 @@ def _fetch_after_decode(version: int, req: FetchRequest) -> FetchRequest:
     if version < _FETCH_REPLICA_STATE_VERSION:
         return req
     state = req.replica_state
-    if state is None or state == ReplicaState():
+    if state is None:  # a consumer: the common case, nothing to copy
+        return req if req.replica_id == -1 else dataclasses.replace(req, replica_id=-1)
+    if state == ReplicaState():
         return dataclasses.replace(req, replica_id=-1, replica_state=None)
     return dataclasses.replace(req, replica_id=state.replica_id)
 
