@@ -187,7 +187,7 @@ def test_api_versions_above_ours_gets_the_v0_fallback() -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "version"), [(0, 2), (0, 10), (1, 3), (1, 13), (2, 0), (3, 13), (19, 1), (22, 5)]
+    ("key", "version"), [(0, 2), (0, 12), (1, 3), (1, 18), (2, 0), (3, 14), (19, 1), (22, 5)]
 )
 def test_unsupported_versions_carry_the_parsed_header(key: int, version: int) -> None:
     spec = APIS[key]
