@@ -506,10 +506,20 @@ def test_create_partitions_beyond_the_live_brokers_is_refused(cluster: Cluster) 
     assert cluster.view().topics["conf"].value.partition_count == 1
 
 
+def _all_live(cluster: Cluster) -> None:
+    """Bring back a broker an earlier test of the module left down (the failover above)."""
+    for node in cluster.nodes.values():
+        if not node.running:
+            node.start()
+    cluster.wait_registered()
+    wait_until(lambda: len(cluster.view().brokers) == len(cluster.nodes), "every broker live")
+
+
 def test_delete_records_waits_for_every_replica_to_move_its_log_start(cluster: Cluster) -> None:
     """DeleteRecords on an RF-3 partition is answered once the followers' log start offsets
     reached the new start (they learn it from the leader's Fetch answers): every replica's
     ``log-start-offset`` file holds it, and a failover keeps it."""
+    _all_live(cluster)
     topic = f"dr-{uuid.uuid4().hex[:6]}"
     cluster.create_topic(topic, 1, rf=3, min_isr=2)
     _produce(cluster, topic, 0, 200)
@@ -541,6 +551,7 @@ def test_preferred_leader_election_moves_leadership_back(cluster: Cluster) -> No
     UNCLEAN one on a partition with a leader too."""
     from confluent_kafka import ElectionType
 
+    _all_live(cluster)
     topic = f"el-{uuid.uuid4().hex[:6]}"
     cluster.create_topic(topic, 1, rf=3, min_isr=2)
     preferred = cluster.view().topics[topic].value.partitions[0][0]
