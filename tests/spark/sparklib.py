@@ -7,12 +7,16 @@ COPIED manifest entry, the topic manifest), so the reader meets genuine objects.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import sys
 import time
 import uuid
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hot.batch import Compression, TimestampType, iter_batches
 from hot.config import LogConfig
@@ -257,3 +261,38 @@ def stop_spark(session: object) -> None:
         except Exception:
             proc.kill()
             proc.wait(10)
+
+
+@contextlib.contextmanager
+def local_spark(app: str, env: Mapping[str, str] | None = None, **conf: str) -> Iterator[Any]:
+    """A ``local[2]`` SparkSession whose Python workers run this interpreter with the project
+    importable, the ``strata`` source registered, ``env`` exported for the JVM and its
+    workers; stopped (JVM included, ``stop_spark``) and the environment restored on exit.
+    ``conf``: extra Spark settings, ``spark_sql_x`` for ``spark.sql.x``."""
+    from pyspark.sql import SparkSession
+
+    from spark.source import StrataDataSource
+
+    saved = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[2])
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (root, saved.get("PYTHONPATH", "")) if p)
+    os.environ.update(env or {})
+    builder = (
+        SparkSession.builder.master("local[2]")
+        .appName(app)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+    )
+    for key, value in conf.items():
+        builder = builder.config(key.replace("_", "."), value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    session.dataSource.register(StrataDataSource)
+    try:
+        yield session
+    finally:
+        stop_spark(session)
+        os.environ.clear()
+        os.environ.update(saved)

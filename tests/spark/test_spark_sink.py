@@ -4,8 +4,6 @@ and option errors without Spark."""
 
 from __future__ import annotations
 
-import os
-import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -26,7 +24,6 @@ from pyspark.sql.types import (
 )
 
 from hot.errors import InvalidConfigError
-from spark import StrataDataSource
 from spark.sink import SinkOptions, validate_schema
 from tests.broker.security.test_authorization import (
     ADMIN_PW,
@@ -38,8 +35,8 @@ from tests.broker.security.test_authorization import (
     conf,
     create_topics,
 )
-from tests.brokers import ROOT, BrokerProcess, create_topic
-from tests.spark.sparklib import stop_spark
+from tests.brokers import BrokerProcess, create_topic
+from tests.spark.sparklib import local_spark
 
 pytestmark = pytest.mark.timeout(240)
 BOUND_S = 30.0
@@ -47,24 +44,8 @@ BOUND_S = 30.0
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    saved = dict(os.environ)
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), saved.get("PYTHONPATH", "")) if p)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("strata-sink-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(StrataDataSource)
-    yield session
-    stop_spark(session)
-    os.environ.clear()
-    os.environ.update(saved)
+    with local_spark("strata-sink-tests", spark_sql_shuffle_partitions="2") as session:
+        yield session
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import asyncio
 import logging
 import os
 import shutil
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -24,7 +23,6 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 
 from hot.errors import OffsetOutOfRangeError
-from spark import StrataDataSource
 from spark.options import ReadOptions
 from spark.plan import ColdTask, HotTask, plan_scan
 from spark.scan import read_task
@@ -33,17 +31,16 @@ from tests.spark.sparklib import (
     TS0,
     Row,
     fill_log,
+    local_spark,
     open_log,
     put_topic,
     rows_of_table,
-    stop_spark,
     tier_log,
     upload_segment_files,
 )
 from tiering.manifest_store import ManifestStore
 from tiering.store import open_store
 
-ROOT = Path(__file__).resolve().parents[2]
 TOPIC = "clicks"
 PARTITIONS = 3
 KAFKA_SCHEMA = (
@@ -64,26 +61,10 @@ COLUMNS = (
 
 @pytest.fixture(scope="module")
 def spark(s3_endpoint: S3Endpoint) -> Iterator[SparkSession]:
-    saved = dict(os.environ)
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), saved.get("PYTHONPATH", "")) if p)
-    os.environ.update(s3_endpoint.env)  # inherited by the JVM and its Python workers
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("strata-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(StrataDataSource)
-    yield session
-    stop_spark(session)
-    os.environ.clear()
-    os.environ.update(saved)
+    # The AWS chain variables reach the JVM and its Python workers through the environment.
+    conf = {"spark_sql_shuffle_partitions": "2", "spark_sql_session_timeZone": "UTC"}
+    with local_spark("strata-tests", s3_endpoint.env, **conf) as session:
+        yield session
 
 
 class Archive:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import shutil
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -25,16 +23,12 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from hot.errors import InvalidConfigError, OffsetOutOfRangeError
-from spark import StrataDataSource
 from spark.options import ReadOptions
 from spark.stream import StrataStreamReader, TriggerPacer, from_json, rate_limit, to_json
 from tests.brokers import BrokerProcess, create_topic
-from tests.spark.sparklib import fill_log, open_log, put_topic, stop_spark, upload_segment_files
+from tests.spark.sparklib import fill_log, local_spark, open_log, put_topic, upload_segment_files
 from tiering.manifest_store import ManifestStore
 from tiering.store import open_store
-
-ROOT = Path(__file__).resolve().parents[2]
-
 
 # --- pure parts -----------------------------------------------------------------------------------
 
@@ -182,25 +176,9 @@ def _segment_bases(url: str, topic: str, partition: int) -> list[int]:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    saved = dict(os.environ)
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), saved.get("PYTHONPATH", "")) if p)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("strata-stream-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(StrataDataSource)
-    yield session
-    stop_spark(session)
-    os.environ.clear()
-    os.environ.update(saved)
+    conf = {"spark_sql_shuffle_partitions": "2", "spark_sql_session_timeZone": "UTC"}
+    with local_spark("strata-stream-tests", **conf) as session:
+        yield session
 
 
 class Collector:

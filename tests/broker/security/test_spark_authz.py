@@ -4,8 +4,6 @@ every record; the password never reaches the broker's output."""
 
 from __future__ import annotations
 
-import os
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +20,8 @@ from tests.broker.security.test_authorization import (
     create_topics,
     produce,
 )
-from tests.brokers import ROOT, BrokerProcess
-from tests.spark.sparklib import stop_spark
+from tests.brokers import BrokerProcess
+from tests.spark.sparklib import local_spark
 
 pyspark_sql = pytest.importorskip("pyspark.sql")
 
@@ -48,27 +46,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[object]:
-    from pyspark.sql import SparkSession
-
-    from spark.source import StrataDataSource
-
-    saved = dict(os.environ)
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), saved.get("PYTHONPATH", "")) if p)
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("strata-authz-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    session.dataSource.register(StrataDataSource)
-    yield session
-    stop_spark(session)
-    os.environ.clear()
-    os.environ.update(saved)
+    with local_spark("strata-authz-tests") as session:
+        yield session
 
 
 def test_include_hot_with_sasl_and_acls(broker: BrokerProcess, spark: object, tmp_path: Path) -> None:
