@@ -91,6 +91,7 @@ from api.rest.models import (
     Health,
     JsonProduceRequest,
     JsonRecordOut,
+    PartitionOffsetsV2,
     PartitionV2,
     ProduceResponse,
     TopicListV3,
@@ -247,6 +248,26 @@ def create_app(broker: Broker) -> FastAPI:
         info = broker.topic(topic)
         check_partition(info, partition)
         return V2Response(partition_v2(broker, partition))
+
+    @app.get(
+        "/topics/{topic}/partitions/{partition}/offsets",
+        response_model=PartitionOffsetsV2,
+        response_class=V2Response,
+        tags=["v2"],
+    )
+    async def get_partition_offsets(
+        request: Request, topic: str, partition: int = Path(ge=0, le=INT32_MAX)
+    ) -> Response:
+        require_topic(broker, request, Operation.DESCRIBE, topic)
+        check_partition(broker.topic(topic), partition)
+        # ListOffsets' EARLIEST (-2, the log start) and LATEST (-1, the high watermark).
+        start, _, _ = await broker.list_offset_with_epoch(
+            topic, partition, -2, current_leader_epoch=-1, replica_id=-1
+        )
+        end, _, _ = await broker.list_offset_with_epoch(
+            topic, partition, -1, current_leader_epoch=-1, replica_id=-1
+        )
+        return V2Response({"beginning_offset": start, "end_offset": end})
 
     @app.get("/brokers", response_model=BrokersV2, response_class=V2Response, tags=["v2"])
     async def list_brokers() -> Response:

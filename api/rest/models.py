@@ -105,6 +105,14 @@ class TopicV2(BaseModel):
     partitions: list[PartitionV2]
 
 
+class PartitionOffsetsV2(BaseModel):
+    """``GET /topics/{t}/partitions/{p}/offsets`` (REST Proxy v2): the log start offset and
+    the high watermark (the offset the next record gets once it is committed)."""
+
+    beginning_offset: int
+    end_offset: int
+
+
 class BrokersV2(BaseModel):
     brokers: list[int]
 

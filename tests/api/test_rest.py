@@ -522,3 +522,22 @@ async def test_produce_auto_creates_the_topic_when_enabled(tmp_path: Path) -> No
             assert r.status_code == 200, r.text
             assert r.json()["offsets"][0]["error_code"] is None
         assert b.topic("auto").partitions == 2
+
+
+async def test_v2_partition_offsets(client: httpx.AsyncClient, broker: Broker) -> None:
+    """REST Proxy v2 ``GET /topics/{t}/partitions/{p}/offsets``: the log start offset and the
+    high watermark; a partition or topic that does not exist is 404."""
+    await create_topic(client, "offs", 2)
+    r = await client.post(
+        "/topics/offs/partitions/1", json={"records": [{"value": i} for i in range(5)]}, headers=JSON_CT
+    )
+    assert r.status_code == 200, r.text
+    r = await client.get("/topics/offs/partitions/1/offsets")
+    assert r.status_code == 200 and r.headers["content-type"] == "application/vnd.kafka.v2+json"
+    assert r.json() == {"beginning_offset": 0, "end_offset": 5}
+    assert (await client.get("/topics/offs/partitions/0/offsets")).json() == {
+        "beginning_offset": 0,
+        "end_offset": 0,
+    }
+    assert (await client.get("/topics/offs/partitions/7/offsets")).status_code == 404
+    assert (await client.get("/topics/nope/partitions/0/offsets")).status_code == 404
