@@ -190,7 +190,7 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     PolicyViolationError: (POLICY_VIOLATION, 400),
     InvalidReplicationFactorError: (INVALID_REPLICATION_FACTOR, 400),
     InvalidConfigError: (INVALID_CONFIG, 400),
-    TopicExistsError: (TOPIC_ALREADY_EXISTS, 409),
+    TopicExistsError: (TOPIC_ALREADY_EXISTS, 400),  # Confluent REST v3: 400 / 40002
     UnknownTopicOrPartitionError: (UNKNOWN_TOPIC_OR_PARTITION, 404),
     OffsetOutOfRangeError: (OFFSET_OUT_OF_RANGE, 416),
     OffsetMovedToTieredStorageError: (OFFSET_OUT_OF_RANGE, 416),

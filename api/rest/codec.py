@@ -27,7 +27,7 @@ from api.rest.models import (
 )
 from api.stored_batches import decode_stored
 from broker.broker import Broker, FetchedPartition
-from hot.errors import StrataError, UnknownTopicOrPartitionError
+from hot.errors import StrataError, TopicExistsError, UnknownTopicOrPartitionError
 from hot.records import Header, Record, RecordInput
 from hot.topics import TopicInfo
 
@@ -64,6 +64,7 @@ class UnknownPartitionError(UnknownTopicOrPartitionError):
 _SUB_CODES: Final[dict[type[StrataError], int]] = {
     UnknownTopicOrPartitionError: 1,
     UnknownPartitionError: 2,
+    TopicExistsError: 2,  # 40002, as Confluent's REST Proxy answers a duplicate topic
 }
 
 

@@ -122,7 +122,7 @@ async def test_v3_cluster_and_topic_lifecycle(client: httpx.AsyncClient) -> None
     r = await client.post(
         "/v3/clusters/strata-local/topics", json={"topic_name": "orders", "partitions_count": 1}
     )
-    assert_error(r, 409, 40900, "orders")
+    assert_error(r, 400, 40002, "orders")  # Confluent REST v3: a duplicate topic
 
     r = await client.delete("/v3/clusters/strata-local/topics/orders")
     assert r.status_code == 204
