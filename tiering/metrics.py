@@ -32,6 +32,12 @@ class TieringMetrics:
             _PARTITION,
             registry=r,
         )
+        self.upload_lag_seconds = Gauge(
+            "strata_tiering_upload_lag_seconds",
+            "Age of the oldest sealed local segment not uploaded yet at the last upload pass (0: none)",
+            _PARTITION,
+            registry=r,
+        )
         self.uploaded_bytes = Counter(
             "strata_tiering_uploaded_bytes", "Segment bytes uploaded (.log only)", ["topic"], registry=r
         )
@@ -130,6 +136,7 @@ class TieringMetrics:
         for g in (
             self.upload_lag_bytes,
             self.upload_lag_segments,
+            self.upload_lag_seconds,
             self.remote_bytes,
             self.remote_segments,
             self.local_bytes,

@@ -37,6 +37,7 @@ point and does nothing when unset.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import os
@@ -569,8 +570,9 @@ class Uploader:
         finally:
             if ahead is not None:
                 _drop(ahead[1])
-        if uploaded:
-            self._observe_lag(st, log, st.remote_next_offset)
+            # Every pass, failed ones too (a store outage): the lag's age keeps growing.
+            if st.manifest is not None:
+                self._observe_lag(st, log, st.remote_next_offset)
         return uploaded
 
     def _old_enough(self, seg: Segment, lag_ms: int) -> bool:
@@ -587,6 +589,11 @@ class Uploader:
         self.metrics.upload_lag_segments.labels(*labels).set(len(pending))
         self.metrics.upload_lag_bytes.labels(*labels).set(sum(s.size for s in pending))
         self.metrics.local_bytes.labels(*labels).set(sum(s.size for s in segs))
+        age_ms = 0
+        if pending:  # sealed when last written: its mtime is when it stopped growing
+            with contextlib.suppress(StorageError):
+                age_ms = max(0, self._clock_ms() - pending[0].file.mtime_ms())
+        self.metrics.upload_lag_seconds.labels(*labels).set(age_ms / 1000)
 
     async def _upload_segment(
         self,

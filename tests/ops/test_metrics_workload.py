@@ -106,6 +106,8 @@ def test_metrics_follow_produce_fetch_tiering_groups_and_errors(
         tiered, "strata_tiering_uploaded_bytes_total", topic=TOPIC
     )
     assert _sum(tiered, "strata_tiering_upload_errors_total") == 0
+    for p in ("0", "1"):  # the oldest segment not uploaded: none, so 0 s
+        assert _value(tiered, "strata_tiering_upload_lag_seconds", topic=TOPIC, partition=p) == 0
 
     # -- fetch: a consumer reads everything; bytes served cover what was produced --------------
     consumer = Consumer(

@@ -168,9 +168,13 @@ async def test_s3_outage_keeps_local_data_and_catches_up(
         try:
             produce(log, 3 * 65536)  # appends continue during the outage
             bases = [s.base_offset for s in log.segments()]
+            await asyncio.sleep(0.05)
             for _ in range(2):
                 with pytest.raises(ObjectStoreError):
                     await svc.run_once(retention=True, sweep=False)
+            # The lag's age grows with every failed pass (what an alert on a stuck upload reads).
+            age = svc.metrics.upload_lag_seconds.labels("t", "0")._value.get()
+            assert age >= 0.05
             # Nothing that is not uploaded was deleted.
             assert [s.base_offset for s in log.segments()] == bases
             assert log.local_log_start_offset == before
