@@ -11,14 +11,13 @@ with a ``replica_id`` is a follower's: ``Broker.replica_fetch`` serves it past t
 high watermark and records the follower's offset for the ISR.
 
 From v13 topics come by id (KIP-516): they are resolved through the broker's metadata view
-before anything else (the authorization guard uses ``with_topic_names``); an id
+before anything else (``named_topics``, which the authorization guard uses too); an id
 no topic has is UNKNOWN_TOPIC_ID for each of its partitions, and every answered topic
 carries its id.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import TYPE_CHECKING
 
@@ -46,31 +45,13 @@ if TYPE_CHECKING:
 TOPIC_ID_VERSION = 13
 
 
-def with_topic_names(
-    broker: Broker, version: int, req: FetchRequest
-) -> tuple[FetchRequest, list[FetchTopic]]:
-    """v13+: the request with each topic's name filled in from its id, and the topics whose
-    id no topic has (answered UNKNOWN_TOPIC_ID). Older versions: the request as it is."""
-    if version < TOPIC_ID_VERSION or all(t.topic for t in req.topics):
-        return req, []
-    view = broker.replicas.view
-    known: list[FetchTopic] = []
-    unknown: list[FetchTopic] = []
-    for t in req.topics:
-        name = t.topic or view.topic_name(t.topic_id)
-        if name is None:
-            unknown.append(t)
-        else:
-            known.append(dataclasses.replace(t, topic=name))
-    return dataclasses.replace(req, topics=tuple(known)), unknown
-
-
 Named = list[tuple[str, FetchTopic]]
 
 
-def _named(broker: Broker, version: int, req: FetchRequest) -> tuple[Named, list[FetchTopic]]:
+def named_topics(broker: Broker, version: int, req: FetchRequest) -> tuple[Named, list[FetchTopic]]:
     """The request's topics with their names (v13+: resolved from their ids), and those whose
-    id no topic has; no new request objects on the fetch path."""
+    id no topic has (answered UNKNOWN_TOPIC_ID); no new request objects on the fetch path.
+    The authorization guard resolves with it too."""
     if version < TOPIC_ID_VERSION:
         return [(t.topic, t) for t in req.topics], []
     view = broker.replicas.view
@@ -118,7 +99,7 @@ def _answer(
 async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchRequest) -> FetchResponse:
     broker = conn.broker
     version = header.api_version
-    named, unknown = _named(broker, version, req)
+    named, unknown = named_topics(broker, version, req)
     if req.replica_id >= 0:
         return await _replica_fetch(broker, version, req, named, unknown)
     started = time.perf_counter()

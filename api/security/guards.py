@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from api.handlers.fetch import with_topic_names
+from api.handlers.fetch import named_topics
 from api.protocol import APIS, ApiKey, RequestHeader
 from api.protocol import error_table as E
 from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
@@ -179,31 +179,31 @@ async def guard_produce(inner: Handler, conn: Connection, header: RequestHeader,
 async def guard_fetch(inner: Handler, conn: Connection, header: RequestHeader, req: FetchRequest) -> Any:
     # v13+ names topics by id: authorize by the names they resolve to; an id no topic has is
     # left to the handler (UNKNOWN_TOPIC_ID, as Kafka answers whatever the ACLs).
-    named, unknown = with_topic_names(conn.broker, header.api_version, req)
-    req = dataclasses.replace(named, topics=(*named.topics, *unknown)) if unknown else named
+    named, unknown = named_topics(conn.broker, header.api_version, req)
+    topics = [*named, *(("", t) for t in unknown)]
     if req.replica_id >= 0:  # a follower: the whole request is the cluster's business
         ok_all = allowed_cluster(conn, Operation.CLUSTER_ACTION)
-        ok, no = (list(req.topics), []) if ok_all else ([], list(req.topics))
+        ok, no = (topics, []) if ok_all else ([], topics)
         code = E.CLUSTER_AUTHORIZATION_FAILED
     else:
-        ok, no = _split(req.topics, lambda t: not t.topic or topic_ok(conn, Operation.READ, t.topic))
+        ok, no = _split(topics, lambda nt: not nt[0] or topic_ok(conn, Operation.READ, nt[0]))
         code = E.TOPIC_AUTHORIZATION_FAILED
     refused = tuple(
         FetchableTopicResponse(
-            topic=t.topic,
+            topic=name,
             topic_id=t.topic_id,
             partitions=tuple(
                 FetchPartitionData(partition_index=p.partition, error_code=code, records=b"")
                 for p in t.partitions
             ),
         )
-        for t in no
+        for name, t in no
     )
     if not no:
         return await inner(conn, header, req)
     if not ok:
         return FetchResponse(responses=refused)
-    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
+    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(t for _, t in ok)))
     return dataclasses.replace(resp, responses=(*resp.responses, *refused))
 
 
