@@ -38,7 +38,6 @@ from api.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnTopic,
     AddPartitionsToTxnTransaction,
 )
-from broker.fetcher import FetchConnectionError
 from broker.groups.types import TopicPartition
 from broker.transactions.markers import MarkerSendError
 from hot.errors import (
@@ -193,7 +192,7 @@ async def _remote(
         resp: AddPartitionsToTxnResponse = await channels.call(
             dest, ApiKey.ADD_PARTITIONS_TO_TXN, req, VERIFY_TIMEOUT_S
         )
-    except (MarkerSendError, FetchConnectionError, TimeoutError, OSError) as exc:
+    except (MarkerSendError, TimeoutError, OSError) as exc:  # MarkerChannels.call wraps connection errors
         log.info("cannot verify the transaction of %r at broker %d: %s", transactional_id, dest, exc)
         return dict.fromkeys(partitions, E.NETWORK_EXCEPTION)
     if resp.error_code:
