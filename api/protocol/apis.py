@@ -159,10 +159,16 @@ class ApiSpec:
     after_decode_request: Hook | None = None  # normalise what came off the wire
     before_encode_request: Hook | None = None  # and its inverse
     response_header_always_v0: bool = False
+    # What ApiVersions advertises as the minimum when it differs from what is served.
+    advertised_min_version: int | None = None
 
     @property
     def min_version(self) -> int:
         return self.request.min_version
+
+    @property
+    def advertised_min(self) -> int:
+        return self.min_version if self.advertised_min_version is None else self.advertised_min_version
 
     @property
     def max_version(self) -> int:
@@ -249,7 +255,11 @@ def _fetch_before_encode(version: int, req: FetchRequest) -> FetchRequest:
 APIS: Final[dict[int, ApiSpec]] = {
     spec.api_key: spec
     for spec in (
-        _api(ApiKey.PRODUCE, ProduceRequest, ProduceResponse, "3-11", "9+"),
+        # Produce v0-2 are not served (KIP-896) but advertised, as Kafka 4.0 does
+        # (KAFKA-18659): librdkafka before 2.10 looks for Produce v0 in the advertised range
+        # to decide that the broker takes gzip, snappy and lz4, and otherwise silently
+        # sends those batches uncompressed. A v0-2 request is still refused.
+        _api(ApiKey.PRODUCE, ProduceRequest, ProduceResponse, "3-11", "9+", advertised_min_version=0),
         _api(
             ApiKey.FETCH,
             FetchRequest,
@@ -327,8 +337,8 @@ APIS: Final[dict[int, ApiSpec]] = {
             "0+",
         ),
         # consumer groups (api.handlers.groups)
-        _api(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, "0-8", "8+"),
-        _api(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse, "0-8", "6+"),
+        _api(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, "0-9", "8+"),
+        _api(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse, "0-9", "6+"),
         _api(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse, "0-4", "3+"),
         _api(ApiKey.JOIN_GROUP, JoinGroupRequest, JoinGroupResponse, "0-9", "6+"),
         _api(ApiKey.HEARTBEAT, HeartbeatRequest, HeartbeatResponse, "0-4", "4+"),
@@ -397,7 +407,7 @@ REQUEST_API: Final[dict[type, ApiSpec]] = {spec.request.cls: spec for spec in AP
 def supported_api_versions() -> tuple[ApiVersion, ...]:
     """What ApiVersions advertises: every key in ``APIS`` with its range, by key."""
     return tuple(
-        ApiVersion(api_key=s.api_key, min_version=s.min_version, max_version=s.max_version)
+        ApiVersion(api_key=s.api_key, min_version=s.advertised_min, max_version=s.max_version)
         for s in sorted(APIS.values(), key=lambda s: s.api_key)
     )
 

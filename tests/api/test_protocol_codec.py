@@ -146,8 +146,18 @@ def test_api_versions_response_v3_lists_our_ranges() -> None:
     assert corr == 4
     assert body.error_code == 0 and body.throttle_time_ms == 5
     assert {(k.api_key, k.min_version, k.max_version) for k in body.api_keys} == {
-        (s.api_key, s.min_version, s.max_version) for s in APIS.values()
+        (s.api_key, s.advertised_min, s.max_version) for s in APIS.values()
     }
+
+
+def test_produce_is_advertised_from_v0_but_v0_to_2_are_refused() -> None:
+    """Kafka 4.0's KAFKA-18659: advertised 0-11 so librdkafka < 2.10 compresses, served 3-11."""
+    advertised = {k.api_key: (k.min_version, k.max_version) for k in supported_api_versions()}
+    assert advertised[0] == (0, APIS[0].max_version)
+    for version in (0, 1, 2):
+        frame = struct.pack(">hhih", 0, version, 9, 3) + b"cli" + struct.pack(">hii", 1, 100, 0)
+        with pytest.raises(UnsupportedVersionError):
+            decode_request(frame)
 
 
 # --- version negotiation --------------------------------------------------------------------

@@ -81,8 +81,8 @@ from tests.api.test_protocol import SETTINGS, _fill, struct_strategy, to_kafka_p
 
 # The exact lines for api/protocol/apis.py's APIS once the handlers exist.
 GROUP_SPECS: tuple[ApiSpec, ...] = (
-    _api(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, "0-8", "8+"),
-    _api(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse, "0-8", "6+"),
+    _api(ApiKey.OFFSET_COMMIT, OffsetCommitRequest, OffsetCommitResponse, "0-9", "8+"),
+    _api(ApiKey.OFFSET_FETCH, OffsetFetchRequest, OffsetFetchResponse, "0-9", "6+"),
     _api(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest, FindCoordinatorResponse, "0-4", "3+"),
     _api(ApiKey.JOIN_GROUP, JoinGroupRequest, JoinGroupResponse, "0-9", "6+"),
     _api(ApiKey.HEARTBEAT, HeartbeatRequest, HeartbeatResponse, "0-4", "4+"),
@@ -137,8 +137,8 @@ def test_ranges_are_exactly_the_brief() -> None:
         "Heartbeat": (0, 4, 4),
         "LeaveGroup": (0, 5, 4),
         "SyncGroup": (0, 5, 4),
-        "OffsetCommit": (0, 8, 8),
-        "OffsetFetch": (0, 8, 6),
+        "OffsetCommit": (0, 9, 8),
+        "OffsetFetch": (0, 9, 6),
         "ListGroups": (0, 4, 3),
         "DescribeGroups": (0, 5, 5),
         "DeleteGroups": (0, 2, 2),

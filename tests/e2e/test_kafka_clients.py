@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 import subprocess
 import time
 import uuid
@@ -91,6 +92,11 @@ def test_kcat_round_trip(broker: BrokerProcess, codec: str) -> None:
         timeout=60,
     ).stdout.splitlines()
     assert out == [f"{i}|{line.split(':', 1)[0]}|{line.split(':', 1)[1]}" for i, line in enumerate(lines)]
+    # The batch really is stored compressed: librdkafka before 2.10 silently sends gzip,
+    # snappy and lz4 uncompressed unless the advertised Produce range starts at v0.
+    log = (broker.data_dir / "logs" / f"{topic}-0" / f"{0:020d}.log").read_bytes()
+    attributes = struct.unpack_from(">h", log, 21)[0]  # batch header: attributes at byte 21
+    assert attributes & 0x7 == ["none", "gzip", "snappy", "lz4", "zstd"].index(codec)
 
 
 def test_confluent_100k_exact_across_partitions(broker: BrokerProcess) -> None:

@@ -1,10 +1,11 @@
-"""OffsetCommit (key 8), versions 0-8, flexible 8+.
+"""OffsetCommit (key 8), versions 0-9, flexible 8+.
 
 v0 commits without group membership (no generation or member id: -1 and ""), v1 adds a
 per-partition ``commit_timestamp``, v2-4 replace it with a request-wide
 ``retention_time_ms`` (-1: broker default), v5+ drop both (retention is broker config).
 The generation field carries Kafka's current name; for the classic protocol it is the
-group generation id.
+group generation id. v9 (KIP-848) has v8's layout: it only says the client can commit
+to a consumer-protocol group with its member epoch; a classic group treats it as v8.
 """
 
 from collections.abc import Sequence

@@ -1,9 +1,11 @@
-"""OffsetFetch (key 9), versions 0-8, flexible 6+.
+"""OffsetFetch (key 9), versions 0-9, flexible 6+.
 
 v0-7 ask for one ``group_id``; v8 (KIP-709) batches ``groups`` and answers per group.
 A null topic list means "every partition the group has committed" (v2+ at the top level,
 every version inside ``groups``); v0-1 cannot express it. v0 read offsets from ZooKeeper
-in old Kafka; here v0 and v1 are the same request.
+in old Kafka; here v0 and v1 are the same request. v9 (KIP-848) adds each group's
+``member_id``/``member_epoch``, which only a consumer-protocol group validates; a classic
+group ignores them, as Kafka's does.
 
 Kafka declares separate, identically shaped structs for the batched v8 layout
 (``OffsetFetchRequestTopics``, ``OffsetFetchResponseTopics``/``...Partitions``); the wire
@@ -26,6 +28,8 @@ class OffsetFetchRequestTopic:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OffsetFetchRequestGroup:
     group_id: Annotated[str, W(STRING, "8+")]
+    member_id: Annotated[str | None, W(STRING, "9+", nullable="9+")] = None
+    member_epoch: Annotated[int, W(INT32, "9+")] = -1
     topics: Annotated[
         Sequence[OffsetFetchRequestTopic] | None, W(ARRAY(OffsetFetchRequestTopic), "8+", nullable="8+")
     ] = ()
