@@ -94,6 +94,12 @@ def test_prometheus_scrapes_every_broker_and_grafana_is_provisioned() -> None:
     targets = {t for sc in job["static_configs"] for t in sc["targets"]}
     assert targets == {f"{b}:8080" for b in BROKERS}
     assert any(v.startswith("./infra/prometheus.yml:") for v in services["prometheus"]["volumes"])
+    # The shipped alert rules are mounted where rule_files says (tests/ops/test_metrics_conventions.py
+    # checks the rules themselves).
+    mounted = {
+        v.split(":")[1]: v.split(":")[0] for v in services["prometheus"]["volumes"] if v.startswith(".")
+    }
+    assert prom["rule_files"] and all(mounted[f] == "./infra/alerts.yml" for f in prom["rule_files"])
 
     grafana = services["grafana"]
     mounts = {v.split(":")[1]: v.split(":")[0] for v in grafana["volumes"] if v.startswith(".")}
