@@ -6,7 +6,10 @@ metrics."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -68,7 +71,8 @@ def test_compose_runs_minio_etcd_three_cluster_brokers_prometheus_grafana() -> N
         assert svc["depends_on"]["etcd"]["condition"] == "service_healthy"
         assert svc["depends_on"]["minio-init"]["condition"] == "service_completed_successfully"
         env = svc["environment"]
-        flags = _flags(svc["command"])
+        assert svc["command"][0] == "serve"  # the image's entrypoint is `strata`
+        flags = _flags(svc["command"][1:])
         cfg = load_config(
             env={k: v for k, v in env.items() if k.startswith("STRATA_")},
             overrides={k.replace("-", "_"): v for k, v in flags.items()},
@@ -84,6 +88,30 @@ def test_compose_runs_minio_etcd_three_cluster_brokers_prometheus_grafana() -> N
         assert f"{cfg.http_listen.port}" in " ".join(svc["ports"])
         data_volumes.add(svc["volumes"][0].split(":")[0])
     assert len(ids) == len(advertised) == len(data_volumes) == 3
+
+
+def test_compose_pins_every_image_and_gates_start_order_on_health() -> None:
+    services = _compose()["services"]
+    for name, svc in services.items():
+        image = svc.get("image", "")
+        repo, _, tag = image.rpartition(":")
+        assert repo and tag and tag != "latest", f"{name}: image {image!r} is not pinned"
+        deps = svc.get("depends_on", {})
+        assert isinstance(deps, dict), f"{name}: depends_on without conditions"
+        for dep, how in deps.items():
+            condition = how["condition"]
+            assert condition in ("service_healthy", "service_completed_successfully"), (name, dep)
+            if condition == "service_healthy":
+                assert "test" in services[dep].get("healthcheck", {}), f"{dep} has no healthcheck"
+            else:
+                assert services[dep].get("restart") == "no", f"{dep} is a one-shot job"
+    # brokers after etcd and the bucket; Prometheus after every broker; Grafana after Prometheus
+    assert set(services["prometheus"]["depends_on"]) == set(BROKERS)
+    assert set(services["grafana"]["depends_on"]) == {"prometheus"}
+    for name in BROKERS:
+        health = services[name]["healthcheck"]
+        assert health["test"] == ["CMD", "strata-healthcheck"]  # infra/healthcheck.py in the image
+        assert int(health["start_period"].rstrip("m")) >= 5  # recovery before the listener opens
 
 
 def test_prometheus_scrapes_every_broker_and_grafana_is_provisioned() -> None:
@@ -223,7 +251,7 @@ def test_sample_config_loads_with_the_broker_loader() -> None:
 
 def test_dockerfile_ships_every_package_and_the_dashboard() -> None:
     text = (INFRA / "Dockerfile").read_text()
-    for pkg in ("hot", "tiering", "api", "spark", "cluster"):
+    for pkg in ("core", "hot", "tiering", "broker", "api", "spark"):
         assert f"COPY {pkg} ./{pkg}" in text
     assert "USER 999" in text  # the k8s securityContext's runAsUser
     pyproject = (ROOT / "pyproject.toml").read_text()
@@ -247,3 +275,70 @@ def test_metrics_carry_the_standard_collectors_and_no_created_series(
         assert re.search(rf"^{name}[ {{]", text, re.M), name
     assert re.search(r'^strata_build_info\{version="[^"]+"\} 1\.0$', text, re.M)
     assert "_created" not in text
+
+
+# --- the image's health check (infra/healthcheck.py) against real brokers ------------------
+
+HEALTHCHECK = INFRA / "healthcheck.py"
+
+
+def _health(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the health check as the image does: its settings from STRATA_* only."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
+    return subprocess.run(
+        [sys.executable, str(HEALTHCHECK), *args],
+        env={**clean, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _one_line(out: subprocess.CompletedProcess[str]) -> str:
+    text = (out.stdout + out.stderr).strip()
+    assert "Traceback" not in text and "\n" not in text, text
+    return text
+
+
+def test_healthcheck_follows_the_configured_http_address(
+    broker_factory: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    b = broker_factory()
+    # A wildcard address is asked on loopback; the port is the configured one.
+    out = _health({"STRATA_HTTP_LISTEN": f"0.0.0.0:{b.http_port}"})
+    assert out.returncode == 0 and _one_line(out).startswith("ok: broker 0 at http://127.0.0.1:"), out
+    ready = _health({"STRATA_HTTP_LISTEN": f"127.0.0.1:{b.http_port}"}, "--ready")
+    assert ready.returncode == 0 and _one_line(ready).startswith("ready: broker 0"), ready
+    # The address from the STRATA_CONFIG file, as `strata serve` reads it.
+    conf = tmp_path / "strata.toml"
+    conf.write_text(f'http_listen = "127.0.0.1:{b.http_port}"\n')
+    assert _health({"STRATA_CONFIG": str(conf)}).returncode == 0
+    # Nothing there: unhealthy, one line naming why.
+    b.kill()
+    down = _health({"STRATA_HTTP_LISTEN": f"127.0.0.1:{b.http_port}"})
+    assert down.returncode == 1 and _one_line(down).startswith("unhealthy:"), down
+    bad = _health({"STRATA_HTTP_LISTEN": "nowhere"})
+    assert bad.returncode == 1 and "nowhere" in _one_line(bad), bad
+
+
+def test_healthcheck_speaks_https_with_the_brokers_certificate(
+    broker_factory: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    from tests.broker.security.tlslib import make_pki, server_env
+
+    pki = make_pki(tmp_path / "pki")
+    env = server_env(pki, "required")  # mutual TLS: the check presents the broker's certificate
+    b = broker_factory(env=env)
+    out = _health({**env, "STRATA_HTTP_LISTEN": f"0.0.0.0:{b.http_port}"}, "--ready")
+    assert out.returncode == 0 and "https://127.0.0.1:" in _one_line(out), out
+    # Without the TLS settings it speaks plain HTTP to a TLS listener: unhealthy, one line.
+    plain = _health({"STRATA_HTTP_LISTEN": f"127.0.0.1:{b.http_port}"})
+    assert plain.returncode == 1 and _one_line(plain).startswith("unhealthy:"), plain
+
+
+def test_healthcheck_takes_an_authenticating_listener_as_alive(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    b = broker_factory("--rest-auth", "bearer")
+    out = _health({"STRATA_HTTP_LISTEN": f"127.0.0.1:{b.http_port}"}, "--ready")
+    assert out.returncode == 0 and "REST authentication is on" in _one_line(out), out
