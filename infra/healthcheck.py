@@ -17,9 +17,12 @@ flags, and the check follows.
   certificate and key are presented as the client's;
 - ``GET /healthz``: 200 is healthy; 401 is too (REST authentication is on: the broker
   answers, and this check holds no credentials);
-- ``--ready``: ``GET /v1/status`` must say ``ok`` (not ``degraded``: object store
-  unavailable, partitions offline, disk high water); with REST authentication on, the
-  liveness answer stands in for it.
+- ``--ready`` (the Kubernetes readiness probe): besides, the Kafka listener
+  (``kafka_listen``, TLS as configured) must answer an ApiVersions request, which Kafka
+  serves before SASL authentication: the broker takes Kafka clients. A degraded broker
+  (object store out, disk at its high-water mark) stays ready: it still serves what it
+  can, and taking every broker out of the bootstrap Service during an object-store
+  outage would help nobody.
 
 Prints one line and exits 0 (healthy) or 1; never a traceback.
 """
@@ -27,37 +30,35 @@ Prints one line and exits 0 (healthy) or 1; never a traceback.
 from __future__ import annotations
 
 import json
+import socket
 import ssl
 import sys
 import urllib.error
 import urllib.request
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from broker.security.config import TlsConfig
 
 TIMEOUT_S = 3.0
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "": "127.0.0.1", "::": "::1"}
 
 
-def _target() -> tuple[str, ssl.SSLContext | None]:
-    """The base URL of the HTTP listener and the TLS context to reach it with."""
-    from broker.config import load_config
+def _loopback(host: str) -> str:
+    return _WILDCARDS.get(host, host)
 
-    cfg = load_config()
-    host = _WILDCARDS.get(cfg.http_listen.host, cfg.http_listen.host)
-    if ":" in host:
-        host = f"[{host}]"
-    tls = cfg.tls
-    if not tls.enabled:
-        return f"http://{host}:{cfg.http_listen.port}", None
+
+def _tls_context(tls: TlsConfig) -> ssl.SSLContext:
     if tls.ca is not None:
         ctx = ssl.create_default_context(cafile=str(tls.ca))
-        ctx.check_hostname = False
     else:  # nothing to check the server with: the question is only whether it answers
         ctx = ssl.create_default_context()
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
+    ctx.check_hostname = False  # loopback is dialled; the certificate names the broker
     if tls.client_auth != "none" and tls.cert is not None and tls.key is not None:
         ctx.load_cert_chain(str(tls.cert), str(tls.key))
-    return f"https://{host}:{cfg.http_listen.port}", ctx
+    return ctx
 
 
 def _get(url: str, ctx: ssl.SSLContext | None) -> tuple[int, Any]:
@@ -68,26 +69,53 @@ def _get(url: str, ctx: ssl.SSLContext | None) -> tuple[int, Any]:
         return exc.code, None
 
 
+def _kafka_answers(host: str, port: int, ctx: ssl.SSLContext | None) -> str | None:
+    """None when the Kafka listener answers ApiVersions without an error, else why not."""
+    from api.protocol import ApiKey, ApiVersionsRequest, decode_response, encode_request, frame_bytes
+
+    version = 3
+    request = ApiVersionsRequest(client_software_name="strata-healthcheck", client_software_version="1")
+    frame = frame_bytes(encode_request(ApiKey.API_VERSIONS, version, 1, "strata-healthcheck", request))
+    with socket.create_connection((host, port), timeout=TIMEOUT_S) as raw:
+        sock = ctx.wrap_socket(raw, server_hostname=host) if ctx is not None else raw
+        with sock:
+            sock.sendall(frame)
+            data = b""
+            while len(data) < 4 or len(data) < 4 + int.from_bytes(data[:4], "big"):
+                chunk = sock.recv(65536)
+                if not chunk:
+                    return "the Kafka listener closed the connection without answering"
+                data += chunk
+    _, body = decode_response(ApiKey.API_VERSIONS, version, data[4:])
+    return None if body.error_code == 0 else f"ApiVersions answered error code {body.error_code}"
+
+
 def check(ready: bool) -> tuple[bool, str]:
     """(healthy, the line to print)."""
-    base, ctx = _target()
+    from broker.config import load_config
+
+    cfg = load_config()
+    ctx = _tls_context(cfg.tls) if cfg.tls.enabled else None
+    host = _loopback(cfg.http_listen.host)
+    url_host = f"[{host}]" if ":" in host else host
+    base = f"{'https' if ctx is not None else 'http'}://{url_host}:{cfg.http_listen.port}"
     status, body = _get(f"{base}/healthz", ctx)
     if status == 401:
-        return True, f"ok: {base} answers (REST authentication is on)"
-    if status != 200:
+        alive = f"{base} answers (REST authentication is on)"
+    elif status == 200:
+        alive = f"broker {body.get('broker_id') if isinstance(body, dict) else None} at {base}"
+    else:
         return False, f"unhealthy: {base}/healthz answered HTTP {status}"
-    broker = body.get("broker_id") if isinstance(body, dict) else None
     if not ready:
-        return True, f"ok: broker {broker} at {base}"
-    status, body = _get(f"{base}/v1/status", ctx)
-    if status == 401:
-        return True, f"ok: broker {broker} at {base} (REST authentication is on: status not read)"
-    if status != 200 or not isinstance(body, dict):
-        return False, f"not ready: {base}/v1/status answered HTTP {status}"
-    if body.get("status") != "ok":
-        reasons = ", ".join(str(r) for r in body.get("degraded_reasons") or ())
-        return False, f"not ready: broker {broker} is {body.get('status')}: {reasons}"
-    return True, f"ready: broker {broker} at {base}"
+        return True, f"ok: {alive}"
+    kafka = cfg.kafka_listen
+    try:
+        problem = _kafka_answers(_loopback(kafka.host), kafka.port, ctx)
+    except OSError as exc:  # refused, timed out, a TLS failure
+        problem = f"the Kafka listener does not answer: {exc.strerror or exc}"
+    if problem is not None:
+        return False, f"not ready: {problem} ({_loopback(kafka.host)}:{kafka.port})"
+    return True, f"ready: {alive}, Kafka on {_loopback(kafka.host)}:{kafka.port}"
 
 
 def main(argv: list[str]) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -294,6 +295,11 @@ def _health(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]
     )
 
 
+def _listeners(b: BrokerProcess) -> dict[str, str]:
+    """The broker's listeners as the image sets them (wildcard hosts)."""
+    return {"STRATA_HTTP_LISTEN": f"0.0.0.0:{b.http_port}", "STRATA_KAFKA_LISTEN": f"0.0.0.0:{b.kafka_port}"}
+
+
 def _one_line(out: subprocess.CompletedProcess[str]) -> str:
     text = (out.stdout + out.stderr).strip()
     assert "Traceback" not in text and "\n" not in text, text
@@ -307,8 +313,15 @@ def test_healthcheck_follows_the_configured_http_address(
     # A wildcard address is asked on loopback; the port is the configured one.
     out = _health({"STRATA_HTTP_LISTEN": f"0.0.0.0:{b.http_port}"})
     assert out.returncode == 0 and _one_line(out).startswith("ok: broker 0 at http://127.0.0.1:"), out
-    ready = _health({"STRATA_HTTP_LISTEN": f"127.0.0.1:{b.http_port}"}, "--ready")
+    listeners = _listeners(b)
+    ready = _health(listeners, "--ready")
     assert ready.returncode == 0 and _one_line(ready).startswith("ready: broker 0"), ready
+    # Ready needs the Kafka listener too: HTTP alone answering is not enough.
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    no_kafka = _health({**listeners, "STRATA_KAFKA_LISTEN": f"127.0.0.1:{closed}"}, "--ready")
+    assert no_kafka.returncode == 1 and _one_line(no_kafka).startswith("not ready:"), no_kafka
     # The address from the STRATA_CONFIG file, as `strata serve` reads it.
     conf = tmp_path / "strata.toml"
     conf.write_text(f'http_listen = "127.0.0.1:{b.http_port}"\n')
@@ -329,7 +342,7 @@ def test_healthcheck_speaks_https_with_the_brokers_certificate(
     pki = make_pki(tmp_path / "pki")
     env = server_env(pki, "required")  # mutual TLS: the check presents the broker's certificate
     b = broker_factory(env=env)
-    out = _health({**env, "STRATA_HTTP_LISTEN": f"0.0.0.0:{b.http_port}"}, "--ready")
+    out = _health({**env, **_listeners(b)}, "--ready")
     assert out.returncode == 0 and "https://127.0.0.1:" in _one_line(out), out
     # Without the TLS settings it speaks plain HTTP to a TLS listener: unhealthy, one line.
     plain = _health({"STRATA_HTTP_LISTEN": f"127.0.0.1:{b.http_port}"})
@@ -340,5 +353,5 @@ def test_healthcheck_takes_an_authenticating_listener_as_alive(
     broker_factory: Callable[..., BrokerProcess],
 ) -> None:
     b = broker_factory("--rest-auth", "bearer")
-    out = _health({"STRATA_HTTP_LISTEN": f"127.0.0.1:{b.http_port}"}, "--ready")
+    out = _health(_listeners(b), "--ready")
     assert out.returncode == 0 and "REST authentication is on" in _one_line(out), out
