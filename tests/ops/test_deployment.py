@@ -204,32 +204,36 @@ def test_kubernetes_statefulset_headless_service_pvc_secret_probes() -> None:
     assert headless["spec"]["clusterIP"] == "None"
     labels = spec["template"]["metadata"]["labels"]
     assert spec["selector"]["matchLabels"].items() <= labels.items()
-    for svc in (d for d in docs if d["kind"] == "Service"):
-        assert svc["spec"]["selector"].items() <= labels.items()
     assert spec["replicas"] == 3
     [container] = spec["template"]["spec"]["containers"]
     port_names = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert port_names == {"kafka": 9092, "http": 8080}
-    for svc in (d for d in docs if d["kind"] == "Service"):
+    for svc in (d for d in docs if d["kind"] == "Service" and d["metadata"]["name"].startswith("strata")):
+        # every Service selects these pods (per-pod ones also by the pod name the StatefulSet sets)
+        selector = {
+            k: v for k, v in svc["spec"]["selector"].items() if k != "statefulset.kubernetes.io/pod-name"
+        }
+        assert selector and selector.items() <= labels.items(), svc["metadata"]["name"]
         assert {p["targetPort"] for p in svc["spec"]["ports"]} <= set(port_names)
-    for probe in ("readinessProbe", "livenessProbe"):
-        get = container[probe]["httpGet"]
-        assert get == {"path": "/healthz", "port": "http"}, probe
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    cfg = load_config(
+        env={k: v for k, v in env.items() if k.startswith("STRATA_") and v and k != "STRATA_CONFIG"}
+    )
+    assert (cfg.kafka_listen.port, cfg.http_listen.port) == (port_names["kafka"], port_names["http"])
 
-    # The hot tier: a PVC per pod, mounted where --data-dir points.
+    # The hot tier: a PVC per pod, mounted where the data dir points.
     [claim] = spec["volumeClaimTemplates"]
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
     assert claim["spec"]["resources"]["requests"]["storage"]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert str(cfg.data_dir) == mounts[claim["metadata"]["name"]]
     script = " ".join(container["args"])
-    assert f"--data-dir {mounts[claim['metadata']['name']]}" in script
     assert "--advertised-listener" in script and spec["serviceName"] in script
 
     # S3 credentials from a Secret, the config from a ConfigMap that is infra/strata.toml.
     [env_from] = container["envFrom"]
     secret = _one(docs, "Secret", env_from["secretRef"]["name"])
     assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= set(secret["stringData"])
-    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["STRATA_OBJECT_STORE"].startswith("s3://")
     [cfg_vol] = [v for v in spec["template"]["spec"]["volumes"] if "configMap" in v]
     cm = _one(docs, "ConfigMap", cfg_vol["configMap"]["name"])
@@ -239,6 +243,125 @@ def test_kubernetes_statefulset_headless_service_pvc_secret_probes() -> None:
     assert set(kustomize["resources"]) == {
         p.name for p in (INFRA / "k8s").glob("*.yaml") if p.name != "kustomization.yaml"
     }
+
+
+def test_kubernetes_manifests_match_the_api_schema() -> None:
+    import kubernetes_validate
+
+    docs = _k8s()
+    assert len(docs) >= 12
+    for d in docs:  # strict: an unknown or misspelt field fails too
+        kubernetes_validate.validate(d, "1.30.0", strict=True)
+
+
+def _probe_port(probe: dict[str, Any]) -> str | None:
+    for kind in ("httpGet", "tcpSocket", "grpc"):
+        if kind in probe:
+            return str(probe[kind]["port"])
+    return None
+
+
+def test_kubernetes_probes_survive_recovery_and_pods_are_locked_down() -> None:
+    docs = _k8s()
+    for sts in (d for d in docs if d["kind"] == "StatefulSet"):
+        name = sts["metadata"]["name"]
+        pod = sts["spec"]["template"]
+        labels = pod["metadata"]["labels"]
+        [container] = pod["spec"]["containers"]
+        ports = {p["name"] for p in container["ports"]}
+        # A startup probe holds liveness back; readiness is a different check from liveness.
+        startup, live, ready = (container[k] for k in ("startupProbe", "livenessProbe", "readinessProbe"))
+        for probe in (startup, live, ready):
+            port = _probe_port(probe)
+            assert port is None or port in ports, (name, probe)
+        assert ready != live, name
+        assert "initialDelaySeconds" not in live, name
+        if name == "strata":  # crash recovery may scan the whole hot tier: an hour
+            assert startup["periodSeconds"] * startup["failureThreshold"] >= 3600
+            assert ready["exec"]["command"] == ["strata-healthcheck", "--ready"]
+        # Non-root, nothing to escalate to, a read-only root with the writable paths mounted.
+        pod_sec = pod["spec"]["securityContext"]
+        assert pod_sec["runAsNonRoot"] is True and pod_sec["runAsUser"] > 0
+        sec = container["securityContext"]
+        assert sec["allowPrivilegeEscalation"] is False
+        assert sec["capabilities"]["drop"] == ["ALL"]
+        assert sec["readOnlyRootFilesystem"] is True
+        claims = {c["metadata"]["name"] for c in sts["spec"]["volumeClaimTemplates"]}
+        volumes = {v["name"] for v in pod["spec"].get("volumes", [])} | claims
+        assert {m["name"] for m in container["volumeMounts"]} <= volumes
+        # One pod per node, and a disruption budget over the same pods.
+        [term] = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term["topologyKey"] == "kubernetes.io/hostname"
+        assert term["labelSelector"]["matchLabels"].items() <= labels.items()
+        pdb = _one(docs, "PodDisruptionBudget", name)
+        assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        assert pdb["spec"]["maxUnavailable"] == 1
+    strata = _one(docs, "StatefulSet", "strata")
+    mounts = {m["mountPath"] for m in strata["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    assert {"/var/lib/strata", "/tmp"} <= mounts
+    # The Dockerfile's user is the one the pods run as.
+    assert "USER 999:999" in (INFRA / "Dockerfile").read_text()
+    assert strata["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == 999
+
+
+def test_kubernetes_etcd_is_where_the_brokers_look() -> None:
+    docs = _k8s()
+    cfg = load_config(config_file=INFRA / "strata.toml", env={})
+    assert cfg.cluster is not None
+    host, port = cfg.cluster.etcd.split(":")
+    svc = _one(docs, "Service", host)
+    etcd = _one(docs, "StatefulSet", "etcd")
+    [container] = etcd["spec"]["template"]["spec"]["containers"]
+    client = {p["name"]: p["containerPort"] for p in container["ports"]}
+    [svc_port] = svc["spec"]["ports"]
+    assert svc_port["port"] == int(port) and client[svc_port["targetPort"]] == int(port)
+    assert svc["spec"]["selector"].items() <= etcd["spec"]["template"]["metadata"]["labels"].items()
+    assert not container["image"].endswith(":latest")
+    # every member is in the initial cluster, named as the pods are
+    args = " ".join(container["args"])
+    members = re.search(r"--initial-cluster=(\S+)", args)
+    assert members is not None
+    names = [m.split("=")[0] for m in members.group(1).split(",")]
+    assert names == [f"etcd-{i}" for i in range(etcd["spec"]["replicas"])]
+
+
+def test_kubernetes_external_listener_advertises_each_pods_node_port(tmp_path: Path) -> None:
+    """The broker's start script, run for each pod with a stand-in `strata`, advertises the
+    NodePort of that pod's own Service when EXTERNAL_HOST is set, its headless name when
+    not; replication stays on the headless names."""
+    docs = _k8s()
+    sts = _one(docs, "StatefulSet", "strata")
+    [container] = sts["spec"]["template"]["spec"]["containers"]
+    [script] = container["args"]
+    fake = tmp_path / "strata"
+    fake.write_text('#!/bin/sh\necho "$@" "$STRATA_INTER_BROKER_LISTENER"\n')
+    fake.chmod(0o755)
+    external = _one(docs, "ConfigMap", "strata-external")["data"]
+    base = {"PATH": f"{tmp_path}:/usr/bin:/bin", "POD_NAMESPACE": "ns", **external}
+    for ordinal in range(sts["spec"]["replicas"]):
+        pod = f"strata-{ordinal}"
+        svc = _one(docs, "Service", f"{pod}-external")
+        assert svc["spec"]["type"] in ("NodePort", "LoadBalancer")
+        assert svc["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] == pod
+        [port] = svc["spec"]["ports"]
+        assert port["targetPort"] == "kafka"
+        internal = f"{pod}.strata-headless.ns.svc.cluster.local:9092"
+        for host, advertised in (
+            ("", internal),
+            ("kafka.example.com", f"kafka.example.com:{port['nodePort']}"),
+        ):
+            env = {**base, "HOSTNAME": pod, "EXTERNAL_HOST": host}
+            out = subprocess.run(
+                ["/bin/sh", "-c", script], env=env, capture_output=True, text=True, timeout=30
+            )
+            assert out.stdout.split() == [
+                "serve",
+                "--broker-id",
+                str(ordinal),
+                "--advertised-listener",
+                advertised,
+                internal,
+            ], out
 
 
 def test_sample_config_loads_with_the_broker_loader() -> None:
