@@ -30,6 +30,7 @@ from typing import Any, Final
 from prometheus_client import Counter
 
 import api.protocol.error_table as error_table
+from api.protocol.errors import SchemaError
 from api.protocol.schema import INT16, Array, Struct, wire_fields
 
 # Kafka error code -> its name in the protocol guide's table (api.protocol.error_table).
@@ -83,7 +84,11 @@ def _plan(cls: type) -> Walk | None:
         return None  # not a schema message (nothing a handler answers with today)
     codes: list[str] = []
     nested: list[tuple[str, Walk, bool]] = []  # (field, walk of the element, is an array)
-    for f in wire_fields(cls):
+    try:
+        fields = wire_fields(cls)
+    except SchemaError:  # not a wire message: nothing to count, and never a failed request
+        return None
+    for f in fields:
         kind = f.kind
         if kind is INT16 and f.name.endswith("error_code"):
             codes.append(f.name)
