@@ -99,7 +99,10 @@ def check(ready: bool) -> tuple[bool, str]:
     host = _loopback(cfg.http_listen.host)
     url_host = f"[{host}]" if ":" in host else host
     base = f"{'https' if ctx is not None else 'http'}://{url_host}:{cfg.http_listen.port}"
-    status, body = _get(f"{base}/healthz", ctx)
+    try:
+        status, body = _get(f"{base}/healthz", ctx)
+    except OSError as exc:  # refused, timed out, a TLS failure (URLError is one)
+        return False, f"unhealthy: cannot reach {base}/healthz: {getattr(exc, 'reason', None) or exc}"
     if status == 401:
         alive = f"{base} answers (REST authentication is on)"
     elif status == 200:
