@@ -282,6 +282,7 @@ class Connection:
         response = await handler(self, header, request)
         api = APIS[header.api_key].name
         self.broker.metrics.request_latency.labels(api).observe(time.perf_counter() - started)
+        self.broker.metrics.response_errors.count(api, response)
         if response is None:
             return None
         return encode_response(header, response)

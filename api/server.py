@@ -149,7 +149,8 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         metrics.registry.register(LogStatsCollector(manager_logs(manager)))
         metrics.registry.register(DiskHealthCollector(manager.disk_health))
         view = node.client.view
-        metrics.registry.register(ClusterMetricsCollector(lambda: view))
+        client = node.client
+        metrics.registry.register(ClusterMetricsCollector(lambda: view, lambda: client.keeper))
         events = ClusterEventMetrics(metrics.registry)
         node.replicas.on_isr_change = events.isr_changed
         tiering = TieringService(manager, store, config.tiering, TieringMetrics(metrics.registry))

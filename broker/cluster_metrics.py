@@ -15,6 +15,17 @@ watched copy of the etcd metadata (``broker.status.cluster_status`` over the
 Every broker sees the whole cluster, so each exports the same cluster-wide figures
 (aggregate with ``max``). In single-node mode the families exist with no series.
 
+The broker's own session with the metadata store (etcd, or the embedded store of a
+single node), from its registration lease (broker.metadata_store.LeaseKeeper):
+
+    strata_metadata_store_contact_age_seconds       since the lease was last refreshed
+                                                    (a refresh every third of the TTL)
+    strata_metadata_store_session_timeout_seconds   the lease TTL (broker.session.timeout.ms)
+
+An age past the timeout means etcd has been out of reach long enough for the lease, and
+with it this broker's registration, to expire (or that it has: the keeper stops on a lost
+lease, so the age keeps growing). No series while the broker is not registered.
+
 Events are counted exactly by ``ClusterEventMetrics``, through hooks of the logic that
 writes them to etcd (each event is counted once, by the broker that wrote it, so
 aggregate with ``sum`` over brokers):
@@ -30,6 +41,7 @@ aggregate with ``sum`` over brokers):
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -41,23 +53,47 @@ from broker.status import cluster_status
 
 if TYPE_CHECKING:
     from broker.metadata import ClusterView
+    from broker.metadata_store import LeaseKeeper
 
 
 class ClusterMetricsCollector(Collector):
-    """``view`` returns the broker's watched ClusterView, or None outside cluster mode."""
+    """``view`` returns the broker's watched ClusterView, or None outside cluster mode;
+    ``keeper`` its registration lease's keeper (None: not registered)."""
 
-    def __init__(self, view: Callable[[], ClusterView | None]) -> None:
+    def __init__(
+        self,
+        view: Callable[[], ClusterView | None],
+        keeper: Callable[[], LeaseKeeper | None] = lambda: None,
+    ) -> None:
         self._view = view
+        self._keeper = keeper
 
     def describe(self) -> Iterator[Metric]:
         yield from self._families(None)
+        yield from self._session(None)
 
     def collect(self) -> Iterator[Metric]:
         view = self._view()
-        if view is None:
-            yield from self._families(None)
-            return
-        yield from self._families(cluster_status(view))
+        yield from self._families(None if view is None else cluster_status(view))
+        yield from self._session(self._keeper())
+
+    @staticmethod
+    def _session(keeper: LeaseKeeper | None) -> Iterator[Metric]:
+        age = GaugeMetricFamily(
+            "strata_metadata_store_contact_age_seconds",
+            "Seconds since this broker's metadata store (etcd) lease was last refreshed",
+        )
+        ttl = GaugeMetricFamily(
+            "strata_metadata_store_session_timeout_seconds",
+            "TTL of this broker's metadata store lease: past it the broker's registration expires",
+        )
+        if keeper is not None:
+            # alive_until is the last successful refresh's send time plus the TTL it re-armed.
+            last = keeper.alive_until - keeper.lease.ttl
+            age.add_metric([], max(0.0, time.monotonic() - last))
+            ttl.add_metric([], keeper.lease.ttl)
+        yield age
+        yield ttl
 
     @staticmethod
     def _families(report: dict[str, Any] | None) -> Iterator[Metric]:

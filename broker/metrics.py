@@ -24,6 +24,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from broker.request_metrics import RequestErrors, ResponseErrors
 from hot.errors import StrataError
 
 if TYPE_CHECKING:
@@ -69,15 +70,15 @@ class BrokerMetrics:
         )
         self.produce_latency = Histogram(
             "strata_produce_latency_seconds",
-            "Produce latency from request decode to acknowledgement",
-            ["api"],
+            "Produce latency from request decode to acknowledgement, by source (kafka, rest)",
+            ["source"],
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
         self.fetch_latency = Histogram(
             "strata_fetch_latency_seconds",
-            "Fetch latency including long-poll wait",
-            ["api"],
+            "Fetch latency including long-poll wait, by source (kafka, rest, replica)",
+            ["source"],
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
@@ -88,9 +89,17 @@ class BrokerMetrics:
             buckets=_LATENCY_BUCKETS,
             registry=r,
         )
-        self.errors = Counter(
-            "strata_request_errors", "Per-partition or request errors", ["api", "code"], registry=r
+        # Call sites count with errors.labels(source, code); the listener counts whole
+        # responses with response_errors.count(api, response) (broker.request_metrics).
+        self.errors = RequestErrors(
+            Counter(
+                "strata_request_errors",
+                "Error codes in responses, by API (Kafka's name, or REST) and error (Kafka's name)",
+                ["api", "error"],
+                registry=r,
+            )
         )
+        self.response_errors = ResponseErrors(self.errors)
         self.connections = Gauge("strata_kafka_connections", "Open Kafka protocol connections", registry=r)
         self.http_requests = Counter(
             "strata_http_requests", "REST requests by route and status", ["route", "status"], registry=r

@@ -75,13 +75,13 @@ class TieringMetrics:
             registry=r,
         )
         self.remote_compaction_bytes_rewritten = Counter(
-            "strata_tiering_remote_compaction_bytes_rewritten",
+            "strata_tiering_remote_compaction_rewritten_bytes",
             "Bytes of remote segments replaced by remote compaction",
             ["topic"],
             registry=r,
         )
         self.remote_compaction_bytes_removed = Counter(
-            "strata_tiering_remote_compaction_bytes_removed",
+            "strata_tiering_remote_compaction_removed_bytes",
             "Remote bytes remote compaction removed (replaced minus rewritten sizes)",
             ["topic"],
             registry=r,

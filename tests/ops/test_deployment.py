@@ -6,7 +6,11 @@ metrics."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import socket
+import subprocess
+import sys
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
@@ -68,7 +72,8 @@ def test_compose_runs_minio_etcd_three_cluster_brokers_prometheus_grafana() -> N
         assert svc["depends_on"]["etcd"]["condition"] == "service_healthy"
         assert svc["depends_on"]["minio-init"]["condition"] == "service_completed_successfully"
         env = svc["environment"]
-        flags = _flags(svc["command"])
+        assert svc["command"][0] == "serve"  # the image's entrypoint is `strata`
+        flags = _flags(svc["command"][1:])
         cfg = load_config(
             env={k: v for k, v in env.items() if k.startswith("STRATA_")},
             overrides={k.replace("-", "_"): v for k, v in flags.items()},
@@ -86,6 +91,30 @@ def test_compose_runs_minio_etcd_three_cluster_brokers_prometheus_grafana() -> N
     assert len(ids) == len(advertised) == len(data_volumes) == 3
 
 
+def test_compose_pins_every_image_and_gates_start_order_on_health() -> None:
+    services = _compose()["services"]
+    for name, svc in services.items():
+        image = svc.get("image", "")
+        repo, _, tag = image.rpartition(":")
+        assert repo and tag and tag != "latest", f"{name}: image {image!r} is not pinned"
+        deps = svc.get("depends_on", {})
+        assert isinstance(deps, dict), f"{name}: depends_on without conditions"
+        for dep, how in deps.items():
+            condition = how["condition"]
+            assert condition in ("service_healthy", "service_completed_successfully"), (name, dep)
+            if condition == "service_healthy":
+                assert "test" in services[dep].get("healthcheck", {}), f"{dep} has no healthcheck"
+            else:
+                assert services[dep].get("restart") == "no", f"{dep} is a one-shot job"
+    # brokers after etcd and the bucket; Prometheus after every broker; Grafana after Prometheus
+    assert set(services["prometheus"]["depends_on"]) == set(BROKERS)
+    assert set(services["grafana"]["depends_on"]) == {"prometheus"}
+    for name in BROKERS:
+        health = services[name]["healthcheck"]
+        assert health["test"] == ["CMD", "strata-healthcheck"]  # infra/healthcheck.py in the image
+        assert int(health["start_period"].rstrip("m")) >= 5  # recovery before the listener opens
+
+
 def test_prometheus_scrapes_every_broker_and_grafana_is_provisioned() -> None:
     services = _compose()["services"]
     prom = yaml.safe_load((INFRA / "prometheus.yml").read_text())
@@ -94,6 +123,12 @@ def test_prometheus_scrapes_every_broker_and_grafana_is_provisioned() -> None:
     targets = {t for sc in job["static_configs"] for t in sc["targets"]}
     assert targets == {f"{b}:8080" for b in BROKERS}
     assert any(v.startswith("./infra/prometheus.yml:") for v in services["prometheus"]["volumes"])
+    # The shipped alert rules are mounted where rule_files says (tests/ops/test_metrics_conventions.py
+    # checks the rules themselves).
+    mounted = {
+        v.split(":")[1]: v.split(":")[0] for v in services["prometheus"]["volumes"] if v.startswith(".")
+    }
+    assert prom["rule_files"] and all(mounted[f] == "./infra/alerts.yml" for f in prom["rule_files"])
 
     grafana = services["grafana"]
     mounts = {v.split(":")[1]: v.split(":")[0] for v in grafana["volumes"] if v.startswith(".")}
@@ -169,32 +204,36 @@ def test_kubernetes_statefulset_headless_service_pvc_secret_probes() -> None:
     assert headless["spec"]["clusterIP"] == "None"
     labels = spec["template"]["metadata"]["labels"]
     assert spec["selector"]["matchLabels"].items() <= labels.items()
-    for svc in (d for d in docs if d["kind"] == "Service"):
-        assert svc["spec"]["selector"].items() <= labels.items()
     assert spec["replicas"] == 3
     [container] = spec["template"]["spec"]["containers"]
     port_names = {p["name"]: p["containerPort"] for p in container["ports"]}
     assert port_names == {"kafka": 9092, "http": 8080}
-    for svc in (d for d in docs if d["kind"] == "Service"):
+    for svc in (d for d in docs if d["kind"] == "Service" and d["metadata"]["name"].startswith("strata")):
+        # every Service selects these pods (per-pod ones also by the pod name the StatefulSet sets)
+        selector = {
+            k: v for k, v in svc["spec"]["selector"].items() if k != "statefulset.kubernetes.io/pod-name"
+        }
+        assert selector and selector.items() <= labels.items(), svc["metadata"]["name"]
         assert {p["targetPort"] for p in svc["spec"]["ports"]} <= set(port_names)
-    for probe in ("readinessProbe", "livenessProbe"):
-        get = container[probe]["httpGet"]
-        assert get == {"path": "/healthz", "port": "http"}, probe
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    cfg = load_config(
+        env={k: v for k, v in env.items() if k.startswith("STRATA_") and v and k != "STRATA_CONFIG"}
+    )
+    assert (cfg.kafka_listen.port, cfg.http_listen.port) == (port_names["kafka"], port_names["http"])
 
-    # The hot tier: a PVC per pod, mounted where --data-dir points.
+    # The hot tier: a PVC per pod, mounted where the data dir points.
     [claim] = spec["volumeClaimTemplates"]
     assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
     assert claim["spec"]["resources"]["requests"]["storage"]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert str(cfg.data_dir) == mounts[claim["metadata"]["name"]]
     script = " ".join(container["args"])
-    assert f"--data-dir {mounts[claim['metadata']['name']]}" in script
     assert "--advertised-listener" in script and spec["serviceName"] in script
 
     # S3 credentials from a Secret, the config from a ConfigMap that is infra/strata.toml.
     [env_from] = container["envFrom"]
     secret = _one(docs, "Secret", env_from["secretRef"]["name"])
     assert {"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} <= set(secret["stringData"])
-    env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["STRATA_OBJECT_STORE"].startswith("s3://")
     [cfg_vol] = [v for v in spec["template"]["spec"]["volumes"] if "configMap" in v]
     cm = _one(docs, "ConfigMap", cfg_vol["configMap"]["name"])
@@ -204,6 +243,125 @@ def test_kubernetes_statefulset_headless_service_pvc_secret_probes() -> None:
     assert set(kustomize["resources"]) == {
         p.name for p in (INFRA / "k8s").glob("*.yaml") if p.name != "kustomization.yaml"
     }
+
+
+def test_kubernetes_manifests_match_the_api_schema() -> None:
+    import kubernetes_validate
+
+    docs = _k8s()
+    assert len(docs) >= 12
+    for d in docs:  # strict: an unknown or misspelt field fails too
+        kubernetes_validate.validate(d, "1.30.0", strict=True)
+
+
+def _probe_port(probe: dict[str, Any]) -> str | None:
+    for kind in ("httpGet", "tcpSocket", "grpc"):
+        if kind in probe:
+            return str(probe[kind]["port"])
+    return None
+
+
+def test_kubernetes_probes_survive_recovery_and_pods_are_locked_down() -> None:
+    docs = _k8s()
+    for sts in (d for d in docs if d["kind"] == "StatefulSet"):
+        name = sts["metadata"]["name"]
+        pod = sts["spec"]["template"]
+        labels = pod["metadata"]["labels"]
+        [container] = pod["spec"]["containers"]
+        ports = {p["name"] for p in container["ports"]}
+        # A startup probe holds liveness back; readiness is a different check from liveness.
+        startup, live, ready = (container[k] for k in ("startupProbe", "livenessProbe", "readinessProbe"))
+        for probe in (startup, live, ready):
+            port = _probe_port(probe)
+            assert port is None or port in ports, (name, probe)
+        assert ready != live, name
+        assert "initialDelaySeconds" not in live, name
+        if name == "strata":  # crash recovery may scan the whole hot tier: an hour
+            assert startup["periodSeconds"] * startup["failureThreshold"] >= 3600
+            assert ready["exec"]["command"] == ["strata-healthcheck", "--ready"]
+        # Non-root, nothing to escalate to, a read-only root with the writable paths mounted.
+        pod_sec = pod["spec"]["securityContext"]
+        assert pod_sec["runAsNonRoot"] is True and pod_sec["runAsUser"] > 0
+        sec = container["securityContext"]
+        assert sec["allowPrivilegeEscalation"] is False
+        assert sec["capabilities"]["drop"] == ["ALL"]
+        assert sec["readOnlyRootFilesystem"] is True
+        claims = {c["metadata"]["name"] for c in sts["spec"]["volumeClaimTemplates"]}
+        volumes = {v["name"] for v in pod["spec"].get("volumes", [])} | claims
+        assert {m["name"] for m in container["volumeMounts"]} <= volumes
+        # One pod per node, and a disruption budget over the same pods.
+        [term] = pod["spec"]["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert term["topologyKey"] == "kubernetes.io/hostname"
+        assert term["labelSelector"]["matchLabels"].items() <= labels.items()
+        pdb = _one(docs, "PodDisruptionBudget", name)
+        assert pdb["spec"]["selector"]["matchLabels"].items() <= labels.items()
+        assert pdb["spec"]["maxUnavailable"] == 1
+    strata = _one(docs, "StatefulSet", "strata")
+    mounts = {m["mountPath"] for m in strata["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]}
+    assert {"/var/lib/strata", "/tmp"} <= mounts
+    # The Dockerfile's user is the one the pods run as.
+    assert "USER 999:999" in (INFRA / "Dockerfile").read_text()
+    assert strata["spec"]["template"]["spec"]["securityContext"]["runAsUser"] == 999
+
+
+def test_kubernetes_etcd_is_where_the_brokers_look() -> None:
+    docs = _k8s()
+    cfg = load_config(config_file=INFRA / "strata.toml", env={})
+    assert cfg.cluster is not None
+    host, port = cfg.cluster.etcd.split(":")
+    svc = _one(docs, "Service", host)
+    etcd = _one(docs, "StatefulSet", "etcd")
+    [container] = etcd["spec"]["template"]["spec"]["containers"]
+    client = {p["name"]: p["containerPort"] for p in container["ports"]}
+    [svc_port] = svc["spec"]["ports"]
+    assert svc_port["port"] == int(port) and client[svc_port["targetPort"]] == int(port)
+    assert svc["spec"]["selector"].items() <= etcd["spec"]["template"]["metadata"]["labels"].items()
+    assert not container["image"].endswith(":latest")
+    # every member is in the initial cluster, named as the pods are
+    args = " ".join(container["args"])
+    members = re.search(r"--initial-cluster=(\S+)", args)
+    assert members is not None
+    names = [m.split("=")[0] for m in members.group(1).split(",")]
+    assert names == [f"etcd-{i}" for i in range(etcd["spec"]["replicas"])]
+
+
+def test_kubernetes_external_listener_advertises_each_pods_node_port(tmp_path: Path) -> None:
+    """The broker's start script, run for each pod with a stand-in `strata`, advertises the
+    NodePort of that pod's own Service when EXTERNAL_HOST is set, its headless name when
+    not; replication stays on the headless names."""
+    docs = _k8s()
+    sts = _one(docs, "StatefulSet", "strata")
+    [container] = sts["spec"]["template"]["spec"]["containers"]
+    [script] = container["args"]
+    fake = tmp_path / "strata"
+    fake.write_text('#!/bin/sh\necho "$@" "$STRATA_INTER_BROKER_LISTENER"\n')
+    fake.chmod(0o755)
+    external = _one(docs, "ConfigMap", "strata-external")["data"]
+    base = {"PATH": f"{tmp_path}:/usr/bin:/bin", "POD_NAMESPACE": "ns", **external}
+    for ordinal in range(sts["spec"]["replicas"]):
+        pod = f"strata-{ordinal}"
+        svc = _one(docs, "Service", f"{pod}-external")
+        assert svc["spec"]["type"] in ("NodePort", "LoadBalancer")
+        assert svc["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] == pod
+        [port] = svc["spec"]["ports"]
+        assert port["targetPort"] == "kafka"
+        internal = f"{pod}.strata-headless.ns.svc.cluster.local:9092"
+        for host, advertised in (
+            ("", internal),
+            ("kafka.example.com", f"kafka.example.com:{port['nodePort']}"),
+        ):
+            env = {**base, "HOSTNAME": pod, "EXTERNAL_HOST": host}
+            out = subprocess.run(
+                ["/bin/sh", "-c", script], env=env, capture_output=True, text=True, timeout=30
+            )
+            assert out.stdout.split() == [
+                "serve",
+                "--broker-id",
+                str(ordinal),
+                "--advertised-listener",
+                advertised,
+                internal,
+            ], out
 
 
 def test_sample_config_loads_with_the_broker_loader() -> None:
@@ -217,7 +375,7 @@ def test_sample_config_loads_with_the_broker_loader() -> None:
 
 def test_dockerfile_ships_every_package_and_the_dashboard() -> None:
     text = (INFRA / "Dockerfile").read_text()
-    for pkg in ("hot", "tiering", "api", "spark", "cluster"):
+    for pkg in ("core", "hot", "tiering", "broker", "api", "spark"):
         assert f"COPY {pkg} ./{pkg}" in text
     assert "USER 999" in text  # the k8s securityContext's runAsUser
     pyproject = (ROOT / "pyproject.toml").read_text()
@@ -241,3 +399,82 @@ def test_metrics_carry_the_standard_collectors_and_no_created_series(
         assert re.search(rf"^{name}[ {{]", text, re.M), name
     assert re.search(r'^strata_build_info\{version="[^"]+"\} 1\.0$', text, re.M)
     assert "_created" not in text
+
+
+# --- the image's health check (infra/healthcheck.py) against real brokers ------------------
+
+HEALTHCHECK = INFRA / "healthcheck.py"
+
+
+def _health(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """Run the health check as the image does: its settings from STRATA_* only."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("STRATA_")}
+    return subprocess.run(
+        [sys.executable, str(HEALTHCHECK), *args],
+        env={**clean, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def _listeners(b: BrokerProcess) -> dict[str, str]:
+    """The broker's listeners as the image sets them (wildcard hosts)."""
+    return {"STRATA_HTTP_LISTEN": f"0.0.0.0:{b.http_port}", "STRATA_KAFKA_LISTEN": f"0.0.0.0:{b.kafka_port}"}
+
+
+def _one_line(out: subprocess.CompletedProcess[str]) -> str:
+    text = (out.stdout + out.stderr).strip()
+    assert "Traceback" not in text and "\n" not in text, text
+    return text
+
+
+def test_healthcheck_follows_the_configured_http_address(
+    broker_factory: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    b = broker_factory()
+    # A wildcard address is asked on loopback; the port is the configured one.
+    out = _health({"STRATA_HTTP_LISTEN": f"0.0.0.0:{b.http_port}"})
+    assert out.returncode == 0 and _one_line(out).startswith("ok: broker 0 at http://127.0.0.1:"), out
+    listeners = _listeners(b)
+    ready = _health(listeners, "--ready")
+    assert ready.returncode == 0 and _one_line(ready).startswith("ready: broker 0"), ready
+    # Ready needs the Kafka listener too: HTTP alone answering is not enough.
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = s.getsockname()[1]
+    no_kafka = _health({**listeners, "STRATA_KAFKA_LISTEN": f"127.0.0.1:{closed}"}, "--ready")
+    assert no_kafka.returncode == 1 and _one_line(no_kafka).startswith("not ready:"), no_kafka
+    # The address from the STRATA_CONFIG file, as `strata serve` reads it.
+    conf = tmp_path / "strata.toml"
+    conf.write_text(f'http_listen = "127.0.0.1:{b.http_port}"\n')
+    assert _health({"STRATA_CONFIG": str(conf)}).returncode == 0
+    # Nothing there: unhealthy, one line naming why.
+    b.kill()
+    down = _health({"STRATA_HTTP_LISTEN": f"127.0.0.1:{b.http_port}"})
+    assert down.returncode == 1 and _one_line(down).startswith("unhealthy:"), down
+    bad = _health({"STRATA_HTTP_LISTEN": "nowhere"})
+    assert bad.returncode == 1 and "nowhere" in _one_line(bad), bad
+
+
+def test_healthcheck_speaks_https_with_the_brokers_certificate(
+    broker_factory: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    from tests.broker.security.tlslib import make_pki, server_env
+
+    pki = make_pki(tmp_path / "pki")
+    env = server_env(pki, "required")  # mutual TLS: the check presents the broker's certificate
+    b = broker_factory(env=env)
+    out = _health({**env, **_listeners(b)}, "--ready")
+    assert out.returncode == 0 and "https://127.0.0.1:" in _one_line(out), out
+    # Without the TLS settings it speaks plain HTTP to a TLS listener: unhealthy, one line.
+    plain = _health({"STRATA_HTTP_LISTEN": f"127.0.0.1:{b.http_port}"})
+    assert plain.returncode == 1 and _one_line(plain).startswith("unhealthy:"), plain
+
+
+def test_healthcheck_takes_an_authenticating_listener_as_alive(
+    broker_factory: Callable[..., BrokerProcess],
+) -> None:
+    b = broker_factory("--rest-auth", "bearer")
+    out = _health(_listeners(b), "--ready")
+    assert out.returncode == 0 and "REST authentication is on" in _one_line(out), out

@@ -81,7 +81,7 @@ def test_metrics_follow_produce_fetch_tiering_groups_and_errors(
     after = _scrape(b.http_url)
     assert _value(after, "strata_produce_messages_total", topic=TOPIC) == N
     assert _value(after, "strata_produce_bytes_total", topic=TOPIC) > payload  # batch framing on top
-    assert _value(after, "strata_produce_latency_seconds_count", api="kafka") > 0
+    assert _value(after, "strata_produce_latency_seconds_count", source="kafka") > 0
     for p in ("0", "1"):
         assert _value(after, "strata_log_end_offset", topic=TOPIC, partition=p) == N // 2
         assert _value(after, "strata_log_high_watermark", topic=TOPIC, partition=p) == N // 2
@@ -128,7 +128,7 @@ def test_metrics_follow_produce_fetch_tiering_groups_and_errors(
         )
         # Whole batches are served, and a poll may fetch a batch again: at least every record.
         assert _value(fetched, "strata_fetch_messages_total", topic=TOPIC) >= N
-        assert _value(fetched, "strata_fetch_latency_seconds_count", api="kafka") > 0
+        assert _value(fetched, "strata_fetch_latency_seconds_count", source="kafka") > 0
         assert _value(fetched, "strata_request_latency_seconds_count", api="Fetch") > 0
 
         # -- groups: lag follows commits exactly ---------------------------------------------
@@ -137,13 +137,13 @@ def test_metrics_follow_produce_fetch_tiering_groups_and_errors(
         )
         lagging = _scrape(b.http_url)
         assert (
-            _value(lagging, "strata_group_lag", group="meter-reader", topic=TOPIC, partition="0")
+            _value(lagging, "strata_group_lag_offsets", group="meter-reader", topic=TOPIC, partition="0")
             == N // 2 - 100
         )
-        assert _value(lagging, "strata_group_lag_sum", group="meter-reader") == N - 350
+        assert _value(lagging, "strata_group_total_lag_offsets", group="meter-reader") == N - 350
         consumer.commit(offsets=[TopicPartition(TOPIC, p, N // 2) for p in (0, 1)], asynchronous=False)
         caught_up = _scrape(b.http_url)
-        assert _value(caught_up, "strata_group_lag_sum", group="meter-reader") == 0
+        assert _value(caught_up, "strata_group_total_lag_offsets", group="meter-reader") == 0
     finally:
         consumer.close()
 
@@ -158,7 +158,7 @@ def test_metrics_follow_produce_fetch_tiering_groups_and_errors(
         urllib.request.urlopen(req, timeout=10)
     assert exc.value.code == 404
     final = _scrape(b.http_url)
-    assert _value(final, "strata_request_errors_total", api="rest", code="40402") == 1
+    assert _value(final, "strata_request_errors_total", api="REST", error="40402") == 1
     assert _value(final, "strata_produce_messages_total", topic=TOPIC) == N
     assert b.stop() == 0
     assert "Traceback" not in b.output(), b.output()[-3000:]
@@ -176,4 +176,4 @@ def test_a_kafka_produce_error_is_counted_once_by_code(broker_factory: Callable[
     assert [e.code() for e in errors] == [KafkaError.MSG_SIZE_TOO_LARGE]
     final = _scrape(b.http_url)
     assert _value(final, "strata_produce_messages_total", topic=SMALL) == 0
-    assert _value(final, "strata_request_errors_total", api="produce", code="10") == 1
+    assert _value(final, "strata_request_errors_total", api="Produce", error="MESSAGE_TOO_LARGE") == 1

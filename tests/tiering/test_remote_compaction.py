@@ -83,7 +83,7 @@ def test_remote_compaction_keeps_latest_values_and_shrinks_the_bucket(
             assert await bucket_segment_bytes(service.store, prefix) < bytes_before
             assert await remote_rows(service, log, end) == after
             assert sample(service, "strata_tiering_remote_compaction_runs_total", topic=TOPIC) == 1
-            assert sample(service, "strata_tiering_remote_compaction_bytes_removed_total", topic=TOPIC) > 0
+            assert sample(service, "strata_tiering_remote_compaction_removed_bytes_total", topic=TOPIC) > 0
             # A second pass with nothing dirty does nothing.
             assert await service.compactor.compact_log(log, manager.topic(TOPIC).topic_id) is None
         finally:

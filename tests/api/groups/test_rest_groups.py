@@ -84,10 +84,10 @@ def test_group_list_lag_and_metrics(gbroker: BrokerProcess) -> None:
             assert row["host"] == "/127.0.0.1"
 
         m = group_metrics(http.get("/metrics").text, group)
-        assert m[("strata_group_lag", (("partition", "0"), ("topic", topic)))] == 3
-        assert m[("strata_group_lag", (("partition", "1"), ("topic", topic)))] == 7
+        assert m[("strata_group_lag_offsets", (("partition", "0"), ("topic", topic)))] == 3
+        assert m[("strata_group_lag_offsets", (("partition", "1"), ("topic", topic)))] == 7
         assert m[("strata_group_committed_offset", (("partition", "0"), ("topic", topic)))] == 7
-        assert m[("strata_group_lag_sum", ())] == 10
+        assert m[("strata_group_total_lag_offsets", ())] == 10
         assert m[("strata_group_members", ())] == 2
         assert m[("strata_group_state", (("state", "Stable"),))] == 1
 
@@ -96,7 +96,7 @@ def test_group_list_lag_and_metrics(gbroker: BrokerProcess) -> None:
         rows = {p["partition"]: p for p in http.get(f"/v1/groups/{group}/lag").json()["partitions"]}
         assert (rows[0]["lag"], rows[1]["lag"]) == (8, 7)
         m = group_metrics(http.get("/metrics").text, group)
-        assert m[("strata_group_lag", (("partition", "0"), ("topic", topic)))] == 8
+        assert m[("strata_group_lag_offsets", (("partition", "0"), ("topic", topic)))] == 8
     finally:
         c1.close()
         c2.close()
