@@ -19,6 +19,16 @@ from hot.errors import StrataError
 @click.option("--kafka-listen", metavar="HOST:PORT", help="Kafka listener [127.0.0.1:9092].")
 @click.option("--http-listen", metavar="HOST:PORT", help="HTTP listener [127.0.0.1:8080].")
 @click.option("--advertised-listener", metavar="HOST:PORT", help="Address given to Kafka clients.")
+@click.option(
+    "--external-listen",
+    metavar="HOST:PORT",
+    help="A second Kafka listener (same security) whose clients get the external addresses.",
+)
+@click.option(
+    "--external-advertised-listener",
+    metavar="HOST:PORT",
+    help="Address given to clients of --external-listen [that address].",
+)
 @click.option("--object-store", metavar="URL", help="Object store URL [file://<data-dir>/objects].")
 @click.option(
     "--auto-create-topics/--no-auto-create-topics", default=None, help="Create unknown topics on use [off]."
@@ -60,6 +70,8 @@ def serve(
     kafka_listen: str | None,
     http_listen: str | None,
     advertised_listener: str | None,
+    external_listen: str | None,
+    external_advertised_listener: str | None,
     object_store: str | None,
     auto_create_topics: bool | None,
     log_cleaner: bool | None,
@@ -95,6 +107,8 @@ def serve(
                 "kafka_listen": kafka_listen,
                 "http_listen": http_listen,
                 "advertised_listener": advertised_listener,
+                "external_listen": external_listen,
+                "external_advertised_listener": external_advertised_listener,
                 "object_store": object_store,
                 "auto_create_topics": auto_create_topics,
                 "broker_id": broker_id,

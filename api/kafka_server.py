@@ -84,8 +84,12 @@ class KafkaServer:
         sasl_mechanisms: tuple[str, ...] = (),
         users: UserTable | None = None,
         inter_broker: bool = False,
+        external: bool = False,
     ) -> None:
         self.broker = broker
+        # The external client listener: Metadata and FindCoordinator name the brokers'
+        # external addresses (broker.metadata.BrokerRegistration.client_address).
+        self.external = external
         # The internal listener: its connections are the inter-broker principal (broker.security.authz).
         self.inter_broker = inter_broker
         self.ssl_context = ssl_context

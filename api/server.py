@@ -160,6 +160,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         kafka_sock = _bind(config.kafka_listen)
         http_sock = _bind(config.http_listen)
         internal_sock = _bind(config.internal_listen) if config.internal_listen is not None else None
+        external_sock = _bind(config.external_listen) if config.external_listen is not None else None
         metrics_sock = _bind(config.metrics_listen) if config.metrics_listen is not None else None
         kafka_addr = HostPort(config.kafka_listen.host, kafka_sock.getsockname()[1])
         http_addr = HostPort(config.http_listen.host, http_sock.getsockname()[1])
@@ -190,13 +191,22 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         if config.authorization.enabled:
             broker.access = make_access_control(config, node)
 
-        kafka = KafkaServer(
-            broker,
-            ssl_context=server_context(config.tls) if config.tls.enabled else None,
-            sasl_mechanisms=config.sasl.mechanisms,
-            users=broker.users if config.sasl.enabled else None,
-        )
+        client_opts: dict[str, Any] = {
+            "ssl_context": server_context(config.tls) if config.tls.enabled else None,
+            "sasl_mechanisms": config.sasl.mechanisms,
+            "users": broker.users if config.sasl.enabled else None,
+        }
+        kafka = KafkaServer(broker, **client_opts)
         await kafka.start(kafka_sock)
+        # The second client listener: the same security and ACLs; its clients are told the
+        # brokers' external addresses (BrokerRegistration.client_address).
+        external: KafkaServer | None = None
+        external_adv: HostPort | None = None
+        if external_sock is not None and config.external_listen is not None:
+            external = KafkaServer(broker, external=True, **client_opts)
+            await external.start(external_sock)
+            external_addr = HostPort(config.external_listen.host, external_sock.getsockname()[1])
+            external_adv = config.external_advertised_listener or external_addr
         internal: KafkaServer | None = None
         internal_addr: HostPort | None = None
         if internal_sock is not None and config.internal_listen is not None:
@@ -231,6 +241,9 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         say(f"strata: object store {config.object_store_url}")
         security = config.security_protocol
         say(f"strata: kafka listener on {kafka_addr} (advertised as {config.advertised}; {security})")
+        if external_adv is not None:
+            note = f"advertised as {external_adv}; {security}"
+            say(f"strata: external kafka listener on {external_addr} ({note})")
         if internal_addr is not None:
             protocol = cluster.inter_broker_protocol
             say(f"strata: internal kafka listener on {internal_addr} ({protocol}, for replication)")
@@ -255,7 +268,12 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         gc.collect()
         gc.freeze()
         adv = config.advertised
-        await node.start(adv.host, adv.port, http_addr.port)
+        await node.start(
+            adv.host,
+            adv.port,
+            http_addr.port,
+            external_listener=None if external_adv is None else str(external_adv),
+        )
         if node.controller is not None:  # created by start(); it has not run yet
             node.controller.on_isr_change = events.isr_changed
             node.controller.on_election = events.leader_elected
@@ -293,6 +311,8 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             await node.stop(before_leaving=_shutdown_upload(tiering) if upload else None)
             node = None
             await kafka.close()
+            if external is not None:
+                await external.close()
             if internal is not None:
                 await internal.close()
             with contextlib.suppress(Exception):

@@ -10,6 +10,8 @@ TOML layout::
     http_listen = "127.0.0.1:8080"
     advertised_listener = "broker1.example:9092"   # optional
     internal_listen = "10.0.0.5:9093"               # optional plaintext listener for replication
+    external_listen = "0.0.0.0:19092"               # optional second client listener
+    external_advertised_listener = "localhost:19092" # what clients of that listener are told
     metrics_listen = "10.0.0.5:9644"                # optional: /metrics without authentication
     object_store = "s3://bucket/prefix"             # default file://<data_dir>/objects
     auto_create_topics = false
@@ -43,6 +45,7 @@ TOML layout::
 
 Environment: ``STRATA_DATA_DIR``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN``,
 ``STRATA_ADVERTISED_LISTENER``, ``STRATA_INTERNAL_LISTEN``, ``STRATA_METRICS_LISTEN``,
+``STRATA_EXTERNAL_LISTEN``, ``STRATA_EXTERNAL_ADVERTISED_LISTENER``,
 ``STRATA_OBJECT_STORE``,
 ``STRATA_AUTO_CREATE_TOPICS``,
 ``STRATA_NUM_PARTITIONS``, ``STRATA_MAX_REQUEST_BYTES``, and topic defaults as
@@ -104,6 +107,12 @@ class BrokerConfig:
     # A second Kafka listener without TLS/SASL for followers (broker.fetcher speaks
     # plaintext); keep it on a private network. Unset: none.
     internal_listen: HostPort | None = None
+    # A second client listener (Kafka's advertised.listeners with two client listeners):
+    # the same security and ACLs as kafka_listen, but its clients are told every broker's
+    # external address, so clients on two networks (containers and their host, a cluster
+    # and the outside) each get addresses they can reach. Unset: none.
+    external_listen: HostPort | None = None
+    external_advertised_listener: HostPort | None = None
     # A plain-HTTP listener serving only /metrics, with no authentication or ACL check
     # (api.metrics_listener), for scrapers on a private network. Unset: none.
     metrics_listen: HostPort | None = None
@@ -137,6 +146,13 @@ class BrokerConfig:
         return self.advertised_listener or self.kafka_listen
 
     @property
+    def external_advertised(self) -> HostPort | None:
+        """What clients of the external listener are told; None without one."""
+        if self.external_listen is None:
+            return None
+        return self.external_advertised_listener or self.external_listen
+
+    @property
     def security_protocol(self) -> str:
         """The Kafka listener's protocol in Kafka's names: PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL."""
         return ("SASL_" if self.sasl.enabled else "") + ("SSL" if self.tls.enabled else "PLAINTEXT")
@@ -148,6 +164,8 @@ _SCALARS: dict[str, str] = {
     "http_listen": "hostport",
     "advertised_listener": "hostport",
     "internal_listen": "hostport",
+    "external_listen": "hostport",
+    "external_advertised_listener": "hostport",
     "metrics_listen": "hostport",
     "object_store": "str",
     "auto_create_topics": "bool",
@@ -321,6 +339,8 @@ def load_config(
     values["authorization"] = AuthorizationConfig.from_mapping(security_values["authorization"])
     values["quotas"] = QuotaConfig.from_mapping(security_values["quotas"])
     config = dataclasses.replace(BrokerConfig(), **values)
+    if config.external_advertised_listener is not None and config.external_listen is None:
+        raise InvalidConfigError("external_advertised_listener needs external_listen (the listener it names)")
     inter_broker.check(config)
     inter = config.cluster.inter_broker_protocol if config.cluster is not None else "PLAINTEXT"
     client_protocol = config.security_protocol

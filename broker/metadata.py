@@ -4,8 +4,9 @@ Records are frozen dataclasses stored in etcd as UTF-8 JSON objects carrying
 ``"version": 1`` (the record format; a reader refuses versions it does not know):
 
     BrokerRegistration  {"version", "broker_id", "host", "kafka_port", "http_port", "rack", "start_time_ms",
-                         "replica_listener"}  (host:port followers fetch from; absent or null:
-                         host:kafka_port)
+                         "replica_listener", "external_listener"}  (host:port followers fetch
+                         from, absent or null: host:kafka_port; the external client listener's
+                         advertised host:port, absent or null: none)
     TopicAssignment     {"version", "topic_id", "replication_factor", "partitions", "configs",
                          "adding_replicas", "removing_replicas"}
                         (partitions: one list of replica ids per partition; the last two map
@@ -160,6 +161,8 @@ class BrokerRegistration:
     rack: str | None = None
     start_time_ms: int = 0
     replica_listener: str | None = None  # inter-broker "host:port"; None: host:kafka_port
+    # The external client listener's advertised "host:port" (BrokerConfig.external_listen).
+    external_listener: str | None = None
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -170,10 +173,11 @@ class BrokerRegistration:
                 raise ValueError(f"{name} must be in [0, 65535], got {port}")
         if not self.host:
             raise ValueError("host is empty")
-        if self.replica_listener is not None:
-            host, sep, port = self.replica_listener.rpartition(":")
-            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-                raise ValueError(f"replica listener {self.replica_listener!r} is not host:port")
+        for what, listener in (("replica", self.replica_listener), ("external", self.external_listener)):
+            if listener is not None:
+                host, sep, port = listener.rpartition(":")
+                if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                    raise ValueError(f"{what} listener {listener!r} is not host:port")
 
     @property
     def replica_address(self) -> tuple[str, int]:
@@ -181,6 +185,15 @@ class BrokerRegistration:
         if self.replica_listener is None:
             return self.host, self.kafka_port
         host, _, port = self.replica_listener.rpartition(":")
+        return host.strip("[]"), int(port)
+
+    def client_address(self, external: bool) -> tuple[str, int]:
+        """Where a client of the given listener reaches this broker. A broker with no
+        external listener (a cluster part-way through enabling one) is named by its main
+        address: listing it beats hiding its partitions' leaders."""
+        if not external or self.external_listener is None:
+            return self.host, self.kafka_port
+        host, _, port = self.external_listener.rpartition(":")
         return host.strip("[]"), int(port)
 
     def to_json(self) -> bytes:
@@ -193,6 +206,7 @@ class BrokerRegistration:
                 "rack": self.rack,
                 "start_time_ms": self.start_time_ms,
                 "replica_listener": self.replica_listener,
+                "external_listener": self.external_listener,
             }
         )
 
@@ -210,6 +224,7 @@ class BrokerRegistration:
                 rack=_str(o, "rack", w, optional=True),
                 start_time_ms=_int(o, "start_time_ms", w),
                 replica_listener=_str(o, "replica_listener", w, optional=True),
+                external_listener=_str(o, "external_listener", w, optional=True),
             ),
         )
 
@@ -731,6 +746,7 @@ class MetadataClient:
         rack: str | None = None,
         wait: float | None = None,
         replica_listener: str | None = None,
+        external_listener: str | None = None,
     ) -> BrokerRegistration:
         """Register this broker (assigning an id when ``broker_id`` is None).
         ``replica_listener`` (host:port) is where followers fetch from, if not the Kafka
@@ -747,7 +763,14 @@ class MetadataClient:
         bid = broker_id if broker_id is not None else await self.allocate_broker_id()
         try:
             reg = BrokerRegistration(
-                bid, host, kafka_port, http_port, rack, int(time.time() * 1000), replica_listener
+                bid,
+                host,
+                kafka_port,
+                http_port,
+                rack,
+                int(time.time() * 1000),
+                replica_listener,
+                external_listener,
             )
         except ValueError as exc:
             raise InvalidConfigError(str(exc)) from exc

@@ -284,7 +284,9 @@ class ClusterNode:
         rep = self.replicas.replicas.get((topic, partition))
         return rep.leader_epoch if rep is not None and rep.role is Role.LEADER else -1
 
-    async def start(self, kafka_host: str, kafka_port: int, http_port: int) -> None:
+    async def start(
+        self, kafka_host: str, kafka_port: int, http_port: int, *, external_listener: str | None = None
+    ) -> None:
         """Register (after the listeners are bound) and start replicating."""
         reg = await self.client.register(
             kafka_host,
@@ -292,6 +294,7 @@ class ClusterNode:
             http_port,
             broker_id=self.broker_id,
             replica_listener=self.cluster.inter_broker_listener,
+            external_listener=external_listener,
         )
         log.info(
             "registered as broker %d (%s:%d) in cluster %s",

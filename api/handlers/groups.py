@@ -127,8 +127,8 @@ async def handle_find_coordinator(
             live = conn.broker.replicas.view.brokers.get(node)
             if live is None:
                 raise CoordinatorNotAvailableError(f"coordinator broker {node} is not registered")
-            reg = live.registration
-            found.append(Coordinator(key=key, node_id=node, host=reg.host, port=reg.kafka_port))
+            host, port = live.registration.client_address(conn.server.external)
+            found.append(Coordinator(key=key, node_id=node, host=host, port=port))
         except StrataError as exc:
             found.append(Coordinator(key=key, error_code=kafka_code(exc), error_message=str(exc)))
     if v >= 4:

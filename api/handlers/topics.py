@@ -137,11 +137,12 @@ async def handle_metadata(conn: Connection, header: RequestHeader, req: Metadata
                 partitions=metadata_partitions(broker, name, a),
             )
         )
+    external = conn.server.external
     brokers = tuple(
         MetadataResponseBroker(
             node_id=bid,
-            host=live.registration.host,
-            port=live.registration.kafka_port,
+            host=live.registration.client_address(external)[0],
+            port=live.registration.client_address(external)[1],
             rack=live.registration.rack,
         )
         for bid, live in sorted(view.brokers.items())
