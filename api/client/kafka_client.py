@@ -74,12 +74,27 @@ def _code_name(code: int) -> str:
     return f"{names.get(code, 'error')} (Kafka error {code})"
 
 
-def _topic_error(name: str, code: int) -> str:
+def topic_error(name: str, code: int, message: str | None = None) -> str:
+    """The one wording of a topic's error code: ``topic 'x' does not exist`` for an
+    unknown topic, else the code's name and the broker's message, if any."""
     from api.protocol.error_table import UNKNOWN_TOPIC_OR_PARTITION
 
     if code == UNKNOWN_TOPIC_OR_PARTITION:
         return f"topic {name!r} does not exist"  # the CLI's one wording of it
-    return f"topic {name!r}: {_code_name(code)}"
+    return f"topic {name!r}: {_code_name(code)}{f': {message}' if message else ''}"
+
+
+# Kafka's ConfigSource, as an operator reads it: set on the topic, inherited from the
+# broker's configuration (dynamic or static), or the built-in default.
+_SOURCES = {1: "topic", 2: "broker", 3: "broker", 4: "broker", 5: "default"}
+
+
+def config_source(source: int, is_default: bool) -> str:
+    """``topic``, ``broker`` or ``default``: where a topic's config value comes from
+    (DescribeConfigs v1+ ``config_source``; v0 only says whether it is the default)."""
+    if source < 0:
+        return "default" if is_default else "topic"
+    return _SOURCES.get(source, "unknown")
 
 
 class KafkaClient:
@@ -240,7 +255,7 @@ class KafkaClient:
         )
         topic = md.topics[0]
         if topic.error_code:
-            raise error_for_code(topic.error_code, _topic_error(name, topic.error_code))
+            raise error_for_code(topic.error_code, topic_error(name, topic.error_code))
         return len(topic.partitions)
 
     def describe_topic(self, name: str) -> dict[str, Any]:
@@ -250,7 +265,7 @@ class KafkaClient:
         )
         topic = md.topics[0]
         if topic.error_code:
-            raise error_for_code(topic.error_code, _topic_error(name, topic.error_code))
+            raise error_for_code(topic.error_code, topic_error(name, topic.error_code))
         parts = [p.partition_index for p in topic.partitions]
 
         def offsets(ts: int) -> dict[int, int]:
@@ -275,7 +290,10 @@ class KafkaClient:
         start, end = offsets(-2), offsets(-1)
         cfg = self.call(
             ApiKey.DESCRIBE_CONFIGS,
-            DescribeConfigsRequest(resources=(DescribeConfigsResource(resource_type=2, resource_name=name),)),
+            DescribeConfigsRequest(
+                resources=(DescribeConfigsResource(resource_type=2, resource_name=name),),
+                include_synonyms=True,
+            ),
         )
         result = cfg.results[0]
         if result.error_code:
@@ -289,6 +307,7 @@ class KafkaClient:
                 for p in sorted(parts)
             ],
             "configs": {c.name: c.value for c in result.configs},
+            "config_sources": {c.name: config_source(c.config_source, c.is_default) for c in result.configs},
         }
 
     # -- consumer groups ------------------------------------------------------------------
