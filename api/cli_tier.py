@@ -19,7 +19,7 @@ from api.cli_common import (
     output_option,
     print_table,
 )
-from api.cli_connect import connection_options
+from api.cli_connect import connection_options, http_access, http_options
 from hot.errors import StrataError
 
 
@@ -297,13 +297,17 @@ def _size(n: int) -> str:
     help="Broker REST.",
 )
 @click.option("--topic", "-t", "topics", multiple=True, metavar="NAME", help="Only this topic (repeatable).")
+@http_options
 @output_option
-def tier_status(http_url: str, topics: tuple[str, ...], output: str) -> None:
+def tier_status(http_url: str, topics: tuple[str, ...], output: str, **conn: Any) -> None:
     """Per partition: log start, local log start, high watermark, log end, local and remote
-    bytes, upload lag; and whether the object store is reachable."""
+    bytes, upload lag; and whether the object store is reachable. An https:// listener
+    takes the TLS properties (--tls-ca, -X ssl.*), one with authentication a user
+    (--sasl-user, password from $STRATA_SASL_PASSWORD) or a bearer --token."""
     base = http_url.rstrip("/")
-    status = http_json(f"{base}/v1/status")
-    listed = http_json(f"{base}/v1/partitions")["topics"]
+    context, headers = http_access(conn)
+    status = http_json(f"{base}/v1/status", context, headers)
+    listed = http_json(f"{base}/v1/partitions", context, headers)["topics"]
     known = {t["topic"] for t in listed}
     missing = [t for t in topics if t not in known]
     if missing:

@@ -179,7 +179,13 @@ class KafkaClient:
         self._correlation += 1
         payload = encode_request(api_key, version, self._correlation, self.client_id, request)
         self.sock.sendall(_SIZE.pack(len(payload)) + payload)
-        (size,) = _SIZE.unpack(self._recv_exact(4))
+        head = self._recv_exact(4)
+        if head == b"HTTP":  # an HTTP server's "HTTP/1.1 400": a wrong port, not a broker
+            host, port = self.sock.getpeername()[:2]
+            raise StrataError(
+                f"{host}:{port} answered in HTTP: expected the HOST:PORT of a Kafka listener, not an HTTP one"
+            )
+        (size,) = _SIZE.unpack(head)
         correlation, response = decode_response(api_key, version, self._recv_exact(size))
         if correlation != self._correlation:
             raise StrataError(f"correlation id mismatch: sent {self._correlation}, got {correlation}")
