@@ -59,6 +59,14 @@ def test_topic_commands(broker: BrokerProcess) -> None:
 def test_serve_reports_bad_flags_clearly() -> None:
     r = strata("serve", "--kafka-listen", "nonsense")
     assert r.returncode == 1 and "HOST:PORT" in r.stderr and "Traceback" not in r.stderr
+    # a URL where an address belongs: said so, before anything starts
+    for flag in ("--kafka-listen", "--http-listen", "--advertised-listener"):
+        r = strata("serve", flag, "http://127.0.0.1:9092")
+        assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+        assert (
+            r.stderr
+            == f"strata: error: {flag}: expected HOST:PORT (no URL scheme), got 'http://127.0.0.1:9092'\n"
+        )
 
 
 def _produce_raw(

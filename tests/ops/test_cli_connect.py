@@ -240,6 +240,10 @@ def test_one_line_errors(tmp_path: Path) -> None:
         r = strata("serve", "--data-dir", str(tmp_path / "d2"), "--kafka-listen", taken, "--http-listen",
                    "127.0.0.1:0")  # fmt: skip
         one_line_error(r, taken)
+        taken = f"127.0.0.1:{b.http_port}"
+        r = strata("serve", "--data-dir", str(tmp_path / "d2"), "--http-listen", taken, "--kafka-listen",
+                   "127.0.0.1:0")  # fmt: skip
+        one_line_error(r, f"cannot listen on {taken}", "--http-listen")
         one_line_error(strata("tier", "status", "--http", "ftp://127.0.0.1:1"), "expected an http://")
         one_line_error(strata("topic", "list", "-b", f"http://{b.bootstrap}"), "expected HOST:PORT")
         r = strata("restore", "--data-dir", str(tmp_path / "d3"), "--object-store", "gs://bucket/x")
