@@ -48,12 +48,7 @@ def topic_create(
     **conn: Any,
 ) -> None:
     """Create a topic."""
-    parsed: dict[str, str] = {}
-    for item in configs:
-        key, sep, value = item.partition("=")
-        if not sep or not key:
-            fail(f"--config expects KEY=VALUE, got {item!r}")
-        parsed[key] = value
+    parsed = dict(_pairs("--config", configs))
     with connect({"bootstrap": bootstrap, **conn}) as client:
         try:
             # -1: the broker applies its default.replication.factor, as Kafka's tools leave it

@@ -34,20 +34,29 @@ def _pairs(out: Path) -> Counter[tuple[int, int]]:
     )
 
 
-def test_export_is_all_or_nothing_and_names_the_tail(
-    broker_factory: Callable[..., BrokerProcess], tmp_path: Path
-) -> None:
+def _tiered(broker_factory: Callable[..., BrokerProcess], records: int, segment_bytes: int) -> BrokerProcess:
+    """A broker whose topic holds ``records`` records, every sealed segment uploaded."""
     from confluent_kafka import Producer
 
     b = broker_factory(
         env={"STRATA_TIERING_UPLOAD_INTERVAL_MS": "100", "STRATA_TIERING_RETENTION_CHECK_INTERVAL_MS": "200"}
     )
-    create_topic(b.bootstrap, TOPIC, 1, {"segment.bytes": "16384", "local.retention.bytes": "32768"})
+    size = str(segment_bytes)
+    create_topic(
+        b.bootstrap, TOPIC, 1, {"segment.bytes": size, "local.retention.bytes": str(2 * segment_bytes)}
+    )
     p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 2, "batch.size": 4096})
-    for i in range(RECORDS):
+    for i in range(records):
         p.produce(TOPIC, value=f"v{i}".encode() + b"t" * 300)
     assert p.flush(30) == 0
     wait_settled(b.http_url, TOPIC)
+    return b
+
+
+def test_export_is_all_or_nothing_and_names_the_tail(
+    broker_factory: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    b = _tiered(broker_factory, RECORDS, 16384)
     out = tmp_path / "exports" / "events"
     base = ("export", "--topic", TOPIC, "--data-dir", str(b.data_dir), "-b", b.bootstrap)
 
@@ -104,20 +113,10 @@ def test_export_is_all_or_nothing_and_names_the_tail(
 def test_export_progress_counts_bytes_as_written(
     broker_factory: Callable[..., BrokerProcess], tmp_path: Path
 ) -> None:
-    from confluent_kafka import Producer
-
     from api.cli_common import default_object_store
     from api.export import export, parse_options
 
-    b = broker_factory(
-        env={"STRATA_TIERING_UPLOAD_INTERVAL_MS": "100", "STRATA_TIERING_RETENTION_CHECK_INTERVAL_MS": "200"}
-    )
-    create_topic(b.bootstrap, TOPIC, 1, {"segment.bytes": "65536", "local.retention.bytes": "65536"})
-    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 2, "batch.size": 4096})
-    for i in range(RECORDS * 2):
-        p.produce(TOPIC, value=f"v{i}".encode() + b"t" * 300)
-    assert p.flush(30) == 0
-    wait_settled(b.http_url, TOPIC)
+    b = _tiered(broker_factory, RECORDS * 2, 65536)
     assert b.stop() == 0
 
     progress: list[tuple[int, int, int]] = []
