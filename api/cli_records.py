@@ -85,7 +85,7 @@ def unescape(text: str, *, option: str) -> bytes:
     while i < len(text):
         c = text[i]
         if c != "\\":
-            out += c.encode()
+            out += c.encode("utf-8", "surrogateescape")  # argv bytes that are not UTF-8, as given
             i += 1
             continue
         esc = text[i + 1 : i + 2]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import uuid
 from typing import Any
@@ -120,7 +121,7 @@ def produce_cmd(
         key, sep, value = item.partition("=")
         if not sep or not key:
             fail(f"--header expects KEY=VALUE, got {item!r}")
-        headers.append((key, value.encode()))
+        headers.append((key, os.fsencode(value)))  # argv's bytes, UTF-8 or not
     parts = _partitions_of(conn, topic_name)
     config = librdkafka_config(conn)
     _check_partition(topic_name, parts, partition)
@@ -138,7 +139,9 @@ def produce_cmd(
     try:
         records = list(parse_records(split_input(data, delim), key_sep, source=source, what=what))
         if fixed_key is not None:
-            records = [r if r.key is not None else OutRecord(fixed_key.encode(), r.value) for r in records]
+            records = [
+                r if r.key is not None else OutRecord(os.fsencode(fixed_key), r.value) for r in records
+            ]
         bar = _progress(f"produce {topic_name}")
         task = bar.add_task("produce", total=len(records))
         with bar:
@@ -298,8 +301,15 @@ def consume_cmd(
         fail(str(exc))
     except KeyboardInterrupt:
         pass
-    finally:
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly, as kcat does; nothing is committed
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return
+    try:
         raw.flush()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 @click.command("bench")

@@ -121,21 +121,30 @@ def test_binary_records_round_trip(broker: BrokerProcess, tmp_path: Path) -> Non
     # -K splits keys off at the first separator (kcat's escapes), whatever the bytes
     ok(strata("produce", topic, *bs, "-K", r"\t", stdin=b"\x80key\t\x00value\nplain\ttext\n"))
 
+    # arguments that are not UTF-8 (a header, a key) are taken as their bytes
+    r = subprocess.run(
+        [sys.executable, "-m", "api.cli", "produce", topic, *bs, "-H", b"h=\xfe", "-k", b"\xfd", "--raw"],
+        cwd=ROOT, input=b"v", capture_output=True, timeout=120,
+    )  # fmt: skip
+    ok(r)
+
     # JSON: text where UTF-8, else also the exact bytes in *_base64 fields
     out = ok(strata("consume", topic, *bs, "--offset", "beginning", "-e", "-J"))
     docs = [json.loads(line) for line in out.splitlines()]
-    assert len(docs) == 4
+    assert len(docs) == 5
     assert docs[0]["key"] == "file" and "key_base64" not in docs[0]
     assert base64.b64decode(docs[0]["value_base64"]) == blob
     assert base64.b64decode(docs[1]["value_base64"]) == b"\xff\xfe\x00\n" and docs[1]["key"] is None
     assert docs[1]["headers"] == [{"key": "kind", "value": "raw"}]
     assert base64.b64decode(docs[2]["key_base64"]) == b"\x80key" and docs[2]["value"] == "\x00value"
     assert (docs[3]["key"], docs[3]["value"]) == ("plain", "text") and "value_base64" not in docs[3]
+    assert base64.b64decode(docs[4]["key_base64"]) == b"\xfd"
+    assert base64.b64decode(docs[4]["headers"][0]["value_base64"]) == b"\xfe"
     # -f writes keys and values byte for byte
     assert ok(strata("consume", topic, *bs, "-o", "0", "-e", "-n", "1", "-f", "%s")) == blob
     assert (
         ok(strata("consume", topic, *bs, "-o", "2", "-e", "-f", r"%k|%s\n"))
-        == b"\x80key|\x00value\nplain|text\n"
+        == b"\x80key|\x00value\nplain|text\n\xfd|v\n"
     )
 
 
