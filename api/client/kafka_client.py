@@ -21,7 +21,12 @@ from api.protocol.acl import AclBinding, AclFilter, Operation, PatternType, Perm
 from api.protocol.address import HostPort
 from api.protocol.apis import APIS
 from api.protocol.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
-from api.protocol.error_table import GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, error_for_code
+from api.protocol.error_table import (
+    GROUP_ID_NOT_FOUND,
+    NON_EMPTY_GROUP,
+    NOT_LEADER_OR_FOLLOWER,
+    error_for_code,
+)
 from api.protocol.messages.acls import (
     AclCreation,
     CreateAclsRequest,
@@ -103,6 +108,8 @@ class KafkaClient:
         self.client_id = client_id
         self._correlation = 0
         self.versions: dict[int, int] = {}
+        self._timeout = 30.0
+        self._security: ClientSecurity | None = None  # how another broker of the cluster is opened
 
     @classmethod
     def connect(
@@ -118,6 +125,7 @@ class KafkaClient:
                 except ssl.SSLError as exc:
                     raise TlsError(f"TLS handshake with {addr} failed: {exc.reason or exc}") from None
             client = cls(sock)
+            client._timeout, client._security = timeout, sec
             resp = client._call(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
             for v in resp.api_keys:
                 ours = APIS.get(v.api_key)
@@ -275,23 +283,11 @@ class KafkaClient:
         parts = [p.partition_index for p in topic.partitions]
 
         def offsets(ts: int) -> dict[int, int]:
-            req = ListOffsetsRequest(
-                topics=(
-                    ListOffsetsTopic(
-                        name=name,
-                        partitions=tuple(
-                            ListOffsetsPartition(partition_index=p, timestamp=ts) for p in parts
-                        ),
-                    ),
-                )
-            )
-            out = {}
-            for t in self.call(ApiKey.LIST_OFFSETS, req).topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise error_for_code(p.error_code)
-                    out[p.partition_index] = p.offset
-            return out
+            found = self._leader_offsets([(name, p) for p in parts], ts)
+            for code, _ in found.values():
+                if code:
+                    raise error_for_code(code)
+            return {p: off for (_, p), (_, off) in found.items()}
 
         start, end = offsets(-2), offsets(-1)
         cfg = self.call(
@@ -323,8 +319,14 @@ class KafkaClient:
         self, partitions: Iterable[tuple[str, int]], timestamp: int
     ) -> dict[tuple[str, int], int]:
         """ListOffsets at ``timestamp`` (-1: latest, i.e. the high watermark; -2: earliest)
-        for each (topic, partition); partitions the broker answers with an error (deleted
-        topics) are left out."""
+        for each (topic, partition), asked of each partition's leader; partitions answered
+        with an error (deleted topics) are left out."""
+        found = self._leader_offsets(partitions, timestamp)
+        return {tp: off for tp, (code, off) in found.items() if not code}
+
+    def _list_offsets_here(
+        self, partitions: Iterable[tuple[str, int]], timestamp: int
+    ) -> dict[tuple[str, int], tuple[int, int]]:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
@@ -341,12 +343,39 @@ class KafkaClient:
                 for t, ps in by_topic.items()
             )
         )
-        out: dict[tuple[str, int], int] = {}
-        for t in self.call(ApiKey.LIST_OFFSETS, req).topics:
-            for p in t.partitions:
-                if not p.error_code:
-                    out[(t.name, p.partition_index)] = p.offset
-        return out
+        return {
+            (t.name, p.partition_index): (p.error_code, p.offset)
+            for t in self.call(ApiKey.LIST_OFFSETS, req).topics
+            for p in t.partitions
+        }
+
+    def _leader_offsets(
+        self, partitions: Iterable[tuple[str, int]], timestamp: int
+    ) -> dict[tuple[str, int], tuple[int, int]]:
+        """(error code, offset) per partition: this broker answers for the partitions it
+        leads (all of them on a single node); those it does not lead are asked of their
+        leader, found in Metadata and opened with this client's security settings."""
+        found = self._list_offsets_here(partitions, timestamp)
+        elsewhere = sorted(tp for tp, (code, _) in found.items() if code == NOT_LEADER_OR_FOLLOWER)
+        if not elsewhere or self._security is None:
+            return found
+        md = self.call(
+            ApiKey.METADATA,
+            MetadataRequest(
+                topics=tuple(MetadataRequestTopic(name=t) for t in sorted({t for t, _ in elsewhere})),
+                allow_auto_topic_creation=False,
+            ),
+        )
+        brokers = {b.node_id: HostPort(b.host, b.port) for b in md.brokers}
+        leaders = {(t.name, p.partition_index): p.leader_id for t in md.topics for p in t.partitions}
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for tp in elsewhere:
+            if leaders.get(tp) in brokers:
+                by_leader.setdefault(leaders[tp], []).append(tp)
+        for leader, tps in sorted(by_leader.items()):
+            with KafkaClient.connect(brokers[leader], self._timeout, self._security) as other:
+                found.update(other._list_offsets_here(tps, timestamp))
+        return found
 
     def list_groups(self, states: Sequence[str] = ()) -> list[dict[str, Any]]:
         """Every group (optionally only those in ``states``, ListGroups v4+), by id."""

@@ -68,22 +68,49 @@ def three(tmp_path: Path) -> Iterator[Cluster]:
 def test_cluster_losing_a_broker(three: Cluster) -> None:
     three.create_topic("health", 2, rf=3, min_isr=1)
     bs = ("-b", three.nodes[1].bootstrap)
+    # the topic commands work in a cluster too: trim asks each partition's leader
+    three.create_topic("spread", 3, rf=2, assignment=[[1, 2], [2, 3], [3, 1]])
+    for p in range(3):
+        r = subprocess.run(
+            [sys.executable, "-m", "api.cli", "produce", "spread", *bs, "-p", str(p)],
+            cwd=ROOT, input="a\nb\nc\n", capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert r.returncode == 0, r.stderr
+    r = strata("topic", "trim", "spread", *bs, "--offset", "2", "--no-confirm", "-o", "json")
+    assert r.returncode == 0, r.stderr
+    assert [(x["partition"], x["log_start_offset"]) for x in json.loads(r.stdout)] == [(0, 2), (1, 2), (2, 2)]
+    r = strata("consume", "spread", *bs, "-o", "beginning", "-e", "-f", r"%p:%o:%s\n")
+    assert r.returncode == 0 and sorted(r.stdout.split()) == ["0:2:c", "1:2:c", "2:2:c"], r.stderr
+    r = strata("topic", "add-partitions", "spread", *bs, "-n", "1")
+    assert r.returncode == 0 and r.stdout == "topic spread: 3 -> 4 partitions\n", r.stderr
+    r = strata("topic", "alter-config", "spread", *bs, "--set", "retention.ms=3600000")
+    assert r.returncode == 0, r.stderr
+    described = json.loads(strata("topic", "describe", "spread", *bs, "-o", "json").stdout)
+    assert described["configs"]["retention.ms"] == "3600000" and len(described["partitions"]) == 4
+    assert [p["log_start_offset"] for p in described["partitions"]][:3] == [2, 2, 2]
+    info = json.loads(strata("cluster", "info", *bs, "-o", "json").stdout)
+    assert {"name": "spread", "partitions": 4, "replicas": 2, "internal": False} in info["topics"]
+    wait_until(lambda: three.fully_replicated("spread"), "the new partition replicated")
     r = strata("cluster", "health", *bs, "--fail-if-unhealthy", "-o", "json")
     assert r.returncode == 0, r.stdout + r.stderr
     assert [b["node_id"] for b in json.loads(r.stdout)["brokers"]] == [1, 2, 3]
 
     three.nodes[3].kill()
 
-    def under_replicated() -> int:
-        return len(json.loads(strata("cluster", "health", *bs, "-o", "json").stdout)["under_replicated"])
+    def settled() -> bool:
+        # every partition with a replica on broker 3 (the new spread/3 may have one too)
+        doc = json.loads(strata("cluster", "health", *bs, "-o", "json").stdout)
+        under = {(t["topic"], t["partition"]) for t in doc["under_replicated"]}
+        wanted = {("health", 0), ("health", 1), ("spread", 1), ("spread", 2)}
+        return doc["down_brokers"] == [3] and wanted <= under and not doc["offline"]
 
-    wait_until(lambda: under_replicated() == 2, "both partitions under-replicated")
+    wait_until(settled, "the partitions on broker 3 under-replicated")
     r = strata("cluster", "health", *bs, "--fail-if-unhealthy")
     assert r.returncode == 1, r.stdout
     assert "Healthy:                          false" in r.stdout
     assert "Unhealthy reasons:                [nodes_down under_replicated_partitions]" in r.stdout
     assert "Nodes down:                       [3]" in r.stdout
-    assert "Under-replicated partitions (2):  [health/0 health/1]" in r.stdout
+    assert "health/0 health/1" in r.stdout and "spread/1 spread/2" in r.stdout
     # without the flag the report is the same and the exit 0
     assert strata("cluster", "health", *bs).returncode == 0
 
