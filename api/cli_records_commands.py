@@ -196,11 +196,17 @@ def _consume_options(
 )
 @click.option("--offset", "offset_text", metavar="OFFSET", help="Start here, as -o [group's, else end].")
 @click.option("--from-beginning", is_flag=True, help="Same as --offset beginning.")
-@click.option("--count", "-n", type=click.IntRange(min=1), help="Stop after N records.")
+@click.option("--count", "-n", "-c", type=click.IntRange(min=1), help="Stop after N records.")
 @click.option("--exit-at-end", "-e", is_flag=True, help="Stop once every partition is read to its end.")
 @click.option("--group", "-g", help="Consumer group: start at its committed offsets, commit at the end.")
 @click.option("--timeout", "idle_timeout", type=float, help="Stop after SECONDS without a record [never].")
 @click.option("--print-key", is_flag=True, help="Text output: KEY<TAB>VALUE.")
+@click.option(
+    "--key-delimiter", "-K", metavar="DELIM", help="Print KEY DELIM VALUE, bytes as they are (kcat's -K)."
+)
+@click.option(
+    "--delimiter", "-D", metavar="DELIM", help="End each record with DELIM, not a newline (kcat's -D)."
+)
 @click.option("--format", "-f", "fmt", metavar="FMT", help="kcat's -f format, e.g. '%k=%s (%p/%o)\\n'.")
 @click.option("--output", type=click.Choice(["text", "json"]), help="Output [text].")
 @click.option("-J", "json_flag", is_flag=True, help="Same as --output json (kcat's -J).")
@@ -216,6 +222,8 @@ def consume_cmd(
     group: str | None,
     idle_timeout: float | None,
     print_key: bool,
+    key_delimiter: str | None,
+    delimiter: str | None,
     fmt: str | None,
     output: str | None,
     json_flag: bool,
@@ -237,8 +245,14 @@ def consume_cmd(
     offset_text, option, out = _consume_options(o_value, offset_text, from_beginning, output, json_flag)
     if idle_timeout is not None and idle_timeout <= 0:
         fail(f"--timeout must be positive, got {idle_timeout:g}")
+    if key_delimiter is not None or delimiter is not None:
+        if fmt is not None:
+            fail("-f gives the whole record: it takes no -K or -D (put the delimiters in it)")
+        # as kcat: -K and -D are a format, key and value written byte for byte
+        key_part = "" if key_delimiter is None else "%k" + key_delimiter.replace("%", "%%")
+        fmt = key_part + "%s" + ("\\n" if delimiter is None else delimiter.replace("%", "%%"))
     if fmt is not None and (out == "json" or print_key):
-        fail("-f gives the whole line: it cannot go with JSON output or --print-key")
+        fail("-f, -K and -D give the whole record: they cannot go with JSON output or --print-key")
     try:
         start = parse_offset(offset_text, option=option) if offset_text is not None else None
         compiled = compile_format(fmt) if fmt is not None else None

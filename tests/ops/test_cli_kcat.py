@@ -68,6 +68,11 @@ def test_consume_start_offsets_stop_at_end_and_formats(broker: BrokerProcess) ->
     assert ok(strata("consume", topic, *bs, "-o", "e", *pos)) == b""
     assert len(ok(strata("consume", topic, *bs, "-o", "beginning", *pos)).split()) == 13
 
+    # kcat's -K and -D (escapes too) and -c
+    out = ok(strata("consume", topic, *bs, "-p", "0", "-o", "-2", "-e", "-K", "=", "-D", r"\t"))
+    assert out == b"k8=v8\tk9=v9\t"
+    assert ok(strata("consume", topic, *bs, "-p", "1", "-o", "beginning", "-c", "2", "-D", "%;")) == b"a%;b%;"
+
     # every kcat token and escape
     fmt = r"%t %p %o %k %s %h %K %S %%\t|\x41\n"
     out = ok(strata("consume", topic, *bs, "-p", "0", "-o", "-1", "-e", "-f", fmt))
@@ -105,7 +110,8 @@ def test_consume_start_offsets_stop_at_end_and_formats(broker: BrokerProcess) ->
     one_line_error(strata("consume", topic, *bs, "-f", r"\q"), r"-f: unknown escape \q")
     one_line_error(strata("consume", topic, *bs, "-o", "stored"), "give --group")
     one_line_error(strata("consume", topic, *bs, "-p", "0", "-o", "99", "-e"), f"outside {topic}-0")
-    one_line_error(strata("consume", topic, *bs, "-J", "-f", "%s"), "-f gives the whole line")
+    one_line_error(strata("consume", topic, *bs, "-J", "-f", "%s"), "-f, -K and -D give the whole record")
+    one_line_error(strata("consume", topic, *bs, "-K", ":", "-f", "%s"), "-f gives the whole record")
 
 
 def test_binary_records_round_trip(broker: BrokerProcess, tmp_path: Path) -> None:
