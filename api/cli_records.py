@@ -405,11 +405,14 @@ def consume(
     idle_timeout: float | None,
     on_record: Callable[[Any], None],
     exit_at_end: bool = False,
+    stop_ms: int | None = None,
 ) -> int:
     """Read ``topic``'s partitions from ``starts`` (offset, 'earliest', 'latest', or None:
     the group's committed offset, else latest) until ``count`` records, ``idle_timeout``
-    seconds without one or, with ``exit_at_end`` (kcat's ``-e``), every partition read to
-    its end; with ``group``, commit the positions reached. Returns the count."""
+    seconds without one or every partition is done: read to its end with ``exit_at_end``
+    (kcat's ``-e``), or at its first record of ``stop_ms`` or later (kcat's ``-o e@``,
+    that record not included). With ``group``, commit the positions reached (a stopped
+    partition's: its first record not printed). Returns the count."""
     from confluent_kafka import (
         OFFSET_BEGINNING,
         OFFSET_END,
@@ -440,6 +443,8 @@ def consume(
         )
         got = 0
         at_end: set[int] = set()  # partitions whose end was reached and nothing read since
+        stopped: set[int] = set()  # partitions that reached stop_ms
+        resume_at: dict[int, int] = {}  # per partition: the first offset not printed
         last = time.monotonic()
         # Ctrl-C ends the read between records (never in the middle of printing one), so
         # that what is committed is exactly what was printed.
@@ -456,18 +461,32 @@ def consume(
                 if err is not None:
                     if err.code() == KafkaError._PARTITION_EOF:
                         at_end.add(msg.partition() or 0)
-                        if exit_at_end and len(at_end) == len(starts):
+                        if exit_at_end and len(at_end | stopped) == len(starts):
                             break
                         continue
                     raise CliError(f"{topic}-{msg.partition()}: {err.str()}")
-                at_end.discard(msg.partition() or 0)
+                p = msg.partition() or 0
+                at_end.discard(p)
+                if stop_ms is not None and msg.timestamp()[1] >= stop_ms:
+                    # read no more of it; a commit resumes at this record
+                    consumer.pause([TopicPartition(topic, p)])
+                    resume_at[p] = msg.offset() or 0
+                    stopped.add(p)
+                    if len(stopped) == len(starts) or (exit_at_end and len(at_end | stopped) == len(starts)):
+                        break
+                    continue
                 on_record(msg)
+                resume_at[p] = (msg.offset() or 0) + 1
                 got += 1
                 last = time.monotonic()
         finally:
             signal.signal(signal.SIGINT, previous)
-        if group is not None and got:
-            consumer.commit(asynchronous=False)
+        if group is not None and resume_at:
+            # exactly what was printed (a stopped partition's first record was read, not printed)
+            consumer.commit(
+                offsets=[TopicPartition(topic, p, o) for p, o in sorted(resume_at.items())],
+                asynchronous=False,
+            )
         return got
     finally:
         consumer.close()

@@ -161,27 +161,37 @@ def produce_cmd(
 
 
 def _consume_options(
-    o_value: str | None, offset_text: str | None, from_beginning: bool, output: str | None, json_flag: bool
-) -> tuple[str | None, str, str]:
-    """consume's ``-o``: kcat's start offset, except ``json``/``text`` which choose the
-    output as ``-o`` does in every other strata command. Returns (offset, the option that
-    gave it, output)."""
+    o_values: tuple[str, ...],
+    offset_text: str | None,
+    from_beginning: bool,
+    output: str | None,
+    json_flag: bool,
+) -> tuple[str | None, str, str | None, str]:
+    """consume's ``-o`` (repeatable, as kcat's): a start offset, ``e@TIME`` where to stop,
+    or ``json``/``text``, which choose the output as ``-o`` does in every other strata
+    command. Returns (start offset, the option that gave it, stop time, output)."""
     option = "--offset"
-    if o_value in ("json", "text"):
-        if output is not None and output != o_value:
-            fail(f"-o {o_value} and --output {output} disagree")
-        output = o_value
-    elif o_value is not None:
-        if offset_text is not None:
-            fail("give at most one of -o OFFSET and --offset")
-        offset_text, option = o_value, "-o"
+    stop: str | None = None
+    for value in o_values:
+        if value in ("json", "text"):
+            if output is not None and output != value:
+                fail(f"-o {value} and --output {output} disagree")
+            output = value
+        elif value.startswith("e@"):
+            if stop is not None:
+                fail("give at most one -o e@TIME")
+            stop = value[2:]
+        else:
+            if offset_text is not None:
+                fail("give at most one start offset (-o OFFSET or --offset)")
+            offset_text, option = value, "-o"
     if json_flag:
         if output == "text":
             fail("-J is JSON output: it cannot go with text output")
         output = "json"
     if from_beginning and offset_text is not None:
         fail("give at most one of --offset and --from-beginning")
-    return ("beginning" if from_beginning else offset_text), option, output or "text"
+    return ("beginning" if from_beginning else offset_text), option, stop, output or "text"
 
 
 @click.command("consume")
@@ -189,10 +199,12 @@ def _consume_options(
 @click.option("--partition", "-p", type=int, help="Only this partition [all].")
 @click.option(
     "-o",
-    "o_value",
-    metavar="OFFSET|json|text",
+    "o_values",
+    multiple=True,
+    metavar="OFFSET|e@TIME|json|text",
     help="Start offset as kcat's -o (N, -N: N before the end, s@MS or s@ISO, beginning, end, stored); "
-    "'json' or 'text' choose the output instead, as -o does in every strata command.",
+    "e@MS or e@ISO: stop before the first record at or after that time; 'json' or 'text' choose the "
+    "output instead, as -o does in every strata command.",
 )
 @click.option("--offset", "offset_text", metavar="OFFSET", help="Start here, as -o [group's, else end].")
 @click.option("--from-beginning", is_flag=True, help="Same as --offset beginning.")
@@ -214,7 +226,7 @@ def _consume_options(
 def consume_cmd(
     topic_name: str,
     partition: int | None,
-    o_value: str | None,
+    o_values: tuple[str, ...],
     offset_text: str | None,
     from_beginning: bool,
     count: int | None,
@@ -239,10 +251,14 @@ def consume_cmd(
         consume,
         parse_offset,
         record_json,
+        render,
         resolve_start,
+        timestamp_ms,
     )
 
-    offset_text, option, out = _consume_options(o_value, offset_text, from_beginning, output, json_flag)
+    offset_text, option, stop_text, out = _consume_options(
+        o_values, offset_text, from_beginning, output, json_flag
+    )
     if idle_timeout is not None and idle_timeout <= 0:
         fail(f"--timeout must be positive, got {idle_timeout:g}")
     if key_delimiter is not None or delimiter is not None:
@@ -255,6 +271,7 @@ def consume_cmd(
         fail("-f, -K and -D give the whole record: they cannot go with JSON output or --print-key")
     try:
         start = parse_offset(offset_text, option=option) if offset_text is not None else None
+        stop_ms = timestamp_ms(stop_text, option="-o e@") if stop_text is not None else None
         compiled = compile_format(fmt) if fmt is not None else None
     except CliError as exc:
         fail(str(exc))
@@ -282,8 +299,6 @@ def consume_cmd(
 
     def emit(msg: Any) -> None:
         if compiled is not None:
-            from api.cli_records import render
-
             raw.write(render(compiled, msg))
         elif out == "json":
             click.echo(json.dumps(record_json(msg), sort_keys=True))
@@ -310,6 +325,7 @@ def consume_cmd(
                 idle_timeout=idle_timeout,
                 on_record=emit,
                 exit_at_end=exit_at_end,
+                stop_ms=stop_ms,
             )
     except CliError as exc:
         fail(str(exc))

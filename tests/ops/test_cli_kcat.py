@@ -89,6 +89,10 @@ def test_consume_start_offsets_stop_at_end_and_formats(broker: BrokerProcess) ->
         out = ok(strata("consume", topic, *bs, "-p", "0", "-o", spec, "-e", "-f", r"%o %s\n"))
         assert out == b"10 late1\n11 late2\n", spec
     assert ok(strata("consume", topic, *bs, "-o", f"s@{middle + 3_600_000}", "-e")) == b""
+    # e@: stop before the first record at or after a time (no -e needed); a group resumes there
+    stopped = ("consume", topic, *bs, "-p", "0", "-o", "beginning", "-o", f"e@{middle}", "-f", r"%o\n")
+    assert ok(strata(*stopped, "-g", "stopper")).split() == [str(i).encode() for i in range(10)]
+    assert ok(strata("consume", topic, *bs, "-p", "0", "-g", "stopper", "-e", "-f", r"%o\n")) == b"10\n11\n"
 
     # -o json / -o text keep choosing the output, as in every strata command; -J is kcat's
     docs = [
@@ -106,6 +110,8 @@ def test_consume_start_offsets_stop_at_end_and_formats(broker: BrokerProcess) ->
 
     one_line_error(strata("consume", topic, *bs, "-o", "abc"), "-o: expected an offset N, -N")
     one_line_error(strata("consume", topic, *bs, "-o", "s@yesterday"), "ISO 8601")
+    one_line_error(strata("consume", topic, *bs, "-o", "e@later"), "-o e@: expected milliseconds")
+    one_line_error(strata("consume", topic, *bs, "-o", "1", "--offset", "2"), "at most one start offset")
     one_line_error(strata("consume", topic, *bs, "-f", "%q"), "-f: unknown token %q")
     one_line_error(strata("consume", topic, *bs, "-f", r"\q"), r"-f: unknown escape \q")
     one_line_error(strata("consume", topic, *bs, "-o", "stored"), "give --group")
