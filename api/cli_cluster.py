@@ -155,13 +155,19 @@ def cluster_info_cmd(output: str, **conn: Any) -> None:
 
 
 @cluster.command("status")
-@click.option("--etcd", required=True, metavar="HOST:PORT,...", help="The cluster's etcd endpoints.")
+@click.option("--etcd", metavar="HOST:PORT,...", help="The cluster's etcd endpoints (required).")
 @click.option("--cluster-name", default="strata-local", show_default=True, help="The brokers' cluster id.")
 @output_option
-def cluster_status_cmd(etcd: str, cluster_name: str, output: str) -> None:
-    """Brokers, controller, partition leaders and ISR, under-replicated partitions."""
+def cluster_status_cmd(etcd: str | None, cluster_name: str, output: str) -> None:
+    """Brokers, controller, partition leaders and ISR, under-replicated partitions, read
+    from a Strata cluster's etcd (cluster health / info ask any broker instead)."""
     import asyncio
 
+    if not etcd:
+        fail(
+            "cluster status reads the cluster's etcd: give --etcd HOST:PORT, or ask a broker with "
+            "`strata cluster health` / `strata cluster info`"
+        )
     from broker.status import cluster_status, format_status, read_view
 
     try:

@@ -51,6 +51,8 @@ def test_health_commands_against_nothing_are_one_line() -> None:
         for cmd in ("health", "info"):
             r = strata("cluster", cmd, "-b", dead)
             assert r.returncode == 1 and r.stderr.count("\n") == 1 and "cannot connect" in r.stderr, r.stderr
+    r = strata("cluster", "status")  # etcd's view needs --etcd; says where else to look
+    assert r.returncode == 1 and "give --etcd" in r.stderr and "strata cluster health" in r.stderr, r.stderr
 
 
 @pytest.fixture
