@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import click
 
@@ -30,7 +30,7 @@ def explain(message: str) -> str:
     return message
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     click.echo(f"strata: error: {explain(message)}", err=True)
     sys.exit(1)
 
