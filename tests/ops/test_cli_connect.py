@@ -121,6 +121,15 @@ def test_base_install_every_command(tmp_path: Path) -> None:
         assert got.returncode == 0 and got.stdout.splitlines() == ["a", "b"], got.stderr
         bench = strata("bench", "-n", "200", "-b", b.bootstrap, "-o", "json", base=True)
         assert bench.returncode == 0 and json.loads(bench.stdout)["records"] == 200, bench.stderr
+        for admin in (
+            ("topic", "alter-config", "base", "--set", "retention.ms=60000"),
+            ("topic", "trim", "base", "-p", "1", "--offset", "1", "--no-confirm"),
+            ("topic", "add-partitions", "base", "-n", "1"),
+            ("cluster", "health", "--fail-if-unhealthy"),
+            ("cluster", "info"),
+        ):
+            r = strata(*admin, "-b", b.bootstrap, base=True)
+            assert r.returncode == 0, (admin, r.stderr)
     finally:
         b.kill()
     # commands on a data directory need no extra either (check --remote reads the bucket)
