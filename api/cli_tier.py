@@ -201,7 +201,7 @@ def export_cmd(
         TextColumn("{task.fields[rows]:,} rows, {task.fields[written]} written"),
         TimeRemainingColumn(),
         console=Console(stderr=True),
-        transient=output == "json",
+        transient=True,  # the summary line says what was done; an error leaves only its line
     )
     task = bar.add_task(topics, total=None, rows=0, written=_size(0))
 

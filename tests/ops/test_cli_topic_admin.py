@@ -161,6 +161,7 @@ def test_unknown_topic_reads_the_same_everywhere(broker: BrokerProcess) -> None:
         ("topic", "add-partitions", "nope", "-n", "1"),
         ("topic", "trim", "nope", "--offset", "1", "--no-confirm"),
         ("consume", "nope", "-e"),
+        ("transactions", "producers", "nope"),
         ("produce", "nope"),
     ):
         one_line_error(strata(*args, *bs, stdin="x\n"), "topic 'nope' does not exist")
