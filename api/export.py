@@ -106,7 +106,7 @@ def export(
         raise InvalidConfigError(f"export format {fmt!r} is not supported (use one of {', '.join(FORMATS)})")
     if jobs < 1:
         raise InvalidConfigError(f"jobs must be at least 1, got {jobs}")
-    out = Path(out_dir)
+    out = Path(out_dir).resolve()  # its parent holds the staging directory (".": the one above)
     check_target(out, overwrite)
     plan = plan_scan(options)
     total = plan.bytes
@@ -155,6 +155,9 @@ def export(
 def check_target(out: Path, overwrite: bool) -> None:
     """Refuse a target that is a file, or a non-empty directory without ``overwrite``,
     before any work."""
+    out = out.resolve()
+    if out.parent == out:
+        raise InvalidConfigError(f"cannot export into {out}: give a directory below it")
     if not out.exists():
         return
     if not out.is_dir():
