@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Any
@@ -22,6 +23,8 @@ from api.protocol.address import HostPort
 from api.protocol.apis import APIS
 from api.protocol.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
 from api.protocol.error_table import (
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
     GROUP_ID_NOT_FOUND,
     NON_EMPTY_GROUP,
     NOT_LEADER_OR_FOLLOWER,
@@ -42,6 +45,7 @@ from api.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopic
 from api.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest, EntityData
 from api.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from api.protocol.messages.describe_groups import DescribeGroupsRequest
+from api.protocol.messages.find_coordinator import FindCoordinatorRequest
 from api.protocol.messages.list_groups import ListGroupsRequest
 from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
@@ -394,6 +398,17 @@ class KafkaClient:
         """DescribeGroups; a consumer group's member assignments are decoded into
         ``partitions`` ([topic, partition] pairs). An unknown group has state "Dead"."""
         resp = self.call(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=tuple(groups)))
+        waking = (COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS)
+        for attempt in range(20):  # at most ~5 s while the coordinator loads
+            asleep = [g.group_id for g in resp.groups if g.error_code in waking]
+            if not asleep:
+                break
+            # As Kafka's admin client, FindCoordinator first: a broker starts (and loads) its
+            # group coordinator when asked for it, e.g. before any group ever used it.
+            self._find_coordinators(asleep)
+            if attempt:
+                time.sleep(0.25)
+            resp = self.call(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=tuple(groups)))
         out = []
         for g in resp.groups:
             if g.error_code:
@@ -426,6 +441,16 @@ class KafkaClient:
                 }
             )
         return out
+
+    def _find_coordinators(self, groups: Sequence[str]) -> None:
+        """FindCoordinator for ``groups`` (answers ignored: asking is what matters)."""
+        if self.versions.get(ApiKey.FIND_COORDINATOR, 0) >= 4:
+            self.call(
+                ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(coordinator_keys=tuple(groups), key_type=0)
+            )
+            return
+        for g in groups:
+            self.call(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key=g, key_type=0))
 
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
         """Every committed offset of ``group`` (OffsetFetch of all partitions)."""
