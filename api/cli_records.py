@@ -12,6 +12,7 @@ import base64
 import logging
 import re
 import signal
+import struct
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -289,13 +290,13 @@ def resolve_start(
         return hi if found < 0 else found
     if not lo <= start.value <= hi:
         raise CliError(
-            f"--offset {start.value} is outside {topic}-{part['partition']} (offsets {lo} to {hi})"
+            f"offset {start.value} is outside {topic}-{part['partition']} (offsets {lo} to {hi})"
         )
     return start.value
 
 
 def _text(data: bytes | None) -> str | None:
-    # Lossless for UTF-8; other bytes are kept visible as \\xNN escapes.
+    # Lossless for UTF-8; other bytes are kept visible as \xNN escapes.
     return None if data is None else data.decode("utf-8", errors="backslashreplace")
 
 
@@ -363,14 +364,12 @@ def compile_format(fmt: str) -> list[bytes | str]:
 
 def render(fmt: list[bytes | str], msg: Any) -> bytes:
     """One record through a compiled ``-f`` format, as bytes (keys and values unchanged)."""
-    import struct
-
     parts: list[bytes] = []
+    key, value = msg.key(), msg.value()
     for item in fmt:
         if isinstance(item, bytes):
             parts.append(item)
             continue
-        key, value = msg.key(), msg.value()
         if item == "s":
             parts.append(value or b"")
         elif item == "k":
