@@ -289,9 +289,7 @@ def resolve_start(
         found = by_time.get(part["partition"], -1)
         return hi if found < 0 else found
     if not lo <= start.value <= hi:
-        raise CliError(
-            f"offset {start.value} is outside {topic}-{part['partition']} (offsets {lo} to {hi})"
-        )
+        raise CliError(f"offset {start.value} is outside {topic}-{part['partition']} (offsets {lo} to {hi})")
     return start.value
 
 
