@@ -61,7 +61,9 @@ def resolve(registry: TopicRegistry, selection: Selection) -> list[tuple[str, in
     for topic, parts in selection.items():
         info = registry.get(topic)
         if info is None:
-            raise click.BadParameter(f"unknown topic {topic!r}", param_hint="TOPIC[:PARTITION]")
+            from api.cli_common import no_topic
+
+            _usage(no_topic(topic))  # the one wording of every command (exit 2: 1 means damage)
         for p in sorted(parts) if parts is not None else range(info.partitions):
             if p >= info.partitions:
                 raise click.BadParameter(

@@ -1,8 +1,13 @@
-"""``strata cluster status|reassign|reassignments``: a replicated cluster's view and its
-partition reassignments, read from and requested through etcd (broker.status,
-broker.reassign)."""
+"""``strata cluster health|info``: any Kafka-compatible cluster's health and layout from
+Metadata through its Kafka listener (api.client.topic_admin), as ``rpk cluster health`` and
+``rpk cluster info``; ``strata cluster status|reassign|reassignments``: a replicated Strata
+cluster's view and its partition reassignments, read from and requested through etcd
+(broker.status, broker.reassign)."""
 
 from __future__ import annotations
+
+import time
+from typing import Any
 
 import click
 
@@ -10,23 +15,159 @@ from api.cli_common import (
     emit,
     fail,
     output_option,
+    print_table,
 )
+from api.cli_connect import connect, connection_options
 from hot.errors import StrataError
 
 
 @click.group()
 def cluster() -> None:
-    """Inspect a replicated cluster and move partitions (metadata in etcd)."""
+    """A cluster's health and layout (any broker), and a Strata cluster's etcd view and moves."""
+
+
+def _health(conn: dict[str, Any]) -> dict[str, Any]:
+    from api.client.topic_admin import cluster_health, cluster_metadata
+
+    with connect(conn) as client:
+        try:
+            return cluster_health(cluster_metadata(client))
+        except StrataError as exc:
+            fail(str(exc))
+    raise AssertionError
+
+
+def _reasons(report: dict[str, Any]) -> list[str]:
+    """rpk's names of what makes a cluster unhealthy."""
+    reasons = []
+    if report["controller_id"] is None:
+        reasons.append("no_elected_controller")
+    if report["down_brokers"]:
+        reasons.append("nodes_down")
+    if report["offline"]:
+        reasons.append("leaderless_partitions")
+    if report["under_replicated"]:
+        reasons.append("under_replicated_partitions")
+    return reasons
+
+
+def _names(rows: list[dict[str, Any]]) -> str:
+    return "[" + " ".join(f"{r['topic']}/{r['partition']}" for r in rows) + "]"
+
+
+@cluster.command("health")
+@click.option("--fail-if-unhealthy", is_flag=True, help="Exit 1 when the cluster is not healthy.")
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    metavar="SECONDS",
+    help="Ask again until healthy, for at most SECONDS; exit 1 if it never is.",
+)
+@connection_options
+@output_option
+def cluster_health_cmd(fail_if_unhealthy: bool, wait_s: float | None, output: str, **conn: Any) -> None:
+    """Healthy or not, as rpk cluster health: the controller, the brokers, brokers a replica
+    is assigned to that are down, leaderless and under-replicated partitions (ISR smaller
+    than the replicas). Works against any Kafka-compatible broker (Metadata)."""
+    report = _health(conn)
+    if wait_s is not None:
+        deadline = time.monotonic() + wait_s
+        while not report["healthy"] and time.monotonic() < deadline:
+            time.sleep(min(1.0, max(0.0, deadline - time.monotonic())))
+            report = _health(conn)
+    report["unhealthy_reasons"] = _reasons(report)
+    nodes = "[" + " ".join(str(b["node_id"]) for b in report["brokers"]) + "]"
+    controller = report["controller_id"] if report["controller_id"] is not None else -1
+    offline, under = report["offline"], report["under_replicated"]
+    human = "\n".join(
+        [
+            "CLUSTER HEALTH OVERVIEW",
+            "=======================",
+            f"Healthy:                          {str(report['healthy']).lower()}",
+            f"Unhealthy reasons:                [{' '.join(report['unhealthy_reasons'])}]",
+            f"Controller ID:                    {controller}",
+            f"All nodes:                        {nodes}",
+            f"Nodes down:                       [{' '.join(map(str, report['down_brokers']))}]",
+            f"Leaderless partitions ({len(offline)}):        {_names(offline)}",
+            f"Under-replicated partitions ({len(under)}):  {_names(under)}",
+        ]
+    )
+    emit(output, report, human)
+    if not report["healthy"] and (fail_if_unhealthy or wait_s is not None):
+        raise SystemExit(1)
+
+
+@cluster.command("info")
+@connection_options
+@output_option
+def cluster_info_cmd(output: str, **conn: Any) -> None:
+    """The cluster id, controller, brokers and topics, as rpk cluster info (Metadata)."""
+    from api.client.topic_admin import cluster_metadata
+
+    with connect(conn) as client:
+        try:
+            md = cluster_metadata(client)
+        except StrataError as exc:
+            fail(str(exc))
+    topics = [
+        {
+            "name": t.name,
+            "partitions": len(t.partitions),
+            "replicas": max((len(p.replica_nodes) for p in t.partitions), default=0),
+            "internal": t.is_internal,
+        }
+        for t in sorted(md.topics, key=lambda t: t.name or "")
+        if not t.error_code
+    ]
+    data = {
+        "cluster_id": md.cluster_id,
+        "controller_id": md.controller_id if md.controller_id >= 0 else None,
+        "brokers": [
+            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for b in sorted(md.brokers, key=lambda b: b.node_id)
+        ],
+        "topics": topics,
+    }
+    if output == "json":
+        emit(output, data, "")
+        return
+    click.echo(f"CLUSTER\n=======\n{md.cluster_id or '-'}\n\nBROKERS\n=======")
+    print_table(
+        None,
+        ["ID", "HOST", "PORT", "RACK"],
+        [
+            [
+                f"{b['node_id']}*" if b["node_id"] == md.controller_id else b["node_id"],
+                b["host"],
+                b["port"],
+                b["rack"],
+            ]
+            for b in data["brokers"]
+        ],
+    )
+    click.echo("\nTOPICS\n======")
+    print_table(
+        None,
+        ["NAME", "PARTITIONS", "REPLICAS"],
+        [[t["name"], t["partitions"], t["replicas"]] for t in topics],
+    )
 
 
 @cluster.command("status")
-@click.option("--etcd", required=True, metavar="HOST:PORT,...", help="The cluster's etcd endpoints.")
+@click.option("--etcd", metavar="HOST:PORT,...", help="The cluster's etcd endpoints (required).")
 @click.option("--cluster-name", default="strata-local", show_default=True, help="The brokers' cluster id.")
 @output_option
-def cluster_status_cmd(etcd: str, cluster_name: str, output: str) -> None:
-    """Brokers, controller, partition leaders and ISR, under-replicated partitions."""
+def cluster_status_cmd(etcd: str | None, cluster_name: str, output: str) -> None:
+    """Brokers, controller, partition leaders and ISR, under-replicated partitions, read
+    from a Strata cluster's etcd (cluster health / info ask any broker instead)."""
     import asyncio
 
+    if not etcd:
+        fail(
+            "cluster status reads the cluster's etcd: give --etcd HOST:PORT, or ask a broker with "
+            "`strata cluster health` / `strata cluster info`"
+        )
     from broker.status import cluster_status, format_status, read_view
 
     try:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import click
 
@@ -30,7 +30,7 @@ def explain(message: str) -> str:
     return message
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     click.echo(f"strata: error: {explain(message)}", err=True)
     sys.exit(1)
 
@@ -85,23 +85,46 @@ def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) ->
     Console(width=max(160, len(columns) * 16), soft_wrap=True).print(table)
 
 
-def http_json(url: str) -> Any:
+def http_json(url: str, context: Any = None, headers: dict[str, str] | None = None) -> Any:
+    """GET ``url`` as JSON, with ``context`` (an ssl.SSLContext) for https:// and extra
+    ``headers`` (Authorization); every failure is one line saying what was expected."""
+    import http.client
+    import ssl
     import urllib.error
     import urllib.request
 
     scheme = url.split("://", 1)[0] if "://" in url else ""
     if scheme not in ("http", "https"):
         fail(f"--http: expected an http:// or https:// URL of the broker's HTTP listener, got {url!r}")
+    request = urllib.request.Request(url, headers=headers or {})
     try:
-        with urllib.request.urlopen(url, timeout=30) as resp:
+        with urllib.request.urlopen(
+            request, timeout=30, context=context if scheme == "https" else None
+        ) as resp:
             return json.loads(resp.read())
     except urllib.error.HTTPError as exc:
         try:
             message = json.loads(exc.read()).get("message", exc.reason)
         except ValueError:
             message = exc.reason
-        fail(f"{url}: HTTP {exc.code}: {message}")
+        hint = ""
+        if exc.code == 401:
+            hint = " (give --sasl-user with $STRATA_SASL_PASSWORD, or --token / $STRATA_TOKEN)"
+        fail(f"{url}: HTTP {exc.code}: {message}{hint}")
     except urllib.error.URLError as exc:
-        fail(f"cannot reach {url}: {getattr(exc.reason, 'strerror', None) or exc.reason}")
+        reason = exc.reason
+        if isinstance(reason, ssl.SSLError):
+            why = getattr(reason, "reason", None) or str(reason)
+            if why == "WRONG_VERSION_NUMBER":
+                fail(f"cannot reach {url}: the listener does not speak TLS (expected http:// for it)")
+            fail(
+                f"cannot reach {url}: TLS handshake failed: {why} (--tls-ca names the CA of its certificate)"
+            )
+        fail(f"cannot reach {url}: {getattr(reason, 'strerror', None) or reason}")
+    except (http.client.RemoteDisconnected, ConnectionResetError, http.client.BadStatusLine):
+        fail(
+            f"{url}: the listener closed the connection without an HTTP answer (expected the broker's "
+            "HTTP listener: an https:// one needs https://, and the Kafka port is not it)"
+        )
     except ValueError:
         fail(f"{url}: the answer is not JSON (is this a Strata HTTP listener?)")

@@ -88,6 +88,78 @@ def connection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
+def http_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The security options of commands that read a broker's HTTP listener (``tier
+    status``): the same properties, file and shorthands as the Kafka commands, used as
+    TLS settings for an https:// URL (ssl.*) and as basic-auth credentials (sasl.username
+    and its password), or a bearer token."""
+    opts = [
+        click.option(
+            "-X",
+            "properties",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="Client property: ssl.ca.location, ssl.certificate.location, ssl.key.location, "
+            "ssl.endpoint.identification.algorithm; sasl.username, sasl.password for basic auth.",
+        ),
+        click.option(
+            "--command-config",
+            "-F",
+            type=click.Path(dir_okay=False, path_type=Path),
+            help="Client properties file [$STRATA_CLIENT_CONFIG, else ~/.config/strata/client.properties].",
+        ),
+        click.option(
+            "--sasl-user", help="Basic-auth user; the password from $STRATA_SASL_PASSWORD or stdin."
+        ),
+        click.option(
+            "--password-stdin", is_flag=True, help="Read the basic-auth password from stdin's first line."
+        ),
+        click.option(
+            "--token",
+            envvar="STRATA_TOKEN",
+            help="Bearer token (strata tokens create) [$STRATA_TOKEN]; kept off the command line best.",
+        ),
+        click.option(
+            "--tls-ca", type=click.Path(dir_okay=False), help="CA file for the listener's certificate."
+        ),
+    ]
+    for opt in reversed(opts):
+        fn = opt(fn)
+    return fn
+
+
+def http_access(kw: dict[str, Any]) -> tuple[Any, dict[str, str]]:
+    """(an SSL context for https:// URLs, the Authorization header if any) from a
+    command's http_options: the token as a bearer, else sasl.username and its password as
+    basic auth."""
+    import base64
+
+    from api.client.security import ClientSecurity
+
+    props = client_properties(kw)
+    if props.get("sasl.username") and "sasl.password" not in props:
+        # a SASL protocol makes client_properties look for the password (stdin, environment)
+        props = client_properties({**kw, "security_protocol": "SASL_SSL"})
+    source = props.pop("_source")
+    props.pop("security.protocol", None)  # HTTP's TLS follows the URL's scheme
+    try:
+        sec = ClientSecurity.from_properties(props, where=source)
+        context = sec.ssl_context()
+    except StrataError as exc:
+        fail(str(exc))
+    headers: dict[str, str] = {}
+    if kw.get("token"):
+        headers["Authorization"] = f"Bearer {kw['token']}"
+    elif sec.username:
+        if sec.password is None:
+            fail(
+                f"basic auth as {sec.username}: give the password ($STRATA_SASL_PASSWORD or --password-stdin)"
+            )
+        pair = f"{sec.username}:{sec.password}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(pair).decode()
+    return context, headers
+
+
 def _profile(kw: dict[str, Any]) -> tuple[dict[str, str], str | None]:
     from api.client.security import read_properties
 

@@ -178,15 +178,13 @@ def _partition_specs(
 
 
 def _timestamp_ms(text: str) -> int:
-    import datetime
+    from api.cli_records import CliError, timestamp_ms
 
     try:
-        when = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        fail(f"--to-datetime: expected an ISO 8601 time like 2026-01-31T12:00:00Z, got {text!r}")
-    if when.tzinfo is None:
-        when = when.astimezone()  # local time, as kafka-consumer-groups reads it
-    return int(when.timestamp() * 1000)
+        return timestamp_ms(text, option="--to-datetime")
+    except CliError as exc:
+        fail(str(exc))
+    raise AssertionError  # fail exits
 
 
 @groups.command("reset-offsets")

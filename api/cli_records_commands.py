@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import uuid
 from typing import Any
@@ -64,11 +65,24 @@ _acks = click.option(
 
 @click.command("produce")
 @click.argument("topic_name", metavar="TOPIC")
-@click.option("--file", "-f", "path", type=click.Path(dir_okay=False), help="Read lines from FILE [stdin].")
-@click.option("--key-separator", "-K", metavar="SEP", help="Split each line into KEY SEP VALUE.")
+@click.option("--file", "-f", "path", type=click.Path(dir_okay=False), help="Read FILE [stdin].")
+@click.option("--raw", is_flag=True, help="The whole input is one record, bytes as they are (binary data).")
+@click.option(
+    "--delimiter", "-D", metavar="DELIM", help="Record delimiter, kcat's escapes (\\n \\t \\xNN) [\\n]."
+)
+@click.option("--key-separator", "-K", metavar="SEP", help="Split each record into KEY SEP VALUE.")
+@click.option("--key", "-k", "fixed_key", metavar="KEY", help="This key for every record without one.")
 @click.option("--partition", "-p", type=int, help="Produce to this partition [by key / sticky].")
 @click.option(
     "--header", "-H", "header_items", multiple=True, metavar="KEY=VALUE", help="Header (repeatable)."
+)
+@click.option(
+    "--compression",
+    "-z",
+    type=click.Choice(["none", "gzip", "snappy", "lz4", "zstd"]),
+    default="none",
+    show_default=True,
+    help="Batch compression.",
 )
 @_acks
 @connection_options
@@ -76,40 +90,58 @@ _acks = click.option(
 def produce_cmd(
     topic_name: str,
     path: str | None,
+    raw: bool,
+    delimiter: str | None,
     key_separator: str | None,
+    fixed_key: str | None,
     partition: int | None,
     header_items: tuple[str, ...],
+    compression: str,
     acks: str,
     output: str,
     **conn: Any,
 ) -> None:
-    """Produce one record per input line (bytes as given, any encoding); prints a one-line
-    summary."""
-    from api.cli_records import CliError, parse_lines, produce
+    """Produce one record per input line (or per --delimiter, or the whole input with
+    --raw), bytes as given in any encoding; prints a one-line summary."""
+    from api.cli_records import CliError, OutRecord, parse_records, produce, split_input, unescape
 
-    if key_separator == "":
+    if raw and delimiter is not None:
+        fail("--raw sends the whole input as one record: it cannot go with --delimiter")
+    try:
+        delim = None if raw else unescape(delimiter if delimiter is not None else "\\n", option="--delimiter")
+        key_sep = None if key_separator is None else unescape(key_separator, option="--key-separator")
+    except CliError as exc:
+        fail(str(exc))
+    if delim == b"":
+        fail("--delimiter must not be empty")
+    if key_sep == b"":
         fail("--key-separator must not be empty")
     headers: list[tuple[str, bytes]] = []
     for item in header_items:
         key, sep, value = item.partition("=")
         if not sep or not key:
             fail(f"--header expects KEY=VALUE, got {item!r}")
-        headers.append((key, value.encode()))
+        headers.append((key, os.fsencode(value)))  # argv's bytes, UTF-8 or not
     parts = _partitions_of(conn, topic_name)
     config = librdkafka_config(conn)
     _check_partition(topic_name, parts, partition)
     try:
         if path is not None:
             with open(path, "rb") as f:
-                lines = f.readlines()
+                data = f.read()
             source = path
         else:
-            lines = sys.stdin.buffer.readlines()  # bytes: records need not be UTF-8
+            data = sys.stdin.buffer.read()  # bytes: records need not be UTF-8
             source = "stdin"
     except OSError as exc:
         fail(f"cannot read {path}: {exc.strerror or exc}")
+    what = "line" if delim == b"\n" else "record"
     try:
-        records = list(parse_lines(lines, key_separator, source=source))
+        records = list(parse_records(split_input(data, delim), key_sep, source=source, what=what))
+        if fixed_key is not None:
+            records = [
+                r if r.key is not None else OutRecord(os.fsencode(fixed_key), r.value) for r in records
+            ]
         bar = _progress(f"produce {topic_name}")
         task = bar.add_task("produce", total=len(records))
         with bar:
@@ -120,6 +152,7 @@ def produce_cmd(
                 acks=acks,
                 partition=partition,
                 headers=headers,
+                compression=compression,
                 progress=lambda n: bar.update(task, completed=n),
             )
     except CliError as exc:
@@ -127,59 +160,147 @@ def produce_cmd(
     emit(output, summary.to_json(), summary.text())
 
 
+def _consume_options(
+    o_values: tuple[str, ...],
+    offset_text: str | None,
+    from_beginning: bool,
+    output: str | None,
+    json_flag: bool,
+) -> tuple[str | None, str, str | None, str]:
+    """consume's ``-o`` (repeatable, as kcat's): a start offset, ``e@TIME`` where to stop,
+    or ``json``/``text``, which choose the output as ``-o`` does in every other strata
+    command. Returns (start offset, the option that gave it, stop time, output)."""
+    option = "--offset"
+    stop: str | None = None
+    for value in o_values:
+        if value in ("json", "text"):
+            if output is not None and output != value:
+                fail(f"-o {value} and --output {output} disagree")
+            output = value
+        elif value.startswith("e@"):
+            if stop is not None:
+                fail("give at most one -o e@TIME")
+            stop = value[2:]
+        else:
+            if offset_text is not None:
+                fail("give at most one start offset (-o OFFSET or --offset)")
+            offset_text, option = value, "-o"
+    if json_flag:
+        if output == "text":
+            fail("-J is JSON output: it cannot go with text output")
+        output = "json"
+    if from_beginning and offset_text is not None:
+        fail("give at most one of --offset and --from-beginning")
+    return ("beginning" if from_beginning else offset_text), option, stop, output or "text"
+
+
 @click.command("consume")
 @click.argument("topic_name", metavar="TOPIC")
 @click.option("--partition", "-p", type=int, help="Only this partition [all].")
 @click.option(
-    "--offset", "offset_text", metavar="N|earliest|latest", help="Start here [group's, else latest]."
+    "-o",
+    "o_values",
+    multiple=True,
+    metavar="OFFSET|e@TIME|json|text",
+    help="Start offset as kcat's -o (N, -N: N before the end, s@MS or s@ISO, beginning, end, stored); "
+    "e@MS or e@ISO: stop before the first record at or after that time; 'json' or 'text' choose the "
+    "output instead, as -o does in every strata command.",
 )
-@click.option("--from-beginning", is_flag=True, help="Same as --offset earliest.")
-@click.option("--count", "-n", type=click.IntRange(min=1), help="Stop after N records.")
+@click.option("--offset", "offset_text", metavar="OFFSET", help="Start here, as -o [group's, else end].")
+@click.option("--from-beginning", is_flag=True, help="Same as --offset beginning.")
+@click.option("--count", "-n", "-c", type=click.IntRange(min=1), help="Stop after N records.")
+@click.option("--exit-at-end", "-e", is_flag=True, help="Stop once every partition is read to its end.")
 @click.option("--group", "-g", help="Consumer group: start at its committed offsets, commit at the end.")
 @click.option("--timeout", "idle_timeout", type=float, help="Stop after SECONDS without a record [never].")
 @click.option("--print-key", is_flag=True, help="Text output: KEY<TAB>VALUE.")
+@click.option(
+    "--key-delimiter", "-K", metavar="DELIM", help="Print KEY DELIM VALUE, bytes as they are (kcat's -K)."
+)
+@click.option(
+    "--delimiter", "-D", metavar="DELIM", help="End each record with DELIM, not a newline (kcat's -D)."
+)
+@click.option("--format", "-f", "fmt", metavar="FMT", help="kcat's -f format, e.g. '%k=%s (%p/%o)\\n'.")
+@click.option("--output", type=click.Choice(["text", "json"]), help="Output [text].")
+@click.option("-J", "json_flag", is_flag=True, help="Same as --output json (kcat's -J).")
 @connection_options
-@output_option
 def consume_cmd(
     topic_name: str,
     partition: int | None,
+    o_values: tuple[str, ...],
     offset_text: str | None,
     from_beginning: bool,
     count: int | None,
+    exit_at_end: bool,
     group: str | None,
     idle_timeout: float | None,
     print_key: bool,
-    output: str,
+    key_delimiter: str | None,
+    delimiter: str | None,
+    fmt: str | None,
+    output: str | None,
+    json_flag: bool,
     **conn: Any,
 ) -> None:
-    """Print records: one value per line, or with -o json one JSON object per record
-    (topic, partition, offset, timestamp, key, value, headers)."""
-    from api.cli_records import CliError, consume, parse_offset, record_json
+    """Print records: one value per line, with -f in kcat's format, or with -o json one
+    JSON object per record (topic, partition, offset, timestamp, key, value, headers; bytes
+    that are not UTF-8 also as key_base64 / value_base64)."""
+    from api.cli_records import (
+        CliError,
+        Start,
+        compile_format,
+        consume,
+        parse_offset,
+        record_json,
+        render,
+        resolve_start,
+        timestamp_ms,
+    )
 
-    if from_beginning and offset_text is not None:
-        fail("give at most one of --offset and --from-beginning")
+    offset_text, option, stop_text, out = _consume_options(
+        o_values, offset_text, from_beginning, output, json_flag
+    )
     if idle_timeout is not None and idle_timeout <= 0:
         fail(f"--timeout must be positive, got {idle_timeout:g}")
+    if key_delimiter is not None or delimiter is not None:
+        if fmt is not None:
+            fail("-f gives the whole record: it takes no -K or -D (put the delimiters in it)")
+        # as kcat: -K and -D are a format, key and value written byte for byte
+        key_part = "" if key_delimiter is None else "%k" + key_delimiter.replace("%", "%%")
+        fmt = key_part + "%s" + ("\\n" if delimiter is None else delimiter.replace("%", "%%"))
+    if fmt is not None and (out == "json" or print_key):
+        fail("-f, -K and -D give the whole record: they cannot go with JSON output or --print-key")
     try:
-        start = (
-            parse_offset(offset_text) if offset_text is not None else ("earliest" if from_beginning else None)
-        )
+        start = parse_offset(offset_text, option=option) if offset_text is not None else None
+        stop_ms = timestamp_ms(stop_text, option="-o e@") if stop_text is not None else None
+        compiled = compile_format(fmt) if fmt is not None else None
     except CliError as exc:
         fail(str(exc))
+    if start is None:
+        start = Start("stored" if group is not None else "latest")
+    if start.kind == "stored" and group is None:
+        fail("-o stored starts at a group's committed offsets: give --group")
     parts = _partitions_of(conn, topic_name)
     config = librdkafka_config(conn)
     _check_partition(topic_name, parts, partition)
     chosen = [p for p in parts if partition is None or p["partition"] == partition]
-    if isinstance(start, int):
-        for p in chosen:
-            lo, hi = p["log_start_offset"], p["high_watermark"]
-            if not lo <= start <= hi:
-                fail(f"--offset {start} is outside {topic_name}-{p['partition']} (offsets {lo} to {hi})")
-    if start is None and group is None:
-        start = "latest"
+    by_time: dict[int, int] = {}
+    if start.kind == "time":
+        with connect(conn) as client:
+            try:
+                found = client.list_offsets([(topic_name, p["partition"]) for p in chosen], start.value)
+            except StrataError as exc:
+                fail(str(exc))
+        by_time = {p: o for (_, p), o in found.items()}
+    try:
+        starts = {p["partition"]: resolve_start(start, topic_name, p, by_time) for p in chosen}
+    except CliError as exc:
+        fail(str(exc))
+    raw = sys.stdout.buffer
 
     def emit(msg: Any) -> None:
-        if output == "json":
+        if compiled is not None:
+            raw.write(render(compiled, msg))
+        elif out == "json":
             click.echo(json.dumps(record_json(msg), sort_keys=True))
         else:
             value = (msg.value() or b"").decode("utf-8", errors="backslashreplace")
@@ -198,16 +319,27 @@ def consume_cmd(
             consume(
                 config,
                 topic_name,
-                {p["partition"]: start for p in chosen},
+                starts,
                 group=group,
                 count=count,
                 idle_timeout=idle_timeout,
                 on_record=emit,
+                exit_at_end=exit_at_end,
+                stop_ms=stop_ms,
             )
     except CliError as exc:
         fail(str(exc))
     except KeyboardInterrupt:
         pass
+    except BrokenPipeError:
+        # the reader went away (`| head`): stop quietly, as kcat does; nothing is committed
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return
+    try:
+        raw.flush()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 @click.command("bench")

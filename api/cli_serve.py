@@ -93,6 +93,14 @@ def serve(
     from api.server import run
     from broker.config import load_config
 
+    for flag, value in (
+        ("--kafka-listen", kafka_listen),
+        ("--http-listen", http_listen),
+        ("--advertised-listener", advertised_listener),
+        ("--inter-broker-listener", inter_broker_listener),
+    ):
+        if value is not None and "://" in value:
+            fail(f"{flag}: expected HOST:PORT (no URL scheme), got {value!r}")
     try:
         rest: dict[str, object] = {}
         if rest_auth is not None:

@@ -19,7 +19,7 @@ from api.cli_common import (
     output_option,
     print_table,
 )
-from api.cli_connect import connection_options
+from api.cli_connect import connection_options, http_access, http_options
 from hot.errors import StrataError
 
 
@@ -135,6 +135,7 @@ def restore(data_dir: str, object_store: str, topics: tuple[str, ...], output: s
 @click.option(
     "--jobs", "-j", default=2, show_default=True, type=click.IntRange(1, 64), help="Parallel tasks."
 )
+@click.option("--overwrite", is_flag=True, help="Replace a non-empty --out directory (else refused).")
 @output_option
 def export_cmd(
     topics: str,
@@ -149,17 +150,23 @@ def export_cmd(
     bootstrap: str,
     extra: tuple[str, ...],
     jobs: int,
+    overwrite: bool,
     output: str,
     **conn: Any,
 ) -> None:
     """Write a topic's archived rows as Parquet, read straight from the object store.
 
     Rows and columns are those of the Spark data source (Spark's Kafka source schema plus
-    headers), so spark.read.parquet(OUT) returns what spark.read.format("strata") does."""
+    headers), so spark.read.parquet(OUT) returns what spark.read.format("strata") does.
+    All or nothing: written beside OUT and renamed to it when complete; a non-empty OUT is
+    refused unless --overwrite. Records not archived yet are left out unless --include-hot
+    (a note on stderr says how many, when the --bootstrap broker can tell)."""
+    from pathlib import Path
+
     from rich.console import Console
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from api.export import export, parse_options
+    from api.export import check_target, export, parse_options
 
     opts: dict[str, str] = {}
     for item in extra:
@@ -183,16 +190,20 @@ def export_cmd(
             opts.setdefault(f"kafka.{key}", value)
     url = object_store or default_object_store(data_dir)
     check_store_url(url)
+    try:
+        check_target(Path(out_dir), overwrite)  # before the progress bar: a refusal is one line
+    except StrataError as exc:
+        fail(str(exc))
     bar = Progress(
         TextColumn("[bold]export[/bold] {task.description}"),
         BarColumn(),
         DownloadColumn(),
-        TextColumn("{task.fields[rows]:,} rows"),
+        TextColumn("{task.fields[rows]:,} rows, {task.fields[written]} written"),
         TimeRemainingColumn(),
         console=Console(stderr=True),
-        transient=output == "json",
+        transient=True,  # the summary line says what was done; an error leaves only its line
     )
-    task = bar.add_task(topics, total=None, rows=0)
+    task = bar.add_task(topics, total=None, rows=0, written=_size(0))
 
     def on_progress(done: int, total: int, rows: int) -> None:
         bar.update(task, completed=done, total=total or None, rows=rows)
@@ -205,9 +216,16 @@ def export_cmd(
                 fmt=fmt,
                 jobs=jobs,
                 progress=on_progress,
+                written=lambda n: bar.update(task, written=_size(n)),
+                overwrite=overwrite,
             )
     except StrataError as exc:
         fail(str(exc))
+    explicit_end = ending_offsets or any(k.startswith("ending") for k in opts)
+    if not include_hot and not explicit_end:
+        note = _tail_note(result.plan.ranges, {"bootstrap": bootstrap, **conn})
+        if note:
+            click.echo(f"strata: note: {note}", err=True)
     data = {
         "rows": result.rows,
         "files": [
@@ -220,6 +238,39 @@ def export_cmd(
         ],
     }
     emit(output, data, f"exported {result.rows:,} rows to {out_dir} ({len(result.files)} {fmt} files)")
+
+
+def _tail_note(ranges: Any, kw: dict[str, Any]) -> str | None:
+    """What an export without --include-hot left out: the records above the archived end
+    of each partition, by the --bootstrap broker's high watermarks (or, when no broker
+    answers, that it could not tell)."""
+    from api.cli_connect import Connection
+    from api.client import KafkaClient
+
+    if not ranges:
+        return None
+    conn = Connection(kw)
+    try:
+        with KafkaClient.connect(conn.addr, timeout=5, security=conn.security) as client:
+            hw = client.list_offsets([(r.topic, r.partition) for r in ranges], -1)
+    except (OSError, StrataError):
+        return (
+            f"only archived records were exported; no broker answered at {conn.addr} to tell whether "
+            "newer ones exist (--include-hot adds them from a running broker)"
+        )
+    left = {
+        (r.topic, r.partition): hw[(r.topic, r.partition)] - r.end
+        for r in ranges
+        if (r.topic, r.partition) in hw
+    }
+    missing = sum(n for n in left.values() if n > 0)
+    if not missing:
+        return None
+    parts = sum(1 for n in left.values() if n > 0)
+    return (
+        f"{missing:,} records in {parts} partition(s) are not archived yet and were not exported "
+        "(--include-hot adds them from the broker)"
+    )
 
 
 @click.group()
@@ -246,13 +297,17 @@ def _size(n: int) -> str:
     help="Broker REST.",
 )
 @click.option("--topic", "-t", "topics", multiple=True, metavar="NAME", help="Only this topic (repeatable).")
+@http_options
 @output_option
-def tier_status(http_url: str, topics: tuple[str, ...], output: str) -> None:
+def tier_status(http_url: str, topics: tuple[str, ...], output: str, **conn: Any) -> None:
     """Per partition: log start, local log start, high watermark, log end, local and remote
-    bytes, upload lag; and whether the object store is reachable."""
+    bytes, upload lag; and whether the object store is reachable. An https:// listener
+    takes the TLS properties (--tls-ca, -X ssl.*), one with authentication a user
+    (--sasl-user, password from $STRATA_SASL_PASSWORD) or a bearer --token."""
     base = http_url.rstrip("/")
-    status = http_json(f"{base}/v1/status")
-    listed = http_json(f"{base}/v1/partitions")["topics"]
+    context, headers = http_access(conn)
+    status = http_json(f"{base}/v1/status", context, headers)
+    listed = http_json(f"{base}/v1/partitions", context, headers)["topics"]
     known = {t["topic"] for t in listed}
     missing = [t for t in topics if t not in known]
     if missing:

@@ -10,6 +10,9 @@ contract "client" in pyproject.toml), never the server.
 * ``sasl``          the asyncio SASL exchange for broker-to-broker links
 * ``scram``         pure SCRAM (RFC 5802/7677): the client half and what the server shares
 * ``lag``           a partition's consumer lag, as Kafka's tools compute it
+* ``topic_admin``   IncrementalAlterConfigs, CreatePartitions, DeleteRecords (at each
+                    leader), and a cluster's health from Metadata (``strata topic``,
+                    ``strata cluster health|info``)
 """
 
 from typing import TYPE_CHECKING, Any

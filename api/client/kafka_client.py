@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import ssl
 import struct
+import time
 from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Any
@@ -21,7 +22,14 @@ from api.protocol.acl import AclBinding, AclFilter, Operation, PatternType, Perm
 from api.protocol.address import HostPort
 from api.protocol.apis import APIS
 from api.protocol.consumer_protocol import PROTOCOL_TYPE, ConsumerProtocolError, decode_assignment
-from api.protocol.error_table import GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, error_for_code
+from api.protocol.error_table import (
+    COORDINATOR_LOAD_IN_PROGRESS,
+    COORDINATOR_NOT_AVAILABLE,
+    GROUP_ID_NOT_FOUND,
+    NON_EMPTY_GROUP,
+    NOT_LEADER_OR_FOLLOWER,
+    error_for_code,
+)
 from api.protocol.messages.acls import (
     AclCreation,
     CreateAclsRequest,
@@ -37,6 +45,7 @@ from api.protocol.messages.delete_topics import DeleteTopicsRequest, DeleteTopic
 from api.protocol.messages.describe_client_quotas import DescribeClientQuotasRequest, EntityData
 from api.protocol.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from api.protocol.messages.describe_groups import DescribeGroupsRequest
+from api.protocol.messages.find_coordinator import FindCoordinatorRequest
 from api.protocol.messages.list_groups import ListGroupsRequest
 from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
@@ -74,12 +83,27 @@ def _code_name(code: int) -> str:
     return f"{names.get(code, 'error')} (Kafka error {code})"
 
 
-def _topic_error(name: str, code: int) -> str:
+def topic_error(name: str, code: int, message: str | None = None) -> str:
+    """The one wording of a topic's error code: ``topic 'x' does not exist`` for an
+    unknown topic, else the code's name and the broker's message, if any."""
     from api.protocol.error_table import UNKNOWN_TOPIC_OR_PARTITION
 
     if code == UNKNOWN_TOPIC_OR_PARTITION:
         return f"topic {name!r} does not exist"  # the CLI's one wording of it
-    return f"topic {name!r}: {_code_name(code)}"
+    return f"topic {name!r}: {_code_name(code)}{f': {message}' if message else ''}"
+
+
+# Kafka's ConfigSource, as an operator reads it: set on the topic, inherited from the
+# broker's configuration (dynamic or static), or the built-in default.
+_SOURCES = {1: "topic", 2: "broker", 3: "broker", 4: "broker", 5: "default"}
+
+
+def config_source(source: int, is_default: bool) -> str:
+    """``topic``, ``broker`` or ``default``: where a topic's config value comes from
+    (DescribeConfigs v1+ ``config_source``; v0 only says whether it is the default)."""
+    if source < 0:
+        return "default" if is_default else "topic"
+    return _SOURCES.get(source, "unknown")
 
 
 class KafkaClient:
@@ -88,6 +112,8 @@ class KafkaClient:
         self.client_id = client_id
         self._correlation = 0
         self.versions: dict[int, int] = {}
+        self._timeout = 30.0
+        self._security: ClientSecurity | None = None  # how another broker of the cluster is opened
 
     @classmethod
     def connect(
@@ -103,6 +129,7 @@ class KafkaClient:
                 except ssl.SSLError as exc:
                     raise TlsError(f"TLS handshake with {addr} failed: {exc.reason or exc}") from None
             client = cls(sock)
+            client._timeout, client._security = timeout, sec
             resp = client._call(ApiKey.API_VERSIONS, 0, ApiVersionsRequest())
             for v in resp.api_keys:
                 ours = APIS.get(v.api_key)
@@ -164,7 +191,13 @@ class KafkaClient:
         self._correlation += 1
         payload = encode_request(api_key, version, self._correlation, self.client_id, request)
         self.sock.sendall(_SIZE.pack(len(payload)) + payload)
-        (size,) = _SIZE.unpack(self._recv_exact(4))
+        head = self._recv_exact(4)
+        if head == b"HTTP":  # an HTTP server's "HTTP/1.1 400": a wrong port, not a broker
+            host, port = self.sock.getpeername()[:2]
+            raise StrataError(
+                f"{host}:{port} answered in HTTP: expected the HOST:PORT of a Kafka listener, not an HTTP one"
+            )
+        (size,) = _SIZE.unpack(head)
         correlation, response = decode_response(api_key, version, self._recv_exact(size))
         if correlation != self._correlation:
             raise StrataError(f"correlation id mismatch: sent {self._correlation}, got {correlation}")
@@ -240,7 +273,7 @@ class KafkaClient:
         )
         topic = md.topics[0]
         if topic.error_code:
-            raise error_for_code(topic.error_code, _topic_error(name, topic.error_code))
+            raise error_for_code(topic.error_code, topic_error(name, topic.error_code))
         return len(topic.partitions)
 
     def describe_topic(self, name: str) -> dict[str, Any]:
@@ -250,32 +283,23 @@ class KafkaClient:
         )
         topic = md.topics[0]
         if topic.error_code:
-            raise error_for_code(topic.error_code, _topic_error(name, topic.error_code))
+            raise error_for_code(topic.error_code, topic_error(name, topic.error_code))
         parts = [p.partition_index for p in topic.partitions]
 
         def offsets(ts: int) -> dict[int, int]:
-            req = ListOffsetsRequest(
-                topics=(
-                    ListOffsetsTopic(
-                        name=name,
-                        partitions=tuple(
-                            ListOffsetsPartition(partition_index=p, timestamp=ts) for p in parts
-                        ),
-                    ),
-                )
-            )
-            out = {}
-            for t in self.call(ApiKey.LIST_OFFSETS, req).topics:
-                for p in t.partitions:
-                    if p.error_code:
-                        raise error_for_code(p.error_code)
-                    out[p.partition_index] = p.offset
-            return out
+            found = self._leader_offsets([(name, p) for p in parts], ts)
+            for code, _ in found.values():
+                if code:
+                    raise error_for_code(code)
+            return {p: off for (_, p), (_, off) in found.items()}
 
         start, end = offsets(-2), offsets(-1)
         cfg = self.call(
             ApiKey.DESCRIBE_CONFIGS,
-            DescribeConfigsRequest(resources=(DescribeConfigsResource(resource_type=2, resource_name=name),)),
+            DescribeConfigsRequest(
+                resources=(DescribeConfigsResource(resource_type=2, resource_name=name),),
+                include_synonyms=True,
+            ),
         )
         result = cfg.results[0]
         if result.error_code:
@@ -289,6 +313,7 @@ class KafkaClient:
                 for p in sorted(parts)
             ],
             "configs": {c.name: c.value for c in result.configs},
+            "config_sources": {c.name: config_source(c.config_source, c.is_default) for c in result.configs},
         }
 
     # -- consumer groups ------------------------------------------------------------------
@@ -298,8 +323,14 @@ class KafkaClient:
         self, partitions: Iterable[tuple[str, int]], timestamp: int
     ) -> dict[tuple[str, int], int]:
         """ListOffsets at ``timestamp`` (-1: latest, i.e. the high watermark; -2: earliest)
-        for each (topic, partition); partitions the broker answers with an error (deleted
-        topics) are left out."""
+        for each (topic, partition), asked of each partition's leader; partitions answered
+        with an error (deleted topics) are left out."""
+        found = self._leader_offsets(partitions, timestamp)
+        return {tp: off for tp, (code, off) in found.items() if not code}
+
+    def _list_offsets_here(
+        self, partitions: Iterable[tuple[str, int]], timestamp: int
+    ) -> dict[tuple[str, int], tuple[int, int]]:
         by_topic: dict[str, list[int]] = {}
         for topic, partition in partitions:
             by_topic.setdefault(topic, []).append(partition)
@@ -316,12 +347,39 @@ class KafkaClient:
                 for t, ps in by_topic.items()
             )
         )
-        out: dict[tuple[str, int], int] = {}
-        for t in self.call(ApiKey.LIST_OFFSETS, req).topics:
-            for p in t.partitions:
-                if not p.error_code:
-                    out[(t.name, p.partition_index)] = p.offset
-        return out
+        return {
+            (t.name, p.partition_index): (p.error_code, p.offset)
+            for t in self.call(ApiKey.LIST_OFFSETS, req).topics
+            for p in t.partitions
+        }
+
+    def _leader_offsets(
+        self, partitions: Iterable[tuple[str, int]], timestamp: int
+    ) -> dict[tuple[str, int], tuple[int, int]]:
+        """(error code, offset) per partition: this broker answers for the partitions it
+        leads (all of them on a single node); those it does not lead are asked of their
+        leader, found in Metadata and opened with this client's security settings."""
+        found = self._list_offsets_here(partitions, timestamp)
+        elsewhere = sorted(tp for tp, (code, _) in found.items() if code == NOT_LEADER_OR_FOLLOWER)
+        if not elsewhere or self._security is None:
+            return found
+        md = self.call(
+            ApiKey.METADATA,
+            MetadataRequest(
+                topics=tuple(MetadataRequestTopic(name=t) for t in sorted({t for t, _ in elsewhere})),
+                allow_auto_topic_creation=False,
+            ),
+        )
+        brokers = {b.node_id: HostPort(b.host, b.port) for b in md.brokers}
+        leaders = {(t.name, p.partition_index): p.leader_id for t in md.topics for p in t.partitions}
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        for tp in elsewhere:
+            if leaders.get(tp) in brokers:
+                by_leader.setdefault(leaders[tp], []).append(tp)
+        for leader, tps in sorted(by_leader.items()):
+            with KafkaClient.connect(brokers[leader], self._timeout, self._security) as other:
+                found.update(other._list_offsets_here(tps, timestamp))
+        return found
 
     def list_groups(self, states: Sequence[str] = ()) -> list[dict[str, Any]]:
         """Every group (optionally only those in ``states``, ListGroups v4+), by id."""
@@ -340,6 +398,17 @@ class KafkaClient:
         """DescribeGroups; a consumer group's member assignments are decoded into
         ``partitions`` ([topic, partition] pairs). An unknown group has state "Dead"."""
         resp = self.call(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=tuple(groups)))
+        waking = (COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS)
+        for attempt in range(20):  # at most ~5 s while the coordinator loads
+            asleep = [g.group_id for g in resp.groups if g.error_code in waking]
+            if not asleep:
+                break
+            # As Kafka's admin client, FindCoordinator first: a broker starts (and loads) its
+            # group coordinator when asked for it, e.g. before any group ever used it.
+            self._find_coordinators(asleep)
+            if attempt:
+                time.sleep(0.25)
+            resp = self.call(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=tuple(groups)))
         out = []
         for g in resp.groups:
             if g.error_code:
@@ -372,6 +441,16 @@ class KafkaClient:
                 }
             )
         return out
+
+    def _find_coordinators(self, groups: Sequence[str]) -> None:
+        """FindCoordinator for ``groups`` (answers ignored: asking is what matters)."""
+        if self.versions.get(ApiKey.FIND_COORDINATOR, 0) >= 4:
+            self.call(
+                ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(coordinator_keys=tuple(groups), key_type=0)
+            )
+            return
+        for g in groups:
+            self.call(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key=g, key_type=0))
 
     def committed_offsets(self, group: str) -> dict[tuple[str, int], int]:
         """Every committed offset of ``group`` (OffsetFetch of all partitions)."""

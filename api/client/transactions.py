@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from api.client.kafka_client import KafkaClient
+from api.client.kafka_client import KafkaClient, topic_error
 from api.protocol import ApiKey
 from api.protocol.address import HostPort
 from api.protocol.error_table import (
@@ -121,7 +121,7 @@ def describe_producers(
     )
     t = md.topics[0]
     if t.error_code:
-        raise error_for_code(t.error_code, f"topic {topic!r}: error {t.error_code}")
+        raise error_for_code(t.error_code, topic_error(topic, t.error_code))
     brokers = {b.node_id: HostPort(b.host, b.port) for b in md.brokers}
     wanted = set(partitions) if partitions is not None else {p.partition_index for p in t.partitions}
     by_leader: dict[int, list[int]] = {}

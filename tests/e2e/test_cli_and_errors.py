@@ -59,6 +59,14 @@ def test_topic_commands(broker: BrokerProcess) -> None:
 def test_serve_reports_bad_flags_clearly() -> None:
     r = strata("serve", "--kafka-listen", "nonsense")
     assert r.returncode == 1 and "HOST:PORT" in r.stderr and "Traceback" not in r.stderr
+    # a URL where an address belongs: said so, before anything starts
+    for flag in ("--kafka-listen", "--http-listen", "--advertised-listener"):
+        r = strata("serve", flag, "http://127.0.0.1:9092")
+        assert r.returncode == 1 and r.stderr.count("\n") == 1, r.stderr
+        assert (
+            r.stderr
+            == f"strata: error: {flag}: expected HOST:PORT (no URL scheme), got 'http://127.0.0.1:9092'\n"
+        )
 
 
 def _produce_raw(
@@ -151,3 +159,18 @@ def test_auto_create_when_enabled(broker_factory: Callable[..., BrokerProcess]) 
     assert p.flush(30) == 0
     with KafkaClient.connect(HostPort.parse(b.bootstrap)) as c:
         assert "auto-made" in [t["name"] for t in c.list_topics()]
+
+
+def test_group_commands_on_a_broker_no_group_used_yet(broker_factory: Callable[..., BrokerProcess]) -> None:
+    # The group coordinator starts when first asked for (FindCoordinator, as Kafka's admin
+    # client asks first): a fresh broker answers for a group nobody used, and offsets can be
+    # set for it ahead of its consumers, as kafka-consumer-groups --reset-offsets allows.
+    b = broker_factory()
+    create_topic(b.bootstrap, "fresh", 2)
+    bs = ["-b", b.bootstrap]
+    r = strata("groups", "describe", "new-group", *bs)
+    assert r.returncode == 1 and r.stderr == "strata: error: group 'new-group' does not exist\n", r.stderr
+    r = strata("groups", "reset-offsets", "new-group", "--topic", "fresh", "--to-latest", "--execute", *bs)
+    assert r.returncode == 0, r.stderr
+    r = strata("groups", "describe", "new-group", *bs, "-o", "json")
+    assert r.returncode == 0 and "fresh" in r.stdout, r.stderr

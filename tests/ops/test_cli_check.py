@@ -106,13 +106,14 @@ def test_check_usage_errors_exit_2(tmp_path: Path) -> None:
     d = tmp_path / "data"
     build_data_dir(d)
     for args, fragment in [
-        (["nosuch"], "unknown topic 'nosuch'"),
         ([f"{TOPIC}:2"], "has 2 partitions, no partition 2"),
         ([f"{TOPIC}:x"], "partition must be a number"),
         (["--object-store", "file:///tmp"], "--object-store only applies with --remote"),
     ]:
         code, text = check("--data-dir", str(d), *args)
         assert code == 2 and fragment in text, (args, text)
+    code, text = check("--data-dir", str(d), "nosuch")  # as every command says it
+    assert code == 2 and text == "strata: error: topic 'nosuch' does not exist\n", text
     code, text = check("--data-dir", str(tmp_path / "missing"))
     assert code == 2 and "does not exist" in text
     code, text = check("--data-dir", str(tmp_path))

@@ -121,6 +121,15 @@ def test_base_install_every_command(tmp_path: Path) -> None:
         assert got.returncode == 0 and got.stdout.splitlines() == ["a", "b"], got.stderr
         bench = strata("bench", "-n", "200", "-b", b.bootstrap, "-o", "json", base=True)
         assert bench.returncode == 0 and json.loads(bench.stdout)["records"] == 200, bench.stderr
+        for admin in (
+            ("topic", "alter-config", "base", "--set", "retention.ms=60000"),
+            ("topic", "trim", "base", "-p", "1", "--offset", "1", "--no-confirm"),
+            ("topic", "add-partitions", "base", "-n", "1"),
+            ("cluster", "health", "--fail-if-unhealthy"),
+            ("cluster", "info"),
+        ):
+            r = strata(*admin, "-b", b.bootstrap, base=True)
+            assert r.returncode == 0, (admin, r.stderr)
     finally:
         b.kill()
     # commands on a data directory need no extra either (check --remote reads the bucket)
@@ -240,9 +249,79 @@ def test_one_line_errors(tmp_path: Path) -> None:
         r = strata("serve", "--data-dir", str(tmp_path / "d2"), "--kafka-listen", taken, "--http-listen",
                    "127.0.0.1:0")  # fmt: skip
         one_line_error(r, taken)
+        taken = f"127.0.0.1:{b.http_port}"
+        r = strata("serve", "--data-dir", str(tmp_path / "d2"), "--http-listen", taken, "--kafka-listen",
+                   "127.0.0.1:0")  # fmt: skip
+        one_line_error(r, f"cannot listen on {taken}", "--http-listen")
         one_line_error(strata("tier", "status", "--http", "ftp://127.0.0.1:1"), "expected an http://")
         one_line_error(strata("topic", "list", "-b", f"http://{b.bootstrap}"), "expected HOST:PORT")
         r = strata("restore", "--data-dir", str(tmp_path / "d3"), "--object-store", "gs://bucket/x")
         one_line_error(r, "--object-store: expected s3://bucket/prefix or file:///absolute/path")
     finally:
         b.kill()
+
+
+# -- 6. tier status on a TLS listener with authentication; wrong schemes and ports ---------------
+
+
+def test_tier_status_over_https_with_basic_and_bearer_auth(pki: Pki, tmp_path: Path) -> None:
+    data = tmp_path / "https"
+    assert strata_users(data, "add", "alice", "--password-stdin", stdin=ALICE_PW + "\n").returncode == 0
+    env = {
+        **server_env(pki),
+        "STRATA_SASL_MECHANISMS": MECH,
+        "STRATA_SASL_REST_BASIC_AUTH": "true",
+        "STRATA_SASL_REST_BEARER_AUTH": "true",
+    }
+    b = BrokerProcess(data, env=env).start()
+    try:
+        url = f"https://127.0.0.1:{b.http_port}"
+        status = ("tier", "status", "--http", url, "-o", "json")
+        # basic auth: the user, its password from the environment, the CA
+        r = strata(
+            *status, "--tls-ca", str(pki.ca), "--sasl-user", "alice", env={"STRATA_SASL_PASSWORD": ALICE_PW}
+        )
+        assert r.returncode == 0 and json.loads(r.stdout)["topics"] == [], r.stderr
+        # the same from a profile file, the password on stdin
+        profile = tmp_path / "client.properties"
+        profile.write_text(f"sasl.username=alice\nssl.ca.location={pki.ca}\n")
+        r = strata(*status, "-F", str(profile), "--password-stdin", stdin=ALICE_PW + "\n")
+        assert r.returncode == 0, r.stderr
+        # a bearer token from $STRATA_TOKEN
+        made = strata("tokens", "create", "--user", "alice", "--data-dir", str(data), "-o", "json")
+        assert made.returncode == 0, made.stderr
+        token = json.loads(made.stdout)["token"]
+        r = strata(*status, "-X", f"ssl.ca.location={pki.ca}", env={"STRATA_TOKEN": token})
+        assert r.returncode == 0, r.stderr
+        assert ALICE_PW not in r.stdout + r.stderr and token not in r.stdout + r.stderr
+
+        one_line_error(strata(*status, "--tls-ca", str(pki.ca)), "HTTP 401", "--sasl-user", "--token")
+        one_line_error(
+            strata(*status, "--sasl-user", "alice", env={"STRATA_SASL_PASSWORD": ALICE_PW}),
+            "TLS handshake failed: CERTIFICATE_VERIFY_FAILED",
+        )
+        wrong = strata(
+            *status, "--tls-ca", str(pki.ca), "--sasl-user", "alice", env={"STRATA_SASL_PASSWORD": "Nope-0"}
+        )
+        assert "Nope-0" not in one_line_error(wrong, "HTTP 401")
+        # http:// on an https listener
+        one_line_error(
+            strata("tier", "status", "--http", f"http://127.0.0.1:{b.http_port}"), "expected the broker's"
+        )
+    finally:
+        b.kill()
+
+
+def test_wrong_scheme_or_port_says_what_was_expected(broker: BrokerProcess) -> None:
+    http_port = broker.http_url.rsplit(":", 1)[1]
+    # https:// on a plaintext listener, the Kafka port given as the HTTP one and the reverse
+    one_line_error(
+        strata("tier", "status", "--http", f"https://127.0.0.1:{http_port}"), "does not speak TLS", "http://"
+    )
+    one_line_error(
+        strata("tier", "status", "--http", f"http://{broker.bootstrap}"),
+        "without an HTTP answer",
+        "Kafka port",
+    )
+    for args in (("topic", "list"), ("consume", "t", "-e"), ("cluster", "health")):
+        one_line_error(strata(*args, "-b", f"127.0.0.1:{http_port}"), "answered in HTTP", "Kafka listener")
