@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from api.protocol.address import HostPort
 from broker.config import load_config
 from tests.brokers import ROOT, BrokerProcess, create_topic
 
@@ -84,8 +85,12 @@ def test_compose_runs_minio_etcd_three_cluster_brokers_prometheus_grafana() -> N
         assert env["AWS_ENDPOINT_URL"] == "http://minio:9000"
         ids.add(cfg.broker_id)
         advertised.add(str(cfg.advertised))
-        # The advertised port is the one published on the host for the Kafka listener.
-        assert f"{cfg.advertised.port}:{cfg.kafka_listen.port}" in svc["ports"]
+        # Containers are told the compose name of the main listener; the host is told the
+        # published port of the external listener.
+        assert cfg.advertised == HostPort(name, cfg.kafka_listen.port)
+        ext, ext_listen = cfg.external_advertised_listener, cfg.external_listen
+        assert ext is not None and ext_listen is not None and ext.host == "localhost"
+        assert f"{ext.port}:{ext_listen.port}" in svc["ports"]
         assert f"{cfg.http_listen.port}" in " ".join(svc["ports"])
         data_volumes.add(svc["volumes"][0].split(":")[0])
     assert len(ids) == len(advertised) == len(data_volumes) == 3
