@@ -212,7 +212,7 @@ def test_kubernetes_statefulset_headless_service_pvc_secret_probes() -> None:
     assert spec["replicas"] == 3
     [container] = spec["template"]["spec"]["containers"]
     port_names = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert port_names == {"kafka": 9092, "http": 8080}
+    assert port_names == {"kafka": 9092, "external": 19092, "http": 8080}
     for svc in (d for d in docs if d["kind"] == "Service" and d["metadata"]["name"].startswith("strata")):
         # every Service selects these pods (per-pod ones also by the pod name the StatefulSet sets)
         selector = {
@@ -225,6 +225,7 @@ def test_kubernetes_statefulset_headless_service_pvc_secret_probes() -> None:
         env={k: v for k, v in env.items() if k.startswith("STRATA_") and v and k != "STRATA_CONFIG"}
     )
     assert (cfg.kafka_listen.port, cfg.http_listen.port) == (port_names["kafka"], port_names["http"])
+    assert cfg.external_listen is not None and cfg.external_listen.port == port_names["external"]
 
     # The hot tier: a PVC per pod, mounted where the data dir points.
     [claim] = spec["volumeClaimTemplates"]
@@ -331,9 +332,10 @@ def test_kubernetes_etcd_is_where_the_brokers_look() -> None:
 
 
 def test_kubernetes_external_listener_advertises_each_pods_node_port(tmp_path: Path) -> None:
-    """The broker's start script, run for each pod with a stand-in `strata`, advertises the
-    NodePort of that pod's own Service when EXTERNAL_HOST is set, its headless name when
-    not; replication stays on the headless names."""
+    """The broker's start script, run for each pod with a stand-in `strata`: the main
+    listener advertises the headless name (in-cluster clients, replication), the external
+    one the NodePort of that pod's own Service on EXTERNAL_HOST (the headless name when
+    EXTERNAL_HOST is not set)."""
     docs = _k8s()
     sts = _one(docs, "StatefulSet", "strata")
     [container] = sts["spec"]["template"]["spec"]["containers"]
@@ -349,10 +351,10 @@ def test_kubernetes_external_listener_advertises_each_pods_node_port(tmp_path: P
         assert svc["spec"]["type"] in ("NodePort", "LoadBalancer")
         assert svc["spec"]["selector"]["statefulset.kubernetes.io/pod-name"] == pod
         [port] = svc["spec"]["ports"]
-        assert port["targetPort"] == "kafka"
+        assert port["targetPort"] == "external"
         internal = f"{pod}.strata-headless.ns.svc.cluster.local:9092"
         for host, advertised in (
-            ("", internal),
+            ("", f"{pod}.strata-headless.ns.svc.cluster.local:{port['nodePort']}"),
             ("kafka.example.com", f"kafka.example.com:{port['nodePort']}"),
         ):
             env = {**base, "HOSTNAME": pod, "EXTERNAL_HOST": host}
@@ -364,6 +366,8 @@ def test_kubernetes_external_listener_advertises_each_pods_node_port(tmp_path: P
                 "--broker-id",
                 str(ordinal),
                 "--advertised-listener",
+                internal,
+                "--external-advertised-listener",
                 advertised,
                 internal,
             ], out
