@@ -16,7 +16,8 @@ reading it all. Keys, values and header values come back as base64 (binary-safe)
 renders them as text, pretty JSON or hex. Values longer than ``VALUE_BYTES`` are cut.
 
 Newest first reads the last records of each partition: a window of ``limit`` offsets below
-the high watermark, widened while a filter finds too few, within the scan bound.
+the high watermark, then older windows four times as large while a filter finds too few,
+within the scan bound.
 """
 
 from __future__ import annotations
@@ -172,14 +173,17 @@ def messages_router(broker: Broker) -> APIRouter:
             lo, _ = await broker.list_offset(topic, p, EARLIEST_TIMESTAMP)
             hi, _ = await broker.list_offset(topic, p, LATEST_TIMESTAMP)
             if mode == "newest":
-                window = limit
+                # Windows below the high watermark, each 4x the last and older than it, until
+                # enough match, the log start is reached or the scan bound is.
                 got: list[Record] = []
+                end, window = hi, limit
                 while True:
-                    start = max(lo, hi - window)
-                    got, _ = await scan(topic, p, start, hi, limit, match, budget, keep_last=True)
+                    start = max(lo, end - window)
+                    older, _ = await scan(topic, p, start, end, limit, match, budget, keep_last=True)
+                    got = (older + got)[-limit:]
                     if len(got) >= limit or start == lo or budget.exhausted:
                         break
-                    window *= 4
+                    end, window = start, window * 4
             else:
                 if mode == "offset":
                     start = max(lo, offset)

@@ -222,7 +222,8 @@ export const security = {
   update(s, d) {
     s.head.replaceChildren(el("p", { class: "muted" },
       d.authorization ? `Authorization is on; super users: ${d.super_users.join(", ") || "none"}.` : "Authorization is off: every principal may do everything.",
-      " Read-only here: change ACLs, users and quotas with `strata acl`, `strata users` and `strata quotas`."));
+      " Read-only here: change them with ", el("code", {}, "strata acl"), ", ", el("code", {}, "strata users"), " and ",
+      el("code", {}, "strata quotas"), " (or any Kafka admin client)."));
     s.acls.setRows(d.acls);
     s.users.setRows(d.users);
     s.quotas.setRows(d.quotas);
