@@ -8,7 +8,8 @@ tab costs one request per refresh whatever the cluster holds (1,000 topics, 500 
 ``GET /console/api/topics``          every topic with sizes, messages, throughput, overrides
 ``GET /console/api/topics/{topic}``  partitions (leader, ISR, offsets, tiers) and configs
 ``GET /console/api/brokers``         every broker of the cluster with what it leads and hosts
-``GET /console/api/brokers/{id}``    one broker, with its partitions
+``GET /console/api/brokers/{id}``    one broker, with its partitions (answered by that broker)
+``GET /console/api/local``           this broker's disk and latest rates (for the brokers page)
 ``GET /console/api/tiering``         upload lag, cache, remote bytes per topic, uploads/deletes
 ``GET /console/api/security``        ACLs, SCRAM users, quotas (DESCRIBE on the cluster)
 
@@ -18,9 +19,10 @@ Authorization is the REST API's (api.rest.authz), decision for decision: a topic
 and counted only if the principal may DESCRIBE it, a named one it may not is 403 whether it
 exists or not, the security page needs DESCRIBE on the cluster (Kafka's DescribeAcls rule).
 Cluster-wide facts (brokers, leaders, ISR) come from the broker's watched metadata view,
-which is the same on every broker, so every broker serves the whole cluster; figures only
-a broker itself knows (its disk, its request rates, the logs it hosts) are this broker's
-and say so (``served_by``).
+which is the same on every broker, so every broker serves the whole cluster. Figures only a
+broker itself knows (its disk, its request rates and history) are asked of that broker
+(api.dashboard.peers); the offsets and tier figures of a partition are those of the replica
+the serving broker hosts (null when it hosts none), and the overview's charts are its own.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
+from api.dashboard.peers import Peers, forwarded
 from api.protocol.acl import Operation, ResourceType
 from api.rest.authz import allowed, require_cluster, require_topic, topic_filter
 from api.rest.codec import JSONBody, RestError
@@ -147,7 +150,7 @@ def _local_bytes(broker: Broker, topic: str, partitions: int) -> int:
     return total
 
 
-def data_router(broker: Broker, history: MetricsHistory) -> APIRouter:
+def data_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRouter:
     router = APIRouter(prefix="/console/api", tags=["console"], include_in_schema=False)
     tiering = broker.tiering if isinstance(broker.tiering, TieringService) else None
     cluster = broker.config.cluster
@@ -289,7 +292,10 @@ def data_router(broker: Broker, history: MetricsHistory) -> APIRouter:
     @router.get("/brokers")
     async def brokers(request: Request) -> Response:
         visible = topic_filter(broker, request)
-        rows = {b["id"]: {**b, "leaders": 0, "replicas": 0} for b in brokers_of(broker)}
+        rows = {
+            b["id"]: {**b, "leaders": 0, "replicas": 0, "disk": None, "rates": None}
+            for b in brokers_of(broker)
+        }
         view = broker.replicas.view
         for name, va in view.topics.items():
             if not visible(name):
@@ -300,18 +306,33 @@ def data_router(broker: Broker, history: MetricsHistory) -> APIRouter:
                 state = view.partition_state(name, p)
                 if state is not None and state.leader in rows:
                     rows[state.leader]["leaders"] += 1
-        me = rows.get(broker.node_id)
-        if me is not None:
-            me["disk"] = _disk(broker)
-            last = history.points()[-1:] or None
-            me["rates"] = history_rows(history)[-1] if last else None
-        return JSONBody({**served_by(), "brokers": list(rows.values())})
+        figures = {broker.node_id: local_figures()}
+        unreachable: list[int] = []
+        if not forwarded(request):  # each other broker's disk and rates, asked at once
+            answers, unreachable = await peers.json_of_each(request, "/console/api/local")
+            figures.update(answers)
+        for bid, fig in figures.items():
+            if bid in rows:
+                rows[bid].update(disk=fig["disk"], rates=fig["rates"])
+        return JSONBody({**served_by(), "brokers": list(rows.values()), "unreachable": unreachable})
+
+    def local_figures() -> dict[str, Any]:
+        last = history_rows(history)[-1:]
+        return {"broker_id": broker.node_id, "disk": _disk(broker), "rates": last[0] if last else None}
+
+    @router.get("/local")
+    async def local() -> Response:
+        """What only this broker knows (its disk, its latest rates): the brokers page of any
+        broker asks each broker for it."""
+        return JSONBody(local_figures())
 
     @router.get("/brokers/{broker_id}")
     async def broker_detail(request: Request, broker_id: int) -> Response:
         known = {b["id"]: b for b in brokers_of(broker)}
         if broker_id not in known:
             raise RestError(404, 40403, f"no broker {broker_id} in this cluster")
+        if broker_id != broker.node_id and known[broker_id]["up"] and not forwarded(request):
+            return await peers.relay(request, broker_id)  # it knows its disk and has its history
         visible = topic_filter(broker, request)
         view = broker.replicas.view
         parts = []

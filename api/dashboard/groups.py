@@ -33,6 +33,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from api.dashboard.peers import Peers, forwarded
 from api.protocol.acl import Operation, ResourceType
 from api.rest.authz import allowed, require, topic_filter
 from api.rest.codec import JSONBody, RestError, check_partition, parse_body, read_records
@@ -61,28 +62,45 @@ def _visible_lag(lag: GroupLag, visible: Any) -> GroupLag:
     return dataclasses.replace(lag, partitions=tuple(p for p in lag.partitions if visible(p.topic)))
 
 
-def groups_console_router(broker: Broker, history: MetricsHistory) -> APIRouter:
+def groups_console_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRouter:
     router = APIRouter(prefix="/console/api", tags=["console"], include_in_schema=False)
     end_offsets = manager_end_offsets(broker.manager)
     limit = broker.config.max_request_bytes
+
+    def coordinator_id(group: str) -> int:
+        """The broker coordinating ``group`` (this one when it cannot tell yet: the local
+        coordinator then answers with the usual error)."""
+        store = broker.offset_store
+        if store is None:
+            return broker.node_id
+        try:
+            return store.coordinator_for(group)
+        except StrataError:
+            return broker.node_id
 
     def group_allowed(request: Request, op: Operation, group: str) -> bool:
         return allowed(broker, request, op, ResourceType.GROUP, group, quiet=True)
 
     @router.get("/groups")
     async def groups(request: Request) -> Response:
+        out: list[dict[str, Any]] = []
+        unreachable: list[int] = []
+        if not forwarded(request):  # the groups other brokers coordinate
+            answers, unreachable = await peers.json_of_each(request, "/console/api/groups")
+            for doc in answers.values():
+                out.extend(doc["groups"])
         if broker.groups is None:
-            return JSONBody({"broker_id": broker.node_id, "groups": []})
+            return JSONBody({"broker_id": broker.node_id, "groups": out, "unreachable": unreachable})
         coordinator = coordinator_of(broker)
         visible = topic_filter(broker, request)
         listings = [
             g for g in coordinator.list_groups() if group_allowed(request, Operation.DESCRIBE, g.group_id)
         ]
-        out = []
+        local: list[dict[str, Any]] = []
         for lag in all_group_lags(coordinator, end_offsets, listings):
             lag = _visible_lag(lag, visible)
             d = lag.description
-            out.append(
+            local.append(
                 {
                     "group_id": d.group_id,
                     "state": d.state.value,
@@ -94,7 +112,12 @@ def groups_console_router(broker: Broker, history: MetricsHistory) -> APIRouter:
                     "total_lag": lag.total_lag,
                 }
             )
-        return JSONBody({"broker_id": broker.node_id, "groups": out})
+        # A group moving between coordinators may be listed twice: this broker's answer stays.
+        unique: dict[str, dict[str, Any]] = {}
+        for g in local + out:
+            unique.setdefault(g["group_id"], g)
+        rows = [unique[k] for k in sorted(unique)]
+        return JSONBody({"broker_id": broker.node_id, "groups": rows, "unreachable": unreachable})
 
     async def first_timestamp(topic: str, partition: int, offset: int) -> int | None:
         try:
@@ -115,6 +138,9 @@ def groups_console_router(broker: Broker, history: MetricsHistory) -> APIRouter:
     async def group(request: Request, group: str) -> Response:
         require(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group)
         await broker.prepare_group(group)
+        owner = coordinator_id(group)
+        if owner != broker.node_id and not forwarded(request):
+            return await peers.relay(request, owner)
         lag = _visible_lag(
             group_lag(coordinator_of(broker), end_offsets, group), topic_filter(broker, request)
         )
@@ -174,6 +200,9 @@ def groups_console_router(broker: Broker, history: MetricsHistory) -> APIRouter:
         if req.to in ("timestamp", "offset") and req.value is None:
             raise RestError(422, 42201, f"resetting to a {req.to} needs a value")
         await broker.prepare_group(group)
+        owner = coordinator_id(group)
+        if owner != broker.node_id and not forwarded(request):
+            return await peers.relay(request, owner, method="POST", body=req.model_dump_json().encode())
         coordinator = coordinator_of(broker)
         try:
             d = coordinator.describe_group(group)

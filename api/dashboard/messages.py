@@ -26,11 +26,13 @@ import asyncio
 import base64
 import time
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
+from api.dashboard.peers import Peers, forwarded
 from api.partitioner import partition_for_key
 from api.protocol.acl import Operation
 from api.rest.authz import require_topic
@@ -99,9 +101,13 @@ class _Budget:
             self.exhausted = True
 
 
-def messages_router(broker: Broker) -> APIRouter:
+def messages_router(broker: Broker, peers: Peers) -> APIRouter:
     router = APIRouter(prefix="/console/api", tags=["console"], include_in_schema=False)
     limit_body = broker.config.max_request_bytes
+
+    def leader_of(topic: str, partition: int) -> int:
+        state = broker.replicas.view.partition_state(topic, partition)
+        return state.leader if state is not None else -1
 
     async def scan(
         topic: str,
@@ -168,8 +174,28 @@ def messages_router(broker: Broker) -> APIRouter:
 
         budget = _Budget()
         started = time.perf_counter()
-        found: list[tuple[int, Record]] = []
+        found: list[dict[str, Any]] = []
+        scanned = 0
+        truncated = False
         for p in parts:
+            leader = leader_of(topic, p)
+            if leader != broker.node_id and leader >= 0 and not forwarded(request):
+                # Another broker leads it: its console reads it (with the same bounds).
+                query = urlencode(
+                    {
+                        "partition": p,
+                        "mode": mode,
+                        "offset": offset,
+                        "timestamp": timestamp,
+                        "limit": limit,
+                        "filter": filter,
+                    }
+                )
+                doc = await peers.json(request, leader, f"{request.url.path}?{query}")
+                found.extend(doc["records"])
+                scanned += doc["scanned_records"]
+                truncated = truncated or doc["truncated"]
+                continue
             lo, _ = await broker.list_offset(topic, p, EARLIEST_TIMESTAMP)
             hi, _ = await broker.list_offset(topic, p, LATEST_TIMESTAMP)
             if mode == "newest":
@@ -192,20 +218,19 @@ def messages_router(broker: Broker) -> APIRouter:
                     if start < 0:
                         continue  # nothing at or after the timestamp
                 got, _ = await scan(topic, p, start, hi, limit, match, budget, keep_last=False)
-            found.extend((p, r) for r in got)
+            found.extend(record_json(p, r) for r in got)
         if mode == "newest":
-            found.sort(key=lambda pr: (pr[1].timestamp, pr[1].offset), reverse=True)
+            found.sort(key=lambda r: (r["timestamp"], r["offset"]), reverse=True)
         elif mode == "timestamp":
-            found.sort(key=lambda pr: (pr[1].timestamp, pr[0], pr[1].offset))
+            found.sort(key=lambda r: (r["timestamp"], r["partition"], r["offset"]))
         else:
-            found.sort(key=lambda pr: (pr[1].offset, pr[0]))
-        found = found[:limit]
+            found.sort(key=lambda r: (r["offset"], r["partition"]))
         return JSONBody(
             {
                 "topic": topic,
-                "records": [record_json(p, r) for p, r in found],
-                "scanned_records": SCAN_RECORDS - budget.records,
-                "truncated": budget.exhausted,
+                "records": found[:limit],
+                "scanned_records": scanned + SCAN_RECORDS - budget.records,
+                "truncated": truncated or budget.exhausted,
                 "elapsed_ms": round((time.perf_counter() - started) * 1000, 1),
             }
         )
@@ -223,6 +248,10 @@ def messages_router(broker: Broker) -> APIRouter:
             p = partition_for_key(key, info.partitions)
         else:
             p = int(time.monotonic() * 1000) % info.partitions
+        leader = leader_of(topic, p)
+        if leader != broker.node_id and leader >= 0 and not forwarded(request):
+            placed = req.model_copy(update={"partition": p}).model_dump_json().encode()
+            return await peers.relay(request, leader, method="POST", body=placed)
         headers = tuple(Header(h.key, h.value.encode() if h.value is not None else None) for h in req.headers)
         rec = RecordInput(key, req.value.encode() if req.value is not None else None, headers)
         res = await broker.produce(topic, p, build_batch([rec]), acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS)

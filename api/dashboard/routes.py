@@ -20,6 +20,7 @@ from fastapi.responses import Response
 from api.dashboard.data import data_router
 from api.dashboard.groups import groups_console_router
 from api.dashboard.messages import messages_router
+from api.dashboard.peers import Peers
 from api.rest.codec import RestError
 from broker.metrics_history import MetricsHistory, broker_totals
 
@@ -80,7 +81,8 @@ def dashboard_router(broker: Broker) -> APIRouter:
             raise RestError(404, 40400, f"no console page {page}/{name}")
         return serve("index.html")
 
-    router.include_router(data_router(broker, history))
-    router.include_router(groups_console_router(broker, history))
-    router.include_router(messages_router(broker))
+    router.include_router(data_router(broker, history, Peers(broker)))
+    peers = Peers(broker)
+    router.include_router(groups_console_router(broker, history, peers))
+    router.include_router(messages_router(broker, peers))
     return router

@@ -18,6 +18,7 @@ import httpx
 
 from tests.broker.security.test_authorization import ADMIN_PW, add_acls, add_user, binding, conf
 from tests.brokers import BrokerProcess, S3Endpoint
+from tests.ops.settle import wait_settled
 
 if TYPE_CHECKING:
     from selenium.webdriver.chrome.webdriver import WebDriver
@@ -93,26 +94,6 @@ def consume_and_commit(b: BrokerProcess, group: str, topic: str, count: int) -> 
         c.close()
 
 
-def wait_settled(b: BrokerProcess, topic: str, timeout: float = 90.0) -> list[dict[str, Any]]:
-    """Until every partition has a bucket-only part, no upload lag, and two reads agree."""
-    deadline = time.monotonic() + timeout
-    last = None
-    with http(b) as h:
-        while True:
-            parts: list[dict[str, Any]] = h.get(f"/console/api/topics/{topic}").json()["partitions"]
-            ready = all(
-                p["remote_segments"] > 0
-                and p["upload_lag_segments"] == 0
-                and p["log_start_offset"] < p["local_log_start_offset"]
-                for p in parts
-            )
-            if ready and parts == last:
-                return parts
-            assert time.monotonic() < deadline, f"{topic} did not settle: {parts}"
-            last = parts if ready else None
-            time.sleep(0.5)
-
-
 def populate(b: BrokerProcess) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -132,10 +113,16 @@ def populate(b: BrokerProcess) -> None:
         for i in range(300)
     ]
     produce(b, JSON_TOPIC, payments)
-    wait_settled(b, TOPIC)
+    wait_settled(b.http_url, TOPIC, auth=("admin", ADMIN_PW))
     consume_and_commit(b, GROUP, TOPIC, 700)
     consume_and_commit(b, OTHER_GROUP, JSON_TOPIC, 120)
-    add_acls(b, binding("GROUP", "nobody-group", "User:nobody", "READ"))
+    add_acls(
+        b,
+        binding("GROUP", "nobody-group", "User:nobody", "READ"),
+        binding("TOPIC", JSON_TOPIC, "User:analytics", "READ"),
+        binding("GROUP", "analytics-", "User:analytics", "READ", prefixed=True),
+        binding("TOPIC", TOPIC, "User:analytics", "WRITE", deny=True),
+    )
 
 
 @contextmanager

@@ -77,7 +77,12 @@ def main(out: Path) -> None:
                         if name == "topic":  # show the browser with records from the bucket
                             _browse(driver)
                         _full_page(driver, out / f"console-{name}-{kind}.png", w, kind == "phone")
+                # the message browser on a JSON topic, pretty-printed, newest first
                 _viewport(driver, *WIDTHS["desktop"], False)
+                driver.get(f"{b.http_url}/dashboard/topics/{JSON_TOPIC}")
+                _wait_rendered(driver)
+                _browse(driver, mode="newest", fmt="json")
+                _full_page(driver, out / "console-messages-desktop.png", WIDTHS["desktop"][0], False)
                 driver.get(b.http_url + "/dashboard")
                 _wait_rendered(driver)
                 driver.find_element("css selector", "[data-testid=theme]").click()  # auto -> dark
@@ -114,16 +119,16 @@ def _wait_rendered(driver: object) -> None:
     )
 
 
-def _browse(driver: object) -> None:
+def _browse(driver: Any, mode: str = "offset", fmt: str = "text") -> None:
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
-    d = driver
-    Select(d.find_element("css selector", "[data-testid=browse-mode]")).select_by_value("offset")  # type: ignore[attr-defined]
-    box = d.find_element("css selector", "[data-testid=browse-limit]")  # type: ignore[attr-defined]
+    Select(driver.find_element("css selector", "[data-testid=browse-mode]")).select_by_value(mode)
+    Select(driver.find_element("css selector", "[data-testid=browse-format]")).select_by_value(fmt)
+    box = driver.find_element("css selector", "[data-testid=browse-limit]")
     box.clear()
     box.send_keys("3")
-    d.find_element("css selector", "[data-testid=browse-go]").click()  # type: ignore[attr-defined]
-    WebDriverWait(d, 30).until(lambda x: x.find_elements("css selector", "[data-testid=message]"))  # type: ignore[arg-type]
+    driver.find_element("css selector", "[data-testid=browse-go]").click()
+    WebDriverWait(driver, 30).until(lambda d: d.find_elements("css selector", "[data-testid=message]"))
 
 
 if __name__ == "__main__":

@@ -69,7 +69,7 @@ export function lineChart({ title, series, format = String, log = false, testid,
       nodes.push(el("line", { class: "grid", x1: left, x2: W - right, y1: y(v), y2: y(v) }));
       nodes.push(el("text", { x: left - 6, y: y(v) + 4, "text-anchor": "end", class: "axis-text" }, format(v)));
     }
-    const xt = 4;
+    const xt = W < 520 ? 2 : 4;
     for (let i = 0; i <= xt; i++) {
       const t = tMin + ((tMax - tMin) * i) / xt;
       nodes.push(el("text", { x: x(t), y: H - 6, "text-anchor": i === 0 ? "start" : i === xt ? "end" : "middle", class: "axis-text" }, clock(t, tMax - tMin < 600)));

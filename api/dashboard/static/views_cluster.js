@@ -93,7 +93,7 @@ export const brokerList = {
         { key: "rates", label: "Produce", num: true, sort: (b) => (b.rates ? b.rates.produce_msgs : -1), render: (b) => (b.rates ? rate(b.rates.produce_msgs, " msg/s") : "–") },
       ],
     });
-    root.append(card(null, table.node, el("p", { class: "muted" }, "Disk and rates are known for the broker serving this page; open a broker's own console for its figures.")));
+    root.append(card(null, table.node, el("p", { class: "muted" }, "Disk and rates are each broker's own, asked of it by the broker serving this page (– when it did not answer).")));
     return { table };
   },
   update(s, d) { s.table.setRows(d.brokers); },
