@@ -19,7 +19,11 @@ while the group is Empty; it is refused up front (409) while the group has membe
 ``kafka-consumer-groups --reset-offsets`` refuses. It needs READ on the group and on each
 topic, Kafka's OffsetCommit rule. ``earliest`` is the log start (the remote tier included),
 ``latest`` the high watermark, ``timestamp`` the first offset at or after it (the high
-watermark when none is), ``offset`` is clamped into [log start, high watermark] as Kafka's tool does.
+watermark when none is), ``offset`` is clamped into [log start, high watermark] as Kafka's
+tool does; a named topic means all its partitions, none every partition the group committed.
+
+In a cluster the list merges the groups every broker coordinates, and a group's page and
+its reset are answered by its coordinator (api.dashboard.peers).
 """
 
 from __future__ import annotations

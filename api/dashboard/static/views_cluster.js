@@ -93,10 +93,14 @@ export const brokerList = {
         { key: "rates", label: "Produce", num: true, sort: (b) => (b.rates ? b.rates.produce_msgs : -1), render: (b) => (b.rates ? rate(b.rates.produce_msgs, " msg/s") : "–") },
       ],
     });
-    root.append(card(null, table.node, el("p", { class: "muted" }, "Disk and rates are each broker's own, asked of it by the broker serving this page (– when it did not answer).")));
-    return { table };
+    const note = el("p", { class: "warn-text", "data-testid": "unreachable" });
+    root.append(note, card(null, table.node, el("p", { class: "muted" }, "Disk and rates are each broker's own, asked of it by the broker serving this page (– when it did not answer).")));
+    return { table, note };
   },
-  update(s, d) { s.table.setRows(d.brokers); },
+  update(s, d) {
+    s.note.textContent = d.unreachable && d.unreachable.length ? `Broker(s) ${d.unreachable.join(", ")} did not answer.` : "";
+    s.table.setRows(d.brokers);
+  },
 };
 
 export const brokerDetail = {

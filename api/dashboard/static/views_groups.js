@@ -22,10 +22,13 @@ export const groupList = {
       ],
       empty: "no consumer groups",
     });
-    root.append(card(null, table.node));
-    return { table };
+    const note = el("p", { class: "warn-text", "data-testid": "unreachable" });
+    root.append(note, card(null, table.node));
+    return { table, note };
   },
   update(s, d) {
+    s.note.textContent = d.unreachable && d.unreachable.length
+      ? `Broker(s) ${d.unreachable.join(", ")} did not answer: the groups they coordinate are missing.` : "";
     s.table.setRows(d.groups.map((g) => ({ ...g, topics_text: g.topics.join(", ") })));
   },
 };
