@@ -9,7 +9,7 @@ tab costs one request per refresh whatever the cluster holds (1,000 topics, 500 
 ``GET /console/api/topics/{topic}``  partitions (leader, ISR, offsets, tiers) and configs
 ``GET /console/api/brokers``         every broker of the cluster with what it leads and hosts
 ``GET /console/api/brokers/{id}``    one broker, with its partitions (answered by that broker)
-``GET /console/api/local``           this broker's disk and latest rates (for the brokers page)
+``GET /console/api/local``           this broker's disk, rates and history (asked by the others)
 ``GET /console/api/tiering``         upload lag, cache, remote bytes per topic, uploads/deletes
 ``GET /console/api/security``        ACLs, SCRAM users, quotas (DESCRIBE on the cluster)
 
@@ -22,7 +22,8 @@ Cluster-wide facts (brokers, leaders, ISR) come from the broker's watched metada
 which is the same on every broker, so every broker serves the whole cluster. Figures only a
 broker itself knows (its disk, its request rates and history) are asked of that broker
 (api.dashboard.peers); the offsets and tier figures of a partition are those of the replica
-the serving broker hosts (null when it hosts none), and the overview's charts are its own.
+the serving broker hosts (null when it hosts none). The overview's charts merge every
+broker's history (``merge_histories``).
 """
 
 from __future__ import annotations
@@ -67,6 +68,43 @@ def history_rows(history: MetricsHistory, groups: set[str] | None = None) -> lis
             }
         )
     return rows
+
+
+SUMMED = (
+    "produce_msgs",
+    "produce_bytes",
+    "fetch_msgs",
+    "fetch_bytes",
+    "uploaded_bytes",
+    "uploaded_segments",
+    "deleted_segments",
+    "lag",
+)
+WORST = ("latency_p99_ms", "produce_p99_ms")
+
+
+def merge_histories(histories: list[list[dict[str, Any]]], interval_s: float) -> list[dict[str, Any]]:
+    """Several brokers' history rows as the cluster's: rows fall into buckets of
+    ``interval_s`` (each broker samples on its own clock); within a bucket each broker's rows
+    are averaged, then rates and lag are summed over the brokers and the p99 latencies are the
+    worst broker's (percentiles do not add up). A bucket is stamped with its latest sample."""
+    buckets: dict[int, list[list[dict[str, Any]]]] = {}
+    for rows in histories:
+        mine: dict[int, list[dict[str, Any]]] = {}
+        for r in rows:
+            mine.setdefault(int(r["t"] // interval_s), []).append(r)
+        for key, group in mine.items():
+            buckets.setdefault(key, []).append(group)
+    out = []
+    for key in sorted(buckets):
+        merged: dict[str, Any] = {"t": max(r["t"] for group in buckets[key] for r in group)}
+        for field in SUMMED:
+            merged[field] = round(sum(sum(r[field] for r in g) / len(g) for g in buckets[key]), 3)
+        for field in WORST:
+            values = [r[field] for g in buckets[key] for r in g if r[field] is not None]
+            merged[field] = max(values) if values else None
+        out.append(merged)
+    return out
 
 
 def brokers_of(broker: Broker) -> list[dict[str, Any]]:
@@ -204,6 +242,15 @@ def data_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRou
                 offline += leader == NO_LEADER or leader not in live
             bucket += remote_bytes(name, len(va.value.partitions))[0]
         groups = visible_groups(request)
+        # The cluster's charts: every broker's own history (and the lag of the groups it
+        # coordinates), asked of it, merged here.
+        histories = [history_rows(history, groups)]
+        answered = [broker.node_id]
+        if not forwarded(request):
+            answers, _ = await peers.json_of_each(request, "/console/api/local")
+            for bid, doc in answers.items():
+                histories.append(doc["history"])
+                answered.append(bid)
         return JSONBody(
             {
                 **served_by(),
@@ -219,7 +266,8 @@ def data_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRou
                     "remote_bytes": bucket,
                 },
                 "metadata": {"kind": metadata_kind, "healthy": view.ready and broker.replicas.lease_alive()},
-                "history": history_rows(history, groups),
+                "history": merge_histories(histories, history.interval_s),
+                "history_brokers": sorted(answered),
                 "interval_s": history.interval_s,
             }
         )
@@ -317,14 +365,15 @@ def data_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRou
         return JSONBody({**served_by(), "brokers": list(rows.values()), "unreachable": unreachable})
 
     def local_figures() -> dict[str, Any]:
-        last = history_rows(history)[-1:]
+        last = history_rows(history, set())[-1:]
         return {"broker_id": broker.node_id, "disk": _disk(broker), "rates": last[0] if last else None}
 
     @router.get("/local")
-    async def local() -> Response:
-        """What only this broker knows (its disk, its latest rates): the brokers page of any
-        broker asks each broker for it."""
-        return JSONBody(local_figures())
+    async def local(request: Request) -> Response:
+        """What only this broker knows (its disk, its rates, its history with the lag of the
+        groups it coordinates that the principal may describe): the overview and the brokers
+        page of any broker ask each broker for it."""
+        return JSONBody({**local_figures(), "history": history_rows(history, visible_groups(request))})
 
     @router.get("/brokers/{broker_id}")
     async def broker_detail(request: Request, broker_id: int) -> Response:

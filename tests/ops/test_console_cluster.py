@@ -6,6 +6,7 @@ partitions other brokers lead, and the groups other brokers coordinate
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,7 +25,7 @@ GROUPS = [f"console-g{i}" for i in range(6)]
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("console-cluster")
     etcd = EtcdProcess(root / "etcd").start()
-    c = Cluster(root, etcd, proxied=False)
+    c = Cluster(root, etcd, env={"STRATA_CONSOLE_SAMPLE_INTERVAL_S": "1"}, proxied=False)
     try:
         c.start()
         yield c
@@ -69,6 +70,13 @@ def test_brokers_page_lists_the_whole_cluster(cluster: Cluster, tmp_path: Path) 
         for g in GROUPS:
             detail = h.get(f"/console/api/groups/{g}").json()
             assert [(q["partition"], q["committed_offset"]) for q in detail["partitions"]] == [(0, 1)]
+        # the overview's charts merge the three brokers' histories (sampled every second)
+        deadline = time.monotonic() + 30
+        while not (overview := h.get("/console/api/overview").json())["history"]:
+            assert time.monotonic() < deadline, overview
+            time.sleep(0.5)
+        assert overview["history_brokers"] == [1, 2, 3]
+        assert overview["history"][-1]["produce_msgs"] >= 0
         other = h.get("/console/api/brokers/1").json()  # answered by broker 1 itself
         assert other["broker_id"] == 1 and other["disk"]["free_bytes"] > 0
     with chromium(tmp_path / "profile", 1280, 1000) as driver:

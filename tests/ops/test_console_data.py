@@ -161,3 +161,20 @@ async def test_groups_and_reset_of_an_empty_group(client: httpx.AsyncClient, bro
     # A topic named: all of its partitions, committed or not.
     r = await client.post("/console/api/groups/reset", json={"group": GROUP, "topic": TOPIC, "to": "latest"})
     assert [o["offset"] for o in r.json()["offsets"]] == [10, 0]
+
+
+def test_cluster_history_sums_rates_and_lag_and_keeps_the_worst_p99() -> None:
+    from api.dashboard.data import SUMMED, merge_histories
+
+    def row(t: float, msgs: float, p99: float | None, lag: int = 0) -> dict[str, object]:
+        return {**dict.fromkeys(SUMMED, 0), "t": t, "produce_msgs": msgs, "lag": lag,
+                "latency_p99_ms": p99, "produce_p99_ms": None}  # fmt: skip
+
+    one = [row(100.5, 10, 2.0, 5), row(110.2, 20, 3.0, 5)]
+    two = [row(103.0, 1, 9.0, 1), row(104.0, 3, None, 1), row(118.0, 4, 1.0, 2)]  # two rows in one bucket
+    merged = merge_histories([one, two], 10.0)
+    assert [(m["t"], m["produce_msgs"], m["latency_p99_ms"], m["lag"]) for m in merged] == [
+        (104.0, 10 + 2, 9.0, 5 + 1),  # broker two's rows of the bucket are averaged
+        (118.0, 20 + 4, 3.0, 5 + 2),
+    ]
+    assert merged[0]["produce_p99_ms"] is None

@@ -44,9 +44,9 @@ export const overview = {
     });
     const health = el("div", { class: "kv-block" });
     const charts = el("div", { class: "charts" });
-    root.append(stats, el("div", { class: "grid2" }, card("Brokers", brokers.node), card("Health", health)),
-      card("Throughput and latency (this broker, last hour)", charts));
-    return { stats, brokers, health, drawCharts: historyCharts(charts) };
+    const chartCard = card("Throughput and latency (last hour)", charts);
+    root.append(stats, el("div", { class: "grid2" }, card("Brokers", brokers.node), card("Health", health)), chartCard);
+    return { stats, brokers, health, chartTitle: chartCard.querySelector("h2"), drawCharts: historyCharts(charts) };
   },
   update(s, d) {
     const p = d.partitions;
@@ -71,6 +71,8 @@ export const overview = {
       ["bucket usage", bytes(d.bucket.remote_bytes)],
       ["cluster", d.cluster_id],
     ]));
+    const n = d.history_brokers.length;
+    s.chartTitle.textContent = `Throughput and latency (last hour, ${n === 1 ? "this broker" : `${n} brokers`})`;
     s.drawCharts(d.history);
   },
 };
