@@ -34,7 +34,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
 from api.dashboard.peers import Peers, forwarded
-from api.protocol.acl import Operation, ResourceType
+from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
 from api.rest.authz import allowed, require_cluster, require_topic, topic_filter
 from api.rest.codec import JSONBody, RestError
 from api.rest.ops import _log_or_none, _partition
@@ -529,7 +529,7 @@ def data_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRou
                 "users": user_rows,
                 "quotas": quotas,
                 "may_alter": allowed(
-                    broker, request, Operation.ALTER, ResourceType.CLUSTER, "kafka-cluster", quiet=True
+                    broker, request, Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, quiet=True
                 ),
             }
         )

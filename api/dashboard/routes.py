@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter
 from fastapi.responses import Response
 
+from api.dashboard.acls import acls_router
 from api.dashboard.data import data_router
 from api.dashboard.groups import groups_console_router
 from api.dashboard.messages import messages_router
@@ -85,4 +86,5 @@ def dashboard_router(broker: Broker) -> APIRouter:
     peers = Peers(broker)
     router.include_router(groups_console_router(broker, history, peers))
     router.include_router(messages_router(broker, peers))
+    router.include_router(acls_router(broker))
     return router

@@ -47,11 +47,13 @@ def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
 
 
 def _open(driver: Any, b: BrokerProcess, path: str) -> Any:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
 
     driver.get(b.http_url + path)
-    wait = WebDriverWait(driver, 30, poll_frequency=0.2)
+    # pages re-render on every refresh: an element read after one is stale, and read again
+    wait = WebDriverWait(driver, 30, poll_frequency=0.2, ignored_exceptions=(StaleElementReferenceException,))
     wait.until(lambda d: int(d.find_element(By.TAG_NAME, "body").get_attribute("data-refreshes") or 0) >= 1)
     return wait
 
@@ -109,18 +111,20 @@ def test_every_page_renders_real_data(broker: BrokerProcess, driver: Any) -> Non
         assert driver.find_elements(By.CSS_SELECTOR, "[data-testid=chart-lag] path[data-series]")
         # client-side navigation keeps real URLs: a click on a topic link, then a reload
         wait = _open(driver, broker, "/dashboard/topics")
-        driver.find_element(By.LINK_TEXT, JSON_TOPIC).click()
+        wait.until(lambda d: d.find_element(By.LINK_TEXT, JSON_TOPIC).click() or True)  # again if replaced
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f"[data-row=partition-{JSON_TOPIC}-2]"))
         assert driver.current_url.endswith(f"/dashboard/topics/{JSON_TOPIC}")
         driver.refresh()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f"[data-row=partition-{JSON_TOPIC}-2]"))
         assert _text(driver, "[data-testid=page-title]") == JSON_TOPIC
         # the tier bar of a tiered partition has a bucket-only part
-        _open(driver, broker, PAGES["topic"])
-        parts = {
-            r.get_attribute("data-part")
-            for r in driver.find_elements(By.CSS_SELECTOR, "[data-testid=partition-bar] rect")
-        }
+        wait = _open(driver, broker, PAGES["topic"])
+        parts = wait.until(
+            lambda d: {
+                r.get_attribute("data-part")
+                for r in d.find_elements(By.CSS_SELECTOR, "[data-testid=partition-bar] rect")
+            }
+        )
         assert "remote" in parts, parts
         # phone width: no horizontal scroll of the page itself (tables scroll in their box)
         driver.set_window_size(390, 844)
@@ -198,6 +202,59 @@ def test_unauthorized_principal_sees_neither_the_topic_nor_its_messages(
         [error] = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=view-error]"))
         assert "Not authorized" in error.text and "order-" not in driver.page_source
         assert driver.find_elements(By.CSS_SELECTOR, "[data-testid=message]") == []
+
+
+def test_acls_are_added_and_removed_on_the_security_page(broker: BrokerProcess, driver: Any) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    def rows(d: Any) -> list[str]:
+        return [r.text for r in d.find_elements(By.CSS_SELECTOR, "[data-testid=acls] tbody tr")]
+
+    acl = {
+        "principal": "User:auditor",
+        "host": "*",
+        "resource_type": "TOPIC",
+        "resource_name": "audit-",
+        "pattern_type": "PREFIXED",
+        "operation": "READ",
+        "permission": "ALLOW",
+    }
+    with http(broker, "nobody") as h:  # ALTER on the cluster is needed
+        r = h.post("/console/api/acls", json=acl)
+        assert r.status_code == 403 and r.json()["message"] == "not authorized to ALTER the cluster"
+    with http(broker) as h:
+        r = h.post("/console/api/acls", json={**acl, "operation": "FLY"})
+        assert r.status_code == 400 and "not a valid ACL" in r.json()["message"]
+    with authorized(driver):
+        wait = _open(driver, broker, PAGES["security"])
+        form = driver.find_element(By.CSS_SELECTOR, "[data-testid=acl-form]")
+        principal = form.find_element(By.CSS_SELECTOR, "[data-testid=acl-principal]")
+        principal.clear()
+        principal.send_keys(acl["principal"])
+        form.find_element(By.CSS_SELECTOR, "[data-testid=acl-name]").send_keys(acl["resource_name"])
+        Select(form.find_element(By.CSS_SELECTOR, "[data-testid=acl-pattern_type]")).select_by_value(
+            "PREFIXED"
+        )
+        Select(form.find_element(By.CSS_SELECTOR, "[data-testid=acl-operation]")).select_by_value("READ")
+        form.find_element(By.CSS_SELECTOR, "[data-testid=acl-add]").click()
+        wait.until(lambda d: any("User:auditor" in t for t in rows(d)))
+        with http(broker) as h:
+            assert acl in h.get("/console/api/security").json()["acls"]
+
+        def click_remove(d: Any) -> bool:
+            for r in d.find_elements(By.CSS_SELECTOR, "[data-testid=acls] tbody tr"):
+                if "User:auditor" in r.text:
+                    r.find_element(By.CSS_SELECTOR, "[data-testid=acl-remove]").click()
+                    return True
+            return False
+
+        wait.until(click_remove)  # found and clicked in one go (a refresh may replace the row)
+        [dialog] = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "dialog[data-testid=confirm]"))
+        dialog.find_element(By.CSS_SELECTOR, "[data-testid=confirm-ok]").click()
+        wait.until(lambda d: not any("User:auditor" in t for t in rows(d)))
+    with http(broker) as h:
+        assert acl not in h.get("/console/api/security").json()["acls"]
 
 
 def test_reset_offsets_of_the_empty_group(broker: BrokerProcess, driver: Any) -> None:

@@ -35,6 +35,7 @@ function resolve(path) {
 
 async function refresh(ctx) {
   if (ctx !== current) return;
+  ctx.inflight = true;
   const status = document.getElementById("status");
   try {
     const data = await api(ctx.view.api(...ctx.params));
@@ -50,7 +51,12 @@ async function refresh(ctx) {
     status.textContent = e.status ? `error ${e.status}` : "unreachable";
     status.className = "status down";
   } finally {
-    if (ctx === current) ctx.timer = setTimeout(() => refresh(ctx), REFRESH_MS);
+    ctx.inflight = false;
+    if (ctx === current) {
+      const soon = ctx.again;
+      ctx.again = false;
+      ctx.timer = setTimeout(() => refresh(ctx), soon ? 0 : REFRESH_MS);
+    }
   }
 }
 
@@ -96,6 +102,13 @@ document.addEventListener("click", (e) => {
   navigate(url.pathname + url.search);
 });
 window.addEventListener("popstate", route);
+// A view that changed something asks for its data again at once.
+window.addEventListener("console:refresh", () => {
+  if (!current) return;
+  if (current.inflight) { current.again = true; return; } // read again once this one is done
+  clearTimeout(current.timer);
+  refresh(current);
+});
 
 // Theme: follows the system (prefers-color-scheme) until the toggle picks one.
 const THEMES = ["auto", "dark", "light"];

@@ -1,5 +1,5 @@
 // Cluster pages: overview, brokers, one broker, tiering, security.
-import { bytes, card, dataTable, dl, duration, el, link, num, pill, rate, stat } from "./ui.js";
+import { api, bytes, card, confirmDialog, dataTable, dl, duration, el, link, num, pill, rate, stat } from "./ui.js";
 import { lineChart } from "./chart.js";
 
 function series(history, key) {
@@ -196,11 +196,53 @@ export const tiering = {
   },
 };
 
+const OPERATIONS = ["ALL", "READ", "WRITE", "CREATE", "DELETE", "ALTER", "DESCRIBE", "CLUSTER_ACTION", "DESCRIBE_CONFIGS",
+  "ALTER_CONFIGS", "IDEMPOTENT_WRITE"];
+
+function aclForm(onDone) {
+  const sel = (name, values, label) => el("label", {}, label, el("select", { name, "data-testid": `acl-${name}` },
+    ...values.map((v) => el("option", { value: v }, v))));
+  const result = el("p", { class: "muted", "aria-live": "polite", "data-testid": "acl-result" });
+  const form = el("form", { class: "reset-form", "data-testid": "acl-form" },
+    el("label", {}, "Principal ", el("input", { name: "principal", value: "User:", required: true, "data-testid": "acl-principal" })),
+    el("label", {}, "Host ", el("input", { name: "host", value: "*", required: true, size: 10 })),
+    sel("resource_type", ["TOPIC", "GROUP", "CLUSTER", "TRANSACTIONAL_ID"], "Resource "),
+    el("label", {}, "Name ", el("input", { name: "resource_name", required: true, "data-testid": "acl-name" })),
+    sel("pattern_type", ["LITERAL", "PREFIXED"], "Pattern "),
+    sel("operation", OPERATIONS, "Operation "),
+    sel("permission", ["ALLOW", "DENY"], "Permission "),
+    el("button", { type: "submit", class: "primary", "data-testid": "acl-add" }, "Add ACL"));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const body = Object.fromEntries(new FormData(form).entries());
+    try {
+      await api("/console/api/acls", { method: "POST", body: JSON.stringify(body) });
+      result.textContent = `Added: ${body.permission} ${body.principal} ${body.operation} on ${body.resource_type} ${body.resource_name}.`;
+      onDone();
+    } catch (err) {
+      result.textContent = "Refused: " + err.message;
+    }
+  });
+  return el("div", {}, form, result);
+}
+
+async function removeAcl(a, onDone) {
+  const what = `${a.permission} ${a.principal} ${a.operation} on ${a.resource_type} ${a.resource_name} (${a.pattern_type}, host ${a.host})`;
+  if (!(await confirmDialog("Remove this ACL?", what, "Remove"))) return;
+  try {
+    await api("/console/api/acls/delete", { method: "POST", body: JSON.stringify(a) });
+    onDone();
+  } catch (err) {
+    alert("Refused: " + err.message);
+  }
+}
+
 export const security = {
   title: () => "Security",
   api: () => "/console/api/security",
   mount(root) {
     const head = el("div");
+    const state = { mayAlter: false };
     const acls = dataTable({
       testid: "acls", search: "Filter ACLs",
       columns: [
@@ -208,9 +250,12 @@ export const security = {
         { key: "resource_type", label: "Resource" }, { key: "resource_name", label: "Name" },
         { key: "pattern_type", label: "Pattern" }, { key: "operation", label: "Operation" },
         { key: "permission", label: "Permission", render: (a) => pill(a.permission, a.permission === "ALLOW" ? "ok" : "down") },
+        { key: "remove", label: "", render: (a) => (state.mayAlter ? el("button", { type: "button", class: "small-button", "data-testid": "acl-remove",
+          "aria-label": `remove ACL ${a.principal} ${a.operation} ${a.resource_name}`, onclick: () => removeAcl(a, () => state.refresh()) }, "Remove") : "") },
       ],
       empty: "no ACLs",
     });
+    const editor = el("div");
     const users = dataTable({
       testid: "users", columns: [{ key: "name", label: "User" }, { key: "mechanisms", label: "SCRAM mechanisms", render: (u) => u.mechanisms.join(", ") }],
       empty: "no SCRAM users",
@@ -222,14 +267,21 @@ export const security = {
       ],
       empty: "no quotas",
     });
-    root.append(head, card("ACLs", acls.node), el("div", { class: "grid2" }, card("Users", users.node), card("Quotas", quotas.node)));
-    return { head, acls, users, quotas };
+    root.append(head, card("ACLs", editor, acls.node), el("div", { class: "grid2" }, card("Users", users.node), card("Quotas", quotas.node)));
+    state.refresh = () => window.dispatchEvent(new Event("console:refresh"));
+    return Object.assign(state, { head, acls, users, quotas, editor });
   },
   update(s, d) {
+    const may = d.may_alter && d.authorization;
+    if (may !== s.mayAlter || !s.editor.childNodes.length) {
+      s.mayAlter = may;
+      s.editor.replaceChildren(may ? aclForm(() => s.refresh()) : el("p", { class: "muted" },
+        d.authorization ? "Changing ACLs needs ALTER on the cluster." : ""));
+    }
     s.head.replaceChildren(el("p", { class: "muted" },
       d.authorization ? `Authorization is on; super users: ${d.super_users.join(", ") || "none"}.` : "Authorization is off: every principal may do everything.",
-      " Read-only here: change them with ", el("code", {}, "strata acl"), ", ", el("code", {}, "strata users"), " and ",
-      el("code", {}, "strata quotas"), " (or any Kafka admin client)."));
+      " Users and quotas are changed with ", el("code", {}, "strata users"), " and ", el("code", {}, "strata quotas"),
+      " (or any Kafka admin client); ACLs here too, with ALTER on the cluster."));
     s.acls.setRows(d.acls);
     s.users.setRows(d.users);
     s.quotas.setRows(d.quotas);

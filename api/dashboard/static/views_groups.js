@@ -118,7 +118,7 @@ export const groupDetail = {
       s.topics = key;
       if (!d.may_reset) s.reset.replaceChildren(el("p", { class: "muted" }, "Resetting offsets needs READ on this group."));
       else if (d.members.length) s.reset.replaceChildren(el("p", { class: "muted", "data-testid": "reset-refused" }, `The group has ${d.members.length} member(s): offsets can be reset only while it is empty. Stop its consumers first.`));
-      else s.reset.replaceChildren(resetForm(s.group, topics, () => {}));
+      else s.reset.replaceChildren(resetForm(s.group, topics, () => window.dispatchEvent(new Event("console:refresh"))));
     }
   },
 };
