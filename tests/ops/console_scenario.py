@@ -54,6 +54,7 @@ def start_broker(
         "STRATA_TIERING_UPLOAD_INTERVAL_MS": "100",
         "STRATA_TIERING_RETENTION_CHECK_INTERVAL_MS": "200",
         "STRATA_CONSOLE_SAMPLE_INTERVAL_S": str(sample_interval_s),
+        "STRATA_QUOTAS_CONSUMER_BYTE_RATE": str(256 * 1024 * 1024),  # shown on the security page
     }
     return BrokerProcess(data, "--object-store", f"s3://{bucket}/console", env=env).start()
 

@@ -75,6 +75,8 @@ def _text(driver: Any, css: str) -> str:
 
 def test_every_page_renders_real_data(broker: BrokerProcess, driver: Any) -> None:
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
 
     with http(broker) as h:
         topic = h.get(f"/console/api/topics/{TOPIC}").json()
@@ -106,6 +108,11 @@ def test_every_page_renders_real_data(broker: BrokerProcess, driver: Any) -> Non
         # the security page lists the users and the ACL the scenario created
         assert "nobody" in _text(driver, "[data-testid=users]")
         assert "nobody-group" in _text(driver, "[data-testid=acls]")
+        assert "consumer_byte_rate = 256.0 MiB/s" in _text(driver, "[data-testid=quotas]")
+        # keyboard: the navigation's links take the focus and Enter follows them
+        driver.find_element(By.CSS_SELECTOR, "nav a[data-section=groups]").send_keys(Keys.ENTER)
+        WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("/dashboard/groups"))
+        assert _text(driver, "[data-testid=page-title]") == "Consumer groups"
         # the overview's lag chart draws the history the broker sampled while the scenario ran
         _open(driver, broker, "/dashboard")
         assert driver.find_elements(By.CSS_SELECTOR, "[data-testid=chart-lag] path[data-series]")
