@@ -91,6 +91,44 @@ def main(out: Path) -> None:
         finally:
             b.stop()
             s3.stop()
+        _cluster(Path(tmp), out)
+
+
+def _cluster(tmp: Path, out: Path) -> None:
+    """The brokers page of a 3-broker cluster on etcd, served by broker 2."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.broker.clusterlib import Cluster, wait_until
+    from tests.broker.etcdlib import EtcdProcess
+
+    etcd = EtcdProcess(tmp / "etcd").start()
+    cluster = Cluster(tmp / "cluster", etcd, env={"STRATA_CONSOLE_SAMPLE_INTERVAL_S": "2"}, proxied=False)
+    try:
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        topics = [NewTopic(f"events-{i}", num_partitions=6, replication_factor=3) for i in range(3)]
+        for f in admin.create_topics(topics).values():
+            f.result(30)
+        wait_until(lambda: all(cluster.fully_replicated(t.topic) for t in topics), "replicated")
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5})
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # some history for the charts
+            for t in topics:
+                for i in range(200):
+                    p.produce(t.topic, value=b"e" * 200, key=str(i).encode())
+            p.flush(30)
+            time.sleep(0.5)
+        node = cluster.nodes[2]
+        with chromium(tmp / "profile-cluster", *WIDTHS["desktop"]) as driver:
+            for name, path in (("brokers", "/dashboard/brokers"), ("overview", "/dashboard")):
+                _viewport(driver, *WIDTHS["desktop"], False)
+                driver.get(node.http_url + path)
+                _wait_rendered(driver)
+                _full_page(driver, out / f"console-cluster-{name}-desktop.png", WIDTHS["desktop"][0], False)
+    finally:
+        cluster.close()
+        etcd.kill()
 
 
 def _viewport(driver: Any, width: int, height: int, mobile: bool) -> None:

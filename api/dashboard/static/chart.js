@@ -7,9 +7,9 @@ const COLORS = ["var(--c1)", "var(--c2)", "var(--c3)", "var(--c4)", "var(--c5)",
 const HEIGHT = 190;
 
 // Round steps: 1-2-2.5-5 x 10^k, or powers of two x 1024^k for byte axes (binary).
-function niceTicks(max, count = 4, binary = false) {
+function niceTicks(max, count = 4, binary = false, integer = false) {
   if (max <= 0) return [0];
-  const raw = max / count;
+  const raw = integer ? Math.max(max / count, 1) : max / count;
   let step;
   if (binary) {
     const mag = 1024 ** Math.floor(Math.log(raw) / Math.log(1024));
@@ -29,7 +29,7 @@ function clock(t, seconds) {
 }
 
 // series: [{name, points: [[t (unix s), value|null]]}]; format(v) labels values.
-export function lineChart({ title, series, format = String, log = false, testid, logToggle = false, empty, binary = false }) {
+export function lineChart({ title, series, format = String, log = false, testid, logToggle = false, empty, binary = false, integer = false }) {
   const svg = el("svg", { class: "chart", role: "img", "aria-label": title, "data-testid": testid });
   const legend = el("div", { class: "legend" });
   let useLog = log;
@@ -60,7 +60,7 @@ export function lineChart({ title, series, format = String, log = false, testid,
       ticks = [0];
       for (let v = 1; f(v) <= f(vMax) * 1.0001 || ticks.length < 2; v *= 10) ticks.push(v);
     } else {
-      ticks = niceTicks(vMax || 1, 4, binary);
+      ticks = niceTicks(vMax || 1, 4, binary, integer);
     }
     const top_ = f(ticks[ticks.length - 1]) || 1;
     const x = (t) => left + ((t - tMin) / Math.max(tMax - tMin, 1)) * (W - left - right);

@@ -15,7 +15,7 @@ function historyCharts(container) {
     msgs: lineChart({ title: "Messages/s", testid: "chart-msgs", format: (v) => rate(v, "") , series: [] }),
     bytes: lineChart({ title: "Bytes/s", testid: "chart-bytes", format: (v) => bytes(v), series: [], binary: true }),
     latency: lineChart({ title: "Request latency p99", testid: "chart-latency", format: (v) => `${num(v, 1)} ms`, series: [] }),
-    lag: lineChart({ title: "Consumer lag (all groups)", testid: "chart-lag", format: (v) => num(v), series: [], logToggle: true }),
+    lag: lineChart({ title: "Consumer lag (all groups)", testid: "chart-lag", format: (v) => num(v), series: [], logToggle: true, integer: true }),
   };
   container.append(...Object.values(charts).map((c) => c.node));
   return (history) => {
@@ -154,7 +154,7 @@ export const tiering = {
     const cache = el("div");
     const charts = el("div", { class: "charts" });
     const upBytes = lineChart({ title: "Uploaded bytes/s", testid: "chart-uploads", format: bytes, series: [], binary: true });
-    const segs = lineChart({ title: "Segments uploaded and deleted per sample", testid: "chart-segments", format: (v) => num(v), series: [] });
+    const segs = lineChart({ title: "Segments uploaded and deleted per sample", testid: "chart-segments", format: (v) => num(v), series: [], integer: true });
     charts.append(upBytes.node, segs.node);
     const topics = dataTable({
       testid: "tiering-topics", search: "Filter topics", sortKey: "remote_bytes", desc: true, rowId: (t) => t.topic,

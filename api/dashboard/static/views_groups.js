@@ -94,7 +94,7 @@ export const groupDetail = {
         { key: "client_id", label: "Consumer", render: (p) => p.client_id || "–" },
       ],
     });
-    const chart = lineChart({ title: "Total lag (last hour)", testid: "chart-group-lag", format: (v) => num(v), series: [], logToggle: true });
+    const chart = lineChart({ title: "Total lag (last hour)", testid: "chart-group-lag", format: (v) => num(v), series: [], logToggle: true, integer: true });
     const reset = el("div");
     root.append(card(null, info), card("Lag per partition", lag.node), el("div", { class: "grid2" }, card("Members", members.node), card(null, chart.node)),
       card("Reset offsets", reset));
