@@ -38,6 +38,7 @@ from broker.disk_metrics import DiskHealthCollector
 from broker.groups.coordinator import GroupCoordinator
 from broker.inter_broker import internal_listener_options
 from broker.metrics import BrokerMetrics, LogStatsCollector, manager_logs
+from broker.metrics_history import MetricsHistory, broker_totals, sample_interval_s
 from broker.node import ClusterNode
 from broker.security.acl import Authorizer
 from broker.security.authz import AccessControl
@@ -181,6 +182,8 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
 
         manager.add_delete_listener(forget_topic)
         broker: Broker = node.make_broker(config, metrics, tiering=tiering, groups=groups)
+        broker.history = MetricsHistory(broker_totals(broker), interval_s=sample_interval_s())
+        history_task = asyncio.create_task(broker.history.run())  # the console's charts
         node.attach_marker_writer(broker)
         broker.bind_loop(loop)
         register_txn_metrics(broker)
@@ -289,6 +292,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             stop_task.cancel()
         finally:
             say("strata: shutting down")
+            history_task.cancel()
             http.should_exit = True
             if metrics_http is not None:
                 metrics_http.should_exit = True

@@ -71,6 +71,7 @@ from tiering.remote_txn import combine
 if TYPE_CHECKING:
     from broker.groups.coordinator import GroupCoordinator
     from broker.groups.replicated_offsets import ClusterOffsetStore
+    from broker.metrics_history import MetricsHistory
     from broker.security.authz import AccessControl
     from broker.security.users import UserTable
     from broker.transactions.coordinator import TransactionCoordinator
@@ -214,6 +215,8 @@ class Broker:
         # Byte-rate quotas per user, shared by the Kafka listeners and REST; the runtime
         # quotas' store (the metadata store's, broker.security.stored) is set by broker.node.
         self.quotas = QuotaManager(config.quotas, on_throttle=self.metrics.quota_throttled)
+        # The console's metric history (broker.metrics_history), sampled by the process wiring.
+        self.history: MetricsHistory | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._waiters: dict[int, set[asyncio.Future[None]]] = {}

@@ -1,6 +1,6 @@
-"""The operator web dashboard: a static page (HTML, CSS, plain JS; nothing from a CDN)
-served at ``/dashboard`` by the broker's HTTP server. It reads only the REST API
-(``/v1/status``, ``/v1/partitions``, ``/v1/groups``, ``/v1/groups/{g}/lag``)."""
+"""The operator web console: a single-page app (HTML, CSS, plain ES modules; nothing from
+another host) served at ``/dashboard`` by the broker's HTTP server, with one data endpoint
+per page under ``/console/api`` (docs/console.md)."""
 
 from api.dashboard.routes import dashboard_router
 

@@ -556,7 +556,7 @@ def create_app(broker: Broker) -> FastAPI:
     # -- operations -------------------------------------------------------------------------
 
     app.include_router(ops_router(broker))
-    app.include_router(dashboard_router())
+    app.include_router(dashboard_router(broker))
 
     @app.get("/healthz", response_model=Health, tags=["ops"])
     async def healthz(request: Request) -> Response:

@@ -1,0 +1,312 @@
+"""The web console in headless Chromium over one real broker (tests/ops/console_scenario.py:
+SCRAM users, ACLs and REST basic auth, tiering to a moto S3 endpoint, a group with lag).
+
+Every page loads directly at its own URL with the broker's real figures; the message browser
+finds a record by offset and by value filter below the local log start (read from the
+bucket); a reset moves an empty group's committed offsets; a principal without ACLs sees
+neither the topic nor its messages. One broker for the module: the tests read what it
+holds and change only what they own (the group reset comes last)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.brokers import BrokerProcess, S3Endpoint
+from tests.ops.chromium import chromium
+from tests.ops.console_scenario import (
+    GROUP,
+    JSON_TOPIC,
+    PAGES,
+    TOPIC,
+    authorized,
+    http,
+    populate,
+    start_broker,
+)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory, s3_endpoint: S3Endpoint) -> Iterator[BrokerProcess]:
+    bucket = s3_endpoint.create_bucket("console-tests")
+    b = start_broker(tmp_path_factory.mktemp("console"), s3_endpoint, bucket, sample_interval_s=1.0)
+    try:
+        populate(b)
+        yield b
+    finally:
+        b.kill()
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with chromium(tmp_path_factory.mktemp("profile"), 1280, 1000) as d:
+        yield d
+
+
+def _open(driver: Any, b: BrokerProcess, path: str) -> Any:
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(b.http_url + path)
+    # pages re-render on every refresh: an element read after one is stale, and read again
+    wait = WebDriverWait(driver, 30, poll_frequency=0.2, ignored_exceptions=(StaleElementReferenceException,))
+    wait.until(lambda d: int(d.find_element(By.TAG_NAME, "body").get_attribute("data-refreshes") or 0) >= 1)
+    return wait
+
+
+def _text(driver: Any, css: str) -> str:
+    """The text of the element ``css`` finds; found again when a refresh replaced it between
+    the find and the read (pages re-render every 5 s)."""
+    from selenium.common.exceptions import StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+
+    for attempt in range(5):
+        try:
+            return str(driver.find_element(By.CSS_SELECTOR, css).text)
+        except StaleElementReferenceException:
+            if attempt == 4:
+                raise
+    raise AssertionError("unreachable")
+
+
+def test_every_page_renders_real_data(broker: BrokerProcess, driver: Any) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    with http(broker) as h:
+        topic = h.get(f"/console/api/topics/{TOPIC}").json()
+        lag = h.get(f"/v1/groups/{GROUP}/lag").json()
+        broker_id = h.get("/console/api/overview").json()["broker_id"]
+    expected = {
+        "overview": ("[data-testid=stat-topics] .stat-value", "3"),  # orders, payments, __consumer_offsets
+        "topics": (f"[data-row=topic-{TOPIC}] [data-field=messages]", "2,000"),
+        "topic": (
+            f"[data-row=partition-{TOPIC}-0] [data-field=high_watermark]",
+            str(topic["partitions"][0]["high_watermark"]),
+        ),
+        "groups": (f"[data-row=group-{GROUP}] [data-field=total_lag]", f"{lag['total_lag']:,}"),
+        "group": ("[data-testid=total-lag]", f"{lag['total_lag']:,}"),
+        "brokers": (f"[data-row=broker-{broker_id}] [data-field=leaders]", None),
+        "broker": (f"[data-row={TOPIC}-0] [data-field=leader]", str(broker_id)),
+        "tiering": (f"[data-row={TOPIC}] [data-field=remote_segments]", None),
+        "security": ("[data-testid=users]", None),
+    }
+    with authorized(driver):
+        for name, path in PAGES.items():
+            _open(driver, broker, path.replace("{id}", str(broker_id)))
+            assert driver.find_elements(By.CSS_SELECTOR, "[data-testid=view-error]") == [], name
+            css, want = expected[name]
+            got = _text(driver, css)
+            assert got if want is None else got == want, (name, got, want)
+            # the page's nav entry is the current one; the title is the page's
+            assert driver.find_element(By.CSS_SELECTOR, "nav a[aria-current=page]")
+        # the security page lists the users and the ACL the scenario created
+        assert "nobody" in _text(driver, "[data-testid=users]")
+        assert "nobody-group" in _text(driver, "[data-testid=acls]")
+        assert "consumer_byte_rate = 256.0 MiB/s" in _text(driver, "[data-testid=quotas]")
+        # keyboard: the navigation's links take the focus and Enter follows them
+        driver.find_element(By.CSS_SELECTOR, "nav a[data-section=groups]").send_keys(Keys.ENTER)
+        WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("/dashboard/groups"))
+        assert _text(driver, "[data-testid=page-title]") == "Consumer groups"
+        # the overview's lag chart draws the history the broker sampled while the scenario ran
+        _open(driver, broker, "/dashboard")
+        assert driver.find_elements(By.CSS_SELECTOR, "[data-testid=chart-lag] path[data-series]")
+        # client-side navigation keeps real URLs: a click on a topic link, then a reload
+        wait = _open(driver, broker, "/dashboard/topics")
+        wait.until(lambda d: d.find_element(By.LINK_TEXT, JSON_TOPIC).click() or True)  # again if replaced
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f"[data-row=partition-{JSON_TOPIC}-2]"))
+        assert driver.current_url.endswith(f"/dashboard/topics/{JSON_TOPIC}")
+        driver.refresh()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, f"[data-row=partition-{JSON_TOPIC}-2]"))
+        assert _text(driver, "[data-testid=page-title]") == JSON_TOPIC
+        # the tier bar of a tiered partition has a bucket-only part
+        wait = _open(driver, broker, PAGES["topic"])
+        parts = wait.until(
+            lambda d: {
+                r.get_attribute("data-part")
+                for r in d.find_elements(By.CSS_SELECTOR, "[data-testid=partition-bar] rect")
+            }
+        )
+        assert "remote" in parts, parts
+        # phone width: no horizontal scroll of the page itself (tables scroll in their box)
+        driver.set_window_size(390, 844)
+        try:
+            _open(driver, broker, "/dashboard")
+            assert driver.execute_script("return document.documentElement.scrollWidth") <= 390
+        finally:
+            driver.set_window_size(1280, 1000)
+
+
+def test_message_browser_reads_across_the_tier_boundary(broker: BrokerProcess, driver: Any) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    with http(broker) as h:
+        p0 = h.get(f"/console/api/topics/{TOPIC}").json()["partitions"][0]
+        # a record of the bucket-only part of partition 0, and its value
+        target = p0["local_log_start_offset"] // 2
+        assert p0["log_start_offset"] <= target < p0["local_log_start_offset"]
+        doc = h.get(
+            f"/console/api/topics/{TOPIC}/messages",
+            params={"partition": 0, "mode": "offset", "offset": target, "limit": 1},
+        ).json()
+    value = base64.b64decode(doc["records"][0]["value"]).decode()
+    needle = value.split(":")[0] + ":"  # "order-<i>:", unique in the topic
+    with authorized(driver):
+        wait = _open(driver, broker, PAGES["topic"])
+        form = driver.find_element(By.CSS_SELECTOR, "[data-testid=browse-form]")
+        Select(form.find_element(By.CSS_SELECTOR, "[data-testid=browse-partition]")).select_by_value("0")
+        Select(form.find_element(By.CSS_SELECTOR, "[data-testid=browse-mode]")).select_by_value("offset")
+        box = form.find_element(By.CSS_SELECTOR, "[data-testid=browse-offset]")
+        box.clear()
+        box.send_keys(str(target))
+        form.find_element(By.CSS_SELECTOR, "[data-testid=browse-go]").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=message]"))
+        first = driver.find_element(By.CSS_SELECTOR, "[data-testid=message]")
+        assert first.get_attribute("data-offset") == str(target)
+        assert needle in first.find_element(By.CSS_SELECTOR, "[data-testid=message-value]").text
+        assert "console-test" in first.text  # the header
+        # all partitions, newest first, filtered by the value: the one record from the bucket
+        Select(form.find_element(By.CSS_SELECTOR, "[data-testid=browse-partition]")).select_by_value("")
+        Select(form.find_element(By.CSS_SELECTOR, "[data-testid=browse-mode]")).select_by_value("newest")
+        form.find_element(By.CSS_SELECTOR, "[data-testid=browse-filter]").send_keys(needle)
+        form.find_element(By.CSS_SELECTOR, "[data-testid=browse-go]").click()
+        wait.until(lambda d: "record(s)" in _text(d, "[data-testid=browse-summary]"))
+        found = driver.find_elements(By.CSS_SELECTOR, "[data-testid=message]")
+        assert [(m.get_attribute("data-partition"), m.get_attribute("data-offset")) for m in found] == [
+            ("0", str(target))
+        ]
+
+
+def test_unauthorized_principal_sees_neither_the_topic_nor_its_messages(
+    broker: BrokerProcess, driver: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    with http(broker, "nobody") as h:
+        assert TOPIC not in {t["topic"] for t in h.get("/console/api/topics").json()["topics"]}
+        for path in (
+            f"/console/api/topics/{TOPIC}",
+            f"/console/api/topics/{TOPIC}/messages",
+            "/console/api/security",
+        ):
+            r = h.get(path)
+            assert r.status_code == 403, (path, r.text)
+        assert h.get(f"/console/api/groups/{GROUP}").status_code == 403
+        r = h.post(f"/console/api/topics/{TOPIC}/messages", json={"value": "x"})
+        assert r.status_code == 403
+    with authorized(driver, "nobody"):
+        _open(driver, broker, "/dashboard/topics")
+        assert TOPIC not in _text(driver, "[data-testid=topics]")
+        driver.get(broker.http_url + PAGES["topic"])
+        wait = WebDriverWait(driver, 30, poll_frequency=0.2)
+        [error] = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=view-error]"))
+        assert "Not authorized" in error.text and "order-" not in driver.page_source
+        assert driver.find_elements(By.CSS_SELECTOR, "[data-testid=message]") == []
+
+
+def test_acls_are_added_and_removed_on_the_security_page(broker: BrokerProcess, driver: Any) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    def rows(d: Any) -> list[str]:
+        return [r.text for r in d.find_elements(By.CSS_SELECTOR, "[data-testid=acls] tbody tr")]
+
+    acl = {
+        "principal": "User:auditor",
+        "host": "*",
+        "resource_type": "TOPIC",
+        "resource_name": "audit-",
+        "pattern_type": "PREFIXED",
+        "operation": "READ",
+        "permission": "ALLOW",
+    }
+    with http(broker, "nobody") as h:  # ALTER on the cluster is needed
+        r = h.post("/console/api/acls", json=acl)
+        assert r.status_code == 403 and r.json()["message"] == "not authorized to ALTER the cluster"
+    with http(broker) as h:
+        r = h.post("/console/api/acls", json={**acl, "operation": "FLY"})
+        assert r.status_code == 400 and "not a valid ACL" in r.json()["message"]
+    with authorized(driver):
+        wait = _open(driver, broker, PAGES["security"])
+        form = driver.find_element(By.CSS_SELECTOR, "[data-testid=acl-form]")
+        principal = form.find_element(By.CSS_SELECTOR, "[data-testid=acl-principal]")
+        principal.clear()
+        principal.send_keys(acl["principal"])
+        form.find_element(By.CSS_SELECTOR, "[data-testid=acl-name]").send_keys(acl["resource_name"])
+        Select(form.find_element(By.CSS_SELECTOR, "[data-testid=acl-pattern_type]")).select_by_value(
+            "PREFIXED"
+        )
+        Select(form.find_element(By.CSS_SELECTOR, "[data-testid=acl-operation]")).select_by_value("READ")
+        form.find_element(By.CSS_SELECTOR, "[data-testid=acl-add]").click()
+        wait.until(lambda d: any("User:auditor" in t for t in rows(d)))
+        with http(broker) as h:
+            assert acl in h.get("/console/api/security").json()["acls"]
+
+        def click_remove(d: Any) -> bool:
+            for r in d.find_elements(By.CSS_SELECTOR, "[data-testid=acls] tbody tr"):
+                if "User:auditor" in r.text:
+                    r.find_element(By.CSS_SELECTOR, "[data-testid=acl-remove]").click()
+                    return True
+            return False
+
+        wait.until(click_remove)  # found and clicked in one go (a refresh may replace the row)
+        [dialog] = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "dialog[data-testid=confirm]"))
+        dialog.find_element(By.CSS_SELECTOR, "[data-testid=confirm-ok]").click()
+        wait.until(lambda d: not any("User:auditor" in t for t in rows(d)))
+    with http(broker) as h:
+        assert acl not in h.get("/console/api/security").json()["acls"]
+
+
+def test_reset_offsets_of_the_empty_group(broker: BrokerProcess, driver: Any) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    with http(broker) as h:
+        before = h.get(f"/v1/groups/{GROUP}/lag").json()
+        hw = {
+            p["partition"]: p["high_watermark"]
+            for p in h.get(f"/console/api/topics/{TOPIC}").json()["partitions"]
+        }
+    assert before["total_lag"] > 0 and before["state"] == "Empty"
+    with authorized(driver):
+        wait = _open(driver, broker, PAGES["group"])
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=reset-topic]"))
+        Select(driver.find_element(By.CSS_SELECTOR, "[data-testid=reset-topic]")).select_by_value(TOPIC)
+        Select(driver.find_element(By.CSS_SELECTOR, "[data-testid=reset-to]")).select_by_value("latest")
+        driver.find_element(By.CSS_SELECTOR, "[data-testid=reset-go]").click()
+        [dialog] = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "dialog[data-testid=confirm]"))
+        assert GROUP in dialog.text
+        dialog.find_element(By.CSS_SELECTOR, "[data-testid=confirm-ok]").click()
+        wait.until(lambda d: _text(d, "[data-testid=reset-result]").startswith("Reset"))
+    with http(broker) as h:
+        after = h.get(f"/v1/groups/{GROUP}/lag").json()
+    assert after["total_lag"] == 0
+    assert {p["partition"]: p["committed_offset"] for p in after["partitions"]} == hw
+
+
+def test_reset_is_refused_while_the_group_has_members(broker: BrokerProcess) -> None:
+    from confluent_kafka import Consumer
+
+    from tests.broker.security.test_authorization import ADMIN_PW, conf
+
+    c = Consumer(
+        {**conf(broker, "admin", ADMIN_PW), "group.id": "console-live", "auto.offset.reset": "earliest"}
+    )
+    try:
+        c.subscribe([JSON_TOPIC])
+        with http(broker) as h:
+            for _ in range(60):
+                c.poll(0.5)
+                if h.get("/console/api/groups/console-live").json()["members"]:
+                    break
+            r = h.post("/console/api/groups/reset", json={"group": "console-live", "to": "earliest"})
+        assert r.status_code == 409 and "only while the group is empty" in r.json()["message"], r.text
+    finally:
+        c.close()
