@@ -1,4 +1,4 @@
-"""The REST API app: Kafka REST Proxy v2 produce/fetch/metadata plus Confluent v3 topic admin.
+"""The REST API app: Kafka REST Proxy v2 produce/fetch/metadata plus Confluent v3 (api.rest.v3*).
 
 Conventions follow Confluent REST Proxy v2 as Redpanda's HTTP Proxy implements it, so
 existing REST clients work unchanged:
@@ -16,10 +16,13 @@ existing REST clients work unchanged:
   the Accept header picks the embedded format (binary unless json is asked for). A
   record that is not valid JSON asked for as json is 406 with a hint to use binary.
 * Errors are always ``{"error_code": int, "message": str}``. The HTTP status of a
-  Strata error comes from ``api.protocol.error_table.classify`` (the one table); ``error_code`` is
-  Confluent-style ``status * 100 + sub`` (40401 unknown topic, 40402 unknown
-  partition, 40404 unknown cluster, 40601 not representable in the asked format,
-  42201 malformed or invalid request, 42202 bad base64; sub 00 otherwise).
+  Strata error comes from ``api.protocol.error_table.classify`` (the one table); ``error_code``
+  is Confluent's (api.rest.codec.strata_error_code): 40401 unknown topic, 40402 unknown
+  partition, 40403 unknown consumer instance, 40404 unknown cluster, 40002 a Kafka "bad
+  request" (topic exists, invalid config, partitions or replication factor), 40101 / 40301
+  authentication / authorization, 40601 not representable in the asked format, 50003 a
+  retriable and 50002 any other server-side Kafka error; 42201 a malformed or invalid
+  request body, 42202 bad base64; otherwise the status * 100.
 * Quotas (broker.security.quotas) apply per user, the basic/bearer auth user or ANONYMOUS:
   a produce over the user's producer_byte_rate is answered after the throttle time, a
   fetch by a user over its consumer_byte_rate is served after it; the
@@ -46,12 +49,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from api.dashboard import dashboard_router
 from api.protocol.acl import Operation
 from api.protocol.error_table import classify, http_status
-from api.rest.authz import may_create, require_cluster, require_create, require_topic, topic_visible
+from api.rest.authz import may_create, require_cluster, require_topic, topic_visible
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
     DEFAULT_FETCH_TIMEOUT_MS,
     ERROR_RESPONSES,
-    JSON,
     MAX_FETCH_TIMEOUT_MS,
     PRODUCE_TIMEOUT_MS,
     V2_BINARY,
@@ -66,7 +68,6 @@ from api.rest.codec import (
     dumps_compact,
     error_response,
     fetch_format,
-    media_type_of,
     parse_body,
     partition_v2,
     place_records,
@@ -85,20 +86,18 @@ from api.rest.models import (
     BinaryProduceRequest,
     BinaryRecordOut,
     BrokersV2,
-    ClusterListV3,
-    ClusterV3,
-    CreateTopicRequest,
     Health,
     JsonProduceRequest,
     JsonRecordOut,
     PartitionOffsetsV2,
     PartitionV2,
     ProduceResponse,
-    TopicListV3,
     TopicV2,
-    TopicV3,
 )
 from api.rest.ops import ops_router
+from api.rest.v3 import V3Context, v3_router
+from api.rest.v3_configs import v3_configs_router
+from api.rest.v3_groups import v3_groups_router
 from api.rest_consumers import ConsumerInstances
 from api.security.basic_auth import BasicAuthMiddleware
 from broker.broker import Broker, FetchRequestPartition, ProduceResult
@@ -108,7 +107,6 @@ from broker.security.tokens import TokenStore, tokens_path
 from hot.config import INT32_MAX, INT64_MAX
 from hot.errors import InvalidConfigError, StrataError, UnknownTopicOrPartitionError
 from hot.records import build_batch
-from hot.topics import TopicInfo
 
 # How long a produce/fetch response was held back for the user's byte-rate quota, ms.
 THROTTLE_HEADER = "X-Strata-Throttle-Ms"
@@ -430,120 +428,12 @@ def create_app(broker: Broker) -> FastAPI:
             headers={THROTTLE_HEADER: str(throttle_ms)},
         )
 
-    # -- v3: clusters and topics ------------------------------------------------------------
+    # -- v3: clusters, topics, partitions, brokers, configs, ACLs (api.rest.v3*) -------------
 
-    def base_url(request: Request) -> str:
-        return str(request.base_url).rstrip("/") + "/v3/clusters/"
-
-    def check_cluster(cluster_id: str) -> str:
-        if cluster_id != broker.config.cluster_id:
-            raise RestError(404, 40404, f"cluster {cluster_id!r} not found")
-        return cluster_id
-
-    def cluster_v3(request: Request) -> dict[str, Any]:
-        cid = broker.config.cluster_id
-        url = base_url(request) + cid
-        return {
-            "kind": "KafkaCluster",
-            "metadata": {"self": url, "resource_name": f"crn:///kafka={cid}"},
-            "cluster_id": cid,
-            "controller": {"related": f"{url}/brokers/{broker.node_id}"},
-            "acls": {"related": f"{url}/acls"},
-            "brokers": {"related": f"{url}/brokers"},
-            "broker_configs": {"related": f"{url}/broker-configs"},
-            "consumer_groups": {"related": f"{url}/consumer-groups"},
-            "topics": {"related": f"{url}/topics"},
-            "partition_reassignments": {"related": f"{url}/topics/-/partitions/-/reassignment"},
-        }
-
-    def topic_v3(request: Request, info: TopicInfo, replication_factor: int | None = None) -> dict[str, Any]:
-        cid = broker.config.cluster_id
-        url = f"{base_url(request)}{cid}/topics/{info.name}"
-        return {
-            "kind": "KafkaTopic",
-            "metadata": {"self": url, "resource_name": f"crn:///kafka={cid}/topic={info.name}"},
-            "cluster_id": cid,
-            "topic_name": info.name,
-            "is_internal": False,
-            "replication_factor": replication_factor or broker.replication_factor(info.name),
-            "partitions_count": info.partitions,
-            "partitions": {"related": f"{url}/partitions"},
-            "configs": {"related": f"{url}/configs"},
-            "partition_reassignments": {"related": f"{url}/partitions/-/reassignment"},
-            "authorized_operations": [],
-        }
-
-    @app.get("/v3/clusters", response_model=ClusterListV3, tags=["v3"])
-    async def list_clusters(request: Request) -> Response:
-        url = base_url(request).rstrip("/")
-        return JSONBody(
-            {
-                "kind": "KafkaClusterList",
-                "metadata": {"self": url, "next": None},
-                "data": [cluster_v3(request)],
-            }
-        )
-
-    @app.get("/v3/clusters/{cluster_id}", response_model=ClusterV3, tags=["v3"])
-    async def get_cluster(request: Request, cluster_id: str) -> Response:
-        check_cluster(cluster_id)
-        return JSONBody(cluster_v3(request))
-
-    @app.get("/v3/clusters/{cluster_id}/topics", response_model=TopicListV3, tags=["v3"])
-    async def list_topics_v3(request: Request, cluster_id: str) -> Response:
-        check_cluster(cluster_id)
-        topics = sorted(
-            (t for t in broker.topics() if topic_visible(broker, request, t.name)), key=lambda t: t.name
-        )
-        url = f"{base_url(request)}{cluster_id}/topics"
-        return JSONBody(
-            {
-                "kind": "KafkaTopicList",
-                "metadata": {"self": url, "next": None},
-                "data": [topic_v3(request, t) for t in topics],
-            }
-        )
-
-    @app.post(
-        "/v3/clusters/{cluster_id}/topics",
-        response_model=TopicV3,
-        status_code=201,
-        openapi_extra=request_body_spec((JSON, CreateTopicRequest)),
-        tags=["v3"],
-    )
-    async def create_topic(request: Request, cluster_id: str) -> Response:
-        check_cluster(cluster_id)
-        media = media_type_of(request)
-        if media != JSON and not (media.startswith("application/") and media.endswith("+json")):
-            raise RestError(415, 41500, f"unsupported Content-Type {media or '(none)'!r}: use {JSON}")
-        req = await parse_body(request, limit, CreateTopicRequest)
-        require_create(broker, request, req.topic_name)
-        configs: dict[str, str] = {}
-        for c in req.configs:
-            if c.value is not None:
-                configs[c.name] = c.value
-        partitions = -1 if req.partitions_count is None else req.partitions_count
-        replication = -1 if req.replication_factor is None else req.replication_factor
-        info = await broker.admin_create_topic(
-            req.topic_name, partitions, replication, configs, validate_only=req.validate_only
-        )
-        # validate_only: nothing exists to ask; answer what was asked for.
-        asked = (replication if replication != -1 else None) if req.validate_only else None
-        return JSONBody(topic_v3(request, info, asked or (1 if req.validate_only else None)), status_code=201)
-
-    @app.get("/v3/clusters/{cluster_id}/topics/{topic}", response_model=TopicV3, tags=["v3"])
-    async def get_topic_v3(request: Request, cluster_id: str, topic: str) -> Response:
-        check_cluster(cluster_id)
-        require_topic(broker, request, Operation.DESCRIBE, topic)
-        return JSONBody(topic_v3(request, broker.topic(topic)))
-
-    @app.delete("/v3/clusters/{cluster_id}/topics/{topic}", status_code=204, tags=["v3"])
-    async def delete_topic(request: Request, cluster_id: str, topic: str) -> Response:
-        check_cluster(cluster_id)
-        require_topic(broker, request, Operation.DELETE, topic)
-        broker.topic(topic)
-        await broker.admin_delete_topic(topic)  # on the loop: it wakes fetch waiters
-        return Response(status_code=204)
+    v3 = V3Context(broker)
+    app.include_router(v3_router(v3))
+    app.include_router(v3_configs_router(v3))
+    app.include_router(v3_groups_router(v3))
 
     # -- consumer groups: lag (v1) and REST Proxy v2 consumer instances ------------------------
 

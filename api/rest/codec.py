@@ -27,7 +27,20 @@ from api.rest.models import (
 )
 from api.stored_batches import decode_stored
 from broker.broker import Broker, FetchedPartition
-from hot.errors import StrataError, TopicExistsError, UnknownTopicOrPartitionError
+from hot.errors import (
+    AuthenticationError,
+    AuthorizationError,
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidTopicError,
+    PolicyViolationError,
+    SecurityDisabledError,
+    StrataError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
 from hot.records import Header, Record, RecordInput
 from hot.topics import TopicInfo
 
@@ -60,17 +73,36 @@ class UnknownPartitionError(UnknownTopicOrPartitionError):
     """The topic exists but not the partition (Confluent tells the two apart: 40401/40402)."""
 
 
-# Confluent sub-codes; the status part always comes from api.protocol.error_table.classify.
-_SUB_CODES: Final[dict[type[StrataError], int]] = {
-    UnknownTopicOrPartitionError: 1,
-    UnknownPartitionError: 2,
-    TopicExistsError: 2,  # 40002, as Confluent's REST Proxy answers a duplicate topic
+# Confluent's error codes for Kafka errors (rest-utils' KafkaExceptionMapper, kafka-rest's
+# Errors): the HTTP status always comes from api.protocol.error_table.classify (the one table).
+_CODES: Final[dict[type[StrataError], int]] = {
+    UnknownPartitionError: 40402,
+    UnknownTopicOrPartitionError: 40401,
+    AuthenticationError: 40101,
+    AuthorizationError: 40301,
+    # the Kafka errors Confluent answers 400 / 40002 ("bad request")
+    TopicExistsError: 40002,
+    InvalidTopicError: 40002,
+    InvalidPartitionsError: 40002,
+    InvalidReplicationFactorError: 40002,
+    InvalidConfigError: 40002,
+    InvalidRequestError: 40002,
+    PolicyViolationError: 40002,
+    SecurityDisabledError: 40002,
 }
 
 
 def strata_error_code(exc: StrataError) -> int:
-    sub = next((_SUB_CODES[c] for c in type(exc).__mro__ if c in _SUB_CODES), 0)
-    return http_status(exc) * 100 + sub
+    """Confluent's ``error_code`` of a Strata error: its own (table above), else for a server
+    error 50003 when retrying may help and 50002 otherwise (Confluent's retriable and other
+    Kafka errors), else the HTTP status * 100."""
+    code = next((_CODES[c] for c in type(exc).__mro__ if c in _CODES), None)
+    if code is not None:
+        return code
+    status = http_status(exc)
+    if status >= 500:
+        return 50003 if exc.retriable else 50002
+    return status * 100
 
 
 def unprocessable(message: str, sub: int = 1) -> RestError:

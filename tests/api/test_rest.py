@@ -149,12 +149,12 @@ async def test_v3_create_defaults_and_validate_only(client: httpx.AsyncClient) -
 @pytest.mark.parametrize(
     ("body", "status", "code"),
     [
-        ({"topic_name": "p0", "partitions_count": 0}, 400, 40000),
-        ({"topic_name": "rf3", "partitions_count": 1, "replication_factor": 3}, 400, 40000),
-        ({"topic_name": "cfg", "configs": [{"name": "no.such.config", "value": "1"}]}, 400, 40000),
-        ({"topic_name": "cfg2", "configs": [{"name": "retention.ms", "value": "soon"}]}, 400, 40000),
-        ({"topic_name": "bad name!"}, 400, 40000),
-        ({"topic_name": ""}, 400, 40000),
+        ({"topic_name": "p0", "partitions_count": 0}, 400, 40002),
+        ({"topic_name": "rf3", "partitions_count": 1, "replication_factor": 3}, 400, 40002),
+        ({"topic_name": "cfg", "configs": [{"name": "no.such.config", "value": "1"}]}, 400, 40002),
+        ({"topic_name": "cfg2", "configs": [{"name": "retention.ms", "value": "soon"}]}, 400, 40002),
+        ({"topic_name": "bad name!"}, 400, 40002),
+        ({"topic_name": ""}, 400, 40002),
         ({"partitions_count": 1}, 422, 42201),
         ({"topic_name": 5}, 422, 42201),
         ({"topic_name": "big", "partitions_count": 10**9}, 422, 42201),
