@@ -33,7 +33,6 @@ existing REST clients work unchanged:
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -48,14 +47,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.dashboard import dashboard_router
 from api.protocol.acl import Operation
-from api.protocol.error_table import classify, http_status
-from api.rest.authz import may_create, require_cluster, require_topic, topic_visible
+from api.protocol.error_table import http_status
+from api.rest.authz import require_cluster, require_topic, topic_visible
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
     DEFAULT_FETCH_TIMEOUT_MS,
     ERROR_RESPONSES,
     MAX_FETCH_TIMEOUT_MS,
-    PRODUCE_TIMEOUT_MS,
     V2_BINARY,
     V2_JSON,
     JSONBody,
@@ -70,7 +68,6 @@ from api.rest.codec import (
     fetch_format,
     parse_body,
     partition_v2,
-    place_records,
     produce_format,
     read_records,
     records_from_request,
@@ -95,18 +92,19 @@ from api.rest.models import (
     TopicV2,
 )
 from api.rest.ops import ops_router
+from api.rest.producing import RestProducer, producer_error_code
 from api.rest.v3 import V3Context, v3_router
 from api.rest.v3_configs import v3_configs_router
 from api.rest.v3_groups import v3_groups_router
+from api.rest.v3_records import v3_records_router
 from api.rest_consumers import ConsumerInstances
 from api.security.basic_auth import BasicAuthMiddleware
-from broker.broker import Broker, FetchRequestPartition, ProduceResult
+from broker.broker import Broker, FetchRequestPartition
 from broker.group_metrics import register_group_metrics
-from broker.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from broker.security.quotas import CONSUMER_BYTE_RATE
 from broker.security.tokens import TokenStore, tokens_path
 from hot.config import INT32_MAX, INT64_MAX
-from hot.errors import InvalidConfigError, StrataError, UnknownTopicOrPartitionError
-from hot.records import build_batch
+from hot.errors import InvalidConfigError, StrataError
 
 # How long a produce/fetch response was held back for the user's byte-rate quota, ms.
 THROTTLE_HEADER = "X-Strata-Throttle-Ms"
@@ -184,7 +182,7 @@ def create_app(broker: Broker) -> FastAPI:
             users=broker.users if sasl.rest_basic_auth else None,
             tokens=TokenStore(tokens_path(broker.config.data_dir)) if sasl.rest_bearer_auth else None,
         )
-    sticky = itertools.count()
+    producer = RestProducer(broker)
     limit = broker.config.max_request_bytes
     metrics = broker.metrics
 
@@ -275,46 +273,25 @@ def create_app(broker: Broker) -> FastAPI:
 
     async def produce(request: Request, topic: str, forced_partition: int | None) -> Response:
         fmt = produce_format(request)
-        require_topic(broker, request, Operation.WRITE, topic)
-        try:
-            info = broker.topic(topic)
-        except UnknownTopicOrPartitionError:
-            if not (broker.config.auto_create_topics and may_create(broker, request, topic)):
-                raise
-            info = await broker.auto_create_topic(topic)
+        info = await producer.topic_for_write(request, topic)
         if forced_partition is not None:
             check_partition(info, forced_partition)
         model: type[JsonProduceRequest] | type[BinaryProduceRequest] = (
             JsonProduceRequest if fmt == "json" else BinaryProduceRequest
         )
         req = await parse_body(request, limit, model)
-        started = time.perf_counter()
-        records = records_from_request(req)
-
-        placed, groups = place_records(records, info, forced_partition, next(sticky) % info.partitions)
-        batches = {p: build_batch(recs) for p, recs in groups.items()}
-        parts = sorted(batches)
-        results: list[ProduceResult] = await asyncio.gather(
-            *(broker.produce(topic, p, batches[p], acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS) for p in parts)
+        outcomes, throttle_ms = await producer.produce(
+            request, info, records_from_request(req), forced_partition
         )
-        by_partition = dict(zip(parts, results, strict=True))
-        offsets: list[dict[str, Any]] = []
-        for p, index in placed:
-            res = by_partition[p]
-            if res.error is None:
-                offsets.append(
-                    {"partition": p, "offset": res.base_offset + index, "error_code": None, "error": None}
-                )
-            else:
-                code = classify(res.error)[0]
-                metrics.errors.labels("rest_produce", str(code)).inc()
-                offsets.append({"partition": p, "offset": None, "error_code": code, "error": str(res.error)})
-        metrics.produce_latency.labels("rest").observe(time.perf_counter() - started)
-        # Over the user's quota: the response is held back for the throttle time (the
-        # client is slowed without having to understand anything; broker.security.quotas).
-        size = sum(len(b) for b in batches.values())
-        throttle_ms = broker.quotas.record(request.scope.get("strata.principal"), PRODUCER_BYTE_RATE, size)
-        await asyncio.sleep(throttle_ms / 1000)
+        offsets = [
+            {
+                "partition": o.partition,
+                "offset": o.offset,
+                "error_code": None if o.error is None else producer_error_code(o.error),
+                "error": None if o.error is None else str(o.error),
+            }
+            for o in outcomes
+        ]
         return V2Response(
             {"offsets": offsets, "key_schema_id": None, "value_schema_id": None},
             headers={THROTTLE_HEADER: str(throttle_ms)},
@@ -434,6 +411,7 @@ def create_app(broker: Broker) -> FastAPI:
     app.include_router(v3_router(v3))
     app.include_router(v3_configs_router(v3))
     app.include_router(v3_groups_router(v3))
+    app.include_router(v3_records_router(v3, producer))
 
     # -- consumer groups: lag (v1) and REST Proxy v2 consumer instances ------------------------
 

@@ -136,6 +136,11 @@ def loads_strict(data: bytes) -> Any:
     return json.loads(data.decode("utf-8"), parse_constant=_reject_constant, parse_float=_finite_float)
 
 
+def strict_decoder() -> json.JSONDecoder:
+    """``loads_strict``'s rules as a decoder (``raw_decode`` of concatenated JSON)."""
+    return json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def dumps_compact(value: Any) -> bytes:
     """The compact UTF-8 JSON encoding stored for json-format keys and values."""
     try:

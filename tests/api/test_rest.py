@@ -338,7 +338,7 @@ async def test_partial_failure_keeps_200(client: httpx.AsyncClient) -> None:
     assert r.status_code == 200, r.text
     failed, ok = r.json()["offsets"]
     assert failed["partition"] == 0 and failed["offset"] is None
-    assert failed["error_code"] == 10  # MESSAGE_TOO_LARGE
+    assert failed["error_code"] == 50002  # MESSAGE_TOO_LARGE: not retriable (Confluent)
     assert isinstance(failed["error"], str) and failed["error"]
     assert ok == {"partition": 1, "offset": 0, "error_code": None, "error": None}
     assert await fetch(client, "small", 0, 0) == []
@@ -509,7 +509,7 @@ async def test_records_the_broker_refuses(client: httpx.AsyncClient) -> None:
     r = await client.post("/topics/keyed", json={"records": [{"value": b64(b"v")}]}, headers=BIN_CT)
     assert r.status_code == 200, r.text
     [refused] = r.json()["offsets"]
-    assert refused["offset"] is None and refused["error_code"] == 87  # INVALID_RECORD
+    assert refused["offset"] is None and refused["error_code"] == 50002  # INVALID_RECORD
     assert "without a key" in refused["error"]
 
 
