@@ -192,25 +192,27 @@ def create_app(broker: Broker) -> FastAPI:
         metrics.errors.labels("rest", str(code)).inc()
 
     @app.exception_handler(RestError)
-    async def _rest_error(_: Request, exc: RestError) -> Response:
+    async def _rest_error(request: Request, exc: RestError) -> Response:
         _count(exc.error_code)
-        return error_response(exc.status, exc.error_code, exc.message)
+        return error_response(exc.status, exc.error_code, exc.message, path=request.url.path)
 
     @app.exception_handler(StrataError)
-    async def _strata_error(_: Request, exc: StrataError) -> Response:
+    async def _strata_error(request: Request, exc: StrataError) -> Response:
         code = strata_error_code(exc)
         _count(code)
-        return error_response(http_status(exc), code, str(exc) or type(exc).__name__)
+        message = str(exc) or type(exc).__name__
+        return error_response(http_status(exc), code, message, path=request.url.path)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation_error(_: Request, exc: RequestValidationError) -> Response:
+    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
         _count(42201)
-        return error_response(422, 42201, describe_errors(exc.errors()))
+        return error_response(422, 42201, describe_errors(exc.errors()), path=request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> Response:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         _count(exc.status_code * 100)
-        return error_response(exc.status_code, exc.status_code * 100, str(exc.detail), exc.headers)
+        code = exc.status_code * 100
+        return error_response(exc.status_code, code, str(exc.detail), exc.headers, path=request.url.path)
 
     # -- v2: metadata -----------------------------------------------------------------------
 
@@ -229,7 +231,7 @@ def create_app(broker: Broker) -> FastAPI:
     async def list_partitions(request: Request, topic: str) -> Response:
         require_topic(broker, request, Operation.DESCRIBE, topic)
         info = broker.topic(topic)
-        return V2Response([partition_v2(broker, p) for p in range(info.partitions)])
+        return V2Response([partition_v2(broker, topic, p) for p in range(info.partitions)])
 
     @app.get(
         "/topics/{topic}/partitions/{partition}",
@@ -243,7 +245,7 @@ def create_app(broker: Broker) -> FastAPI:
         require_topic(broker, request, Operation.DESCRIBE, topic)
         info = broker.topic(topic)
         check_partition(info, partition)
-        return V2Response(partition_v2(broker, partition))
+        return V2Response(partition_v2(broker, topic, partition))
 
     @app.get(
         "/topics/{topic}/partitions/{partition}/offsets",
@@ -267,7 +269,7 @@ def create_app(broker: Broker) -> FastAPI:
 
     @app.get("/brokers", response_model=BrokersV2, response_class=V2Response, tags=["v2"])
     async def list_brokers() -> Response:
-        return V2Response({"brokers": [broker.node_id]})
+        return V2Response({"brokers": sorted({*broker.replicas.view.brokers, broker.node_id})})
 
     # -- v2: produce ------------------------------------------------------------------------
 

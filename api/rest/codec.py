@@ -165,9 +165,19 @@ def schema_ref(model: type[BaseModel]) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{model.__name__}"}
 
 
+_ERROR_CONTENT: Final = {
+    JSON: {"schema": schema_ref(ErrorResponse)},
+    V2: {"schema": schema_ref(ErrorResponse)},
+}
 ERROR_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
-    "4XX": {"description": "Client error", "content": {JSON: {"schema": schema_ref(ErrorResponse)}}},
-    "5XX": {"description": "Server error", "content": {JSON: {"schema": schema_ref(ErrorResponse)}}},
+    "4XX": {
+        "description": "Client error (v2 routes: application/vnd.kafka.v2+json)",
+        "content": _ERROR_CONTENT,
+    },
+    "5XX": {
+        "description": "Server error (v2 routes: application/vnd.kafka.v2+json)",
+        "content": _ERROR_CONTENT,
+    },
 }
 
 
@@ -186,10 +196,23 @@ class V2Response(JSONBody):
     media_type = V2
 
 
+# The REST Proxy v2 resources: their error bodies are application/vnd.kafka.v2+json, as
+# Confluent's (v3, v1 and the operations' routes answer application/json).
+V2_ROOTS: Final = ("topics", "consumers", "brokers")
+
+
+def is_v2_path(path: str) -> bool:
+    return path.lstrip("/").split("/", 1)[0] in V2_ROOTS
+
+
 def error_response(
-    status: int, error_code: int, message: str, headers: Mapping[str, str] | None = None
+    status: int, error_code: int, message: str, headers: Mapping[str, str] | None = None, *, path: str = ""
 ) -> Response:
-    return JSONBody({"error_code": error_code, "message": message}, status_code=status, headers=headers)
+    """The error body; ``path`` (the request's) picks the media type: v2's for v2 routes."""
+    body = {"error_code": error_code, "message": message}
+    if is_v2_path(path):
+        return V2Response(body, status_code=status, headers=headers)
+    return JSONBody(body, status_code=status, headers=headers)
 
 
 # --- request parsing ------------------------------------------------------------------------
@@ -325,16 +348,23 @@ def topic_v2(broker: Broker, info: TopicInfo) -> dict[str, Any]:
     return {
         "name": info.name,
         "configs": {c.name: c.value for c in broker.topic_configs(info.name)},
-        "partitions": [partition_v2(broker, p) for p in range(info.partitions)],
+        "partitions": [partition_v2(broker, info.name, p) for p in range(info.partitions)],
     }
 
 
-def partition_v2(broker: Broker, partition: int) -> dict[str, Any]:
-    node = broker.node_id
+def partition_v2(broker: Broker, topic: str, partition: int) -> dict[str, Any]:
+    """Leader, replicas and in-sync replicas as the cluster's metadata says (leader -1 while
+    the partition is offline)."""
+    view = broker.replicas.view
+    va = view.topics.get(topic)
+    replicas = va.value.replicas(partition) if va is not None else (broker.node_id,)
+    state = view.partition_state(topic, partition)
+    leader = state.leader if state is not None and state.has_leader else -1
+    isr = state.isr if state is not None else ()
     return {
         "partition": partition,
-        "leader": node,
-        "replicas": [{"broker": node, "leader": True, "in_sync": True}],
+        "leader": leader,
+        "replicas": [{"broker": b, "leader": b == leader, "in_sync": b in isr} for b in replicas],
     }
 
 

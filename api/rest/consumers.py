@@ -14,8 +14,14 @@
 
 Request bodies are JSON (``application/vnd.kafka.v2+json``, ``application/json`` or any
 ``application/*+json``; otherwise 415). Records come in the instance's format: binary
-(base64 keys and values) or json; an Accept header naming the other embedded format is 406
-(40601), as in Confluent. Commit offsets name the last record processed (Confluent's
+(base64 keys and values) or json. An Accept header asking json of a binary instance is 406
+(40601), as in Confluent; binary may be asked of a json instance (any record reads as bytes).
+
+A json instance never gets stuck on a record that is not JSON (Confluent answers 500 / 50002
+there on every request, the position never moving): the record is returned in its place,
+the key or value that is not JSON as null, with an ``error`` field saying which and how to
+read its bytes (seek back to its offset and ask with a binary Accept), and the position
+moves past it like any record's. Commit offsets name the last record processed (Confluent's
 semantics: offset + 1 is stored; GET offsets returns the stored, next-to-read offset).
 Confluent's error codes: 40403 unknown instance, 40902 instance name taken.
 The logic lives in api.rest_consumers; these routes only translate.
@@ -241,7 +247,9 @@ def _int_setting(value: str | int | None, name: str, default: int, lo: int, hi: 
 
 def _records_format(request: Request, instance_format: str) -> str:
     """The embedded format the Accept header asks for: the instance's own unless it
-    names the other one explicitly (406 then)."""
+    names the other one explicitly. Binary may be asked of a json instance (any record can
+    be read as bytes: the way to read what is not JSON); json of a binary one is 406 (40601),
+    as in Confluent."""
     accept = request.headers.get("accept", "")
     offered = [part.split(";", 1)[0].strip().lower() for part in accept.split(",") if part.strip()]
     if not offered:
@@ -249,7 +257,7 @@ def _records_format(request: Request, instance_format: str) -> str:
     for media in offered:
         if media in (V2_JSON, V2_BINARY):
             wanted = "json" if media == V2_JSON else "binary"
-            if wanted != instance_format:
+            if wanted == "json" and instance_format != "json":
                 raise RestError(
                     406,
                     40601,
@@ -262,15 +270,28 @@ def _records_format(request: Request, instance_format: str) -> str:
     raise RestError(406, 40600, f"cannot produce {accept!r}: accept {V2_JSON} or {V2_BINARY}")
 
 
+def _json_or_error(data: bytes | None, what: str, offset: int, errors: list[str]) -> Any:
+    try:
+        return decode_json_field(data, what, offset)
+    except RestError as exc:
+        errors.append(exc.message)
+        return None
+
+
 def _converter(fmt: str) -> Callable[[ConsumedRecord], dict[str, Any]]:
+    """A record as the response shows it. In json, a key or value that is not JSON is
+    null and the entry says so in ``error`` (the consumer moves on; the bytes stay readable
+    with a binary Accept after seeking back to ``offset``)."""
+
     def convert(c: ConsumedRecord) -> dict[str, Any]:
         rec = c.record
+        errors: list[str] = []
         if fmt == "json":
-            key = decode_json_field(rec.key, "key", rec.offset)
-            value = decode_json_field(rec.value, "value", rec.offset)
+            key = _json_or_error(rec.key, "key", rec.offset, errors)
+            value = _json_or_error(rec.value, "value", rec.offset, errors)
         else:
             key, value = b64_or_none(rec.key), b64_or_none(rec.value)
-        return {
+        out = {
             "topic": c.topic,
             "partition": c.partition,
             "offset": rec.offset,
@@ -279,6 +300,9 @@ def _converter(fmt: str) -> Callable[[ConsumedRecord], dict[str, Any]]:
             "value": value,
             "headers": [{"key": h.key, "value": b64_or_none(h.value)} for h in rec.headers],
         }
+        if errors:
+            out["error"] = "; ".join(errors)
+        return out
 
     return convert
 

@@ -56,7 +56,9 @@ async def create_topic(
 
 def assert_error(r: httpx.Response, status: int, error_code: int, fragment: str = "") -> None:
     assert r.status_code == status, r.text
-    assert r.headers["content-type"].startswith("application/json")
+    # Confluent's v2 error bodies are application/vnd.kafka.v2+json; v3's (and ours) JSON
+    v2 = r.request.url.path.lstrip("/").split("/", 1)[0] in ("topics", "consumers", "brokers")
+    assert r.headers["content-type"] == ("application/vnd.kafka.v2+json" if v2 else "application/json")
     body = r.json()
     assert set(body) == {"error_code", "message"}
     assert body["error_code"] == error_code, body
