@@ -77,6 +77,7 @@ from api.rest.codec import (
     topic_v2,
 )
 from api.rest.consumers import consumers_router
+from api.rest.docs import add_docs
 from api.rest.groups import groups_router
 from api.rest.models import (
     BODY_MODELS,
@@ -91,6 +92,7 @@ from api.rest.models import (
     ProduceResponse,
     TopicV2,
 )
+from api.rest.models_v3 import V3_BODY_MODELS
 from api.rest.ops import ops_router
 from api.rest.producing import RestProducer, producer_error_code
 from api.rest.v3 import V3Context, v3_router
@@ -170,7 +172,10 @@ def create_app(broker: Broker) -> FastAPI:
         lifespan=lifespan,
         responses=ERROR_RESPONSES,
         default_response_class=JSONBody,
+        docs_url=None,  # api.rest.docs serves them from local files (no CDN)
+        redoc_url=None,
     )
+    add_docs(app)
     app.add_middleware(MetricsMiddleware, broker=broker)
     sasl = broker.config.sasl
     if sasl.rest_basic_auth or sasl.rest_bearer_auth:  # outermost: nothing runs unauthenticated
@@ -458,7 +463,7 @@ def create_app(broker: Broker) -> FastAPI:
                 title=app.title, version=app.version, description=app.description, routes=app.routes
             )
             components = schema.setdefault("components", {}).setdefault("schemas", {})
-            for model in BODY_MODELS:
+            for model in (*BODY_MODELS, *V3_BODY_MODELS):
                 js = model.model_json_schema(ref_template="#/components/schemas/{model}")
                 components.update(js.pop("$defs", {}))
                 components[model.__name__] = js

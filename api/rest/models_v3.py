@@ -9,7 +9,7 @@ and ``metadata.resource_name`` (a CRN), every list ``kind``, ``metadata.self`` a
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -340,3 +340,8 @@ class ProduceResultV3(BaseModel):
     timestamp: str | None = None
     key: ProduceDataOut | None = None
     value: ProduceDataOut | None = None
+
+
+# Referenced by the v3 routes' request (and produce's response) schemas: added to the
+# OpenAPI components with api.rest.models.BODY_MODELS.
+V3_BODY_MODELS: Final = (AlterConfigsRequest, UpdateConfigRequest, ProduceRecordV3, ProduceResultV3)
