@@ -112,11 +112,11 @@ class ConfigSynonymV3(BaseModel):
     source: ConfigSource
 
 
-class TopicConfigV3(BaseModel):
-    kind: Literal["KafkaTopicConfig"] = "KafkaTopicConfig"
+class _ConfigV3(BaseModel):
+    """What a topic's and a broker's config have in common."""
+
     metadata: ResourceMetadata
     cluster_id: str
-    topic_name: str
     name: str
     value: str | None
     is_default: bool
@@ -124,6 +124,11 @@ class TopicConfigV3(BaseModel):
     is_sensitive: bool
     source: ConfigSource
     synonyms: list[ConfigSynonymV3]
+
+
+class TopicConfigV3(_ConfigV3):
+    kind: Literal["KafkaTopicConfig"] = "KafkaTopicConfig"
+    topic_name: str
 
 
 class TopicConfigListV3(BaseModel):
@@ -132,18 +137,9 @@ class TopicConfigListV3(BaseModel):
     data: list[TopicConfigV3]
 
 
-class BrokerConfigV3(BaseModel):
+class BrokerConfigV3(_ConfigV3):
     kind: Literal["KafkaBrokerConfig"] = "KafkaBrokerConfig"
-    metadata: ResourceMetadata
-    cluster_id: str
     broker_id: int
-    name: str
-    value: str | None
-    is_default: bool
-    is_read_only: bool
-    is_sensitive: bool
-    source: ConfigSource
-    synonyms: list[ConfigSynonymV3]
 
 
 class BrokerConfigListV3(BaseModel):
