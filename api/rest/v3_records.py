@@ -39,6 +39,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import ValidationError
+from starlette.requests import ClientDisconnect
 from starlette.types import Receive, Scope, Send
 
 from api.rest.codec import (
@@ -295,6 +296,8 @@ def v3_records_router(ctx: V3Context, producer: RestProducer) -> APIRouter:
                     return
                 try:
                     chunk = await anext(stream)
+                except ClientDisconnect:
+                    return  # the client went away: what it sent is written, nobody to tell
                 except StopAsyncIteration:
                     if splitter.unfinished:
                         end = {"error_code": 42201, "message": "the request body ends inside a record"}

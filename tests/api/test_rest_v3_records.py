@@ -181,5 +181,19 @@ def test_streamed_over_http(tmp_path: Path) -> None:
                 received += data
         assert received.startswith(b"HTTP/1.1 200")
         assert b"transfer-encoding: chunked" in received.lower()
+        # a client that goes away mid-stream: what it sent is written, the broker carries on
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(head.encode())
+            record = json.dumps({"value": {"data": "last"}}).encode()
+            sock.sendall(b"%x\r\n%s\r\n" % (len(record), record))
+            received = b""
+            while b'"offset":3' not in received:
+                data = sock.recv(65536)
+                assert data, received
+                received += data
+        with httpx.Client(base_url=b.http_url, timeout=30) as http:
+            r = http.get("/topics/live/partitions/0/offsets")
+            assert r.json()["end_offset"] == 4
+        assert "Traceback" not in b.output()
     finally:
         b.kill()
