@@ -18,11 +18,12 @@ existing REST clients work unchanged:
 * Errors are always ``{"error_code": int, "message": str}``. The HTTP status of a
   Strata error comes from ``api.protocol.error_table.classify`` (the one table); ``error_code``
   is Confluent's (api.rest.codec.strata_error_code): 40401 unknown topic, 40402 unknown
-  partition, 40403 unknown consumer instance, 40404 unknown cluster, 40002 a Kafka "bad
-  request" (topic exists, invalid config, partitions or replication factor), 40101 / 40301
-  authentication / authorization, 40601 not representable in the asked format, 50003 a
-  retriable and 50002 any other server-side Kafka error; 42201 a malformed or invalid
-  request body, 42202 bad base64; otherwise the status * 100.
+  partition, 40403 unknown consumer instance, 40002 a Kafka "bad request" (topic exists,
+  invalid config, partitions or replication factor), 40101 / 40301 authentication /
+  authorization, 40601 not representable in the asked format, 42204 an invalid consumer
+  setting, 50003 a retriable and 50002 any other server-side Kafka error; otherwise the
+  HTTP status itself (422 a body that does not parse or fit, 400 on v3, 415, 413, 404...),
+  as rest-utils answers.
 * Quotas (broker.security.quotas) apply per user, the basic/bearer auth user or ANONYMOUS:
   a produce over the user's producer_byte_rate is answered after the throttle time, a
   fetch by a user over its consumer_byte_rate is served after it; the
@@ -210,13 +211,13 @@ def create_app(broker: Broker) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
-        _count(42201)
-        return error_response(422, 42201, describe_errors(exc.errors()), path=request.url.path)
+        _count(422)
+        return error_response(422, 422, describe_errors(exc.errors()), path=request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
-        _count(exc.status_code * 100)
-        code = exc.status_code * 100
+        code = exc.status_code
+        _count(code)
         return error_response(exc.status_code, code, str(exc.detail), exc.headers, path=request.url.path)
 
     # -- v2: metadata -----------------------------------------------------------------------

@@ -95,18 +95,24 @@ _CODES: Final[dict[type[StrataError], int]] = {
 def strata_error_code(exc: StrataError) -> int:
     """Confluent's ``error_code`` of a Strata error: its own (table above), else for a server
     error 50003 when retrying may help and 50002 otherwise (Confluent's retriable and other
-    Kafka errors), else the HTTP status * 100."""
+    Kafka errors), else the HTTP status itself (rest-utils' rule for every other error)."""
     code = next((_CODES[c] for c in type(exc).__mro__ if c in _CODES), None)
     if code is not None:
         return code
     status = http_status(exc)
     if status >= 500:
         return 50003 if exc.retriable else 50002
-    return status * 100
+    return status
 
 
-def unprocessable(message: str, sub: int = 1) -> RestError:
-    return RestError(422, 42200 + sub, message)
+# Confluent's code of an invalid consumer instance setting (kafka-rest Errors).
+INVALID_CONSUMER_CONFIG: Final = 42204
+
+
+def unprocessable(message: str, code: int = 422) -> RestError:
+    """A body that does not parse or fit: 422 / 422, as Confluent's REST Proxy (rest-utils)
+    answers it on v2 (v3 routes turn it into 400 / 400: api.rest.codec.error_response)."""
+    return RestError(422, code, message)
 
 
 def describe_errors(errors: Any) -> str:
@@ -154,7 +160,7 @@ def b64decode_field(text: str, where: str) -> bytes:
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise unprocessable(f"{where} is not valid base64", sub=2) from None
+        raise unprocessable(f"{where} is not valid base64") from None
 
 
 def b64_or_none(data: bytes | None) -> str | None:
@@ -208,7 +214,10 @@ def is_v2_path(path: str) -> bool:
 def error_response(
     status: int, error_code: int, message: str, headers: Mapping[str, str] | None = None, *, path: str = ""
 ) -> Response:
-    """The error body; ``path`` (the request's) picks the media type: v2's for v2 routes."""
+    """The error body; ``path`` (the request's) picks the media type: v2's for v2 routes.
+    On v3 routes a body that does not parse or fit is 400 / 400, as Confluent's v3 answers."""
+    if status == 422 and path.startswith("/v3/"):
+        status, error_code = 400, 400
     body = {"error_code": error_code, "message": message}
     if is_v2_path(path):
         return V2Response(body, status_code=status, headers=headers)
@@ -230,7 +239,7 @@ def produce_format(request: Request) -> Format:
         return "binary"
     raise RestError(
         415,
-        41500,
+        415,
         f"unsupported Content-Type {media or '(none)'!r}: use {V2_JSON} or {V2_BINARY}",
     )
 
@@ -245,19 +254,19 @@ def fetch_format(request: Request) -> Format:
             return "binary"
     if not offered:
         return "binary"
-    raise RestError(406, 40600, f"cannot produce {accept!r}: accept {V2_JSON} or {V2_BINARY}")
+    raise RestError(406, 406, f"cannot produce {accept!r}: accept {V2_JSON} or {V2_BINARY}")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise RestError(413, 41300, f"request body of {declared} bytes exceeds the limit of {limit}")
+        raise RestError(413, 413, f"request body of {declared} bytes exceeds the limit of {limit}")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise RestError(413, 41300, f"request body exceeds the limit of {limit} bytes")
+            raise RestError(413, 413, f"request body exceeds the limit of {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 

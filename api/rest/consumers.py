@@ -43,6 +43,7 @@ from api.protocol.error_table import http_status
 from api.rest.authz import denied_pattern, require
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
+    INVALID_CONSUMER_CONFIG,
     JSON,
     MAX_FETCH_TIMEOUT_MS,
     V2,
@@ -219,7 +220,7 @@ def _check_json_body(request: Request) -> None:
     media = media_type_of(request)
     if media in (V2, JSON) or (media.startswith("application/") and media.endswith("+json")):
         return
-    raise RestError(415, 41500, f"unsupported Content-Type {media or '(none)'!r}: use {V2}")
+    raise RestError(415, 415, f"unsupported Content-Type {media or '(none)'!r}: use {V2}")
 
 
 def _flag(value: str | bool | None, name: str, default: bool) -> bool:
@@ -230,7 +231,7 @@ def _flag(value: str | bool | None, name: str, default: bool) -> bool:
     text = value.strip().lower()
     if text in ("true", "false"):
         return text == "true"
-    raise unprocessable(f"{name} must be true or false, got {value!r}")
+    raise unprocessable(f"{name} must be true or false, got {value!r}", INVALID_CONSUMER_CONFIG)
 
 
 def _int_setting(value: str | int | None, name: str, default: int, lo: int, hi: int) -> int:
@@ -239,9 +240,9 @@ def _int_setting(value: str | int | None, name: str, default: int, lo: int, hi: 
     try:
         number = int(value)
     except ValueError:
-        raise unprocessable(f"{name} must be an integer, got {value!r}") from None
+        raise unprocessable(f"{name} must be an integer, got {value!r}", INVALID_CONSUMER_CONFIG) from None
     if not lo <= number <= hi:
-        raise unprocessable(f"{name} must be in [{lo}, {hi}], got {number}")
+        raise unprocessable(f"{name} must be in [{lo}, {hi}], got {number}", INVALID_CONSUMER_CONFIG)
     return number
 
 
@@ -267,7 +268,7 @@ def _records_format(request: Request, instance_format: str) -> str:
             return wanted
         if media in (V2, JSON, "application/*", "*/*"):
             return instance_format
-    raise RestError(406, 40600, f"cannot produce {accept!r}: accept {V2_JSON} or {V2_BINARY}")
+    raise RestError(406, 406, f"cannot produce {accept!r}: accept {V2_JSON} or {V2_BINARY}")
 
 
 def _json_or_error(data: bytes | None, what: str, offset: int, errors: list[str]) -> Any:
@@ -351,12 +352,16 @@ def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
         req = _parse(body, CreateConsumerRequest) if body.strip() else CreateConsumerRequest()
         fmt = req.format.lower()
         if fmt in ("avro", "protobuf", "jsonschema"):
-            raise unprocessable(f"format {fmt!r} needs a schema registry, which Strata does not run", sub=4)
+            raise unprocessable(
+                f"format {fmt!r} needs a schema registry, which Strata does not run", INVALID_CONSUMER_CONFIG
+            )
         if fmt not in ("binary", "json"):
-            raise unprocessable(f"format must be binary or json, got {req.format!r}", sub=4)
+            raise unprocessable(f"format must be binary or json, got {req.format!r}", INVALID_CONSUMER_CONFIG)
         reset = (req.auto_offset_reset or "latest").lower()
         if reset not in ("earliest", "latest", "none"):
-            raise unprocessable(f"auto.offset.reset must be earliest, latest or none, got {reset!r}", sub=4)
+            raise unprocessable(
+                f"auto.offset.reset must be earliest, latest or none, got {reset!r}", INVALID_CONSUMER_CONFIG
+            )
         timeout = _int_setting(
             req.request_timeout_ms,
             "consumer.request.timeout.ms",
@@ -369,7 +374,7 @@ def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
         if isolation not in ISOLATION_LEVELS:
             raise unprocessable(
                 f"isolation.level must be read_uncommitted or read_committed, got {req.isolation_level!r}",
-                sub=4,
+                INVALID_CONSUMER_CONFIG,
             )
         settings = InstanceSettings(
             name=req.name or instances.new_name(),

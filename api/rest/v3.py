@@ -73,7 +73,7 @@ class V3Context:
 
     def check(self, cluster_id: str) -> None:
         if cluster_id != self.cluster_id:
-            raise RestError(404, 40404, f"cluster {cluster_id!r} not found")
+            raise RestError(404, 404, f"cluster {cluster_id!r} not found")
 
     def url(self, request: Request, *parts: object) -> str:
         """``/v3/clusters/{id}/<parts>`` on the host the client asked (segments quoted)."""
@@ -205,7 +205,7 @@ def v3_router(ctx: V3Context) -> APIRouter:
         ctx.check(cluster_id)
         media = media_type_of(request)
         if media != JSON and not (media.startswith("application/") and media.endswith("+json")):
-            raise RestError(415, 41500, f"unsupported Content-Type {media or '(none)'!r}: use {JSON}")
+            raise RestError(415, 415, f"unsupported Content-Type {media or '(none)'!r}: use {JSON}")
         req = await parse_body(request, limit, CreateTopicRequest)
         require_create(broker, request, req.topic_name)
         configs = {c.name: c.value for c in req.configs if c.value is not None}
@@ -355,7 +355,7 @@ def v3_router(ctx: V3Context) -> APIRouter:
     ) -> Response:
         a = described_partition(request, cluster_id, topic, partition)
         if broker_id not in a.replicas(partition):
-            raise RestError(404, 40400, f"broker {broker_id} holds no replica of {topic}-{partition}")
+            raise RestError(404, 404, f"broker {broker_id} holds no replica of {topic}-{partition}")
         return JSONBody(replica_v3(request, topic, partition, broker_id))
 
     # -- brokers ----------------------------------------------------------------------------
@@ -379,7 +379,7 @@ def v3_router(ctx: V3Context) -> APIRouter:
 
     def known_broker(broker_id: int) -> None:
         if broker_id not in broker_ids():
-            raise RestError(404, 40400, f"broker {broker_id} not found")
+            raise RestError(404, 404, f"broker {broker_id} not found")
 
     @router.get("/v3/clusters/{cluster_id}/brokers", response_model=BrokerListV3)
     async def list_brokers(request: Request, cluster_id: str) -> Response:

@@ -58,7 +58,7 @@ _NO_CONTENT: dict[int | str, dict[str, Any]] = {204: {"description": "Done"}}
 def _check_json(request: Request) -> None:
     media = media_type_of(request)
     if media != JSON and not (media.startswith("application/") and media.endswith("+json")):
-        raise RestError(415, 41500, f"unsupported Content-Type {media or '(none)'!r}: use {JSON}")
+        raise RestError(415, 415, f"unsupported Content-Type {media or '(none)'!r}: use {JSON}")
 
 
 def v3_configs_router(ctx: V3Context) -> APIRouter:
@@ -153,7 +153,7 @@ def v3_configs_router(ctx: V3Context) -> APIRouter:
         for c in readable(request, cluster_id, topic):
             if c["name"] == name:
                 return JSONBody(topic_config_v3(request, topic, c))
-        raise RestError(404, 40400, f"topic {topic!r} has no config {name!r}")
+        raise RestError(404, 404, f"topic {topic!r} has no config {name!r}")
 
     @router.put(
         "/v3/clusters/{cluster_id}/topics/{topic}/configs/{name}",
@@ -187,11 +187,11 @@ def v3_configs_router(ctx: V3Context) -> APIRouter:
         if broker_id != broker.node_id:
             live = broker.replicas.view.brokers.get(broker_id)
             if live is None:
-                raise RestError(404, 40400, f"broker {broker_id} not found")
+                raise RestError(404, 404, f"broker {broker_id} not found")
             reg = live.registration
             raise RestError(
                 421,
-                42100,
+                421,
                 f"broker {broker_id}'s configs are served by its own REST listener "
                 f"(http://{reg.host}:{reg.http_port}); this is broker {broker.node_id}",
             )
@@ -231,7 +231,7 @@ def v3_configs_router(ctx: V3Context) -> APIRouter:
         for c in broker_configs(request, cluster_id, broker_id):
             if c["name"] == name:
                 return JSONBody(c)
-        raise RestError(404, 40400, f"broker {broker_id} has no config {name!r}")
+        raise RestError(404, 404, f"broker {broker_id} has no config {name!r}")
 
     @router.get("/v3/clusters/{cluster_id}/broker-configs", response_model=ClusterConfigListV3)
     async def list_cluster_configs(request: Request, cluster_id: str) -> Response:

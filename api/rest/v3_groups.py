@@ -129,7 +129,7 @@ def v3_groups_router(ctx: V3Context) -> APIRouter:
         for m in d.members:
             if m.member_id == consumer:
                 return m
-        raise RestError(404, 40400, f"group {d.group_id!r} has no consumer {consumer!r}")
+        raise RestError(404, 404, f"group {d.group_id!r} has no consumer {consumer!r}")
 
     @router.get("/v3/clusters/{cluster_id}/consumer-groups", response_model=ConsumerGroupListV3)
     async def list_groups(request: Request, cluster_id: str) -> Response:
@@ -215,7 +215,7 @@ def v3_groups_router(ctx: V3Context) -> APIRouter:
         require(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, topic)
         found = assignments(request, group, m, (topic, partition))
         if not found:
-            raise RestError(404, 40400, f"consumer {consumer!r} is not assigned {topic}-{partition}")
+            raise RestError(404, 404, f"consumer {consumer!r} is not assigned {topic}-{partition}")
         return JSONBody(found[0])
 
     @router.get("/v3/clusters/{cluster_id}/consumer-groups/{group}/lags", response_model=ConsumerLagListV3)
@@ -236,7 +236,7 @@ def v3_groups_router(ctx: V3Context) -> APIRouter:
         for p in (await lag_of(request, cluster_id, group)).partitions:
             if (p.topic, p.partition) == (topic, partition):
                 return JSONBody(lag_v3(request, group, p))
-        raise RestError(404, 40400, f"group {group!r} has no offset or owner for {topic}-{partition}")
+        raise RestError(404, 404, f"group {group!r} has no offset or owner for {topic}-{partition}")
 
     @router.get(
         "/v3/clusters/{cluster_id}/consumer-groups/{group}/lag-summary",

@@ -17,9 +17,9 @@ like the request; read while the request is still being sent, each report follow
 record (records that arrive together are appended together, one batch per partition):
 ``{"error_code": 200, "cluster_id", "topic_name", "partition_id", "offset", "timestamp",
 "key": {"type", "size"} | null, "value": ...}``, or for a refused record
-``{"error_code": <code>, "message": ".."}`` (42201 a malformed record, 42202 bad base64,
-40402 no such partition, else Confluent's produce codes: 50003 retriable, 50002 other) while
-the other records go on; the HTTP status is 200 once the topic is known. The topic, the
+``{"error_code": <code>, "message": ".."}`` (400 a malformed record or bad base64, as
+Confluent's v3; 40402 no such partition, else Confluent's produce codes: 50003 retriable,
+50002 other) while the other records go on; the HTTP status is 200 once the topic is known. The topic, the
 cluster, WRITE on the topic (as the v2 produce, auto-creation included) and the content type
 are checked first, as HTTP errors. Each record (one JSON value) is at most
 ``max_request_bytes``; the stream itself is not bounded.
@@ -74,20 +74,20 @@ def _encode(data: ProduceDataIn | None, where: str) -> tuple[bytes | None, dict[
     kind = data.type or "JSON"
     if kind == "BINARY":
         if not isinstance(data.data, str):
-            raise _BadRecord(42201, f"{where}.data of type BINARY must be a base64 string")
+            raise _BadRecord(400, f"{where}.data of type BINARY must be a base64 string")
         try:
             raw = base64.b64decode(data.data, validate=True)
         except (binascii.Error, ValueError):
-            raise _BadRecord(42202, f"{where}.data is not valid base64") from None
+            raise _BadRecord(400, f"{where}.data is not valid base64") from None
     elif kind == "STRING":
         if not isinstance(data.data, str):
-            raise _BadRecord(42201, f"{where}.data of type STRING must be a string")
+            raise _BadRecord(400, f"{where}.data of type STRING must be a string")
         raw = data.data.encode("utf-8", "surrogatepass")
     else:
         try:
             raw = dumps_compact(data.data)
         except (ValueError, RecursionError) as exc:
-            raise _BadRecord(42201, f"{where}.data cannot be encoded as JSON: {exc}") from None
+            raise _BadRecord(400, f"{where}.data cannot be encoded as JSON: {exc}") from None
     return raw, {"type": kind, "size": len(raw)}
 
 
@@ -95,7 +95,7 @@ def _timestamp_ms(text: str) -> int:
     try:
         moment = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
-        raise _BadRecord(42201, f"timestamp {text[:40]!r} is not ISO 8601") from None
+        raise _BadRecord(400, f"timestamp {text[:40]!r} is not ISO 8601") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=datetime.UTC)
     return int(moment.timestamp() * 1000)
@@ -121,12 +121,12 @@ class _Parsed:
                 sub = doc.get(part) if isinstance(doc, dict) else None
                 if isinstance(sub, dict) and any(k.startswith("schema") or k == "subject" for k in sub):
                     raise _BadRecord(
-                        42201, f"{part}: schemas need a schema registry, which Strata does not run"
+                        400, f"{part}: schemas need a schema registry, which Strata does not run"
                     )
             try:
                 rec = ProduceRecordV3.model_validate(doc)
             except ValidationError as exc:
-                raise _BadRecord(42201, describe_errors(exc.errors())) from None
+                raise _BadRecord(400, describe_errors(exc.errors())) from None
             if rec.partition_id is not None:
                 try:
                     check_partition(info, rec.partition_id)
@@ -141,7 +141,7 @@ class _Parsed:
                     try:
                         raw = base64.b64decode(h.value, validate=True)
                     except (binascii.Error, ValueError):
-                        raise _BadRecord(42202, f"headers[{i}].value is not valid base64") from None
+                        raise _BadRecord(400, f"headers[{i}].value is not valid base64") from None
                 headers.append(Header(h.name, raw))
             self.timestamp = _timestamp_ms(rec.timestamp) if rec.timestamp else int(time.time() * 1000)
             self.partition = rec.partition_id
@@ -269,7 +269,7 @@ def v3_records_router(ctx: V3Context, producer: RestProducer) -> APIRouter:
         ctx.check(cluster_id)
         media = media_type_of(request)
         if media != JSON and not (media.startswith("application/") and media.endswith("+json")):
-            raise RestError(415, 41500, f"unsupported Content-Type {media or '(none)'!r}: use {JSON}")
+            raise RestError(415, 415, f"unsupported Content-Type {media or '(none)'!r}: use {JSON}")
         info = await producer.topic_for_write(request, topic)
         stream = request.stream()
         splitter = _Splitter(limit)
@@ -284,7 +284,7 @@ def v3_records_router(ctx: V3Context, producer: RestProducer) -> APIRouter:
         if not first:
             if error is None and splitter.unfinished:
                 error = "the request body ends inside a record"
-            raise RestError(422, 42201, error or "the request body has no record")
+            raise RestError(422, 422, error or "the request body has no record")
 
         async def answer() -> AsyncIterator[bytes]:
             pending, failure = first, error
@@ -292,7 +292,7 @@ def v3_records_router(ctx: V3Context, producer: RestProducer) -> APIRouter:
                 for report in await reports(request, info, pending) if pending else []:
                     yield dumps_compact(report) + b"\n"
                 if failure is not None:
-                    yield dumps_compact({"error_code": 42201, "message": failure}) + b"\n"
+                    yield dumps_compact({"error_code": 400, "message": failure}) + b"\n"
                     return
                 try:
                     chunk = await anext(stream)
@@ -300,7 +300,7 @@ def v3_records_router(ctx: V3Context, producer: RestProducer) -> APIRouter:
                     return  # the client went away: what it sent is written, nobody to tell
                 except StopAsyncIteration:
                     if splitter.unfinished:
-                        end = {"error_code": 42201, "message": "the request body ends inside a record"}
+                        end = {"error_code": 400, "message": "the request body ends inside a record"}
                         yield dumps_compact(end) + b"\n"
                     return
                 pending, failure = splitter.feed(chunk)

@@ -62,5 +62,5 @@ def test_metadata_is_the_clusters_from_any_broker(cluster: Cluster) -> None:
             # a broker's static configs come from that broker's own REST listener
             assert http.get(f"/v3/clusters/{cid}/brokers/{b}/configs").status_code == 200
             r = http.get(f"/v3/clusters/{cid}/brokers/{3 - b}/configs")
-            assert r.status_code == 421 and r.json()["error_code"] == 42100, r.text
+            assert r.status_code == 421 and r.json()["error_code"] == 421, r.text
             assert f"broker {3 - b}'s configs are served by its own REST listener" in r.json()["message"]
