@@ -16,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from api.rest.models import ListMetadata, Related, ResourceMetadata
 from hot.config import INT32_MAX
 
-_STRICT = ConfigDict(strict=True)
+# v3 request bodies refuse unknown fields, as Confluent's v3 does ("Unrecognized field"): a
+# v2-shaped body sent to a v3 route must not pass for an empty record.
+_STRICT = ConfigDict(strict=True, extra="forbid")
 
 # --- partitions, replicas, reassignments ----------------------------------------------------
 

@@ -135,6 +135,7 @@ async def test_errors(client: httpx.AsyncClient) -> None:
         ({"timestamp": "yesterday"}, 400, "ISO 8601"),
         ({"headers": [{"name": "h", "value": "%%"}]}, 400, "headers[0]"),
         ([1], 400, ""),
+        ({"records": [{"value": 1}]}, 400, "records"),  # a v2 body: not an empty record
     ):
         [report] = reports(await client.post(f"{C}/topics/e/records", json=record))
         assert report["error_code"] == code and fragment in report["message"], report
