@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import httpx
 
+from api.protocol.acl import AclFilter, Operation, ResourceType
+from broker.security.stored import StoredAcls
 from tests.api.test_rest import BIN_CT, assert_error, b64, create_topic
-from tests.api.test_rest_v3 import BASE, C, broker, client, walk
+from tests.api.test_rest_v3 import BASE, C, allow, authorized, broker, client, walk
 
-__all__ = ["broker", "client"]  # the fixtures
+__all__ = ["authorized", "broker", "client"]  # the fixtures
 
 V2 = {"Content-Type": "application/vnd.kafka.v2+json"}
 
@@ -103,3 +105,31 @@ async def test_groups_consumers_and_lag(client: httpx.AsyncClient) -> None:
     assert empty["state"] == "EMPTY"
     summary = (await client.get(f"{C}/consumer-groups/g1/lag-summary")).json()
     assert (summary["max_lag"], summary["max_lag_consumer_id"], summary["max_lag_consumer"]) == (6, "", None)
+
+
+async def test_groups_under_authorization(authorized: tuple[httpx.AsyncClient, StoredAcls]) -> None:
+    """The list shows the groups the user may DESCRIBE, a named one it may not is 403 (existing
+    or not), lag rows only of topics it may DESCRIBE."""
+    http, acls = authorized
+    read = [
+        allow(ResourceType.GROUP, "g-ok", Operation.READ),
+        allow(ResourceType.TOPIC, "seen", Operation.READ),
+        allow(ResourceType.TOPIC, "hidden", Operation.READ),
+    ]
+    await acls.create(read)
+    await member_with_commit(http, "g-ok", "seen", 0)
+    body = {"offsets": [{"topic": "hidden", "partition": 0, "offset": 0}]}
+    assert (await http.post("/consumers/g-ok/instances/m1/offsets", json=body, headers=V2)).status_code == 204
+    assert {x["topic_name"] for x in (await http.get(f"{C}/consumer-groups/g-ok/lags")).json()["data"]} == {
+        "seen",
+        "hidden",
+    }
+    await acls.delete([AclFilter(ResourceType.TOPIC, "hidden")])
+    lags = (await http.get(f"{C}/consumer-groups/g-ok/lags")).json()["data"]
+    assert {x["topic_name"] for x in lags} == {"seen"}
+    assert_error(await http.get(f"{C}/consumer-groups/g-ok/lags/hidden/partitions/0"), 403, 40301)
+    listed = (await http.get(f"{C}/consumer-groups")).json()["data"]
+    assert [g["consumer_group_id"] for g in listed] == ["g-ok"]
+    for url in (f"{C}/consumer-groups/g-other", f"{C}/consumer-groups/g-other/lag-summary"):
+        assert_error(await http.get(url), 403, 40301)
+    assert (await http.delete("/consumers/g-ok/instances/m1")).status_code == 204
