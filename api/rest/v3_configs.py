@@ -2,6 +2,7 @@
 broker's static configs and the cluster-wide dynamic broker configs.
 
     GET    /v3/clusters/{id}/topics/{t}/configs             every config of the topic
+    GET    /v3/clusters/{id}/topics/-/configs               of every topic
     GET    /v3/clusters/{id}/topics/{t}/configs/{name}      one
     PUT    /v3/clusters/{id}/topics/{t}/configs/{name}      {"value": ".."}: set it (204)
     DELETE /v3/clusters/{id}/topics/{t}/configs/{name}      back to the default (204)
@@ -36,7 +37,7 @@ from fastapi.responses import Response
 from api.handlers.configs import broker_config_values, incremental_changes
 from api.protocol.acl import Operation, ResourceType
 from api.protocol.messages.alter_configs import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT, AlterableConfigOp
-from api.rest.authz import require, require_cluster
+from api.rest.authz import allowed, require, require_cluster
 from api.rest.codec import JSON, JSONBody, RestError, media_type_of, parse_body, request_body_spec
 from api.rest.models_v3 import (
     AlterConfigsRequest,
@@ -120,6 +121,16 @@ def v3_configs_router(ctx: V3Context) -> APIRouter:
         changes = incremental_changes(current, ops)
         await broker.admin_alter_topic_configs(topic, changes, replace=False, validate_only=validate_only)
         return Response(status_code=204)
+
+    # "-": every topic the user may DESCRIBE_CONFIGS (registered before the {topic} route)
+    @router.get("/v3/clusters/{cluster_id}/topics/-/configs", response_model=TopicConfigListV3)
+    async def list_all_topic_configs(request: Request, cluster_id: str) -> Response:
+        ctx.check(cluster_id)
+        data: list[dict[str, Any]] = []
+        for topic in sorted(broker.replicas.view.topics):
+            if allowed(broker, request, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, topic, quiet=True):
+                data.extend(topic_config_v3(request, topic, c) for c in topic_configs(topic))
+        return ctx.listing("KafkaTopicConfigList", request, ["topics", "-", "configs"], data)
 
     @router.get("/v3/clusters/{cluster_id}/topics/{topic}/configs", response_model=TopicConfigListV3)
     async def list_topic_configs(request: Request, cluster_id: str, topic: str) -> Response:

@@ -149,6 +149,9 @@ async def test_topic_configs_read_and_alter(client: httpx.AsyncClient) -> None:
     segment = configs["segment.bytes"]
     assert (segment["is_default"], segment["source"]) == (True, "DEFAULT_CONFIG")
     assert (await client.get(f"{C}/topics/cfg/configs/retention.ms")).json() == retention
+    every = (await client.get(f"{C}/topics/-/configs")).json()
+    assert every["metadata"]["self"] == f"{BASE}/topics/-/configs"
+    assert retention in every["data"]
 
     # PUT one, DELETE one (back to the default), then a batch with every operation
     r = await client.put(f"{C}/topics/cfg/configs/segment.ms", json={"value": "60000"})
@@ -269,6 +272,8 @@ async def test_v3_authorization(authorized: tuple[httpx.AsyncClient, StoredAcls]
         ]
     )
     assert (await http.get(f"{C}/topics/seen/configs")).status_code == 200
+    every = (await http.get(f"{C}/topics/-/configs")).json()["data"]
+    assert {c["topic_name"] for c in every} == {"seen"}
     assert (
         await http.put(f"{C}/topics/seen/configs/retention.ms", json={"value": "1000"})
     ).status_code == 204
