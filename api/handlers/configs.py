@@ -35,6 +35,7 @@ from api.protocol.messages.describe_configs import (
     DescribeConfigsResult,
 )
 from broker.broker import Broker
+from broker.config import BrokerConfig
 from hot.errors import InvalidRequestError, StrataError
 
 if TYPE_CHECKING:
@@ -48,8 +49,8 @@ SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
 
 
-def _broker_configs(conn: Connection) -> dict[str, str]:
-    cfg = conn.broker.config
+def broker_config_values(cfg: BrokerConfig) -> dict[str, str]:
+    """The broker's static configs by Kafka name (DescribeConfigs and REST v3 broker configs)."""
     out = {f"log.{k}" if not k.startswith("log.") else k: v for k, v in cfg.log.to_kafka().items()}
     out.update(
         {
@@ -90,7 +91,7 @@ async def handle_describe_configs(
                     DescribeConfigsResourceResult(
                         name=k, value=v, read_only=True, config_source=SOURCE_STATIC_BROKER_CONFIG
                     )
-                    for k, v in sorted(_broker_configs(conn).items())
+                    for k, v in sorted(broker_config_values(broker.config).items())
                     if keys is None or k in keys
                 ]
             else:

@@ -1,7 +1,9 @@
-"""The REST API (Kafka REST Proxy v2 + Confluent v3 topic admin); conventions in ``api.rest.app``.
+"""The REST API (Kafka REST Proxy v2 + Confluent REST v3); conventions in ``api.rest.app``.
 
-``models``: request/response bodies (validation and OpenAPI schema); ``codec``: pure
-helpers (content negotiation, JSON/base64, placement, error shape); ``app``: routes.
+``models`` / ``models_v3``: request/response bodies (validation and OpenAPI schema); ``codec``:
+pure helpers (content negotiation, JSON/base64, placement, error shape); ``app``: the v2 routes
+and the wiring; ``v3*``: the v3 resources; ``producing``: the one produce path; ``docs``: the
+offline ``/docs`` and ``/redoc``.
 """
 
 from api.rest.app import create_app

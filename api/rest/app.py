@@ -1,4 +1,4 @@
-"""The REST API app: Kafka REST Proxy v2 produce/fetch/metadata plus Confluent v3 topic admin.
+"""The REST API app: Kafka REST Proxy v2 produce/fetch/metadata plus Confluent v3 (api.rest.v3*).
 
 Conventions follow Confluent REST Proxy v2 as Redpanda's HTTP Proxy implements it, so
 existing REST clients work unchanged:
@@ -16,10 +16,14 @@ existing REST clients work unchanged:
   the Accept header picks the embedded format (binary unless json is asked for). A
   record that is not valid JSON asked for as json is 406 with a hint to use binary.
 * Errors are always ``{"error_code": int, "message": str}``. The HTTP status of a
-  Strata error comes from ``api.protocol.error_table.classify`` (the one table); ``error_code`` is
-  Confluent-style ``status * 100 + sub`` (40401 unknown topic, 40402 unknown
-  partition, 40404 unknown cluster, 40601 not representable in the asked format,
-  42201 malformed or invalid request, 42202 bad base64; sub 00 otherwise).
+  Strata error comes from ``api.protocol.error_table.classify`` (the one table); ``error_code``
+  is Confluent's (api.rest.codec.strata_error_code): 40401 unknown topic, 40402 unknown
+  partition, 40403 unknown consumer instance, 40002 a Kafka "bad request" (topic exists,
+  invalid config, partitions or replication factor), 40101 / 40301 authentication /
+  authorization, 40601 not representable in the asked format, 42204 an invalid consumer
+  setting, 50003 a retriable and 50002 any other server-side Kafka error; otherwise the
+  HTTP status itself (422 a body that does not parse or fit, 400 on v3, 415, 413, 404...),
+  as rest-utils answers.
 * Quotas (broker.security.quotas) apply per user, the basic/bearer auth user or ANONYMOUS:
   a produce over the user's producer_byte_rate is answered after the throttle time, a
   fetch by a user over its consumer_byte_rate is served after it; the
@@ -30,7 +34,6 @@ existing REST clients work unchanged:
 from __future__ import annotations
 
 import asyncio
-import itertools
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
@@ -45,15 +48,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.dashboard import dashboard_router
 from api.protocol.acl import Operation
-from api.protocol.error_table import classify, http_status
-from api.rest.authz import may_create, require_cluster, require_create, require_topic, topic_visible
+from api.protocol.error_table import http_status
+from api.rest.authz import require_cluster, require_topic, topic_visible
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
     DEFAULT_FETCH_TIMEOUT_MS,
     ERROR_RESPONSES,
-    JSON,
     MAX_FETCH_TIMEOUT_MS,
-    PRODUCE_TIMEOUT_MS,
     V2_BINARY,
     V2_JSON,
     JSONBody,
@@ -66,10 +67,8 @@ from api.rest.codec import (
     dumps_compact,
     error_response,
     fetch_format,
-    media_type_of,
     parse_body,
     partition_v2,
-    place_records,
     produce_format,
     read_records,
     records_from_request,
@@ -79,36 +78,36 @@ from api.rest.codec import (
     topic_v2,
 )
 from api.rest.consumers import consumers_router
+from api.rest.docs import add_docs
 from api.rest.groups import groups_router
 from api.rest.models import (
     BODY_MODELS,
     BinaryProduceRequest,
     BinaryRecordOut,
     BrokersV2,
-    ClusterListV3,
-    ClusterV3,
-    CreateTopicRequest,
     Health,
     JsonProduceRequest,
     JsonRecordOut,
     PartitionOffsetsV2,
     PartitionV2,
     ProduceResponse,
-    TopicListV3,
     TopicV2,
-    TopicV3,
 )
+from api.rest.models_v3 import V3_BODY_MODELS
 from api.rest.ops import ops_router
+from api.rest.producing import RestProducer, producer_error_code
+from api.rest.v3 import V3Context, v3_router
+from api.rest.v3_configs import v3_configs_router
+from api.rest.v3_groups import v3_groups_router
+from api.rest.v3_records import v3_records_router
 from api.rest_consumers import ConsumerInstances
 from api.security.basic_auth import BasicAuthMiddleware
-from broker.broker import Broker, FetchRequestPartition, ProduceResult
+from broker.broker import Broker, FetchRequestPartition
 from broker.group_metrics import register_group_metrics
-from broker.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE
+from broker.security.quotas import CONSUMER_BYTE_RATE
 from broker.security.tokens import TokenStore, tokens_path
 from hot.config import INT32_MAX, INT64_MAX
-from hot.errors import InvalidConfigError, StrataError, UnknownTopicOrPartitionError
-from hot.records import build_batch
-from hot.topics import TopicInfo
+from hot.errors import InvalidConfigError, StrataError
 
 # How long a produce/fetch response was held back for the user's byte-rate quota, ms.
 THROTTLE_HEADER = "X-Strata-Throttle-Ms"
@@ -174,7 +173,10 @@ def create_app(broker: Broker) -> FastAPI:
         lifespan=lifespan,
         responses=ERROR_RESPONSES,
         default_response_class=JSONBody,
+        docs_url=None,  # api.rest.docs serves them from local files (no CDN)
+        redoc_url=None,
     )
+    add_docs(app)
     app.add_middleware(MetricsMiddleware, broker=broker)
     sasl = broker.config.sasl
     if sasl.rest_basic_auth or sasl.rest_bearer_auth:  # outermost: nothing runs unauthenticated
@@ -186,7 +188,7 @@ def create_app(broker: Broker) -> FastAPI:
             users=broker.users if sasl.rest_basic_auth else None,
             tokens=TokenStore(tokens_path(broker.config.data_dir)) if sasl.rest_bearer_auth else None,
         )
-    sticky = itertools.count()
+    producer = RestProducer(broker)
     limit = broker.config.max_request_bytes
     metrics = broker.metrics
 
@@ -196,25 +198,27 @@ def create_app(broker: Broker) -> FastAPI:
         metrics.errors.labels("rest", str(code)).inc()
 
     @app.exception_handler(RestError)
-    async def _rest_error(_: Request, exc: RestError) -> Response:
+    async def _rest_error(request: Request, exc: RestError) -> Response:
         _count(exc.error_code)
-        return error_response(exc.status, exc.error_code, exc.message)
+        return error_response(exc.status, exc.error_code, exc.message, path=request.url.path)
 
     @app.exception_handler(StrataError)
-    async def _strata_error(_: Request, exc: StrataError) -> Response:
+    async def _strata_error(request: Request, exc: StrataError) -> Response:
         code = strata_error_code(exc)
         _count(code)
-        return error_response(http_status(exc), code, str(exc) or type(exc).__name__)
+        message = str(exc) or type(exc).__name__
+        return error_response(http_status(exc), code, message, path=request.url.path)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation_error(_: Request, exc: RequestValidationError) -> Response:
-        _count(42201)
-        return error_response(422, 42201, describe_errors(exc.errors()))
+    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+        _count(422)
+        return error_response(422, 422, describe_errors(exc.errors()), path=request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(_: Request, exc: StarletteHTTPException) -> Response:
-        _count(exc.status_code * 100)
-        return error_response(exc.status_code, exc.status_code * 100, str(exc.detail), exc.headers)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        code = exc.status_code
+        _count(code)
+        return error_response(exc.status_code, code, str(exc.detail), exc.headers, path=request.url.path)
 
     # -- v2: metadata -----------------------------------------------------------------------
 
@@ -233,7 +237,7 @@ def create_app(broker: Broker) -> FastAPI:
     async def list_partitions(request: Request, topic: str) -> Response:
         require_topic(broker, request, Operation.DESCRIBE, topic)
         info = broker.topic(topic)
-        return V2Response([partition_v2(broker, p) for p in range(info.partitions)])
+        return V2Response([partition_v2(broker, topic, p) for p in range(info.partitions)])
 
     @app.get(
         "/topics/{topic}/partitions/{partition}",
@@ -247,7 +251,7 @@ def create_app(broker: Broker) -> FastAPI:
         require_topic(broker, request, Operation.DESCRIBE, topic)
         info = broker.topic(topic)
         check_partition(info, partition)
-        return V2Response(partition_v2(broker, partition))
+        return V2Response(partition_v2(broker, topic, partition))
 
     @app.get(
         "/topics/{topic}/partitions/{partition}/offsets",
@@ -271,52 +275,31 @@ def create_app(broker: Broker) -> FastAPI:
 
     @app.get("/brokers", response_model=BrokersV2, response_class=V2Response, tags=["v2"])
     async def list_brokers() -> Response:
-        return V2Response({"brokers": [broker.node_id]})
+        return V2Response({"brokers": sorted({*broker.replicas.view.brokers, broker.node_id})})
 
     # -- v2: produce ------------------------------------------------------------------------
 
     async def produce(request: Request, topic: str, forced_partition: int | None) -> Response:
         fmt = produce_format(request)
-        require_topic(broker, request, Operation.WRITE, topic)
-        try:
-            info = broker.topic(topic)
-        except UnknownTopicOrPartitionError:
-            if not (broker.config.auto_create_topics and may_create(broker, request, topic)):
-                raise
-            info = await broker.auto_create_topic(topic)
+        info = await producer.topic_for_write(request, topic)
         if forced_partition is not None:
             check_partition(info, forced_partition)
         model: type[JsonProduceRequest] | type[BinaryProduceRequest] = (
             JsonProduceRequest if fmt == "json" else BinaryProduceRequest
         )
         req = await parse_body(request, limit, model)
-        started = time.perf_counter()
-        records = records_from_request(req)
-
-        placed, groups = place_records(records, info, forced_partition, next(sticky) % info.partitions)
-        batches = {p: build_batch(recs) for p, recs in groups.items()}
-        parts = sorted(batches)
-        results: list[ProduceResult] = await asyncio.gather(
-            *(broker.produce(topic, p, batches[p], acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS) for p in parts)
+        outcomes, throttle_ms = await producer.produce(
+            request, info, records_from_request(req), forced_partition
         )
-        by_partition = dict(zip(parts, results, strict=True))
-        offsets: list[dict[str, Any]] = []
-        for p, index in placed:
-            res = by_partition[p]
-            if res.error is None:
-                offsets.append(
-                    {"partition": p, "offset": res.base_offset + index, "error_code": None, "error": None}
-                )
-            else:
-                code = classify(res.error)[0]
-                metrics.errors.labels("rest_produce", str(code)).inc()
-                offsets.append({"partition": p, "offset": None, "error_code": code, "error": str(res.error)})
-        metrics.produce_latency.labels("rest").observe(time.perf_counter() - started)
-        # Over the user's quota: the response is held back for the throttle time (the
-        # client is slowed without having to understand anything; broker.security.quotas).
-        size = sum(len(b) for b in batches.values())
-        throttle_ms = broker.quotas.record(request.scope.get("strata.principal"), PRODUCER_BYTE_RATE, size)
-        await asyncio.sleep(throttle_ms / 1000)
+        offsets = [
+            {
+                "partition": o.partition,
+                "offset": o.offset,
+                "error_code": None if o.error is None else producer_error_code(o.error),
+                "error": None if o.error is None else str(o.error),
+            }
+            for o in outcomes
+        ]
         return V2Response(
             {"offsets": offsets, "key_schema_id": None, "value_schema_id": None},
             headers={THROTTLE_HEADER: str(throttle_ms)},
@@ -430,120 +413,13 @@ def create_app(broker: Broker) -> FastAPI:
             headers={THROTTLE_HEADER: str(throttle_ms)},
         )
 
-    # -- v3: clusters and topics ------------------------------------------------------------
+    # -- v3: clusters, topics, partitions, brokers, configs, ACLs (api.rest.v3*) -------------
 
-    def base_url(request: Request) -> str:
-        return str(request.base_url).rstrip("/") + "/v3/clusters/"
-
-    def check_cluster(cluster_id: str) -> str:
-        if cluster_id != broker.config.cluster_id:
-            raise RestError(404, 40404, f"cluster {cluster_id!r} not found")
-        return cluster_id
-
-    def cluster_v3(request: Request) -> dict[str, Any]:
-        cid = broker.config.cluster_id
-        url = base_url(request) + cid
-        return {
-            "kind": "KafkaCluster",
-            "metadata": {"self": url, "resource_name": f"crn:///kafka={cid}"},
-            "cluster_id": cid,
-            "controller": {"related": f"{url}/brokers/{broker.node_id}"},
-            "acls": {"related": f"{url}/acls"},
-            "brokers": {"related": f"{url}/brokers"},
-            "broker_configs": {"related": f"{url}/broker-configs"},
-            "consumer_groups": {"related": f"{url}/consumer-groups"},
-            "topics": {"related": f"{url}/topics"},
-            "partition_reassignments": {"related": f"{url}/topics/-/partitions/-/reassignment"},
-        }
-
-    def topic_v3(request: Request, info: TopicInfo, replication_factor: int | None = None) -> dict[str, Any]:
-        cid = broker.config.cluster_id
-        url = f"{base_url(request)}{cid}/topics/{info.name}"
-        return {
-            "kind": "KafkaTopic",
-            "metadata": {"self": url, "resource_name": f"crn:///kafka={cid}/topic={info.name}"},
-            "cluster_id": cid,
-            "topic_name": info.name,
-            "is_internal": False,
-            "replication_factor": replication_factor or broker.replication_factor(info.name),
-            "partitions_count": info.partitions,
-            "partitions": {"related": f"{url}/partitions"},
-            "configs": {"related": f"{url}/configs"},
-            "partition_reassignments": {"related": f"{url}/partitions/-/reassignment"},
-            "authorized_operations": [],
-        }
-
-    @app.get("/v3/clusters", response_model=ClusterListV3, tags=["v3"])
-    async def list_clusters(request: Request) -> Response:
-        url = base_url(request).rstrip("/")
-        return JSONBody(
-            {
-                "kind": "KafkaClusterList",
-                "metadata": {"self": url, "next": None},
-                "data": [cluster_v3(request)],
-            }
-        )
-
-    @app.get("/v3/clusters/{cluster_id}", response_model=ClusterV3, tags=["v3"])
-    async def get_cluster(request: Request, cluster_id: str) -> Response:
-        check_cluster(cluster_id)
-        return JSONBody(cluster_v3(request))
-
-    @app.get("/v3/clusters/{cluster_id}/topics", response_model=TopicListV3, tags=["v3"])
-    async def list_topics_v3(request: Request, cluster_id: str) -> Response:
-        check_cluster(cluster_id)
-        topics = sorted(
-            (t for t in broker.topics() if topic_visible(broker, request, t.name)), key=lambda t: t.name
-        )
-        url = f"{base_url(request)}{cluster_id}/topics"
-        return JSONBody(
-            {
-                "kind": "KafkaTopicList",
-                "metadata": {"self": url, "next": None},
-                "data": [topic_v3(request, t) for t in topics],
-            }
-        )
-
-    @app.post(
-        "/v3/clusters/{cluster_id}/topics",
-        response_model=TopicV3,
-        status_code=201,
-        openapi_extra=request_body_spec((JSON, CreateTopicRequest)),
-        tags=["v3"],
-    )
-    async def create_topic(request: Request, cluster_id: str) -> Response:
-        check_cluster(cluster_id)
-        media = media_type_of(request)
-        if media != JSON and not (media.startswith("application/") and media.endswith("+json")):
-            raise RestError(415, 41500, f"unsupported Content-Type {media or '(none)'!r}: use {JSON}")
-        req = await parse_body(request, limit, CreateTopicRequest)
-        require_create(broker, request, req.topic_name)
-        configs: dict[str, str] = {}
-        for c in req.configs:
-            if c.value is not None:
-                configs[c.name] = c.value
-        partitions = -1 if req.partitions_count is None else req.partitions_count
-        replication = -1 if req.replication_factor is None else req.replication_factor
-        info = await broker.admin_create_topic(
-            req.topic_name, partitions, replication, configs, validate_only=req.validate_only
-        )
-        # validate_only: nothing exists to ask; answer what was asked for.
-        asked = (replication if replication != -1 else None) if req.validate_only else None
-        return JSONBody(topic_v3(request, info, asked or (1 if req.validate_only else None)), status_code=201)
-
-    @app.get("/v3/clusters/{cluster_id}/topics/{topic}", response_model=TopicV3, tags=["v3"])
-    async def get_topic_v3(request: Request, cluster_id: str, topic: str) -> Response:
-        check_cluster(cluster_id)
-        require_topic(broker, request, Operation.DESCRIBE, topic)
-        return JSONBody(topic_v3(request, broker.topic(topic)))
-
-    @app.delete("/v3/clusters/{cluster_id}/topics/{topic}", status_code=204, tags=["v3"])
-    async def delete_topic(request: Request, cluster_id: str, topic: str) -> Response:
-        check_cluster(cluster_id)
-        require_topic(broker, request, Operation.DELETE, topic)
-        broker.topic(topic)
-        await broker.admin_delete_topic(topic)  # on the loop: it wakes fetch waiters
-        return Response(status_code=204)
+    v3 = V3Context(broker)
+    app.include_router(v3_router(v3))
+    app.include_router(v3_configs_router(v3))
+    app.include_router(v3_groups_router(v3))
+    app.include_router(v3_records_router(v3, producer))
 
     # -- consumer groups: lag (v1) and REST Proxy v2 consumer instances ------------------------
 
@@ -588,7 +464,7 @@ def create_app(broker: Broker) -> FastAPI:
                 title=app.title, version=app.version, description=app.description, routes=app.routes
             )
             components = schema.setdefault("components", {}).setdefault("schemas", {})
-            for model in BODY_MODELS:
+            for model in (*BODY_MODELS, *V3_BODY_MODELS):
                 js = model.model_json_schema(ref_template="#/components/schemas/{model}")
                 components.update(js.pop("$defs", {}))
                 components[model.__name__] = js

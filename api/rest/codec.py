@@ -27,7 +27,20 @@ from api.rest.models import (
 )
 from api.stored_batches import decode_stored
 from broker.broker import Broker, FetchedPartition
-from hot.errors import StrataError, TopicExistsError, UnknownTopicOrPartitionError
+from hot.errors import (
+    AuthenticationError,
+    AuthorizationError,
+    InvalidConfigError,
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    InvalidRequestError,
+    InvalidTopicError,
+    PolicyViolationError,
+    SecurityDisabledError,
+    StrataError,
+    TopicExistsError,
+    UnknownTopicOrPartitionError,
+)
 from hot.records import Header, Record, RecordInput
 from hot.topics import TopicInfo
 
@@ -60,21 +73,46 @@ class UnknownPartitionError(UnknownTopicOrPartitionError):
     """The topic exists but not the partition (Confluent tells the two apart: 40401/40402)."""
 
 
-# Confluent sub-codes; the status part always comes from api.protocol.error_table.classify.
-_SUB_CODES: Final[dict[type[StrataError], int]] = {
-    UnknownTopicOrPartitionError: 1,
-    UnknownPartitionError: 2,
-    TopicExistsError: 2,  # 40002, as Confluent's REST Proxy answers a duplicate topic
+# Confluent's error codes for Kafka errors (rest-utils' KafkaExceptionMapper, kafka-rest's
+# Errors): the HTTP status always comes from api.protocol.error_table.classify (the one table).
+_CODES: Final[dict[type[StrataError], int]] = {
+    UnknownPartitionError: 40402,
+    UnknownTopicOrPartitionError: 40401,
+    AuthenticationError: 40101,
+    AuthorizationError: 40301,
+    # the Kafka errors Confluent answers 400 / 40002 ("bad request")
+    TopicExistsError: 40002,
+    InvalidTopicError: 40002,
+    InvalidPartitionsError: 40002,
+    InvalidReplicationFactorError: 40002,
+    InvalidConfigError: 40002,
+    InvalidRequestError: 40002,
+    PolicyViolationError: 40002,
+    SecurityDisabledError: 40002,
 }
 
 
 def strata_error_code(exc: StrataError) -> int:
-    sub = next((_SUB_CODES[c] for c in type(exc).__mro__ if c in _SUB_CODES), 0)
-    return http_status(exc) * 100 + sub
+    """Confluent's ``error_code`` of a Strata error: its own (table above), else for a server
+    error 50003 when retrying may help and 50002 otherwise (Confluent's retriable and other
+    Kafka errors), else the HTTP status itself (rest-utils' rule for every other error)."""
+    code = next((_CODES[c] for c in type(exc).__mro__ if c in _CODES), None)
+    if code is not None:
+        return code
+    status = http_status(exc)
+    if status >= 500:
+        return 50003 if exc.retriable else 50002
+    return status
 
 
-def unprocessable(message: str, sub: int = 1) -> RestError:
-    return RestError(422, 42200 + sub, message)
+# Confluent's code of an invalid consumer instance setting (kafka-rest Errors).
+INVALID_CONSUMER_CONFIG: Final = 42204
+
+
+def unprocessable(message: str, code: int = 422) -> RestError:
+    """A body that does not parse or fit: 422 / 422, as Confluent's REST Proxy (rest-utils)
+    answers it on v2 (v3 routes turn it into 400 / 400: api.rest.codec.error_response)."""
+    return RestError(422, code, message)
 
 
 def describe_errors(errors: Any) -> str:
@@ -104,6 +142,11 @@ def loads_strict(data: bytes) -> Any:
     return json.loads(data.decode("utf-8"), parse_constant=_reject_constant, parse_float=_finite_float)
 
 
+def strict_decoder() -> json.JSONDecoder:
+    """``loads_strict``'s rules as a decoder (``raw_decode`` of concatenated JSON)."""
+    return json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def dumps_compact(value: Any) -> bytes:
     """The compact UTF-8 JSON encoding stored for json-format keys and values."""
     try:
@@ -117,7 +160,7 @@ def b64decode_field(text: str, where: str) -> bytes:
     try:
         return base64.b64decode(text, validate=True)
     except (binascii.Error, ValueError):
-        raise unprocessable(f"{where} is not valid base64", sub=2) from None
+        raise unprocessable(f"{where} is not valid base64") from None
 
 
 def b64_or_none(data: bytes | None) -> str | None:
@@ -128,9 +171,19 @@ def schema_ref(model: type[BaseModel]) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{model.__name__}"}
 
 
+_ERROR_CONTENT: Final = {
+    JSON: {"schema": schema_ref(ErrorResponse)},
+    V2: {"schema": schema_ref(ErrorResponse)},
+}
 ERROR_RESPONSES: Final[dict[int | str, dict[str, Any]]] = {
-    "4XX": {"description": "Client error", "content": {JSON: {"schema": schema_ref(ErrorResponse)}}},
-    "5XX": {"description": "Server error", "content": {JSON: {"schema": schema_ref(ErrorResponse)}}},
+    "4XX": {
+        "description": "Client error (v2 routes: application/vnd.kafka.v2+json)",
+        "content": _ERROR_CONTENT,
+    },
+    "5XX": {
+        "description": "Server error (v2 routes: application/vnd.kafka.v2+json)",
+        "content": _ERROR_CONTENT,
+    },
 }
 
 
@@ -149,10 +202,26 @@ class V2Response(JSONBody):
     media_type = V2
 
 
+# The REST Proxy v2 resources: their error bodies are application/vnd.kafka.v2+json, as
+# Confluent's (v3, v1 and the operations' routes answer application/json).
+V2_ROOTS: Final = ("topics", "consumers", "brokers")
+
+
+def is_v2_path(path: str) -> bool:
+    return path.lstrip("/").split("/", 1)[0] in V2_ROOTS
+
+
 def error_response(
-    status: int, error_code: int, message: str, headers: Mapping[str, str] | None = None
+    status: int, error_code: int, message: str, headers: Mapping[str, str] | None = None, *, path: str = ""
 ) -> Response:
-    return JSONBody({"error_code": error_code, "message": message}, status_code=status, headers=headers)
+    """The error body; ``path`` (the request's) picks the media type: v2's for v2 routes.
+    On v3 routes a body that does not parse or fit is 400 / 400, as Confluent's v3 answers."""
+    if status == 422 and path.startswith("/v3/"):
+        status, error_code = 400, 400
+    body = {"error_code": error_code, "message": message}
+    if is_v2_path(path):
+        return V2Response(body, status_code=status, headers=headers)
+    return JSONBody(body, status_code=status, headers=headers)
 
 
 # --- request parsing ------------------------------------------------------------------------
@@ -170,7 +239,7 @@ def produce_format(request: Request) -> Format:
         return "binary"
     raise RestError(
         415,
-        41500,
+        415,
         f"unsupported Content-Type {media or '(none)'!r}: use {V2_JSON} or {V2_BINARY}",
     )
 
@@ -185,19 +254,19 @@ def fetch_format(request: Request) -> Format:
             return "binary"
     if not offered:
         return "binary"
-    raise RestError(406, 40600, f"cannot produce {accept!r}: accept {V2_JSON} or {V2_BINARY}")
+    raise RestError(406, 406, f"cannot produce {accept!r}: accept {V2_JSON} or {V2_BINARY}")
 
 
 async def read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        raise RestError(413, 41300, f"request body of {declared} bytes exceeds the limit of {limit}")
+        raise RestError(413, 413, f"request body of {declared} bytes exceeds the limit of {limit}")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise RestError(413, 41300, f"request body exceeds the limit of {limit} bytes")
+            raise RestError(413, 413, f"request body exceeds the limit of {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -288,16 +357,23 @@ def topic_v2(broker: Broker, info: TopicInfo) -> dict[str, Any]:
     return {
         "name": info.name,
         "configs": {c.name: c.value for c in broker.topic_configs(info.name)},
-        "partitions": [partition_v2(broker, p) for p in range(info.partitions)],
+        "partitions": [partition_v2(broker, info.name, p) for p in range(info.partitions)],
     }
 
 
-def partition_v2(broker: Broker, partition: int) -> dict[str, Any]:
-    node = broker.node_id
+def partition_v2(broker: Broker, topic: str, partition: int) -> dict[str, Any]:
+    """Leader, replicas and in-sync replicas as the cluster's metadata says (leader -1 while
+    the partition is offline)."""
+    view = broker.replicas.view
+    va = view.topics.get(topic)
+    replicas = va.value.replicas(partition) if va is not None else (broker.node_id,)
+    state = view.partition_state(topic, partition)
+    leader = state.leader if state is not None and state.has_leader else -1
+    isr = state.isr if state is not None else ()
     return {
         "partition": partition,
-        "leader": node,
-        "replicas": [{"broker": node, "leader": True, "in_sync": True}],
+        "leader": leader,
+        "replicas": [{"broker": b, "leader": b == leader, "in_sync": b in isr} for b in replicas],
     }
 
 

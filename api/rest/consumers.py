@@ -14,8 +14,14 @@
 
 Request bodies are JSON (``application/vnd.kafka.v2+json``, ``application/json`` or any
 ``application/*+json``; otherwise 415). Records come in the instance's format: binary
-(base64 keys and values) or json; an Accept header naming the other embedded format is 406
-(40601), as in Confluent. Commit offsets name the last record processed (Confluent's
+(base64 keys and values) or json. An Accept header asking json of a binary instance is 406
+(40601), as in Confluent; binary may be asked of a json instance (any record reads as bytes).
+
+A json instance never gets stuck on a record that is not JSON (Confluent answers 500 / 50002
+there on every request, the position never moving): the record is returned in its place,
+the key or value that is not JSON as null, with an ``error`` field saying which and how to
+read its bytes (seek back to its offset and ask with a binary Accept), and the position
+moves past it like any record's. Commit offsets name the last record processed (Confluent's
 semantics: offset + 1 is stored; GET offsets returns the stored, next-to-read offset).
 Confluent's error codes: 40403 unknown instance, 40902 instance name taken.
 The logic lives in api.rest_consumers; these routes only translate.
@@ -37,6 +43,7 @@ from api.protocol.error_table import http_status
 from api.rest.authz import denied_pattern, require
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
+    INVALID_CONSUMER_CONFIG,
     JSON,
     MAX_FETCH_TIMEOUT_MS,
     V2,
@@ -213,7 +220,7 @@ def _check_json_body(request: Request) -> None:
     media = media_type_of(request)
     if media in (V2, JSON) or (media.startswith("application/") and media.endswith("+json")):
         return
-    raise RestError(415, 41500, f"unsupported Content-Type {media or '(none)'!r}: use {V2}")
+    raise RestError(415, 415, f"unsupported Content-Type {media or '(none)'!r}: use {V2}")
 
 
 def _flag(value: str | bool | None, name: str, default: bool) -> bool:
@@ -224,7 +231,7 @@ def _flag(value: str | bool | None, name: str, default: bool) -> bool:
     text = value.strip().lower()
     if text in ("true", "false"):
         return text == "true"
-    raise unprocessable(f"{name} must be true or false, got {value!r}")
+    raise unprocessable(f"{name} must be true or false, got {value!r}", INVALID_CONSUMER_CONFIG)
 
 
 def _int_setting(value: str | int | None, name: str, default: int, lo: int, hi: int) -> int:
@@ -233,15 +240,17 @@ def _int_setting(value: str | int | None, name: str, default: int, lo: int, hi: 
     try:
         number = int(value)
     except ValueError:
-        raise unprocessable(f"{name} must be an integer, got {value!r}") from None
+        raise unprocessable(f"{name} must be an integer, got {value!r}", INVALID_CONSUMER_CONFIG) from None
     if not lo <= number <= hi:
-        raise unprocessable(f"{name} must be in [{lo}, {hi}], got {number}")
+        raise unprocessable(f"{name} must be in [{lo}, {hi}], got {number}", INVALID_CONSUMER_CONFIG)
     return number
 
 
 def _records_format(request: Request, instance_format: str) -> str:
     """The embedded format the Accept header asks for: the instance's own unless it
-    names the other one explicitly (406 then)."""
+    names the other one explicitly. Binary may be asked of a json instance (any record can
+    be read as bytes: the way to read what is not JSON); json of a binary one is 406 (40601),
+    as in Confluent."""
     accept = request.headers.get("accept", "")
     offered = [part.split(";", 1)[0].strip().lower() for part in accept.split(",") if part.strip()]
     if not offered:
@@ -249,7 +258,7 @@ def _records_format(request: Request, instance_format: str) -> str:
     for media in offered:
         if media in (V2_JSON, V2_BINARY):
             wanted = "json" if media == V2_JSON else "binary"
-            if wanted != instance_format:
+            if wanted == "json" and instance_format != "json":
                 raise RestError(
                     406,
                     40601,
@@ -259,18 +268,31 @@ def _records_format(request: Request, instance_format: str) -> str:
             return wanted
         if media in (V2, JSON, "application/*", "*/*"):
             return instance_format
-    raise RestError(406, 40600, f"cannot produce {accept!r}: accept {V2_JSON} or {V2_BINARY}")
+    raise RestError(406, 406, f"cannot produce {accept!r}: accept {V2_JSON} or {V2_BINARY}")
+
+
+def _json_or_error(data: bytes | None, what: str, offset: int, errors: list[str]) -> Any:
+    try:
+        return decode_json_field(data, what, offset)
+    except RestError as exc:
+        errors.append(exc.message)
+        return None
 
 
 def _converter(fmt: str) -> Callable[[ConsumedRecord], dict[str, Any]]:
+    """A record as the response shows it. In json, a key or value that is not JSON is
+    null and the entry says so in ``error`` (the consumer moves on; the bytes stay readable
+    with a binary Accept after seeking back to ``offset``)."""
+
     def convert(c: ConsumedRecord) -> dict[str, Any]:
         rec = c.record
+        errors: list[str] = []
         if fmt == "json":
-            key = decode_json_field(rec.key, "key", rec.offset)
-            value = decode_json_field(rec.value, "value", rec.offset)
+            key = _json_or_error(rec.key, "key", rec.offset, errors)
+            value = _json_or_error(rec.value, "value", rec.offset, errors)
         else:
             key, value = b64_or_none(rec.key), b64_or_none(rec.value)
-        return {
+        out = {
             "topic": c.topic,
             "partition": c.partition,
             "offset": rec.offset,
@@ -279,6 +301,9 @@ def _converter(fmt: str) -> Callable[[ConsumedRecord], dict[str, Any]]:
             "value": value,
             "headers": [{"key": h.key, "value": b64_or_none(h.value)} for h in rec.headers],
         }
+        if errors:
+            out["error"] = "; ".join(errors)
+        return out
 
     return convert
 
@@ -327,12 +352,16 @@ def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
         req = _parse(body, CreateConsumerRequest) if body.strip() else CreateConsumerRequest()
         fmt = req.format.lower()
         if fmt in ("avro", "protobuf", "jsonschema"):
-            raise unprocessable(f"format {fmt!r} needs a schema registry, which Strata does not run", sub=4)
+            raise unprocessable(
+                f"format {fmt!r} needs a schema registry, which Strata does not run", INVALID_CONSUMER_CONFIG
+            )
         if fmt not in ("binary", "json"):
-            raise unprocessable(f"format must be binary or json, got {req.format!r}", sub=4)
+            raise unprocessable(f"format must be binary or json, got {req.format!r}", INVALID_CONSUMER_CONFIG)
         reset = (req.auto_offset_reset or "latest").lower()
         if reset not in ("earliest", "latest", "none"):
-            raise unprocessable(f"auto.offset.reset must be earliest, latest or none, got {reset!r}", sub=4)
+            raise unprocessable(
+                f"auto.offset.reset must be earliest, latest or none, got {reset!r}", INVALID_CONSUMER_CONFIG
+            )
         timeout = _int_setting(
             req.request_timeout_ms,
             "consumer.request.timeout.ms",
@@ -345,7 +374,7 @@ def consumers_router(broker: Broker, instances: ConsumerInstances) -> APIRouter:
         if isolation not in ISOLATION_LEVELS:
             raise unprocessable(
                 f"isolation.level must be read_uncommitted or read_committed, got {req.isolation_level!r}",
-                sub=4,
+                INVALID_CONSUMER_CONFIG,
             )
         settings = InstanceSettings(
             name=req.name or instances.new_name(),

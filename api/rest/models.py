@@ -85,6 +85,10 @@ class JsonRecordOut(BaseModel):
     key: Any
     value: Any
     headers: list[HeaderOut]
+    error: str | None = Field(
+        default=None,
+        description="consumer instances only: why the key or value (then null) is not shown: not JSON",
+    )
 
 
 class ReplicaV2(BaseModel):
