@@ -40,7 +40,7 @@ def acls_router(broker: Broker) -> APIRouter:
         try:
             return access, AclBinding.from_json(loads_strict(await read_body(request, limit)))
         except (AclError, ValueError, RecursionError) as exc:
-            raise RestError(400, 40000, f"not a valid ACL: {exc}") from None
+            raise RestError(400, 400, f"not a valid ACL: {exc}") from None
 
     @router.post("/acls")
     async def add(request: Request) -> Response:
@@ -56,7 +56,7 @@ def acls_router(broker: Broker) -> APIRouter:
         )
         [removed] = await access.store.delete([exact])
         if not removed:
-            raise RestError(404, 40400, "no such ACL")
+            raise RestError(404, 404, "no such ACL")
         return JSONBody({"deleted": [r.to_json() for r in removed]})
 
     return router

@@ -37,7 +37,7 @@ from api.dashboard.peers import Peers, forwarded
 from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
 from api.rest.authz import allowed, require_cluster, require_topic, topic_filter
 from api.rest.codec import JSONBody, RestError
-from api.rest.ops import _log_or_none, _partition
+from api.rest.ops import log_or_none, tier_partition
 from broker.metadata import NO_LEADER
 from broker.metrics_history import MetricsHistory
 from hot.errors import StrataError
@@ -153,7 +153,7 @@ def partition_row(
     leader = state.leader if state is not None else NO_LEADER
     isr = list(state.isr) if state is not None else []
     tiering = broker.tiering if isinstance(broker.tiering, TieringService) else None
-    row = _partition(tiering, _log_or_none(broker, topic, p), topic, p)
+    row = tier_partition(tiering, log_or_none(broker, topic, p), topic, p)
     row.update(
         leader=leader,
         leader_epoch=state.leader_epoch if state is not None else -1,
@@ -182,7 +182,7 @@ def _disk(broker: Broker) -> dict[str, Any]:
 def _local_bytes(broker: Broker, topic: str, partitions: int) -> int:
     total = 0
     for p in range(partitions):
-        log = _log_or_none(broker, topic, p)
+        log = log_or_none(broker, topic, p)
         if log is not None:
             total += sum(s.size for s in log.segments())
     return total
@@ -284,7 +284,7 @@ def data_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRou
             n = len(a.partitions)
             messages = 0
             for p in range(n):
-                log = _log_or_none(broker, name, p)
+                log = log_or_none(broker, name, p)
                 if log is not None:
                     messages += max(0, log.high_watermark - log.log_start_offset)
             remote, _ = remote_bytes(name, n)
@@ -379,7 +379,7 @@ def data_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRou
     async def broker_detail(request: Request, broker_id: int) -> Response:
         known = {b["id"]: b for b in brokers_of(broker)}
         if broker_id not in known:
-            raise RestError(404, 40403, f"no broker {broker_id} in this cluster")
+            raise RestError(404, 404, f"no broker {broker_id} in this cluster")
         if broker_id != broker.node_id and known[broker_id]["up"] and not forwarded(request):
             return await peers.relay(request, broker_id)  # it knows its disk and has its history
         visible = topic_filter(broker, request)
@@ -420,7 +420,7 @@ def data_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRou
             if not visible(name):
                 continue
             n = len(va.value.partitions)
-            rows = [_partition(tiering, _log_or_none(broker, name, p), name, p) for p in range(n)]
+            rows = [tier_partition(tiering, log_or_none(broker, name, p), name, p) for p in range(n)]
             tb = sum(r["upload_lag_bytes"] for r in rows)
             ts = sum(r["upload_lag_segments"] for r in rows)
             lag_bytes += tb

@@ -202,7 +202,7 @@ def groups_console_router(broker: Broker, history: MetricsHistory, peers: Peers)
         group = req.group
         require(broker, request, Operation.READ, ResourceType.GROUP, group)
         if req.to in ("timestamp", "offset") and req.value is None:
-            raise RestError(422, 42201, f"resetting to a {req.to} needs a value")
+            raise RestError(422, 422, f"resetting to a {req.to} needs a value")
         await broker.prepare_group(group)
         owner = coordinator_id(group)
         if owner != broker.node_id and not forwarded(request):
@@ -227,7 +227,7 @@ def groups_console_router(broker: Broker, history: MetricsHistory, peers: Peers)
         else:
             targets = sorted(coordinator.committed_offsets(group))
         if not targets:
-            raise RestError(422, 42201, f"group {group!r} has no committed offsets to reset; name a topic")
+            raise RestError(422, 422, f"group {group!r} has no committed offsets to reset; name a topic")
         for t in sorted({tp.topic for tp in targets}):
             require(broker, request, Operation.READ, ResourceType.TOPIC, t)
         offsets = []

@@ -67,19 +67,19 @@ def dashboard_router(broker: Broker) -> APIRouter:
     @router.get("/dashboard/assets/{name}")
     async def asset(name: str) -> Response:
         if name not in FILES:
-            raise RestError(404, 40400, f"no console file {name!r}")
+            raise RestError(404, 404, f"no console file {name!r}")
         return serve(name)
 
     @router.get("/dashboard/{page}")
     async def page(page: str) -> Response:
         if page not in PAGES:
-            raise RestError(404, 40400, f"no console page {page!r}")
+            raise RestError(404, 404, f"no console page {page!r}")
         return serve("index.html")
 
     @router.get("/dashboard/{page}/{name:path}")
     async def detail(page: str, name: str) -> Response:
         if page not in DETAIL_PAGES or not name:
-            raise RestError(404, 40400, f"no console page {page}/{name}")
+            raise RestError(404, 404, f"no console page {page}/{name}")
         return serve("index.html")
 
     router.include_router(data_router(broker, history, Peers(broker)))

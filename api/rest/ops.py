@@ -87,7 +87,7 @@ class StatusV1(BaseModel):
     degraded_reasons: list[str] = Field(description="why the status is degraded (empty when ok)")
 
 
-def _partition(tiering: TieringService | None, log: Log | None, topic: str, p: int) -> dict[str, Any]:
+def tier_partition(tiering: TieringService | None, log: Log | None, topic: str, p: int) -> dict[str, Any]:
     manifest = tiering.manifest(topic, p) if tiering is not None else None
     remote_next = tiering.uploaded(topic, p) if tiering is not None else 0
     remote_segments = 0
@@ -130,7 +130,7 @@ def _partition(tiering: TieringService | None, log: Log | None, topic: str, p: i
     return out
 
 
-def _log_or_none(broker: Broker, topic: str, p: int) -> Log | None:
+def log_or_none(broker: Broker, topic: str, p: int) -> Log | None:
     try:
         return broker.manager.get_log(topic, p)
     except StrataError:
@@ -150,7 +150,7 @@ def ops_router(broker: Broker) -> APIRouter:
             if not visible(info.name):
                 continue
             parts = [
-                _partition(tiering, _log_or_none(broker, info.name, p), info.name, p)
+                tier_partition(tiering, log_or_none(broker, info.name, p), info.name, p)
                 for p in range(info.partitions)
             ]
             try:
@@ -171,7 +171,7 @@ def ops_router(broker: Broker) -> APIRouter:
             topics += shown
             for p in range(info.partitions):
                 count += shown
-                log = _log_or_none(broker, info.name, p)
+                log = log_or_none(broker, info.name, p)
                 if log is not None and not log.is_online:
                     any_offline = True
                     if shown:
