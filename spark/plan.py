@@ -304,11 +304,22 @@ class _Resolved:
 class Planner:
     """Builds a ScanPlan from the bucket (and, for includeHot, ``broker``: a BrokerClient)."""
 
-    def __init__(self, options: ReadOptions, store: ObjectStore, broker: BrokerClient | None = None) -> None:
+    def __init__(
+        self,
+        options: ReadOptions,
+        store: ObjectStore,
+        broker: BrokerClient | None = None,
+        *,
+        absent: list[TopicPartition] | None = None,
+    ) -> None:
+        """``absent``: a stream's list collecting assigned partitions that do not exist
+        (yet), which are then left out instead of failing the plan (Spark's Kafka source
+        reads an assignment's existing partitions and adds the others when they appear)."""
         self.options = options
         self.store = store
         self.manifests = ManifestStore(store)
         self.broker = broker
+        self.absent = absent
         self._sem = asyncio.Semaphore(_CONCURRENCY)
 
     async def plan(self) -> ScanPlan:
@@ -400,11 +411,13 @@ class Planner:
         if o.include_hot:
             assert self.broker is not None
             count = max(count, await asyncio.to_thread(self.broker.partition_count, topic))
-            if count == 0:
+        if count == 0 or (doc is None and not o.include_hot):
+            if self.absent is not None and o.assign is None:
+                return []  # a stream's subscribed topic not created yet: it joins when it appears
+            if o.include_hot:
                 raise UnknownTopicOrPartitionError(
                     f"topic {topic!r} is neither archived in {self.store.url} nor known to broker {o.broker}"
                 )
-        elif doc is None:
             raise UnknownTopicOrPartitionError(
                 f"topic {topic!r} has no topic manifest topics/{topic}.json in {self.store.url}: "
                 "nothing of it is archived there (check the URL and topic, or use includeHot)"
@@ -413,7 +426,9 @@ class Planner:
         wanted = o.partitions_of(topic)
         if wanted is not None:
             missing = sorted(wanted - set(nums))
-            if missing and o.pattern is None:
+            if missing and o.pattern is None and self.absent is not None:
+                self.absent.extend((topic, p) for p in missing)
+            elif missing and o.pattern is None:
                 raise UnknownTopicOrPartitionError(
                     f"topic {topic!r} has {count} partition(s); partition(s) {missing} do not exist"
                 )
