@@ -40,15 +40,9 @@ import struct
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from api.client import KafkaClient
 from api.client.security import ClientSecurity
-from api.protocol import ApiKey
-from api.protocol.address import HostPort
-from api.protocol.error_table import TOPIC_AUTHORIZATION_FAILED, error_for_code
-from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from api.protocol.messages.metadata import MetadataRequest
 from hot.errors import (
     AuthorizationError,
     CorruptLogError,
@@ -68,6 +62,9 @@ from spark.txn import aborted_between, first_unstable, overlapping
 from tiering.manifest import PartitionManifest, RemoteSegment, SegmentState
 from tiering.manifest_store import ManifestStore
 from tiering.store import InvalidRangeError, ObjectStore, open_store
+
+if TYPE_CHECKING:
+    from api.client import KafkaClient
 
 INDEX_ENTRY: Final = struct.Struct(">II")
 TIMEINDEX_ENTRY: Final = struct.Struct(">qI")
@@ -763,13 +760,21 @@ def refused(broker: object, operation: str, topic: str) -> TopicAuthorizationFai
 
 
 class BrokerClient:
-    """The two questions a plan asks a broker, over the project's blocking Kafka client."""
+    """The two questions a plan asks a broker, over the project's blocking Kafka client.
+
+    The Kafka protocol modules are imported here, when a broker is used, not with this
+    module: Spark starts a fresh Python process for every streaming query's source, and a
+    bucket-only stream then does not pay for importing the protocol's message registry."""
 
     def __init__(self, address: str, security: ClientSecurity | None = None) -> None:
+        from api.protocol.address import HostPort
+
         self.address = HostPort.parse(address, setting="strata option broker")
         self.security = security
 
     def _client(self) -> KafkaClient:
+        from api.client import KafkaClient
+
         try:
             return KafkaClient.connect(self.address, timeout=30.0, security=self.security)
         except OSError as e:
@@ -780,6 +785,9 @@ class BrokerClient:
     def topics(self) -> list[str]:
         """The names of the broker's topics, internal ones (``__consumer_offsets``...) left
         out as a Kafka consumer's pattern subscription leaves them out."""
+        from api.protocol import ApiKey
+        from api.protocol.messages.metadata import MetadataRequest
+
         with self._client() as client:
             md = client.call(ApiKey.METADATA, MetadataRequest(topics=None, allow_auto_topic_creation=False))
         return [t.name for t in md.topics if not t.error_code and not t.is_internal and t.name]
@@ -798,6 +806,14 @@ class BrokerClient:
     ) -> dict[int, int]:
         """Offset per partition for ListOffsets ``timestamp`` (-1 high watermark, or the
         last stable offset with ``isolation_level`` 1; -2 log start)."""
+        from api.protocol import ApiKey
+        from api.protocol.error_table import TOPIC_AUTHORIZATION_FAILED, error_for_code
+        from api.protocol.messages.list_offsets import (
+            ListOffsetsPartition,
+            ListOffsetsRequest,
+            ListOffsetsTopic,
+        )
+
         if not partitions:
             return {}
         with self._client() as client:

@@ -49,7 +49,6 @@ from pyspark.sql.streaming.datasource import (
 from hot.errors import InvalidConfigError, OffsetOutOfRangeError
 from spark.options import EARLIEST, LATEST, Bound, ReadOptions, TopicPartition
 from spark.plan import BrokerClient, PartitionRange, Planner, ScanPlan, open_store_from, run_blocking
-from spark.scan import read_task
 
 logger = logging.getLogger(__name__)
 
@@ -240,6 +239,8 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [StrataInputPartition(t) for t in plan_batch(self.options, ranges).tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from spark.scan import read_task  # in the executors' workers, not the driver's source process
+
         return read_task(getattr(partition, "task", None), self.options)
 
     def commit(self, end: dict[str, Any]) -> None:
