@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
 from hot.errors import InvalidConfigError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
@@ -234,6 +235,16 @@ def run(df: DataFrame, sink: Collector, checkpoint: Path, trigger: dict[str, Any
         raise q.exception()  # type: ignore[misc]
 
 
+def every_200ms(df: DataFrame, sink: Collector, checkpoint: Path) -> StreamingQuery:
+    """The query running with a processing-time trigger (the caller stops it)."""
+    return (
+        df.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+
+
 def test_max_offsets_per_trigger_bounds_each_batch(spark: SparkSession, tmp_path: Path) -> None:
     url = f"file://{tmp_path / 'bucket'}"
     ends = _archive(tmp_path, url, "limited", 2, 40)
@@ -279,12 +290,7 @@ def test_subscribe_pattern_picks_up_a_new_topic_and_assign_reads_only_its_partit
     _archive(tmp_path, url, "other", 1, 3)
     sink = Collector()
     df = stream(spark, url, subscribePattern="pat-.*", startingOffsets="earliest")
-    q = (
-        df.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
+    q = every_200ms(df, sink, tmp_path / "ck")
     try:
         q.processAllAvailable()
         assert sorted(sink.offsets()) == _all("pat-a", a)
@@ -470,12 +476,7 @@ def test_subscribe_pattern_finds_a_new_topic_through_the_brokers_metadata(
         startingOffsets="earliest",
         **{"kafka.bootstrap.servers": broker.bootstrap},
     )
-    q = (
-        df.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
+    q = every_200ms(df, sink, tmp_path / "ck")
     try:
         q.processAllAvailable()
         assert sorted(sink.offsets()) == _all("hp-old", {0: 20})
