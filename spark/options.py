@@ -76,7 +76,6 @@ from typing import Final
 
 from api.client.security import ClientSecurity
 from hot.errors import InvalidConfigError
-from hot.topics import validate_topic_name
 
 EARLIEST: Final = -2
 LATEST: Final = -1
@@ -439,7 +438,7 @@ def _selection(
         )
     for n in topics:
         try:
-            validate_topic_name(n)
+            _validate_topic_name(n)
         except Exception as e:
             raise InvalidConfigError(f"strata: option subscribe: {e}") from None
     return topics, None, None
@@ -466,7 +465,7 @@ def _assign(value: str) -> tuple[tuple[str, ...], None, dict[str, frozenset[int]
     assert isinstance(doc, dict)
     for n in doc:
         try:
-            validate_topic_name(n)
+            _validate_topic_name(n)
         except Exception as e:
             raise InvalidConfigError(f"strata: option assign: {e}") from None
     assign = {str(t): frozenset(ps) for t, ps in doc.items() if ps}
@@ -609,3 +608,11 @@ def _bound(o: Mapping[str, str], prefix: str, default: int, streaming: bool = Fa
     ts_all = o.get(f"{prefix}timestamp")
     timestamp = _timestamp(ts_all, f"{prefix}Timestamp") if ts_all is not None and ts_all.strip() else None
     return Bound(default=default, offsets=offsets, timestamps=by_ts, timestamp=timestamp)
+
+
+def _validate_topic_name(name: str) -> None:
+    """Kafka's topic name rules (``hot.topics``), imported when a name is checked: that
+    module brings the log's modules, which a stream source's process never needs."""
+    from hot.topics import validate_topic_name
+
+    validate_topic_name(name)

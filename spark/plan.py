@@ -40,15 +40,9 @@ import struct
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from api.client import KafkaClient
 from api.client.security import ClientSecurity
-from api.protocol import ApiKey
-from api.protocol.address import HostPort
-from api.protocol.error_table import TOPIC_AUTHORIZATION_FAILED, error_for_code
-from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
-from api.protocol.messages.metadata import MetadataRequest
 from hot.errors import (
     AuthorizationError,
     CorruptLogError,
@@ -68,6 +62,9 @@ from spark.txn import aborted_between, first_unstable, overlapping
 from tiering.manifest import PartitionManifest, RemoteSegment, SegmentState
 from tiering.manifest_store import ManifestStore
 from tiering.store import InvalidRangeError, ObjectStore, open_store
+
+if TYPE_CHECKING:
+    from api.client import KafkaClient
 
 INDEX_ENTRY: Final = struct.Struct(">II")
 TIMEINDEX_ENTRY: Final = struct.Struct(">qI")
@@ -304,11 +301,22 @@ class _Resolved:
 class Planner:
     """Builds a ScanPlan from the bucket (and, for includeHot, ``broker``: a BrokerClient)."""
 
-    def __init__(self, options: ReadOptions, store: ObjectStore, broker: BrokerClient | None = None) -> None:
+    def __init__(
+        self,
+        options: ReadOptions,
+        store: ObjectStore,
+        broker: BrokerClient | None = None,
+        *,
+        absent: list[TopicPartition] | None = None,
+    ) -> None:
+        """``absent``: a stream's list collecting assigned partitions that do not exist
+        (yet), which are then left out instead of failing the plan (Spark's Kafka source
+        reads an assignment's existing partitions and adds the others when they appear)."""
         self.options = options
         self.store = store
         self.manifests = ManifestStore(store)
         self.broker = broker
+        self.absent = absent
         self._sem = asyncio.Semaphore(_CONCURRENCY)
 
     async def plan(self) -> ScanPlan:
@@ -400,11 +408,13 @@ class Planner:
         if o.include_hot:
             assert self.broker is not None
             count = max(count, await asyncio.to_thread(self.broker.partition_count, topic))
-            if count == 0:
+        if count == 0 or (doc is None and not o.include_hot):
+            if self.absent is not None and o.assign is None:
+                return []  # a stream's subscribed topic not created yet: it joins when it appears
+            if o.include_hot:
                 raise UnknownTopicOrPartitionError(
                     f"topic {topic!r} is neither archived in {self.store.url} nor known to broker {o.broker}"
                 )
-        elif doc is None:
             raise UnknownTopicOrPartitionError(
                 f"topic {topic!r} has no topic manifest topics/{topic}.json in {self.store.url}: "
                 "nothing of it is archived there (check the URL and topic, or use includeHot)"
@@ -413,7 +423,9 @@ class Planner:
         wanted = o.partitions_of(topic)
         if wanted is not None:
             missing = sorted(wanted - set(nums))
-            if missing and o.pattern is None:
+            if missing and o.pattern is None and self.absent is not None:
+                self.absent.extend((topic, p) for p in missing)
+            elif missing and o.pattern is None:
                 raise UnknownTopicOrPartitionError(
                     f"topic {topic!r} has {count} partition(s); partition(s) {missing} do not exist"
                 )
@@ -748,13 +760,21 @@ def refused(broker: object, operation: str, topic: str) -> TopicAuthorizationFai
 
 
 class BrokerClient:
-    """The two questions a plan asks a broker, over the project's blocking Kafka client."""
+    """The two questions a plan asks a broker, over the project's blocking Kafka client.
+
+    The Kafka protocol modules are imported here, when a broker is used, not with this
+    module: Spark starts a fresh Python process for every streaming query's source, and a
+    bucket-only stream then does not pay for importing the protocol's message registry."""
 
     def __init__(self, address: str, security: ClientSecurity | None = None) -> None:
+        from api.protocol.address import HostPort
+
         self.address = HostPort.parse(address, setting="strata option broker")
         self.security = security
 
     def _client(self) -> KafkaClient:
+        from api.client import KafkaClient
+
         try:
             return KafkaClient.connect(self.address, timeout=30.0, security=self.security)
         except OSError as e:
@@ -765,6 +785,9 @@ class BrokerClient:
     def topics(self) -> list[str]:
         """The names of the broker's topics, internal ones (``__consumer_offsets``...) left
         out as a Kafka consumer's pattern subscription leaves them out."""
+        from api.protocol import ApiKey
+        from api.protocol.messages.metadata import MetadataRequest
+
         with self._client() as client:
             md = client.call(ApiKey.METADATA, MetadataRequest(topics=None, allow_auto_topic_creation=False))
         return [t.name for t in md.topics if not t.error_code and not t.is_internal and t.name]
@@ -783,6 +806,14 @@ class BrokerClient:
     ) -> dict[int, int]:
         """Offset per partition for ListOffsets ``timestamp`` (-1 high watermark, or the
         last stable offset with ``isolation_level`` 1; -2 log start)."""
+        from api.protocol import ApiKey
+        from api.protocol.error_table import TOPIC_AUTHORIZATION_FAILED, error_for_code
+        from api.protocol.messages.list_offsets import (
+            ListOffsetsPartition,
+            ListOffsetsRequest,
+            ListOffsetsTopic,
+        )
+
         if not partitions:
             return {}
         with self._client() as client:

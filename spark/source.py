@@ -8,13 +8,17 @@ Spark calls ``schema()`` and ``reader()`` on the driver side, ``partitions()`` o
 planning (``spark.plan``: manifests read once, segments pruned), and ``read()`` in a
 Python worker per task (``spark.scan``: ranged GETs, columnar decoding, Arrow batches).
 The reader holds only parsed options and the partitions only plain task values, so both
-pickle small; object store and broker clients are created inside ``read()``.
+pickle small; object store and broker clients are created inside ``read()``. Planning,
+scanning and sink modules are imported where used: Spark starts a fresh Python process for
+each streaming query's source (``PythonStreamingSourceRunner``), which needs neither the
+scan's decoder nor the sink.
 Options: ``spark.options``; rows: ``spark.schema``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -38,10 +42,10 @@ from pyspark.sql.types import (
 
 from hot.errors import InvalidConfigError
 from spark.options import ReadOptions
-from spark.plan import ScanTask, plan_scan
-from spark.scan import read_task
 from spark.schema import SCHEMA_DDL
-from spark.sink import StrataSinkWriter, StrataStreamSinkWriter, sink_options
+
+if TYPE_CHECKING:
+    from spark.plan import ScanTask
 
 # spark.schema.SCHEMA_DDL as a StructType (parsing DDL needs a SparkContext, which the
 # Python workers that plan and read do not have).
@@ -78,10 +82,14 @@ class StrataDataSourceReader(DataSourceReader):
         self.options = options
 
     def partitions(self) -> list[InputPartition]:
+        from spark.plan import plan_scan
+
         plan = plan_scan(self.options)
         return [StrataInputPartition(t) for t in plan.tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from spark.scan import read_task
+
         task = partition.task if isinstance(partition, StrataInputPartition) else None
         return read_task(task, self.options)
 
@@ -111,10 +119,14 @@ class StrataDataSource(DataSource):
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
         """``df.write.format("strata")``: see ``spark.sink``."""
+        from spark.sink import StrataSinkWriter, sink_options
+
         return StrataSinkWriter(sink_options(dict(self.options), schema))
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         """``df.writeStream.format("strata")``: see ``spark.sink``."""
+        from spark.sink import StrataStreamSinkWriter, sink_options
+
         return StrataStreamSinkWriter(sink_options(dict(self.options), schema))
 
 

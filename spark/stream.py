@@ -46,10 +46,9 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from hot.errors import InvalidConfigError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
+from hot.errors import InvalidConfigError, OffsetOutOfRangeError
 from spark.options import EARLIEST, LATEST, Bound, ReadOptions, TopicPartition
-from spark.plan import BrokerClient, Planner, ScanPlan, open_store_from, run_blocking
-from spark.scan import read_task
+from spark.plan import BrokerClient, PartitionRange, Planner, ScanPlan, open_store_from, run_blocking
 
 logger = logging.getLogger(__name__)
 
@@ -140,12 +139,13 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._pacer = TriggerPacer(options.stream.max_trigger_delay_ms, clock)
         self._target: Offsets | None = None
         self._latest: Offsets | None = None
+        self._absent: set[TopicPartition] = set()  # assigned partitions not created yet, warned
 
     # -- offsets --
 
     def initialOffset(self) -> dict[str, Any]:
         o = dataclasses.replace(self.options, end=Bound(LATEST))
-        return to_json({(r.topic, r.partition): r.start for r in _ranges(o)})
+        return to_json({(r.topic, r.partition): r.start for r in self._ranges(o)})
 
     def getDefaultReadLimit(self) -> ReadLimit:
         s = self.options.stream
@@ -199,7 +199,22 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _available(self) -> dict[TopicPartition, tuple[int, int]]:
         """(log start, latest offset) of every selected partition now."""
         o = dataclasses.replace(self.options, start=Bound(EARLIEST), end=Bound(LATEST))
-        return {(r.topic, r.partition): (r.start, r.end) for r in _ranges(o)}
+        return {(r.topic, r.partition): (r.start, r.end) for r in self._ranges(o)}
+
+    def _ranges(self, options: ReadOptions) -> list[PartitionRange]:
+        """``_ranges``, with a warning when assigned partitions are missing: never silent."""
+        absent: list[TopicPartition] = []
+        out = _ranges(options, absent)
+        new = sorted(set(absent) - self._absent)
+        if new:
+            names = ", ".join(f"{t}-{p}" for t, p in new)
+            logger.warning(
+                "assigned partitions %s do not exist (yet): the stream reads them from their "
+                "earliest offset once they are created",
+                names,
+            )
+        self._absent = set(absent)
+        return out
 
     def _loss(self, what: str) -> None:
         if self.options.fail_on_data_loss:
@@ -224,41 +239,40 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [StrataInputPartition(t) for t in plan_batch(self.options, ranges).tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from spark.scan import read_task  # in the executors' workers, not the driver's source process
+
         return read_task(getattr(partition, "task", None), self.options)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: the offsets live in Spark's checkpoint, not in the broker."""
 
 
-def _planner_call(options: ReadOptions, call: Callable[[Planner], Any]) -> Any:
+def _planner_call(
+    options: ReadOptions, call: Callable[[Planner], Any], absent: list[TopicPartition] | None = None
+) -> Any:
     async def run() -> Any:
         store = open_store_from(options.store)
         broker = (
             BrokerClient(options.broker, options.security) if options.include_hot and options.broker else None
         )
         try:
-            return await call(Planner(options, store, broker))
+            return await call(Planner(options, store, broker, absent=absent))
         finally:
             await store.close()
 
     return run_blocking(run)
 
 
-def _ranges(options: ReadOptions) -> list[Any]:
-    """The resolved ranges of the selected partitions; a subscribed topic that does not
-    exist yet has none (the stream picks it up when it appears)."""
+def _ranges(options: ReadOptions, absent: list[TopicPartition]) -> list[PartitionRange]:
+    """The resolved ranges of the selected partitions. A subscribed topic that does not
+    exist yet has none (the stream picks it up when it appears); assigned partitions that
+    do not exist (yet) are added to ``absent`` (an assigned topic that does not exist at all
+    fails, as Spark's Kafka source fails to describe it)."""
 
-    async def each(planner: Planner) -> list[Any]:
-        out: list[Any] = []
-        for topic in await planner.topics():
-            one = dataclasses.replace(options, topics=(topic,), pattern=None)
-            try:
-                out.extend(await Planner(one, planner.store, planner.broker).ranges())
-            except UnknownTopicOrPartitionError as e:
-                logger.debug("topic %s not readable yet: %s", topic, e)
-        return out
+    async def each(planner: Planner) -> list[PartitionRange]:
+        return list(await planner.ranges())
 
-    result: list[Any] = _planner_call(options, each)
+    result: list[PartitionRange] = _planner_call(options, each, absent)
     return result
 
 

@@ -18,10 +18,8 @@ import logging
 from collections.abc import Sequence
 
 from hot.errors import CorruptLogError, ObjectNotFoundError
-from hot.producer_state import ProducerSnapshotFile
 from hot.txn_index import AbortedTxn
 from tiering.manifest import RemoteSegment
-from tiering.remote_txn import collect_remote, parse_txn_index
 from tiering.store import ObjectStore
 
 logger = logging.getLogger(__name__)
@@ -32,6 +30,8 @@ async def first_unstable(store: ObjectStore, last: RemoteSegment | None) -> int 
     last COPIED segment), None if none is, or if its snapshot is missing or unreadable
     (then no transaction is taken as open: such a segment predates transactions or lost
     its snapshot, which a warning reports)."""
+    from hot.producer_state import ProducerSnapshotFile  # read_committed only: not on every plan's import
+
     if last is None or not last.has_producer_snapshot:
         return None
     key = last.keys.producer_snapshot
@@ -48,6 +48,7 @@ async def aborted_between(
 ) -> tuple[AbortedTxn, ...]:
     """The aborted transactions overlapping ``[start, end)`` in ``segments`` (COPIED, in
     offset order, from the one holding ``start`` to the bucket's end)."""
+    from tiering.remote_txn import collect_remote, parse_txn_index
 
     async def load(seg: RemoteSegment) -> tuple[AbortedTxn, ...]:
         return parse_txn_index(await store.get(seg.keys.txnindex), seg)

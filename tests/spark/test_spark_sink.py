@@ -252,6 +252,52 @@ def test_a_topic_the_user_may_not_write_fails_the_query(
     assert ALICE_PW not in str(e.value)
 
 
+def test_exactly_once_needs_write_on_the_topic_and_the_transactional_id(
+    spark: SparkSession, secure_broker: BrokerProcess, tmp_path: Path
+) -> None:
+    """An exactlyOnce streaming write fails the query with the broker's authorization error:
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED without WRITE on the transactional id,
+    TOPIC_AUTHORIZATION_FAILED without WRITE on the topic; with both (and READ on the
+    marker group, named as the transactional id) every row arrives once."""
+    allowed, denied = f"xok-{uuid.uuid4().hex[:6]}", f"xno-{uuid.uuid4().hex[:6]}"
+    create_topics(secure_broker, allowed, denied)
+    c = conf(secure_broker, "alice", ALICE_PW)
+    add_acls(secure_broker, binding("TOPIC", allowed, "User:alice", "WRITE"))
+    add_acls(secure_broker, binding("TOPIC", allowed, "User:alice", "READ"))  # the marker's committed offset
+    src = tmp_path / "in"
+    spark.range(40).write.parquet(str(src))
+
+    def write(topic: str, prefix: str) -> None:
+        w = spark.readStream.schema("id long").parquet(str(src)).selectExpr("CAST(id AS STRING) AS value")
+        w = w.writeStream.format("strata").option("topic", topic).option("exactlyOnce", "true")
+        w = w.option("transactionalIdPrefix", prefix).option(
+            "kafka.bootstrap.servers", c["bootstrap.servers"]
+        )
+        w = w.option("kafka.security.protocol", "SASL_PLAINTEXT").option("kafka.sasl.mechanism", MECH)
+        w = w.option("kafka.sasl.username", "alice").option("kafka.sasl.password", ALICE_PW)
+        w = w.option("kafka.message.timeout.ms", "20000").option("kafka.transaction.timeout.ms", "20000")
+        q = w.option("checkpointLocation", str(tmp_path / f"ck-{prefix}")).trigger(availableNow=True).start()
+        assert q.awaitTermination(120)
+        if q.exception() is not None:
+            raise q.exception()  # type: ignore[misc]
+
+    with pytest.raises(Exception, match="TRANSACTIONAL_ID_AUTHORIZATION_FAILED") as e:
+        write(allowed, "noacl")
+    assert ALICE_PW not in str(e.value)
+    add_acls(
+        secure_broker,
+        binding("TRANSACTIONAL_ID", "eo-", "User:alice", "WRITE", prefixed=True),
+        binding("GROUP", "eo-", "User:alice", "READ", prefixed=True),
+    )
+    with pytest.raises(Exception, match="TOPIC_AUTHORIZATION_FAILED") as e:
+        write(denied, "eo-denied")
+    assert ALICE_PW not in str(e.value)
+    write(allowed, "eo-ok")
+    admin = {k: v for k, v in conf(secure_broker, "admin", ADMIN_PW).items() if k != "bootstrap.servers"}
+    got = consume(c["bootstrap.servers"], [allowed], 40, {**admin, "isolation.level": "read_committed"})
+    assert sorted(int(m.value()) for m in got) == list(range(40))
+
+
 def test_schema_and_option_errors_name_the_column_or_option(
     spark: SparkSession, broker: BrokerProcess
 ) -> None:

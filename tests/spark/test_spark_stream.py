@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import shutil
 import time
 import uuid
@@ -20,9 +21,10 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from hot.errors import InvalidConfigError, OffsetOutOfRangeError
+from hot.errors import InvalidConfigError, OffsetOutOfRangeError, UnknownTopicOrPartitionError
 from spark.options import ReadOptions
 from spark.stream import StrataStreamReader, TriggerPacer, from_json, rate_limit, to_json
 from tests.brokers import BrokerProcess, create_topic
@@ -233,6 +235,16 @@ def run(df: DataFrame, sink: Collector, checkpoint: Path, trigger: dict[str, Any
         raise q.exception()  # type: ignore[misc]
 
 
+def every_200ms(df: DataFrame, sink: Collector, checkpoint: Path) -> StreamingQuery:
+    """The query running with a processing-time trigger (the caller stops it)."""
+    return (
+        df.writeStream.foreachBatch(sink)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(processingTime="200 milliseconds")
+        .start()
+    )
+
+
 def test_max_offsets_per_trigger_bounds_each_batch(spark: SparkSession, tmp_path: Path) -> None:
     url = f"file://{tmp_path / 'bucket'}"
     ends = _archive(tmp_path, url, "limited", 2, 40)
@@ -242,6 +254,16 @@ def test_max_offsets_per_trigger_bounds_each_batch(spark: SparkSession, tmp_path
     assert sorted(sink.offsets()) == sorted(("limited", p, o) for p in ends for o in range(ends[p]))
     sizes = [len(rows) for rows in sink.batches.values()]
     assert max(sizes) <= 150 + 1 and len(sizes) >= sum(ends.values()) // 151
+    sink.check_in_order()
+
+    # Trigger.Once (deprecated in Spark 4, still supported): one batch of everything new,
+    # the read limit ignored as Spark's Kafka source ignores it under ReadAllAvailable.
+    before = set(sink.batches)
+    more = _archive(tmp_path, url, "limited", 2, 40)
+    run(df, sink, tmp_path / "ck", {"once": True})
+    new = [b for b in sink.batches if b not in before]
+    assert len(new) == 1 and len(sink.batches[new[0]]) == sum(more.values()) - sum(ends.values()) > 151
+    assert sorted(sink.offsets()) == sorted(("limited", p, o) for p in more for o in range(more[p]))
     sink.check_in_order()
 
 
@@ -268,12 +290,7 @@ def test_subscribe_pattern_picks_up_a_new_topic_and_assign_reads_only_its_partit
     _archive(tmp_path, url, "other", 1, 3)
     sink = Collector()
     df = stream(spark, url, subscribePattern="pat-.*", startingOffsets="earliest")
-    q = (
-        df.writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(tmp_path / "ck"))
-        .trigger(processingTime="200 milliseconds")
-        .start()
-    )
+    q = every_200ms(df, sink, tmp_path / "ck")
     try:
         q.processAllAvailable()
         assert sorted(sink.offsets()) == _all("pat-a", a)
@@ -306,6 +323,38 @@ def test_subscribe_pattern_picks_up_a_new_topic_and_assign_reads_only_its_partit
 
     assert batch(assign='{"pat-a":[1],"pat-b":[0,2]}') == sorted(want)
     assert batch(subscribePattern="pat-.*") == sorted(_all("pat-a", a) + _all("pat-b", b))
+
+
+def test_assign_of_a_partition_not_created_yet_warns_and_reads_it_once_it_appears(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Spark's Kafka source reads an assignment's existing partitions (AssignStrategy keeps
+    those the topic has) and adds the others as new partitions when they appear; an assigned
+    topic that does not exist fails. Here never silently: a warning names the partitions."""
+    url = f"file://{tmp_path / 'bucket'}"
+    ends = _archive(tmp_path, url, "few", 1, 4)
+    opts = {"assign": '{"few":[0,1]}', "startingOffsets": "earliest"}
+    reader = StrataStreamReader(ReadOptions.parse(opts, path=url, streaming=True))
+    with caplog.at_level(logging.WARNING, logger="spark.stream"):
+        start = reader.initialOffset()
+    assert start == {"few": {"0": 0}}
+    assert "assigned partitions few-1 do not exist (yet)" in caplog.text
+    end = reader.latestOffset(start, ReadAllAvailable())
+    assert end == {"few": {"0": ends[0]}}
+
+    ends = _archive(tmp_path, url, "few", 2, 4)  # partition 1 is created
+    later = reader.latestOffset(end, ReadAllAvailable())
+    assert later == {"few": {"0": ends[0], "1": ends[1]}}
+    tasks = [p.task for p in reader.partitions(end, later)]  # type: ignore[attr-defined]
+    assert {(t.partition, t.slices[0].start_offset) for t in tasks} == {(0, end["few"]["0"]), (1, 0)}
+
+    with pytest.raises(UnknownTopicOrPartitionError, match="topic 'nope' has no topic manifest"):
+        StrataStreamReader(
+            ReadOptions.parse({"assign": '{"nope":[0]}'}, path=url, streaming=True)
+        ).initialOffset()
+    with pytest.raises(UnknownTopicOrPartitionError, match="starting offsets name few-2"):
+        bad = {"assign": '{"few":[2]}', "startingOffsets": '{"few":{"2":0}}'}
+        StrataStreamReader(ReadOptions.parse(bad, path=url, streaming=True)).initialOffset()
 
 
 def test_fail_on_data_loss_after_retention_fails_or_skips(spark: SparkSession, tmp_path: Path) -> None:
@@ -406,6 +455,40 @@ def test_stream_over_archive_and_hot_tail_exactly_once_across_restarts(
     while not all(_local_start(broker, topic, p) > 0 for p in range(2)):
         assert time.monotonic() < deadline, "older records never left the broker for the bucket"
         time.sleep(0.2)
+
+
+def test_subscribe_pattern_finds_a_new_topic_through_the_brokers_metadata(
+    spark: SparkSession, broker_factory: Callable[..., BrokerProcess], tmp_path: Path
+) -> None:
+    """A topic created on the broker while the query runs, nothing of it tiered (the bucket
+    is empty): the pattern's topics come from the broker's Metadata too."""
+    url = f"file://{tmp_path / 'bucket'}"
+    (tmp_path / "bucket").mkdir()
+    broker = broker_factory()
+    create_topic(broker.bootstrap, "hp-old", 1)
+    old: dict[tuple[int, int], bytes] = {}
+    _produce(broker.bootstrap, "hp-old", 1, 20, old)
+    sink = Collector()
+    df = stream(
+        spark,
+        url,
+        subscribePattern="hp-.*",
+        startingOffsets="earliest",
+        **{"kafka.bootstrap.servers": broker.bootstrap},
+    )
+    q = every_200ms(df, sink, tmp_path / "ck")
+    try:
+        q.processAllAvailable()
+        assert sorted(sink.offsets()) == _all("hp-old", {0: 20})
+        create_topic(broker.bootstrap, "hp-new", 2)
+        acked: dict[tuple[int, int], bytes] = {}
+        _produce(broker.bootstrap, "hp-new", 2, 30, acked)
+        q.processAllAvailable()
+    finally:
+        q.stop()
+    assert q.exception() is None
+    assert sorted(sink.offsets()) == sorted(_all("hp-old", {0: 20}) + [("hp-new", p, o) for p, o in acked])
+    assert not list((tmp_path / "bucket").rglob("*.json")), "nothing tiered: all of it came from the broker"
 
 
 async def test_read_committed_stream_stops_at_the_archives_stable_end(tmp_path: Path) -> None:
