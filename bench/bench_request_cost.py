@@ -28,6 +28,7 @@ Workloads (each on its own topic, one partition):
 ``--roots A,B`` runs brokers from several code trees (e.g. a ``git archive`` of the
 commit before a change, and the working tree) in alternating rounds A B A B ..., so that
 both see the same machine load; every figure is printed per tree as min..max over rounds.
+A tree may carry environment settings for its broker: ``.@STRATA_EVENT_LOOP=asyncio``.
 """
 
 from __future__ import annotations
@@ -204,8 +205,10 @@ def create_topics(bootstrap: str, tag: str) -> dict[str, str]:
     return names
 
 
-def run_tree(root: Path, data: Path, args: argparse.Namespace, tag: str) -> dict[str, Cost]:
-    env = {"PYTHONPATH": str(root)}
+def run_tree(
+    root: Path, extra_env: dict[str, str], data: Path, args: argparse.Namespace, tag: str
+) -> dict[str, Cost]:
+    env = {"PYTHONPATH": str(root), **extra_env}
     proc, port = start_broker(data, env, cwd=root)
     try:
         names = create_topics(f"127.0.0.1:{port}", tag)
@@ -237,11 +240,14 @@ def main() -> None:
     unknown = [w for w in args.workloads if w not in WORKLOADS]
     if unknown:
         ap.error(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}")
-    roots = [Path(r).resolve() for r in args.roots.split(",")]
-    for r in roots:
-        if not (r / "api" / "cli.py").is_file():
-            ap.error(f"{r} is not a Strata code tree (no api/cli.py)")
-    results: dict[Path, list[dict[str, Cost]]] = {r: [] for r in roots}
+    roots: list[tuple[str, Path, dict[str, str]]] = []
+    for spec in args.roots.split(","):
+        path, *env_items = spec.split("@")
+        tree = Path(path).resolve()
+        if not (tree / "api" / "cli.py").is_file():
+            ap.error(f"{tree} is not a Strata code tree (no api/cli.py)")
+        roots.append((spec, tree, dict(item.split("=", 1) for item in env_items)))
+    results: dict[str, list[dict[str, Cost]]] = {spec: [] for spec, _, _ in roots}
     work = Path(tempfile.mkdtemp(prefix="strata-bench-cost-"))
     print(
         f"{os.cpu_count()} cores; {args.requests:,} requests per workload, depth {args.depth}, "
@@ -250,17 +256,17 @@ def main() -> None:
     )
     try:
         for rnd in range(args.rounds):
-            for i, root in enumerate(roots):
+            for i, (root, tree, env) in enumerate(roots):
                 d = work / f"r{rnd}-t{i}"
                 d.mkdir()
-                res = run_tree(root, d, args, f"{rnd}-{i}-{int(time.time())}")
+                res = run_tree(tree, env, d, args, f"{rnd}-{i}-{int(time.time())}")
                 results[root].append(res)
                 line = ", ".join(f"{k} {v.cpu_us_per_request:.0f}" for k, v in res.items())
                 print(f"round {rnd + 1} tree {root}: CPU-us/request {line}", flush=True)
                 shutil.rmtree(d, ignore_errors=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    for root in roots:
+    for root, _, _ in roots:
         print(f"\n== {root} ({args.rounds} rounds, min..max)")
         head = ("workload", "CPU-us/request", "CPU-us/record", "ceiling req/s/core", "wall req/s")
         print(f"{head[0]:<18}{head[1]:>18}{head[2]:>18}{head[3]:>22}{head[4]:>18}")
