@@ -88,9 +88,13 @@ async def handle_produce(
     if acks == 0:
         return None
     # Phase two: wait for durability of all of them together.
-    results = await asyncio.gather(
-        *(broker.complete(p, acks=acks, timeout_ms=req.timeout_ms) for _, _, p, _ in pending if p is not None)
-    )
+    waits = [p for _, _, p, _ in pending if p is not None]
+    if len(waits) == 1:  # the common case: no gather, whose task per partition costs more than the wait
+        results = [await broker.complete(waits[0], acks=acks, timeout_ms=req.timeout_ms)]
+    else:
+        results = await asyncio.gather(
+            *(broker.complete(p, acks=acks, timeout_ms=req.timeout_ms) for p in waits)
+        )
     it = iter(results)
     by_topic: dict[str, list[ProducePartitionResponse]] = {}
     for topic, index, p, err in pending:
@@ -118,7 +122,7 @@ async def handle_produce(
                 record_errors=_record_errors(err),
             )
         )
-    broker.metrics.produce_latency.labels("kafka").observe(time.perf_counter() - started)
+    conn.server.labelled(broker.metrics.produce_latency, "kafka").observe(time.perf_counter() - started)
     return ProduceResponse(
         responses=tuple(
             ProduceTopicResponse(name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items()
