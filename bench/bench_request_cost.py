@@ -29,6 +29,16 @@ Workloads (each on its own topic, one partition):
 commit before a change, and the working tree) in alternating rounds A B A B ..., so that
 both see the same machine load; every figure is printed per tree as min..max over rounds.
 A tree may carry environment settings for its broker: ``.@STRATA_EVENT_LOOP=asyncio``.
+
+Fan-out (``--fanout``), interval mode, CPU per record compared:
+  produce-1000       1,000 records in one batch of one partition per request
+  fanout-1000        one record for each of 1,000 partitions per request (as a producer
+                     with linger 0-5 spreads over many partitions)
+  conns-1, conns-50  one-record Produce requests over 1 and over 50 connections (a client
+                     thread each, 5 in flight per connection, as librdkafka's idempotent
+                     producer keeps)
+The ratios fanout-1000 / produce-1000 and conns-50 / conns-1 of CPU per record are the
+throughput ratios by CPU-time extrapolation.
 """
 
 from __future__ import annotations
@@ -53,6 +63,8 @@ from bench.bench_broker import start_broker, stop_broker  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
 WORKLOADS = ("produce-fsync", "produce-interval", "produce-100", "fetch", "metadata")
+FANOUT = ("produce-1000", "fanout-1000", "conns-1", "conns-50")
+WIDE = 1000  # partitions of the fan-out topic
 
 
 def cpu_seconds(pid: int) -> float:
@@ -77,7 +89,9 @@ def _frame(api_key: int, version: int, request: object, correlation_id: int = 1)
     return struct.pack(">i", len(body)) + body
 
 
-def produce_frame(topic: str, records: int, acks: int = 1) -> bytes:
+def produce_frame(topic: str, records: int, acks: int = 1, partitions: int = 1) -> bytes:
+    """A Produce v9 request: ``records`` 100-byte records in one batch for each of
+    ``partitions`` partitions (0, 1, ...)."""
     from api.protocol import ApiKey
     from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
     from hot.records import RecordInput, build_batch
@@ -87,7 +101,10 @@ def produce_frame(topic: str, records: int, acks: int = 1) -> bytes:
         acks=acks,
         timeout_ms=30000,
         topic_data=(
-            ProduceTopicData(name=topic, partition_data=(ProducePartitionData(index=0, records=batch),)),
+            ProduceTopicData(
+                name=topic,
+                partition_data=tuple(ProducePartitionData(index=i, records=batch) for i in range(partitions)),
+            ),
         ),
     )
     return _frame(ApiKey.PRODUCE, 9, req)
@@ -186,6 +203,37 @@ def measure(pid: int, port: int, frame: bytes, requests: int, records: int, dept
     return Cost(cpu * 1e6 / requests, cpu * 1e6 / (requests * records), requests / wall)
 
 
+def measure_connections(
+    pid: int, port: int, frame: bytes, requests: int, connections: int, depth: int
+) -> Cost:
+    """``requests`` spread over ``connections`` connections, each pipelined ``depth`` deep
+    from its own client thread."""
+    import threading
+
+    socks = [socket.create_connection(("127.0.0.1", port), timeout=60) for _ in range(connections)]
+    per = max(1, requests // connections)
+    for sock in socks:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        pipeline(sock, frame, min(200, per), depth)
+
+    def drive(sock: socket.socket) -> None:
+        pipeline(sock, frame, per, depth)
+
+    threads = [threading.Thread(target=drive, args=(sock,)) for sock in socks]
+    c0 = cpu_seconds(pid)
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    cpu = cpu_seconds(pid) - c0
+    for sock in socks:
+        sock.close()
+    n = per * connections
+    return Cost(cpu * 1e6 / n, cpu * 1e6 / n, n / wall)
+
+
 def create_topics(bootstrap: str, tag: str) -> dict[str, str]:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -193,12 +241,14 @@ def create_topics(bootstrap: str, tag: str) -> dict[str, str]:
         "fsync": f"cost-fsync-{tag}",
         "interval": f"cost-interval-{tag}",
         "batch": f"cost-batch-{tag}",
+        "wide": f"cost-wide-{tag}",
     }
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = [
         NewTopic(names["fsync"], num_partitions=1, config={"strata.flush.mode": "fsync"}),
         NewTopic(names["interval"], num_partitions=1, config={"strata.flush.mode": "interval"}),
         NewTopic(names["batch"], num_partitions=1, config={"strata.flush.mode": "interval"}),
+        NewTopic(names["wide"], num_partitions=WIDE, config={"strata.flush.mode": "interval"}),
     ]
     for f in admin.create_topics(topics).values():
         f.result(30)
@@ -218,11 +268,23 @@ def run_tree(
             "produce-100": (lambda: produce_frame(names["batch"], 100), max(1, args.requests // 10), 100),
             "fetch": (lambda: fetch_frame(names["interval"]), args.requests, 1),
             "metadata": (lambda: metadata_frame(names["interval"]), args.requests, 1),
+            "produce-1000": (lambda: produce_frame(names["batch"], WIDE), max(1, args.requests // 50), WIDE),
+            "fanout-1000": (
+                lambda: produce_frame(names["wide"], 1, partitions=WIDE),
+                max(1, args.requests // 50),
+                WIDE,
+            ),
+            "conns-1": (lambda: produce_frame(names["interval"], 1), args.requests, 1),
+            "conns-50": (lambda: produce_frame(names["interval"], 1), args.requests, 1),
         }
         out: dict[str, Cost] = {}
         for name in args.workloads:
             build, n, records = plan[name]
-            out[name] = measure(proc.pid, port, build(), n, records, args.depth)
+            if name.startswith("conns-"):
+                conns = int(name.split("-")[1])
+                out[name] = measure_connections(proc.pid, port, build(), n, conns, min(args.depth, 5))
+            else:
+                out[name] = measure(proc.pid, port, build(), n, records, args.depth)
         return out
     finally:
         stop_broker(proc)
@@ -234,10 +296,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--depth", type=int, default=32, help="requests in flight on the connection")
     ap.add_argument("--roots", default=str(ROOT), help="comma-separated code trees, run alternating")
-    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument(
+        "--workloads", default=",".join(WORKLOADS), help=f"also: {','.join(FANOUT)} (--fanout: those)"
+    )
+    ap.add_argument("--fanout", action="store_true", help="the fan-out workloads instead")
     args = ap.parse_args()
-    args.workloads = [w for w in args.workloads.split(",") if w]
-    unknown = [w for w in args.workloads if w not in WORKLOADS]
+    args.workloads = list(FANOUT) if args.fanout else [w for w in args.workloads.split(",") if w]
+    unknown = [w for w in args.workloads if w not in WORKLOADS + FANOUT]
     if unknown:
         ap.error(f"unknown workloads {unknown}; known: {', '.join(WORKLOADS)}")
     roots: list[tuple[str, Path, dict[str, str]]] = []
