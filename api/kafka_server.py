@@ -5,17 +5,19 @@ goes to its API's one handler in api.handlers (``HANDLERS``), behind the API's A
 (api.security.guards) and, for Produce and Fetch, the byte-rate quotas (api.handlers.quotas).
 
 Ordering and pipelining: a connection's requests are started as tasks in arrival order
-and answered strictly in that order by the writer. A produce handler appends every
-partition synchronously before its first ``await``, so a producer's pipelined batches
-land in the log in the order they were sent while a single group commit can cover all
-of them. The number of requests in flight per connection is bounded; reading pauses
-when the bound is hit (backpressure instead of unbounded memory).
+and answered strictly in that order by the writer, which writes consecutive small
+answers that are ready together (one ``send`` for a burst of pipelined answers). A
+produce handler appends every partition synchronously before its first ``await``, so a
+producer's pipelined batches land in the log in the order they were sent while a single
+group commit can cover all of them. The number of requests in flight per connection is
+bounded; reading pauses when the bound is hit (backpressure instead of unbounded memory).
 
 Zero copy: a Fetch response is encoded into parts, bytes for headers and
 ``FileRegion`` objects for record data, and each region goes to the socket with
-``loop.sendfile`` (``os.sendfile`` underneath), never through Python buffers. Large
-in-memory parts (remote-tier chunks) are sent from their own buffers too, not copied
-into asyncio's write buffer (``Connection._send_direct``).
+``os.sendfile`` (asyncio's ``loop.sendfile``; on uvloop, which has none, the same on a
+duplicate of the socket), never through Python buffers. Large in-memory parts (remote-tier
+chunks) are sent from their own buffers too, not copied into asyncio's write buffer
+(``Connection._send_direct``).
 
 Security (api.security): with TLS the handshake runs per connection before anything is
 read, and a failed one (no client certificate, a plaintext client) is one log line. With
@@ -35,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import ssl
 import time
@@ -60,7 +63,7 @@ from api.security.sasl import SaslSession
 from broker.broker import Broker
 from broker.security.tls import describe_handshake_error, peer_principal
 from broker.security.users import UserTable
-from hot.errors import StrataError
+from hot.errors import CorruptLogError, StrataError
 from hot.region import FileRegion
 
 log = logging.getLogger("strata.kafka")
@@ -105,6 +108,17 @@ class KafkaServer:
         self.handlers[ApiKey.FETCH] = with_fetch_quota(self.handlers[ApiKey.FETCH])
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
+        # Metric children on the request path, looked up once: ``labels()`` takes a lock
+        # and builds a key on every call, a measurable share of a small request's cost.
+        self._children: dict[tuple[int, str], Any] = {}
+
+    def labelled(self, metric: Any, label: str) -> Any:
+        """``metric.labels(label)``, cached (for label values never removed: API names, doors)."""
+        key = (id(metric), label)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(label)
+        return child
 
     async def start(self, sock: socket.socket) -> None:
         self._server = await asyncio.start_server(self._accept, sock=sock, limit=READ_CHUNK)
@@ -168,7 +182,7 @@ class Connection:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.decoder = FrameDecoder(self.broker.config.max_request_bytes)
         # (header or None, task producing the response parts or None for "no response")
-        self.pending: asyncio.Queue[tuple[RequestHeader, asyncio.Task[Any]] | None] = asyncio.Queue(
+        self.pending: asyncio.Queue[tuple[RequestHeader, asyncio.Future[Any]] | None] = asyncio.Queue(
             MAX_IN_FLIGHT
         )
         self._reading = True
@@ -250,7 +264,8 @@ class Connection:
                 return
             self.decoder.feed(data)
             while (frame := self.decoder.next_frame()) is not None:
-                await self._unmuted()
+                if self._muted_until:  # ever throttled (quotas): no coroutine per frame otherwise
+                    await self._unmuted()
                 await self._dispatch(frame)
 
     async def _dispatch(self, frame: bytes) -> None:
@@ -277,33 +292,56 @@ class Connection:
         task = asyncio.create_task(self._run_handler(handler, header, request, started))
         await self._enqueue(header, task)
 
-    async def _enqueue(self, header: RequestHeader, task: asyncio.Task[Any]) -> None:
-        await self.pending.put((header, task))
+    async def _enqueue(self, header: RequestHeader, task: asyncio.Future[Any]) -> None:
+        if self.pending.full():  # MAX_IN_FLIGHT reached: reading waits for the writer
+            await self.pending.put((header, task))
+        else:
+            self.pending.put_nowait((header, task))
 
     async def _run_handler(
         self, handler: Handler, header: RequestHeader, request: Any, started: float
     ) -> Any:
         response = await handler(self, header, request)
         api = APIS[header.api_key].name
-        self.broker.metrics.request_latency.labels(api).observe(time.perf_counter() - started)
+        self.server.labelled(self.broker.metrics.request_latency, api).observe(time.perf_counter() - started)
         self.broker.metrics.response_errors.count(api, response)
         if response is None:
             return None
         return encode_response(header, response)
 
     async def _write_loop(self) -> None:
+        """Answers the accepted requests in order. Consecutive small responses that are
+        already complete go out in one write (one ``send`` for a burst of pipelined
+        answers instead of one each); a response not complete yet first flushes those
+        before it, so no answer waits for a later request's work."""
         loop = asyncio.get_running_loop()
+        out: list[bytes | bytearray | memoryview] = []  # small complete frames, not written yet
+        nxt: tuple[RequestHeader, asyncio.Future[Any]] | None = None
+        have_next = False  # nxt holds the queue's next item (None: the end)
         while True:
-            transport = self.writer.transport
-            item = await self.pending.get()
+            item: tuple[RequestHeader, asyncio.Future[Any]] | None
+            if have_next:
+                item, nxt, have_next = nxt, None, False
+            elif out and not self.pending.empty():
+                item = self.pending.get_nowait()
+            else:
+                if out and not await self._write_out(out):
+                    return
+                item = await self.pending.get()
             if item is None:
+                if out:
+                    await self._write_out(out)
                 return
             header, task = item
+            if out and not task.done() and not await self._write_out(out):
+                return
             try:
                 parts = await task
             except asyncio.CancelledError:
                 raise
             except Exception:
+                if out:
+                    await self._write_out(out)
                 log.exception(
                     "closing connection from %s: handler for api %s v%d failed",
                     self.peer,
@@ -314,34 +352,119 @@ class Connection:
                 return
             if parts is None:  # acks=0 produce: no response at all
                 continue
+            frame = encode_frame(parts)
+            if not self._close_after_answer and _small(frame):
+                out.extend(frame)  # type: ignore[arg-type]
+                if not self.pending.empty():
+                    nxt, have_next = self.pending.get_nowait(), True
+                continue
+            if out and not await self._write_out(out):
+                return
             try:
-                for part in encode_frame(parts):
-                    if isinstance(part, (bytes, bytearray, memoryview)):
-                        if len(part) >= DIRECT_SEND_MIN and not self.tls:
-                            await self._send_direct(loop, part)
-                        else:
-                            self.writer.write(part)
-                    else:
-                        region: FileRegion = part  # type: ignore[assignment]
-                        await self.writer.drain()
-                        if self.tls:
-                            # No sendfile through TLS; asyncio's fallback would seek the shared
-                            # file object and swap the protocol. pread-based, whole batches.
-                            self.writer.write(region.read())
-                        else:
-                            await loop.sendfile(transport, region.file, region.position, region.length)
-                await self.writer.drain()
+                await self._write_frame(loop, frame)
             except (ConnectionError, OSError, RuntimeError) as exc:
                 log.info("client %s went away while being answered: %s", self.peer, exc)
                 self.stop_reading()
                 return
-            except StrataError as exc:  # a segment closed or short while being read (TLS path)
+            except StrataError as exc:  # a segment closed or short while being read
                 log.warning("closing connection from %s: %s", self.peer, exc)
                 self.stop_reading()
                 return
             if self._close_after_answer:  # failed authentication: answered, now closed
                 self.stop_reading()
                 return
+
+    async def _write_out(self, out: list[bytes | bytearray | memoryview]) -> bool:
+        """Writes the collected small frames at once and empties ``out``; False (reading
+        stopped) if the client went away."""
+        try:
+            self.writer.writelines(out)
+            out.clear()
+            await self.writer.drain()
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            out.clear()
+            log.info("client %s went away while being answered: %s", self.peer, exc)
+            self.stop_reading()
+            return False
+        return True
+
+    async def _write_frame(self, loop: asyncio.AbstractEventLoop, frame: list[Any]) -> None:
+        """One response: bytes through the transport (large ones directly), file regions
+        with sendfile (a plain read through TLS)."""
+        for part in frame:
+            if isinstance(part, (bytes, bytearray, memoryview)):
+                if len(part) >= DIRECT_SEND_MIN and not self.tls:
+                    await self._send_direct(loop, part)
+                else:
+                    self.writer.write(part)
+            else:
+                region: FileRegion = part
+                await self.writer.drain()
+                if self.tls:
+                    # No sendfile through TLS; asyncio's fallback would seek the shared
+                    # file object and swap the protocol. pread-based, whole batches.
+                    self.writer.write(region.read())
+                else:
+                    await self._sendfile(loop, region)
+        await self.writer.drain()
+
+    async def _sendfile(self, loop: asyncio.AbstractEventLoop, region: FileRegion) -> None:
+        """``region`` to the socket with ``os.sendfile``: asyncio's own ``loop.sendfile``
+        where the loop is asyncio's; on other loops (uvloop has no ``sendfile``) the same
+        done here on the connection's duplicate socket, after the transport's buffer
+        drained (order). A file shorter than its region is a CorruptLogError: the stream
+        would be out of step."""
+        if isinstance(loop, asyncio.BaseEventLoop):
+            await loop.sendfile(self.writer.transport, region.file, region.position, region.length)
+            return
+        await self._drain_all()
+        sock = self._direct_socket()
+        out_fd = sock.fileno()
+        in_fd = region.file.fileno()
+        pos = region.position
+        end = pos + region.length
+        while pos < end:
+            try:
+                n = os.sendfile(out_fd, in_fd, pos, end - pos)
+            except BlockingIOError:
+                await self._writable(loop, out_fd)
+                continue
+            if n == 0:
+                raise CorruptLogError(region.path, pos, "file ends before the end of the region")
+            pos += n
+
+    @staticmethod
+    async def _writable(loop: asyncio.AbstractEventLoop, fd: int) -> None:
+        ready: asyncio.Future[None] = loop.create_future()
+
+        def wake() -> None:
+            if not ready.done():
+                ready.set_result(None)
+
+        loop.add_writer(fd, wake)
+        try:
+            await ready
+        finally:
+            loop.remove_writer(fd)
+
+    async def _drain_all(self) -> None:
+        """Until the transport's buffer is empty, not just below its high-water mark."""
+        transport = self.writer.transport
+        if transport.get_write_buffer_size():
+            transport.set_write_buffer_limits(high=0)  # drain() now waits for an empty buffer
+            try:
+                await self.writer.drain()
+            finally:
+                transport.set_write_buffer_limits()
+
+    def _direct_socket(self) -> socket.socket:
+        """A duplicate of the connection's socket, non-blocking, made once (asyncio refuses
+        ``sock_*`` calls on a transport's own fd; uvloop's transport socket cannot ``dup``)."""
+        if self._direct is None:
+            fd = self.writer.get_extra_info("socket").fileno()
+            self._direct = socket.socket(fileno=os.dup(fd))
+            self._direct.setblocking(False)
+        return self._direct
 
     async def _send_direct(
         self, loop: asyncio.AbstractEventLoop, part: bytes | bytearray | memoryview
@@ -355,17 +478,8 @@ class Connection:
         ``sock_*`` calls on a transport's own fd). Only the write loop writes, so nothing can
         slip in between.
         """
-        transport = self.writer.transport
-        if transport.get_write_buffer_size():
-            transport.set_write_buffer_limits(high=0)  # drain() now waits for an empty buffer
-            try:
-                await self.writer.drain()
-            finally:
-                transport.set_write_buffer_limits()
-        if self._direct is None:
-            self._direct = self.writer.get_extra_info("socket").dup()
-            self._direct.setblocking(False)
-        await loop.sock_sendall(self._direct, part)
+        await self._drain_all()
+        await loop.sock_sendall(self._direct_socket(), part)
 
     async def _raw_sasl_token(self, token: bytes) -> list[bytes] | None:
         """One token of the SaslHandshake v0 flow: the answer goes out as a bare frame."""
@@ -398,6 +512,16 @@ class Connection:
             exc,
         )
         self._close_after_answer = True
+
+
+def _small(frame: list[Any]) -> bool:
+    """Whether a response frame is only bytes, and few enough to be batched with others."""
+    size = 0
+    for part in frame:
+        if not isinstance(part, (bytes, bytearray, memoryview)):
+            return False
+        size += len(part)
+    return size < DIRECT_SEND_MIN
 
 
 def _done(value: Any) -> asyncio.Task[Any]:

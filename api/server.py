@@ -18,6 +18,7 @@ import contextlib
 import dataclasses
 import gc
 import logging
+import os
 import signal
 import socket
 import sys
@@ -351,12 +352,32 @@ def _shutdown_upload(tiering: TieringService) -> Callable[[], Awaitable[None]]:
     return upload
 
 
+def event_loop_factory(config: BrokerConfig) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """uvloop's loop when it is installed (less than half of asyncio's CPU per small
+    request, docs/benchmarks.md "Issue 24"), else asyncio's own. ``STRATA_EVENT_LOOP=asyncio``
+    forces asyncio's (comparisons, and a fallback should uvloop misbehave somewhere).
+
+    Not with TLS: the Kafka listener upgrades accepted connections with ``start_tls`` (to
+    log failed handshakes), and uvloop's transport has already read the client's first
+    handshake bytes into the stream by then, so the handshake never completes."""
+    if config.tls.enabled or os.environ.get("STRATA_EVENT_LOOP", "uvloop") == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        return None
+    return uvloop.new_event_loop
+
+
 def run(config: BrokerConfig, *, log_level: str = "INFO") -> int:
     logging.basicConfig(
         level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    factory = event_loop_factory(config)
+    log.debug("event loop: %s", "asyncio" if factory is None else f"{factory.__module__}.{factory.__name__}")
     try:
-        asyncio.run(serve(config))
+        with asyncio.Runner(loop_factory=factory) as runner:
+            runner.run(serve(config))
     except KeyboardInterrupt:
         pass
     return 0

@@ -12,7 +12,10 @@ librdkafka (confluent-kafka) producer processes, the C-speed load generator.
      would) against the sendfile loopback limit measured in the same run: a thread that
      os.sendfile()s the same cached segment file to a socket.
 
-Every figure is printed with the baseline it is compared to.
+Every figure is printed with the baseline it is compared to; each produce run also prints
+the broker's CPU time per record (/proc/<pid>/stat), since on a small machine the load
+generators share its cores. What a small *request* costs the broker (one-record Produce,
+Fetch, Metadata over a pipelined raw-socket client) is bench/bench_request_cost.py.
 
     python -m bench.bench_broker --validation-cost [--rounds 3] [--codec none]
 
@@ -43,7 +46,10 @@ ROOT = Path(__file__).resolve().parent.parent
 RECORD = b"x" * 100
 
 
-def start_broker(data_dir: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], int]:
+def start_broker(
+    data_dir: Path, env: dict[str, str] | None = None, cwd: Path = ROOT
+) -> tuple[subprocess.Popen[str], int]:
+    """A ``strata serve`` subprocess from the code tree ``cwd`` (this one by default)."""
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -57,8 +63,8 @@ def start_broker(data_dir: Path, env: dict[str, str] | None = None) -> tuple[sub
             "--http-listen",
             "127.0.0.1:0",
         ],
-        cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(cwd), **(env or {})},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -100,9 +106,22 @@ def lagging_consumer(
 
 
 def bench_produce(
-    bootstrap: str, acks: str, total: int, producers: int, partitions: int, workdir: Path, codec: str = "none"
+    bootstrap: str,
+    acks: str,
+    total: int,
+    producers: int,
+    partitions: int,
+    workdir: Path,
+    codec: str = "none",
+    broker_pid: int | None = None,
 ) -> float:
-    """kcat (librdkafka, pure C) producers reading 100-byte lines; a lagging consumer reads along."""
+    """kcat (librdkafka, pure C) producers reading 100-byte lines; a lagging consumer reads along.
+
+    With ``broker_pid`` the broker's CPU time over the run is printed per record too (the
+    lagging consumer's fetches included): the load generators share the machine's cores, so
+    msg/s measures the machine, CPU-us per record the broker."""
+    from bench.bench_request_cost import cpu_seconds
+
     topic = f"bench-{acks}-{int(time.time() * 1000)}"
     create_topic(bootstrap, topic, partitions)
     lines = workdir / "records.txt"
@@ -118,14 +137,23 @@ def bench_produce(
         "-X", "batch.size=1000000", "-X", "queue.buffering.max.messages=1000000",
         "-X", "enable.idempotence=false", "-X", f"compression.codec={codec}", str(lines),
     ]  # fmt: skip
+    c0 = cpu_seconds(broker_pid) if broker_pid else 0.0
     t0 = time.perf_counter()
     procs = [subprocess.Popen(cmd) for _ in range(producers)]
     codes = [pr.wait(600) for pr in procs]
     wall = time.perf_counter() - t0
+    cpu = cpu_seconds(broker_pid) - c0 if broker_pid else 0.0
     stop.set()
     cons.join(30)
     sent = (total // producers) * producers
     rate = sent / wall
+    if broker_pid:
+        print(
+            f"broker CPU {cpu:.2f} s over {wall:.2f} s ({cpu / wall:.2f} cores) = "
+            f"{cpu * 1e6 / sent:.2f} CPU-us per record; ceiling by CPU-time extrapolation "
+            f"{sent / cpu:,.0f} msg/s per core",
+            flush=True,
+        )
     print(
         f"produce acks={acks:>3} codec={codec}: {sent:,} x 100 B by {producers} kcat in {wall:.2f} s "
         f"= {rate:,.0f} msg/s "
@@ -373,8 +401,11 @@ def main() -> None:
     bootstrap = f"127.0.0.1:{port}"
     print(f"broker on {bootstrap}, data {data}; {os.cpu_count()} cores")
     try:
-        bench_produce(bootstrap, "1", args.messages, args.producers, args.partitions, data)
-        rate_all = bench_produce(bootstrap, "all", args.messages, args.producers, args.partitions, data)
+        pid = proc.pid
+        bench_produce(bootstrap, "1", args.messages, args.producers, args.partitions, data, broker_pid=pid)
+        rate_all = bench_produce(
+            bootstrap, "all", args.messages, args.producers, args.partitions, data, broker_pid=pid
+        )
         bench_latency(bootstrap, rate_all / 2 if rate_all / 2 < 200_000 else 200_000)
         bench_fetch(bootstrap, data)
     finally:

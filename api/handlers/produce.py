@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Coroutine, Generator
+from typing import TYPE_CHECKING, Any
 
 from api.protocol import RequestHeader
 from api.protocol.error_table import kafka_code
@@ -28,7 +29,7 @@ from api.protocol.messages.produce import (
     ProduceResponse,
     ProduceTopicResponse,
 )
-from broker.broker import Broker, PendingAppend
+from broker.broker import Broker, PendingAppend, ProduceResult
 from broker.txn_verification import ProduceVerification
 from hot import errors as E
 from hot.errors import InvalidRequestError, StrataError
@@ -88,9 +89,11 @@ async def handle_produce(
     if acks == 0:
         return None
     # Phase two: wait for durability of all of them together.
-    results = await asyncio.gather(
-        *(broker.complete(p, acks=acks, timeout_ms=req.timeout_ms) for _, _, p, _ in pending if p is not None)
-    )
+    waits = [p for _, _, p, _ in pending if p is not None]
+    if len(waits) == 1:
+        results = [await broker.complete(waits[0], acks=acks, timeout_ms=req.timeout_ms)]
+    else:
+        results = await _complete_all(broker, waits, acks, req.timeout_ms)
     it = iter(results)
     by_topic: dict[str, list[ProducePartitionResponse]] = {}
     for topic, index, p, err in pending:
@@ -118,12 +121,76 @@ async def handle_produce(
                 record_errors=_record_errors(err),
             )
         )
-    broker.metrics.produce_latency.labels("kafka").observe(time.perf_counter() - started)
+    conn.server.labelled(broker.metrics.produce_latency, "kafka").observe(time.perf_counter() - started)
     return ProduceResponse(
         responses=tuple(
             ProduceTopicResponse(name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items()
         )
     )
+
+
+async def _complete_all(
+    broker: Broker, waits: list[PendingAppend], acks: int, timeout_ms: int
+) -> list[ProduceResult]:
+    """``broker.complete`` of every partition, concurrently, as ``asyncio.gather`` would,
+    without its task per partition: each completion first runs here up to its first
+    suspension, and only those that suspend (waiting for a flush or the replicas) go on
+    in tasks. With acks=1 in interval mode none does, so a Produce to many partitions
+    costs no task at all. (``Broker.complete`` awaits plain futures only, which is what
+    running it outside a task of its own requires.)"""
+    results: list[ProduceResult | None] = [None] * len(waits)
+    rest: list[tuple[int, _Resumed]] = []
+    for i, p in enumerate(waits):
+        coro = broker.complete(p, acks=acks, timeout_ms=timeout_ms)
+        try:
+            yielded = coro.send(None)
+        except StopIteration as stop:
+            results[i] = stop.value
+            continue
+        rest.append((i, _Resumed(coro, yielded)))
+    if len(rest) == 1:
+        results[rest[0][0]] = await rest[0][1]
+    elif rest:
+        done = await asyncio.gather(*(_finish(r) for _, r in rest))
+        for (i, _), result in zip(rest, done, strict=True):
+            results[i] = result
+    return [r for r in results if r is not None]
+
+
+class _Resumed:
+    """The rest of a coroutine run to its first suspension: what it yielded goes to the
+    task awaiting this (which waits for it as it would for the coroutine itself), then the
+    coroutine resumes, as a task's step would resume it."""
+
+    __slots__ = ("_coro", "_yielded")
+
+    def __init__(self, coro: Coroutine[Any, Any, ProduceResult], yielded: Any) -> None:
+        self._coro = coro
+        self._yielded = yielded
+
+    def __await__(self) -> Generator[Any, None, ProduceResult]:
+        coro, yielded = self._coro, self._yielded
+        self._yielded = None
+        while True:
+            try:
+                yield yielded
+            except GeneratorExit:  # closed unfinished
+                coro.close()
+                raise
+            except BaseException as exc:  # thrown into the task: cancellation
+                try:
+                    yielded = coro.throw(exc)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+                continue
+            try:
+                yielded = coro.send(None)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+
+
+async def _finish(rest: _Resumed) -> ProduceResult:
+    return await rest
 
 
 def _append_all(

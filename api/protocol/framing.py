@@ -25,6 +25,9 @@ SIZE_PREFIX: Final = _SIZE.size
 # Compact the buffer once the consumed prefix is at least this large (and half the buffer),
 # so a stream of small frames costs amortised O(1) per byte.
 _COMPACT_AT: Final = 64 * 1024
+# Frames at least this large are copied out of a bytearray through a memoryview (one copy);
+# smaller ones by slicing, which is cheaper than making the view.
+_VIEW_FROM: Final = 16 * 1024
 
 
 class FrameDecoder:
@@ -36,7 +39,10 @@ class FrameDecoder:
         if max_frame_size < 0:
             raise ValueError("max_frame_size must be >= 0")
         self._max = max_frame_size
-        self._buf = bytearray()
+        # The received bytes not yet returned as frames, from ``_start`` on: the last chunk
+        # fed as it came (bytes) while whole frames are cut from it, a bytearray while a
+        # frame spans chunks.
+        self._buf: bytes | bytearray = b""
         self._start = 0  # first unconsumed byte of _buf
         self._need: int | None = None  # body size of the frame being read, once its prefix is seen
         self._error: ProtocolError | None = None
@@ -55,7 +61,18 @@ class FrameDecoder:
         """Add received bytes. Raises ProtocolError as soon as a bad size prefix is complete."""
         if self._error is not None:
             raise self._error
-        self._buf += data
+        buf = self._buf
+        if self._start == len(buf):
+            # Nothing buffered (the usual case): keep the received bytes as they are and
+            # slice frames out of them, one copy per frame instead of two.
+            self._buf = data if type(data) is bytes else bytes(data)
+            self._start = 0
+        elif type(buf) is bytes:  # a partial frame left from the last chunk: now accumulate
+            self._buf = bytearray(memoryview(buf)[self._start :])
+            self._buf += data
+            self._start = 0
+        else:
+            buf += data
         if self._need is None:
             self._read_size()
 
@@ -70,14 +87,19 @@ class FrameDecoder:
         start = self._start + SIZE_PREFIX
         if len(self._buf) - start < need:
             return None
-        frame = bytes(self._buf[start : start + need])
+        buf = self._buf
+        if type(buf) is bytes or need < _VIEW_FROM:
+            frame = bytes(buf[start : start + need])
+        else:  # a large frame from a bytearray: copied once, not sliced then copied
+            with memoryview(buf) as view:
+                frame = bytes(view[start : start + need])
         self._start = start + need
         self._need = None
-        if self._start == len(self._buf):
-            self._buf.clear()
+        if self._start == len(buf):
+            self._buf = b""
             self._start = 0
-        elif self._start >= _COMPACT_AT and self._start * 2 >= len(self._buf):
-            del self._buf[: self._start]
+        elif type(buf) is bytearray and self._start >= _COMPACT_AT and self._start * 2 >= len(buf):
+            del buf[: self._start]
             self._start = 0
         return frame  # a following bad prefix is reported by the next call, not instead of this frame
 

@@ -85,3 +85,39 @@ def test_pipelined_requests_answered_in_order(broker: BrokerProcess) -> None:
         got.append(m.value())
     c.close()
     assert got == [f"m{i}".encode() for i in range(2, 60, 3)]
+
+
+@pytest.mark.parametrize("mode", ["fsync", "interval"])
+def test_produce_to_several_partitions_answers_each(broker: BrokerProcess, mode: str) -> None:
+    """One Produce request for 4 partitions, pipelined 5 deep: each partition's batch is
+    appended in order and answered with its offset, whether its completion waits (fsync
+    mode: for the flush) or not (interval mode: answered without any task per partition)."""
+    topic = f"multi-{mode}-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 4, {"strata.flush.mode": mode})
+    host, port = broker.bootstrap.rsplit(":", 1)
+    payload = b""
+    for i in range(5):
+        req = ProduceRequest(
+            acks=-1,
+            timeout_ms=10000,
+            topic_data=(
+                ProduceTopicData(
+                    name=topic,
+                    partition_data=tuple(
+                        ProducePartitionData(
+                            index=p, records=build_batch([RecordInput(None, f"{i}-{p}".encode())])
+                        )
+                        for p in range(4)
+                    ),
+                ),
+            ),
+        )
+        body = encode_request(ApiKey.PRODUCE, 9, 500 + i, "multi", req)
+        payload += struct.pack(">i", len(body)) + body
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(payload)
+        for i in range(5):
+            corr, resp = decode_response(ApiKey.PRODUCE, 9, _read_frame(s))
+            assert corr == 500 + i
+            parts = sorted(resp.responses[0].partition_responses, key=lambda p: p.index)
+            assert [(p.index, p.error_code, p.base_offset) for p in parts] == [(p, 0, i) for p in range(4)]
