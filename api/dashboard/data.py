@@ -531,6 +531,10 @@ def data_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRou
                 "may_alter": allowed(
                     broker, request, Operation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME, quiet=True
                 ),
+                # quotas: Kafka's AlterClientQuotas rule (api.dashboard.admin)
+                "may_alter_configs": allowed(
+                    broker, request, Operation.ALTER_CONFIGS, ResourceType.CLUSTER, CLUSTER_NAME, quiet=True
+                ),
             }
         )
 

@@ -18,6 +18,7 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from api.dashboard.acls import acls_router
+from api.dashboard.admin import admin_router
 from api.dashboard.data import data_router
 from api.dashboard.groups import groups_console_router
 from api.dashboard.messages import messages_router
@@ -87,4 +88,5 @@ def dashboard_router(broker: Broker) -> APIRouter:
     router.include_router(groups_console_router(broker, history, peers))
     router.include_router(messages_router(broker, peers))
     router.include_router(acls_router(broker))
+    router.include_router(admin_router(broker))
     return router

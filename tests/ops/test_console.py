@@ -310,3 +310,74 @@ def test_reset_is_refused_while_the_group_has_members(broker: BrokerProcess) -> 
         assert r.status_code == 409 and "only while the group is empty" in r.json()["message"], r.text
     finally:
         c.close()
+
+
+def test_users_and_quotas_are_changed_on_the_security_page(broker: BrokerProcess, driver: Any) -> None:
+    """A SCRAM credential set from the form authenticates a real client (the password is
+    salted on the broker as a Kafka admin client would); a quota set from the form is the
+    runtime quota; both need their cluster ACL; the credential is removed again."""
+    from confluent_kafka.admin import AdminClient
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from tests.broker.security.test_authorization import conf
+
+    user, pw = "console-newbie", "n3wbie-secret"
+
+    def users(d: Any) -> list[str]:
+        return [r.text for r in d.find_elements(By.CSS_SELECTOR, "[data-testid=users] tbody tr")]
+
+    with http(broker, "nobody") as h:
+        r = h.post("/console/api/users", json={"name": user, "mechanism": "SCRAM-SHA-256", "password": pw})
+        assert r.status_code == 403 and r.json()["message"] == "not authorized to ALTER the cluster"
+        r = h.post("/console/api/quotas", json={"user": user, "key": "producer_byte_rate", "value": 1024})
+        assert r.status_code == 403
+    with http(broker) as h:
+        r = h.post("/console/api/users", json={"name": user, "mechanism": "SCRAM-SHA-1", "password": pw})
+        assert r.status_code == 400 and "mechanism must be one of" in r.json()["message"]
+        r = h.post("/console/api/quotas", json={"user": user, "key": "request_percentage", "value": 5})
+        assert r.status_code == 400 and "key must be one of" in r.json()["message"]
+    with authorized(driver):
+        wait = _open(driver, broker, PAGES["security"])
+        form = wait.until(lambda d: d.find_element(By.CSS_SELECTOR, "[data-testid=user-form]"))
+        form.find_element(By.CSS_SELECTOR, "[data-testid=user-name]").send_keys(user)
+        # the mechanism the broker's listener offers (tests.ops.console_scenario)
+        Select(form.find_element(By.CSS_SELECTOR, "[data-testid=user-mechanism]")).select_by_value(
+            "SCRAM-SHA-256"
+        )
+        form.find_element(By.CSS_SELECTOR, "[data-testid=user-password]").send_keys(pw)
+        form.find_element(By.CSS_SELECTOR, "[data-testid=user-submit]").click()
+        wait.until(lambda d: any(user in t for t in users(d)))
+        # the credential works for a real client (SASL/SCRAM over the Kafka listener)
+        meta = AdminClient(conf(broker, user, pw, "SCRAM-SHA-256")).list_topics(timeout=20)
+        assert meta.brokers
+        quota = driver.find_element(By.CSS_SELECTOR, "[data-testid=quota-form]")
+        quota.find_element(By.CSS_SELECTOR, "[data-testid=quota-user]").send_keys(user)
+        quota.find_element(By.CSS_SELECTOR, "[data-testid=quota-value]").send_keys("2048")
+        quota.find_element(By.CSS_SELECTOR, "[data-testid=quota-submit]").click()
+        wait.until(
+            lambda d: (
+                "producer_byte_rate" in d.find_element(By.CSS_SELECTOR, "[data-testid=quota-result]").text
+            )
+        )
+        with http(broker) as h:
+            quotas = h.get("/console/api/security").json()["quotas"]
+            assert {
+                "entity": f"user {user}",
+                "source": "runtime",
+                "quotas": {"producer_byte_rate": 2048.0},
+            } in quotas
+            r = h.post("/console/api/quotas", json={"user": user, "key": "producer_byte_rate", "value": None})
+            assert r.status_code == 200
+
+        def click_remove(d: Any) -> bool:
+            for row in d.find_elements(By.CSS_SELECTOR, "[data-testid=users] tbody tr"):
+                if user in row.text:
+                    row.find_element(By.CSS_SELECTOR, "[data-testid=user-remove]").click()
+                    return True
+            return False
+
+        wait.until(click_remove)
+        [dialog] = wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "dialog[data-testid=confirm]"))
+        dialog.find_element(By.CSS_SELECTOR, "[data-testid=confirm-ok]").click()
+        wait.until(lambda d: not any(user in t for t in users(d)))

@@ -226,6 +226,66 @@ function aclForm(onDone) {
   return el("div", {}, form, result);
 }
 
+function adminForm(testid, fields, submitLabel, send) {
+  const result = el("p", { class: "muted", "aria-live": "polite", "data-testid": `${testid}-result` });
+  const form = el("form", { class: "reset-form", "data-testid": `${testid}-form` }, ...fields,
+    el("button", { type: "submit", class: "primary", "data-testid": `${testid}-submit` }, submitLabel));
+  form.addEventListener("submit", async (e) => {
+    e.preventDefault();
+    const values = Object.fromEntries(new FormData(form).entries());
+    try {
+      result.textContent = await send(values);
+      form.querySelectorAll("input[type=password]").forEach((i) => { i.value = ""; });
+    } catch (err) {
+      result.textContent = "Refused: " + err.message;
+    }
+  });
+  return el("div", {}, form, result);
+}
+
+const MECHANISMS = ["SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+function userForm(onDone) {
+  return adminForm("user", [
+    el("label", {}, "User ", el("input", { name: "name", required: true, "data-testid": "user-name", autocomplete: "off" })),
+    el("label", {}, "Mechanism ", el("select", { name: "mechanism", "data-testid": "user-mechanism" },
+      ...MECHANISMS.map((m) => el("option", { value: m }, m)))),
+    el("label", {}, "Password ", el("input", { name: "password", type: "password", required: true,
+      "data-testid": "user-password", autocomplete: "new-password" })),
+  ], "Set password", async (v) => {
+    await api("/console/api/users", { method: "POST", body: JSON.stringify(v) });
+    onDone();
+    return `Saved ${v.mechanism} credential of ${v.name}.`;
+  });
+}
+
+function quotaForm(onDone) {
+  return adminForm("quota", [
+    el("label", {}, "User ", el("input", { name: "user", placeholder: "(default user)", "data-testid": "quota-user" })),
+    el("label", {}, "Quota ", el("select", { name: "key", "data-testid": "quota-key" },
+      el("option", { value: "producer_byte_rate" }, "producer_byte_rate"),
+      el("option", { value: "consumer_byte_rate" }, "consumer_byte_rate"))),
+    el("label", {}, "Bytes/s ", el("input", { name: "value", type: "number", min: "1", placeholder: "(remove)",
+      "data-testid": "quota-value" })),
+  ], "Set quota", async (v) => {
+    const body = { user: v.user || null, key: v.key, value: v.value === "" ? null : Number(v.value) };
+    await api("/console/api/quotas", { method: "POST", body: JSON.stringify(body) });
+    onDone();
+    const who = body.user ? `user ${body.user}` : "the default user";
+    return body.value === null ? `Removed ${body.key} of ${who}.` : `Set ${body.key} of ${who} to ${bytes(body.value)}/s.`;
+  });
+}
+
+async function removeUser(u, mechanism, onDone) {
+  if (!(await confirmDialog("Remove this credential?", `${mechanism} credential of ${u.name}`, "Remove"))) return;
+  try {
+    await api("/console/api/users/delete", { method: "POST", body: JSON.stringify({ name: u.name, mechanism }) });
+    onDone();
+  } catch (err) {
+    alert("Refused: " + err.message);
+  }
+}
+
 async function removeAcl(a, onDone) {
   const what = `${a.permission} ${a.principal} ${a.operation} on ${a.resource_type} ${a.resource_name} (${a.pattern_type}, host ${a.host})`;
   if (!(await confirmDialog("Remove this ACL?", what, "Remove"))) return;
@@ -257,9 +317,17 @@ export const security = {
     });
     const editor = el("div");
     const users = dataTable({
-      testid: "users", columns: [{ key: "name", label: "User" }, { key: "mechanisms", label: "SCRAM mechanisms", render: (u) => u.mechanisms.join(", ") }],
+      testid: "users", columns: [
+        { key: "name", label: "User" },
+        { key: "mechanisms", label: "SCRAM mechanisms", render: (u) => u.mechanisms.join(", ") },
+        { key: "remove", label: "", render: (u) => (state.mayAlterUsers ? el("span", {}, ...u.mechanisms.map((m) =>
+          el("button", { type: "button", class: "small-button", "data-testid": "user-remove",
+            "aria-label": `remove ${m} credential of ${u.name}`, onclick: () => removeUser(u, m, () => state.refresh()) }, `Remove ${m}`))) : "") },
+      ],
       empty: "no SCRAM users",
     });
+    const userEditor = el("div");
+    const quotaEditor = el("div");
     const quotas = dataTable({
       testid: "quotas", columns: [
         { key: "entity", label: "Entity" }, { key: "source", label: "Source" },
@@ -267,9 +335,10 @@ export const security = {
       ],
       empty: "no quotas",
     });
-    root.append(head, card("ACLs", editor, acls.node), el("div", { class: "grid2" }, card("Users", users.node), card("Quotas", quotas.node)));
+    root.append(head, card("ACLs", editor, acls.node),
+      el("div", { class: "grid2" }, card("Users", userEditor, users.node), card("Quotas", quotaEditor, quotas.node)));
     state.refresh = () => window.dispatchEvent(new Event("console:refresh"));
-    return Object.assign(state, { head, acls, users, quotas, editor });
+    return Object.assign(state, { head, acls, users, quotas, editor, userEditor, quotaEditor });
   },
   update(s, d) {
     const may = d.may_alter && d.authorization;
@@ -278,10 +347,20 @@ export const security = {
       s.editor.replaceChildren(may ? aclForm(() => s.refresh()) : el("p", { class: "muted" },
         d.authorization ? "Changing ACLs needs ALTER on the cluster." : ""));
     }
+    if (d.may_alter !== s.mayAlterUsers || !s.userEditor.childNodes.length) {
+      s.mayAlterUsers = d.may_alter;
+      s.userEditor.replaceChildren(d.may_alter ? userForm(() => s.refresh())
+        : el("p", { class: "muted" }, "Changing users needs ALTER on the cluster."));
+    }
+    if (d.may_alter_configs !== s.mayAlterQuotas || !s.quotaEditor.childNodes.length) {
+      s.mayAlterQuotas = d.may_alter_configs;
+      s.quotaEditor.replaceChildren(d.may_alter_configs ? quotaForm(() => s.refresh())
+        : el("p", { class: "muted" }, "Changing quotas needs ALTER_CONFIGS on the cluster."));
+    }
     s.head.replaceChildren(el("p", { class: "muted" },
       d.authorization ? `Authorization is on; super users: ${d.super_users.join(", ") || "none"}.` : "Authorization is off: every principal may do everything.",
-      " Users and quotas are changed with ", el("code", {}, "strata users"), " and ", el("code", {}, "strata quotas"),
-      " (or any Kafka admin client); ACLs here too, with ALTER on the cluster."));
+      " Changes here apply to the whole cluster, as ", el("code", {}, "strata acl"), ", ", el("code", {}, "strata users"),
+      " and ", el("code", {}, "strata quotas"), " make them: ACLs and users need ALTER on the cluster, quotas ALTER_CONFIGS."));
     s.acls.setRows(d.acls);
     s.users.setRows(d.users);
     s.quotas.setRows(d.quotas);
