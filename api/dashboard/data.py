@@ -21,7 +21,7 @@ exists or not, the security page needs DESCRIBE on the cluster (Kafka's Describe
 Cluster-wide facts (brokers, leaders, ISR) come from the broker's watched metadata view,
 which is the same on every broker, so every broker serves the whole cluster. Figures only a
 broker itself knows (its disk, its request rates and history) are asked of that broker
-(api.dashboard.peers); the offsets and tier figures of a partition are those of the replica
+(api.rest.peers); the offsets and tier figures of a partition are those of the replica
 the serving broker hosts (null when it hosts none). The overview's charts merge every
 broker's history (``merge_histories``).
 """
@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from api.dashboard.peers import Peers, forwarded
 from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
 from api.rest.authz import allowed, require_cluster, require_topic, topic_filter
 from api.rest.codec import JSONBody, RestError
 from api.rest.ops import log_or_none, tier_partition
+from api.rest.peers import Peers, forwarded
 from broker.metadata import NO_LEADER
 from broker.metrics_history import MetricsHistory
 from hot.errors import StrataError

@@ -23,7 +23,7 @@ watermark when none is), ``offset`` is clamped into [log start, high watermark] 
 tool does; a named topic means all its partitions, none every partition the group committed.
 
 In a cluster the list merges the groups every broker coordinates, and a group's page and
-its reset are answered by its coordinator (api.dashboard.peers).
+its reset are answered by its coordinator (api.rest.peers).
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
-from api.dashboard.peers import Peers, forwarded
 from api.protocol.acl import Operation, ResourceType
 from api.rest.authz import allowed, require, topic_filter
 from api.rest.codec import JSONBody, RestError, check_partition, parse_body, read_records
+from api.rest.peers import Peers, forwarded
 from broker.broker import EARLIEST_TIMESTAMP as EARLIEST
 from broker.broker import LATEST_TIMESTAMP as LATEST
 from broker.broker import FetchRequestPartition

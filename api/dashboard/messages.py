@@ -32,11 +32,11 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
-from api.dashboard.peers import Peers, forwarded
 from api.partitioner import partition_for_key
 from api.protocol.acl import Operation
 from api.rest.authz import require_topic
 from api.rest.codec import JSONBody, RestError, check_partition, parse_body, read_records
+from api.rest.peers import Peers, forwarded
 from broker.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchRequestPartition
 from hot.config import INT64_MAX
 from hot.errors import StrataError

@@ -22,8 +22,8 @@ from api.dashboard.admin import admin_router
 from api.dashboard.data import data_router
 from api.dashboard.groups import groups_console_router
 from api.dashboard.messages import messages_router
-from api.dashboard.peers import Peers
 from api.rest.codec import RestError
+from api.rest.peers import Peers
 from broker.metrics_history import MetricsHistory, broker_totals
 
 if TYPE_CHECKING:

@@ -95,6 +95,7 @@ from api.rest.models import (
 )
 from api.rest.models_v3 import V3_BODY_MODELS
 from api.rest.ops import ops_router
+from api.rest.peers import AnsweredBy, Peers
 from api.rest.producing import RestProducer, producer_error_code
 from api.rest.v3 import V3Context, v3_router
 from api.rest.v3_configs import v3_configs_router
@@ -196,6 +197,18 @@ def create_app(broker: Broker) -> FastAPI:
 
     def _count(code: int) -> None:
         metrics.errors.labels("rest", str(code)).inc()
+
+    peers = Peers(broker)
+
+    @app.exception_handler(AnsweredBy)
+    async def _answered_by(request: Request, exc: AnsweredBy) -> Response:
+        try:
+            return await peers.relay(
+                request, exc.broker_id, method=request.method, body=await request.body() or None
+            )
+        except RestError as err:  # the coordinator did not answer: 502 naming it
+            _count(err.error_code)
+            return error_response(err.status, err.error_code, err.message, path=request.url.path)
 
     @app.exception_handler(RestError)
     async def _rest_error(request: Request, exc: RestError) -> Response:
@@ -418,7 +431,7 @@ def create_app(broker: Broker) -> FastAPI:
     v3 = V3Context(broker)
     app.include_router(v3_router(v3))
     app.include_router(v3_configs_router(v3))
-    app.include_router(v3_groups_router(v3))
+    app.include_router(v3_groups_router(v3, peers))
     app.include_router(v3_records_router(v3, producer))
 
     # -- consumer groups: lag (v1) and REST Proxy v2 consumer instances ------------------------

@@ -19,9 +19,9 @@ path: validated as Kafka does, written with compare-and-swap, every broker follo
 operations are SET (default), DELETE, APPEND and SUBTRACT (list values), as
 IncrementalAlterConfigs applies them (api.handlers.configs.incremental_changes).
 
-A broker's configs are the static ones of the broker serving the request; another broker's
-are answered 421 (Misdirected Request) naming that broker's REST address, since this broker
-does not know them. Broker configs cannot be altered (Strata has no dynamic broker configs).
+A broker's configs are its static ones; another broker's are answered by that broker (the
+request relayed to its REST listener, api.rest.peers), since this broker does not know them.
+Broker configs cannot be altered (Strata has no dynamic broker configs).
 
 Authorization: DESCRIBE_CONFIGS on the topic to read, ALTER_CONFIGS to change (Kafka's
 DescribeConfigs / IncrementalAlterConfigs); DESCRIBE_CONFIGS on the cluster for broker configs.
@@ -48,6 +48,7 @@ from api.rest.models_v3 import (
     TopicConfigV3,
     UpdateConfigRequest,
 )
+from api.rest.peers import AnsweredBy, forwarded
 from api.rest.v3 import V3Context
 from hot.config import INT32_MAX, LogConfig
 
@@ -199,13 +200,9 @@ def v3_configs_router(ctx: V3Context) -> APIRouter:
             live = broker.replicas.view.brokers.get(broker_id)
             if live is None:
                 raise RestError(404, 404, f"broker {broker_id} not found")
-            reg = live.registration
-            raise RestError(
-                421,
-                421,
-                f"broker {broker_id}'s configs are served by its own REST listener "
-                f"(http://{reg.host}:{reg.http_port}); this is broker {broker.node_id}",
-            )
+            if forwarded(request):  # relayed here for another broker: never relay again
+                raise RestError(421, 421, f"this is broker {broker.node_id}, not broker {broker_id}")
+            raise AnsweredBy(broker_id)
         out = []
         for name, value in sorted(broker_config_values(broker.config).items()):
             parts = ["brokers", broker_id, "configs", name]

@@ -14,11 +14,12 @@ is) and ``lag`` null when either end is unknown. A partition with no owner has
 ``max_lag`` is the largest known lag (0 and null fields for a group without partitions),
 ``total_lag`` their sum.
 
-Groups are those this broker's coordinator serves (every group on a single node; in a
-cluster, ask the group's coordinator, which ``coordinator`` links to: another broker answers
-421 NOT_COORDINATOR). ``state`` is Kafka's state in Confluent's spelling (STABLE, EMPTY,
-PREPARING_REBALANCE, COMPLETING_REBALANCE, DEAD); ``is_simple`` is true for groups that
-only commit offsets.
+Every broker answers for the whole cluster: the list merges the groups each live broker
+coordinates (asked of them over HTTP, api.rest.peers; a broker that does not answer is
+left out), and a named group's routes are answered by its coordinator, the request relayed
+there as it came (``AnsweredBy``) unless it was relayed already. ``state`` is Kafka's
+state in Confluent's spelling (STABLE, EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE,
+DEAD); ``is_simple`` is true for groups that only commit offsets.
 
 Authorization as ``/v1/groups``: the list shows the groups the user may DESCRIBE, a named
 group needs DESCRIBE (403 whether it exists or not), lag rows only of topics it may DESCRIBE.
@@ -46,6 +47,7 @@ from api.rest.models_v3 import (
     ConsumerListV3,
     ConsumerV3,
 )
+from api.rest.peers import AnsweredBy, Peers, forwarded
 from api.rest.v3 import V3Context
 from broker.group_lag import GroupLag, PartitionLag, coordinator_of, group_lag, manager_end_offsets
 from hot.config import INT32_MAX
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
     from broker.groups.types import GroupDescription, MemberDescription
 
 
-def v3_groups_router(ctx: V3Context) -> APIRouter:
+def v3_groups_router(ctx: V3Context, peers: Peers) -> APIRouter:
     router = APIRouter(tags=["v3"])
     broker = ctx.broker
     end_offsets = manager_end_offsets(broker.manager)
@@ -111,15 +113,22 @@ def v3_groups_router(ctx: V3Context) -> APIRouter:
             "client_id": p.client_id or "",
         }
 
+    def answered_here(request: Request, group: str) -> None:
+        coordinator = coordinator_id(group)
+        if coordinator != broker.node_id and not forwarded(request):
+            raise AnsweredBy(coordinator)
+
     async def described(request: Request, cluster_id: str, group: str) -> GroupDescription:
         ctx.check(cluster_id)
         require(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group)
+        answered_here(request, group)
         await broker.prepare_group(group)  # what FindCoordinator does for a Kafka client
         return coordinator_of(broker).describe_group(group)
 
     async def lag_of(request: Request, cluster_id: str, group: str) -> GroupLag:
         ctx.check(cluster_id)
         require(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group)
+        answered_here(request, group)
         await broker.prepare_group(group)
         lag = group_lag(coordinator_of(broker), end_offsets, group)
         visible = topic_filter(broker, request)
@@ -143,6 +152,17 @@ def v3_groups_router(ctx: V3Context) -> APIRouter:
                 data.append(group_v3(request, coordinator.describe_group(listing.group_id)))
             except StrataError:
                 continue  # deleted (or moved) since the listing
+        if not forwarded(request):
+            # the groups the other brokers coordinate, each answered for the same principal
+            path = request.url.path
+            answers, _ = await peers.json_of_each(request, path)
+            seen = {g["consumer_group_id"] for g in data}
+            for doc in answers.values():
+                for g in doc.get("data", []) if isinstance(doc, dict) else []:
+                    if isinstance(g, dict) and g.get("consumer_group_id") not in seen:
+                        seen.add(g.get("consumer_group_id"))
+                        data.append(g)
+            data.sort(key=lambda g: str(g.get("consumer_group_id")))
         return ctx.listing("KafkaConsumerGroupList", request, ["consumer-groups"], data)
 
     @router.get("/v3/clusters/{cluster_id}/consumer-groups/{group}", response_model=ConsumerGroupV3)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from tests.broker.clusterlib import Cluster
 from tests.broker.etcdlib import EtcdProcess
@@ -30,6 +31,17 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 def test_metadata_is_the_clusters_from_any_broker(cluster: Cluster) -> None:
     cluster.create_topic("spread", 2, rf=2, min_isr=1)
     cluster.wait_fully_replicated("spread")
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "enable.idempotence": True})
+    for i in range(20):
+        producer.produce("spread", value=b"x", partition=i % 2)
+    assert producer.flush(30) == 0
+    commit = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "spread-readers"})
+    try:
+        commit.commit(
+            offsets=[TopicPartition("spread", 0, 5), TopicPartition("spread", 1, 5)], asynchronous=False
+        )
+    finally:
+        commit.close()
     for b in (1, 2):
         with httpx.Client(base_url=cluster.nodes[b].http_url, timeout=30) as http:
             clusters = http.get("/v3/clusters").json()["data"]
@@ -59,8 +71,17 @@ def test_metadata_is_the_clusters_from_any_broker(cluster: Cluster) -> None:
                 ]
             on_other = http.get(f"/v3/clusters/{cid}/brokers/{3 - b}/partition-replicas").json()["data"]
             assert {(r["topic_name"], r["partition_id"]) for r in on_other} >= {("spread", 0), ("spread", 1)}
-            # a broker's static configs come from that broker's own REST listener
-            assert http.get(f"/v3/clusters/{cid}/brokers/{b}/configs").status_code == 200
-            r = http.get(f"/v3/clusters/{cid}/brokers/{3 - b}/configs")
-            assert r.status_code == 421 and r.json()["error_code"] == 421, r.text
-            assert f"broker {3 - b}'s configs are served by its own REST listener" in r.json()["message"]
+            # a broker's static configs: another broker's are relayed to it
+            for other in (b, 3 - b):
+                r = http.get(f"/v3/clusters/{cid}/brokers/{other}/configs")
+                assert r.status_code == 200, r.text
+                assert {c["broker_id"] for c in r.json()["data"]} == {other}
+            # consumer groups: every broker lists the group and answers for it (relayed to
+            # its coordinator when that is the other broker)
+            groups = http.get(f"/v3/clusters/{cid}/consumer-groups").json()["data"]
+            assert [g["consumer_group_id"] for g in groups] == ["spread-readers"]
+            summary = http.get(f"/v3/clusters/{cid}/consumer-groups/spread-readers/lag-summary")
+            assert summary.status_code == 200, summary.text
+            assert summary.json()["total_lag"] == 10  # 20 produced, 10 committed
+            lags = http.get(f"/v3/clusters/{cid}/consumer-groups/spread-readers/lags").json()["data"]
+            assert {(x["partition_id"], x["current_offset"]) for x in lags} == {(0, 5), (1, 5)}

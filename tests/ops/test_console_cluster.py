@@ -2,7 +2,7 @@
 broker's console shows the whole cluster, whichever broker serves the page: its three
 brokers with each one's own disk, the leaders and ISR of a replicated topic, the records of
 partitions other brokers lead, and the groups other brokers coordinate
-(api.dashboard.peers)."""
+(api.rest.peers)."""
 
 from __future__ import annotations
 

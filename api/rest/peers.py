@@ -1,12 +1,13 @@
-"""Asking another broker's console, so that any broker's console serves the whole cluster.
+"""Asking another broker's HTTP listener, so that any broker's console and REST API serve
+the whole cluster.
 
-Most of what the console shows is in the cluster metadata every broker watches. Three things
-are not: the groups a broker coordinates, the records of the partitions it leads, and its own
+Most of what they show is in the cluster metadata every broker watches. Three things are
+not: the groups a broker coordinates, the records of the partitions it leads, and its own
 disk and request rates. For those the serving broker asks the broker that has them, over
-that broker's HTTP listener, with the same request: the same console endpoint, the caller's
+that broker's HTTP listener, with the same request: the same endpoint, the caller's
 ``Authorization`` header (so the peer makes the same ACL decisions for the same principal),
-and ``X-Strata-Console-Forwarded: 1`` so that the peer answers from what it has and never
-forwards again (no loop while leadership moves).
+and ``X-Strata-Forwarded: 1`` so that the peer answers from what it has and never forwards
+again (no loop while leadership moves).
 
 Peers are reached at the host of their registration and their HTTP port, with TLS when this
 broker's HTTP listener uses it (the configured CA checks the peer; the broker's own
@@ -32,12 +33,22 @@ from api.rest.codec import JSON, RestError, loads_strict
 if TYPE_CHECKING:
     from broker.broker import Broker
 
-FORWARDED = "X-Strata-Console-Forwarded"
+FORWARDED = "X-Strata-Forwarded"
 TIMEOUT_S = 10.0
 
 
+class AnsweredBy(Exception):
+    """Raised by a route whose answer another broker holds (a group's coordinator): the
+    app's handler relays the whole request there (``Peers.relay``) and passes its answer
+    back as it came."""
+
+    def __init__(self, broker_id: int) -> None:
+        super().__init__(f"answered by broker {broker_id}")
+        self.broker_id = broker_id
+
+
 def forwarded(request: Request) -> bool:
-    """Whether another broker's console sent this request (answer locally, never forward)."""
+    """Whether another broker sent this request (answer locally, never forward)."""
     return request.headers.get(FORWARDED) == "1"
 
 
