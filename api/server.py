@@ -22,6 +22,7 @@ import os
 import signal
 import socket
 import sys
+import time
 from collections.abc import Awaitable, Callable, Generator
 from typing import Any
 
@@ -49,7 +50,7 @@ from broker.txn_metrics import register_txn_metrics
 from hot import record_validation
 from hot.topics import TopicInfo
 from tiering.metrics import TieringMetrics
-from tiering.restore import restore_missing_topics
+from tiering.restore import StartupRestore, restore_missing_topics
 from tiering.service import TieringService
 from tiering.store import open_store
 
@@ -130,12 +131,22 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
     config = node.config  # with the broker id etcd assigned
     manager = node.manager
     store = open_store(config.object_store_url)
+    startup_restore: StartupRestore | None = None
     try:
         if cluster.embedded:
             # A new or lost data dir: bring the bucket's topics back before the logs open
             # (a cluster's replicas come back from their leaders instead).
-            for name in await restore_missing_topics(manager, store):
+            began = time.monotonic()
+            restored_names = await restore_missing_topics(manager, store)
+            for name in restored_names:
                 say(f"strata: restored topic {name} from {config.object_store_url}")
+            if restored_names:
+                startup_restore = StartupRestore(
+                    tuple(restored_names),
+                    config.object_store_url,
+                    int(time.time() * 1000),
+                    time.monotonic() - began,
+                )
         manager.cleaner_config = config.cleaner
         manager.open()
         await node.adopt_local_topics()
@@ -187,6 +198,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         history_task = asyncio.create_task(broker.history.run())  # the console's charts
         node.attach_marker_writer(broker)
         broker.bind_loop(loop)
+        broker.startup_restore = startup_restore
         register_txn_metrics(broker)
         # ACLs and users, before any listener; the users always, as admin clients manage
         # SCRAM credentials (KIP-554) whether or not this broker's listeners use SASL.

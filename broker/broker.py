@@ -67,6 +67,7 @@ from hot.topics import TopicInfo, validate_topic_name
 from hot.txn_index import AbortedTxn
 from tiering.remote_read import RemoteReader, RemoteReadResult
 from tiering.remote_txn import combine
+from tiering.restore import StartupRestore
 
 if TYPE_CHECKING:
     from broker.groups.coordinator import GroupCoordinator
@@ -217,6 +218,8 @@ class Broker:
         self.quotas = QuotaManager(config.quotas, on_throttle=self.metrics.quota_throttled)
         # The console's metric history (broker.metrics_history), sampled by the process wiring.
         self.history: MetricsHistory | None = None
+        # What this broker restored from the bucket at start-up (set by the process wiring).
+        self.startup_restore: StartupRestore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._waiters: dict[int, set[asyncio.Future[None]]] = {}

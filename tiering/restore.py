@@ -341,6 +341,17 @@ def _pending_deletes(manager: LogManager) -> set[uuid.UUID]:
     return {t.topic_id for t in PendingDeletes(manager.meta_dir / PENDING_DELETES_FILE).list()}
 
 
+@dataclass(frozen=True, slots=True)
+class StartupRestore:
+    """What a broker brought back from the bucket when it started on a new or lost data dir
+    (the console's tiering page shows it): the topics, from where, when and how long."""
+
+    topics: tuple[str, ...]
+    source: str
+    finished_ms: int
+    seconds: float
+
+
 async def restore_missing_topics(
     manager: LogManager,
     store: ObjectStore,
@@ -395,6 +406,7 @@ __all__ = [
     "RestoreError",
     "RestoreEvent",
     "RestoredTopic",
+    "StartupRestore",
     "TopicPlan",
     "install_producer_snapshots",
     "plan_restore",

@@ -414,6 +414,18 @@ def data_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRou
     @router.get("/tiering")
     async def tier(request: Request) -> Response:
         visible = topic_filter(broker, request)
+
+        def restore_summary() -> dict[str, Any] | None:
+            r = broker.startup_restore
+            if r is None:
+                return None
+            return {
+                "topics": [t for t in r.topics if visible(t)],
+                "source": r.source,
+                "finished_ms": r.finished_ms,
+                "seconds": round(r.seconds, 3),
+            }
+
         topics = []
         lag_bytes = lag_segments = 0
         for name, va in sorted(broker.replicas.view.topics.items()):
@@ -469,6 +481,7 @@ def data_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRou
                     "fetched_bytes": cache.fetched_bytes,
                     "evictions": cache.evictions,
                 },
+                "startup_restore": restore_summary(),
                 "pending_topic_deletes": [d.name for d in tiering.pending_deletes.list()]
                 if tiering is not None
                 else [],

@@ -18,6 +18,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.brokers import BrokerProcess, S3Endpoint, create_topic
@@ -218,6 +219,9 @@ def test_reads_restore_across_tiers(
 
     b2 = broker_factory("--object-store", url, env=env, data_dir=tmp_path / "b2")
     assert f"restored topic {TOPIC}" in b2.output()
+    # the console's tiering page says what was restored at start-up
+    restore = httpx.get(f"{b2.http_url}/console/api/tiering", timeout=30).json()["startup_restore"]
+    assert restore["topics"] == [TOPIC] and restore["source"] == url and restore["seconds"] >= 0
     # the clean stop sealed and uploaded the active segment too (tiering.upload_lag), so
     # record N, in no full segment, survived the loss of b1's disk
     expected = _expected(N + 1)

@@ -188,6 +188,9 @@ export const tiering = {
       ["GETs", `${num(c.gets)} (${bytes(c.fetched_bytes)})`],
       ["evictions", num(c.evictions)],
       ["topics being deleted", d.pending_topic_deletes.length ? d.pending_topic_deletes.join(", ") : "none"],
+      ["restore at start-up", el("span", { "data-testid": "startup-restore" }, d.startup_restore
+        ? `${d.startup_restore.topics.length} topic(s) restored from the bucket (${d.startup_restore.topics.join(", ")}) in ${d.startup_restore.seconds.toFixed(1)} s, at ${new Date(d.startup_restore.finished_ms).toLocaleString()}`
+        : "none: this broker started on its own data dir")],
       ["object store", el("code", {}, d.object_store)],
     ]) : el("p", { class: "muted" }, "This broker does not tier."));
     s.topics.setRows(d.topics);
@@ -322,7 +325,8 @@ export const security = {
         { key: "mechanisms", label: "SCRAM mechanisms", render: (u) => u.mechanisms.join(", ") },
         { key: "remove", label: "", render: (u) => (state.mayAlterUsers ? el("span", {}, ...u.mechanisms.map((m) =>
           el("button", { type: "button", class: "small-button", "data-testid": "user-remove",
-            "aria-label": `remove ${m} credential of ${u.name}`, onclick: () => removeUser(u, m, () => state.refresh()) }, `Remove ${m}`))) : "") },
+            "aria-label": `remove ${m} credential of ${u.name}`, title: `remove the ${m} credential`, onclick: () => removeUser(u, m, () => state.refresh()) },
+            `Remove ${m.replace("SCRAM-SHA-", "")}`))) : "") },
       ],
       empty: "no SCRAM users",
     });
