@@ -365,14 +365,20 @@ def _shutdown_upload(tiering: TieringService) -> Callable[[], Awaitable[None]]:
 
 
 def event_loop_factory(config: BrokerConfig) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's loop when it is installed (less than half of asyncio's CPU per small
-    request, docs/benchmarks.md "Issue 24"), else asyncio's own. ``STRATA_EVENT_LOOP=asyncio``
-    forces asyncio's (comparisons, and a fallback should uvloop misbehave somewhere).
+    """asyncio's own loop unless ``STRATA_EVENT_LOOP=uvloop`` asks for uvloop's (less CPU
+    per small request, docs/benchmarks.md "Issue 24") and it is installed.
+
+    Opt-in, not the default: uvloop raises RuntimeError where asyncio's transports only log
+    (a write on a transport the peer has reset), which code written for asyncio does not
+    expect everywhere. The fault tests found one: a follower's fetcher died on it under a
+    network cut and the partition never regained its ISR (broker.fetcher now treats it as a
+    lost connection). Until every transport user has been audited for it, uvloop stays a
+    measured option.
 
     Not with TLS: the Kafka listener upgrades accepted connections with ``start_tls`` (to
     log failed handshakes), and uvloop's transport has already read the client's first
     handshake bytes into the stream by then, so the handshake never completes."""
-    if config.tls.enabled or os.environ.get("STRATA_EVENT_LOOP", "uvloop") == "asyncio":
+    if config.tls.enabled or os.environ.get("STRATA_EVENT_LOOP", "asyncio") != "uvloop":
         return None
     try:
         import uvloop

@@ -149,7 +149,8 @@ class BrokerConnection:
                 if not 0 <= size <= _MAX_RESPONSE:
                     raise FetchConnectionError(f"response of {size} bytes from {self.host}:{self.port}")
                 frame = await reader.readexactly(size)
-        except (OSError, asyncio.IncompleteReadError, TimeoutError) as exc:
+        except (OSError, asyncio.IncompleteReadError, TimeoutError, RuntimeError) as exc:
+            # RuntimeError: uvloop's write on a transport the peer has already reset
             raise FetchConnectionError(f"{APIS[api_key].name} to {self.host}:{self.port}: {exc!r}") from exc
         try:
             correlation, response = decode_response(api_key, version, frame)
