@@ -139,13 +139,9 @@ async def handle_metadata(conn: Connection, header: RequestHeader, req: Metadata
         )
     external = conn.server.external
     brokers = tuple(
-        MetadataResponseBroker(
-            node_id=bid,
-            host=live.registration.client_address(external)[0],
-            port=live.registration.client_address(external)[1],
-            rack=live.registration.rack,
-        )
+        MetadataResponseBroker(node_id=bid, host=host, port=port, rack=live.registration.rack)
         for bid, live in sorted(view.brokers.items())
+        for host, port in (live.registration.client_address(external),)
     )
     controller = view.controller
     return MetadataResponse(
