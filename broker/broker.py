@@ -451,8 +451,9 @@ class Broker:
             ),
         )
         if pending.info is not None:
-            self.metrics.produced_messages.labels(topic).inc(pending.info.record_count)
-            self.metrics.produced_bytes.labels(topic).inc(len(data))
+            records, size = self.metrics.produced(topic)
+            records.inc(pending.info.record_count)
+            size.inc(len(data))
         return pending
 
     def append_marker(
@@ -795,8 +796,9 @@ class Broker:
                 ):
                     for r in results:
                         if r.size:
-                            self.metrics.fetched_bytes.labels(r.topic).inc(r.size)
-                            self.metrics.fetched_messages.labels(r.topic).inc(r.record_span)
+                            records, size = self.metrics.fetched(r.topic)
+                            size.inc(r.size)
+                            records.inc(r.record_span)
                     return results
                 try:
                     await asyncio.wait_for(fut, timeout=remaining)

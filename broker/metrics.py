@@ -7,7 +7,7 @@ process (tests, benchmarks) without clashing on metric names.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import (
     CollectorRegistry,
@@ -53,6 +53,9 @@ def _build() -> dict[str, str]:
 class BrokerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        self._children: dict[tuple[int, str], Any] = {}
+        self._produced: dict[str, tuple[Any, Any]] = {}
+        self._fetched: dict[str, tuple[Any, Any]] = {}
         r = self.registry
         # prometheus-client's standard collectors (process_cpu_seconds_total, RSS, open fds,
         # python_info, GC), on the broker's own registry, and what is running.
@@ -119,6 +122,31 @@ class BrokerMetrics:
             buckets=_THROTTLE_BUCKETS,
             registry=r,
         )
+
+    def labelled(self, metric: Any, label: str) -> Any:
+        """``metric.labels(label)``, cached (for label values never removed: API names, doors)."""
+        key = (id(metric), label)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(label)
+        return child
+
+    def produced(self, topic: str) -> tuple[Any, Any]:
+        """(records, bytes) appended to ``topic``: its two series, looked up once
+        (``labels()`` takes a lock and builds a key, 1.2 µs a call). Never removed."""
+        pair = self._produced.get(topic)
+        if pair is None:
+            pair = (self.produced_messages.labels(topic), self.produced_bytes.labels(topic))
+            self._produced[topic] = pair
+        return pair
+
+    def fetched(self, topic: str) -> tuple[Any, Any]:
+        """(records, bytes) served from ``topic``, as ``produced``."""
+        pair = self._fetched.get(topic)
+        if pair is None:
+            pair = (self.fetched_messages.labels(topic), self.fetched_bytes.labels(topic))
+            self._fetched[topic] = pair
+        return pair
 
     def quota_throttled(self, user: str, quota: str, seconds: float) -> None:
         self.quota_throttle.labels(f"User:{user}", quota).observe(seconds)

@@ -156,7 +156,7 @@ async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchReques
                     records=f.records,
                 )
             by_topic.setdefault(f.topic, []).append(data)
-        broker.metrics.fetch_latency.labels("kafka").observe(time.perf_counter() - started)
+        broker.metrics.labelled(broker.metrics.fetch_latency, "kafka").observe(time.perf_counter() - started)
     for topic, data in refused:
         by_topic.setdefault(topic, []).append(data)
     return _answer(broker, version, by_topic, unknown)
@@ -202,5 +202,5 @@ async def _replica_fetch(
                 segment_bases=f.segment_bases if f.size else None,
             )
         by_topic.setdefault(f.topic, []).append(data)
-    broker.metrics.fetch_latency.labels("replica").observe(time.perf_counter() - started)
+    broker.metrics.labelled(broker.metrics.fetch_latency, "replica").observe(time.perf_counter() - started)
     return _answer(broker, version, by_topic, unknown)

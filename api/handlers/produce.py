@@ -121,7 +121,7 @@ async def handle_produce(
                 record_errors=_record_errors(err),
             )
         )
-    conn.server.labelled(broker.metrics.produce_latency, "kafka").observe(time.perf_counter() - started)
+    broker.metrics.labelled(broker.metrics.produce_latency, "kafka").observe(time.perf_counter() - started)
     return ProduceResponse(
         responses=tuple(
             ProduceTopicResponse(name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items()
