@@ -114,8 +114,6 @@ class KafkaServer:
         self.handlers[ApiKey.FETCH] = with_fetch_quota(self.handlers[ApiKey.FETCH])
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
-        # Metric children on the request path, looked up once: ``labels()`` takes a lock
-        # and builds a key on every call, a measurable share of a small request's cost.
 
     async def start(self, sock: socket.socket) -> None:
         self._server = await asyncio.start_server(self._accept, sock=sock, limit=READ_CHUNK)
@@ -221,6 +219,11 @@ class Connection:
     def throttle(self, ms: int) -> None:
         """Stop reading this connection for ``ms`` (KIP-219: the response is already on its way)."""
         self._muted_until = max(self._muted_until, time.monotonic() + ms / 1000)
+
+    @property
+    def ever_throttled(self) -> bool:
+        """Whether a quota ever muted this connection (none did: no throttle time to report)."""
+        return self._muted_until != 0.0
 
     def throttled_ms(self) -> int:
         return max(0, round((self._muted_until - time.monotonic()) * 1000))

@@ -68,7 +68,14 @@ class ProduceQuota:
         if ms > 0:
             conn.throttle(ms)  # acks=0 too: no response to carry it, the mute still holds
 
-    async def __call__(
+    def __call__(
+        self, conn: Connection, header: RequestHeader, req: ProduceRequest
+    ) -> Awaitable[ProduceResponse | None]:
+        if not conn.ever_throttled:  # admitted without a mute (quotas unused): the handler itself
+            return self.handler(conn, header, req)
+        return self._throttled(conn, header, req)
+
+    async def _throttled(
         self, conn: Connection, header: RequestHeader, req: ProduceRequest
     ) -> ProduceResponse | None:
         response: ProduceResponse | None = await self.handler(conn, header, req)
