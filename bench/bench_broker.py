@@ -76,6 +76,9 @@ def start_broker(
         m = re.search(r"kafka listener on 127.0.0.1:(\d+)", line)
         if m:
             port = int(m.group(1))
+        m = re.search(r"http listener on http://127.0.0.1:(\d+)", line)
+        if m:
+            HTTP_PORTS[proc.pid] = int(m.group(1))
         if "strata: ready" in line:
             break
         if time.monotonic() > deadline:
@@ -83,6 +86,22 @@ def start_broker(
     out = proc.stdout
     threading.Thread(target=lambda: [None for _ in out], daemon=True).start()
     return proc, port
+
+
+HTTP_PORTS: dict[int, int] = {}  # broker pid -> its HTTP listener (``/metrics``)
+
+
+def produce_requests(pid: int) -> int:
+    """Produce requests the broker ``pid`` has answered (its ``/metrics``), -1 if unknown."""
+    import urllib.request
+
+    port = HTTP_PORTS.get(pid)
+    if port is None:
+        return -1
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        text = r.read().decode()
+    m = re.search(r'^strata_request_latency_seconds_count\{api="Produce"\} (\S+)$', text, re.M)
+    return int(float(m.group(1))) if m else -1
 
 
 def create_topic(bootstrap: str, name: str, partitions: int) -> None:
@@ -138,11 +157,13 @@ def bench_produce(
         "-X", "enable.idempotence=false", "-X", f"compression.codec={codec}", str(lines),
     ]  # fmt: skip
     c0 = cpu_seconds(broker_pid) if broker_pid else 0.0
+    r0 = produce_requests(broker_pid) if broker_pid else -1
     t0 = time.perf_counter()
     procs = [subprocess.Popen(cmd) for _ in range(producers)]
     codes = [pr.wait(600) for pr in procs]
     wall = time.perf_counter() - t0
     cpu = cpu_seconds(broker_pid) - c0 if broker_pid else 0.0
+    requests = produce_requests(broker_pid) - r0 if broker_pid and r0 >= 0 else 0
     stop.set()
     cons.join(30)
     sent = (total // producers) * producers
@@ -154,6 +175,12 @@ def bench_produce(
             f"{sent / cpu:,.0f} msg/s per core",
             flush=True,
         )
+        if requests > 0:
+            print(
+                f"  {requests:,} Produce requests ({sent / requests:,.0f} records each): "
+                f"{cpu * 1e6 / requests:,.0f} CPU-us per request (the consumer's fetches included)",
+                flush=True,
+            )
     print(
         f"produce acks={acks:>3} codec={codec}: {sent:,} x 100 B by {producers} kcat in {wall:.2f} s "
         f"= {rate:,.0f} msg/s "

@@ -432,11 +432,14 @@ class Broker:
         acks: int = 1,
         transactional: bool = False,
         verification: Mapping[int, VerificationGuard] | None = None,
+        leader: PartitionReplica | None = None,
     ) -> PendingAppend:
         """Append a producer's batches as the partition's leader; ``transactional``: the
         request named a transactional id (its transactional batches are accepted, hot.log);
         ``verification``: the producers' guards the coordinator confirmed
-        (broker.txn_verification; None: not verified)."""
+        (broker.txn_verification; None: not verified); ``leader``: what
+        ``replicas.writable_leader`` returned for this append, with no await since (the
+        Produce handler checks every partition first), so it is not checked twice."""
         # The internal topics are written by their coordinators only (Kafka: INVALID_TOPIC_EXCEPTION).
         if admin.is_internal(topic):
             return PendingAppend(
@@ -449,6 +452,7 @@ class Broker:
             lambda lg, epoch: lg.append(
                 data, leader_epoch=epoch, transactional=transactional, verification=verification
             ),
+            leader,
         )
         if pending.info is not None:
             records, size = self.metrics.produced(topic)
@@ -478,12 +482,17 @@ class Broker:
         )
 
     def _leader_append(
-        self, topic: str, partition: int, acks: int, write: Callable[[Log, int], AppendInfo]
+        self,
+        topic: str,
+        partition: int,
+        acks: int,
+        write: Callable[[Log, int], AppendInfo],
+        leader: PartitionReplica | None = None,
     ) -> PendingAppend:
         """``write(log, leader_epoch)`` on the partition as its current leader. Nothing
         awaits between the leader check and the append, so appends are in call order."""
         try:
-            rep = self.replicas.writable_leader(topic, partition, acks)
+            rep = leader if leader is not None else self.replicas.writable_leader(topic, partition, acks)
             lg = self._log(topic, partition)
             if lg is not rep.log:
                 raise UnknownTopicOrPartitionError(f"{topic}-{partition} is being recreated")

@@ -573,14 +573,14 @@ class ReplicaManager:
             # Even a high watermark past the offset proves nothing now: as a follower this
             # replica may have truncated the record and taken another at the same offset.
             raise NotLeaderError(f"{rep.name}: leadership moved while the append waited")
+        if acks != ACKS_ALL and not rep.log.config.fsync_mode:
+            return  # acks=1 in interval mode: the append itself was the acknowledgement
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         if acks == ACKS_ALL:
             heapq.heappush(rep.ack_waiters, (required, next(self._seq), fut))
             self._complete_ack_waiters(rep)
         else:
-            if not rep.log.config.fsync_mode:
-                return
             heapq.heappush(rep.flush_waiters, (required, next(self._seq), fut))
             self._complete_flush_waiters(rep)
         if fut.done():

@@ -82,8 +82,11 @@ def append_as_leader(
     if now_ms is None:
         now_ms = time.time_ns() // 1_000_000
     total = len(mv)
-    offsets = sum(b.last_offset_delta + 1 for b in batches)
-    records = sum(b.records for b in batches)
+    if len(batches) == 1:  # what producers send: no generator for one batch
+        offsets, records = batches[0].last_offset_delta + 1, batches[0].records
+    else:
+        offsets = sum(b.last_offset_delta + 1 for b in batches)
+        records = sum(b.records for b in batches)
     log_append = cfg.log_append_time
     plan: ProducerAppend | None = None
     dups: Sequence[BatchMetadata] = ()

@@ -30,6 +30,7 @@ from api.protocol.messages.produce import (
     ProduceTopicResponse,
 )
 from broker.broker import Broker, PendingAppend, ProduceResult
+from broker.replica_manager import PartitionReplica
 from broker.txn_verification import ProduceVerification
 from hot import errors as E
 from hot.errors import InvalidRequestError, StrataError
@@ -207,16 +208,22 @@ def _append_all(
     pending: list[tuple[str, int, PendingAppend | None, StrataError | None]] = []
     for td in req.topic_data:
         for pd in td.partition_data:
-            err = refused or _refusal(broker, header, req.acks, td.name, pd.index, pd.records)
+            checked = refused or _checked(broker, header, req.acks, td.name, pd.index, pd.records)
+            err = checked if isinstance(checked, StrataError) else None
             if err is None and verification is not None:
                 err = verification.errors.get((td.name, pd.index))
             if err is not None:
                 pending.append((td.name, pd.index, None, err))
                 continue
-            assert pd.records is not None
+            assert pd.records is not None and isinstance(checked, PartitionReplica)
             guards = verification.guards_for(td.name, pd.index) if verification is not None else None
             appended = broker.append(
-                td.name, pd.index, pd.records, transactional=transactional, verification=guards
+                td.name,
+                pd.index,
+                pd.records,
+                transactional=transactional,
+                verification=guards,
+                leader=checked,
             )
             pending.append((td.name, pd.index, appended, None))
     return pending
@@ -230,10 +237,24 @@ def _refusal(
     partition: int,
     records: bytes | memoryview | None,
 ) -> StrataError | None:
-    """Why this partition's batch is not appended, or None: not the leader (or, for
-    acks=all, fewer in-sync replicas than ``min.insync.replicas``), then the records."""
+    """Why this partition's batch is not appended, or None (``_checked``)."""
+    checked = _checked(broker, header, acks, topic, partition, records)
+    return checked if isinstance(checked, StrataError) else None
+
+
+def _checked(
+    broker: Broker,
+    header: RequestHeader,
+    acks: int,
+    topic: str,
+    partition: int,
+    records: bytes | memoryview | None,
+) -> PartitionReplica | StrataError:
+    """The partition's replica this broker leads, or why its batch is not appended: not
+    the leader (or, for acks=all, fewer in-sync replicas than ``min.insync.replicas``),
+    then the records. The replica goes to ``Broker.append`` (nothing awaits in between)."""
     try:
-        broker.replicas.writable_leader(topic, partition, acks)
+        rep = broker.replicas.writable_leader(topic, partition, acks)
     except StrataError as exc:
         return exc
     if records is None or len(records) == 0:
@@ -243,7 +264,7 @@ def _refusal(
             f"Produce requests with version {header.api_version} may not use ZStandard "
             f"compression (version {_PRODUCE_ZSTD_VERSION} or later may)"
         )
-    return None
+    return rep
 
 
 def _record_errors(err: StrataError) -> tuple[BatchIndexAndErrorMessage, ...]:
