@@ -455,9 +455,9 @@ class Broker:
             leader,
         )
         if pending.info is not None:
-            records, size = self.metrics.produced(topic)
-            records.inc(pending.info.record_count)
-            size.inc(len(data))
+            totals = self.metrics.produced(topic)
+            totals[0] += pending.info.record_count
+            totals[1] += len(data)
         return pending
 
     def append_marker(
@@ -523,6 +523,27 @@ class Broker:
             raise NotLeaderError(f"broker {self.node_id} runs no group coordinator")
         self.groups.complete_txn(partition, producer_id, kind is ControlType.COMMIT)
 
+    def complete_now(self, pending: PendingAppend, *, acks: int) -> ProduceResult | None:
+        """``complete``'s result when it has nothing to wait for (an error, acks=0, acks=1
+        in interval mode), else None: a Produce to many partitions costs no coroutine per
+        partition then."""
+        if pending.error is not None or pending.log is None or pending.info is None:
+            return ProduceResult(pending.error)
+        if acks != 0 and pending.replica is not None and (acks == -1 or pending.log.config.fsync_mode):
+            return None
+        return self._appended_result(pending)
+
+    def _appended_result(self, pending: PendingAppend) -> ProduceResult:
+        info = pending.info
+        assert info is not None and pending.log is not None
+        return ProduceResult(
+            None,
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time_ms,
+            log_start_offset=pending.log.log_start_offset,
+            record_count=info.record_count,
+        )
+
     async def complete(self, pending: PendingAppend, *, acks: int, timeout_ms: int) -> ProduceResult:
         if pending.error is not None or pending.log is None or pending.info is None:
             return ProduceResult(pending.error)
@@ -538,13 +559,7 @@ class Broker:
                 return ProduceResult(error, record_count=info.record_count)
             except StrataError as exc:
                 return ProduceResult(exc, record_count=info.record_count)
-        return ProduceResult(
-            None,
-            base_offset=info.first_offset,
-            log_append_time_ms=info.log_append_time_ms,
-            log_start_offset=pending.log.log_start_offset,
-            record_count=info.record_count,
-        )
+        return self._appended_result(pending)
 
     async def produce(
         self, topic: str, partition: int, data: bytes | bytearray | memoryview, *, acks: int, timeout_ms: int
@@ -805,9 +820,9 @@ class Broker:
                 ):
                     for r in results:
                         if r.size:
-                            records, size = self.metrics.fetched(r.topic)
-                            size.inc(r.size)
-                            records.inc(r.record_span)
+                            totals = self.metrics.fetched(r.topic)
+                            totals[0] += r.record_span
+                            totals[1] += r.size
                     return results
                 try:
                     await asyncio.wait_for(fut, timeout=remaining)

@@ -21,7 +21,7 @@ from prometheus_client import (
     disable_created_metrics,
     generate_latest,
 )
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from broker.request_metrics import RequestErrors, ResponseErrors
@@ -50,12 +50,37 @@ def _build() -> dict[str, str]:
     return {"version": v}
 
 
+class TopicTotals(Collector):
+    """A counter by topic whose values are plain integers (``table[topic][index]``) that
+    the produce and fetch paths add to, exported at scrape time as the counter
+    ``<name>_total{topic=...}``. prometheus-client's ``Counter.inc`` takes a lock per call,
+    two per partition of every request (5 % of a 1,000-partition Produce). The additions
+    happen on the event loop (and REST worker threads, rarely at once); a series appears
+    with its topic's first addition, as a labelled counter's would, and is never removed."""
+
+    def __init__(
+        self, name: str, doc: str, table: dict[str, list[int]], index: int, registry: CollectorRegistry
+    ) -> None:
+        self._name = name
+        self._doc = doc
+        self._table = table
+        self._index = index
+        registry.register(self)
+
+    def describe(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(self._name, self._doc, labels=["topic"])
+
+    def collect(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(self._name, self._doc, labels=["topic"])
+        for topic, row in list(self._table.items()):
+            family.add_metric([topic], row[self._index])
+        yield family
+
+
 class BrokerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         self._children: dict[tuple[int, str], Any] = {}
-        self._produced: dict[str, tuple[Any, Any]] = {}
-        self._fetched: dict[str, tuple[Any, Any]] = {}
         r = self.registry
         # prometheus-client's standard collectors (process_cpu_seconds_total, RSS, open fds,
         # python_info, GC), on the broker's own registry, and what is running.
@@ -63,14 +88,19 @@ class BrokerMetrics:
         PlatformCollector(registry=r)
         GCCollector(registry=r)
         Info("strata_build", "The Strata version this broker runs", registry=r).info(_build())
-        self.produced_messages = Counter("strata_produce_messages", "Records appended", ["topic"], registry=r)
-        self.produced_bytes = Counter(
-            "strata_produce_bytes", "Record batch bytes appended", ["topic"], registry=r
+        # Per-topic totals of the produce and fetch paths: plain integers, exported at
+        # scrape time (``TopicTotals``).
+        self._produced: dict[str, list[int]] = {}
+        self._fetched: dict[str, list[int]] = {}
+        produced, fetched = self._produced, self._fetched
+        self.produced_messages = TopicTotals("strata_produce_messages", "Records appended", produced, 0, r)
+        self.produced_bytes = TopicTotals(
+            "strata_produce_bytes", "Record batch bytes appended", produced, 1, r
         )
-        self.fetched_bytes = Counter("strata_fetch_bytes", "Record batch bytes served", ["topic"], registry=r)
-        self.fetched_messages = Counter(
-            "strata_fetch_messages", "Records served (offsets the batches cover)", ["topic"], registry=r
+        self.fetched_messages = TopicTotals(
+            "strata_fetch_messages", "Records served (offsets the batches cover)", fetched, 0, r
         )
+        self.fetched_bytes = TopicTotals("strata_fetch_bytes", "Record batch bytes served", fetched, 1, r)
         self.produce_latency = Histogram(
             "strata_produce_latency_seconds",
             "Produce latency from request decode to acknowledgement, by source (kafka, rest)",
@@ -131,22 +161,19 @@ class BrokerMetrics:
             child = self._children[key] = metric.labels(label)
         return child
 
-    def produced(self, topic: str) -> tuple[Any, Any]:
-        """(records, bytes) appended to ``topic``: its two series, looked up once
-        (``labels()`` takes a lock and builds a key, 1.2 µs a call). Never removed."""
-        pair = self._produced.get(topic)
-        if pair is None:
-            pair = (self.produced_messages.labels(topic), self.produced_bytes.labels(topic))
-            self._produced[topic] = pair
-        return pair
+    def produced(self, topic: str) -> list[int]:
+        """[records, bytes] appended to ``topic`` so far: the caller adds to them."""
+        row = self._produced.get(topic)
+        if row is None:
+            row = self._produced[topic] = [0, 0]
+        return row
 
-    def fetched(self, topic: str) -> tuple[Any, Any]:
-        """(records, bytes) served from ``topic``, as ``produced``."""
-        pair = self._fetched.get(topic)
-        if pair is None:
-            pair = (self.fetched_messages.labels(topic), self.fetched_bytes.labels(topic))
-            self._fetched[topic] = pair
-        return pair
+    def fetched(self, topic: str) -> list[int]:
+        """[records, bytes] served from ``topic`` so far: the caller adds to them."""
+        row = self._fetched.get(topic)
+        if row is None:
+            row = self._fetched[topic] = [0, 0]
+        return row
 
     def quota_throttled(self, user: str, quota: str, seconds: float) -> None:
         self.quota_throttle.labels(f"User:{user}", quota).observe(seconds)

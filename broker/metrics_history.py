@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from prometheus_client import Counter, Histogram
+from prometheus_client.registry import Collector
 
 from broker.group_lag import all_group_lags, manager_end_offsets
 from hot.errors import InvalidConfigError, StrataError
@@ -226,7 +227,7 @@ class MetricsHistory:
 # --- reading the broker's own counters -----------------------------------------------------------
 
 
-def _sum(metric: Counter) -> tuple[float, dict[str, float]]:
+def _sum(metric: Counter | Collector) -> tuple[float, dict[str, float]]:
     """A labelled counter's total and its value per first label (the topic)."""
     total = 0.0
     by: dict[str, float] = {}

@@ -225,6 +225,10 @@ class LogFile:
                 done = os.pwrite(fd, iov[0], start)
                 if done < total:
                     self._write_rest(fd, iov, start, done)
+            elif len(iov) <= IOV_MAX:
+                done = os.pwritev(fd, iov, start)
+                if done < total:
+                    self._write_rest(fd, iov, start, done)
             else:
                 at = start
                 for i in range(0, len(iov), IOV_MAX):

@@ -92,7 +92,10 @@ async def handle_produce(
     # Phase two: wait for durability of all of them together.
     waits = [p for _, _, p, _ in pending if p is not None]
     if len(waits) == 1:
-        results = [await broker.complete(waits[0], acks=acks, timeout_ms=req.timeout_ms)]
+        now = broker.complete_now(waits[0], acks=acks)
+        if now is None:
+            now = await broker.complete(waits[0], acks=acks, timeout_ms=req.timeout_ms)
+        results = [now]
     else:
         results = await _complete_all(broker, waits, acks, req.timeout_ms)
     it = iter(results)
@@ -142,6 +145,10 @@ async def _complete_all(
     results: list[ProduceResult | None] = [None] * len(waits)
     rest: list[tuple[int, _Resumed]] = []
     for i, p in enumerate(waits):
+        now = broker.complete_now(p, acks=acks)
+        if now is not None:
+            results[i] = now
+            continue
         coro = broker.complete(p, acks=acks, timeout_ms=timeout_ms)
         try:
             yielded = coro.send(None)
