@@ -48,6 +48,7 @@ from broker.security.tls import server_context, uvicorn_options
 from broker.transactions.coordinator import TransactionCoordinator
 from broker.txn_metrics import register_txn_metrics
 from hot import record_validation
+from hot.errors import InvalidConfigError
 from hot.topics import TopicInfo
 from tiering.metrics import TieringMetrics
 from tiering.restore import StartupRestore, restore_missing_topics
@@ -365,20 +366,25 @@ def _shutdown_upload(tiering: TieringService) -> Callable[[], Awaitable[None]]:
 
 
 def event_loop_factory(config: BrokerConfig) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """asyncio's own loop unless ``STRATA_EVENT_LOOP=uvloop`` asks for uvloop's (less CPU
-    per small request, docs/benchmarks.md "Issue 24") and it is installed.
+    """uvloop's event loop (0.5-0.9 of asyncio's CPU per small request, docs/benchmarks.md
+    "Issue 24"); asyncio's own with ``STRATA_EVENT_LOOP=asyncio``, when uvloop is not
+    installed, and with TLS.
 
-    Opt-in, not the default: uvloop raises RuntimeError where asyncio's transports only log
-    (a write on a transport the peer has reset), which code written for asyncio does not
-    expect everywhere. The fault tests found one: a follower's fetcher died on it under a
-    network cut and the partition never regained its ISR (broker.fetcher now treats it as a
-    lost connection). Until every transport user has been audited for it, uvloop stays a
-    measured option.
+    uvloop raises RuntimeError where asyncio's transports only log (a write on a transport
+    the peer has reset). Every transport user in the broker process handles it as a lost
+    connection: the Kafka listener's writer (api.kafka_server), a follower's fetcher
+    (broker.fetcher: under a network cut it once ended the fetcher and the partition never
+    regained its ISR), the admin socket (broker.store_socket). The S3 store (aiohttp), the
+    etcd client (grpc.aio) and uvicorn support uvloop themselves; the Kafka client
+    (api.client) uses blocking sockets.
 
     Not with TLS: the Kafka listener upgrades accepted connections with ``start_tls`` (to
     log failed handshakes), and uvloop's transport has already read the client's first
     handshake bytes into the stream by then, so the handshake never completes."""
-    if config.tls.enabled or os.environ.get("STRATA_EVENT_LOOP", "asyncio") != "uvloop":
+    choice = os.environ.get("STRATA_EVENT_LOOP", "uvloop")
+    if choice not in ("uvloop", "asyncio"):
+        raise InvalidConfigError(f"STRATA_EVENT_LOOP must be uvloop or asyncio, got {choice!r}")
+    if config.tls.enabled or choice == "asyncio":
         return None
     try:
         import uvloop

@@ -258,6 +258,8 @@ class LocalStoreServer:
                 await writer.drain()
         except (ConnectionError, asyncio.CancelledError):
             pass
+        except RuntimeError:  # uvloop's write on a connection the peer reset: gone, as above
+            pass
         finally:
             self._connections.discard(task)
             writer.close()
