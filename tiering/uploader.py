@@ -312,6 +312,7 @@ class Uploader:
         self.metrics = metrics
         self._clock_ms = clock_ms
         self._states: dict[tuple[str, int], PartitionState] = {}
+        self._lag_series: dict[tuple[str, int], tuple[Any, Any, Any, Any]] = {}  # _observe_lag
         self._topic_docs: dict[str, dict[str, object]] = {}
         self._bucket = TokenBucket(config.upload_bytes_per_second)
         # Told about every manifest read or written (the remote reader's cache).
@@ -335,6 +336,7 @@ class Uploader:
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._states if k[0] == topic]:
             del self._states[key]
+            self._lag_series.pop(key, None)
             self.metrics.forget_partition(*key)
         self._topic_docs.pop(topic, None)
 
@@ -585,15 +587,28 @@ class Uploader:
     def _observe_lag(self, st: PartitionState, log: Log, remote_next: int) -> None:
         segs = log.segments()
         pending = [s for s in segs[:-1] if s.next_offset > remote_next]
-        labels = (st.topic, str(st.partition))
-        self.metrics.upload_lag_segments.labels(*labels).set(len(pending))
-        self.metrics.upload_lag_bytes.labels(*labels).set(sum(s.size for s in pending))
-        self.metrics.local_bytes.labels(*labels).set(sum(s.size for s in segs))
+        key = (st.topic, st.partition)
+        series = self._lag_series.get(key)
+        if series is None:
+            # Looked up once per partition (``labels()`` locks and builds a key: four per
+            # partition and pass, every second, were most of an idle broker's tiering CPU).
+            labels = (st.topic, str(st.partition))
+            m = self.metrics
+            series = self._lag_series[key] = (
+                m.upload_lag_segments.labels(*labels),
+                m.upload_lag_bytes.labels(*labels),
+                m.local_bytes.labels(*labels),
+                m.upload_lag_seconds.labels(*labels),
+            )
+        lag_segments, lag_bytes, local_bytes, lag_seconds = series
+        lag_segments.set(len(pending))
+        lag_bytes.set(sum(s.size for s in pending))
+        local_bytes.set(sum(s.size for s in segs))
         age_ms = 0
         if pending:  # sealed when last written: its mtime is when it stopped growing
             with contextlib.suppress(StorageError):
                 age_ms = max(0, self._clock_ms() - pending[0].file.mtime_ms())
-        self.metrics.upload_lag_seconds.labels(*labels).set(age_ms / 1000)
+        lag_seconds.set(age_ms / 1000)
 
     async def _upload_segment(
         self,
@@ -753,6 +768,8 @@ class Uploader:
         st = self._states.get((log.topic, log.partition))
         if st is None or st.manifest is None or not log.is_online:
             return []
+        if len(log.segments()) < 2:
+            return []  # only the active segment, which local retention never deletes: no thread hop
         try:
             deleted = await asyncio.to_thread(
                 log.apply_local_retention, now_ms, self.is_uploaded(log.topic, log.partition)
