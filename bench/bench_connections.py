@@ -11,7 +11,9 @@ reads the broker's RSS (/proc/<pid>/status) at each step:
      itself costs); then the same number of producer connections: each sends one Produce request carrying a
      ``--batch-kib`` record batch (librdkafka's batch.size default is 1 MiB), is answered,
      then stays idle: RSS delta per connection; then all closed: what is returned.
-  3. ``--hold`` idle connections at once (RLIMIT_NOFILE of this process and of the broker
+  3. ``--librdkafka`` confluent-kafka producers (librdkafka, as clients really connect):
+     each sends 5,000 records (linger 5), then idles, then closes.
+  4. ``--hold`` idle connections at once (RLIMIT_NOFILE of this process and of the broker
      raised to the hard limit first; the broker's limit as it runs is printed): how many
      the broker holds, and its RSS per connection.
 
@@ -23,10 +25,12 @@ blocks for reuse, so "returned" here means "reusable by the next connections" at
 from __future__ import annotations
 
 import argparse
+import contextlib
 import resource
 import shutil
 import socket
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -92,6 +96,68 @@ def nofile_of(pid: int) -> str:
     return "?"
 
 
+_PRODUCERS_CHILD = r"""
+import sys
+from confluent_kafka import Producer
+ps = [Producer({"bootstrap.servers": sys.argv[1], "linger.ms": 5}) for _ in range(int(sys.argv[3]))]
+for p in ps:
+    for i in range(5000):
+        p.produce(sys.argv[2], b"x" * 100)
+        if i % 500 == 0:
+            p.poll(0)
+    p.flush(30)
+print("ready", flush=True)
+sys.stdin.readline()
+"""
+
+
+def librdkafka_producers(pid: int, bootstrap: str, n: int) -> None:
+    """Step 4: ``n`` librdkafka producers (confluent-kafka, 10 per child process), each
+    sending 5,000 100-byte records (linger.ms 5, a 4-partition topic in fsync mode), then
+    idle, then closed: the broker's RSS per producer as clients really use it."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic = f"conn-rdkafka-{int(time.time())}"
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=4)])[topic].result(30)
+    before = settle_rss(pid)
+    kids = []
+    for i in range(0, n, 10):
+        kids.append(
+            subprocess.Popen(
+                [sys.executable, "-c", _PRODUCERS_CHILD, bootstrap, topic, str(min(10, n - i))],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        )
+    try:
+        for k in kids:
+            assert k.stdout is not None
+            k.stdout.readline()
+        busy = settle_rss(pid)
+        print(
+            f"{n} librdkafka producers ({n * 5000:,} records sent, then idle): RSS "
+            f"+{(busy - before) / 2**20:,.1f} MiB = {(busy - before) / n / 1024:,.1f} KiB per producer",
+            flush=True,
+        )
+    finally:
+        for k in kids:
+            with contextlib.suppress(OSError):
+                assert k.stdin is not None
+                k.stdin.write("\n")
+                k.stdin.flush()
+            try:
+                k.wait(30)
+            except subprocess.TimeoutExpired:
+                k.kill()
+    closed = settle_rss(pid)
+    print(
+        f"  closed: RSS {closed / 2**20:,.1f} MiB ({(closed - before) / 2**20:+,.1f} MiB vs before them)",
+        flush=True,
+    )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--connections", type=int, default=1000)
@@ -99,6 +165,9 @@ def main() -> None:
         "--batch-kib", type=int, default=1024, help="record batch size of each producer connection"
     )
     ap.add_argument("--hold", type=int, default=10_000, help="idle connections held at once (0: skip)")
+    ap.add_argument(
+        "--librdkafka", type=int, default=50, help="confluent-kafka producers, 10 per child process (0: skip)"
+    )
     args = ap.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # inherited by the broker
@@ -154,6 +223,8 @@ def main() -> None:
             f"  closed: RSS {closed / 2**20:,.1f} MiB ({(closed - after) / 2**20:+,.1f} MiB vs before them)",
             flush=True,
         )
+        if args.librdkafka:
+            librdkafka_producers(proc.pid, f"127.0.0.1:{port}", args.librdkafka)
         if args.hold:
             t0 = time.perf_counter()
             socks = open_connections(port, args.hold, api_versions_frame())
