@@ -1,12 +1,13 @@
 """Producer acknowledgement and end-to-end latency at a fixed offered rate.
 
     python -m bench.bench_latency [--rates 20000,100000] [--seconds 8] [--modes interval,fsync]
+                                  [--linger-ms 5]
 
 Starts a real ``strata serve`` subprocess; for each flush mode creates a 4-partition topic
 (``strata.flush.mode``) and runs, each in its own process so that no GIL couples them:
 
   producer   one confluent-kafka (librdkafka) producer, librdkafka's defaults (acks=all,
-             idempotence off) with linger.ms=5; 100-byte records whose first 8 bytes are
+             idempotence off) with linger.ms=5 (``--linger-ms``); 100-byte records whose first 8 bytes are
              the send time (time.monotonic_ns, one clock for the whole machine), paced on a
              schedule: every record due is produced, then ``poll(0)``. Acknowledgement
              latency = delivery-callback time minus the produce() call's time.
@@ -44,10 +45,12 @@ _STAMP = struct.Struct(">q")
 WARMUP_S = 1.0
 
 
-def _producer(bootstrap: str, topic: str, rate: int, seconds: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
+def _producer(bootstrap: str, topic: str, rate: int, seconds: float, linger: int, out: mp.Queue) -> None:  # type: ignore[type-arg]
     from confluent_kafka import Producer
 
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "queue.buffering.max.messages": 2_000_000})
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "linger.ms": linger, "queue.buffering.max.messages": 2_000_000}
+    )
     lat: list[int] = []
     pad = b"x" * (100 - _STAMP.size)
     warm_until = time.monotonic_ns() + int(WARMUP_S * 1e9)
@@ -123,7 +126,7 @@ def _summary(values: list[int]) -> str:
     )
 
 
-def run_point(bootstrap: str, pid: int, mode: str, rate: int, seconds: float) -> None:
+def run_point(bootstrap: str, pid: int, mode: str, rate: int, seconds: float, linger: int = 5) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     topic = f"lat-{mode}-{rate}-{int(time.time() * 1000)}"
@@ -138,7 +141,7 @@ def run_point(bootstrap: str, pid: int, mode: str, rate: int, seconds: float) ->
     cons.start()
     ready.wait(30)
     c0 = cpu_seconds(pid)
-    prod = ctx.Process(target=_producer, args=(bootstrap, topic, rate, seconds, out))
+    prod = ctx.Process(target=_producer, args=(bootstrap, topic, rate, seconds, linger, out))
     prod.start()
     results = {}
     for _ in range(2):
@@ -152,8 +155,8 @@ def run_point(bootstrap: str, pid: int, mode: str, rate: int, seconds: float) ->
     records = int(rate * (seconds + WARMUP_S))
     load = os.getloadavg()[0]
     print(
-        f"{mode:>8} {rate:>7,} msg/s offered, {achieved:>9,.0f} achieved, broker {cpu * 1e6 / records:.2f} "
-        f"CPU-us/record, load {load:.2f}\n"
+        f"{mode:>8} {rate:>7,} msg/s offered (linger.ms {linger}), {achieved:>9,.0f} achieved, "
+        f"broker {cpu * 1e6 / records:.2f} CPU-us/record, load {load:.2f}\n"
         f"         ack: {_summary(ack)}\n"
         f"         end-to-end: {_summary(e2e)}",
         flush=True,
@@ -165,6 +168,7 @@ def main() -> None:
     ap.add_argument("--rates", default="20000,100000")
     ap.add_argument("--seconds", type=float, default=8.0, help="measured seconds per point (after warm-up)")
     ap.add_argument("--modes", default="interval,fsync")
+    ap.add_argument("--linger-ms", type=int, default=5, help="the producer's linger.ms")
     args = ap.parse_args()
     data = Path(tempfile.mkdtemp(prefix="strata-bench-latency-"))
     proc, port = start_broker(data)
@@ -172,7 +176,7 @@ def main() -> None:
         print(f"broker pid {proc.pid} on 127.0.0.1:{port}; {os.cpu_count()} cores", flush=True)
         for mode in args.modes.split(","):
             for rate in (int(r) for r in args.rates.split(",")):
-                run_point(f"127.0.0.1:{port}", proc.pid, mode, rate, args.seconds)
+                run_point(f"127.0.0.1:{port}", proc.pid, mode, rate, args.seconds, args.linger_ms)
     finally:
         stop_broker(proc)
         shutil.rmtree(data, ignore_errors=True)
