@@ -67,7 +67,8 @@ async def handle_produce(
         verification = ProduceVerification(broker, req.transactional_id, header.api_version)
         for td in req.topic_data:
             for pd in td.partition_data:
-                if _refusal(broker, header, acks, td.name, pd.index, pd.records) is None:
+                checked = _checked(broker, header, acks, td.name, pd.index, pd.records)
+                if isinstance(checked, PartitionReplica):
                     assert pd.records is not None
                     verification.add(td.name, pd.index, pd.records)
     # Phase zero, only when something must be awaited first (this request's verifications,
@@ -234,19 +235,6 @@ def _append_all(
             )
             pending.append((td.name, pd.index, appended, None))
     return pending
-
-
-def _refusal(
-    broker: Broker,
-    header: RequestHeader,
-    acks: int,
-    topic: str,
-    partition: int,
-    records: bytes | memoryview | None,
-) -> StrataError | None:
-    """Why this partition's batch is not appended, or None (``_checked``)."""
-    checked = _checked(broker, header, acks, topic, partition, records)
-    return checked if isinstance(checked, StrataError) else None
 
 
 def _checked(
