@@ -61,6 +61,7 @@ from api.protocol import (
 from api.security.guards import guard
 from api.security.sasl import SaslSession
 from broker.broker import Broker
+from broker.produce_path import ProduceOrder
 from broker.security.tls import describe_handshake_error, peer_principal
 from broker.security.users import UserTable
 from hot.errors import CorruptLogError, StrataError
@@ -192,9 +193,8 @@ class Connection:
         self.tls = writer.get_extra_info("ssl_object") is not None
         self._direct: socket.socket | None = None
         self._muted_until = 0.0  # quota throttling: no reads before this (time.monotonic)
-        # Set while a produce request awaits before its appends (api.handlers.produce): the
-        # connection's next produce requests append after it, in the order they were sent.
-        self.produce_gate: asyncio.Future[None] | None = None
+        # The connection's produce requests append in the order sent (broker.produce_path).
+        self.produce_order = ProduceOrder()
         # Set by a SaslHandshake v0: frames are raw SASL tokens until authenticated.
         self.raw_sasl: RequestHeader | None = None
 

@@ -75,7 +75,6 @@ from pathlib import Path
 from typing import Any
 
 from api.protocol.address import HostPort
-from broker import inter_broker
 from broker.cluster_config import ENV_NAMES as CLUSTER_ENV_NAMES
 from broker.cluster_config import ClusterConfig
 from broker.groups.config import ENV_NAMES as GROUP_ENV_NAMES
@@ -341,7 +340,7 @@ def load_config(
     config = dataclasses.replace(BrokerConfig(), **values)
     if config.external_advertised_listener is not None and config.external_listen is None:
         raise InvalidConfigError("external_advertised_listener needs external_listen (the listener it names)")
-    inter_broker.check(config)
+    check_inter_broker_tls(config)
     inter = config.cluster.inter_broker_protocol if config.cluster is not None else "PLAINTEXT"
     client_protocol = config.security_protocol
     if config.cluster is not None and config.internal_listen is None and inter != client_protocol:
@@ -370,3 +369,16 @@ def _scalar_text(value: Any) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+def check_inter_broker_tls(config: BrokerConfig) -> None:
+    """Inter-broker TLS needs this broker's certificate, key and CA (broker.inter_broker)."""
+    cluster = config.cluster
+    if cluster is None or not cluster.inter_broker_tls:
+        return
+    tls = config.tls
+    if tls.cert is None or tls.key is None or tls.ca is None:
+        raise InvalidConfigError(
+            f"security.inter.broker.protocol={cluster.inter_broker_protocol} needs [tls] cert, key and ca"
+            " (brokers authenticate each other with their certificates)"
+        )

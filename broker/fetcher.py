@@ -29,7 +29,7 @@ import ssl
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from api.client.sasl import authenticate
 from api.protocol import ApiKey, ProtocolError, decode_response, encode_request
@@ -66,9 +66,29 @@ from hot.log import Log
 from hot.tasks import cancel_and_wait
 
 if TYPE_CHECKING:
-    from broker.replica_manager import PartitionReplica, ReplicaManager
+    from broker.cluster_config import ClusterConfig
+    from broker.partition_replica import PartitionReplica
 
 log = logging.getLogger("strata.cluster.fetcher")
+
+
+class FollowerHost(Protocol):
+    """What a fetcher needs of the replicas it follows for (``broker.replica_manager``'s
+    ReplicaManager, which owns the fetchers)."""
+
+    @property
+    def config(self) -> ClusterConfig: ...
+
+    @property
+    def broker_id(self) -> int: ...
+
+    @property
+    def security(self) -> InterBrokerClient | None: ...
+
+    def following(self, rep: PartitionReplica, leader_id: int, epoch: int) -> bool: ...
+
+    def address_of(self, broker_id: int) -> tuple[str, int] | None: ...
+
 
 EARLIEST_LOCAL_TIMESTAMP = -4  # KIP-405: the first offset on the leader's local disk
 _SIZE = struct.Struct(">i")
@@ -229,7 +249,7 @@ class _Fetching:
 class ReplicaFetcher:
     """Fetches every partition this broker follows from one leader broker."""
 
-    def __init__(self, manager: ReplicaManager, leader_id: int) -> None:
+    def __init__(self, manager: FollowerHost, leader_id: int) -> None:
         self.manager = manager
         self.leader_id = leader_id
         self.config = manager.config

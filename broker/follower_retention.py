@@ -31,7 +31,8 @@ import time
 import uuid
 from collections.abc import Callable
 
-from broker.replica_manager import PartitionReplica, ReplicaManager, Role
+from broker.partition_replica import PartitionReplica, Role
+from broker.replica_manager import ReplicaManager
 from hot.errors import ObjectStoreError, StrataError
 from hot.log import Log
 from hot.tasks import cancel_and_wait

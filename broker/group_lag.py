@@ -16,19 +16,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from api.client.lag import partition_lag
 from broker.groups.types import GroupDescription, GroupListing, MemberDescription, TopicPartition
 from hot.errors import CoordinatorNotAvailableError, StrataError
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
     from broker.groups.coordinator import GroupCoordinator
     from hot.manager import LogManager
 
 
-def coordinator_of(broker: Broker) -> GroupCoordinator:
+class HasGroups(Protocol):
+    """A broker (``broker.broker.Broker``), as far as group lag needs it."""
+
+    @property
+    def groups(self) -> GroupCoordinator | None: ...
+
+
+def coordinator_of(broker: HasGroups) -> GroupCoordinator:
     """The broker's group coordinator (``broker.groups``, set by the process wiring);
     CoordinatorNotAvailableError if it runs none."""
     coord = broker.groups

@@ -18,8 +18,9 @@ import ssl
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from broker.config import check_inter_broker_tls
 from broker.security.tls import server_context
-from hot.errors import InvalidConfigError, TlsError
+from hot.errors import TlsError
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -36,23 +37,11 @@ class InterBrokerClient:
     sasl_password: str | None = field(default=None, repr=False)
 
 
-def check(config: BrokerConfig) -> None:
-    cluster = config.cluster
-    if cluster is None or not cluster.inter_broker_tls:
-        return
-    tls = config.tls
-    if tls.cert is None or tls.key is None or tls.ca is None:
-        raise InvalidConfigError(
-            f"security.inter.broker.protocol={cluster.inter_broker_protocol} needs [tls] cert, key and ca"
-            " (brokers authenticate each other with their certificates)"
-        )
-
-
 def client_security(config: BrokerConfig) -> InterBrokerClient | None:
     cluster = config.cluster
     if cluster is None or cluster.inter_broker_protocol == "PLAINTEXT":
         return None
-    check(config)
+    check_inter_broker_tls(config)
     ctx: ssl.SSLContext | None = None
     if cluster.inter_broker_tls:
         tls = config.tls
@@ -80,7 +69,7 @@ def internal_listener_options(config: BrokerConfig) -> dict[str, Any]:
     cluster = config.cluster
     if cluster is None or cluster.inter_broker_protocol == "PLAINTEXT":
         return {}
-    check(config)
+    check_inter_broker_tls(config)
     opts: dict[str, Any] = {}
     if cluster.inter_broker_tls:
         opts["ssl_context"] = server_context(dataclasses.replace(config.tls, client_auth="required"))

@@ -28,7 +28,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import Counter, Histogram
 from prometheus_client.registry import Collector
@@ -37,7 +37,9 @@ from broker.group_lag import all_group_lags, manager_end_offsets
 from hot.errors import InvalidConfigError, StrataError
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.groups.coordinator import GroupCoordinator
+    from broker.log_manager import ClusterLogManager
+    from broker.metrics import BrokerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -252,7 +254,23 @@ def _buckets(metric: Histogram, keep: Callable[[str], bool]) -> tuple[tuple[floa
     return tuple(sorted(acc.items()))
 
 
-def broker_totals(broker: Broker) -> Callable[[], Totals]:
+class Sampled(Protocol):
+    """A broker (``broker.broker.Broker``), as far as its history samples it."""
+
+    @property
+    def metrics(self) -> BrokerMetrics: ...
+
+    @property
+    def tiering(self) -> object: ...
+
+    @property
+    def manager(self) -> ClusterLogManager: ...
+
+    @property
+    def groups(self) -> GroupCoordinator | None: ...
+
+
+def broker_totals(broker: Sampled) -> Callable[[], Totals]:
     """The ``read`` of a broker's history: its request counters, its tiering counters (when
     it tiers) and the lag of every group its coordinator serves. Runs on the broker's loop."""
     from tiering.service import TieringService

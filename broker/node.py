@@ -27,7 +27,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 
-from broker.broker import Broker, RemoteTier
+from broker.broker import Broker
 from broker.cluster_config import ClusterConfig
 from broker.config import BrokerConfig
 from broker.controller import Controller
@@ -43,8 +43,10 @@ from broker.log_manager import ClusterLogManager
 from broker.metadata import MetadataClient
 from broker.metadata_store import MetadataStore
 from broker.metrics import BrokerMetrics
+from broker.partition_replica import Role
 from broker.producer_ids import scoped_producer_id
-from broker.replica_manager import ReplicaManager, Role, log_configs
+from broker.read_path import RemoteTier
+from broker.replica_manager import ReplicaManager, log_configs
 from broker.security.acl_store import AclStore
 from broker.security.adopt import adopt_security_files
 from broker.security.stored import SecurityDocuments, StoredAcls, StoredQuotas, StoredUsers

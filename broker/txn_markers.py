@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from api.protocol import ApiKey
 from api.protocol import error_table as E
@@ -54,9 +54,11 @@ from hot.errors import StrataError
 from hot.records import ControlType
 
 if TYPE_CHECKING:
-    from broker.broker import Broker, PendingAppend
     from broker.inter_broker import InterBrokerClient
     from broker.metadata import ClusterView
+    from broker.metrics import BrokerMetrics
+    from broker.produce_path import PendingAppend, ProducePath
+    from broker.replica_manager import ReplicaManager
 
 LocalWrite = Callable[[WriteTxnMarkersRequest], Awaitable[WriteTxnMarkersResponse]]
 
@@ -69,23 +71,41 @@ ATTEMPT_TIMEOUT_S: Final = MARKER_TIMEOUT_MS / 1000 + 5.0
 _POOL_SIZE: Final = 4
 
 
+class MarkerHost(Protocol):
+    """What marker writing needs of the broker (``broker.broker.Broker``)."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def replicas(self) -> ReplicaManager: ...
+
+    @property
+    def writes(self) -> ProducePath: ...
+
+    @property
+    def metrics(self) -> BrokerMetrics: ...
+
+    def on_txn_marker(self, topic: str, partition: int, producer_id: int, kind: ControlType) -> None: ...
+
+
 def _kind(marker: WritableTxnMarker) -> ControlType:
     return ControlType.COMMIT if marker.transaction_result else ControlType.ABORT
 
 
-def _append(broker: Broker, topic: str, partition: int, marker: WritableTxnMarker) -> PendingAppend | int:
+def _append(broker: MarkerHost, topic: str, partition: int, marker: WritableTxnMarker) -> PendingAppend | int:
     """The marker appended as the leader (a PendingAppend to await) or the error code."""
     if (topic, partition) not in broker.replicas.replicas:
         # Kafka: no online replica of the partition on this broker.
         return E.UNKNOWN_TOPIC_OR_PARTITION
-    pending = broker.append_marker(
+    pending = broker.writes.append_marker(
         topic, partition, marker.producer_id, marker.producer_epoch, _kind(marker), marker.coordinator_epoch
     )
     return kafka_code(pending.error) if pending.error is not None else pending
 
 
 async def _settle(
-    broker: Broker,
+    broker: MarkerHost,
     topic: str,
     partition: int,
     marker: WritableTxnMarker,
@@ -94,7 +114,7 @@ async def _settle(
 ) -> int:
     if isinstance(pending, int):
         return pending
-    result = await broker.complete(pending, acks=-1, timeout_ms=timeout_ms)
+    result = await broker.writes.complete(pending, acks=-1, timeout_ms=timeout_ms)
     if result.error is not None:
         return kafka_code(result.error)
     if topic == OFFSETS_TOPIC:
@@ -106,7 +126,7 @@ async def _settle(
 
 
 async def write_txn_markers(
-    broker: Broker, req: WriteTxnMarkersRequest, *, timeout_ms: int = MARKER_TIMEOUT_MS
+    broker: MarkerHost, req: WriteTxnMarkersRequest, *, timeout_ms: int = MARKER_TIMEOUT_MS
 ) -> WriteTxnMarkersResponse:
     """Append and acknowledge every marker of ``req`` on the partitions led here (module
     docstring); one result per requested partition, in request order."""
@@ -227,7 +247,7 @@ class MarkerChannels:
         await asyncio.gather(*self._closing, return_exceptions=True)
 
 
-def marker_writer(broker: Broker) -> tuple[MarkerWriter, MarkerChannels]:
+def marker_writer(broker: MarkerHost) -> tuple[MarkerWriter, MarkerChannels]:
     """A coordinator's marker writer on ``broker``; on shutdown close the writer, then the
     channels."""
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from api.protocol import ApiKey
 from api.protocol import error_table as E
@@ -50,10 +50,35 @@ from hot.errors import (
 from hot.record_validation import transactional_producers
 
 if TYPE_CHECKING:
-    from broker.broker import Broker
+    from broker.replica_manager import ReplicaManager
+    from broker.transactions.coordinator import TransactionCoordinator
     from hot.producer_state import VerificationGuard
 
 log = logging.getLogger("strata.transactions.verification")
+
+
+class InterBrokerCalls(Protocol):
+    """Requests to another broker (``broker.txn_markers.MarkerChannels``)."""
+
+    async def call(self, dest: int, api_key: int, req: Any, timeout: float) -> Any: ...
+
+
+class VerificationHost(Protocol):
+    """What a verification needs of the broker (``broker.broker.Broker``): its replicas,
+    and the transaction coordinator and inter-broker channels set once it has started."""
+
+    @property
+    def node_id(self) -> int: ...
+
+    @property
+    def replicas(self) -> ReplicaManager: ...
+
+    @property
+    def transactions(self) -> TransactionCoordinator | None: ...
+
+    @property
+    def txn_channels(self) -> InterBrokerCalls | None: ...
+
 
 # One verification's bound: Kafka's inter-broker requests are bounded by request.timeout.ms;
 # a produce waiting longer would outlive its own client's timeout.
@@ -74,7 +99,7 @@ class ProduceVerification:
     append (before anything is awaited), ``run`` when ``pending``, then append each with
     ``guards_for`` unless ``errors`` names it."""
 
-    def __init__(self, broker: Broker, transactional_id: str, produce_version: int) -> None:
+    def __init__(self, broker: VerificationHost, transactional_id: str, produce_version: int) -> None:
         self.broker = broker
         self.transactional_id = transactional_id
         self.produce_version = produce_version
@@ -139,7 +164,7 @@ def produce_error(code: int, produce_version: int = 0) -> StrataError:
 
 
 async def verify(
-    broker: Broker,
+    broker: VerificationHost,
     transactional_id: str,
     producer_id: int,
     producer_epoch: int,
@@ -163,7 +188,7 @@ async def verify(
 
 
 async def _remote(
-    broker: Broker,
+    broker: VerificationHost,
     dest: int,
     transactional_id: str,
     producer_id: int,

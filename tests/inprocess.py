@@ -12,11 +12,12 @@ import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
-from broker.broker import Broker, RemoteTier
+from broker.broker import Broker
 from broker.cluster_config import ClusterConfig
 from broker.config import BrokerConfig
 from broker.groups.config import GroupConfig
 from broker.node import ClusterNode
+from broker.read_path import RemoteTier
 from broker.transactions.config import TransactionConfig
 from broker.transactions.coordinator import MarkerSink
 from hot.config import LogConfig

@@ -43,10 +43,10 @@ from api.rest.codec import JSONBody, RestError, check_partition, parse_body, rea
 from api.rest.peers import Peers, forwarded
 from broker.broker import EARLIEST_TIMESTAMP as EARLIEST
 from broker.broker import LATEST_TIMESTAMP as LATEST
-from broker.broker import FetchRequestPartition
 from broker.group_lag import GroupLag, all_group_lags, coordinator_of, group_lag, manager_end_offsets
 from broker.groups.types import GroupState, OffsetCommitRequest, TopicPartition
 from broker.metrics_history import MetricsHistory
+from broker.read_path import FetchRequestPartition
 from hot.errors import StrataError
 
 if TYPE_CHECKING:
@@ -125,7 +125,7 @@ def groups_console_router(broker: Broker, history: MetricsHistory, peers: Peers)
 
     async def first_timestamp(topic: str, partition: int, offset: int) -> int | None:
         try:
-            [f] = await broker.fetch(
+            [f] = await broker.reads.fetch(
                 [FetchRequestPartition(topic, partition, offset, 16384)],
                 max_wait_ms=0,
                 min_bytes=0,

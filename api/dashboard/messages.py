@@ -37,7 +37,8 @@ from api.protocol.acl import Operation
 from api.rest.authz import require_topic
 from api.rest.codec import JSONBody, RestError, check_partition, parse_body, read_records
 from api.rest.peers import Peers, forwarded
-from broker.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchRequestPartition
+from broker.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from broker.read_path import FetchRequestPartition
 from hot.config import INT64_MAX
 from hot.errors import StrataError
 from hot.records import Header, Record, RecordInput, build_batch
@@ -124,7 +125,7 @@ def messages_router(broker: Broker, peers: Peers) -> APIRouter:
         out: list[Record] = []
         offset = start
         while offset < end and not budget.exhausted and (keep_last or len(out) < want):
-            [f] = await broker.fetch(
+            [f] = await broker.reads.fetch(
                 [FetchRequestPartition(topic, partition, offset, FETCH_BYTES)],
                 max_wait_ms=0,
                 min_bytes=0,
@@ -254,7 +255,9 @@ def messages_router(broker: Broker, peers: Peers) -> APIRouter:
             return await peers.relay(request, leader, method="POST", body=placed)
         headers = tuple(Header(h.key, h.value.encode() if h.value is not None else None) for h in req.headers)
         rec = RecordInput(key, req.value.encode() if req.value is not None else None, headers)
-        res = await broker.produce(topic, p, build_batch([rec]), acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS)
+        res = await broker.writes.produce(
+            topic, p, build_batch([rec]), acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS
+        )
         if res.error is not None:
             if isinstance(res.error, StrataError):
                 raise res.error

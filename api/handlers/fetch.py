@@ -34,7 +34,8 @@ from api.protocol.messages.fetch import (
     FetchTopic,
 )
 from api.protocol.primitives import ZERO_UUID
-from broker.broker import Broker, FetchRequestPartition, ReplicaFetchPartition
+from broker.broker import Broker
+from broker.read_path import FetchRequestPartition, ReplicaFetchPartition
 from hot.errors import StrataError
 
 if TYPE_CHECKING:
@@ -122,7 +123,7 @@ async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchReques
     by_topic: dict[str, list[FetchPartitionData]] = {}
     if parts or not refused:
         # An error is answered at once, as Kafka does, with whatever the others have now.
-        fetched = await broker.fetch(
+        fetched = await broker.reads.fetch(
             parts,
             max_wait_ms=0 if refused else req.max_wait_ms,
             min_bytes=req.min_bytes,
@@ -182,7 +183,7 @@ async def _replica_fetch(
         for topic, t in named
         for p in t.partitions
     ]
-    fetched = await broker.replica_fetch(
+    fetched = await broker.reads.replica_fetch(
         req.replica_id, parts, max_wait_ms=req.max_wait_ms, max_bytes=req.max_bytes
     )
     by_topic: dict[str, list[FetchPartitionData]] = {}

@@ -103,8 +103,9 @@ from api.rest.v3_groups import v3_groups_router
 from api.rest.v3_records import v3_records_router
 from api.rest_consumers import ConsumerInstances
 from api.security.basic_auth import BasicAuthMiddleware
-from broker.broker import Broker, FetchRequestPartition
+from broker.broker import Broker
 from broker.group_metrics import register_group_metrics
+from broker.read_path import FetchRequestPartition
 from broker.security.quotas import CONSUMER_BYTE_RATE
 from broker.security.tokens import TokenStore, tokens_path
 from hot.config import INT32_MAX, INT64_MAX
@@ -379,7 +380,7 @@ def create_app(broker: Broker) -> FastAPI:
         throttle_ms = broker.quotas.pending(user, CONSUMER_BYTE_RATE)
         await asyncio.sleep(throttle_ms / 1000)
         started = time.perf_counter()
-        [fetched] = await broker.fetch(
+        [fetched] = await broker.reads.fetch(
             [FetchRequestPartition(topic, partition, offset, max_bytes)],
             max_wait_ms=timeout,
             min_bytes=1,

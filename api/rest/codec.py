@@ -26,7 +26,8 @@ from api.rest.models import (
     JsonRecordIn,
 )
 from api.stored_batches import decode_stored
-from broker.broker import Broker, FetchedPartition
+from broker.broker import Broker
+from broker.read_path import FetchedPartition
 from hot.errors import (
     AuthenticationError,
     AuthorizationError,

@@ -27,7 +27,8 @@ from hot.errors import AuthenticationError, AuthorizationError, StrataError, Unk
 from hot.records import RecordInput, build_batch
 
 if TYPE_CHECKING:
-    from broker.broker import Broker, ProduceResult
+    from broker.broker import Broker
+    from broker.produce_path import ProduceResult
     from hot.topics import TopicInfo
 
 
@@ -86,7 +87,10 @@ class RestProducer:
         batches = {p: build_batch(recs) for p, recs in groups.items()}
         parts = sorted(batches)
         results: list[ProduceResult] = await asyncio.gather(
-            *(broker.produce(info.name, p, batches[p], acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS) for p in parts)
+            *(
+                broker.writes.produce(info.name, p, batches[p], acks=-1, timeout_ms=PRODUCE_TIMEOUT_MS)
+                for p in parts
+            )
         )
         by_partition = dict(zip(parts, results, strict=True))
         out = []

@@ -66,7 +66,7 @@ from api.protocol.consumer_protocol import (
 )
 from api.rest_consumers.assignors import COOPERATIVE, SUPPORTED, MemberSubscription, assign, group_partitions
 from api.stored_batches import StoredBatchError, decode_stored
-from broker.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, FetchedPartition, FetchRequestPartition
+from broker.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from broker.group_lag import coordinator_of
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.types import (
@@ -80,6 +80,7 @@ from broker.groups.types import (
     SyncGroupRequest,
     TopicPartition,
 )
+from broker.read_path import FetchedPartition, FetchRequestPartition
 from hot.errors import (
     FencedInstanceIdError,
     GroupMaxSizeReachedError,
@@ -700,7 +701,7 @@ class ConsumerInstance:
         order = [tp for tp in assigned[start:] + assigned[:start] if tp in self._positions]
         used = {tp: self._positions[tp] for tp in order}
         wait_ms = max(0, int((deadline - loop.time()) * 1000))
-        fetched = await self.broker.fetch(
+        fetched = await self.broker.reads.fetch(
             [FetchRequestPartition(tp.topic, tp.partition, used[tp], max_bytes) for tp in order],
             max_wait_ms=wait_ms,
             min_bytes=self.settings.fetch_min_bytes,

@@ -25,7 +25,8 @@ from broker.coordinator_runtime.shard import (
     coordinator_error,
     state_topic_configs,
 )
-from broker.replica_manager import PartitionReplica, ReplicaManager, Role
+from broker.partition_replica import PartitionReplica, Role
+from broker.replica_manager import ReplicaManager
 from broker.replication.leader_state import ACKS_ALL
 from hot.errors import (
     CoordinatorLoadInProgressError,

@@ -23,7 +23,7 @@ from hot.errors import (
 
 if TYPE_CHECKING:
     from broker.coordinator_runtime.records import LogEntry
-    from broker.replica_manager import PartitionReplica
+    from broker.partition_replica import PartitionReplica
 
 OpT = TypeVar("OpT")
 

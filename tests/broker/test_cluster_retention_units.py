@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.broker import _segment_bases
 from broker.fetcher import _append_at_leader_bases
 from broker.follower_retention import over_local_limit
 from broker.log_manager import ClusterLogManager
+from broker.read_path import _segment_bases
 from hot.config import LogConfig
 from hot.errors import NotLeaderError, UnknownTopicOrPartitionError
 from hot.log import Log

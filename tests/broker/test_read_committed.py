@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from broker.broker import Broker, FetchRequestPartition
+from broker.broker import Broker
 from broker.config import BrokerConfig
+from broker.read_path import FetchRequestPartition
 from hot.records import ControlType, RecordInput, build_batch, decode_batches
 from tests.inprocess import broker_of_one, create_topic
 
@@ -43,7 +44,7 @@ def _acknowledge(broker: Broker) -> None:
 
 
 async def _fetch(broker: Broker, *, read_committed: bool) -> tuple[list[bytes], object, int, int]:
-    (f,) = await broker.fetch(
+    (f,) = await broker.reads.fetch(
         [FetchRequestPartition(TOPIC, 0, 0, 1 << 20)],
         max_wait_ms=0,
         min_bytes=1,

@@ -20,10 +20,11 @@ from api.protocol.messages.write_txn_markers import (
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
 )
-from broker.broker import Broker, FetchRequestPartition
+from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.groups.offsets import OFFSETS_TOPIC
 from broker.groups.types import TopicPartition
+from broker.read_path import FetchRequestPartition
 from broker.status import read_view
 from broker.transactions.markers import MarkerOutcome, MarkersDone, MarkerWriter
 from broker.transactions.transitions import TransactionResult
@@ -50,7 +51,7 @@ def _append(broker: Broker, partition: int, data: bytes) -> None:
 
 async def _fetch(broker: Broker, partition: int) -> tuple[list[bytes], list[tuple[int, int]], int, int]:
     """read_committed: the data records, the aborted list, the HW and the LSO."""
-    (f,) = await broker.fetch(
+    (f,) = await broker.reads.fetch(
         [FetchRequestPartition(TOPIC, partition, 0, 1 << 20)],
         max_wait_ms=0,
         min_bytes=1,

@@ -19,15 +19,9 @@ import pytest
 
 from api.protocol.error_table import KAFKA_STORAGE_ERROR, kafka_code
 from api.rest import V2_BINARY, create_app
-from broker.broker import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    MAX_TIMESTAMP,
-    Broker,
-    FetchedPartition,
-    FetchRequestPartition,
-)
+from broker.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Broker
 from broker.config import BrokerConfig
+from broker.read_path import FetchedPartition, FetchRequestPartition
 from hot.errors import OffsetOutOfRangeError
 from hot.log import Log
 from tests.inprocess import broker_of_one, create_topic
@@ -486,7 +480,7 @@ async def tiered_broker(tmp_path: Path) -> AsyncIterator[tuple[Broker, dict[int,
                 off = 0
                 for i in range(50):
                     n = 3 + (i + p) % 4
-                    res = await broker.produce(
+                    res = await broker.writes.produce(
                         TOPIC, p, make_batch(off, n, size=50 + 13 * (i % 4)), acks=1, timeout_ms=5000
                     )
                     assert res.error is None and res.base_offset == off
@@ -505,7 +499,7 @@ async def tiered_broker(tmp_path: Path) -> AsyncIterator[tuple[Broker, dict[int,
 async def _fetch(
     broker: Broker, parts: list[tuple[int, int]], max_bytes: int = 1 << 20
 ) -> list[FetchedPartition]:
-    return await broker.fetch(
+    return await broker.reads.fetch(
         [FetchRequestPartition(TOPIC, p, off, 1 << 20) for p, off in parts],
         max_wait_ms=0,
         min_bytes=1,

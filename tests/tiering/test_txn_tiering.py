@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.broker import FetchRequestPartition
 from broker.config import BrokerConfig
+from broker.read_path import FetchRequestPartition
 from hot.cleaner import LogCleaner
 from hot.config import LogConfig
 from hot.log import Log
@@ -462,7 +462,7 @@ async def test_read_committed_fetch_from_the_bucket_gets_the_local_aborted_list(
                 out: list[tuple[int, int]] = []
                 offset = 0
                 while offset < end:
-                    (f,) = await broker.fetch(
+                    (f,) = await broker.reads.fetch(
                         [FetchRequestPartition("t", 0, offset, 4096)],
                         max_wait_ms=0,
                         min_bytes=1,

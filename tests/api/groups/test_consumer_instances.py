@@ -52,7 +52,7 @@ async def broker(tmp_path: Path) -> AsyncIterator[Broker]:
 
 
 async def produce(broker: Broker, partition: int, values: list[bytes]) -> None:
-    res = await broker.produce(
+    res = await broker.writes.produce(
         "t", partition, build_batch([RecordInput(None, v) for v in values]), acks=-1, timeout_ms=10_000
     )
     assert res.error is None

@@ -1,0 +1,463 @@
+"""The read half of the broker: consumer fetches (long-polled, across both tiers) and
+follower fetches (Kafka's ``ReplicaManager.fetchMessages`` and its delayed fetch).
+
+* consumer fetches are served by the leader only, below the high watermark (the last
+  stable offset for ``read_committed``), from local segments or, below the local log
+  start, from the bucket (tiering); a fetch long-polls until ``min_bytes`` or
+  ``max_wait_ms``, woken by the high watermark (``log`` registers the waker);
+* follower fetches (``replica_fetch``) read up to the log end, record the follower's
+  progress (which moves the high watermark and the ISR) and long-poll for appends.
+
+Nothing here knows about wire formats: it takes and returns the plain values below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from broker.log_manager import ClusterLogManager
+from broker.metrics import BrokerMetrics
+from broker.partition_replica import PartitionReplica
+from broker.replica_manager import ReplicaManager
+from hot.errors import OffsetMovedToTieredStorageError, StrataError
+from hot.log import Log
+from hot.region import FileRegion
+from hot.txn_index import AbortedTxn
+from tiering.remote_read import RemoteReader, RemoteReadResult
+from tiering.remote_txn import combine
+
+
+@dataclass(frozen=True, slots=True)
+class FetchRequestPartition:
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaFetchPartition:
+    topic: str
+    partition: int
+    offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    log_start_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedPartition:
+    topic: str
+    partition: int
+    error: StrataError | None
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    regions: tuple[FileRegion, ...] = ()
+    size: int = 0
+    # Whole batches read from the object store (offsets below the local log start), as views
+    # of the chunk cache's buffers (never joined: the Fetch encoder sends each as a frame
+    # part); a partition's data is either ``regions`` (local, sent with sendfile) or this.
+    remote: tuple[bytes | memoryview, ...] = ()
+    # Replica fetches (cluster mode): the leader's segment base offsets within the batches
+    # returned, so the follower's segments begin where the leader's do.
+    segment_bases: tuple[int, ...] = ()
+    # read_committed fetches: the aborted transactions overlapping the batches returned
+    # (None for read_uncommitted, which Kafka answers with a null list).
+    aborted: tuple[AbortedTxn, ...] | None = None
+    # Offsets the batches returned cover (next - first): the records served, counted from
+    # batch headers already parsed (an upper bound where a compacted segment skips offsets).
+    record_span: int = 0
+
+    @property
+    def records(self) -> tuple[FileRegion, ...] | tuple[bytes | memoryview, ...]:
+        """What to put in a Fetch response: the file regions, or the remote bytes."""
+        return self.regions if self.regions else self.remote
+
+    def read(self) -> bytes:
+        """The batches' bytes (REST, tests)."""
+        if self.regions:
+            return b"".join(r.read() for r in self.regions)
+        return b"".join(self.remote)
+
+
+class RemoteTier(Protocol):
+    """What the broker needs of tiered storage (``tiering.service.TieringService``)."""
+
+    @property
+    def reader(self) -> RemoteReader: ...
+
+    def uploaded(self, topic: str, partition: int) -> int:
+        """The remote next offset of the partition (0: nothing uploaded)."""
+        ...
+
+
+class ReadPath:
+    """One broker's fetches over its replicas (module docstring)."""
+
+    def __init__(
+        self,
+        manager: ClusterLogManager,
+        replicas: ReplicaManager,
+        metrics: BrokerMetrics,
+        tiering: RemoteTier | None,
+    ) -> None:
+        self.manager = manager
+        self.replicas = replicas
+        self.metrics = metrics
+        self.tiering = tiering
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        self._waiters: dict[int, set[asyncio.Future[None]]] = {}
+        self._listening: weakref.WeakSet[Log] = weakref.WeakSet()
+
+    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Called on ``loop``'s thread: parked fetches live there."""
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+
+    def wake_all(self) -> None:
+        """Wake every parked fetch (a topic was deleted: its fetches answer now)."""
+        for key in list(self._waiters):
+            self._wake_key(key)
+
+    def log(self, topic: str, partition: int) -> Log:
+        """The partition's log, its high-watermark advances waking the fetches parked on it."""
+        lg = self.manager.get_log(topic, partition)
+        if lg not in self._listening:
+            lg.add_hw_listener(self._on_hw_advance)
+            self._listening.add(lg)
+        return lg
+
+    def _on_hw_advance(self, lg: Log) -> None:
+        """Wake the fetches parked on ``lg``. Runs on whichever thread moved the high
+        watermark: the event loop for an append in interval mode (once per append), the
+        group-commit thread after an fsync, a REST worker thread.
+
+        Cheap when nobody waits: a fetch registers its waiter before it reads, so one
+        registered after this membership test (a dict lookup, atomic under the GIL)
+        reads the data that moved the high watermark anyway. On the loop's own thread
+        the waiters are woken in place (no self-pipe write); elsewhere the wake hops
+        onto the loop before touching futures."""
+        key = id(lg)
+        if key not in self._waiters:
+            return
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        if threading.get_ident() == self._loop_thread:
+            self._wake_key(key)
+            return
+        try:
+            loop.call_soon_threadsafe(self._wake_key, key)
+        except RuntimeError:
+            pass  # loop shutting down
+
+    def _wake_key(self, key: int) -> None:
+        waiters = self._waiters.pop(key, None)
+        for fut in waiters or ():
+            if not fut.done():
+                fut.set_result(None)
+
+    def _remote_bound(self, lg: Log, offset: int) -> int | None:
+        """The offset where the local tier starts if ``offset`` must be read remotely, else None."""
+        if self.tiering is None:
+            return None
+        local_start = min(lg.local_log_start_offset, lg.high_watermark)
+        if lg.log_start_offset <= offset < local_start:
+            return local_start
+        return None
+
+    async def _read_remote(
+        self, lg: Log, offset: int, max_bytes: int, bound: int, *, min_one: bool
+    ) -> RemoteReadResult:
+        assert self.tiering is not None
+        topic_id = self.manager.topic(lg.topic).topic_id
+        return await self.tiering.reader.read(
+            lg.topic, topic_id, lg.partition, offset, max_bytes, min_one=min_one, max_offset=bound
+        )
+
+    async def _read_all(
+        self, parts: Sequence[FetchRequestPartition], max_bytes: int, *, read_committed: bool = False
+    ) -> list[FetchedPartition]:
+        """Read every partition, filling ``max_bytes`` in request order (whole batches; the
+        first partition with data gets at least one batch, KIP-74). ``read_committed``
+        (isolation level 1): only below the last stable offset, with the aborted
+        transactions of the range.
+
+        Partitions whose offset is below the local log start are read from the object
+        store first, all at once (one slow GET delays none of the others, and never a
+        produce); their results are then cut to the budget left at their turn.
+        """
+        remote: dict[int, asyncio.Future[RemoteReadResult]] = {}
+        if self.tiering is not None:
+            for i, p in enumerate(parts):
+                try:
+                    lg = self.log(p.topic, p.partition)
+                except StrataError:
+                    continue
+                bound = self._remote_bound(lg, p.offset)
+                if bound is not None:
+                    if read_committed:
+                        bound = min(bound, lg.last_stable_offset)
+                    limit = max(0, min(p.max_bytes, max_bytes))
+                    remote[i] = asyncio.ensure_future(
+                        self._read_remote(lg, p.offset, limit, bound, min_one=True)
+                    )
+            if remote:
+                try:
+                    await asyncio.wait(remote.values())
+                except BaseException:
+                    for t in remote.values():
+                        t.cancel()
+                    raise
+                for t in remote.values():
+                    t.exception()  # retrieved here; raised per partition below
+        out: list[FetchedPartition] = []
+        budget = max_bytes
+        first_with_data = True
+        for i, p in enumerate(parts):
+            try:
+                lg = self.log(p.topic, p.partition)
+                limit = max(0, min(p.max_bytes, budget))
+                task = remote.get(i)
+                if task is not None:
+                    r = task.result().truncate(limit, min_one=first_with_data)
+                    fp = await self._remote_fetched(p, lg, r, read_committed)
+                else:
+                    lso = lg.last_stable_offset
+                    try:
+                        result = lg.read(
+                            p.offset,
+                            limit,
+                            min_one=first_with_data,
+                            max_offset=lso if read_committed else None,
+                        )
+                    except OffsetMovedToTieredStorageError:
+                        # local retention removed the segment since the first pass
+                        bound = self._remote_bound(lg, p.offset)
+                        if bound is None:
+                            raise
+                        if read_committed:
+                            bound = min(bound, lso)
+                        r = await self._read_remote(lg, p.offset, limit, bound, min_one=first_with_data)
+                        fp = await self._remote_fetched(p, lg, r, read_committed)
+                    else:
+                        fp = FetchedPartition(
+                            p.topic,
+                            p.partition,
+                            None,
+                            high_watermark=lg.high_watermark,
+                            last_stable_offset=lso,
+                            log_start_offset=lg.log_start_offset,
+                            regions=result.regions,
+                            size=result.size,
+                            aborted=self._aborted(lg, p.offset, result.next_offset, result.size)
+                            if read_committed
+                            else None,
+                            record_span=result.next_offset - result.first_offset if result.size else 0,
+                        )
+            except StrataError as exc:
+                fp = FetchedPartition(p.topic, p.partition, exc)
+            if fp.size:
+                first_with_data = False
+                budget -= fp.size
+            out.append(fp)
+        return out
+
+    @staticmethod
+    def _aborted(lg: Log, start: int, next_offset: int, size: int) -> tuple[AbortedTxn, ...]:
+        """The aborted transactions a read_committed client needs to drop the aborted
+        records among the batches returned (Kafka: those overlapping [fetch offset, the
+        offset after the last batch))."""
+        if not size:
+            return ()
+        return tuple(lg.collect_aborted_transactions(start, next_offset))
+
+    async def _remote_fetched(
+        self, p: FetchRequestPartition, lg: Log, r: RemoteReadResult, read_committed: bool = False
+    ) -> FetchedPartition:
+        aborted: tuple[AbortedTxn, ...] | None = None
+        if read_committed:
+            aborted = await self._remote_aborted(lg, p.offset, r.next_offset) if r.size else ()
+        return FetchedPartition(
+            p.topic,
+            p.partition,
+            None,
+            high_watermark=lg.high_watermark,
+            last_stable_offset=lg.last_stable_offset,
+            log_start_offset=lg.log_start_offset,
+            remote=r.parts,
+            size=r.size,
+            aborted=aborted,
+            record_span=r.next_offset - r.first_offset if r.size else 0,
+        )
+
+    async def _remote_aborted(self, lg: Log, start: int, next_offset: int) -> tuple[AbortedTxn, ...]:
+        """The aborted transactions of a read_committed fetch served from the bucket: the
+        tiered transaction indexes (Kafka's stop rule), continued in the local segments
+        when the remote search could not settle it (a transaction whose marker is local)."""
+        assert self.tiering is not None
+        topic_id = self.manager.topic(lg.topic).topic_id
+        remote = await self.tiering.reader.search_aborted_transactions(
+            lg.topic, topic_id, lg.partition, start, next_offset
+        )
+        local = () if remote.complete else lg.collect_aborted_transactions(start, next_offset)
+        return tuple(combine(remote, local))
+
+    async def fetch(
+        self,
+        parts: Sequence[FetchRequestPartition],
+        *,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        read_committed: bool = False,
+    ) -> list[FetchedPartition]:
+        """Consumer fetch: leaders only, below the high watermark (below the last stable
+        offset for ``read_committed``); long-polls, and the HW listener wakes it when the HW
+        (and so the LSO) moves."""
+        errors: dict[int, FetchedPartition] = {}
+        ok: list[FetchRequestPartition] = []
+        for i, p in enumerate(parts):
+            try:
+                self.replicas.leader_replica(p.topic, p.partition, getattr(p, "current_leader_epoch", -1))
+                ok.append(p)
+            except StrataError as exc:
+                errors[i] = FetchedPartition(p.topic, p.partition, exc)
+        if errors:
+            max_wait_ms = 0  # an error is answered at once, as Kafka does
+        fetched = iter(
+            await self._fetch_led(
+                ok,
+                max_wait_ms=max_wait_ms,
+                min_bytes=min_bytes,
+                max_bytes=max_bytes,
+                read_committed=read_committed,
+            )
+            if ok
+            else []
+        )
+        return [errors[i] if i in errors else next(fetched) for i in range(len(parts))]
+
+    async def _fetch_led(
+        self,
+        parts: Sequence[FetchRequestPartition],
+        *,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        read_committed: bool = False,
+    ) -> list[FetchedPartition]:
+        """Read every (led) partition; long-poll until ``min_bytes`` are available or ``max_wait_ms`` passes.
+
+        Waiters are registered before each read, so an append landing between the read
+        and the wait still wakes us.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, max_wait_ms) / 1000
+        while True:
+            fut: asyncio.Future[None] = loop.create_future()
+            keys = []
+            for p in parts:
+                try:
+                    key = id(self.log(p.topic, p.partition))
+                except StrataError:
+                    continue
+                self._waiters.setdefault(key, set()).add(fut)
+                keys.append(key)
+            try:
+                results = await self._read_all(parts, max_bytes, read_committed=read_committed)
+                total = sum(r.size for r in results)
+                remaining = deadline - loop.time()
+                if (
+                    total >= max(min_bytes, 1)
+                    or remaining <= 0
+                    or any(r.error is not None for r in results)
+                    or not keys
+                ):
+                    for r in results:
+                        if r.size:
+                            totals = self.metrics.fetched(r.topic)
+                            totals[0] += r.record_span
+                            totals[1] += r.size
+                    return results
+                try:
+                    await asyncio.wait_for(fut, timeout=remaining)
+                except TimeoutError:
+                    pass
+            finally:
+                for key in keys:
+                    waiters = self._waiters.get(key)
+                    if waiters is not None:
+                        waiters.discard(fut)
+                        if not waiters:
+                            self._waiters.pop(key, None)
+
+    async def replica_fetch(
+        self,
+        follower_id: int,
+        parts: Sequence[ReplicaFetchPartition],
+        *,
+        max_wait_ms: int,
+        max_bytes: int,
+    ) -> list[FetchedPartition]:
+        """A follower's fetch: whole batches up to the log end, in request order within
+        ``max_bytes`` (the first partition with data gets at least one batch); waits up to
+        ``max_wait_ms`` for an append when there is nothing to send."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, max_wait_ms) / 1000
+        replicas = self.replicas
+        while True:
+            out: list[FetchedPartition] = []
+            served: list[PartitionReplica] = []
+            budget = max_bytes
+            failed = False
+            for p in parts:
+                try:
+                    rep = replicas.leader_replica(p.topic, p.partition, p.current_leader_epoch)
+                    replicas.follower_fetch(rep, follower_id, p.offset, p.log_start_offset)
+                    lg = rep.log
+                    r = lg.read(
+                        p.offset,
+                        max(0, min(p.max_bytes, budget)),
+                        max_offset=lg.log_end_offset,
+                        min_one=budget == max_bytes,
+                    )
+                    out.append(
+                        FetchedPartition(
+                            p.topic,
+                            p.partition,
+                            None,
+                            high_watermark=lg.high_watermark,
+                            last_stable_offset=lg.high_watermark,
+                            log_start_offset=lg.log_start_offset,
+                            regions=r.regions,
+                            size=r.size,
+                            segment_bases=_segment_bases(lg, r.first_offset, r.next_offset) if r.size else (),
+                        )
+                    )
+                    budget -= r.size
+                    served.append(rep)
+                except StrataError as exc:
+                    failed = True
+                    out.append(FetchedPartition(p.topic, p.partition, exc))
+            if failed or budget < max_bytes or not served or loop.time() >= deadline:
+                return out
+            waiter = replicas.data_waiter(served)
+            try:
+                await asyncio.wait_for(waiter, deadline - loop.time())
+            except TimeoutError:
+                pass
+
+
+def _segment_bases(lg: Log, first: int, end: int) -> tuple[int, ...]:
+    """Base offsets of ``lg``'s segments that begin within [first, end) (a replica read):
+    where the follower must start new segments. Read on the event loop right after the
+    read, with no append (hence no roll) in between."""
+    return tuple(b for b in (s.base_offset for s in lg.segments()) if first <= b < end)
