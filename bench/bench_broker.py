@@ -139,7 +139,7 @@ def bench_produce(
     With ``broker_pid`` the broker's CPU time over the run is printed per record too (the
     lagging consumer's fetches included): the load generators share the machine's cores, so
     msg/s measures the machine, CPU-us per record the broker."""
-    from bench.bench_request_cost import cpu_seconds
+    from bench.proc import cpu_seconds
 
     topic = f"bench-{acks}-{int(time.time() * 1000)}"
     create_topic(bootstrap, topic, partitions)

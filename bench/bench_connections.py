@@ -41,7 +41,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.bench_broker import start_broker, stop_broker  # noqa: E402
-from bench.bench_request_cost import _recv_frame_size, create_topics, produce_frame, rss_bytes  # noqa: E402
+from bench.bench_request_cost import _recv_frame_size, create_topics, produce_frame  # noqa: E402
+from bench.proc import rss_bytes  # noqa: E402
 
 
 def api_versions_frame() -> bytes:

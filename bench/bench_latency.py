@@ -39,7 +39,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.bench_broker import start_broker, stop_broker  # noqa: E402
-from bench.bench_request_cost import cpu_seconds  # noqa: E402
+from bench.proc import cpu_seconds  # noqa: E402
 
 _STAMP = struct.Struct(">q")
 WARMUP_S = 1.0

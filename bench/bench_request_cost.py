@@ -60,26 +60,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.bench_broker import start_broker, stop_broker  # noqa: E402
+from bench.proc import cpu_seconds  # noqa: E402
 
-_TICK = os.sysconf("SC_CLK_TCK")
 WORKLOADS = ("produce-fsync", "produce-interval", "produce-100", "fetch", "metadata")
 FANOUT = ("produce-1000", "fanout-1000", "conns-1", "conns-50")
 WIDE = 1000  # partitions of the fan-out topic
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of process ``pid`` (all threads), in seconds."""
-    with open(f"/proc/{pid}/stat") as fh:
-        fields = fh.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
-
-
-def rss_bytes(pid: int) -> int:
-    with open(f"/proc/{pid}/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def _frame(api_key: int, version: int, request: object, correlation_id: int = 1) -> bytes:

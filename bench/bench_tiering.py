@@ -68,6 +68,7 @@ from api.protocol.messages.alter_configs import (
     IncrementalAlterConfigsResource,
 )
 from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from bench.proc import cpu_seconds
 from hot.batch import HEADER_SIZE, parse_header, peek_size
 from tiering.config import TieringConfig
 from tiering.keys import manifest_key, topic_manifest_key
@@ -149,15 +150,6 @@ def cpu_split(pid: int) -> tuple[float, float]:
     except OSError:
         return 0.0, 0.0
     return int(fields[11]) / CLK_TCK, int(fields[12]) / CLK_TCK
-
-
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of a process (Linux /proc), 0 if it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
 class MotoServer:

@@ -42,10 +42,11 @@ from pyspark.sql.types import (
 
 from hot.errors import InvalidConfigError
 from spark.options import ReadOptions
+from spark.partition import StrataInputPartition
 from spark.schema import SCHEMA_DDL
 
 if TYPE_CHECKING:
-    from spark.plan import ScanTask
+    pass
 
 # spark.schema.SCHEMA_DDL as a StructType (parsing DDL needs a SparkContext, which the
 # Python workers that plan and read do not have).
@@ -64,17 +65,6 @@ SPARK_SCHEMA = StructType(
         ),
     ]
 )
-
-
-class StrataInputPartition(InputPartition):
-    """One scan task (a ``spark.plan.ColdTask`` or ``HotTask``) as Spark's partition value."""
-
-    def __init__(self, task: ScanTask) -> None:
-        super().__init__(task)
-        self.task = task
-
-    def __repr__(self) -> str:
-        return f"StrataInputPartition({self.task!r})"
 
 
 class StrataDataSourceReader(DataSourceReader):

@@ -48,6 +48,7 @@ from pyspark.sql.streaming.datasource import (
 
 from hot.errors import InvalidConfigError, OffsetOutOfRangeError
 from spark.options import EARLIEST, LATEST, Bound, ReadOptions, TopicPartition
+from spark.partition import StrataInputPartition
 from spark.plan import BrokerClient, PartitionRange, Planner, ScanPlan, open_store_from, run_blocking
 
 logger = logging.getLogger(__name__)
@@ -224,7 +225,6 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- batches --
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
-        from spark.source import StrataInputPartition
 
         lo, hi = from_json(start, "start offset"), from_json(end, "end offset")
         ranges: dict[TopicPartition, tuple[int, int]] = {}

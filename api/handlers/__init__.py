@@ -91,7 +91,7 @@ from api.security.group_guards import GROUP_GUARDS
 from api.security.guards import TOPIC_GUARDS, UNGUARDED
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 Handler = Callable[["Connection", RequestHeader, Any], Awaitable[Any]]
 

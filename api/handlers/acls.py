@@ -42,7 +42,7 @@ from broker.security.authz import AccessControl, denied
 from hot.errors import SecurityDisabledError, StrataError
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 _DISABLED = "authorization is not enabled on this broker ([authorization] enabled = false)"
 

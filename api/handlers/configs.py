@@ -39,7 +39,7 @@ from broker.config import BrokerConfig
 from hot.errors import InvalidRequestError, StrataError
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 # DescribeConfigs resource types and config sources (Kafka's ConfigResource / ConfigSource).
 RESOURCE_TOPIC = 2

@@ -20,7 +20,7 @@ from broker.delete_records import delete_records
 from hot.errors import StrataError
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 
 async def handle_delete_records(

@@ -17,7 +17,7 @@ from api.protocol.messages.elect_leaders import (
 from broker.elections import elect
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 
 async def handle_elect_leaders(

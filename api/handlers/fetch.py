@@ -39,7 +39,7 @@ from broker.read_path import FetchRequestPartition, ReplicaFetchPartition
 from hot.errors import StrataError
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 
 # The first version that names topics by id only.

@@ -94,7 +94,7 @@ from hot.errors import (
 )
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 # Kafka's AclOperation codes a group supports (READ 3, DELETE 6, DESCRIBE 8): without
 # authorization every one of them is allowed.

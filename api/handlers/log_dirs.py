@@ -20,7 +20,7 @@ from api.protocol.messages.describe_log_dirs import (
 )
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 
 async def handle_describe_log_dirs(

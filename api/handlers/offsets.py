@@ -28,7 +28,7 @@ from api.protocol.messages.offset_for_leader_epoch import (
 from hot.errors import StrataError
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 
 async def handle_list_offsets(

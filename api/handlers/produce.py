@@ -22,7 +22,7 @@ from api.protocol.messages.produce import (
 from hot.errors import StrataError
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 
 async def handle_produce(

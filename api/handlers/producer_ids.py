@@ -31,7 +31,7 @@ from broker.producer_ids import init_producer
 from hot.errors import StrataError
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 
 async def handle_init_producer_id(

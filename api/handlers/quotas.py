@@ -38,7 +38,7 @@ from broker.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Quota
 from hot.errors import InvalidRequestError, StrataError
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 USER: Final = "user"
 Handler = Callable[["Connection", RequestHeader, Any], Awaitable[Any]]

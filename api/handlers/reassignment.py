@@ -27,7 +27,7 @@ from broker.reassign import alter_reassignment, ongoing_reassignments
 from hot.errors import InvalidRequestError, StrataError
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 
 async def handle_alter_partition_reassignments(

@@ -19,7 +19,7 @@ from api.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHands
 from hot.errors import StrataError
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 
 async def handle_sasl_handshake(

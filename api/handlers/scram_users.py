@@ -23,7 +23,7 @@ from broker.security.stored import StoredUsers
 from hot.errors import StrataError
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 _NO_STORE = "this broker has no users store loaded"
 

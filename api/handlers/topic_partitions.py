@@ -22,7 +22,7 @@ from api.protocol.primitives import ZERO_UUID
 from broker.admin import is_internal
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 # Kafka's max.request.partition.size.limit: the most partitions one answer carries.
 MAX_PARTITIONS_PER_ANSWER: Final = 2000

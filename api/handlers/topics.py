@@ -60,7 +60,7 @@ from hot.errors import (
 )
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 ZERO_UUID = uuid.UUID(int=0)
 

@@ -55,7 +55,7 @@ from broker.transactions.transitions import for_version
 from hot.errors import CoordinatorNotAvailableError, StrataError
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 
 def _coordinator(conn: Connection) -> TransactionCoordinator:

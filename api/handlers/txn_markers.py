@@ -15,7 +15,7 @@ from api.protocol.messages.write_txn_markers import WriteTxnMarkersRequest, Writ
 from broker.txn_markers import write_txn_markers
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 
 async def handle_write_txn_markers(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from api.protocol import RequestHeader, api_versions_response
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 
 async def handle_api_versions(conn: Connection, header: RequestHeader, req: Any) -> Any:

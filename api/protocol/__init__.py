@@ -28,10 +28,9 @@ from api.protocol.errors import (
     ProtocolError,
     SchemaError,
     UnknownApiKeyError,
-    UnsupportedVersionError,
 )
 from api.protocol.framing import FrameDecoder, encode_frame, frame_bytes
-from api.protocol.header import RequestHeader, ResponseHeader
+from api.protocol.header import RequestHeader, ResponseHeader, UnsupportedVersionError
 from api.protocol.messages.api_versions import (
     ApiVersion,
     ApiVersionsRequest,

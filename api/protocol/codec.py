@@ -16,9 +16,10 @@ from __future__ import annotations
 from typing import Any, Final
 
 from api.protocol.apis import APIS, ApiKey, ApiSpec, api_versions_response
-from api.protocol.errors import EncodeError, ProtocolError, UnknownApiKeyError, UnsupportedVersionError
+from api.protocol.errors import EncodeError, ProtocolError, UnknownApiKeyError
 from api.protocol.header import (
     RequestHeader,
+    UnsupportedVersionError,
     decode_request_header,
     decode_response_header,
     encode_request_header,

@@ -7,12 +7,7 @@ its wire type) and are plain ``StrataError`` (UNKNOWN_SERVER_ERROR).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from hot.errors import InvalidRequestError, StrataError
-
-if TYPE_CHECKING:
-    from api.protocol.header import RequestHeader
 
 
 class ProtocolError(InvalidRequestError):
@@ -50,23 +45,6 @@ class UnknownApiKeyError(ProtocolError):
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
-
-
-class UnsupportedVersionError(ProtocolError):
-    """A known api key at a version outside the range we advertise.
-
-    ``header`` is the fully parsed request header, so the server can still answer
-    (ApiVersions: ``api_versions_fallback_response(header)``) or log who asked.
-    """
-
-    def __init__(self, header: RequestHeader, min_version: int, max_version: int) -> None:
-        super().__init__(
-            f"api key {header.api_key} version {header.api_version} is not supported "
-            f"(supported {min_version}-{max_version})"
-        )
-        self.header = header
-        self.min_version = min_version
-        self.max_version = max_version
 
 
 class EncodeError(StrataError):

@@ -90,3 +90,20 @@ def encode_response_header(w: Writer, correlation_id: int, header_version: int) 
         raise EncodeError(f"response header: {e}") from None
     if header_version >= 1:
         w.buf.append(0)
+
+
+class UnsupportedVersionError(ProtocolError):
+    """A known api key at a version outside the range we advertise.
+
+    ``header`` is the fully parsed request header, so the server can still answer
+    (ApiVersions: ``api_versions_fallback_response(header)``) or log who asked.
+    """
+
+    def __init__(self, header: RequestHeader, min_version: int, max_version: int) -> None:
+        super().__init__(
+            f"api key {header.api_key} version {header.api_version} is not supported "
+            f"(supported {min_version}-{max_version})"
+        )
+        self.header = header
+        self.min_version = min_version
+        self.max_version = max_version

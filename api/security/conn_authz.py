@@ -14,7 +14,7 @@ from broker.security import authz
 from broker.security.authz import Principal
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 
 def principal(conn: Connection) -> Principal:

@@ -58,7 +58,7 @@ from api.security.conn_authz import allowed, allowed_cluster, authorized_operati
 from api.security.guards import Guard, Handler, topic_ok
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 GAF: Final = E.GROUP_AUTHORIZATION_FAILED
 TAF: Final = E.TOPIC_AUTHORIZATION_FAILED

@@ -108,7 +108,7 @@ from api.security.conn_authz import allowed, allowed_cluster, authorized_operati
 from broker.security.authz import AccessControl
 
 if TYPE_CHECKING:
-    from api.kafka_server import Connection
+    from api.handlers.context import Connection
 
 Handler = Callable[["Connection", RequestHeader, Any], Awaitable[Any]]
 Guard = Callable[[Handler, "Connection", RequestHeader, Any], Awaitable[Any]]
