@@ -242,34 +242,28 @@ def export_cmd(
 
 def _tail_note(ranges: Any, kw: dict[str, Any]) -> str | None:
     """What an export without --include-hot left out: the records above the archived end
-    of each partition, by the --bootstrap broker's high watermarks (or, when no broker
-    answers, that it could not tell)."""
+    of each partition, by the --bootstrap broker's high watermarks (spark.tail, as the
+    data source warns), or, when no broker answers, that it could not tell."""
     from api.cli_connect import Connection
-    from api.client import KafkaClient
+    from spark.tail import per_topic, unarchived
 
     if not ranges:
         return None
     conn = Connection(kw)
-    try:
-        with KafkaClient.connect(conn.addr, timeout=5, security=conn.security) as client:
-            hw = client.list_offsets([(r.topic, r.partition) for r in ranges], -1)
-    except (OSError, StrataError):
+    counts = unarchived(ranges, str(conn.addr), conn.security)
+    if counts is None:
         return (
             f"only archived records were exported; no broker answered at {conn.addr} to tell whether "
             "newer ones exist (--include-hot adds them from a running broker)"
         )
-    left = {
-        (r.topic, r.partition): hw[(r.topic, r.partition)] - r.end
-        for r in ranges
-        if (r.topic, r.partition) in hw
-    }
-    missing = sum(n for n in left.values() if n > 0)
+    topics = per_topic(counts)
+    missing = sum(n for n, _ in topics.values())
     if not missing:
         return None
-    parts = sum(1 for n in left.values() if n > 0)
+    parts = sum(p for _, p in topics.values())
     return (
         f"{missing:,} records in {parts} partition(s) are not archived yet and were not exported "
-        "(--include-hot adds them from the broker)"
+        "(--include-hot adds them from the broker, `strata tier sync` uploads them now)"
     )
 
 
