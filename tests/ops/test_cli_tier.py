@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import click
 
@@ -117,6 +118,45 @@ def test_tier_sync_makes_the_bucket_current(broker_factory: Callable[..., Broker
     r = strata("tier", "sync", "nosuch", "--http", b.http_url)
     assert r.returncode == 1 and "topic 'nosuch' does not exist" in r.stderr
     assert b.stop() == 0
+
+
+def test_tier_sync_asks_every_leader_of_a_cluster(tmp_path: Path) -> None:
+    """Two `strata serve --etcd` brokers sharing one bucket: a sync asked of one broker
+    uploads the partitions each broker leads."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.broker.clusterlib import FAST_ENV
+    from tests.broker.etcdlib import EtcdProcess
+
+    bucket = f"file://{tmp_path / 'bucket'}"
+    env = {**FAST_ENV, "STRATA_LOG_REMOTE_STORAGE_ENABLE": "true"}
+    etcd = EtcdProcess(tmp_path / "etcd").start()
+    args = ("--etcd", etcd.endpoint, "--object-store", bucket)
+    brokers = [BrokerProcess(tmp_path / f"b{i}", *args, "--broker-id", str(i), env=env) for i in (1, 2)]
+    try:
+        for b in brokers:
+            b.start()
+        b1 = brokers[0]
+        admin = AdminClient({"bootstrap.servers": b1.bootstrap})
+        admin.create_topics([NewTopic("spread", num_partitions=4, replication_factor=1)])["spread"].result(30)
+        p = Producer({"bootstrap.servers": b1.bootstrap, "linger.ms": 2})
+        for i in range(40):
+            p.produce("spread", value=f"v{i}".encode(), partition=i % 4)
+        assert p.flush(30) == 0
+        r = strata("tier", "sync", "spread", "--http", b1.http_url, "-o", "json")
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["unreachable"] == []
+        parts = doc["partitions"]
+        assert [(x["partition"], x["complete"], x["remote_next_offset"]) for x in parts] == [
+            (n, True, 10) for n in range(4)
+        ]
+        assert {x["broker"] for x in parts} == {1, 2}  # each leader did its own
+    finally:
+        for b in brokers:
+            b.kill()
+        etcd.stop()
 
 
 def test_tier_status_against_nothing_listening_is_one_line() -> None:
