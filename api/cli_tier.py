@@ -269,7 +269,7 @@ def _tail_note(ranges: Any, kw: dict[str, Any]) -> str | None:
 
 @click.group()
 def tier() -> None:
-    """Tiered storage of a running broker (read through its REST API)."""
+    """Tiered storage of a running broker, through its REST API: status, and sync (upload now)."""
 
 
 def _size(n: int) -> str:
