@@ -85,9 +85,17 @@ def print_table(title: str | None, columns: list[str], rows: list[list[Any]]) ->
     Console(width=max(160, len(columns) * 16), soft_wrap=True).print(table)
 
 
-def http_json(url: str, context: Any = None, headers: dict[str, str] | None = None) -> Any:
-    """GET ``url`` as JSON, with ``context`` (an ssl.SSLContext) for https:// and extra
-    ``headers`` (Authorization); every failure is one line saying what was expected."""
+def http_json(
+    url: str,
+    context: Any = None,
+    headers: dict[str, str] | None = None,
+    *,
+    method: str = "GET",
+    timeout: float = 30,
+) -> Any:
+    """GET (or ``method``) ``url`` as JSON, with ``context`` (an ssl.SSLContext) for
+    https:// and extra ``headers`` (Authorization); every failure is one line saying what
+    was expected."""
     import http.client
     import ssl
     import urllib.error
@@ -96,10 +104,11 @@ def http_json(url: str, context: Any = None, headers: dict[str, str] | None = No
     scheme = url.split("://", 1)[0] if "://" in url else ""
     if scheme not in ("http", "https"):
         fail(f"--http: expected an http:// or https:// URL of the broker's HTTP listener, got {url!r}")
-    request = urllib.request.Request(url, headers=headers or {})
+    data = b"" if method == "POST" else None
+    request = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
     try:
         with urllib.request.urlopen(
-            request, timeout=30, context=context if scheme == "https" else None
+            request, timeout=timeout, context=context if scheme == "https" else None
         ) as resp:
             return json.loads(resp.read())
     except urllib.error.HTTPError as exc:

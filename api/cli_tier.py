@@ -1,5 +1,5 @@
-"""Tiered storage from the command line: ``strata tier status`` (a running broker's REST
-API), ``strata restore`` (topics from the object store into a data directory,
+"""Tiered storage from the command line: ``strata tier status`` and ``strata tier sync``
+(a running broker's REST API), ``strata restore`` (topics from the object store into a data directory,
 tiering.restore) and ``strata export`` (topics to Parquet files as the Spark data source
 reads them, api.export)."""
 
@@ -242,40 +242,34 @@ def export_cmd(
 
 def _tail_note(ranges: Any, kw: dict[str, Any]) -> str | None:
     """What an export without --include-hot left out: the records above the archived end
-    of each partition, by the --bootstrap broker's high watermarks (or, when no broker
-    answers, that it could not tell)."""
+    of each partition, by the --bootstrap broker's high watermarks (spark.tail, as the
+    data source warns), or, when no broker answers, that it could not tell."""
     from api.cli_connect import Connection
-    from api.client import KafkaClient
+    from spark.tail import per_topic, unarchived
 
     if not ranges:
         return None
     conn = Connection(kw)
-    try:
-        with KafkaClient.connect(conn.addr, timeout=5, security=conn.security) as client:
-            hw = client.list_offsets([(r.topic, r.partition) for r in ranges], -1)
-    except (OSError, StrataError):
+    counts = unarchived(ranges, str(conn.addr), conn.security)
+    if counts is None:
         return (
             f"only archived records were exported; no broker answered at {conn.addr} to tell whether "
             "newer ones exist (--include-hot adds them from a running broker)"
         )
-    left = {
-        (r.topic, r.partition): hw[(r.topic, r.partition)] - r.end
-        for r in ranges
-        if (r.topic, r.partition) in hw
-    }
-    missing = sum(n for n in left.values() if n > 0)
+    topics = per_topic(counts)
+    missing = sum(n for n, _ in topics.values())
     if not missing:
         return None
-    parts = sum(1 for n in left.values() if n > 0)
+    parts = sum(p for _, p in topics.values())
     return (
         f"{missing:,} records in {parts} partition(s) are not archived yet and were not exported "
-        "(--include-hot adds them from the broker)"
+        "(--include-hot adds them from the broker, `strata tier sync` uploads them now)"
     )
 
 
 @click.group()
 def tier() -> None:
-    """Tiered storage of a running broker (read through its REST API)."""
+    """Tiered storage of a running broker, through its REST API: status, and sync (upload now)."""
 
 
 def _size(n: int) -> str:
@@ -344,3 +338,72 @@ def tier_status(http_url: str, topics: tuple[str, ...], output: str, **conn: Any
             for p in t["partitions"]
         ],
     )
+
+
+@tier.command("sync")
+@click.argument("topic", required=False)
+@click.option(
+    "--http",
+    "http_url",
+    default="http://127.0.0.1:8080",
+    show_default=True,
+    metavar="URL",
+    help="Broker REST (any broker of a cluster: it asks the others).",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(0, 600),
+    help="Seconds each broker waits for its uploads.",
+)
+@http_options
+@output_option
+def tier_sync(topic: str | None, http_url: str, timeout_s: float, output: str, **conn: Any) -> None:
+    """Make the bucket current now, for TOPIC or every tiered topic: roll the active
+    segments that hold data, upload them (ignoring remote.copy.lag.ms) and wait until the
+    manifests show them; prints per partition what was done. Every leader of a cluster
+    does its partitions. Exits 1 when a partition is not complete in the bucket (its
+    reason is printed). Needs ALTER on the cluster (or on TOPIC) when ACLs are on."""
+    from urllib.parse import urlencode
+
+    base = http_url.rstrip("/")
+    context, headers = http_access(conn)
+    query = {"timeout_ms": str(int(timeout_s * 1000))}
+    if topic is not None:
+        query["topic"] = topic
+    doc = http_json(
+        f"{base}/v1/tier/sync?{urlencode(query)}", context, headers, method="POST", timeout=timeout_s + 30
+    )
+    parts = doc["partitions"]
+    incomplete = [p for p in parts if not p["complete"]]
+    if output == "json":
+        emit(output, doc, "")
+    else:
+        print_table(
+            None,
+            ["TOPIC", "PARTITION", "BROKER", "ROLLED", "LOG-END", "IN-BUCKET-TO", "STATE"],
+            [
+                [
+                    p["topic"],
+                    p["partition"],
+                    p["broker"],
+                    "yes" if p["rolled"] else "no",
+                    p["target"],
+                    p["remote_next_offset"],
+                    "complete" if p["complete"] else f"PENDING: {p['pending']}",
+                ]
+                for p in parts
+            ],
+        )
+        what = f"topic {topic}" if topic is not None else "every tiered topic"
+        summary = (
+            f"tier sync of {what}: {doc['uploaded_segments']} segment(s) uploaded; "
+            f"{len(parts) - len(incomplete)} of {len(parts)} partition(s) complete in the bucket"
+        )
+        if doc["unreachable"]:
+            summary += "; brokers not answering: " + ", ".join(str(b) for b in doc["unreachable"])
+        click.echo(summary)
+    if incomplete or doc["unreachable"]:
+        raise SystemExit(1)

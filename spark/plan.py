@@ -417,7 +417,9 @@ class Planner:
                 )
             raise UnknownTopicOrPartitionError(
                 f"topic {topic!r} has no topic manifest topics/{topic}.json in {self.store.url}: "
-                "nothing of it is archived there (check the URL and topic, or use includeHot)"
+                "nothing of it is archived there (check the URL and topic; records not tiered yet are "
+                'read with option("kafka.bootstrap.servers", "HOST:PORT"), and `strata tier sync` '
+                "uploads them now)"
             )
         nums = list(range(count))
         wanted = o.partitions_of(topic)

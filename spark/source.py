@@ -17,8 +17,12 @@ Options: ``spark.options``; rows: ``spark.schema``.
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -41,7 +45,7 @@ from pyspark.sql.types import (
 )
 
 from hot.errors import InvalidConfigError
-from spark.options import ReadOptions
+from spark.options import LATEST, ReadOptions
 from spark.partition import StrataInputPartition
 from spark.schema import SCHEMA_DDL
 
@@ -75,6 +79,10 @@ class StrataDataSourceReader(DataSourceReader):
         from spark.plan import plan_scan
 
         plan = plan_scan(self.options)
+        if reads_to_latest(self.options):
+            from spark.tail import warn_unarchived
+
+            warn_unarchived(plan.ranges, self.options.broker, self.options.security)
         return [StrataInputPartition(t) for t in plan.tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -91,6 +99,9 @@ class StrataDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        # ``spark.dataSource.register`` asks the name on the driver, just before it ships
+        # the class to Python workers that must import it: check them there, once.
+        check_worker_python()
         return "strata"
 
     def schema(self) -> StructType:
@@ -118,6 +129,67 @@ class StrataDataSource(DataSource):
         from spark.sink import StrataStreamSinkWriter, sink_options
 
         return StrataStreamSinkWriter(sink_options(dict(self.options), schema))
+
+
+# What a Python worker needs to unpickle the data source and read (pyspark itself comes
+# with Spark's own PYTHONPATH).
+_WORKER_IMPORTS: Final = "import pyarrow, spark.options"
+_checked: dict[str, str | None] = {}  # interpreter -> why it cannot import the source (None: it can)
+
+
+def check_worker_python(python: str | None = None) -> None:
+    """Fail with one line when the interpreter Spark runs its Python workers with
+    (``PYSPARK_PYTHON``, or ``python3`` on the PATH: ``SparkContext.pythonExec``) cannot
+    import the data source, instead of a worker's ImportError in a py4j traceback. Only
+    on a driver with a live SparkContext (a worker, or Spark Connect, has none); each
+    interpreter is checked once per process; this interpreter is not checked."""
+    if python is None:
+        from pyspark import SparkContext
+
+        sc = SparkContext._active_spark_context
+        if sc is None:
+            return
+        python = str(getattr(sc, "pythonExec", None) or "python3")
+    if python not in _checked:
+        _checked[python] = _cannot_import(python)
+    why = _checked[python]
+    if why is not None:
+        raise InvalidConfigError(
+            f"strata: Spark's Python workers run {python} (PYSPARK_PYTHON), which cannot import the "
+            f"strata data source ({why}): set PYSPARK_PYTHON={sys.executable} before the SparkSession "
+            "starts, or activate the virtual environment strata is installed in"
+        )
+
+
+def _cannot_import(python: str) -> str | None:
+    exe = shutil.which(python)
+    if exe is None:
+        return "no such program"
+    if os.path.abspath(exe) == os.path.abspath(sys.executable):
+        return None  # not samefile: a venv's python links to the system one, with other packages
+    try:
+        done = subprocess.run(
+            [exe, "-c", _WORKER_IMPORTS], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return str(e)
+    if done.returncode == 0:
+        return None
+    lines = done.stderr.strip().splitlines()
+    return lines[-1] if lines else f"exit status {done.returncode}"
+
+
+def reads_to_latest(options: ReadOptions) -> bool:
+    """A bucket-only read up to the latest offset: it leaves out what is not tiered yet
+    (spark.tail warns about it); an explicit end or includeHot does not."""
+    end = options.end
+    return (
+        not options.include_hot
+        and end.default == LATEST
+        and not end.offsets
+        and not end.timestamps
+        and end.timestamp is None
+    )
 
 
 def _check_schema(schema: StructType) -> None:

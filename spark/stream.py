@@ -141,6 +141,7 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Offsets | None = None
         self._latest: Offsets | None = None
         self._absent: set[TopicPartition] = set()  # assigned partitions not created yet, warned
+        self._tail_checked = False  # whether the bucket-behind warning (spark.tail) was given
 
     # -- offsets --
 
@@ -200,7 +201,15 @@ class StrataStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _available(self) -> dict[TopicPartition, tuple[int, int]]:
         """(log start, latest offset) of every selected partition now."""
         o = dataclasses.replace(self.options, start=Bound(EARLIEST), end=Bound(LATEST))
-        return {(r.topic, r.partition): (r.start, r.end) for r in self._ranges(o)}
+        ranges = self._ranges(o)
+        if not self._tail_checked:
+            # once per query: a bucket-only stream waits for the tiering, say so (spark.tail)
+            self._tail_checked = True
+            if not self.options.include_hot:
+                from spark.tail import warn_unarchived
+
+                warn_unarchived(ranges, self.options.broker, self.options.security)
+        return {(r.topic, r.partition): (r.start, r.end) for r in ranges}
 
     def _ranges(self, options: ReadOptions) -> list[PartitionRange]:
         """``_ranges``, with a warning when assigned partitions are missing: never silent."""

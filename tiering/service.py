@@ -138,6 +138,28 @@ class PendingDeletes:
             return list(self._topics)
 
 
+@dataclass(frozen=True, slots=True)
+class SyncedPartition:
+    """One partition of a ``TieringService.sync``: whether its active segment was rolled,
+    the log end it was synced to, and the remote next offset after (every offset below it
+    is in the bucket); ``pending``: why the bucket still lacks offsets below ``target``."""
+
+    topic: str
+    partition: int
+    rolled: bool
+    target: int
+    remote_next: int
+    pending: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TierSync:
+    partitions: list[SyncedPartition]
+    uploaded: int  # segments uploaded
+    elapsed_s: float
+    error: str | None = None  # the last object-store error
+
+
 @dataclass(slots=True)
 class PassResult:
     uploaded: int = 0
@@ -199,6 +221,8 @@ class TieringService:
         self._last_compaction_ms = clock_ms()
         self.store_failing = False
         self._rng = random.Random()
+        # One pass or one ``sync`` at a time: no two uploads of a partition at once.
+        self._pass_lock = asyncio.Lock()
         # Cluster mode: whether this broker leads a partition (only the leader uploads and
         # applies local and total retention; followers keep their data).
         self.is_leader: Callable[[str, int], bool] | None = None
@@ -358,6 +382,12 @@ class TieringService:
         partition, and (when due, or when forced by the flags) total retention and the
         orphan sweep. Object-store failures propagate as ObjectStoreError after the
         partitions already done; everything else is logged per partition."""
+        async with self._pass_lock:
+            return await self._pass(now_ms, retention, sweep, compact)
+
+    async def _pass(
+        self, now_ms: int | None, retention: bool | None, sweep: bool | None, compact: bool | None
+    ) -> PassResult:
         now = self._clock_ms() if now_ms is None else now_ms
         result = PassResult()
         result.topics_deleted = await self._delete_pending_topics()
@@ -487,6 +517,52 @@ class TieringService:
             logger.warning("%s", report.summary())
         return report
 
+    async def sync(self, topics: set[str] | None = None, timeout_ms: int = 30_000) -> TierSync:
+        """Make the bucket current now (``strata tier sync``): roll the active segment of
+        every tiered partition led here that holds data (of ``topics``, or all), upload
+        every sealed segment the bucket lacks ignoring ``remote.copy.lag.ms``, and wait
+        until the manifests show them, for at most ``timeout_ms``. Runs between two passes
+        of the loop (never two uploads of a partition at once); the loop goes on after."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        report = ShutdownUpload(grace_s=timeout_ms / 1000)
+        rolled: set[str] = set()
+        targets: list[tuple[TopicInfo, Log, int]] = []
+        # The deadline is checked between upload rounds: an upload is never cut off midway.
+        async with self._pass_lock:
+            for info, log in self._all_logs():
+                if topics is not None and info.name not in topics:
+                    continue
+                if not (log.config.remote_storage_enable and log.is_online):
+                    continue
+                active = log.segments()[-1]
+                try:
+                    seg = await asyncio.to_thread(log.roll)  # a no-op when the active one is empty
+                except StrataError as e:
+                    logger.error("cannot roll %s for tier sync: %s", log.name, e)
+                else:
+                    if seg is not active:
+                        rolled.add(log.name)
+                targets.append((info, log, log.log_end_offset))
+            report.partitions = len(targets)
+            await self._upload_targets(targets, report, deadline=start + timeout_ms / 1000)
+        report.elapsed_s = loop.time() - start
+        parts: list[SyncedPartition] = []
+        for info, log, target in targets:
+            nxt = max(self._remote_next(info, log), log.log_start_offset)
+            why = self._blocked(info, log, target) if nxt < target else None
+            if nxt < target and why is None:
+                why = (
+                    f"offsets from {log.last_stable_offset} wait for the high watermark "
+                    "or an open transaction"
+                    if log.last_stable_offset < target
+                    else "timed out"
+                    if report.timed_out
+                    else (report.error or "not uploaded")
+                )
+            parts.append(SyncedPartition(info.name, log.partition, log.name in rolled, target, nxt, why))
+        return TierSync(parts, report.uploaded, report.elapsed_s, report.error)
+
     async def _stop_loop(self) -> None:
         """End the background loop after the pass it is in (uploads in flight complete)."""
         self._closing = True
@@ -505,7 +581,11 @@ class TieringService:
         return st.remote_next_offset
 
     async def _upload_targets(
-        self, targets: list[tuple[TopicInfo, Log, int]], report: ShutdownUpload
+        self,
+        targets: list[tuple[TopicInfo, Log, int]],
+        report: ShutdownUpload,
+        *,
+        deadline: float | None = None,
     ) -> None:
         """Upload rounds until every target is in the bucket, or nothing more can be
         done now (every partition left is stopped, offline or waiting for the log cleaner);
@@ -528,7 +608,11 @@ class TieringService:
                         logger.error("upload of %s at shutdown failed: %s", log.name, e)
                     return 0
 
+        loop = asyncio.get_running_loop()
         while True:
+            if deadline is not None and loop.time() >= deadline:
+                report.timed_out = True
+                return
             left = [
                 (info, log, target)
                 for info, log, target in targets
@@ -560,7 +644,8 @@ class TieringService:
             if progressed:
                 backoff = 0.05
             else:
-                await asyncio.sleep(backoff)
+                wait = backoff if deadline is None else max(0.0, min(backoff, deadline - loop.time()))
+                await asyncio.sleep(wait)
                 backoff = min(1.0, backoff * 2)
 
     def _blocked(self, info: TopicInfo, log: Log, target: int) -> str | None:

@@ -97,6 +97,7 @@ from api.rest.models_v3 import V3_BODY_MODELS
 from api.rest.ops import ops_router
 from api.rest.peers import AnsweredBy, Peers
 from api.rest.producing import RestProducer, producer_error_code
+from api.rest.tier_sync import tier_sync_router
 from api.rest.v3 import V3Context, v3_router
 from api.rest.v3_configs import v3_configs_router
 from api.rest.v3_groups import v3_groups_router
@@ -446,6 +447,7 @@ def create_app(broker: Broker) -> FastAPI:
     # -- operations -------------------------------------------------------------------------
 
     app.include_router(ops_router(broker))
+    app.include_router(tier_sync_router(broker, peers))
     app.include_router(dashboard_router(broker))
 
     @app.get("/healthz", response_model=Health, tags=["ops"])

@@ -67,9 +67,17 @@ class Peers:
             self._context = ctx
 
     async def ask(
-        self, request: Request, broker_id: int, path: str, *, method: str = "GET", body: bytes | None = None
+        self,
+        request: Request,
+        broker_id: int,
+        path: str,
+        *,
+        method: str = "GET",
+        body: bytes | None = None,
+        timeout: float = TIMEOUT_S,
     ) -> tuple[int, bytes, str]:
-        """(status, body, content type) of ``path`` (with its query) on broker ``broker_id``."""
+        """(status, body, content type) of ``path`` (with its query) on broker ``broker_id``
+        (``timeout``: for a request that is slow by design, such as a tier sync)."""
         live = self.broker.replicas.view.brokers.get(broker_id)
         if live is None:
             raise RestError(502, 50200, f"broker {broker_id} is not registered (down?)")
@@ -87,7 +95,7 @@ class Peers:
         def call() -> tuple[int, bytes, str]:
             req = urllib.request.Request(url, data=body, method=method, headers=headers)
             try:
-                with urllib.request.urlopen(req, timeout=TIMEOUT_S, context=ctx) as resp:
+                with urllib.request.urlopen(req, timeout=timeout, context=ctx) as resp:
                     return resp.status, resp.read(), resp.headers.get("Content-Type", JSON)
             except urllib.error.HTTPError as e:
                 return e.code, e.read(), e.headers.get("Content-Type", JSON)

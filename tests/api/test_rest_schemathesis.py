@@ -50,6 +50,8 @@ def _bound(case: Any) -> None:
     query = case.query if isinstance(case.query, dict) else None
     if query is not None and isinstance(query.get("timeout"), int):
         query["timeout"] = min(query["timeout"], 5)
+    if query is not None and isinstance(query.get("timeout_ms"), int):  # POST /v1/tier/sync
+        query["timeout_ms"] = min(query["timeout_ms"], 2000)
     if query is not None and "offset" in query and "timeout" not in query:
         query["timeout"] = 0
     body = case.body

@@ -461,3 +461,90 @@ def test_include_hot_records_deleted_by_retention_after_planning_fail_or_are_ski
         check_suffix([r for t in plan.tasks for b in read_task(t, lenient_opts) for r in rows_of_table(b)])
     assert any("deleted by retention (the log now starts at" in m for m in caplog.messages)
     assert any(f"deleted by retention (broker {broker.bootstrap} now starts at" in m for m in caplog.messages)
+
+
+# --- a fresh broker: the bucket is behind until a roll; the source says so ---------------------
+
+
+def test_fresh_broker_read_warns_until_tier_sync(
+    spark: SparkSession,
+    broker_factory: Callable[..., BrokerProcess],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The README's read on a fresh single node: the records sit in the active segment, the
+    bucket holds none of them, and the read warns per topic (how many, with a broker
+    address) instead of returning nothing silently; after `strata tier sync` it reads them."""
+    import subprocess
+    import sys
+
+    from confluent_kafka import Producer
+
+    from spark.source import StrataDataSourceReader
+    from tests.brokers import ROOT
+
+    broker = broker_factory(env={"STRATA_TIERING_UPLOAD_INTERVAL_MS": "100"})
+    topic = "fresh"
+    create_topic(broker.bootstrap, topic, 2)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 2})
+    for i in range(30):
+        p.produce(topic, value=b"v%d" % i, partition=i % 2)
+    assert p.flush(30) == 0
+    bucket = broker.data_dir / "objects"
+    _wait(lambda: (bucket / "topics" / f"{topic}.json").exists(), "the topic manifest")
+    url = f"file://{bucket.resolve()}"
+
+    def warnings_of(**options: str) -> list[str]:
+        """What the batch reader's planning (a Python worker's work under Spark, which relays
+        the worker's stderr to the driver's) warns, planned here."""
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger="spark.source"):
+            StrataDataSourceReader(ReadOptions.parse({"topic": topic, **options}, path=url)).partitions()
+        return [r.getMessage() for r in caplog.records if r.name == "spark.source"]
+
+    assert read(spark, url, topic=topic).count() == 0
+    [line] = warnings_of()
+    assert line.startswith(f"topic {topic}: the bucket holds none of the records read")
+    assert 'option("kafka.bootstrap.servers", "HOST:PORT") reads them' in line
+    assert read(spark, url, topic=topic, includeHot="false", broker=broker.bootstrap).count() == 0
+    [line] = warnings_of(includeHot="false", broker=broker.bootstrap)
+    behind = f"topic {topic}: the bucket is behind broker {broker.bootstrap} by 30 record(s) in 2"
+    assert line.startswith(behind)
+    # the option the README shows reads the tail through the broker
+    assert read(spark, url, topic=topic, **{"kafka.bootstrap.servers": broker.bootstrap}).count() == 30
+
+    sync = subprocess.run(
+        [sys.executable, "-m", "api.cli", "tier", "sync", topic, "--http", broker.http_url],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert sync.returncode == 0, sync.stderr
+    assert sorted(r.offset for r in rows_of(read(spark, url, topic=topic))) == sorted(list(range(15)) * 2)
+    assert warnings_of() == []
+    assert broker.stop() == 0
+
+
+def test_workers_that_cannot_import_the_source_fail_in_one_line(spark: SparkSession, tmp_path: Path) -> None:
+    """PYSPARK_PYTHON naming an interpreter without the project (no venv): registering the
+    source says so and what to set, before any worker's ImportError in a py4j traceback."""
+    import sys
+
+    from hot.errors import InvalidConfigError
+    from spark.source import StrataDataSource
+
+    bare = tmp_path / "python-without-strata"
+    bare.write_text(f'#!/bin/sh\nexec {sys.executable} -I -S "$@"\n')
+    bare.chmod(0o755)
+    sc = spark.sparkContext
+    saved = sc.pythonExec
+    sc.pythonExec = str(bare)
+    try:
+        with pytest.raises(InvalidConfigError) as exc:
+            spark.dataSource.register(StrataDataSource)
+    finally:
+        sc.pythonExec = saved
+    msg = str(exc.value)
+    assert "\n" not in msg and f"run {bare} (PYSPARK_PYTHON), which cannot import" in msg
+    assert f"set PYSPARK_PYTHON={sys.executable}" in msg and "ModuleNotFoundError" in msg
+    spark.dataSource.register(StrataDataSource)  # this interpreter: fine

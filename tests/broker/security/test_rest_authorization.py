@@ -42,6 +42,7 @@ PW = {
     "reader": "Reader-pw-5e0b91",
     "nobody": "Nobody-pw-c27a4d",
     "monitor": "Mon-pw-81f3aa",
+    "operator": "Oper-pw-4d19c7",
 }
 V2_JSON = "application/vnd.kafka.json.v2+json"
 
@@ -78,6 +79,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
             binding("GROUP", GA, "User:reader", "READ"),
             binding("GROUP", GA, "User:monitor", "READ"),
             binding("BROKER", "kafka-cluster", "User:monitor", "DESCRIBE"),  # the cluster,
+            binding("TOPIC", B, "User:operator", "ALTER"),
         )
         yield b
     finally:
@@ -224,6 +226,25 @@ async def test_anonymous_without_rest_auth_and_authorization_off(tmp_path: Path)
             assert (await http.get("/v1/status")).json()["topics"] == 0
             assert (await http.get("/healthz")).json()["topics"] == 0
             assert (await http.get(f"/topics/{A}")).status_code == 403
+
+
+def test_tier_sync_needs_alter_on_the_cluster_or_the_topic(broker: BrokerProcess) -> None:
+    with client(broker, "reader") as http:  # READ on A is not ALTER
+        r = http.post("/v1/tier/sync")
+        assert r.status_code == 403 and r.json()["message"] == "not authorized to ALTER the cluster"
+        r = http.post("/v1/tier/sync", params={"topic": A})
+        assert r.status_code == 403 and r.json()["message"] == f"not authorized to ALTER topic {A!r}"
+    with client(broker, "operator") as http:  # ALTER on B only
+        assert http.post("/v1/tier/sync").status_code == 403
+        assert http.post("/v1/tier/sync", params={"topic": A}).status_code == 403
+        r = http.post("/v1/tier/sync", params={"topic": B})
+        assert r.status_code == 200, r.text
+        assert [(p["topic"], p["complete"]) for p in r.json()["partitions"]] == [(B, True)]
+    with client(broker, "admin") as http:
+        r = http.post("/v1/tier/sync")
+        assert r.status_code == 200, r.text
+        done = {p["topic"]: p for p in r.json()["partitions"]}
+        assert done[A]["complete"] and done[A]["remote_next_offset"] == done[A]["target"] == 3
 
 
 def test_metrics_listen_setting() -> None:
