@@ -45,7 +45,15 @@ from typing import Any
 
 from api.handlers import GUARDS, HANDLERS, Handler
 from api.handlers.quotas import with_fetch_quota, with_produce_quota
-from api.protocol import (
+from api.security.guards import guard
+from api.security.sasl import SaslSession
+from broker.broker import Broker
+from broker.produce_path import ProduceOrder
+from broker.security.tls import describe_handshake_error, peer_principal
+from broker.security.users import UserTable
+from hot.errors import CorruptLogError, StrataError
+from hot.region import FileRegion
+from kwire import (
     APIS,
     ApiKey,
     FrameDecoder,
@@ -58,14 +66,6 @@ from api.protocol import (
     encode_frame,
     encode_response,
 )
-from api.security.guards import guard
-from api.security.sasl import SaslSession
-from broker.broker import Broker
-from broker.produce_path import ProduceOrder
-from broker.security.tls import describe_handshake_error, peer_principal
-from broker.security.users import UserTable
-from hot.errors import CorruptLogError, StrataError
-from hot.region import FileRegion
 
 log = logging.getLogger("strata.kafka")
 

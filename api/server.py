@@ -30,7 +30,6 @@ import uvicorn
 
 from api.kafka_server import KafkaServer
 from api.metrics_listener import create_metrics_app
-from api.protocol.address import HostPort
 from api.rest import create_app
 from broker.broker import Broker
 from broker.cluster_config import ClusterConfig
@@ -50,6 +49,7 @@ from broker.txn_metrics import register_txn_metrics
 from hot import record_validation
 from hot.errors import InvalidConfigError
 from hot.topics import TopicInfo
+from kwire.address import HostPort
 from tiering.metrics import TieringMetrics
 from tiering.restore import StartupRestore, restore_missing_topics
 from tiering.service import TieringService
@@ -376,7 +376,7 @@ def event_loop_factory(config: BrokerConfig) -> Callable[[], asyncio.AbstractEve
     (broker.fetcher: under a network cut it once ended the fetcher and the partition never
     regained its ISR), the admin socket (broker.store_socket). The S3 store (aiohttp), the
     etcd client (grpc.aio) and uvicorn support uvloop themselves; the Kafka client
-    (api.client) uses blocking sockets.
+    (kclient) uses blocking sockets.
 
     Not with TLS: the Kafka listener upgrades accepted connections with ``start_tls`` (to
     log failed handshakes), and uvloop's transport has already read the client's first

@@ -243,8 +243,8 @@ def bench_fetch(bootstrap: str, data_dir: Path, seconds: float = 5.0) -> None:
     """Raw Fetch v11 loop over one partition filled with ~512 MiB, vs sendfile of the same file."""
     from confluent_kafka import Producer
 
-    from api.protocol import encode_request
-    from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+    from kwire import encode_request
+    from kwire.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 
     topic = f"bench-fetch-{int(time.time() * 1000)}"
     create_topic(bootstrap, topic, 1)

@@ -46,8 +46,8 @@ from bench.proc import rss_bytes  # noqa: E402
 
 
 def api_versions_frame() -> bytes:
-    from api.protocol import ApiKey, encode_request
-    from api.protocol.messages.api_versions import ApiVersionsRequest
+    from kwire import ApiKey, encode_request
+    from kwire.messages.api_versions import ApiVersionsRequest
 
     body = encode_request(
         ApiKey.API_VERSIONS,

@@ -4,7 +4,7 @@
     python -m bench.bench_request_cost --roots /tmp/strata-before,. --rounds 3
 
 Starts a real ``strata serve`` subprocess and drives it with a raw-socket client that
-pipelines pre-encoded requests (api.protocol's codec, encoded once): ``depth`` requests in
+pipelines pre-encoded requests (kwire's codec, encoded once): ``depth`` requests in
 flight on one connection, responses counted by their byte size (every answer to the same
 request has the same size), never decoded. That keeps the load generator far cheaper than
 the broker, so the broker's own CPU time is what is measured: utime + stime of the broker
@@ -68,7 +68,7 @@ WIDE = 1000  # partitions of the fan-out topic
 
 
 def _frame(api_key: int, version: int, request: object, correlation_id: int = 1) -> bytes:
-    from api.protocol import encode_request
+    from kwire import encode_request
 
     body = encode_request(api_key, version, correlation_id, "bench-cost", request)
     return struct.pack(">i", len(body)) + body
@@ -77,9 +77,9 @@ def _frame(api_key: int, version: int, request: object, correlation_id: int = 1)
 def produce_frame(topic: str, records: int, acks: int = 1, partitions: int = 1) -> bytes:
     """A Produce v9 request: ``records`` 100-byte records in one batch for each of
     ``partitions`` partitions (0, 1, ...)."""
-    from api.protocol import ApiKey
-    from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
     from hot.records import RecordInput, build_batch
+    from kwire import ApiKey
+    from kwire.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 
     batch = build_batch([RecordInput(None, b"x" * 100) for _ in range(records)])
     req = ProduceRequest(
@@ -96,8 +96,8 @@ def produce_frame(topic: str, records: int, acks: int = 1, partitions: int = 1) 
 
 
 def fetch_frame(topic: str) -> bytes:
-    from api.protocol import ApiKey
-    from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+    from kwire import ApiKey
+    from kwire.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 
     req = FetchRequest(
         max_wait_ms=0,
@@ -114,8 +114,8 @@ def fetch_frame(topic: str) -> bytes:
 
 
 def metadata_frame(topic: str) -> bytes:
-    from api.protocol import ApiKey
-    from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+    from kwire import ApiKey
+    from kwire.messages.metadata import MetadataRequest, MetadataRequestTopic
 
     req = MetadataRequest(topics=(MetadataRequestTopic(name=topic),), allow_auto_topic_creation=False)
     return _frame(ApiKey.METADATA, 12, req)
@@ -295,7 +295,7 @@ def main() -> None:
         path, *env_items = spec.split("@")
         tree = Path(path).resolve()
         if not (tree / "api" / "cli.py").is_file():
-            ap.error(f"{tree} is not a Strata code tree (no api/cli.py)")
+            ap.error(f"{tree} is not a Strata code tree (no api/cli/__init__.py)")
         roots.append((spec, tree, dict(item.split("=", 1) for item in env_items)))
     results: dict[str, list[dict[str, Cost]]] = {spec: [] for spec, _, _ in roots}
     work = Path(tempfile.mkdtemp(prefix="strata-bench-cost-"))

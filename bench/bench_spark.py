@@ -9,7 +9,7 @@
    increasing timestamps, through a real ``hot.log.Log`` in ``--batch-bytes`` producer
    batches, and tiers the sealed segments to a bucket exactly as the uploader does
    (``file://`` by default; ``--s3`` uses moto's S3 server on loopback).
-2. ``strata export`` (api.export) writes the same rows as Parquet: the baseline.
+2. ``strata export`` (spark.export) writes the same rows as Parquet: the baseline.
 3. In one local SparkSession (all cores), alternating, best of ``--rounds``:
    ``spark.read.format("strata").load(url)`` and ``spark.read.parquet(dir)``, each
    (a) materializing every column (``write.format("noop")``) and (b) aggregating over
@@ -168,7 +168,7 @@ def main() -> None:
         )
         print(f"wrote and tiered {archived:,} records in {time.perf_counter() - t0:.1f} s ({url})")
 
-        from api.export import export, parse_options
+        from spark.export import export, parse_options
 
         t0 = time.perf_counter()
         result = export(parse_options(url, TOPIC), scratch / "parquet", jobs=2)

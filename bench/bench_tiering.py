@@ -59,17 +59,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from api.client import KafkaClient
-from api.protocol import ApiKey, decode_response, encode_request
-from api.protocol.address import HostPort
-from api.protocol.messages.alter_configs import (
+from bench.proc import cpu_seconds
+from hot.batch import HEADER_SIZE, parse_header, peek_size
+from kclient import KafkaClient
+from kwire import ApiKey, decode_response, encode_request
+from kwire.address import HostPort
+from kwire.messages.alter_configs import (
     AlterableConfigOp,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResource,
 )
-from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
-from bench.proc import cpu_seconds
-from hot.batch import HEADER_SIZE, parse_header, peek_size
+from kwire.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
 from tiering.config import TieringConfig
 from tiering.keys import manifest_key, topic_manifest_key
 from tiering.manifest import PartitionManifest, RemoteSegment, SegmentState

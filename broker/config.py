@@ -74,7 +74,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from api.protocol.address import HostPort
 from broker.cluster_config import ENV_NAMES as CLUSTER_ENV_NAMES
 from broker.cluster_config import ClusterConfig
 from broker.groups.config import ENV_NAMES as GROUP_ENV_NAMES
@@ -93,6 +92,7 @@ from broker.transactions.config import TransactionConfig
 from hot.cleaner import CLEANER_ENV_NAMES, CleanerConfig, cleaner_config_from_kafka
 from hot.config import KAFKA_NAMES, LogConfig
 from hot.errors import InvalidConfigError
+from kwire.address import HostPort
 from tiering.config import FIELDS as TIERING_FIELDS
 from tiering.config import TieringConfig
 

@@ -31,23 +31,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from api.client.sasl import authenticate
-from api.protocol import ApiKey, ProtocolError, decode_response, encode_request
-from api.protocol.apis import APIS
-from api.protocol.error_table import NONE
-from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-from api.protocol.messages.list_offsets import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    ListOffsetsPartition,
-    ListOffsetsRequest,
-    ListOffsetsTopic,
-)
-from api.protocol.messages.offset_for_leader_epoch import (
-    OffsetForLeaderEpochRequest,
-    OffsetForLeaderPartition,
-    OffsetForLeaderTopic,
-)
 from broker.inter_broker import InterBrokerClient
 from broker.replication.follower import (
     Backoff,
@@ -64,6 +47,23 @@ from hot.batch import peek_size
 from hot.errors import InvalidRecordError, StrataError
 from hot.log import Log
 from hot.tasks import cancel_and_wait
+from kclient.sasl import authenticate
+from kwire import ApiKey, ProtocolError, decode_response, encode_request
+from kwire.apis import APIS
+from kwire.error_table import NONE
+from kwire.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from kwire.messages.list_offsets import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    ListOffsetsPartition,
+    ListOffsetsRequest,
+    ListOffsetsTopic,
+)
+from kwire.messages.offset_for_leader_epoch import (
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderPartition,
+    OffsetForLeaderTopic,
+)
 
 if TYPE_CHECKING:
     from broker.cluster_config import ClusterConfig

@@ -1,6 +1,6 @@
 """Consumer-group lag: how far each group's committed offsets trail the partitions' ends.
 
-The lag of one partition is api.client.lag.partition_lag (log end offset = the high
+The lag of one partition is kclient.lag.partition_lag (log end offset = the high
 watermark, minus the committed offset; never negative), the same computation the client
 does over the wire.
 
@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from api.client.lag import partition_lag
 from broker.groups.types import GroupDescription, GroupListing, MemberDescription, TopicPartition
 from hot.errors import CoordinatorNotAvailableError, StrataError
+from kclient.lag import partition_lag
 
 if TYPE_CHECKING:
     from broker.groups.coordinator import GroupCoordinator

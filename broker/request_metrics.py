@@ -29,11 +29,11 @@ from typing import Any, Final
 
 from prometheus_client import Counter
 
-import api.protocol.error_table as error_table
-from api.protocol.errors import SchemaError
-from api.protocol.schema import INT16, Array, Struct, wire_fields
+import kwire.error_table as error_table
+from kwire.errors import SchemaError
+from kwire.schema import INT16, Array, Struct, wire_fields
 
-# Kafka error code -> its name in the protocol guide's table (api.protocol.error_table).
+# Kafka error code -> its name in the protocol guide's table (kwire.error_table).
 ERROR_NAMES: Final[dict[int, str]] = {
     v: k for k, v in vars(error_table).items() if k.isupper() and type(v) is int
 }

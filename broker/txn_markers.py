@@ -36,10 +36,15 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from api.protocol import ApiKey
-from api.protocol import error_table as E
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.write_txn_markers import (
+from broker.fetcher import BrokerConnection, FetchConnectionError
+from broker.groups.offsets import OFFSETS_TOPIC
+from broker.transactions.markers import MarkerSendError, MarkerWriter
+from hot.errors import StrataError
+from hot.records import ControlType
+from kwire import ApiKey
+from kwire import error_table as E
+from kwire.error_table import kafka_code
+from kwire.messages.write_txn_markers import (
     WritableTxnMarker,
     WritableTxnMarkerPartitionResult,
     WritableTxnMarkerResult,
@@ -47,11 +52,6 @@ from api.protocol.messages.write_txn_markers import (
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
-from broker.fetcher import BrokerConnection, FetchConnectionError
-from broker.groups.offsets import OFFSETS_TOPIC
-from broker.transactions.markers import MarkerSendError, MarkerWriter
-from hot.errors import StrataError
-from hot.records import ControlType
 
 if TYPE_CHECKING:
     from broker.inter_broker import InterBrokerClient

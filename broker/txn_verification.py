@@ -29,15 +29,6 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from api.protocol import ApiKey
-from api.protocol import error_table as E
-from api.protocol.error_table import error_for_code, kafka_code
-from api.protocol.messages.add_partitions_to_txn import (
-    AddPartitionsToTxnRequest,
-    AddPartitionsToTxnResponse,
-    AddPartitionsToTxnTopic,
-    AddPartitionsToTxnTransaction,
-)
 from broker.groups.types import TopicPartition
 from broker.transactions.markers import MarkerSendError
 from hot.errors import (
@@ -48,6 +39,15 @@ from hot.errors import (
     TransactionAbortableError,
 )
 from hot.record_validation import transactional_producers
+from kwire import ApiKey
+from kwire import error_table as E
+from kwire.error_table import error_for_code, kafka_code
+from kwire.messages.add_partitions_to_txn import (
+    AddPartitionsToTxnRequest,
+    AddPartitionsToTxnResponse,
+    AddPartitionsToTxnTopic,
+    AddPartitionsToTxnTransaction,
+)
 
 if TYPE_CHECKING:
     from broker.replica_manager import ReplicaManager

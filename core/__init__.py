@@ -2,5 +2,5 @@
 
 Layers (highest first; each imports only from layers below it): the doors (``api``:
 Kafka listener and handlers, REST, CLI, dashboard) > the broker domain > {``tiering``,
-the codec ``api.protocol`` and client ``api.client``} > ``hot`` > ``core``.
+the codec ``kwire`` and client ``kclient``} > ``hot`` > ``core``.
 """

@@ -3,7 +3,7 @@
 Every layer raises these (or subclasses of them); library exceptions (OSError,
 botocore, ...) are converted into them at the boundary where they occur. What each class
 means on the wire (its Kafka error code and HTTP status) is not decided here but in the
-one table beside the wire codec, ``api.protocol.error_table``: hot knows no Kafka codes.
+one table beside the wire codec, ``kwire.error_table``: hot knows no Kafka codes.
 """
 
 from __future__ import annotations

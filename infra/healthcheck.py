@@ -71,7 +71,7 @@ def _get(url: str, ctx: ssl.SSLContext | None) -> tuple[int, Any]:
 
 def _kafka_answers(host: str, port: int, ctx: ssl.SSLContext | None) -> str | None:
     """None when the Kafka listener answers ApiVersions without an error, else why not."""
-    from api.protocol import ApiKey, ApiVersionsRequest, decode_response, encode_request, frame_bytes
+    from kwire import ApiKey, ApiVersionsRequest, decode_response, encode_request, frame_bytes
 
     version = 3
     request = ApiVersionsRequest(client_software_name="strata-healthcheck", client_software_version="1")

@@ -74,8 +74,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from api.client.security import ClientSecurity
 from hot.errors import InvalidConfigError
+from kclient.security import ClientSecurity
 
 EARLIEST: Final = -2
 LATEST: Final = -1
@@ -256,7 +256,7 @@ class ReadOptions:
         )
 
 
-# option (lower case) -> client property (api.client.security)
+# option (lower case) -> client property (kclient.security)
 _SECURITY_OPTIONS: Final = {
     "kafka.security.protocol": "security.protocol",
     "kafka.sasl.mechanism": "sasl.mechanism",

@@ -42,7 +42,6 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from api.client.security import ClientSecurity
 from hot.errors import (
     AuthorizationError,
     CorruptLogError,
@@ -56,6 +55,7 @@ from hot.errors import (
 )
 from hot.records import decode_batch
 from hot.txn_index import AbortedTxn
+from kclient.security import ClientSecurity
 from spark.columnar import frame
 from spark.options import ReadOptions, StoreOptions, TopicPartition
 from spark.txn import aborted_between, first_unstable, overlapping
@@ -64,7 +64,7 @@ from tiering.manifest_store import ManifestStore
 from tiering.store import InvalidRangeError, ObjectStore, open_store
 
 if TYPE_CHECKING:
-    from api.client import KafkaClient
+    from kclient import KafkaClient
 
 INDEX_ENTRY: Final = struct.Struct(">II")
 TIMEINDEX_ENTRY: Final = struct.Struct(">qI")
@@ -769,13 +769,13 @@ class BrokerClient:
     bucket-only stream then does not pay for importing the protocol's message registry."""
 
     def __init__(self, address: str, security: ClientSecurity | None = None) -> None:
-        from api.protocol.address import HostPort
+        from kwire.address import HostPort
 
         self.address = HostPort.parse(address, setting="strata option broker")
         self.security = security
 
     def _client(self) -> KafkaClient:
-        from api.client import KafkaClient
+        from kclient import KafkaClient
 
         try:
             return KafkaClient.connect(self.address, timeout=30.0, security=self.security)
@@ -787,8 +787,8 @@ class BrokerClient:
     def topics(self) -> list[str]:
         """The names of the broker's topics, internal ones (``__consumer_offsets``...) left
         out as a Kafka consumer's pattern subscription leaves them out."""
-        from api.protocol import ApiKey
-        from api.protocol.messages.metadata import MetadataRequest
+        from kwire import ApiKey
+        from kwire.messages.metadata import MetadataRequest
 
         with self._client() as client:
             md = client.call(ApiKey.METADATA, MetadataRequest(topics=None, allow_auto_topic_creation=False))
@@ -808,9 +808,9 @@ class BrokerClient:
     ) -> dict[int, int]:
         """Offset per partition for ListOffsets ``timestamp`` (-1 high watermark, or the
         last stable offset with ``isolation_level`` 1; -2 log start)."""
-        from api.protocol import ApiKey
-        from api.protocol.error_table import TOPIC_AUTHORIZATION_FAILED, error_for_code
-        from api.protocol.messages.list_offsets import (
+        from kwire import ApiKey
+        from kwire.error_table import TOPIC_AUTHORIZATION_FAILED, error_for_code
+        from kwire.messages.list_offsets import (
             ListOffsetsPartition,
             ListOffsetsRequest,
             ListOffsetsTopic,

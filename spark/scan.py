@@ -30,11 +30,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from api.client import KafkaClient
-from api.protocol import ApiKey
-from api.protocol.address import HostPort
-from api.protocol.error_table import OFFSET_OUT_OF_RANGE, TOPIC_AUTHORIZATION_FAILED, error_for_code
-from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from hot.errors import (
     CorruptLogError,
     CorruptRecordError,
@@ -44,6 +39,11 @@ from hot.errors import (
 )
 from hot.txn_cleaning import AbortedRanges
 from hot.txn_index import AbortedTxn
+from kclient import KafkaClient
+from kwire import ApiKey
+from kwire.address import HostPort
+from kwire.error_table import OFFSET_OUT_OF_RANGE, TOPIC_AUTHORIZATION_FAILED, error_for_code
+from kwire.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 from spark.columnar import BatchBounds, BatchDecodeError, DecodedChunk, Frames, batch_bounds, decode_columns
 from spark.options import ReadOptions
 from spark.plan import (

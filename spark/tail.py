@@ -19,8 +19,8 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
-from api.client.security import ClientSecurity
 from hot.errors import StrataError
+from kclient.security import ClientSecurity
 from spark.options import TopicPartition
 
 logger = logging.getLogger("spark.source")
@@ -48,8 +48,8 @@ def unarchived(
 ) -> dict[TopicPartition, int] | None:
     """Per partition, how many records the broker at ``address`` holds above the archived
     end (partitions it does not know are left out); None when it does not answer."""
-    from api.client import KafkaClient
-    from api.protocol.address import HostPort
+    from kclient import KafkaClient
+    from kwire.address import HostPort
 
     if not ranges:
         return {}

@@ -8,7 +8,7 @@
 Both need ALTER on the cluster, Kafka's rule for CreateAcls and DeleteAcls, and write the
 ACL document every broker reads (the metadata store's), so they apply cluster-wide as
 ``strata acl add|remove`` and Kafka admin clients do. A binding that is not legal is 400 with
-the reason (``api.protocol.acl``'s validation); with authorization off there are no ACLs to
+the reason (``kwire.acl``'s validation); with authorization off there are no ACLs to
 change (409).
 """
 
@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from api.protocol.acl import AclBinding, AclError, AclFilter, Operation
 from api.rest.authz import require_cluster
 from api.rest.codec import JSONBody, RestError, loads_strict, read_body
+from kwire.acl import AclBinding, AclError, AclFilter, Operation
 
 if TYPE_CHECKING:
     from broker.broker import Broker

@@ -23,14 +23,14 @@ from typing import TYPE_CHECKING, Any, Final
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from api.client.scram import HASHES, salted_password
-from api.protocol.acl import Operation
 from api.rest.authz import require_cluster
 from api.rest.codec import JSONBody, RestError, loads_strict, read_body
 from broker.security import scram_admin
 from broker.security.quotas import QUOTA_KEYS
 from broker.security.stored import StoredUsers
 from hot.errors import ResourceNotFoundError, StrataError
+from kclient.scram import HASHES, salted_password
+from kwire.acl import Operation
 
 if TYPE_CHECKING:
     from broker.broker import Broker

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
 from api.rest.authz import allowed, require_cluster, require_topic, topic_filter
 from api.rest.codec import JSONBody, RestError
 from api.rest.ops import log_or_none, tier_partition
@@ -41,6 +40,7 @@ from api.rest.peers import Peers, forwarded
 from broker.metadata import NO_LEADER
 from broker.metrics_history import MetricsHistory
 from hot.errors import StrataError
+from kwire.acl import CLUSTER_NAME, Operation, ResourceType
 from tiering.service import TieringService
 
 if TYPE_CHECKING:

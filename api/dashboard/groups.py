@@ -37,7 +37,6 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
-from api.protocol.acl import Operation, ResourceType
 from api.rest.authz import allowed, require, topic_filter
 from api.rest.codec import JSONBody, RestError, check_partition, parse_body, read_records
 from api.rest.peers import Peers, forwarded
@@ -48,6 +47,7 @@ from broker.groups.types import GroupState, OffsetCommitRequest, TopicPartition
 from broker.metrics_history import MetricsHistory
 from broker.read_path import FetchRequestPartition
 from hot.errors import StrataError
+from kwire.acl import Operation, ResourceType
 
 if TYPE_CHECKING:
     from broker.broker import Broker

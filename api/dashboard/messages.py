@@ -33,7 +33,6 @@ from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
 from api.partitioner import partition_for_key
-from api.protocol.acl import Operation
 from api.rest.authz import require_topic
 from api.rest.codec import JSONBody, RestError, check_partition, parse_body, read_records
 from api.rest.peers import Peers, forwarded
@@ -42,6 +41,7 @@ from broker.read_path import FetchRequestPartition
 from hot.config import INT64_MAX
 from hot.errors import StrataError
 from hot.records import Header, Record, RecordInput, build_batch
+from kwire.acl import Operation
 
 if TYPE_CHECKING:
     from broker.broker import Broker

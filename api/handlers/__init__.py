@@ -1,6 +1,6 @@
 """The Kafka APIs' handlers: one module per API family, each API handled exactly once.
 
-``HANDLERS`` maps every API key the codec advertises (api.protocol.APIS) to its handler;
+``HANDLERS`` maps every API key the codec advertises (kwire.APIS) to its handler;
 api.kafka_server wraps each in its ACL guard (``GUARDS``, api.security.guards) and Produce
 and Fetch in their byte-rate quotas (api.handlers.quotas). A handler translates wire
 messages to the broker's calls and errors to Kafka codes; the behaviour itself lives
@@ -86,9 +86,9 @@ from api.handlers.txn_coordinator import (
 )
 from api.handlers.txn_markers import handle_write_txn_markers
 from api.handlers.versions import handle_api_versions
-from api.protocol import APIS, ApiKey, RequestHeader
 from api.security.group_guards import GROUP_GUARDS
 from api.security.guards import TOPIC_GUARDS, UNGUARDED
+from kwire import APIS, ApiKey, RequestHeader
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

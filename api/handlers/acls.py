@@ -10,9 +10,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, TypeVar
 
-from api.protocol import RequestHeader
-from api.protocol import error_table as E
-from api.protocol.acl import (
+from api.security.conn_authz import allowed_cluster
+from broker.security.authz import AccessControl, denied
+from hot.errors import SecurityDisabledError, StrataError
+from kwire import RequestHeader
+from kwire import error_table as E
+from kwire.acl import (
     CLUSTER_NAME,
     AclBinding,
     AclError,
@@ -22,8 +25,8 @@ from api.protocol.acl import (
     Permission,
     ResourceType,
 )
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.acls import (
+from kwire.error_table import kafka_code
+from kwire.messages.acls import (
     AclCreationResult,
     AclDescription,
     CreateAclsRequest,
@@ -37,9 +40,6 @@ from api.protocol.messages.acls import (
     DescribeAclsResource,
     DescribeAclsResponse,
 )
-from api.security.conn_authz import allowed_cluster
-from broker.security.authz import AccessControl, denied
-from hot.errors import SecurityDisabledError, StrataError
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

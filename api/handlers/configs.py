@@ -14,9 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from api.protocol import RequestHeader
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.alter_configs import (
+from broker.broker import Broker
+from broker.config import BrokerConfig
+from hot.errors import InvalidRequestError, StrataError
+from kwire import RequestHeader
+from kwire.error_table import kafka_code
+from kwire.messages.alter_configs import (
     OP_APPEND,
     OP_DELETE,
     OP_SET,
@@ -28,15 +31,12 @@ from api.protocol.messages.alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
 )
-from api.protocol.messages.describe_configs import (
+from kwire.messages.describe_configs import (
     DescribeConfigsRequest,
     DescribeConfigsResourceResult,
     DescribeConfigsResponse,
     DescribeConfigsResult,
 )
-from broker.broker import Broker
-from broker.config import BrokerConfig
-from hot.errors import InvalidRequestError, StrataError
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

@@ -7,11 +7,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from api.protocol import RequestHeader
     from api.security.sasl import SaslSession
     from broker.broker import Broker
     from broker.produce_path import ProduceOrder
     from hot.errors import StrataError
+    from kwire import RequestHeader
 
 
 class Listener(Protocol):

@@ -8,16 +8,16 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from api.protocol import RequestHeader
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.delete_records import (
+from broker.delete_records import delete_records
+from hot.errors import StrataError
+from kwire import RequestHeader
+from kwire.error_table import kafka_code
+from kwire.messages.delete_records import (
     DeleteRecordsPartitionResult,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
     DeleteRecordsTopicResult,
 )
-from broker.delete_records import delete_records
-from hot.errors import StrataError
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

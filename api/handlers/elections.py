@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.protocol import RequestHeader
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.elect_leaders import (
+from broker.elections import elect
+from kwire import RequestHeader
+from kwire.error_table import kafka_code
+from kwire.messages.elect_leaders import (
     ElectLeadersRequest,
     ElectLeadersResponse,
     PartitionResult,
     ReplicaElectionResult,
 )
-from broker.elections import elect
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

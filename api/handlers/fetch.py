@@ -21,10 +21,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from api.protocol import RequestHeader
-from api.protocol import error_table as E
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.fetch import (
+from broker.broker import Broker
+from broker.read_path import FetchRequestPartition, ReplicaFetchPartition
+from hot.errors import StrataError
+from kwire import RequestHeader
+from kwire import error_table as E
+from kwire.error_table import kafka_code
+from kwire.messages.fetch import (
     READ_COMMITTED,
     AbortedTransaction,
     FetchableTopicResponse,
@@ -33,10 +36,7 @@ from api.protocol.messages.fetch import (
     FetchResponse,
     FetchTopic,
 )
-from api.protocol.primitives import ZERO_UUID
-from broker.broker import Broker
-from broker.read_path import FetchRequestPartition, ReplicaFetchPartition
-from hot.errors import StrataError
+from kwire.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

@@ -17,59 +17,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, Protocol
 
 from api.handlers.txn_coordinator import find_transaction_coordinator
-from api.protocol import RequestHeader
-from api.protocol import error_table as E
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.delete_groups import (
-    DeletableGroupResult,
-    DeleteGroupsRequest,
-    DeleteGroupsResponse,
-)
-from api.protocol.messages.describe_groups import (
-    DescribedGroup,
-    DescribedGroupMember,
-    DescribeGroupsRequest,
-    DescribeGroupsResponse,
-)
-from api.protocol.messages.find_coordinator import (
-    KEY_TYPE_GROUP,
-    KEY_TYPE_TRANSACTION,
-    Coordinator,
-    FindCoordinatorRequest,
-    FindCoordinatorResponse,
-)
-from api.protocol.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
-from api.protocol.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
-from api.protocol.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
-from api.protocol.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
-from api.protocol.messages.metadata import NO_AUTHORIZED_OPERATIONS
-from api.protocol.messages.offset_commit import OffsetCommitRequest as OffsetCommitWire
-from api.protocol.messages.offset_commit import (
-    OffsetCommitResponse,
-    OffsetCommitResponsePartition,
-    OffsetCommitResponseTopic,
-)
-from api.protocol.messages.offset_delete import (
-    OffsetDeleteRequest,
-    OffsetDeleteResponse,
-    OffsetDeleteResponsePartition,
-    OffsetDeleteResponseTopic,
-)
-from api.protocol.messages.offset_fetch import (
-    OffsetFetchRequest,
-    OffsetFetchRequestTopic,
-    OffsetFetchResponse,
-    OffsetFetchResponseGroup,
-    OffsetFetchResponsePartition,
-    OffsetFetchResponseTopic,
-)
-from api.protocol.messages.sync_group import SyncGroupRequest, SyncGroupResponse
-from api.protocol.messages.txn_offset_commit import TxnOffsetCommitRequest as TxnOffsetCommitWire
-from api.protocol.messages.txn_offset_commit import (
-    TxnOffsetCommitResponse,
-    TxnOffsetCommitResponsePartition,
-    TxnOffsetCommitResponseTopic,
-)
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.replicated_offsets import ClusterOffsetStore
 from broker.groups.types import (
@@ -91,6 +38,59 @@ from hot.errors import (
     InvalidRequestError,
     StrataError,
     UnstableOffsetCommitError,
+)
+from kwire import RequestHeader
+from kwire import error_table as E
+from kwire.error_table import kafka_code
+from kwire.messages.delete_groups import (
+    DeletableGroupResult,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+)
+from kwire.messages.describe_groups import (
+    DescribedGroup,
+    DescribedGroupMember,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+)
+from kwire.messages.find_coordinator import (
+    KEY_TYPE_GROUP,
+    KEY_TYPE_TRANSACTION,
+    Coordinator,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+)
+from kwire.messages.heartbeat import HeartbeatRequest, HeartbeatResponse
+from kwire.messages.join_group import JoinGroupRequest, JoinGroupResponse, JoinGroupResponseMember
+from kwire.messages.leave_group import LeaveGroupRequest, LeaveGroupResponse, MemberResponse
+from kwire.messages.list_groups import ListedGroup, ListGroupsRequest, ListGroupsResponse
+from kwire.messages.metadata import NO_AUTHORIZED_OPERATIONS
+from kwire.messages.offset_commit import OffsetCommitRequest as OffsetCommitWire
+from kwire.messages.offset_commit import (
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetCommitResponseTopic,
+)
+from kwire.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
+    OffsetDeleteResponsePartition,
+    OffsetDeleteResponseTopic,
+)
+from kwire.messages.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestTopic,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponsePartition,
+    OffsetFetchResponseTopic,
+)
+from kwire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
+from kwire.messages.txn_offset_commit import TxnOffsetCommitRequest as TxnOffsetCommitWire
+from kwire.messages.txn_offset_commit import (
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponsePartition,
+    TxnOffsetCommitResponseTopic,
 )
 
 if TYPE_CHECKING:

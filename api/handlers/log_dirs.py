@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from api.protocol import RequestHeader
-from api.protocol import error_table as E
-from api.protocol.messages.describe_log_dirs import (
+from kwire import RequestHeader
+from kwire import error_table as E
+from kwire.messages.describe_log_dirs import (
     DescribeLogDirsPartition,
     DescribeLogDirsRequest,
     DescribeLogDirsResponse,

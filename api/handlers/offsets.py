@@ -10,22 +10,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.protocol import RequestHeader
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.fetch import READ_COMMITTED
-from api.protocol.messages.list_offsets import (
+from hot.errors import StrataError
+from kwire import RequestHeader
+from kwire.error_table import kafka_code
+from kwire.messages.fetch import READ_COMMITTED
+from kwire.messages.list_offsets import (
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
 )
-from api.protocol.messages.offset_for_leader_epoch import (
+from kwire.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderEpochResponse,
     OffsetForLeaderPartitionResult,
     OffsetForLeaderTopicResult,
 )
-from hot.errors import StrataError
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

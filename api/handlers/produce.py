@@ -10,16 +10,16 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from api.protocol import RequestHeader
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.produce import (
+from hot.errors import StrataError
+from kwire import RequestHeader
+from kwire.error_table import kafka_code
+from kwire.messages.produce import (
     BatchIndexAndErrorMessage,
     ProducePartitionResponse,
     ProduceRequest,
     ProduceResponse,
     ProduceTopicResponse,
 )
-from hot.errors import StrataError
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

@@ -16,19 +16,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from api.handlers.txn_coordinator import handle_transactional_init_producer_id
-from api.protocol import RequestHeader
-from api.protocol import error_table as E
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.describe_producers import (
+from broker.producer_ids import init_producer
+from hot.errors import StrataError
+from kwire import RequestHeader
+from kwire import error_table as E
+from kwire.error_table import kafka_code
+from kwire.messages.describe_producers import (
     DescribeProducersPartitionResponse,
     DescribeProducersRequest,
     DescribeProducersResponse,
     DescribeProducersTopicResponse,
     ProducerState,
 )
-from api.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from broker.producer_ids import init_producer
-from hot.errors import StrataError
+from kwire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

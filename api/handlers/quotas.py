@@ -14,14 +14,16 @@ import dataclasses
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from api.protocol import RequestHeader
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.alter_client_quotas import (
+from broker.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Quotas
+from hot.errors import InvalidRequestError, StrataError
+from kwire import RequestHeader
+from kwire.error_table import kafka_code
+from kwire.messages.alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
     AlterEntryResponse,
 )
-from api.protocol.messages.describe_client_quotas import (
+from kwire.messages.describe_client_quotas import (
     MATCH_ANY,
     MATCH_DEFAULT,
     MATCH_EXACT,
@@ -31,11 +33,9 @@ from api.protocol.messages.describe_client_quotas import (
     EntryData,
     ValueData,
 )
-from api.protocol.messages.fetch import FetchRequest, FetchResponse
-from api.protocol.messages.produce import ProduceRequest, ProduceResponse
-from api.protocol.schema import records_length
-from broker.security.quotas import CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE, Quotas
-from hot.errors import InvalidRequestError, StrataError
+from kwire.messages.fetch import FetchRequest, FetchResponse
+from kwire.messages.produce import ProduceRequest, ProduceResponse
+from kwire.schema import records_length
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

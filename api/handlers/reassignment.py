@@ -9,22 +9,22 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.protocol import RequestHeader
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.alter_partition_reassignments import (
+from broker.reassign import alter_reassignment, ongoing_reassignments
+from hot.errors import InvalidRequestError, StrataError
+from kwire import RequestHeader
+from kwire.error_table import kafka_code
+from kwire.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsRequest,
     AlterPartitionReassignmentsResponse,
     ReassignablePartitionResponse,
     ReassignableTopicResponse,
 )
-from api.protocol.messages.list_partition_reassignments import (
+from kwire.messages.list_partition_reassignments import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
     OngoingPartitionReassignment,
     OngoingTopicReassignment,
 )
-from broker.reassign import alter_reassignment, ongoing_reassignments
-from hot.errors import InvalidRequestError, StrataError
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.protocol import RequestHeader
-from api.protocol import error_table as E
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
-from api.protocol.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 from hot.errors import StrataError
+from kwire import RequestHeader
+from kwire import error_table as E
+from kwire.error_table import kafka_code
+from kwire.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
+from kwire.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

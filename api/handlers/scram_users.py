@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.protocol import RequestHeader
-from api.protocol import error_table as E
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.user_scram_credentials import (
+from broker.security import scram_admin
+from broker.security.stored import StoredUsers
+from hot.errors import StrataError
+from kwire import RequestHeader
+from kwire import error_table as E
+from kwire.error_table import kafka_code
+from kwire.messages.user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     AlterUserScramCredentialsResult,
@@ -18,9 +21,6 @@ from api.protocol.messages.user_scram_credentials import (
     DescribeUserScramCredentialsResponse,
     DescribeUserScramCredentialsResult,
 )
-from broker.security import scram_admin
-from broker.security.stored import StoredUsers
-from hot.errors import StrataError
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

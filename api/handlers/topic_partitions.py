@@ -9,17 +9,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from api.handlers.topics import metadata_partitions
-from api.protocol import RequestHeader
-from api.protocol import error_table as E
-from api.protocol.messages.describe_topic_partitions import (
+from broker.admin import is_internal
+from kwire import RequestHeader
+from kwire import error_table as E
+from kwire.messages.describe_topic_partitions import (
     Cursor,
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
     DescribeTopicPartitionsResponsePartition,
     DescribeTopicPartitionsResponseTopic,
 )
-from api.protocol.primitives import ZERO_UUID
-from broker.admin import is_internal
+from kwire.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

@@ -20,33 +20,6 @@ import uuid
 from typing import TYPE_CHECKING
 
 from api.handlers.configs import SOURCE_DEFAULT_CONFIG, SOURCE_TOPIC_CONFIG
-from api.protocol import RequestHeader
-from api.protocol import error_table as E
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.create_partitions import (
-    CreatePartitionsRequest,
-    CreatePartitionsResponse,
-    CreatePartitionsTopicResult,
-)
-from api.protocol.messages.create_topics import (
-    CreatableTopic,
-    CreatableTopicConfigs,
-    CreatableTopicResult,
-    CreateTopicsRequest,
-    CreateTopicsResponse,
-)
-from api.protocol.messages.delete_topics import (
-    DeletableTopicResult,
-    DeleteTopicsRequest,
-    DeleteTopicsResponse,
-)
-from api.protocol.messages.metadata import (
-    MetadataRequest,
-    MetadataResponse,
-    MetadataResponseBroker,
-    MetadataResponsePartition,
-    MetadataResponseTopic,
-)
 from broker.admin import is_internal, refuse_internal_topic
 from broker.broker import Broker
 from broker.controller import CLUSTER_TOPIC_CONFIGS
@@ -57,6 +30,33 @@ from hot.errors import (
     InvalidRequestError,
     StrataError,
     UnknownTopicOrPartitionError,
+)
+from kwire import RequestHeader
+from kwire import error_table as E
+from kwire.error_table import kafka_code
+from kwire.messages.create_partitions import (
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreatePartitionsTopicResult,
+)
+from kwire.messages.create_topics import (
+    CreatableTopic,
+    CreatableTopicConfigs,
+    CreatableTopicResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+)
+from kwire.messages.delete_topics import (
+    DeletableTopicResult,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+)
+from kwire.messages.metadata import (
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
 )
 
 if TYPE_CHECKING:

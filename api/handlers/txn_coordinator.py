@@ -23,11 +23,15 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from api.protocol import ApiKey, RequestHeader
-from api.protocol import error_table as E
-from api.protocol.error_table import kafka_code
-from api.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
-from api.protocol.messages.add_partitions_to_txn import (
+from broker.groups.types import TopicPartition
+from broker.transactions.coordinator import TransactionCoordinator
+from broker.transactions.transitions import for_version
+from hot.errors import CoordinatorNotAvailableError, StrataError
+from kwire import ApiKey, RequestHeader
+from kwire import error_table as E
+from kwire.error_table import kafka_code
+from kwire.messages.add_offsets_to_txn import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
+from kwire.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
@@ -36,23 +40,19 @@ from api.protocol.messages.add_partitions_to_txn import (
     AddPartitionsToTxnTopicResult,
     AddPartitionsToTxnTransaction,
 )
-from api.protocol.messages.describe_transactions import (
+from kwire.messages.describe_transactions import (
     DescribedTransactionState,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
     TransactionTopicData,
 )
-from api.protocol.messages.end_txn import EndTxnRequest, EndTxnResponse
-from api.protocol.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
-from api.protocol.messages.list_transactions import (
+from kwire.messages.end_txn import EndTxnRequest, EndTxnResponse
+from kwire.messages.init_producer_id import InitProducerIdRequest, InitProducerIdResponse
+from kwire.messages.list_transactions import (
     ListedTransactionState,
     ListTransactionsRequest,
     ListTransactionsResponse,
 )
-from broker.groups.types import TopicPartition
-from broker.transactions.coordinator import TransactionCoordinator
-from broker.transactions.transitions import for_version
-from hot.errors import CoordinatorNotAvailableError, StrataError
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

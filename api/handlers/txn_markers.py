@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.protocol import RequestHeader
-from api.protocol.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 from broker.txn_markers import write_txn_markers
+from kwire import RequestHeader
+from kwire.messages.write_txn_markers import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

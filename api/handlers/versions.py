@@ -1,4 +1,4 @@
-"""ApiVersions: every API and version range the codec supports (api.protocol.APIS).
+"""ApiVersions: every API and version range the codec supports (kwire.APIS).
 
 Served before authentication on a SASL listener. A request in a version newer than the
 broker knows is answered by the listener itself with the v0 fallback (KIP-511), not here.
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from api.protocol import RequestHeader, api_versions_response
+from kwire import RequestHeader, api_versions_response
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

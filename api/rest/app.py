@@ -16,7 +16,7 @@ existing REST clients work unchanged:
   the Accept header picks the embedded format (binary unless json is asked for). A
   record that is not valid JSON asked for as json is 406 with a hint to use binary.
 * Errors are always ``{"error_code": int, "message": str}``. The HTTP status of a
-  Strata error comes from ``api.protocol.error_table.classify`` (the one table); ``error_code``
+  Strata error comes from ``kwire.error_table.classify`` (the one table); ``error_code``
   is Confluent's (api.rest.codec.strata_error_code): 40401 unknown topic, 40402 unknown
   partition, 40403 unknown consumer instance, 40002 a Kafka "bad request" (topic exists,
   invalid config, partitions or replication factor), 40101 / 40301 authentication /
@@ -47,8 +47,6 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from api.dashboard import dashboard_router
-from api.protocol.acl import Operation
-from api.protocol.error_table import http_status
 from api.rest.authz import require_cluster, require_topic, topic_visible
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
@@ -111,6 +109,8 @@ from broker.security.quotas import CONSUMER_BYTE_RATE
 from broker.security.tokens import TokenStore, tokens_path
 from hot.config import INT32_MAX, INT64_MAX
 from hot.errors import InvalidConfigError, StrataError
+from kwire.acl import Operation
+from kwire.error_table import http_status
 
 # How long a produce/fetch response was held back for the user's byte-rate quota, ms.
 THROTTLE_HEADER = "X-Strata-Throttle-Ms"

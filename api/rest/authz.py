@@ -22,10 +22,10 @@ from collections.abc import Callable
 
 from fastapi import Request
 
-from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.broker import Broker
 from broker.security.authz import Principal, denied
 from hot.errors import TopicAuthorizationFailedError
+from kwire.acl import CLUSTER_NAME, Operation, ResourceType
 
 
 def allowed(

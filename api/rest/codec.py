@@ -16,7 +16,6 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ValidationError
 
 from api.partitioner import partition_for_key
-from api.protocol.error_table import http_status
 from api.rest.models import (
     BinaryProduceRequest,
     BinaryRecordIn,
@@ -44,6 +43,7 @@ from hot.errors import (
 )
 from hot.records import Header, Record, RecordInput
 from hot.topics import TopicInfo
+from kwire.error_table import http_status
 
 V2: Final = "application/vnd.kafka.v2+json"
 V2_JSON: Final = "application/vnd.kafka.json.v2+json"
@@ -75,7 +75,7 @@ class UnknownPartitionError(UnknownTopicOrPartitionError):
 
 
 # Confluent's error codes for Kafka errors (rest-utils' KafkaExceptionMapper, kafka-rest's
-# Errors): the HTTP status always comes from api.protocol.error_table.classify (the one table).
+# Errors): the HTTP status always comes from kwire.error_table.classify (the one table).
 _CODES: Final[dict[type[StrataError], int]] = {
     UnknownPartitionError: 40402,
     UnknownTopicOrPartitionError: 40401,

@@ -38,8 +38,6 @@ from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from api.protocol.acl import Operation, ResourceType
-from api.protocol.error_table import http_status
 from api.rest.authz import denied_pattern, require
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
@@ -76,6 +74,8 @@ from broker.groups.types import TopicPartition
 from broker.security.quotas import CONSUMER_BYTE_RATE
 from hot.config import INT32_MAX, INT64_MAX
 from hot.errors import StrataError
+from kwire.acl import Operation, ResourceType
+from kwire.error_table import http_status
 
 if TYPE_CHECKING:
     from broker.broker import Broker

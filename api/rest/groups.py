@@ -4,7 +4,7 @@
 ``GET /v1/groups/{group}/lag`` gives, per topic and partition, the committed offset, the
 log end offset (the high watermark, as Kafka's tools report it), the lag and the member
 that owns the partition (definitions in broker.group_lag). An unknown group is 404 with the
-usual error body (GroupIdNotFoundError through api.protocol.error_table.ERROR_TABLE).
+usual error body (GroupIdNotFoundError through kwire.error_table.ERROR_TABLE).
 
 With authorization on, the list shows the groups the user may DESCRIBE; a group's lag
 needs DESCRIBE on it (403 otherwise, known group or not) and lists only the partitions of
@@ -21,11 +21,11 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
-from api.protocol.acl import Operation, ResourceType
 from api.rest.authz import group_visible, require, topic_filter
 from api.rest.codec import JSONBody
 from broker.group_lag import coordinator_of, group_lag, manager_end_offsets
 from hot.errors import StrataError
+from kwire.acl import Operation, ResourceType
 
 if TYPE_CHECKING:
     from broker.broker import Broker

@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING
 
 from fastapi import Request
 
-from api.protocol.acl import Operation
-from api.protocol.error_table import kafka_code
 from api.rest.authz import may_create, require_topic
 from api.rest.codec import PRODUCE_TIMEOUT_MS, check_partition, place_records
 from broker.security.quotas import PRODUCER_BYTE_RATE
 from hot.errors import AuthenticationError, AuthorizationError, StrataError, UnknownTopicOrPartitionError
 from hot.records import RecordInput, build_batch
+from kwire.acl import Operation
+from kwire.error_table import kafka_code
 
 if TYPE_CHECKING:
     from broker.broker import Broker

@@ -24,12 +24,12 @@ from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, Field
 
-from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
 from api.rest.authz import allowed, require_cluster
 from api.rest.codec import JSONBody, RestError, loads_strict
 from api.rest.peers import Peers, forwarded, other_live_brokers
 from broker.security.authz import denied
 from hot.errors import StrataError, UnknownTopicOrPartitionError
+from kwire.acl import CLUSTER_NAME, Operation, ResourceType
 from tiering.service import TieringService
 
 if TYPE_CHECKING:

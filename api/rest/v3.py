@@ -26,7 +26,6 @@ from urllib.parse import quote, urlencode
 from fastapi import APIRouter, Path, Query, Request
 from fastapi.responses import Response
 
-from api.protocol.acl import AclError, AclFilter, Operation, PatternType, Permission, ResourceType
 from api.rest.authz import require_cluster, require_create, require_topic, topic_filter, topic_visible
 from api.rest.codec import (
     JSON,
@@ -52,6 +51,7 @@ from api.rest.models_v3 import (
 from hot.config import INT32_MAX
 from hot.errors import UnknownTopicOrPartitionError
 from hot.topics import TopicInfo
+from kwire.acl import AclError, AclFilter, Operation, PatternType, Permission, ResourceType
 
 if TYPE_CHECKING:
     from broker.broker import Broker

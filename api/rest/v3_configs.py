@@ -35,8 +35,6 @@ from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response
 
 from api.handlers.configs import broker_config_values, incremental_changes
-from api.protocol.acl import Operation, ResourceType
-from api.protocol.messages.alter_configs import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT, AlterableConfigOp
 from api.rest.authz import allowed, require, require_cluster
 from api.rest.codec import JSON, JSONBody, RestError, media_type_of, parse_body, request_body_spec
 from api.rest.models_v3 import (
@@ -51,6 +49,8 @@ from api.rest.models_v3 import (
 from api.rest.peers import AnsweredBy, forwarded
 from api.rest.v3 import V3Context
 from hot.config import INT32_MAX, LogConfig
+from kwire.acl import Operation, ResourceType
+from kwire.messages.alter_configs import OP_APPEND, OP_DELETE, OP_SET, OP_SUBTRACT, AlterableConfigOp
 
 _OPERATIONS = {"SET": OP_SET, "DELETE": OP_DELETE, "APPEND": OP_APPEND, "SUBTRACT": OP_SUBTRACT}
 _BUILT_IN = LogConfig().to_kafka()

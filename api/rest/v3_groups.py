@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response
 
-from api.protocol.acl import Operation, ResourceType
 from api.rest.authz import group_visible, require, topic_filter
 from api.rest.codec import JSONBody, RestError
 from api.rest.models_v3 import (
@@ -52,6 +51,7 @@ from api.rest.v3 import V3Context
 from broker.group_lag import GroupLag, PartitionLag, coordinator_of, group_lag, manager_end_offsets
 from hot.config import INT32_MAX
 from hot.errors import StrataError
+from kwire.acl import Operation, ResourceType
 
 if TYPE_CHECKING:
     from broker.groups.types import GroupDescription, MemberDescription

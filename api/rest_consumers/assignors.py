@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from api.protocol.consumer_protocol import Assignment, Subscription, TopicPartitions, encode_assignment
 from broker.groups.types import TopicPartition
+from kwire.consumer_protocol import Assignment, Subscription, TopicPartitions, encode_assignment
 
 RANGE: Final = "range"
 ROUNDROBIN: Final = "roundrobin"

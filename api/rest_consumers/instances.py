@@ -56,14 +56,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal, TypeVar
 
-from api.protocol.consumer_protocol import (
-    PROTOCOL_TYPE,
-    ConsumerProtocolError,
-    Subscription,
-    decode_assignment,
-    decode_subscription,
-    encode_subscription,
-)
 from api.rest_consumers.assignors import COOPERATIVE, SUPPORTED, MemberSubscription, assign, group_partitions
 from api.stored_batches import StoredBatchError, decode_stored
 from broker.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -97,6 +89,14 @@ from hot.errors import (
 )
 from hot.records import Record, RecordBatch
 from hot.txn_cleaning import AbortedRanges
+from kwire.consumer_protocol import (
+    PROTOCOL_TYPE,
+    ConsumerProtocolError,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_subscription,
+)
 
 if TYPE_CHECKING:
     from broker.broker import Broker

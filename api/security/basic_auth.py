@@ -23,10 +23,10 @@ import secrets
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
-from api.client.scram import HASHES, verify_password
 from api.security.sasl import PLAIN_CREDENTIAL
 from broker.security.tokens import TokenStore
 from broker.security.users import UserTable
+from kclient.scram import HASHES, verify_password
 
 log = logging.getLogger("strata.rest")
 

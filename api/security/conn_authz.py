@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.protocol.acl import Operation, ResourceType
 from broker.security import authz
 from broker.security.authz import Principal
+from kwire.acl import Operation, ResourceType
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

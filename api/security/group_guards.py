@@ -18,44 +18,44 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Final
 
-from api.protocol import ApiKey, RequestHeader
-from api.protocol import error_table as E
-from api.protocol.acl import Operation, ResourceType
-from api.protocol.messages.delete_groups import DeletableGroupResult, DeleteGroupsResponse
-from api.protocol.messages.describe_groups import DescribedGroup, DescribeGroupsResponse
-from api.protocol.messages.find_coordinator import (
+from api.security.conn_authz import allowed, allowed_cluster, authorized_operations
+from api.security.guards import Guard, Handler, topic_ok
+from kwire import ApiKey, RequestHeader
+from kwire import error_table as E
+from kwire.acl import Operation, ResourceType
+from kwire.messages.delete_groups import DeletableGroupResult, DeleteGroupsResponse
+from kwire.messages.describe_groups import DescribedGroup, DescribeGroupsResponse
+from kwire.messages.find_coordinator import (
     KEY_TYPE_GROUP,
     KEY_TYPE_TRANSACTION,
     Coordinator,
     FindCoordinatorResponse,
 )
-from api.protocol.messages.heartbeat import HeartbeatResponse
-from api.protocol.messages.join_group import JoinGroupResponse
-from api.protocol.messages.leave_group import LeaveGroupResponse
-from api.protocol.messages.offset_commit import (
+from kwire.messages.heartbeat import HeartbeatResponse
+from kwire.messages.join_group import JoinGroupResponse
+from kwire.messages.leave_group import LeaveGroupResponse
+from kwire.messages.offset_commit import (
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
-from api.protocol.messages.offset_delete import (
+from kwire.messages.offset_delete import (
     OffsetDeleteResponse,
     OffsetDeleteResponsePartition,
     OffsetDeleteResponseTopic,
 )
-from api.protocol.messages.offset_fetch import (
+from kwire.messages.offset_fetch import (
     OffsetFetchResponse,
     OffsetFetchResponseGroup,
     OffsetFetchResponsePartition,
     OffsetFetchResponseTopic,
 )
-from api.protocol.messages.sync_group import SyncGroupResponse
-from api.protocol.messages.txn_offset_commit import (
+from kwire.messages.sync_group import SyncGroupResponse
+from kwire.messages.txn_offset_commit import (
     TxnOffsetCommitResponse,
     TxnOffsetCommitResponsePartition,
     TxnOffsetCommitResponseTopic,
 )
-from api.security.conn_authz import allowed, allowed_cluster, authorized_operations
-from api.security.guards import Guard, Handler, topic_ok
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

@@ -34,78 +34,78 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from api.handlers.fetch import named_topics
-from api.protocol import APIS, ApiKey, RequestHeader
-from api.protocol import error_table as E
-from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
-from api.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnResponse
-from api.protocol.messages.add_partitions_to_txn import (
+from api.security.conn_authz import allowed, allowed_cluster, authorized_operations, principal
+from broker.security.authz import AccessControl
+from kwire import APIS, ApiKey, RequestHeader
+from kwire import error_table as E
+from kwire.acl import CLUSTER_NAME, Operation, ResourceType
+from kwire.messages.add_offsets_to_txn import AddOffsetsToTxnResponse
+from kwire.messages.add_partitions_to_txn import (
     AddPartitionsToTxnPartitionResult,
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnResponse,
     AddPartitionsToTxnTopicResult,
 )
-from api.protocol.messages.alter_client_quotas import (
+from kwire.messages.alter_client_quotas import (
     AlterClientQuotasRequest,
     AlterClientQuotasResponse,
     AlterEntryResponse,
 )
-from api.protocol.messages.alter_configs import AlterConfigsResourceResponse
-from api.protocol.messages.create_partitions import CreatePartitionsTopicResult
-from api.protocol.messages.create_topics import CreatableTopicResult
-from api.protocol.messages.delete_records import (
+from kwire.messages.alter_configs import AlterConfigsResourceResponse
+from kwire.messages.create_partitions import CreatePartitionsTopicResult
+from kwire.messages.create_topics import CreatableTopicResult
+from kwire.messages.delete_records import (
     DeleteRecordsPartitionResult,
     DeleteRecordsRequest,
     DeleteRecordsTopicResult,
 )
-from api.protocol.messages.delete_topics import DeletableTopicResult
-from api.protocol.messages.describe_configs import DescribeConfigsResult
-from api.protocol.messages.describe_log_dirs import DescribeLogDirsResponse
-from api.protocol.messages.describe_producers import (
+from kwire.messages.delete_topics import DeletableTopicResult
+from kwire.messages.describe_configs import DescribeConfigsResult
+from kwire.messages.describe_log_dirs import DescribeLogDirsResponse
+from kwire.messages.describe_producers import (
     DescribeProducersPartitionResponse,
     DescribeProducersTopicResponse,
 )
-from api.protocol.messages.describe_topic_partitions import (
+from kwire.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
     DescribeTopicPartitionsResponseTopic,
 )
-from api.protocol.messages.describe_topic_partitions import TopicRequest as DTPTopicRequest
-from api.protocol.messages.describe_transactions import (
+from kwire.messages.describe_topic_partitions import TopicRequest as DTPTopicRequest
+from kwire.messages.describe_transactions import (
     DescribedTransactionState,
     DescribeTransactionsRequest,
     DescribeTransactionsResponse,
 )
-from api.protocol.messages.elect_leaders import ElectLeadersResponse, PartitionResult, ReplicaElectionResult
-from api.protocol.messages.end_txn import EndTxnResponse
-from api.protocol.messages.fetch import (
+from kwire.messages.elect_leaders import ElectLeadersResponse, PartitionResult, ReplicaElectionResult
+from kwire.messages.end_txn import EndTxnResponse
+from kwire.messages.fetch import (
     FetchableTopicResponse,
     FetchPartitionData,
     FetchRequest,
     FetchResponse,
 )
-from api.protocol.messages.init_producer_id import InitProducerIdResponse
-from api.protocol.messages.list_offsets import ListOffsetsPartitionResponse, ListOffsetsTopicResponse
-from api.protocol.messages.list_transactions import ListTransactionsResponse
-from api.protocol.messages.metadata import MetadataResponseTopic
-from api.protocol.messages.offset_for_leader_epoch import (
+from kwire.messages.init_producer_id import InitProducerIdResponse
+from kwire.messages.list_offsets import ListOffsetsPartitionResponse, ListOffsetsTopicResponse
+from kwire.messages.list_transactions import ListTransactionsResponse
+from kwire.messages.metadata import MetadataResponseTopic
+from kwire.messages.offset_for_leader_epoch import (
     OffsetForLeaderPartitionResult,
     OffsetForLeaderTopicResult,
 )
-from api.protocol.messages.produce import ProducePartitionResponse, ProduceResponse, ProduceTopicResponse
-from api.protocol.messages.user_scram_credentials import (
+from kwire.messages.produce import ProducePartitionResponse, ProduceResponse, ProduceTopicResponse
+from kwire.messages.user_scram_credentials import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
     AlterUserScramCredentialsResult,
 )
-from api.protocol.messages.write_txn_markers import (
+from kwire.messages.write_txn_markers import (
     WritableTxnMarkerPartitionResult,
     WritableTxnMarkerResult,
     WritableTxnMarkerTopicResult,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
-from api.security.conn_authz import allowed, allowed_cluster, authorized_operations, principal
-from broker.security.authz import AccessControl
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection

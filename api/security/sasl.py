@@ -14,9 +14,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from api.client.scram import HASHES, ScramServer, make_credential, verify_password
 from broker.security.users import UserTable
 from hot.errors import AuthenticationError, IllegalSaslStateError, UnsupportedSaslMechanismError
+from kclient.scram import HASHES, ScramServer, make_credential, verify_password
 
 PLAIN_CREDENTIAL = "SCRAM-SHA-512"
 FAILED = "invalid user name or password"

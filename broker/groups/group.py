@@ -14,12 +14,6 @@ import asyncio
 from collections import Counter
 from collections.abc import Sequence
 
-from api.protocol.consumer_protocol import (
-    PROTOCOL_TYPE,
-    ConsumerProtocolError,
-    decode_assignment,
-    decode_subscription,
-)
 from broker.groups.timers import Timer
 from broker.groups.types import (
     GroupDescription,
@@ -33,6 +27,12 @@ from broker.groups.types import (
     TopicPartition,
 )
 from hot.errors import StrataError
+from kwire.consumer_protocol import (
+    PROTOCOL_TYPE,
+    ConsumerProtocolError,
+    decode_assignment,
+    decode_subscription,
+)
 
 Empty, Preparing, Completing, Stable, Dead = (
     GroupState.EMPTY,

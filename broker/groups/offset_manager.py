@@ -37,7 +37,6 @@ import asyncio
 import logging
 from collections.abc import Callable, Iterable, Sequence
 
-from api.protocol.consumer_protocol import PROTOCOL_TYPE
 from broker.groups.config import GroupConfig
 from broker.groups.group import Completing, Dead, Empty, Group, Member, Stable
 from broker.groups.membership import GroupMembership
@@ -65,6 +64,7 @@ from hot.errors import (
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
 )
+from kwire.consumer_protocol import PROTOCOL_TYPE
 
 logger = logging.getLogger("strata.groups")
 

@@ -23,7 +23,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from api.protocol.error_table import (
+from hot.errors import InvalidRequestError
+from hot.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry, end_offset_for
+from kwire.error_table import (
     FENCED_LEADER_EPOCH,
     KAFKA_STORAGE_ERROR,
     LEADER_NOT_AVAILABLE,
@@ -33,8 +35,6 @@ from api.protocol.error_table import (
     UNKNOWN_LEADER_EPOCH,
     UNKNOWN_TOPIC_OR_PARTITION,
 )
-from hot.errors import InvalidRequestError
-from hot.leader_epoch import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, EpochEntry, end_offset_for
 
 OFFSET_MOVED_TO_TIERED_STORAGE = 109  # Kafka's code; Strata's leader reports OFFSET_OUT_OF_RANGE
 

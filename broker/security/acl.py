@@ -1,5 +1,5 @@
 """The authorization decision, with Kafka's semantics (AclAuthorizer / StandardAuthorizer),
-over the ACL bindings of api.protocol.acl. Pure.
+over the ACL bindings of kwire.acl. Pure.
 
 * super users are allowed everything;
 * a DENY binding for the operation (or ALL) wins over any ALLOW;
@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Final
 
-from api.protocol.acl import (
+from kwire.acl import (
     WILDCARD,
     AclBinding,
     AclError,

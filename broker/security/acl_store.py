@@ -16,8 +16,8 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Protocol
 
-from api.protocol.acl import AclBinding, AclError, AclFilter
 from hot.errors import InvalidConfigError
+from kwire.acl import AclBinding, AclError, AclFilter
 
 
 class AclStore(Protocol):

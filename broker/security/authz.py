@@ -20,7 +20,6 @@ import logging
 from dataclasses import dataclass
 from typing import Final
 
-from api.protocol.acl import CLUSTER_NAME, Operation, ResourceType
 from broker.security.acl import ANONYMOUS, Authorizer
 from broker.security.acl_store import AclStore
 from hot.errors import (
@@ -29,6 +28,7 @@ from hot.errors import (
     GroupAuthorizationFailedError,
     TopicAuthorizationFailedError,
 )
+from kwire.acl import CLUSTER_NAME, Operation, ResourceType
 
 log = logging.getLogger("strata.authorizer")
 

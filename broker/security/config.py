@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from api.client.security import SASL_MECHANISMS
-from api.protocol.acl import AclError
 from broker.security.acl import parse_principals
 from hot.errors import InvalidConfigError
+from kclient.security import SASL_MECHANISMS
+from kwire.acl import AclError
 
 CLIENT_AUTH: Final = ("none", "requested", "required")
 TLS_KEYS: Final = ("cert", "key", "ca", "client_auth")

@@ -24,7 +24,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from api.client.scram import HASHES, MIN_ITERATIONS, ScramCredential
 from broker.security.stored import StoredUsers
 from broker.security.users import UserTable
 from hot.errors import (
@@ -34,6 +33,7 @@ from hot.errors import (
     UnacceptableCredentialError,
     UnsupportedSaslMechanismError,
 )
+from kclient.scram import HASHES, MIN_ITERATIONS, ScramCredential
 
 MAX_ITERATIONS: Final = 16384  # Kafka's upper bound
 _TWICE: Final = "A user credential cannot be altered twice in the same request"

@@ -27,7 +27,6 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from api.protocol.acl import AclBinding, AclFilter
 from broker.keys import KeyLayout
 from broker.metadata import ClusterView
 from broker.metadata_store import MetadataStore, WatchEvent, WatchEventType, WatchReset, cas_update
@@ -35,6 +34,7 @@ from broker.security.acl_store import added, decode_acls, encode_acls, removed
 from broker.security.quotas import QuotaTable
 from broker.security.users import UserTable
 from hot.errors import InvalidConfigError, MetadataStoreError
+from kwire.acl import AclBinding, AclFilter
 
 log = logging.getLogger("strata.cluster.security")
 

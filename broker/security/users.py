@@ -19,8 +19,8 @@ import json
 import re
 from typing import Any, Final
 
-from api.client.scram import DEFAULT_ITERATIONS, HASHES, ScramCredential, make_credential
 from hot.errors import InvalidConfigError, InvalidRequestError
+from kclient.scram import DEFAULT_ITERATIONS, HASHES, ScramCredential, make_credential
 
 MECHANISMS: Final[tuple[str, ...]] = tuple(HASHES)
 _NAME = re.compile(r"^[A-Za-z0-9._@\-]{1,255}$")

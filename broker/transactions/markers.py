@@ -36,16 +36,16 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from api.protocol import error_table as E
-from api.protocol.messages.write_txn_markers import (
+from broker.groups.types import TopicPartition
+from broker.transactions.transitions import TransactionResult
+from hot.errors import StrataError
+from kwire import error_table as E
+from kwire.messages.write_txn_markers import (
     WritableTxnMarker,
     WritableTxnMarkerTopic,
     WriteTxnMarkersRequest,
     WriteTxnMarkersResponse,
 )
-from broker.groups.types import TopicPartition
-from broker.transactions.transitions import TransactionResult
-from hot.errors import StrataError
 
 log = logging.getLogger("strata.transactions.markers")
 

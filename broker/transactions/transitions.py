@@ -40,7 +40,6 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from api.protocol.error_table import TRANSACTION_ABORTABLE
 from broker.coordinator_runtime.records import partition_for as offsets_partition_for
 from broker.groups.types import TopicPartition
 from broker.transactions.state import (
@@ -68,6 +67,7 @@ from hot.errors import (
     ProducerFencedError,
     StrataError,
 )
+from kwire.error_table import TRANSACTION_ABORTABLE
 
 S = TransactionState
 OFFSETS_TOPIC: Final = "__consumer_offsets"

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from api.protocol.address import HostPort
 from broker.config import BrokerConfig, load_config
 from hot.errors import InvalidConfigError
+from kwire.address import HostPort
 
 
 def test_defaults_are_the_documented_embedded_ones() -> None:

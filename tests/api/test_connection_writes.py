@@ -13,7 +13,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from api.kafka_server import DIRECT_SEND_MIN, Connection
-from api.protocol import RequestHeader
+from kwire import RequestHeader
 
 
 def _server() -> Any:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import uuid
 
-from api.client import KafkaClient
-from api.protocol import ApiKey
-from api.protocol import error_table as E
-from api.protocol.address import HostPort
-from api.protocol.messages.describe_topic_partitions import (
+from kclient import KafkaClient
+from kwire import ApiKey
+from kwire import error_table as E
+from kwire.address import HostPort
+from kwire.messages.describe_topic_partitions import (
     Cursor,
     DescribeTopicPartitionsRequest,
     TopicRequest,

@@ -9,13 +9,13 @@ import uuid
 
 import pytest
 
-from api.client import KafkaClient
-from api.protocol import ApiKey
-from api.protocol import error_table as E
-from api.protocol.address import HostPort
-from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from hot.records import decode_batches
+from kclient import KafkaClient
+from kwire import ApiKey
+from kwire import error_table as E
+from kwire.address import HostPort
+from kwire.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from kwire.messages.metadata import MetadataRequest, MetadataRequestTopic
 from tests.brokers import BrokerProcess, create_topic
 
 

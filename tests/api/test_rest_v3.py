@@ -11,7 +11,6 @@ from typing import Any
 import httpx
 import pytest
 
-from api.protocol.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from api.rest import create_app
 from broker.broker import Broker
 from broker.embedded_store import EmbeddedMetadataStore
@@ -19,6 +18,7 @@ from broker.keys import KeyLayout
 from broker.security.acl import Authorizer
 from broker.security.authz import AccessControl
 from broker.security.stored import SecurityDocuments, StoredAcls
+from kwire.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from tests.api import test_rest as rest_base
 from tests.api.test_rest import assert_error, create_topic
 

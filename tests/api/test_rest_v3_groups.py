@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import httpx
 
-from api.protocol.acl import AclFilter, Operation, ResourceType
 from broker.security.stored import StoredAcls
+from kwire.acl import AclFilter, Operation, ResourceType
 from tests.api.test_rest import BIN_CT, assert_error, b64, create_topic
 from tests.api.test_rest_v3 import BASE, C, allow, authorized, broker, client, walk
 

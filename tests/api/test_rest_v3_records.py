@@ -14,8 +14,8 @@ from typing import Any
 
 import httpx
 
-from api.protocol.acl import Operation, ResourceType
 from broker.security.stored import StoredAcls
+from kwire.acl import Operation, ResourceType
 from tests.api.test_rest import assert_error, b64, create_topic, fetch
 from tests.api.test_rest_v3 import C, allow, authorized, broker, client
 from tests.brokers import BrokerProcess

@@ -321,10 +321,10 @@ class Cluster:
 
     def fetch_error(self, broker_id: int, topic: str, current_leader_epoch: int) -> int:
         """The error code a Fetch of partition 0 naming ``current_leader_epoch`` gets."""
-        from api.client import KafkaClient
-        from api.protocol import ApiKey
-        from api.protocol.address import HostPort
-        from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+        from kclient import KafkaClient
+        from kwire import ApiKey
+        from kwire.address import HostPort
+        from kwire.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 
         part = FetchPartition(
             partition=0, current_leader_epoch=current_leader_epoch, fetch_offset=0, partition_max_bytes=1024

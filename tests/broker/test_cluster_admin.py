@@ -17,12 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
-from api.client import KafkaClient
-from api.protocol import ApiKey
-from api.protocol import error_table as E
-from api.protocol.address import HostPort
-from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kclient import KafkaClient
+from kwire import ApiKey
+from kwire import error_table as E
+from kwire.address import HostPort
+from kwire.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from kwire.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from tests.broker.clusterlib import Cluster, wait_until
 from tests.broker.etcdlib import EtcdProcess
 from tests.brokers import S3Endpoint

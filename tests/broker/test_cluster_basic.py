@@ -14,18 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from api.client import KafkaClient
-from api.protocol import ApiKey
-from api.protocol import error_table as E
-from api.protocol.address import HostPort
-from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-from api.protocol.messages.offset_for_leader_epoch import (
+from hot.records import RecordInput, build_batch
+from kclient import KafkaClient
+from kwire import ApiKey
+from kwire import error_table as E
+from kwire.address import HostPort
+from kwire.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from kwire.messages.offset_for_leader_epoch import (
     OffsetForLeaderEpochRequest,
     OffsetForLeaderPartition,
     OffsetForLeaderTopic,
 )
-from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
-from hot.records import RecordInput, build_batch
+from kwire.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from tests.broker.clusterlib import CLUSTER_NAME, Cluster, wait_until
 from tests.broker.etcdlib import EtcdProcess
 from tests.brokers import ROOT
@@ -141,7 +141,7 @@ def test_placement_and_metadata_from_etcd(cluster: Cluster) -> None:
     assert all(len(p.replicas) == 1 for p in single.values())
     # The leader epochs come from etcd as well.
     with _client(cluster, 1) as c:
-        from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
+        from kwire.messages.metadata import MetadataRequest, MetadataRequestTopic
 
         resp = c.call(ApiKey.METADATA, MetadataRequest(topics=(MetadataRequestTopic(name="placed"),)))
         for p in resp.topics[0].partitions:

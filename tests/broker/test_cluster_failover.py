@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from api.protocol import error_table as E
+from kwire import error_table as E
 from tests.broker.clusterlib import Cluster, StrataNode, running_workload, wait_until
 from tests.broker.etcdlib import EtcdProcess
 

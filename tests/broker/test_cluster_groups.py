@@ -24,15 +24,15 @@ from typing import Any
 import httpx
 import pytest
 
-from api.client import KafkaClient
-from api.protocol import ApiKey
-from api.protocol import error_table as E
-from api.protocol.address import HostPort
-from api.protocol.messages.create_topics import CreatableTopic, CreateTopicsRequest
-from api.protocol.messages.delete_topics import DeleteTopicsRequest
-from api.protocol.messages.find_coordinator import FindCoordinatorRequest
-from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from broker.groups.replicated_offsets import partition_for
+from kclient import KafkaClient
+from kwire import ApiKey
+from kwire import error_table as E
+from kwire.address import HostPort
+from kwire.messages.create_topics import CreatableTopic, CreateTopicsRequest
+from kwire.messages.delete_topics import DeleteTopicsRequest
+from kwire.messages.find_coordinator import FindCoordinatorRequest
+from kwire.messages.metadata import MetadataRequest, MetadataRequestTopic
 from tests.broker.clusterlib import WAIT, Cluster, wait_until
 from tests.broker.etcdlib import EtcdProcess
 
@@ -366,9 +366,9 @@ def test_new_leader_deduplicates_a_retried_batch(cluster: Cluster) -> None:
     its producer against the new leader (same producer id, epoch and sequence), is
     answered with its original offset and not written again: the followers rebuilt the
     producer state from the batches they replicated (``append_as_follower``)."""
-    from api.protocol.messages.init_producer_id import InitProducerIdRequest
-    from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
     from hot.records import RecordInput, build_batch
+    from kwire.messages.init_producer_id import InitProducerIdRequest
+    from kwire.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 
     topic = "kip98"
     cluster.create_topic(topic, 1, rf=3, min_isr=2)
@@ -517,7 +517,7 @@ def test_aiokafka_group_commits_and_resumes(cluster: Cluster) -> None:
 
 def _commit(cluster: Cluster, broker_id: int, group: str, topic: str, offset: int) -> int:
     """A simple consumer's OffsetCommit (generation -1) of partition 0; its error code."""
-    from api.protocol.messages.offset_commit import (
+    from kwire.messages.offset_commit import (
         OffsetCommitRequest,
         OffsetCommitRequestPartition,
         OffsetCommitRequestTopic,
@@ -533,7 +533,7 @@ def _commit(cluster: Cluster, broker_id: int, group: str, topic: str, offset: in
 
 def _fetch(cluster: Cluster, broker_id: int, group: str, topic: str) -> tuple[int, int]:
     """OffsetFetch of partition 0: (error code, committed offset)."""
-    from api.protocol.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
+    from kwire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestTopic
 
     req = OffsetFetchRequest(
         group_id=group, topics=(OffsetFetchRequestTopic(name=topic, partition_indexes=(0,)),)

@@ -152,9 +152,9 @@ def test_no_log_for_a_partition_hosted_elsewhere(tmp_path: Path) -> None:
 
 
 def test_segment_bases_tag_round_trips_and_kafka_clients_skip_it() -> None:
-    from api.protocol import ApiKey, RequestHeader
-    from api.protocol.codec import decode_response, encode_response
-    from api.protocol.messages.fetch import FetchableTopicResponse, FetchPartitionData, FetchResponse
+    from kwire import ApiKey, RequestHeader
+    from kwire.codec import decode_response, encode_response
+    from kwire.messages.fetch import FetchableTopicResponse, FetchPartitionData, FetchResponse
 
     kp_consumer = pytest.importorskip("kafka.protocol.consumer")
     plain = FetchPartitionData(partition_index=0, high_watermark=9, records=b"")

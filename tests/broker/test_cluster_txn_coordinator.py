@@ -15,15 +15,15 @@ from typing import Any
 
 import pytest
 
-from api.client import KafkaClient
-from api.protocol import ApiKey
-from api.protocol import error_table as E
-from api.protocol.address import HostPort
-from api.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
-from api.protocol.messages.describe_transactions import DescribeTransactionsRequest
-from api.protocol.messages.find_coordinator import KEY_TYPE_TRANSACTION, FindCoordinatorRequest
-from api.protocol.messages.init_producer_id import InitProducerIdRequest
 from broker.transactions.partitioner import TRANSACTION_STATE_TOPIC, partition_for
+from kclient import KafkaClient
+from kwire import ApiKey
+from kwire import error_table as E
+from kwire.address import HostPort
+from kwire.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+from kwire.messages.describe_transactions import DescribeTransactionsRequest
+from kwire.messages.find_coordinator import KEY_TYPE_TRANSACTION, FindCoordinatorRequest
+from kwire.messages.init_producer_id import InitProducerIdRequest
 from tests.broker.clusterlib import WAIT, Cluster, wait_until
 from tests.broker.etcdlib import EtcdProcess
 

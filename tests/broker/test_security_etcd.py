@@ -7,8 +7,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from api.client.scram import HASHES, verify_password
-from api.protocol.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from broker.etcd import EtcdClient
 from broker.keys import KeyLayout
 from broker.security.stored import (
@@ -19,6 +17,8 @@ from broker.security.stored import (
     read_users,
     set_password,
 )
+from kclient.scram import HASHES, verify_password
+from kwire.acl import AclBinding, AclFilter, Operation, PatternType, Permission, ResourceType
 from tests.broker.etcdlib import EtcdProcess
 
 Clients = Callable[[EtcdProcess], EtcdClient]

@@ -14,12 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from api.protocol import error_table as E
-from api.protocol.messages.write_txn_markers import (
-    WritableTxnMarker,
-    WritableTxnMarkerTopic,
-    WriteTxnMarkersRequest,
-)
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.groups.offsets import OFFSETS_TOPIC
@@ -30,6 +24,12 @@ from broker.transactions.markers import MarkerOutcome, MarkersDone, MarkerWriter
 from broker.transactions.transitions import TransactionResult
 from broker.txn_markers import MarkerChannels, marker_writer, write_txn_markers
 from hot.records import ControlType, RecordInput, build_batch, decode_batches
+from kwire import error_table as E
+from kwire.messages.write_txn_markers import (
+    WritableTxnMarker,
+    WritableTxnMarkerTopic,
+    WriteTxnMarkersRequest,
+)
 from tests.broker.clusterlib import CLUSTER_NAME, Cluster
 from tests.broker.etcdlib import EtcdProcess
 from tests.inprocess import broker_of_one, create_topic

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from api.protocol import error_table as E
-from api.protocol.error_table import kafka_code
 from broker.txn_verification import produce_error
+from kwire import error_table as E
+from kwire.error_table import kafka_code
 
 
 @pytest.mark.parametrize(

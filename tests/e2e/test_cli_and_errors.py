@@ -12,13 +12,13 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from api.client import KafkaClient
-from api.protocol import ApiKey
-from api.protocol import error_table as E
-from api.protocol.address import HostPort
-from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
-from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from hot.records import RecordInput, build_batch
+from kclient import KafkaClient
+from kwire import ApiKey
+from kwire import error_table as E
+from kwire.address import HostPort
+from kwire.messages.metadata import MetadataRequest, MetadataRequestTopic
+from kwire.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from tests.brokers import ROOT, BrokerProcess, create_topic
 
 pytestmark = pytest.mark.timeout(180)
@@ -131,7 +131,7 @@ def test_acks_zero_gets_no_response_but_is_stored(broker: BrokerProcess) -> None
     # acks=0 on the raw protocol: the next request on the connection is answered, not a stale reply
     with KafkaClient.connect(HostPort.parse(broker.bootstrap)) as kc:
         kc._correlation += 1
-        from api.protocol import encode_request
+        from kwire import encode_request
 
         req = ProduceRequest(
             acks=0,

@@ -159,10 +159,10 @@ def test_list_offsets_earliest_local_and_latest_tiered(
     """ListOffsets v8+ EARLIEST_LOCAL (-4, KIP-405) and v9+ LATEST_TIERED (-5, KIP-1005) on a
     tiered topic: the first offset still on local disk, and the last offset in the bucket
     (-1 while nothing is uploaded, and for a topic that is not tiered)."""
-    from api.client import KafkaClient
-    from api.protocol import ApiKey
-    from api.protocol.address import HostPort
-    from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+    from kclient import KafkaClient
+    from kwire import ApiKey
+    from kwire.address import HostPort
+    from kwire.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
     url = f"file://{tmp_path / 'bucket'}"
     env = {"STRATA_TIERING_UPLOAD_INTERVAL_MS": "100", "STRATA_TIERING_RETENTION_CHECK_INTERVAL_MS": "200"}

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from api.client import KafkaClient
-from api.protocol import ApiKey
-from api.protocol import error_table as E
-from api.protocol.address import HostPort
-from api.protocol.messages.describe_producers import DescribeProducersRequest, DescribeProducersTopicRequest
-from api.protocol.messages.init_producer_id import InitProducerIdRequest
-from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from hot.batch import BatchHeader, iter_batches
 from hot.records import RecordInput, build_batch
+from kclient import KafkaClient
+from kwire import ApiKey
+from kwire import error_table as E
+from kwire.address import HostPort
+from kwire.messages.describe_producers import DescribeProducersRequest, DescribeProducersTopicRequest
+from kwire.messages.init_producer_id import InitProducerIdRequest
+from kwire.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from tests.brokers import BrokerProcess, create_topic
 
 pytestmark = pytest.mark.timeout(180)

@@ -8,11 +8,11 @@ import uuid
 
 import pytest
 
-from api.protocol import ApiKey, decode_response, encode_request
-from api.protocol.messages.api_versions import ApiVersionsRequest
-from api.protocol.messages.metadata import MetadataRequest
-from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from hot.records import RecordInput, build_batch
+from kwire import ApiKey, decode_response, encode_request
+from kwire.messages.api_versions import ApiVersionsRequest
+from kwire.messages.metadata import MetadataRequest
+from kwire.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from tests.brokers import BrokerProcess, create_topic
 
 pytestmark = pytest.mark.timeout(120)

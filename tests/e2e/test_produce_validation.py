@@ -13,13 +13,13 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from crc32c import crc32c
 
-from api.client import KafkaClient
-from api.protocol import ApiKey
-from api.protocol import error_table as E
-from api.protocol.address import HostPort
-from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from hot.batch import HEADER
 from hot.records import RecordInput, build_batch, encode_varint, encode_varlong
+from kclient import KafkaClient
+from kwire import ApiKey
+from kwire import error_table as E
+from kwire.address import HostPort
+from kwire.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from tests.brokers import BrokerProcess, create_topic
 
 pytestmark = pytest.mark.timeout(180)

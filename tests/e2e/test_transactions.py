@@ -406,10 +406,10 @@ def test_a_vanished_producers_transaction_is_aborted_by_timeout_and_unblocks_rea
 
 def _latest(broker: BrokerProcess, topic: str, *, isolation_level: int, partition: int = 0) -> int:
     """ListOffsets LATEST of a partition: the high watermark, or the LSO for read_committed."""
-    from api.client import KafkaClient
-    from api.protocol import ApiKey
-    from api.protocol.address import HostPort
-    from api.protocol.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+    from kclient import KafkaClient
+    from kwire import ApiKey
+    from kwire.address import HostPort
+    from kwire.messages.list_offsets import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 
     latest = ListOffsetsPartition(partition_index=partition, timestamp=-1)
     req = ListOffsetsRequest(
@@ -426,16 +426,16 @@ def test_the_leader_verifies_a_transactional_batch_with_the_coordinator(broker: 
     ended transaction (same producer epoch: Transactions V1 keep it) is refused too, so
     it cannot open a transaction no marker would close and the last stable offset stays at
     the high watermark."""
-    from api.client import KafkaClient
-    from api.protocol import ApiKey
-    from api.protocol import error_table as E
-    from api.protocol.address import HostPort
-    from api.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
-    from api.protocol.messages.end_txn import EndTxnRequest
-    from api.protocol.messages.find_coordinator import FindCoordinatorRequest
-    from api.protocol.messages.init_producer_id import InitProducerIdRequest
-    from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
     from hot.records import RecordInput, build_batch
+    from kclient import KafkaClient
+    from kwire import ApiKey
+    from kwire import error_table as E
+    from kwire.address import HostPort
+    from kwire.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+    from kwire.messages.end_txn import EndTxnRequest
+    from kwire.messages.find_coordinator import FindCoordinatorRequest
+    from kwire.messages.init_producer_id import InitProducerIdRequest
+    from kwire.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 
     topic, tid = f"txv-{uuid.uuid4().hex[:6]}", f"raw-{uuid.uuid4().hex[:6]}"
     create_topic(broker.bootstrap, topic, 2)

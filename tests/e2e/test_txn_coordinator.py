@@ -14,21 +14,21 @@ import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from api.client import KafkaClient
-from api.protocol import ApiKey
-from api.protocol import error_table as E
-from api.protocol.address import HostPort
-from api.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
-from api.protocol.messages.add_partitions_to_txn import (
+from kclient import KafkaClient
+from kwire import ApiKey
+from kwire import error_table as E
+from kwire.address import HostPort
+from kwire.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
+from kwire.messages.add_partitions_to_txn import (
     AddPartitionsToTxnRequest,
     AddPartitionsToTxnTopic,
     AddPartitionsToTxnTransaction,
 )
-from api.protocol.messages.describe_transactions import DescribeTransactionsRequest
-from api.protocol.messages.end_txn import EndTxnRequest
-from api.protocol.messages.find_coordinator import KEY_TYPE_TRANSACTION, FindCoordinatorRequest
-from api.protocol.messages.init_producer_id import InitProducerIdRequest
-from api.protocol.messages.list_transactions import ListTransactionsRequest
+from kwire.messages.describe_transactions import DescribeTransactionsRequest
+from kwire.messages.end_txn import EndTxnRequest
+from kwire.messages.find_coordinator import KEY_TYPE_TRANSACTION, FindCoordinatorRequest
+from kwire.messages.init_producer_id import InitProducerIdRequest
+from kwire.messages.list_transactions import ListTransactionsRequest
 from tests.brokers import BrokerProcess, create_topic
 
 pytestmark = pytest.mark.timeout(180)

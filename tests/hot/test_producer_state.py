@@ -13,7 +13,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.protocol.error_table import kafka_code
 from hot.errors import CorruptLogError, InvalidProducerEpochError, InvalidRecordError, OutOfOrderSequenceError
 from hot.log import Log
 from hot.manager import LogManager
@@ -29,6 +28,7 @@ from hot.producer_state import (
     snapshot_name,
 )
 from hot.records import RecordInput, build_batch, decode_batches
+from kwire.error_table import kafka_code
 from tests.hot.hotlib import open_log
 
 NOW = 1_700_000_000_000  # a fixed wall clock for the pure state-machine tests

@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch as KafkaBatch
 
-from api.protocol.error_table import INVALID_RECORD, INVALID_TIMESTAMP, kafka_code
 from hot import record_validation
 from hot.batch import HEADER, HEADER_SIZE, Compression, TimestampType, parse_header, validate_batch
 from hot.compression import compress
@@ -29,6 +28,7 @@ from hot.errors import (
 )
 from hot.record_validation import check_batch, check_records, iter_client_batches, uses_zstd
 from hot.records import Header, RecordInput, build_batch, decode_batch, encode_varint, encode_varlong
+from kwire.error_table import INVALID_RECORD, INVALID_TIMESTAMP, kafka_code
 from tests.hot.hotlib import open_log
 
 BASE_TS = 1_700_000_000_000

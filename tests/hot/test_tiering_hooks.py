@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from api.protocol.error_table import classify
 from hot.config import LogConfig
 from hot.errors import (
     DiskHighWaterError,
@@ -21,6 +20,7 @@ from hot.errors import (
 from hot.log import Log
 from hot.manager import LogManager
 from hot.segment import Segment
+from kwire.error_table import classify
 from tests.hot.hotlib import batch_at, decode, open_log
 
 

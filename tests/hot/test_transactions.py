@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch
 
-from api.protocol.error_table import kafka_code
 from hot.batch import compute_crc
 from hot.cleaner import LogCleaner
 from hot.config import LogConfig
@@ -37,6 +36,7 @@ from hot.producer_state import (
 from hot.records import ControlType, RecordInput, build_batch, decode_batches
 from hot.txn_index import ENTRY_SIZE, AbortedTxn, TransactionIndex, collect_aborted
 from hot.txn_marker import EndTxnMarker, build_marker_batch, read_marker
+from kwire.error_table import kafka_code
 from tests.hot.hotlib import open_log
 
 CFG: dict[str, object] = {"flush_mode": "interval", "segment_bytes": 1024, "index_interval_bytes": 256}

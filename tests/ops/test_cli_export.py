@@ -113,8 +113,8 @@ def test_export_is_all_or_nothing_and_names_the_tail(
 def test_export_progress_counts_bytes_as_written(
     broker_factory: Callable[..., BrokerProcess], tmp_path: Path
 ) -> None:
-    from api.cli_common import default_object_store
-    from api.export import export, parse_options
+    from api.cli.common import default_object_store
+    from spark.export import export, parse_options
 
     b = _tiered(broker_factory, RECORDS * 2, 65536)
     assert b.stop() == 0

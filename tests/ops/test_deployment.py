@@ -18,8 +18,8 @@ from typing import Any
 
 import yaml
 
-from api.protocol.address import HostPort
 from broker.config import load_config
+from kwire.address import HostPort
 from tests.brokers import ROOT, BrokerProcess, create_topic
 
 INFRA = ROOT / "infra"

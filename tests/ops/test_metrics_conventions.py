@@ -22,7 +22,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.protocol import APIS
+from kwire import APIS
 from tests.brokers import BrokerProcess, create_topic
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from api.protocol.error_table import KAFKA_STORAGE_ERROR
+from kwire.error_table import KAFKA_STORAGE_ERROR
 from tests.brokers import BrokerProcess, S3Endpoint, create_topic
 from tests.ops.settle import wait_settled
 from tests.ops.test_metrics_workload import _scrape, _value
@@ -36,10 +36,10 @@ def _rest_read(http: str, offset: int) -> list[dict[str, object]]:
 
 def _kafka_fetch(bootstrap: str, offset: int) -> Any:
     """Partition 0 of one raw Fetch (the client sees the error code as sent)."""
-    from api.client import KafkaClient
-    from api.protocol import ApiKey
-    from api.protocol.address import HostPort
-    from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+    from kclient import KafkaClient
+    from kwire import ApiKey
+    from kwire.address import HostPort
+    from kwire.messages.fetch import FetchPartition, FetchRequest, FetchTopic
 
     part = FetchPartition(partition=0, fetch_offset=offset, partition_max_bytes=65536)
     req = FetchRequest(max_wait_ms=0, min_bytes=1, topics=(FetchTopic(topic=TOPIC, partitions=(part,)),))

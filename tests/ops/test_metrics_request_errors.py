@@ -7,14 +7,14 @@ from __future__ import annotations
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from api.protocol import APIS
-from api.protocol.messages.offset_commit import (
+from broker.metrics import BrokerMetrics
+from broker.request_metrics import COUNTED_BY_HANDLER, _plan_of, error_name
+from kwire import APIS
+from kwire.messages.offset_commit import (
     OffsetCommitResponse,
     OffsetCommitResponsePartition,
     OffsetCommitResponseTopic,
 )
-from broker.metrics import BrokerMetrics
-from broker.request_metrics import COUNTED_BY_HANDLER, _plan_of, error_name
 
 
 def _errors(m: BrokerMetrics) -> dict[tuple[str, str], float]:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from api.export import export, parse_options
 from hot.errors import CorruptLogError, InvalidConfigError, ObjectNotFoundError, UnknownTopicOrPartitionError
 from spark.columnar import batch_bounds
+from spark.export import export, parse_options
 from spark.options import EARLIEST, LATEST, ReadOptions
 from spark.plan import ColdTask, open_store_from, plan_scan
 from spark.scan import read_task

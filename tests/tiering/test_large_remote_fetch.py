@@ -12,11 +12,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from api.protocol import ApiKey, decode_response, encode_request
-from api.protocol.messages.api_versions import ApiVersionsRequest
-from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
-from api.protocol.messages.metadata import MetadataRequest, MetadataRequestTopic
 from hot.records import decode_batches
+from kwire import ApiKey, decode_response, encode_request
+from kwire.messages.api_versions import ApiVersionsRequest
+from kwire.messages.fetch import FetchPartition, FetchRequest, FetchResponse, FetchTopic
+from kwire.messages.metadata import MetadataRequest, MetadataRequestTopic
 from tests.brokers import BrokerProcess, S3Endpoint, create_topic
 
 TOPIC = "large-remote"

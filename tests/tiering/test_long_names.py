@@ -19,7 +19,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from api.export import export, parse_options
+from spark.export import export, parse_options
 from tests.brokers import ROOT, BrokerProcess, create_topic
 from tests.ops.settle import partitions
 from tiering.manifest_store import ManifestStore

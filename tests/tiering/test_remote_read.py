@@ -17,13 +17,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.protocol.error_table import KAFKA_STORAGE_ERROR, kafka_code
 from api.rest import V2_BINARY, create_app
 from broker.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP, Broker
 from broker.config import BrokerConfig
 from broker.read_path import FetchedPartition, FetchRequestPartition
 from hot.errors import OffsetOutOfRangeError
 from hot.log import Log
+from kwire.error_table import KAFKA_STORAGE_ERROR, kafka_code
 from tests.inprocess import broker_of_one, create_topic
 from tests.tiering.tierlib import (
     TS0,
@@ -590,9 +590,9 @@ async def test_rest_fetch_reads_remote_offsets(tiered_broker: tuple[Broker, dict
 def test_remote_records_are_frame_parts_not_copies() -> None:
     """A remote read's chunk views go to the Fetch encoder as frame parts of their own (as
     file regions do): the 8 MiB of a fetch are not copied into the encoder's buffer."""
-    from api.protocol import RequestHeader, decode_response, encode_frame, encode_response
-    from api.protocol.messages.fetch import FetchableTopicResponse, FetchPartitionData, FetchResponse
-    from api.protocol.schema import PASS_THROUGH_BYTES
+    from kwire import RequestHeader, decode_response, encode_frame, encode_response
+    from kwire.messages.fetch import FetchableTopicResponse, FetchPartitionData, FetchResponse
+    from kwire.schema import PASS_THROUGH_BYTES
 
     blob = bytes(range(256)) * (4 * PASS_THROUGH_BYTES // 256)
     big1 = memoryview(blob)[: 2 * PASS_THROUGH_BYTES]

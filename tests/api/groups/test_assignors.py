@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import pytest
 
-from api.protocol.consumer_protocol import Subscription, TopicPartitions, decode_assignment
 from api.rest_consumers.assignors import (
     MemberSubscription,
     assign,
@@ -16,6 +15,7 @@ from api.rest_consumers.assignors import (
     assign_roundrobin,
 )
 from broker.groups.types import TopicPartition
+from kwire.consumer_protocol import Subscription, TopicPartitions, decode_assignment
 
 
 def member(mid: str, *topics: str, instance: str | None = None) -> MemberSubscription:

@@ -8,13 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from api.protocol.consumer_protocol import (
-    Assignment,
-    Subscription,
-    TopicPartitions,
-    encode_assignment,
-    encode_subscription,
-)
 from broker.groups.config import GroupConfig
 from broker.groups.coordinator import GroupCoordinator, PartitionCheck
 from broker.groups.offsets import OffsetsLog
@@ -29,6 +22,13 @@ from broker.groups.types import (
     TopicPartition,
 )
 from hot.config import LogConfig
+from kwire.consumer_protocol import (
+    Assignment,
+    Subscription,
+    TopicPartitions,
+    encode_assignment,
+    encode_subscription,
+)
 
 SESSION_MS = 10_000
 REBALANCE_MS = 20_000

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.protocol.consumer.metadata import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
-from api.protocol.consumer_protocol import (
+from kwire.consumer_protocol import (
     Assignment,
     ConsumerProtocolError,
     Subscription,

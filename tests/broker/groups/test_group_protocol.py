@@ -9,35 +9,35 @@ from typing import Any
 
 import pytest
 
-from api.client import KafkaClient
-from api.protocol import ApiKey
-from api.protocol import error_table as E
-from api.protocol.address import HostPort
-from api.protocol.consumer_protocol import Subscription, encode_subscription
-from api.protocol.messages.delete_groups import DeleteGroupsRequest
-from api.protocol.messages.describe_groups import DescribeGroupsRequest
-from api.protocol.messages.find_coordinator import FindCoordinatorRequest
-from api.protocol.messages.heartbeat import HeartbeatRequest
-from api.protocol.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
-from api.protocol.messages.leave_group import LeaveGroupRequest, MemberIdentity
-from api.protocol.messages.list_groups import ListGroupsRequest
-from api.protocol.messages.metadata import NO_AUTHORIZED_OPERATIONS, MetadataRequest
-from api.protocol.messages.offset_commit import (
+from kclient import KafkaClient
+from kwire import ApiKey
+from kwire import error_table as E
+from kwire.address import HostPort
+from kwire.consumer_protocol import Subscription, encode_subscription
+from kwire.messages.delete_groups import DeleteGroupsRequest
+from kwire.messages.describe_groups import DescribeGroupsRequest
+from kwire.messages.find_coordinator import FindCoordinatorRequest
+from kwire.messages.heartbeat import HeartbeatRequest
+from kwire.messages.join_group import JoinGroupRequest, JoinGroupRequestProtocol
+from kwire.messages.leave_group import LeaveGroupRequest, MemberIdentity
+from kwire.messages.list_groups import ListGroupsRequest
+from kwire.messages.metadata import NO_AUTHORIZED_OPERATIONS, MetadataRequest
+from kwire.messages.offset_commit import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
-from api.protocol.messages.offset_delete import (
+from kwire.messages.offset_delete import (
     OffsetDeleteRequest,
     OffsetDeleteRequestPartition,
     OffsetDeleteRequestTopic,
 )
-from api.protocol.messages.offset_fetch import (
+from kwire.messages.offset_fetch import (
     OffsetFetchRequest,
     OffsetFetchRequestGroup,
     OffsetFetchRequestTopic,
 )
-from api.protocol.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
+from kwire.messages.sync_group import SyncGroupRequest, SyncGroupRequestAssignment
 from tests.brokers import BrokerProcess, create_topic
 
 pytestmark = pytest.mark.timeout(120)

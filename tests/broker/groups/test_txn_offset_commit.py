@@ -15,25 +15,25 @@ from typing import Any
 import pytest
 
 from api.handlers.groups import handle_offset_fetch, handle_txn_offset_commit
-from api.protocol import error_table as E
-from api.protocol.messages.offset_fetch import (
-    OffsetFetchRequest,
-    OffsetFetchRequestGroup,
-    OffsetFetchRequestTopic,
-    OffsetFetchResponse,
-)
-from api.protocol.messages.txn_offset_commit import (
-    TxnOffsetCommitRequest,
-    TxnOffsetCommitRequestPartition,
-    TxnOffsetCommitRequestTopic,
-    TxnOffsetCommitResponse,
-)
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.coordinator_runtime.records import partition_for
 from broker.groups.offsets import OFFSETS_TOPIC
 from hot.errors import NotLeaderError
 from hot.records import ControlType
+from kwire import error_table as E
+from kwire.messages.offset_fetch import (
+    OffsetFetchRequest,
+    OffsetFetchRequestGroup,
+    OffsetFetchRequestTopic,
+    OffsetFetchResponse,
+)
+from kwire.messages.txn_offset_commit import (
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestPartition,
+    TxnOffsetCommitRequestTopic,
+    TxnOffsetCommitResponse,
+)
 from tests.inprocess import broker_of_one, create_topic
 
 BOUND_S = 20.0

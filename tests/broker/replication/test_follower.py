@@ -9,17 +9,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from api.protocol.error_table import (
-    CORRUPT_MESSAGE,
-    FENCED_LEADER_EPOCH,
-    KAFKA_STORAGE_ERROR,
-    LEADER_NOT_AVAILABLE,
-    NOT_LEADER_OR_FOLLOWER,
-    OFFSET_OUT_OF_RANGE,
-    REQUEST_TIMED_OUT,
-    UNKNOWN_LEADER_EPOCH,
-    UNKNOWN_TOPIC_OR_PARTITION,
-)
 from broker.replication.follower import (
     OFFSET_MOVED_TO_TIERED_STORAGE,
     Backoff,
@@ -36,6 +25,17 @@ from broker.replication.follower import (
 )
 from hot.errors import InvalidRequestError
 from hot.leader_epoch import EpochEntry, LeaderEpochCache
+from kwire.error_table import (
+    CORRUPT_MESSAGE,
+    FENCED_LEADER_EPOCH,
+    KAFKA_STORAGE_ERROR,
+    LEADER_NOT_AVAILABLE,
+    NOT_LEADER_OR_FOLLOWER,
+    OFFSET_OUT_OF_RANGE,
+    REQUEST_TIMED_OUT,
+    UNKNOWN_LEADER_EPOCH,
+    UNKNOWN_TOPIC_OR_PARTITION,
+)
 
 E = EpochEntry
 

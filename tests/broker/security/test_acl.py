@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from api.protocol.acl import AclBinding, AclError, AclFilter, Operation, PatternType, Permission, ResourceType
 from broker.embedded_store import EmbeddedMetadataStore
 from broker.keys import KeyLayout
 from broker.security.acl import Authorizer, parse_principals
 from broker.security.stored import SecurityDocuments, StoredAcls
+from kwire.acl import AclBinding, AclError, AclFilter, Operation, PatternType, Permission, ResourceType
 
 T, G, C = ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER
 LIT, PRE = PatternType.LITERAL, PatternType.PREFIXED

@@ -479,9 +479,9 @@ def test_mtls_certificate_principal(tmp_path: Path) -> None:
 
     from confluent_kafka import KafkaError
 
-    from api.protocol.acl import AclBinding, Operation, PatternType, Permission, ResourceType
     from broker.security.stored import SecurityDocuments, StoredAcls
     from broker.store_socket import open_data_dir_store
+    from kwire.acl import AclBinding, Operation, PatternType, Permission, ResourceType
     from tests.broker.security.tlslib import make_pki, server_env
 
     pki = make_pki(tmp_path / "pki")
@@ -643,18 +643,18 @@ def test_cluster_level_requests(broker: BrokerProcess) -> None:
     """Requests only the cluster's own principals make: a follower's Fetch (replica_id >= 0)
     and a coordinator's WriteTxnMarkers need CLUSTER_ACTION, partition reassignment
     ALTER/DESCRIBE on the cluster. Sent with the project's KafkaClient over SASL."""
-    from api.client import KafkaClient
-    from api.client.security import ClientSecurity
-    from api.protocol import ApiKey
-    from api.protocol import error_table as E
-    from api.protocol.address import HostPort
-    from api.protocol.messages.describe_producers import (
+    from kclient import KafkaClient
+    from kclient.security import ClientSecurity
+    from kwire import ApiKey
+    from kwire import error_table as E
+    from kwire.address import HostPort
+    from kwire.messages.describe_producers import (
         DescribeProducersRequest,
         DescribeProducersTopicRequest,
     )
-    from api.protocol.messages.fetch import FetchPartition, FetchRequest, FetchTopic
-    from api.protocol.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
-    from api.protocol.messages.write_txn_markers import (
+    from kwire.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+    from kwire.messages.list_partition_reassignments import ListPartitionReassignmentsRequest
+    from kwire.messages.write_txn_markers import (
         WritableTxnMarker,
         WritableTxnMarkerTopic,
         WriteTxnMarkersRequest,
@@ -694,7 +694,7 @@ def test_cluster_level_requests(broker: BrokerProcess) -> None:
     )
 
     def delete_codes(c: KafkaClient) -> list[int]:
-        from api.protocol.messages.delete_records import (
+        from kwire.messages.delete_records import (
             DeleteRecordsPartition,
             DeleteRecordsRequest,
             DeleteRecordsTopic,
@@ -749,13 +749,13 @@ def test_cluster_level_requests(broker: BrokerProcess) -> None:
 def test_txn_offset_commit_needs_transactional_id_group_and_topic_acls(broker: BrokerProcess) -> None:
     """TxnOffsetCommit as KafkaApis checks it: WRITE on the transactional id, then READ on
     the group, then READ on each topic (per partition). Sent with the project's KafkaClient."""
-    from api.client import KafkaClient
-    from api.client.security import ClientSecurity
-    from api.protocol import ApiKey
-    from api.protocol import error_table as E
-    from api.protocol.address import HostPort
-    from api.protocol.messages.find_coordinator import FindCoordinatorRequest
-    from api.protocol.messages.txn_offset_commit import (
+    from kclient import KafkaClient
+    from kclient.security import ClientSecurity
+    from kwire import ApiKey
+    from kwire import error_table as E
+    from kwire.address import HostPort
+    from kwire.messages.find_coordinator import FindCoordinatorRequest
+    from kwire.messages.txn_offset_commit import (
         TxnOffsetCommitRequest,
         TxnOffsetCommitRequestPartition,
         TxnOffsetCommitRequestTopic,
@@ -840,16 +840,16 @@ def test_transactional_ids_need_acls(broker: BrokerProcess) -> None:
     DescribeTransactions refuses ids without DESCRIBE, ListTransactions leaves them out."""
     from confluent_kafka import KafkaError, KafkaException, Producer
 
-    from api.client import ClientSecurity, KafkaClient
-    from api.protocol import ApiKey
-    from api.protocol import error_table as E
-    from api.protocol.address import HostPort
-    from api.protocol.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
-    from api.protocol.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
-    from api.protocol.messages.describe_transactions import DescribeTransactionsRequest
-    from api.protocol.messages.end_txn import EndTxnRequest
-    from api.protocol.messages.find_coordinator import KEY_TYPE_TRANSACTION, FindCoordinatorRequest
-    from api.protocol.messages.list_transactions import ListTransactionsRequest
+    from kclient import ClientSecurity, KafkaClient
+    from kwire import ApiKey
+    from kwire import error_table as E
+    from kwire.address import HostPort
+    from kwire.messages.add_offsets_to_txn import AddOffsetsToTxnRequest
+    from kwire.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddPartitionsToTxnTopic
+    from kwire.messages.describe_transactions import DescribeTransactionsRequest
+    from kwire.messages.end_txn import EndTxnRequest
+    from kwire.messages.find_coordinator import KEY_TYPE_TRANSACTION, FindCoordinatorRequest
+    from kwire.messages.list_transactions import ListTransactionsRequest
 
     prefix = f"tx-{uuid.uuid4().hex[:6]}"
     topic = f"txn-authz-{uuid.uuid4().hex[:6]}"

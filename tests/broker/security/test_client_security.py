@@ -1,4 +1,4 @@
-"""Client-side security of api.client (CLI, Spark): the SCRAM client against our SCRAM
+"""Client-side security of kclient (CLI, Spark): the SCRAM client against our SCRAM
 server, librdkafka-style properties, and that no password shows in a repr or an error."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from api.client.scram import HASHES, ScramClient, ScramServer, make_credential
-from api.client.security import ClientSecurity, read_properties
 from hot.errors import AuthenticationError, InvalidConfigError
+from kclient.scram import HASHES, ScramClient, ScramServer, make_credential
+from kclient.security import ClientSecurity, read_properties
 
 PW = "Client-pw-5e0b7c"
 

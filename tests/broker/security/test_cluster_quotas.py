@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from api.client import KafkaClient
-from api.protocol import ApiKey
-from api.protocol.address import HostPort
-from api.protocol.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from hot.records import RecordInput, build_batch
+from kclient import KafkaClient
+from kwire import ApiKey
+from kwire.address import HostPort
+from kwire.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from tests.broker.clusterlib import Cluster
 from tests.broker.etcdlib import EtcdProcess
 from tests.broker.security.test_quotas import alter, describe

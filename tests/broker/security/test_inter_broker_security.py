@@ -158,8 +158,8 @@ def test_inter_broker_settings_are_checked(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("mech", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
 def test_scram_client_against_server(mech: str) -> None:
-    from api.client.scram import HASHES, ScramClient, ScramServer, make_credential
     from hot.errors import AuthenticationError
+    from kclient.scram import HASHES, ScramClient, ScramServer, make_credential
 
     cred = make_credential(HASHES[mech], REPL_PW)
     server = ScramServer(mech, lambda u: cred if u == "re,pl" else None)

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import httpx
 
-from api.client.scram import ScramClient
-from api.protocol import ApiKey
-from api.protocol.messages.sasl_authenticate import SaslAuthenticateRequest
-from api.protocol.messages.sasl_handshake import SaslHandshakeRequest
 from broker.fetcher import BrokerConnection
+from kclient.scram import ScramClient
+from kwire import ApiKey
+from kwire.messages.sasl_authenticate import SaslAuthenticateRequest
+from kwire.messages.sasl_handshake import SaslHandshakeRequest
 from tests.broker.security.test_sasl import strata_users
 from tests.broker.security.test_tokens import create_token, strata_tokens
 from tests.brokers import BrokerProcess

@@ -18,18 +18,6 @@ from pathlib import Path
 import httpx
 import pytest
 
-from api.client import KafkaClient
-from api.protocol import ApiKey
-from api.protocol.address import HostPort
-from api.protocol.error_table import INVALID_REQUEST
-from api.protocol.messages.alter_client_quotas import AlterClientQuotasRequest, AlterEntryData, OpData
-from api.protocol.messages.describe_client_quotas import (
-    MATCH_ANY,
-    MATCH_DEFAULT,
-    ComponentData,
-    DescribeClientQuotasRequest,
-    EntityData,
-)
 from broker.security.quotas import (
     QuotaConfig,
     QuotaManager,
@@ -37,6 +25,18 @@ from broker.security.quotas import (
     WindowedRate,
 )
 from hot.errors import InvalidConfigError, InvalidRequestError
+from kclient import KafkaClient
+from kwire import ApiKey
+from kwire.address import HostPort
+from kwire.error_table import INVALID_REQUEST
+from kwire.messages.alter_client_quotas import AlterClientQuotasRequest, AlterEntryData, OpData
+from kwire.messages.describe_client_quotas import (
+    MATCH_ANY,
+    MATCH_DEFAULT,
+    ComponentData,
+    DescribeClientQuotasRequest,
+    EntityData,
+)
 from tests.brokers import BrokerProcess, create_topic
 
 MIB = 1 << 20

@@ -14,7 +14,6 @@ from typing import Any
 import httpx
 import pytest
 
-from api.protocol.address import HostPort
 from api.rest import create_app
 from broker.config import BrokerConfig, load_config
 from broker.embedded_store import EmbeddedMetadataStore
@@ -23,6 +22,7 @@ from broker.security.acl import Authorizer
 from broker.security.authz import AccessControl
 from broker.security.stored import SecurityDocuments, StoredAcls
 from hot.errors import InvalidConfigError
+from kwire.address import HostPort
 from tests.broker.security.test_authorization import (
     ADMIN_PW,
     MECH,

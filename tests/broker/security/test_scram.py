@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from api.client.scram import ScramCredential, ScramServer, make_credential, verify_password
 from api.security.sasl import SaslSession
 from broker.embedded_store import EmbeddedMetadataStore
 from broker.keys import KeyLayout
@@ -24,6 +23,7 @@ from hot.errors import (
     InvalidRequestError,
     UnsupportedSaslMechanismError,
 )
+from kclient.scram import ScramCredential, ScramServer, make_credential, verify_password
 
 
 def _server(hash_name: str, mech: str, salt_b64: str, server_nonce: str) -> ScramServer:

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from api.protocol.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from broker.cluster_config import ClusterConfig
 from broker.config import BrokerConfig
 from broker.embedded_store import EmbeddedMetadataStore
@@ -35,6 +34,7 @@ from broker.store_socket import (
     socket_path,
 )
 from hot.errors import MetadataStoreError
+from kwire.acl import AclBinding, Operation, PatternType, Permission, ResourceType
 from tests.broker.security.test_sasl import strata_users
 from tests.brokers import BrokerProcess
 

@@ -10,14 +10,6 @@ from collections.abc import Callable
 
 import pytest
 
-from api.protocol import error_table as E
-from api.protocol.messages.write_txn_markers import (
-    WritableTxnMarkerPartitionResult,
-    WritableTxnMarkerResult,
-    WritableTxnMarkerTopicResult,
-    WriteTxnMarkersRequest,
-    WriteTxnMarkersResponse,
-)
 from broker.groups.types import TopicPartition
 from broker.transactions.markers import (
     NO_LEADER,
@@ -26,6 +18,14 @@ from broker.transactions.markers import (
     MarkerWriter,
 )
 from broker.transactions.transitions import TransactionResult
+from kwire import error_table as E
+from kwire.messages.write_txn_markers import (
+    WritableTxnMarkerPartitionResult,
+    WritableTxnMarkerResult,
+    WritableTxnMarkerTopicResult,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
+)
 
 TP = TopicPartition
 

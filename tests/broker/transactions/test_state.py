@@ -6,8 +6,6 @@ import dataclasses
 
 import pytest
 
-from api.protocol.error_table import CONCURRENT_TRANSACTIONS, INVALID_TXN_STATE, PRODUCER_FENCED
-from api.protocol.error_table import kafka_code as error_code
 from broker.transactions.state import (
     MAX_EPOCH,
     VALID_PREVIOUS,
@@ -23,6 +21,8 @@ from broker.transactions.state import (
     without_partition,
 )
 from hot.errors import ConcurrentTransactionsError, InvalidTxnStateError, ProducerFencedError
+from kwire.error_table import CONCURRENT_TRANSACTIONS, INVALID_TXN_STATE, PRODUCER_FENCED
+from kwire.error_table import kafka_code as error_code
 from tests.broker.transactions.txnlib import TP_A0, TP_A1
 
 S = TransactionState

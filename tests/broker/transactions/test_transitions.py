@@ -6,7 +6,6 @@ import dataclasses
 
 import pytest
 
-from api.protocol.error_table import TRANSACTION_ABORTABLE
 from broker.groups.replicated_offsets import partition_for as group_partition
 from broker.groups.types import TopicPartition
 from broker.transactions.state import (
@@ -45,6 +44,7 @@ from hot.errors import (
     InvalidTxnStateError,
     ProducerFencedError,
 )
+from kwire.error_table import TRANSACTION_ABORTABLE
 from tests.broker.transactions.txnlib import TP_A0, TP_A1, TP_B0, Sim
 
 S = TransactionState

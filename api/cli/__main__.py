@@ -1,0 +1,5 @@
+"""``python -m api.cli``: the ``strata`` command."""
+
+from api.cli import main
+
+main()
