@@ -117,8 +117,8 @@ INVALID_CONSUMER_CONFIG: Final = 42204
 
 
 def unprocessable(message: str, code: int = 422) -> RestError:
-    """A body that does not parse or fit: 422 / 422, as Confluent's REST Proxy (rest-utils)
-    answers it on v2 (v3 routes turn it into 400 / 400: api.rest.codec.error_response)."""
+    """A body that does not parse or fit: 422 / 42200 on v2 (v3 routes turn it into
+    400 / 40000: api.rest.codec.error_response)."""
     return RestError(422, code, message)
 
 
