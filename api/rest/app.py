@@ -71,6 +71,7 @@ from api.rest.codec import (
     dumps_compact,
     error_response,
     fetch_format,
+    five_digit,
     parse_body,
     partition_v2,
     produce_format,
@@ -214,7 +215,7 @@ def create_app(broker: Broker) -> FastAPI:
     # -- error handlers: always the JSON error shape, 4xx for bad input ----------------------
 
     def _count(code: int) -> None:
-        metrics.errors.labels("rest", str(code)).inc()
+        metrics.errors.labels("rest", str(five_digit(code))).inc()
 
     peers = Peers(broker)
 
