@@ -13,6 +13,7 @@ TOML layout::
     external_listen = "0.0.0.0:19092"               # optional second client listener
     external_advertised_listener = "localhost:19092" # what clients of that listener are told
     metrics_listen = "10.0.0.5:9644"                # optional: /metrics without authentication
+    http_allowed_origins = "https://console.example" # optional: other origins whose pages may write
     object_store = "s3://bucket/prefix"             # default file://<data_dir>/objects
     auto_create_topics = false
     num_partitions = 1                               # for auto-created topics
@@ -45,7 +46,7 @@ TOML layout::
 
 Environment: ``STRATA_DATA_DIR``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN``,
 ``STRATA_ADVERTISED_LISTENER``, ``STRATA_INTERNAL_LISTEN``, ``STRATA_METRICS_LISTEN``,
-``STRATA_EXTERNAL_LISTEN``, ``STRATA_EXTERNAL_ADVERTISED_LISTENER``,
+``STRATA_EXTERNAL_LISTEN``, ``STRATA_EXTERNAL_ADVERTISED_LISTENER``, ``STRATA_HTTP_ALLOWED_ORIGINS``,
 ``STRATA_OBJECT_STORE``,
 ``STRATA_AUTO_CREATE_TOPICS``,
 ``STRATA_NUM_PARTITIONS``, ``STRATA_MAX_REQUEST_BYTES``, and topic defaults as
@@ -115,6 +116,10 @@ class BrokerConfig:
     # A plain-HTTP listener serving only /metrics, with no authentication or ACL check
     # (api.metrics_listener), for scrapers on a private network. Unset: none.
     metrics_listen: HostPort | None = None
+    # Origins besides the broker's own whose pages may send writes to the HTTP listener
+    # (api.security.same_origin), as scheme://host[:port]; e.g. a console behind a proxy
+    # under another name. Comma-separated in the environment, a string or list in TOML.
+    http_allowed_origins: tuple[str, ...] = ()
     object_store: str | None = None
     auto_create_topics: bool = False
     num_partitions: int = 1
@@ -166,6 +171,7 @@ _SCALARS: dict[str, str] = {
     "external_listen": "hostport",
     "external_advertised_listener": "hostport",
     "metrics_listen": "hostport",
+    "http_allowed_origins": "origins",
     "object_store": "str",
     "auto_create_topics": "bool",
     "num_partitions": "int",
@@ -181,6 +187,8 @@ def _convert(name: str, value: Any) -> Any:
         return Path(str(value))
     if kind == "hostport":
         return HostPort.parse(str(value), setting=name)
+    if kind == "origins":
+        return _origins(name, value)
     if kind == "bool":
         if isinstance(value, bool):
             return value
@@ -203,6 +211,19 @@ def _convert(name: str, value: Any) -> Any:
             raise InvalidConfigError(f"broker_id: must be non-negative, got {number}")
         return number
     return str(value)
+
+
+def _origins(name: str, value: Any) -> tuple[str, ...]:
+    items = value if isinstance(value, list) else str(value).split(",")
+    out = []
+    for item in (str(i).strip() for i in items):
+        if not item:
+            continue
+        scheme, sep, rest = item.partition("://")
+        if scheme.lower() not in ("http", "https") or not sep or not rest or "/" in rest.rstrip("/"):
+            raise InvalidConfigError(f"{name}: expected origins like https://host[:port], got {item!r}")
+        out.append(item.rstrip("/"))
+    return tuple(out)
 
 
 def load_config(

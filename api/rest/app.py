@@ -15,16 +15,19 @@ existing REST clients work unchanged:
 * Fetch: ``GET /topics/{topic}/partitions/{p}/records?offset=&timeout=&max_bytes=``;
   the Accept header picks the embedded format (binary unless json is asked for). A
   record that is not valid JSON asked for as json is 406 with a hint to use binary.
-* Errors are always ``{"error_code": int, "message": str}``. The HTTP status of a
-  Strata error comes from ``kwire.error_table.classify`` (the one table); ``error_code``
-  is Confluent's (api.rest.codec.strata_error_code): 40401 unknown topic, 40402 unknown
-  partition, 40403 unknown consumer instance, 40002 a Kafka "bad request" (topic exists,
-  invalid config, partitions or replication factor), 40101 / 40301 authentication /
-  authorization, 40601 not representable in the asked format, 42204 an invalid consumer
-  setting, 50003 a retriable and 50002 any other server-side Kafka error; otherwise the
-  HTTP status itself (422 a body that does not parse or fit, 400 on v3, 415, 413, 404...),
-  as rest-utils answers.
-* Quotas (broker.security.quotas) apply per user, the basic/bearer auth user or ANONYMOUS:
+* Errors are always ``{"error_code": int, "message": str}`` with a five-digit
+  ``error_code``, Confluent's: 40401 unknown topic, 40402 unknown partition, 40403 unknown
+  consumer instance, 40002 a Kafka "bad request" (topic exists, invalid config, partitions
+  or replication factor), 40101 / 40301 authentication / authorization (40301 also a
+  cross-origin write), 40601 not representable in the asked format, 42204 an invalid
+  consumer setting, 50003 a retriable and 50002 any other server-side Kafka error;
+  otherwise the HTTP status times 100 (42200 a body that does not parse or fit, 40000 the
+  same on v3, 41500 a body that is not JSON, 41300, 40400, 41600 an offset out of range).
+* Writes (POST, PUT, PATCH, DELETE) take JSON bodies only (``application/json`` or the
+  ``application/vnd.kafka.*+json`` types) and are refused (403) when a browser sends them
+  from a page of another origin (``Origin`` / ``Sec-Fetch-Site``): a same-origin policy
+  for writes, so another site cannot make an operator's browser change anything.
+* Quotas apply per user, the basic/bearer auth user or ANONYMOUS:
   a produce over the user's producer_byte_rate is answered after the throttle time, a
   fetch by a user over its consumer_byte_rate is served after it; the
   ``X-Strata-Throttle-Ms`` header says how long. Delaying rather than answering 429
@@ -37,12 +40,13 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from contextlib import asynccontextmanager
+from importlib import metadata
 from typing import Any
 
 from fastapi import FastAPI, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
-from fastapi.responses import Response
+from fastapi.responses import RedirectResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -65,6 +69,7 @@ from api.rest.codec import (
     dumps_compact,
     error_response,
     fetch_format,
+    five_digit,
     parse_body,
     partition_v2,
     produce_format,
@@ -102,6 +107,7 @@ from api.rest.v3_groups import v3_groups_router
 from api.rest.v3_records import v3_records_router
 from api.rest_consumers import ConsumerInstances
 from api.security.basic_auth import BasicAuthMiddleware
+from api.security.same_origin import SameOriginWrites
 from broker.broker import Broker
 from broker.group_metrics import register_group_metrics
 from broker.read_path import FetchRequestPartition
@@ -111,6 +117,9 @@ from hot.config import INT32_MAX, INT64_MAX
 from hot.errors import InvalidConfigError, StrataError
 from kwire.acl import Operation
 from kwire.error_table import http_status
+
+# The OpenAPI description (/docs, /redoc): this docstring but its first paragraph.
+API_DESCRIPTION = __doc__.split("\n\n", 1)[1] if __doc__ else ""
 
 # How long a produce/fetch response was held back for the user's byte-rate quota, ms.
 THROTTLE_HEADER = "X-Strata-Throttle-Ms"
@@ -160,6 +169,14 @@ class MetricsMiddleware:
 # --- the application ------------------------------------------------------------------------
 
 
+def _version() -> str:
+    """The package's version: Strata's, not the REST API's (v2 and v3 are both served)."""
+    try:
+        return metadata.version("strata")
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
 def create_app(broker: Broker) -> FastAPI:
     """The REST app over ``broker`` (which it never creates or closes)."""
 
@@ -171,8 +188,8 @@ def create_app(broker: Broker) -> FastAPI:
 
     app = FastAPI(
         title="Strata REST API",
-        version="2",
-        description=__doc__,
+        version=_version(),
+        description=API_DESCRIPTION,
         lifespan=lifespan,
         responses=ERROR_RESPONSES,
         default_response_class=JSONBody,
@@ -191,6 +208,8 @@ def create_app(broker: Broker) -> FastAPI:
             users=broker.users if sasl.rest_basic_auth else None,
             tokens=TokenStore(tokens_path(broker.config.data_dir)) if sasl.rest_bearer_auth else None,
         )
+    # Outermost: a cross-origin or non-JSON write is refused before authentication runs.
+    app.add_middleware(SameOriginWrites, allowed_origins=broker.config.http_allowed_origins)
     producer = RestProducer(broker)
     limit = broker.config.max_request_bytes
     metrics = broker.metrics
@@ -198,7 +217,7 @@ def create_app(broker: Broker) -> FastAPI:
     # -- error handlers: always the JSON error shape, 4xx for bad input ----------------------
 
     def _count(code: int) -> None:
-        metrics.errors.labels("rest", str(code)).inc()
+        metrics.errors.labels("rest", str(five_digit(code))).inc()
 
     peers = Peers(broker)
 
@@ -227,7 +246,7 @@ def create_app(broker: Broker) -> FastAPI:
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
         _count(422)
-        return error_response(422, 422, describe_errors(exc.errors()), path=request.url.path)
+        return error_response(422, 42200, describe_errors(exc.errors()), path=request.url.path)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -449,6 +468,10 @@ def create_app(broker: Broker) -> FastAPI:
     app.include_router(ops_router(broker))
     app.include_router(tier_sync_router(broker, peers))
     app.include_router(dashboard_router(broker))
+
+    @app.get("/", include_in_schema=False)
+    async def root() -> Response:
+        return RedirectResponse("/dashboard", status_code=307)
 
     @app.get("/healthz", response_model=Health, tags=["ops"])
     async def healthz(request: Request) -> Response:

@@ -96,14 +96,21 @@ _CODES: Final[dict[type[StrataError], int]] = {
 def strata_error_code(exc: StrataError) -> int:
     """Confluent's ``error_code`` of a Strata error: its own (table above), else for a server
     error 50003 when retrying may help and 50002 otherwise (Confluent's retriable and other
-    Kafka errors), else the HTTP status itself (rest-utils' rule for every other error)."""
+    Kafka errors), else the HTTP status times 100 (five_digit)."""
     code = next((_CODES[c] for c in type(exc).__mro__ if c in _CODES), None)
     if code is not None:
         return code
     status = http_status(exc)
     if status >= 500:
         return 50003 if exc.retriable else 50002
-    return status
+    return five_digit(status)
+
+
+def five_digit(code: int) -> int:
+    """A bare HTTP status as an ``error_code``: the status times 100 (40400, 41500, 42200,
+    41600 an offset out of range), the form of Confluent's five-digit codes with ``00``
+    for "no finer code"; a five-digit code is kept."""
+    return code * 100 if code < 1000 else code
 
 
 # Confluent's code of an invalid consumer instance setting (kafka-rest Errors).
@@ -111,8 +118,8 @@ INVALID_CONSUMER_CONFIG: Final = 42204
 
 
 def unprocessable(message: str, code: int = 422) -> RestError:
-    """A body that does not parse or fit: 422 / 422, as Confluent's REST Proxy (rest-utils)
-    answers it on v2 (v3 routes turn it into 400 / 400: api.rest.codec.error_response)."""
+    """A body that does not parse or fit: 422 / 42200 on v2 (v3 routes turn it into
+    400 / 40000: api.rest.codec.error_response)."""
     return RestError(422, code, message)
 
 
@@ -216,10 +223,11 @@ def error_response(
     status: int, error_code: int, message: str, headers: Mapping[str, str] | None = None, *, path: str = ""
 ) -> Response:
     """The error body; ``path`` (the request's) picks the media type: v2's for v2 routes.
-    On v3 routes a body that does not parse or fit is 400 / 400, as Confluent's v3 answers."""
+    On v3 routes a body that does not parse or fit is 400 / 40000. A bare HTTP status as
+    ``error_code`` becomes five digits (five_digit), so every error body has one."""
     if status == 422 and path.startswith("/v3/"):
         status, error_code = 400, 400
-    body = {"error_code": error_code, "message": message}
+    body = {"error_code": five_digit(error_code), "message": message}
     if is_v2_path(path):
         return V2Response(body, status_code=status, headers=headers)
     return JSONBody(body, status_code=status, headers=headers)

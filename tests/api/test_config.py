@@ -115,3 +115,15 @@ def test_log_cleaner_settings_file_env_flags(tmp_path: Path) -> None:
     bad.write_text('[cleaner]\n"log.cleaner.nope" = 1\n')
     with pytest.raises(InvalidConfigError, match="unknown cleaner setting"):
         load_config(config_file=bad, env={})
+
+
+def test_http_allowed_origins(tmp_path: Path) -> None:
+    cfg = load_config(env={"STRATA_HTTP_ALLOWED_ORIGINS": "https://console.example, http://10.0.0.5:8080/"})
+    assert cfg.http_allowed_origins == ("https://console.example", "http://10.0.0.5:8080")
+    path = tmp_path / "strata.toml"
+    path.write_text('http_allowed_origins = ["https://a.example"]\n')
+    assert load_config(config_file=path, env={}).http_allowed_origins == ("https://a.example",)
+    assert load_config(env={}).http_allowed_origins == ()
+    for bad in ("console.example", "ftp://x", "https://x/path"):
+        with pytest.raises(InvalidConfigError, match="http_allowed_origins"):
+            load_config(env={"STRATA_HTTP_ALLOWED_ORIGINS": bad})

@@ -15,6 +15,8 @@ import pytest
 
 from api.partitioner import partition_for_key
 from api.rest import V2_BINARY, V2_JSON, create_app, dumps_compact
+from api.rest.codec import V2
+from api.security.same_origin import SameOriginWrites
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from tests.inprocess import broker_of_one
@@ -62,7 +64,9 @@ def assert_error(r: httpx.Response, status: int, error_code: int, fragment: str 
     assert r.headers["content-type"] == ("application/vnd.kafka.v2+json" if v2 else "application/json")
     body = r.json()
     assert set(body) == {"error_code", "message"}
-    assert body["error_code"] == error_code, body
+    # Every error body carries a five-digit code: Confluent's, else the HTTP status times 100.
+    assert 10000 <= body["error_code"] <= 99999, body
+    assert body["error_code"] == (error_code * 100 if error_code < 1000 else error_code), body
     assert isinstance(body["message"], str) and body["message"]
     assert fragment.lower() in body["message"].lower(), body
 
@@ -501,6 +505,70 @@ async def test_openapi_describes_bodies(client: httpx.AsyncClient) -> None:
     # every reference resolves (Redoc refuses to render a spec with one that does not)
     refs = set(re.findall(r'"#/components/schemas/([^"]+)"', json.dumps(spec)))
     assert refs - set(spec["components"]["schemas"]) == set()
+
+
+async def test_openapi_names_strata_and_no_internal_module(client: httpx.AsyncClient) -> None:
+    spec = (await client.get("/openapi.json")).json()
+    # Redoc shows "title (version)": the version is Strata's, not the "2" of REST Proxy v2
+    assert spec["info"]["title"] == "Strata REST API" and spec["info"]["version"] != "2"
+    internal = re.findall(r"\b(?:api|broker|hot|tiering|core|spark)\.[a-z_][a-z_.]*", json.dumps(spec))
+    assert internal == []
+
+
+async def test_root_redirects_to_the_console(client: httpx.AsyncClient) -> None:
+    r = await client.get("/")
+    assert r.status_code == 307 and r.headers["location"] == "/dashboard"
+
+
+async def test_writes_only_from_this_origin_and_only_json(client: httpx.AsyncClient) -> None:
+    """The same-origin policy for writes (api.security.same_origin): a browser's request from
+    another origin is 403 / 40301, a write body that is not JSON 415 / 41500, before any route
+    runs; this broker's own pages, clients without Origin and allowed origins pass."""
+    await create_topic(client, "so", 1)
+    body = json.dumps({"records": [{"value": b64(b"v")}]})
+    refused = [
+        ({"Origin": "http://evil.example", **JSON_CT}, 403, 40301),
+        ({"Origin": "null", **JSON_CT}, 403, 40301),
+        ({"Origin": "http://strata.test:8080", **JSON_CT}, 403, 40301),  # another port
+        ({"Sec-Fetch-Site": "cross-site", **JSON_CT}, 403, 40301),
+        ({"Sec-Fetch-Site": "same-site", **JSON_CT}, 403, 40301),
+        ({"Origin": "http://strata.test", "Content-Type": "text/plain"}, 415, 41500),
+        ({"Content-Type": "application/x-www-form-urlencoded"}, 415, 41500),
+        ({"Content-Type": ""}, 415, 41500),
+    ]
+    for headers, status, code in refused:
+        r = await client.post("/topics/so", content=body, headers=headers)
+        assert (r.status_code, r.json()["error_code"]) == (status, code), (headers, r.text)
+        assert r.headers["content-type"] == V2, headers  # v2's error media type
+    r = await client.delete("/v3/clusters/strata-local/topics/so", headers={"Origin": "http://evil.example"})
+    assert r.status_code == 403, r.text
+    accepted = [
+        JSON_CT,
+        {"Origin": "http://strata.test", "Sec-Fetch-Site": "same-origin", **JSON_CT},
+        {"Origin": "HTTP://Strata.Test:80", **JSON_CT},
+        {"Sec-Fetch-Site": "none", "Content-Type": V2_BINARY},
+    ]
+    for headers in accepted:
+        r = await client.post("/topics/so", content=body, headers=headers)
+        assert r.status_code == 200, (headers, r.text)
+    assert len(await fetch(client, "so", 0, 0)) == len(accepted)
+
+    # an origin named in http_allowed_origins (a console behind a proxy) may write too
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        raise AssertionError("not called")
+
+    policy = SameOriginWrites(app, allowed_origins=["https://console.example/"])
+
+    def scope(**headers: str) -> dict[str, Any]:
+        raw = [(k.lower().replace("_", "-").encode(), v.encode()) for k, v in headers.items()]
+        return {"type": "http", "method": "POST", "scheme": "http", "headers": [(b"host", b"b:8080"), *raw]}
+
+    ok = {"content_type": "application/json"}
+    assert (
+        policy.refusal(scope(origin="https://console.example:443", sec_fetch_site="cross-site", **ok)) is None
+    )
+    assert policy.refusal(scope(origin="http://b:8080", sec_fetch_site="same-origin", **ok)) is None
+    assert policy.refusal(scope(origin="https://console.example.evil", **ok)) is not None
 
 
 async def test_records_the_broker_refuses(client: httpx.AsyncClient) -> None:

@@ -10,8 +10,12 @@ holds and change only what they own (the group reset comes last)."""
 from __future__ import annotations
 
 import base64
+import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 
@@ -157,8 +161,23 @@ def test_message_browser_reads_across_the_tier_boundary(broker: BrokerProcess, d
         ).json()
     value = base64.b64decode(doc["records"][0]["value"]).decode()
     needle = value.split(":")[0] + ":"  # "order-<i>:", unique in the topic
+    with http(broker) as h:
+        hw = {
+            p["partition"]: p["high_watermark"]
+            for p in h.get(f"/console/api/topics/{TOPIC}").json()["partitions"]
+        }
+
+    def first_offset(d: Any) -> str | None:
+        found = d.find_elements(By.CSS_SELECTOR, "[data-testid=message]")
+        return str(found[0].get_attribute("data-offset")) if found else None
+
     with authorized(driver):
+        # the page opens with the newest records of every partition, unasked
         wait = _open(driver, broker, PAGES["topic"])
+        wait.until(lambda d: first_offset(d) is not None)
+        newest = driver.find_element(By.CSS_SELECTOR, "[data-testid=message]")
+        partition = int(newest.get_attribute("data-partition"))
+        assert int(newest.get_attribute("data-offset")) == hw[partition] - 1
         form = driver.find_element(By.CSS_SELECTOR, "[data-testid=browse-form]")
         Select(form.find_element(By.CSS_SELECTOR, "[data-testid=browse-partition]")).select_by_value("0")
         Select(form.find_element(By.CSS_SELECTOR, "[data-testid=browse-mode]")).select_by_value("offset")
@@ -166,21 +185,37 @@ def test_message_browser_reads_across_the_tier_boundary(broker: BrokerProcess, d
         box.clear()
         box.send_keys(str(target))
         form.find_element(By.CSS_SELECTOR, "[data-testid=browse-go]").click()
-        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=message]"))
+        wait.until(lambda d: first_offset(d) == str(target))
+        # the filter is in the URL: a reload (or a shared link) opens the same view
+        search = driver.execute_script("return location.search")
+        assert search == f"?partition=0&mode=offset&offset={target}", search
+        wait = _open(driver, broker, PAGES["topic"] + search)
+        wait.until(lambda d: first_offset(d) == str(target))
+        form = driver.find_element(By.CSS_SELECTOR, "[data-testid=browse-form]")
+        assert (
+            Select(
+                form.find_element(By.CSS_SELECTOR, "[data-testid=browse-mode]")
+            ).first_selected_option.get_attribute("value")
+            == "offset"
+        )
         first = driver.find_element(By.CSS_SELECTOR, "[data-testid=message]")
-        assert first.get_attribute("data-offset") == str(target)
         assert needle in first.find_element(By.CSS_SELECTOR, "[data-testid=message-value]").text
         assert "console-test" in first.text  # the header
         # all partitions, newest first, filtered by the value: the one record from the bucket
         Select(form.find_element(By.CSS_SELECTOR, "[data-testid=browse-partition]")).select_by_value("")
         Select(form.find_element(By.CSS_SELECTOR, "[data-testid=browse-mode]")).select_by_value("newest")
         form.find_element(By.CSS_SELECTOR, "[data-testid=browse-filter]").send_keys(needle)
+        Select(form.find_element(By.CSS_SELECTOR, "[data-testid=browse-format]")).select_by_value("hex")
         form.find_element(By.CSS_SELECTOR, "[data-testid=browse-go]").click()
-        wait.until(lambda d: "record(s)" in _text(d, "[data-testid=browse-summary]"))
+        wait.until(lambda d: d.execute_script("return location.search").startswith("?filter="))
+        wait.until(lambda d: _text(d, "[data-testid=browse-summary]").startswith("1 record(s)"))
         found = driver.find_elements(By.CSS_SELECTOR, "[data-testid=message]")
         assert [(m.get_attribute("data-partition"), m.get_attribute("data-offset")) for m in found] == [
             ("0", str(target))
         ]
+        assert driver.execute_script("return location.search") == "?" + urlencode(
+            {"filter": needle, "format": "hex"}
+        )
 
 
 def test_unauthorized_principal_sees_neither_the_topic_nor_its_messages(
@@ -262,6 +297,110 @@ def test_acls_are_added_and_removed_on_the_security_page(broker: BrokerProcess, 
         wait.until(lambda d: not any("User:auditor" in t for t in rows(d)))
     with http(broker) as h:
         assert acl not in h.get("/console/api/security").json()["acls"]
+
+
+class _EvilPage(BaseHTTPRequestHandler):
+    """Serves ``page`` (set per test) to every GET: a page of another origin."""
+
+    page = b""
+
+    def do_GET(self) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        self.send_header("Content-Length", str(len(self.page)))
+        self.end_headers()
+        self.wfile.write(self.page)
+
+    def log_message(self, *args: Any) -> None:  # quiet
+        pass
+
+
+def _attack_page(target: str) -> bytes:
+    """Every console write (and a REST v2/v3 one), each as a ``text/plain`` form that
+    auto-submits into a frame and as a ``no-cors`` fetch: the requests a page of any site
+    can make without a CORS preflight."""
+    writes = {
+        "/console/api/users": {"name": "evil", "mechanism": "SCRAM-SHA-256", "password": "pwned-pw"},
+        "/console/api/acls": {
+            "principal": "User:evil",
+            "host": "*",
+            "resource_type": "TOPIC",
+            "resource_name": "*",
+            "pattern_type": "LITERAL",
+            "operation": "ALL",
+            "permission": "ALLOW",
+        },
+        "/console/api/quotas": {"user": "evil", "key": "producer_byte_rate", "value": 1},
+        "/console/api/groups/reset": {"group": GROUP, "topic": TOPIC, "to": "earliest"},
+        f"/console/api/topics/{TOPIC}/messages": {"value": "evil"},
+        f"/topics/{TOPIC}": {"records": [{"value": "ZXZpbA=="}]},
+        "/v3/clusters/strata-local/topics": {"topic_name": "evil-topic"},
+    }
+    forms, fetches = [], []
+    for i, (path, body) in enumerate(writes.items()):
+        text = json.dumps(body)
+        # enctype=text/plain sends name=value: the name carries the JSON up to a padding field
+        name, value = text[:-1] + ', "pad": "', '"}'
+        forms.append(
+            f"<iframe name=f{i}></iframe><form method=POST enctype=text/plain target=f{i} "
+            f"action='{target}{path}'><input type=hidden name='{name}' value='{value}'></form>"
+        )
+        fetches.append(
+            f"fetch('{target}{path}', {{method: 'POST', mode: 'no-cors', credentials: 'include', "
+            f"body: {json.dumps(text)}}})"
+        )
+    script = (
+        "window.loaded = 0;"
+        "for (const f of document.querySelectorAll('iframe')) f.onload = () => window.loaded++;"
+        "for (const f of document.forms) f.submit();"
+        f"Promise.allSettled([{', '.join(fetches)}]).then(() => {{ window.fetched = true; }});"
+    )
+    return f"<!doctype html><body>{''.join(forms)}<script>{script}</script></body>".encode()
+
+
+def test_another_sites_page_changes_nothing(broker: BrokerProcess, driver: Any) -> None:
+    """A page of another origin, in a browser signed in to the console (basic auth on every
+    request), posts to every console write as a text/plain form and a no-cors fetch: the
+    broker refuses each (403 cross-origin, 415 not JSON) and nothing changes."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def state() -> dict[str, Any]:
+        with http(broker) as h:
+            sec = h.get("/console/api/security").json()
+            group = h.get(f"/v1/groups/{GROUP}/lag").json()
+            topic = h.get(f"/console/api/topics/{TOPIC}").json()
+            return {
+                "acls": sec["acls"],
+                "users": sec["users"],
+                "quotas": sec["quotas"],
+                "offsets": {p["partition"]: p["committed_offset"] for p in group["partitions"]},
+                "hw": [p["high_watermark"] for p in topic["partitions"]],
+                "topics": sorted(t["topic"] for t in h.get("/console/api/topics").json()["topics"]),
+            }
+
+    with http(broker) as h:  # what the pages send, from a client: refused before any route
+        evil = {"Origin": "http://evil.example", "Content-Type": "text/plain"}
+        r = h.post("/console/api/users", content=b"{}", headers=evil)
+        assert (r.status_code, r.json()["error_code"]) == (403, 40301), r.text
+        r = h.post("/console/api/users", content=b"{}", headers={"Content-Type": "text/plain"})
+        assert (r.status_code, r.json()["error_code"]) == (415, 41500), r.text
+        r = h.post("/console/api/users", json={}, headers={"Sec-Fetch-Site": "cross-site"})
+        assert (r.status_code, r.json()["error_code"]) == (403, 40301), r.text
+    before = state()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _EvilPage)
+    _EvilPage.page = _attack_page(broker.http_url)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        with authorized(driver):
+            # localhost, not the broker's 127.0.0.1: another site, not only another origin
+            driver.get(f"http://localhost:{server.server_address[1]}/")
+            WebDriverWait(driver, 30, poll_frequency=0.2).until(
+                lambda d: d.execute_script("return window.fetched === true && window.loaded >= 7")
+            )
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert state() == before
 
 
 def test_reset_offsets_of_the_empty_group(broker: BrokerProcess, driver: Any) -> None:

@@ -70,7 +70,7 @@ async def test_pages_are_served_by_the_app_and_files_by_a_fixed_table(client: ht
         "/dashboard/tiering/x",
     ):
         r = await client.get(path)
-        assert r.status_code == 404 and r.json()["error_code"] == 404, path
+        assert r.status_code == 404 and r.json()["error_code"] == 40400, path
 
 
 async def test_every_view_answers_from_one_endpoint(client: httpx.AsyncClient, broker: Broker) -> None:

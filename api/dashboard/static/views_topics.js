@@ -98,6 +98,45 @@ function messageBrowser(topic, partitions) {
   const summary = el("p", { class: "muted", "data-testid": "browse-summary", "aria-live": "polite" });
   const list = el("div", { class: "messages", "data-testid": "messages" });
   let last = null;
+  let reads = 0; // the latest read's number: an older read that answers later is dropped
+
+  // The filter lives in the page's URL (?partition=&mode=&offset=&timestamp=&limit=&filter=
+  // &format=, defaults left out), so a link or a reload opens the same view.
+  function restore() {
+    const q = new URLSearchParams(location.search);
+    const f = form.elements;
+    for (const name of ["partition", "mode", "format"]) {
+      const v = q.get(name);
+      if (v !== null && [...f[name].options].some((o) => o.value === v)) f[name].value = v;
+    }
+    for (const name of ["offset", "limit", "filter"]) {
+      const v = q.get(name);
+      if (v !== null) f[name].value = v;
+    }
+    const ts = q.get("timestamp");
+    if (ts !== null && /^\d+$/.test(ts)) {
+      const local = new Date(Number(ts) - new Date(Number(ts)).getTimezoneOffset() * 60000);
+      f.timestamp.value = local.toISOString().slice(0, 19);
+    }
+  }
+  function query() {
+    const f = form.elements;
+    const q = new URLSearchParams();
+    if (f.partition.value !== "") q.set("partition", f.partition.value);
+    if (f.mode.value !== "newest") q.set("mode", f.mode.value);
+    if (f.mode.value === "offset") q.set("offset", f.offset.value || "0");
+    if (f.mode.value === "timestamp") q.set("timestamp", String(f.timestamp.value ? new Date(f.timestamp.value).getTime() : 0));
+    if (f.limit.value && f.limit.value !== "50") q.set("limit", f.limit.value);
+    if (f.filter.value) q.set("filter", f.filter.value);
+    return q;
+  }
+  function reflect() {
+    const q = query();
+    if (form.elements.format.value !== "text") q.set("format", form.elements.format.value);
+    const qs = q.toString();
+    const href = location.pathname + (qs ? `?${qs}` : "");
+    if (href !== location.pathname + location.search) history.replaceState(history.state, "", href);
+  }
 
   function sync() {
     const mode = form.elements.mode.value;
@@ -119,28 +158,34 @@ function messageBrowser(topic, partitions) {
     if (!last.records.length) list.replaceChildren(el("p", { class: "muted" }, "No record found."));
   }
   form.elements.mode.addEventListener("change", sync);
-  form.elements.format.addEventListener("change", draw);
-  form.addEventListener("submit", async (e) => {
-    e.preventDefault();
+  form.elements.format.addEventListener("change", () => { reflect(); draw(); });
+  async function read() {
     const f = form.elements;
-    const q = new URLSearchParams({ mode: f.mode.value, limit: f.limit.value || "50" });
-    if (f.partition.value !== "") q.set("partition", f.partition.value);
-    if (f.mode.value === "offset") q.set("offset", f.offset.value || "0");
-    if (f.mode.value === "timestamp") q.set("timestamp", String(f.timestamp.value ? new Date(f.timestamp.value).getTime() : 0));
-    if (f.filter.value) q.set("filter", f.filter.value);
+    const q = query();
+    q.set("mode", f.mode.value);
+    q.set("limit", f.limit.value || "50");
+    reflect();
     summary.textContent = "reading…";
+    const n = ++reads;
     try {
-      last = await api(`/console/api/topics/${enc(topic)}/messages?${q}`);
+      const got = await api(`/console/api/topics/${enc(topic)}/messages?${q}`);
+      if (n !== reads) return;
+      last = got;
       summary.textContent = `${last.records.length} record(s); scanned ${num(last.scanned_records)} in ${last.elapsed_ms} ms`
         + (last.truncated ? " — the scan bound was reached, more may match further on" : "");
       draw();
     } catch (err) {
+      if (n !== reads) return;
       last = null;
       list.replaceChildren();
       summary.textContent = (err instanceof HttpError && err.status === 403 ? "Not authorized: " : "Error: ") + err.message;
     }
-  });
+  }
+  form.addEventListener("submit", (e) => { e.preventDefault(); read(); });
+  restore();
   sync();
+  // Open with a read (the newest records unless the URL says otherwise), as Redpanda Console does.
+  read();
   return el("div", {}, form, summary, list);
 }
 

@@ -118,7 +118,7 @@ def test_group_list_lag_and_metrics(gbroker: BrokerProcess) -> None:
 def test_unknown_group_is_404(gbroker: BrokerProcess) -> None:
     r = rest(gbroker.http_url).get("/v1/groups/no-such-group/lag")
     assert r.status_code == 404
-    assert r.json() == {"error_code": 404, "message": "group 'no-such-group' does not exist"}
+    assert r.json() == {"error_code": 40400, "message": "group 'no-such-group' does not exist"}
 
 
 def test_offsets_only_group_lag(gbroker: BrokerProcess) -> None:
