@@ -2,39 +2,49 @@
 
 Errors are one clear line on stderr and a non-zero exit; ``--output json`` gives
 machine-readable output where a command prints data. Shared options and helpers are
-``api.cli_common``. Modules: ``serve`` api.cli_serve; ``topic`` api.cli_topics; ``groups``
-api.cli_groups; ``tier``, ``restore``, ``export`` api.cli_tier; ``cluster`` api.cli_cluster;
-``users``, ``tokens`` api.cli_users; ``quotas`` api.cli_quotas; ``acl`` api.cli_acl;
-``transactions`` api.cli_transactions; ``check`` api.cli_check; ``produce``, ``consume``,
-``bench`` api.cli_records_commands (logic: api.cli_records). Each imports its heavy
-dependencies inside its commands, so ``strata --help`` and every command start fast.
+``api.cli_common``. ``COMMANDS`` names each command's module (logic of produce/consume/
+bench: api.cli_records); a module is imported only when its command runs, and each imports
+its heavy dependencies (api.protocol, confluent_kafka, rich) inside its commands, so
+``strata --version``, ``strata -h`` and every command start fast (bench/bench_cli_startup.py).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
 
 import click
 
-from api.cli_acl import acl
-from api.cli_check import check
-from api.cli_cluster import cluster
-from api.cli_groups import groups
-from api.cli_quotas import quotas
-from api.cli_records_commands import bench_cmd, consume_cmd, produce_cmd
-from api.cli_serve import serve
-from api.cli_tier import export_cmd, restore, tier
-from api.cli_topics import topic
-from api.cli_transactions import transactions
-from api.cli_users import tokens, users
+# Every command by name: where it lives ("module:attribute") and its one-line help for
+# ``strata -h``. A command's module is imported only when that command runs (or its own
+# help is asked for), so ``strata --version``, ``strata -h`` and each command start without
+# the others' imports (issue 32).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("api.cli_serve:serve", "Start a broker on this machine."),
+    "topic": ("api.cli_topics:topic", "Create, list, describe, alter and delete topics."),
+    "groups": ("api.cli_groups:groups", "List, describe (with lag) and delete consumer groups."),
+    "restore": ("api.cli_tier:restore", "Recreate topics from the object store into a data dir."),
+    "export": ("api.cli_tier:export_cmd", "Write a topic's archived rows as Parquet."),
+    "tier": ("api.cli_tier:tier", "Tiered storage of a running broker (its REST API)."),
+    "cluster": ("api.cli_cluster:cluster", "A cluster's health and layout; etcd view and moves."),
+    "users": ("api.cli_users:users", "Add, delete and list SASL users."),
+    "acl": ("api.cli_acl:acl", "Add, remove and list ACLs."),
+    "check": ("api.cli_check:check", "Check stored record batches, local or in a bucket."),
+    "quotas": ("api.cli_quotas:quotas", "Show and change runtime user quotas."),
+    "transactions": ("api.cli_transactions:transactions", "Transactional ids, their state, producers."),
+    "tokens": ("api.cli_users:tokens", "Create, list and revoke REST bearer tokens."),
+    "produce": ("api.cli_records_commands:produce_cmd", "Produce records, one per input line."),
+    "consume": ("api.cli_records_commands:consume_cmd", "Print a topic's records (kcat's offsets)."),
+    "bench": ("api.cli_records_commands:bench_cmd", "Produce and fetch back a scratch topic: rates."),
+}
 
 # Optional modules a command may need, and the extra of pyproject.toml that brings them.
 EXTRAS = {"pyarrow": "spark", "pyspark": "spark", "numpy": "spark"}
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version  # only for --version
 
     try:
         return version("strata")
@@ -63,9 +73,33 @@ def _one_line(exc: BaseException) -> str | None:
     return None
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"strata {_version()}")
+        ctx.exit()
+
+
 class StrataGroup(click.Group):
-    """The root group: an error that escapes a command is one line on stderr and exit 1;
-    ``--debug`` or ``STRATA_DEBUG=1`` keeps the traceback."""
+    """The root group: commands load from ``COMMANDS`` by name, when needed; an error that
+    escapes a command is one line on stderr and exit 1; ``--debug`` or ``STRATA_DEBUG=1``
+    keeps the traceback."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return None
+        module, _, attr = where[0].partition(":")
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # the registry's one-liners: listing the commands imports none of them
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -84,31 +118,18 @@ class StrataGroup(click.Group):
 
 
 @click.group(cls=StrataGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(_version(), "--version", "-V", prog_name="strata", message="%(prog)s %(version)s")
+@click.option(
+    "--version",
+    "-V",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 @click.option("--debug", is_flag=True, help="Show the traceback of an error [$STRATA_DEBUG].")
 def main(debug: bool) -> None:
     """Strata: a Kafka-compatible log service with tiered storage."""
-
-
-for _command in (
-    serve,
-    topic,
-    groups,
-    restore,
-    export_cmd,
-    tier,
-    cluster,
-    users,
-    acl,
-    check,
-    quotas,
-    transactions,
-    tokens,
-    produce_cmd,
-    consume_cmd,
-    bench_cmd,
-):
-    main.add_command(_command)
 
 
 if __name__ == "__main__":
