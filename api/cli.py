@@ -52,6 +52,17 @@ def _version() -> str:
         return "unknown"
 
 
+def _install_hint(extra: str) -> str:
+    """How to add ``extra`` to this install: from a checkout (the README's way) its editable
+    install with the path, else from the package index."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file():
+        return f"pip install -e '{root}[{extra}]'"
+    return f"pip install 'strata[{extra}]'"
+
+
 def _one_line(exc: BaseException) -> str | None:
     """The one line to print for an exception that escaped a command, or None for a bug
     (which keeps its traceback)."""
@@ -62,7 +73,7 @@ def _one_line(exc: BaseException) -> str | None:
         extra = EXTRAS.get(name)
         if extra is None:
             return None
-        return f"this command needs {name}, from the {extra} extra: pip install 'strata[{extra}]'"
+        return f"this command needs {name}, from the {extra} extra: {_install_hint(extra)}"
     if isinstance(exc, StrataError):
         return str(exc)
     if isinstance(exc, UnicodeDecodeError):

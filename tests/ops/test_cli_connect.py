@@ -109,7 +109,8 @@ def test_base_install_every_command(tmp_path: Path) -> None:
     assert ("produce",) in commands and ("topic", "create") in commands and len(commands) > 25
     # the one command that needs an extra says which, in one line
     r = strata("export", "--topic", "t", "--out", str(tmp_path / "x"), "--data-dir", str(tmp_path), base=True)
-    one_line_error(r, "pyarrow", "the spark extra", "pip install 'strata[spark]'")
+    # a checkout: its editable install with the extra, as the README installs
+    one_line_error(r, "pyarrow", "the spark extra", f"pip install -e '{ROOT}[spark]'")
 
     b = BrokerProcess(tmp_path / "data").start()
     try:
