@@ -886,6 +886,33 @@ def _records_writer(nullable: bool, flexible: bool) -> WriteFn:
 # --- messages ----------------------------------------------------------------------------
 
 
+class _Codecs(dict[int, StructCodec]):
+    """A schema's codecs by version, each compiled the first time it is asked for; a
+    version outside the schema's range is a KeyError, as in a plain dict."""
+
+    __slots__ = ("_schema",)
+
+    def __init__(self, schema: MessageSchema) -> None:
+        super().__init__()
+        self._schema = schema
+
+    def __missing__(self, version: int) -> StructCodec:
+        s = self._schema
+        if not (isinstance(version, int) and s.min_version <= version <= s.max_version):
+            raise KeyError(version)
+        codec = self[version] = struct_codec(s.cls, version, _in(s.flexible, version))
+        return codec
+
+    def __contains__(self, version: object) -> bool:
+        s = self._schema
+        return isinstance(version, int) and s.min_version <= version <= s.max_version
+
+    def get(self, version: int, default: Any = None) -> Any:  # type: ignore[override]
+        if version in self:  # not dict.get: that would not call __missing__
+            return self[version]
+        return default
+
+
 class MessageSchema:
     """A top-level request or response: its class, valid versions and flexible versions."""
 
@@ -899,9 +926,9 @@ class MessageSchema:
         self.min_version = valid.lo
         self.max_version = valid.hi
         self.flexible = VersionRange.parse(flexible)
-        self.codecs: dict[int, StructCodec] = {
-            v: struct_codec(cls, v, _in(self.flexible, v)) for v in range(valid.lo, valid.hi + 1)
-        }
+        # Compiled on first use: compiling every version of every API up front is most of
+        # the import time of kwire, which every CLI command pays (issue 32).
+        self.codecs: dict[int, StructCodec] = _Codecs(self)
 
     def is_flexible(self, version: int) -> bool:
         return _in(self.flexible, version)

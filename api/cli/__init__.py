@@ -2,44 +2,65 @@
 
 Errors are one clear line on stderr and a non-zero exit; ``--output json`` gives
 machine-readable output where a command prints data. Shared options and helpers are
-``api.cli.common``. Modules: ``serve`` api.cli.serve; ``topic`` api.cli.topics; ``groups``
-api.cli.groups; ``tier``, ``restore``, ``export`` api.cli.tier; ``cluster`` api.cli.cluster;
-``users``, ``tokens`` api.cli.users; ``quotas`` api.cli.quotas; ``acl`` api.cli.acl;
-``transactions`` api.cli.transactions; ``check`` api.cli.check; ``produce``, ``consume``,
-``bench`` api.cli.records_commands (logic: api.cli.records). Each imports its heavy
-dependencies inside its commands, so ``strata --help`` and every command start fast.
+``api.cli.common``. ``COMMANDS`` names each command's module (logic of produce/consume/
+bench: api.cli.records); a module is imported only when its command runs, and each imports
+its heavy dependencies (kwire, confluent_kafka, rich) inside its commands, so
+``strata --version``, ``strata -h`` and every command start fast (bench/bench_cli_startup.py).
 """
 
 from __future__ import annotations
 
+import importlib
 import os
 from typing import Any
 
 import click
 
-from api.cli.acl import acl
-from api.cli.check import check
-from api.cli.cluster import cluster
-from api.cli.groups import groups
-from api.cli.quotas import quotas
-from api.cli.records_commands import bench_cmd, consume_cmd, produce_cmd
-from api.cli.serve import serve
-from api.cli.tier import export_cmd, restore, tier
-from api.cli.topics import topic
-from api.cli.transactions import transactions
-from api.cli.users import tokens, users
+# Every command by name: where it lives ("module:attribute") and its one-line help for
+# ``strata -h``. A command's module is imported only when that command runs (or its own
+# help is asked for), so ``strata --version``, ``strata -h`` and each command start without
+# the others' imports (issue 32).
+COMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("api.cli.serve:serve", "Start a broker on this machine."),
+    "topic": ("api.cli.topics:topic", "Create, list, describe, alter and delete topics."),
+    "groups": ("api.cli.groups:groups", "List, describe (with lag) and delete consumer groups."),
+    "restore": ("api.cli.tier:restore", "Recreate topics from the object store into a data dir."),
+    "export": ("api.cli.tier:export_cmd", "Write a topic's archived rows as Parquet."),
+    "tier": ("api.cli.tier:tier", "Tiered storage of a running broker (its REST API)."),
+    "cluster": ("api.cli.cluster:cluster", "A cluster's health and layout; etcd view and moves."),
+    "users": ("api.cli.users:users", "Add, delete and list SASL users."),
+    "acl": ("api.cli.acl:acl", "Add, remove and list ACLs."),
+    "check": ("api.cli.check:check", "Check stored record batches, local or in a bucket."),
+    "quotas": ("api.cli.quotas:quotas", "Show and change runtime user quotas."),
+    "transactions": ("api.cli.transactions:transactions", "Transactional ids, their state, producers."),
+    "tokens": ("api.cli.users:tokens", "Create, list and revoke REST bearer tokens."),
+    "produce": ("api.cli.records_commands:produce_cmd", "Produce records, one per input line."),
+    "consume": ("api.cli.records_commands:consume_cmd", "Print a topic's records (kcat's offsets)."),
+    "bench": ("api.cli.records_commands:bench_cmd", "Produce and fetch back a scratch topic: rates."),
+}
 
 # Optional modules a command may need, and the extra of pyproject.toml that brings them.
 EXTRAS = {"pyarrow": "spark", "pyspark": "spark", "numpy": "spark"}
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from importlib.metadata import PackageNotFoundError, version  # only for --version
 
     try:
         return version("strata")
     except PackageNotFoundError:  # run from a checkout that was never installed
         return "unknown"
+
+
+def _install_hint(extra: str) -> str:
+    """How to add ``extra`` to this install: from a checkout (the README's way) its editable
+    install with the path, else from the package index."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    if (root / "pyproject.toml").is_file():
+        return f"pip install -e '{root}[{extra}]'"
+    return f"pip install 'strata[{extra}]'"
 
 
 def _one_line(exc: BaseException) -> str | None:
@@ -52,7 +73,7 @@ def _one_line(exc: BaseException) -> str | None:
         extra = EXTRAS.get(name)
         if extra is None:
             return None
-        return f"this command needs {name}, from the {extra} extra: pip install 'strata[{extra}]'"
+        return f"this command needs {name}, from the {extra} extra: {_install_hint(extra)}"
     if isinstance(exc, StrataError):
         return str(exc)
     if isinstance(exc, UnicodeDecodeError):
@@ -63,9 +84,33 @@ def _one_line(exc: BaseException) -> str | None:
     return None
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"strata {_version()}")
+        ctx.exit()
+
+
 class StrataGroup(click.Group):
-    """The root group: an error that escapes a command is one line on stderr and exit 1;
-    ``--debug`` or ``STRATA_DEBUG=1`` keeps the traceback."""
+    """The root group: commands load from ``COMMANDS`` by name, when needed; an error that
+    escapes a command is one line on stderr and exit 1; ``--debug`` or ``STRATA_DEBUG=1``
+    keeps the traceback."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return None
+        module, _, attr = where[0].partition(":")
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # the registry's one-liners: listing the commands imports none of them
+        rows = [(name, COMMANDS[name][1]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
@@ -84,28 +129,15 @@ class StrataGroup(click.Group):
 
 
 @click.group(cls=StrataGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(_version(), "--version", "-V", prog_name="strata", message="%(prog)s %(version)s")
+@click.option(
+    "--version",
+    "-V",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
 @click.option("--debug", is_flag=True, help="Show the traceback of an error [$STRATA_DEBUG].")
 def main(debug: bool) -> None:
     """Strata: a Kafka-compatible log service with tiered storage."""
-
-
-for _command in (
-    serve,
-    topic,
-    groups,
-    restore,
-    export_cmd,
-    tier,
-    cluster,
-    users,
-    acl,
-    check,
-    quotas,
-    transactions,
-    tokens,
-    produce_cmd,
-    consume_cmd,
-    bench_cmd,
-):
-    main.add_command(_command)

@@ -13,8 +13,8 @@ from typing import Any
 
 import click
 
-from api.cli.common import fail, output_option
-from api.cli.connect import connect, connect_all, connection_options
+from api.cli.common import fail
+from api.cli.connect import connect, connect_all, security_options
 from hot.errors import StrataError
 from kwire.acl import (
     CLUSTER_NAME,
@@ -34,12 +34,6 @@ OPERATIONS = [o.name for o in Operation if o not in (Operation.UNKNOWN, Operatio
 
 def _fail(message: str) -> None:
     fail(message)
-
-
-def security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """The connection options (api.cli.connect) and --output, shared by ``strata acl``,
-    ``quotas`` and ``transactions``."""
-    return connection_options(output_option(fn))
 
 
 def _resource(topic: str | None, group: str | None, cluster: bool) -> tuple[ResourceType, str | None]:

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import click
 
-from api.cli.common import SECURED, fail
+from api.cli.common import SECURED, fail, output_option
 from hot.errors import StrataError
 
 if TYPE_CHECKING:
@@ -86,6 +86,13 @@ def connection_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     for opt in reversed(opts):
         fn = opt(fn)
     return fn
+
+
+def security_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The connection options and --output, shared by ``strata acl``, ``quotas`` and
+    ``transactions`` (here, not in api.cli.acl, so that ``quotas`` and ``transactions``
+    start without importing the ACL codec)."""
+    return connection_options(output_option(fn))
 
 
 def http_options(fn: Callable[..., Any]) -> Callable[..., Any]:

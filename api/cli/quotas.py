@@ -8,11 +8,11 @@ from typing import Any
 
 import click
 
-from api.cli.acl import connect, security_options
 from api.cli.common import (
     emit,
     fail,
 )
+from api.cli.connect import connect, security_options
 from hot.errors import StrataError
 
 # --- quotas (client byte-rate quotas, AlterClientQuotas/DescribeClientQuotas) ----------------

@@ -107,6 +107,10 @@ def unescape(text: str, *, option: str) -> bytes:
     return bytes(out)
 
 
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 @dataclass
 class ProduceSummary:
     topic: str
@@ -132,7 +136,7 @@ class ProduceSummary:
             else f"partition {p}"  # acks=0: offsets unknown
             for p, v in sorted(self.partitions.items())
         )
-        head = f"produced {self.records} records ({self.bytes} bytes) to {self.topic}"
+        head = f"produced {_plural(self.records, 'record')} ({_plural(self.bytes, 'byte')}) to {self.topic}"
         return f"{head}: {parts}" if parts else head
 
 
@@ -403,9 +407,10 @@ def consume(
     on_record: Callable[[Any], None],
     exit_at_end: bool = False,
     stop_ms: int | None = None,
+    reset: str = "latest",
 ) -> int:
     """Read ``topic``'s partitions from ``starts`` (offset, 'earliest', 'latest', or None:
-    the group's committed offset, else latest) until ``count`` records, ``idle_timeout``
+    the group's committed offset, else ``reset``) until ``count`` records, ``idle_timeout``
     seconds without one or every partition is done: read to its end with ``exit_at_end``
     (kcat's ``-e``), or at its first record of ``stop_ms`` or later (kcat's ``-o e@``,
     that record not included). With ``group``, commit the positions reached (a stopped
@@ -425,7 +430,7 @@ def consume(
             **{
                 "group.id": group or f"strata-cli-{uuid.uuid4().hex[:12]}",
                 "enable.auto.commit": False,
-                "auto.offset.reset": "latest",
+                "auto.offset.reset": reset,
                 "enable.partition.eof": exit_at_end,
             },
         )

@@ -48,13 +48,16 @@ def _progress(what: str) -> Any:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    console = Console(stderr=True)
     return Progress(
         TextColumn(f"[bold]{what}[/bold]"),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=console,
         transient=True,  # stdout carries the data; the bar is gone once done
+        # only on a terminal: elsewhere rich would leave an empty line on stderr
+        disable=not console.is_terminal,
     )
 
 
@@ -160,6 +163,11 @@ def produce_cmd(
     emit(output, summary.to_json(), summary.text())
 
 
+# consume's output formats. They are no longer spelled -o (kcat's and rpk's start offset;
+# -o json was strata's first spelling): --output FMT and -J (kcat's JSON envelope) replace it.
+_OUTPUTS = ("json", "text")
+
+
 def _consume_options(
     o_values: tuple[str, ...],
     offset_text: str | None,
@@ -167,13 +175,16 @@ def _consume_options(
     output: str | None,
     json_flag: bool,
 ) -> tuple[str | None, str, str | None, str]:
-    """consume's ``-o`` (repeatable, as kcat's): a start offset, ``e@TIME`` where to stop,
-    or ``json``/``text``, which choose the output as ``-o`` does in every other strata
-    command. Returns (start offset, the option that gave it, stop time, output)."""
+    """consume's ``-o`` (repeatable, as kcat's): a start offset or ``e@TIME`` where to stop;
+    ``-o json``/``-o text`` still choose the output for one release, with a note on stderr.
+    Returns (start offset, the option that gave it, stop time, output)."""
     option = "--offset"
     stop: str | None = None
     for value in o_values:
-        if value in ("json", "text"):
+        if value in _OUTPUTS:
+            flag = "-J (or --output json)" if value == "json" else "--output text"
+            note = f"strata: note: -o {value} is deprecated: -o is the start offset; use {flag}"
+            click.echo(note, err=True)
             if output is not None and output != value:
                 fail(f"-o {value} and --output {output} disagree")
             output = value
@@ -201,13 +212,13 @@ def _consume_options(
     "-o",
     "o_values",
     multiple=True,
-    metavar="OFFSET|e@TIME|json|text",
-    help="Start offset as kcat's -o (N, -N: N before the end, s@MS or s@ISO, beginning, end, stored); "
-    "e@MS or e@ISO: stop before the first record at or after that time; 'json' or 'text' choose the "
-    "output instead, as -o does in every strata command.",
+    metavar="OFFSET|e@TIME",
+    help="Start offset as kcat's -o (N, -N: N before the end, s@MS or s@ISO, beginning, end, stored) "
+    "[beginning; with --group its committed offsets]; e@MS or e@ISO: stop before the first record "
+    "at or after that time. (-o json|text is deprecated: use -J or --output.)",
 )
-@click.option("--offset", "offset_text", metavar="OFFSET", help="Start here, as -o [group's, else end].")
-@click.option("--from-beginning", is_flag=True, help="Same as --offset beginning.")
+@click.option("--offset", "offset_text", metavar="OFFSET", help="Start here, as -o.")
+@click.option("--from-beginning", is_flag=True, help="Same as --offset beginning (the default).")
 @click.option("--count", "-n", "-c", type=click.IntRange(min=1), help="Stop after N records.")
 @click.option("--exit-at-end", "-e", is_flag=True, help="Stop once every partition is read to its end.")
 @click.option("--group", "-g", help="Consumer group: start at its committed offsets, commit at the end.")
@@ -220,8 +231,10 @@ def _consume_options(
     "--delimiter", "-D", metavar="DELIM", help="End each record with DELIM, not a newline (kcat's -D)."
 )
 @click.option("--format", "-f", "fmt", metavar="FMT", help="kcat's -f format, e.g. '%k=%s (%p/%o)\\n'.")
-@click.option("--output", type=click.Choice(["text", "json"]), help="Output [text].")
-@click.option("-J", "json_flag", is_flag=True, help="Same as --output json (kcat's -J).")
+@click.option(
+    "--output", type=click.Choice(_OUTPUTS), help="Output [text]; no -o short form here: -o is the offset."
+)
+@click.option("-J", "json_flag", is_flag=True, help="JSON output, one object per record (kcat's -J).")
 @connection_options
 def consume_cmd(
     topic_name: str,
@@ -241,8 +254,9 @@ def consume_cmd(
     json_flag: bool,
     **conn: Any,
 ) -> None:
-    """Print records: one value per line, with -f in kcat's format, or with -o json one
-    JSON object per record (topic, partition, offset, timestamp, key, value, headers; bytes
+    """Print records from the beginning (as kcat and rpk; with --group from its committed
+    offsets): one value per line, with -f in kcat's format, or with -J one JSON object per
+    record (topic, partition, offset, timestamp, key, value, headers; bytes
     that are not UTF-8 also as key_base64 / value_base64)."""
     from api.cli.records import (
         CliError,
@@ -275,8 +289,12 @@ def consume_cmd(
         compiled = compile_format(fmt) if fmt is not None else None
     except CliError as exc:
         fail(str(exc))
+    # as kcat and rpk: from the beginning; a group from its committed offsets, and from the
+    # beginning where it has none (rpk's default; an explicit -o stored keeps librdkafka's
+    # auto.offset.reset=latest, as kcat)
+    reset = "latest"
     if start is None:
-        start = Start("stored" if group is not None else "latest")
+        start, reset = Start("stored" if group is not None else "earliest"), "earliest"
     if start.kind == "stored" and group is None:
         fail("-o stored starts at a group's committed offsets: give --group")
     parts = _partitions_of(conn, topic_name)
@@ -326,6 +344,7 @@ def consume_cmd(
                 on_record=emit,
                 exit_at_end=exit_at_end,
                 stop_ms=stop_ms,
+                reset=reset,
             )
     except CliError as exc:
         fail(str(exc))

@@ -125,7 +125,15 @@ def _pairs(option: str, items: tuple[str, ...]) -> list[tuple[str, str]]:
 
 @topic.command("alter-config")
 @click.argument("name")
-@click.option("--set", "set_items", multiple=True, metavar="KEY=VALUE", help="Set a config (repeatable).")
+@click.option(
+    "--set",
+    "--config",
+    "-c",
+    "set_items",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Set a config (repeatable; -c as topic create's).",
+)
 @click.option(
     "--delete", "delete_keys", multiple=True, metavar="KEY", help="Back to the default (repeatable)."
 )
@@ -153,7 +161,7 @@ def topic_alter_config(
     ops += [("append", k, v) for k, v in _pairs("--append", append_items)]
     ops += [("subtract", k, v) for k, v in _pairs("--subtract", subtract_items)]
     if not ops:
-        fail("give at least one of --set, --delete, --append, --subtract")
+        fail("give at least one of --set (-c), --delete, --append, --subtract")
     keys = [k for _, k, _ in ops]
     if len(set(keys)) != len(keys):
         fail(f"a config may change once per command: {sorted({k for k in keys if keys.count(k) > 1})}")
@@ -172,26 +180,37 @@ def topic_alter_config(
 
 @topic.command("add-partitions")
 @click.argument("name")
-@click.option("--num", "-n", required=True, type=click.IntRange(min=1), help="Partitions to add.")
+@click.option("--num", "-n", type=click.IntRange(min=1), help="How many partitions to add (rpk's -n).")
+@click.option(
+    "--partitions",
+    "total",
+    type=click.IntRange(min=1),
+    help="The new partition count, in all (kafka-topics.sh --alter --partitions).",
+)
 @connection_options
 @output_option
-def topic_add_partitions(name: str, num: int, output: str, **conn: Any) -> None:
-    """Add partitions to a topic, as rpk topic add-partitions (CreatePartitions). Keys may
-    map to other partitions afterwards."""
+def topic_add_partitions(name: str, num: int | None, total: int | None, output: str, **conn: Any) -> None:
+    """Add partitions to a topic (CreatePartitions): -n N more, as rpk topic add-partitions,
+    or --partitions N in all, as kafka-topics.sh. Keys may map to other partitions afterwards."""
     from kclient.topic_admin import create_partitions
 
+    if (num is None) == (total is None):
+        fail("give one of -n/--num (partitions to add) and --partitions (the new total)")
     with connect(conn) as client:
         try:
             before = client.partition_count(name)
-            create_partitions(client, name, before + num)
+            after = before + num if num is not None else int(total or 0)
+            # a total at or below the count is the broker's to refuse (INVALID_PARTITIONS),
+            # in Kafka's words
+            create_partitions(client, name, after)
         except UnknownTopicOrPartitionError:
             fail(no_topic(name))
         except StrataError as exc:
             fail(str(exc))
     emit(
         output,
-        {"topic": name, "partitions_before": before, "partitions": before + num},
-        f"topic {name}: {before} -> {before + num} partitions",
+        {"topic": name, "partitions_before": before, "partitions": after},
+        f"topic {name}: {before} -> {after} partitions",
     )
 
 

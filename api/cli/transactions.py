@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from api.cli.acl import connect_all, security_options
 from api.cli.common import emit, fail
+from api.cli.connect import connect_all, security_options
 from hot.errors import StrataError
 
 # Kafka's transaction states, as ListTransactions names them.

@@ -109,7 +109,8 @@ def test_base_install_every_command(tmp_path: Path) -> None:
     assert ("produce",) in commands and ("topic", "create") in commands and len(commands) > 25
     # the one command that needs an extra says which, in one line
     r = strata("export", "--topic", "t", "--out", str(tmp_path / "x"), "--data-dir", str(tmp_path), base=True)
-    one_line_error(r, "pyarrow", "the spark extra", "pip install 'strata[spark]'")
+    # a checkout: its editable install with the extra, as the README installs
+    one_line_error(r, "pyarrow", "the spark extra", f"pip install -e '{ROOT}[spark]'")
 
     b = BrokerProcess(tmp_path / "data").start()
     try:
@@ -199,7 +200,7 @@ def test_every_broker_command_over_sasl_ssl(secured: BrokerProcess, pki: Pki, tm
     assert "sec" in strata("topic", "list", *b, env=env).stdout.split()
     # --command-config / -F, password on stdin; bench over the same connection
     r = strata("produce", "sec", *b, "-F", str(profile), "--password-stdin", stdin=f"{ALICE_PW}\nthree\n")
-    assert r.returncode == 0 and r.stdout.startswith("produced 1 records"), r.stderr
+    assert r.returncode == 0 and r.stdout.startswith("produced 1 record ("), r.stderr
     r = strata("bench", "-n", "100", *b, "-F", str(profile), "--password-stdin", stdin=ALICE_PW + "\n")
     assert r.returncode == 0, r.stderr
     r = strata("transactions", "list", *b, "-F", str(profile), "--password-stdin", stdin=ALICE_PW + "\n")
@@ -234,7 +235,7 @@ def test_one_line_errors(tmp_path: Path) -> None:
         # input that is not UTF-8 is produced byte for byte; JSON output carries it in base64
         r = strata("produce", "t", *bs, "-K", ":", stdin=b"k\xff:ok\nk:\xff\xfe raw\n")
         assert r.returncode == 0, r.stderr
-        r = strata("consume", "t", *bs, "--from-beginning", "-n", "2", "-o", "json")
+        r = strata("consume", "t", *bs, "-n", "2", "-J")
         docs = [json.loads(line) for line in r.stdout.splitlines()]
         assert docs[0]["value"] == "ok" and docs[0]["key"] == "k\\xff"
         assert base64.b64decode(docs[1]["value_base64"]) == b"\xff\xfe raw"

@@ -67,6 +67,8 @@ def test_consume_start_offsets_stop_at_end_and_formats(broker: BrokerProcess) ->
     assert ok(strata("consume", topic, *bs, "-o", "end", *pos)) == b""
     assert ok(strata("consume", topic, *bs, "-o", "e", *pos)) == b""
     assert len(ok(strata("consume", topic, *bs, "-o", "beginning", *pos)).split()) == 13
+    # no -o: from the beginning, as kcat and rpk (-e alone printed nothing when it was the end)
+    assert len(ok(strata("consume", topic, *bs, *pos)).split()) == 13
 
     # kcat's -K and -D (escapes too) and -c
     out = ok(strata("consume", topic, *bs, "-p", "0", "-o", "-2", "-e", "-K", "=", "-D", r"\t"))
@@ -93,20 +95,21 @@ def test_consume_start_offsets_stop_at_end_and_formats(broker: BrokerProcess) ->
     stopped = ("consume", topic, *bs, "-p", "0", "-o", "beginning", "-o", f"e@{middle}", "-f", r"%o\n")
     assert ok(strata(*stopped, "-g", "stopper")).split() == [str(i).encode() for i in range(10)]
     assert ok(strata("consume", topic, *bs, "-p", "0", "-g", "stopper", "-e", "-f", r"%o\n")) == b"10\n11\n"
+    # a group without commits starts at the beginning too; then at its commits
+    assert len(ok(strata("consume", topic, *bs, "-g", "fresh", *pos)).split()) == 15
+    assert ok(strata("consume", topic, *bs, "-g", "fresh", *pos)) == b""
 
-    # -o json / -o text keep choosing the output, as in every strata command; -J is kcat's
-    docs = [
-        json.loads(x)
-        for x in ok(
-            strata("consume", topic, *bs, "-p", "1", "-o", "json", "--offset", "-1", "-e")
-        ).splitlines()
-    ]
-    assert [(d["offset"], d["value"]) for d in docs] == [(2, "c")]
-    docs = [
-        json.loads(x)
-        for x in ok(strata("consume", topic, *bs, "-p", "1", "-J", "-o", "-1", "-e")).splitlines()
-    ]
-    assert [(d["offset"], d["value"]) for d in docs] == [(2, "c")]
+    # the output: -J (kcat's) or --output json; -o json still works for one release, with a
+    # one-line note on stderr naming the new flag
+    for flags in (("-J",), ("--output", "json"), ("-o", "json")):
+        r = strata("consume", topic, *bs, "-p", "1", *flags, "-o", "-1", "-e")
+        docs = [json.loads(x) for x in ok(r).splitlines()]
+        assert [(d["offset"], d["value"]) for d in docs] == [(2, "c")], flags
+        note = "strata: note: -o json is deprecated: -o is the start offset; use -J (or --output json)\n"
+        assert r.stderr.decode() == (note if flags[0] == "-o" else ""), (flags, r.stderr)
+    r = strata("consume", topic, *bs, "-p", "1", "-o", "text", "-o", "-1", "-e")
+    assert ok(r) == b"c\n" and r.stderr.decode().count("\n") == 1 and "use --output text" in r.stderr.decode()
+    one_line_error(strata("consume", topic, *bs, "-J", "--output", "text"), "-J is JSON output")
 
     one_line_error(strata("consume", topic, *bs, "-o", "abc"), "-o: expected an offset N, -N")
     one_line_error(strata("consume", topic, *bs, "-o", "s@yesterday"), "ISO 8601")

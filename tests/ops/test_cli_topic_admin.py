@@ -61,6 +61,13 @@ def test_alter_config_and_describe_sources(broker: BrokerProcess) -> None:
         )
     )
     assert out == f"altered topic {topic}: retention.bytes=1048576, delete retention.ms\n"
+    # -c / --config as topic create takes them: the same as --set
+    out = ok(
+        strata("topic", "alter-config", topic, *bs, "-c", "segment.ms=3600000", "--config", "flush.ms=5000")
+    )
+    assert out == f"altered topic {topic}: segment.ms=3600000, flush.ms=5000\n"
+    seen = _configs(broker.bootstrap, topic)
+    assert seen["segment.ms"][0] == "3600000" and seen["flush.ms"][0] == "5000"
     ok(strata("topic", "alter-config", topic, *bs, "--append", "cleanup.policy=compact"))
     seen = _configs(broker.bootstrap, topic)
     assert seen["retention.bytes"][0] == "1048576" and seen["retention.ms"][0] == "604800000"
@@ -150,6 +157,14 @@ def test_add_partitions_and_trim(broker: BrokerProcess) -> None:
     one_line_error(
         strata("topic", "trim", topic, *bs, "--offset", "soon"), "--offset: expected an offset, end or @"
     )
+
+    # --partitions N: the new total, as kafka-topics.sh; at or below the count: Kafka's error
+    assert ok(strata("topic", "add-partitions", topic, *bs, "--partitions", "6")) == (
+        f"topic {topic}: 4 -> 6 partitions\n"
+    )
+    one_line_error(strata("topic", "add-partitions", topic, *bs, "--partitions", "6"), "INVALID_PARTITIONS")
+    for args in ((), ("-n", "1", "--partitions", "8")):
+        one_line_error(strata("topic", "add-partitions", topic, *bs, *args), "give one of -n/--num")
 
 
 def test_unknown_topic_reads_the_same_everywhere(broker: BrokerProcess) -> None:
