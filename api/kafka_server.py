@@ -27,6 +27,9 @@ authentication is answered (SASL_AUTHENTICATION_FAILED) and the connection then 
 After a SaslHandshake v0 the tokens come as bare size-prefixed frames, answered the same
 way (KIP-43, before SaslAuthenticate existed); a failure there just closes the connection.
 
+Start-up (api.startup_gate): until the broker is registered, connections are accepted
+but no request is read; the first request waits for the start to complete.
+
 Malformed input (bad frame sizes, unknown API keys, undecodable bodies, unsupported
 versions other than the ApiVersions fallback) closes that connection only, with one
 log line saying why; nothing is answered for the bad request.
@@ -47,6 +50,7 @@ from api.handlers import GUARDS, HANDLERS, Handler
 from api.handlers.quotas import with_fetch_quota, with_produce_quota
 from api.security.guards import guard
 from api.security.sasl import SaslSession
+from api.startup_gate import StartupGate
 from broker.broker import Broker
 from broker.produce_path import ProduceOrder
 from broker.security.tls import describe_handshake_error, peer_principal
@@ -95,8 +99,11 @@ class KafkaServer:
         users: UserTable | None = None,
         inter_broker: bool = False,
         external: bool = False,
+        gate: StartupGate | None = None,
     ) -> None:
         self.broker = broker
+        # Until it opens, connections are accepted but no request is read (api.startup_gate).
+        self.gate = gate
         # The external client listener: Metadata and FindCoordinator name the brokers'
         # external addresses (broker.metadata.BrokerRegistration.client_address).
         self.external = external
@@ -199,8 +206,20 @@ class Connection:
         self.raw_sasl: RequestHeader | None = None
 
     async def run(self) -> None:
-        self._write_task = asyncio.create_task(self._write_loop())
         self._read_task = asyncio.current_task()  # type: ignore[assignment]
+        gate = self.server.gate
+        if gate is not None and not gate.is_open:
+            # The start is not complete: the client's first request waits rather than get
+            # a wrong answer (api.startup_gate). Closing the listener cancels this wait.
+            try:
+                await gate.wait()
+            except asyncio.CancelledError:
+                self.abort()
+                return
+            if not self._reading:
+                self.abort()
+                return
+        self._write_task = asyncio.create_task(self._write_loop())
         try:
             await self._read_loop()
         except (ConnectionError, asyncio.IncompleteReadError):

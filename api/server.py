@@ -3,7 +3,10 @@
 Start-up order is storage first (recovery happens before any listener accepts a
 connection), then tiering (the object store and the TieringService, which must own the
 retention of tiered topics before the manager's retention thread runs), then the
-listeners. Shutdown (SIGTERM/SIGINT) is the reverse: stop accepting, let in-flight
+listeners. Their sockets are bound and accept connections before the broker registers
+(their ports are part of its registration), but no request is answered until the start
+is complete: every door waits on one gate (api.startup_gate), opened right before
+"strata: ready". Shutdown (SIGTERM/SIGINT) is the reverse: stop accepting, let in-flight
 requests finish for a bounded time, upload what the bucket lacks (single node, or cluster
 mode with ``shutdown_upload_in_cluster``: tiering.upload_lag, bounded by
 ``shutdown_upload_grace_ms``), stop tiering, flush and close every log, and write
@@ -31,6 +34,7 @@ import uvicorn
 from api.kafka_server import KafkaServer
 from api.metrics_listener import create_metrics_app
 from api.rest import create_app
+from api.startup_gate import StartupGate, gated
 from broker.broker import Broker
 from broker.cluster_config import ClusterConfig
 from broker.cluster_metrics import ClusterEventMetrics, ClusterMetricsCollector
@@ -130,6 +134,8 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
     node: ClusterNode | None = await ClusterNode.connect(config, cluster)
     assert node is not None
     config = node.config  # with the broker id etcd assigned
+    # Closed until the broker is registered: requests wait, none gets a wrong answer.
+    gate = StartupGate()
     manager = node.manager
     store = open_store(config.object_store_url)
     startup_restore: StartupRestore | None = None
@@ -212,6 +218,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             "ssl_context": server_context(config.tls) if config.tls.enabled else None,
             "sasl_mechanisms": config.sasl.mechanisms,
             "users": broker.users if config.sasl.enabled else None,
+            "gate": gate,
         }
         kafka = KafkaServer(broker, **client_opts)
         await kafka.start(kafka_sock)
@@ -235,6 +242,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
                 broker,
                 users=broker.users if internal_opts.get("sasl_mechanisms") else None,
                 inter_broker=True,
+                gate=gate,
                 **internal_opts,
             )
             await internal.start(internal_sock)
@@ -242,13 +250,14 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             if node.cluster.inter_broker_listener is None:
                 node.cluster = dataclasses.replace(node.cluster, inter_broker_listener=str(internal_addr))
         app = create_app(broker)
-        http, http_task = await _start_http(app, http_sock, "http", **uvicorn_options(config.tls))
+        http_options = uvicorn_options(config.tls)
+        http, http_task = await _start_http(gated(app, gate), http_sock, "http", **http_options)
         metrics_http: uvicorn.Server | None = None
         metrics_task: asyncio.Task[None] | None = None
         if metrics_sock is not None and config.metrics_listen is not None:
             # Plain HTTP on purpose (api.metrics_listener): the operator's private interface.
             metrics_app = create_metrics_app(metrics)
-            metrics_http, metrics_task = await _start_http(metrics_app, metrics_sock, "metrics")
+            metrics_http, metrics_task = await _start_http(gated(metrics_app, gate), metrics_sock, "metrics")
             metrics_addr = HostPort(config.metrics_listen.host, metrics_sock.getsockname()[1])
         log.info(
             "produced records are validated by the record walk in %s",
@@ -296,6 +305,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             node.controller.on_election = events.leader_elected
         if not cluster.embedded:
             say(f"strata: broker {config.broker_id} joined cluster {config.cluster_id}")
+        gate.open()  # registered, with a controller in view: requests are answered from here on
         say("strata: ready")
         try:
             stop_task = asyncio.create_task(stop.wait())

@@ -11,7 +11,9 @@ Start-up, in order:
    handlers, and binds its sockets;
 3. ``start``: register in etcd under a lease with the bound addresses (waiting for a
    previous incarnation's registration to expire), then start the replica manager
-   (roles, fetchers, ISR, acks) and campaign for the controller role.
+   (roles, fetchers, ISR, acks) and campaign for the controller role; return once the
+   view lists this broker and a live controller (a cluster of one: once it leads its
+   partitions again). Only then does the server answer requests (api.startup_gate).
 
 Shutdown (SIGTERM), ``stop``, before the listeners close: refuse new writes, give
 acks=all requests already appended a moment to complete, resign as controller, revoke
@@ -40,7 +42,7 @@ from broker.groups.replicated_offsets import ClusterOffsetStore, offsets_topic_c
 from broker.inter_broker import client_security
 from broker.keys import KeyLayout
 from broker.log_manager import ClusterLogManager
-from broker.metadata import MetadataClient
+from broker.metadata import ClusterView, MetadataClient
 from broker.metadata_store import MetadataStore
 from broker.metrics import BrokerMetrics
 from broker.partition_replica import Role
@@ -316,6 +318,14 @@ class ClusterNode:
             self.follower_retention.start()
         self.controller = Controller(self.client).start()
         self._started = True
+        # Nor before the view names a live controller: a Metadata answer without one sends
+        # admin clients into a metadata refresh (librdkafka: about 25 s) before they retry.
+        # Bounded: a previous controller's key may outlive it by a lease TTL; Metadata then
+        # names this broker (api.handlers.topics), which serves controller requests too.
+        try:
+            await self.client.view.wait_for(_has_live_controller, self.cluster.etcd_timeout_s)
+        except TimeoutError:
+            log.warning("no live controller %.0f s after registering", self.cluster.etcd_timeout_s)
         if self.cluster.embedded:
             await self._await_leadership(LEAD_AT_START_S)
 
@@ -384,3 +394,8 @@ class ClusterNode:
         if self.admin_socket is not None:
             await self.admin_socket.close()
         await self.etcd.close()
+
+
+def _has_live_controller(view: ClusterView) -> bool:
+    controller = view.controller
+    return controller is not None and controller.value.broker_id in view.brokers

@@ -16,7 +16,8 @@ flags, and the check follows.
   certificate names the broker), and with ``tls.client_auth`` on the broker's own
   certificate and key are presented as the client's;
 - ``GET /healthz``: 200 is healthy; 401 is too (REST authentication is on: the broker
-  answers, and this check holds no credentials);
+  answers, and this check holds no credentials); 503 ``{"status": "starting"}`` is a
+  broker still starting (api.startup_gate), reported as such;
 - ``--ready`` (the Kubernetes readiness probe): besides, the Kafka listener
   (``kafka_listen``, TLS as configured) must answer an ApiVersions request, which Kafka
   serves before SASL authentication: the broker takes Kafka clients. A degraded broker
@@ -66,7 +67,10 @@ def _get(url: str, ctx: ssl.SSLContext | None) -> tuple[int, Any]:
         with urllib.request.urlopen(url, timeout=TIMEOUT_S, context=ctx) as resp:
             return int(resp.status), json.loads(resp.read() or b"null")
     except urllib.error.HTTPError as exc:
-        return exc.code, None
+        try:  # a 503 during the start says so: {"status": "starting"}
+            return exc.code, json.loads(exc.read() or b"null")
+        except (OSError, ValueError):
+            return exc.code, None
 
 
 def _kafka_answers(host: str, port: int, ctx: ssl.SSLContext | None) -> str | None:
@@ -107,6 +111,8 @@ def check(ready: bool) -> tuple[bool, str]:
         alive = f"{base} answers (REST authentication is on)"
     elif status == 200:
         alive = f"broker {body.get('broker_id') if isinstance(body, dict) else None} at {base}"
+    elif status == 503 and isinstance(body, dict) and body.get("status") == "starting":
+        return False, f"starting: {base} answers once the broker is ready"  # api.startup_gate
     else:
         return False, f"unhealthy: {base}/healthz answered HTTP {status}"
     if not ready:

@@ -1,7 +1,8 @@
 """Metadata, CreateTopics, DeleteTopics and CreatePartitions.
 
 * Metadata answers from the watched metadata view (broker.metadata; the embedded store
-  for a single node): every registered broker, the controller, and per partition the
+  for a single node): every registered broker (at least this one), the controller (a
+  listed broker: this one when the view has none, as KRaft brokers do), and per partition the
   leader, leader epoch, replicas, ISR and offline replicas (LEADER_NOT_AVAILABLE while a
   partition has no leader). Unknown topics are auto-created when
   ``auto.create.topics.enable``.
@@ -138,18 +139,36 @@ async def handle_metadata(conn: Connection, header: RequestHeader, req: Metadata
             )
         )
     external = conn.server.external
+    registrations = [live.registration for _, live in sorted(view.brokers.items())]
+    own = broker.replicas.client.registration
+    if not registrations and own is not None:
+        # A view without live brokers (this broker's lease lost, being renewed): never
+        # zero brokers from a live one, which clients take as "no cluster" (issue 32).
+        registrations = [own]
     brokers = tuple(
-        MetadataResponseBroker(node_id=bid, host=host, port=port, rack=live.registration.rack)
-        for bid, live in sorted(view.brokers.items())
-        for host, port in (live.registration.client_address(external),)
+        MetadataResponseBroker(node_id=reg.broker_id, host=host, port=port, rack=reg.rack)
+        for reg in registrations
+        for host, port in (reg.client_address(external),)
     )
-    controller = view.controller
     return MetadataResponse(
         brokers=brokers,
         cluster_id=broker.config.cluster_id,
-        controller_id=controller.value.broker_id if controller is not None else -1,
+        controller_id=_controller_id(broker, {b.node_id for b in brokers}),
         topics=tuple(topics),
     )
+
+
+def _controller_id(broker: Broker, listed: set[int]) -> int:
+    """The controller, if the view names a listed broker; else this broker. Any broker
+    serves the requests clients send to the controller (CreateTopics, ...: they go to
+    the metadata store), and Kafka's KRaft brokers likewise name a random live broker;
+    another listed broker while this one is not listed (re-registering)."""
+    controller = broker.replicas.view.controller
+    if controller is not None and controller.value.broker_id in listed:
+        return controller.value.broker_id
+    if broker.node_id in listed:
+        return broker.node_id
+    return min(listed, default=-1)
 
 
 async def _auto_create(broker: Broker, name: str) -> int:

@@ -127,7 +127,10 @@ class CoordinatorLog(Generic[OpT, ShardT]):
                     f"no live broker to place the {self.topic.naming.records} topic on"
                 )
             if rf < wanted:
-                self._log.warning(
+                # A cluster of one (the embedded store) can never meet it: that is its
+                # design, not a fault to warn about; a cluster short of live brokers is.
+                self._log.log(
+                    logging.INFO if self.replicas.config.embedded else logging.WARNING,
                     "creating %s with replication factor %d: %s is %d but only %d brokers are live",
                     name,
                     rf,
