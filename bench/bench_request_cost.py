@@ -294,7 +294,8 @@ def main() -> None:
     for spec in args.roots.split(","):
         path, *env_items = spec.split("@")
         tree = Path(path).resolve()
-        if not (tree / "api" / "cli.py").is_file():
+        # api/cli.py before issue 33 moved the CLI into a package: older trees compare too
+        if not any((tree / "api" / p).is_file() for p in ("cli/__init__.py", "cli.py")):
             ap.error(f"{tree} is not a Strata code tree (no api/cli/__init__.py)")
         roots.append((spec, tree, dict(item.split("=", 1) for item in env_items)))
     results: dict[str, list[dict[str, Cost]]] = {spec: [] for spec, _, _ in roots}

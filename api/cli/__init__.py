@@ -57,7 +57,7 @@ def _install_hint(extra: str) -> str:
     install with the path, else from the package index."""
     from pathlib import Path
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]  # api/cli/__init__.py -> the checkout
     if (root / "pyproject.toml").is_file():
         return f"pip install -e '{root}[{extra}]'"
     return f"pip install 'strata[{extra}]'"

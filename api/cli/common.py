@@ -105,7 +105,12 @@ def http_json(
     if scheme not in ("http", "https"):
         fail(f"--http: expected an http:// or https:// URL of the broker's HTTP listener, got {url!r}")
     data = b"" if method == "POST" else None
-    request = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
+    headers = dict(headers or {})
+    if data is not None:
+        # Writes take JSON only (api.security.same_origin); urllib would label the empty
+        # body a form.
+        headers.setdefault("Content-Type", "application/json")
+    request = urllib.request.Request(url, data=data, headers=headers, method=method)
     try:
         with urllib.request.urlopen(
             request, timeout=timeout, context=context if scheme == "https" else None
