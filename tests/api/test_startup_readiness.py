@@ -28,8 +28,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.broker.clusterlib import Cluster
-from tests.broker.etcdlib import EtcdProcess
+from tests.broker.clusterlib import Cluster, started_cluster
 from tests.broker.security.tlslib import Pki, make_pki, server_env
 from tests.brokers import ROOT, BrokerProcess
 
@@ -176,14 +175,8 @@ def test_single_node_answers_a_client_that_connects_during_start_up(tmp_path: Pa
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("cluster-ready")
-    etcd = EtcdProcess(root / "etcd").start()
-    c = Cluster(root, etcd)
-    try:
-        c.start()
+    with started_cluster(root) as c:
         yield c
-    finally:
-        c.close()
-        etcd.kill()
 
 
 def test_cluster_broker_answers_a_client_that_connects_during_its_start_up(cluster: Cluster) -> None:

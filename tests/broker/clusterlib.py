@@ -676,3 +676,17 @@ def running_workload(
         if not w._stop.is_set():
             w._stop.set()
         w._stop_consumer.set()
+
+
+@contextlib.contextmanager
+def started_cluster(root: Path, **kwargs: Any) -> Iterator[Cluster]:
+    """A real etcd under ``root`` and a started ``Cluster(root, etcd, **kwargs)`` on it,
+    both stopped on exit (the module fixtures' one body)."""
+    etcd = EtcdProcess(root / "etcd").start()
+    c = Cluster(root, etcd, **kwargs)
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+        etcd.kill()

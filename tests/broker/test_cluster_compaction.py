@@ -17,8 +17,7 @@ from pathlib import Path
 import pytest
 
 from hot.records import decode_batches
-from tests.broker.clusterlib import Cluster, wait_until
-from tests.broker.etcdlib import EtcdProcess
+from tests.broker.clusterlib import Cluster, started_cluster, wait_until
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 
@@ -38,14 +37,8 @@ CONFIGS = {
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("cluster-compaction")
-    etcd = EtcdProcess(root / "etcd").start()
-    c = Cluster(root, etcd, env={"STRATA_LOG_CLEANER_BACKOFF_MS": "200"})
-    try:
-        c.start()
+    with started_cluster(root, env={"STRATA_LOG_CLEANER_BACKOFF_MS": "200"}) as c:
         yield c
-    finally:
-        c.close()
-        etcd.kill()
 
 
 def _replica_dir(cluster: Cluster, broker: int) -> Path:

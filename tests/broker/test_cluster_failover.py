@@ -13,8 +13,7 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from kwire import error_table as E
-from tests.broker.clusterlib import Cluster, StrataNode, running_workload, wait_until
-from tests.broker.etcdlib import EtcdProcess
+from tests.broker.clusterlib import Cluster, StrataNode, running_workload, started_cluster, wait_until
 
 pytest.importorskip("confluent_kafka")
 
@@ -26,14 +25,8 @@ PARTITIONS = 3
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("cluster-failover")
-    etcd = EtcdProcess(root / "etcd").start()
-    c = Cluster(root, etcd)
-    try:
-        c.start()
+    with started_cluster(root) as c:
         yield c
-    finally:
-        c.close()
-        etcd.kill()
 
 
 def _bounce_leaders(cluster: Cluster, topic: str, stop: Callable[[StrataNode], object]) -> None:

@@ -12,8 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.broker.clusterlib import Cluster, running_workload, wait_until
-from tests.broker.etcdlib import EtcdProcess
+from tests.broker.clusterlib import Cluster, running_workload, started_cluster, wait_until
 
 pytest.importorskip("confluent_kafka")
 
@@ -24,14 +23,8 @@ PARTITIONS = 2
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("cluster-faults")
-    etcd = EtcdProcess(root / "etcd").start()
-    c = Cluster(root, etcd)
-    try:
-        c.start()
+    with started_cluster(root) as c:
         yield c
-    finally:
-        c.close()
-        etcd.kill()
 
 
 def test_paused_follower_leaves_the_isr_and_rejoins(cluster: Cluster) -> None:

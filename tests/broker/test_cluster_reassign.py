@@ -24,9 +24,9 @@ from tests.broker.clusterlib import (
     Cluster,
     PhantomBroker,
     running_workload,
+    started_cluster,
     wait_until,
 )
-from tests.broker.etcdlib import EtcdProcess
 from tests.brokers import ROOT
 
 pytest.importorskip("confluent_kafka")
@@ -40,14 +40,8 @@ PHANTOM = 9  # registered in etcd, never fetches: keeps a reassignment in progre
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("cluster-reassign")
-    etcd = EtcdProcess(root / "etcd").start()
-    c = Cluster(root, etcd, n=4)
-    try:
-        c.start()
+    with started_cluster(root, n=4) as c:
         yield c
-    finally:
-        c.close()
-        etcd.kill()
 
 
 def _cli(cluster: Cluster, *args: str) -> subprocess.CompletedProcess[str]:

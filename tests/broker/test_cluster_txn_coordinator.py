@@ -24,8 +24,7 @@ from kwire.messages.add_partitions_to_txn import AddPartitionsToTxnRequest, AddP
 from kwire.messages.describe_transactions import DescribeTransactionsRequest
 from kwire.messages.find_coordinator import KEY_TYPE_TRANSACTION, FindCoordinatorRequest
 from kwire.messages.init_producer_id import InitProducerIdRequest
-from tests.broker.clusterlib import WAIT, Cluster, wait_until
-from tests.broker.etcdlib import EtcdProcess
+from tests.broker.clusterlib import WAIT, Cluster, started_cluster, wait_until
 
 TOPIC = "txn-data"
 TID = "payments-1"
@@ -35,14 +34,8 @@ STATE_PARTITIONS = 8  # transaction.state.log.num.partitions' default
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("cluster-txn")
-    etcd = EtcdProcess(root / "etcd").start()
-    c = Cluster(root, etcd)
-    try:
-        c.start()
+    with started_cluster(root) as c:
         yield c
-    finally:
-        c.close()
-        etcd.kill()
 
 
 def _client(cluster: Cluster, broker_id: int) -> KafkaClient:

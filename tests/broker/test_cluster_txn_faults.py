@@ -25,8 +25,7 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from broker.transactions.partitioner import TRANSACTION_STATE_TOPIC, partition_for
-from tests.broker.clusterlib import WAIT, Cluster, wait_until
-from tests.broker.etcdlib import EtcdProcess
+from tests.broker.clusterlib import WAIT, Cluster, started_cluster, wait_until
 
 pytestmark = pytest.mark.timeout(240)
 STATE_PARTITIONS = 8  # transaction.state.log.num.partitions' default
@@ -37,14 +36,8 @@ BOUND_S = 60.0
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("cluster-txn-faults")
-    etcd = EtcdProcess(root / "etcd").start()
-    c = Cluster(root, etcd)
-    try:
-        c.start()
+    with started_cluster(root) as c:
         yield c
-    finally:
-        c.close()
-        etcd.kill()
 
 
 def _producer(cluster: Cluster, tid: str) -> Producer:

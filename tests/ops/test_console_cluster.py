@@ -13,8 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.broker.clusterlib import Cluster, wait_until
-from tests.broker.etcdlib import EtcdProcess
+from tests.broker.clusterlib import Cluster, started_cluster, wait_until
 from tests.ops.chromium import chromium
 
 TOPIC = "replicated"
@@ -24,14 +23,8 @@ GROUPS = [f"console-g{i}" for i in range(6)]
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     root = tmp_path_factory.mktemp("console-cluster")
-    etcd = EtcdProcess(root / "etcd").start()
-    c = Cluster(root, etcd, env={"STRATA_CONSOLE_SAMPLE_INTERVAL_S": "1"}, proxied=False)
-    try:
-        c.start()
+    with started_cluster(root, env={"STRATA_CONSOLE_SAMPLE_INTERVAL_S": "1"}, proxied=False) as c:
         yield c
-    finally:
-        c.close()
-        etcd.kill()
 
 
 def test_brokers_page_lists_the_whole_cluster(cluster: Cluster, tmp_path: Path) -> None:
