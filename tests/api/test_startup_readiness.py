@@ -39,6 +39,8 @@ from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 # a client; about 5 minutes on a busy 2-core machine. STRATA_TEST_READY_RESTARTS=N runs
 # fewer while working on it.
 RESTARTS = int(os.environ.get("STRATA_TEST_READY_RESTARTS", "20"))
+# Each test restarts a broker 20+ times: bounded well above what that takes.
+pytestmark = pytest.mark.timeout(900)
 BOUND_S = 2.0  # the bound, from the connection opening to CreateTopics answered
 CONNECT_WAIT_S = 60.0  # the process's start-up before it binds, on a busy machine
 USERS_ADD = (sys.executable, "-m", "api.cli", "users", "add")
