@@ -582,12 +582,18 @@ class ReplicaManager:
                 return
         self._complete_ack_waiters(rep)
 
-    def _flushed_threadsafe(self, lg: Log) -> None:
+    def _flushed_threadsafe(self, logs: list[Log]) -> None:
+        """On the committer's thread after a round of flushes: one wake-up of the loop for
+        all of them (issue 34 §2: one hand-off per flush round, not one per log)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(self._flushed, lg)
+            loop.call_soon_threadsafe(self._flushed_all, logs)
+
+    def _flushed_all(self, logs: list[Log]) -> None:
+        for lg in logs:
+            self._flushed(lg)
 
     def _flushed(self, lg: Log) -> None:
         rep = self._by_log.get(id(lg))

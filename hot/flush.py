@@ -22,10 +22,13 @@ logger = logging.getLogger(__name__)
 class GroupCommitter:
     """Flushes logs that asked for it on a few daemon threads (one by default).
 
-    ``request(log)`` marks a log dirty and wakes a worker. A worker takes one dirty log
-    and calls ``log.flush()``: a single fsync covers every batch appended to it since its
-    previous flush, however many producers wrote them (group commit). Appends made while
-    that fsync runs mark the log dirty again and are covered by the next round. A log
+    ``request(log)`` marks a log dirty and wakes a worker. A worker takes the dirty logs
+    (all of them with one worker, its share with several) and calls ``log.flush()`` on
+    each: a single fsync per log covers every batch appended to it since its previous
+    flush, however many producers wrote them (group commit). Appends made while those
+    fsyncs run mark the log dirty again and are covered by the next round. After a round
+    ``flushed(logs)`` runs once on the worker for everything that round flushed (a
+    subclass's hook: one hand-off to the event loop per round, not one per log). A log
     whose flush fails is offline (``Log.flush`` failed its waiters); the committer just
     moves on. No busy waiting: idle workers sleep on a condition variable.
     """
@@ -37,6 +40,7 @@ class GroupCommitter:
         self._dirty: dict[int, Log] = {}  # insertion-ordered set keyed by id(log)
         self._busy: set[int] = set()  # logs being flushed right now
         self._closing = False
+        self._workers = workers
         self._threads = [
             threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(workers)
         ]
@@ -53,36 +57,51 @@ class GroupCommitter:
                 self._dirty[id(log)] = log
                 self._cond.notify()
 
-    def _take(self) -> Log | None:
+    def _take(self) -> list[Log] | None:
+        """The dirty logs no other worker is flushing (with several workers, this worker's
+        share of them), now busy; None once closing and nothing is left."""
         with self._cond:
             while True:
-                for key, log in self._dirty.items():
-                    if key not in self._busy:  # one worker per log at a time
-                        del self._dirty[key]
-                        self._busy.add(key)
-                        return log
+                free = [log for key, log in self._dirty.items() if key not in self._busy]
+                if free:  # one worker per log at a time
+                    share = -(-len(free) // self._workers)  # ceil: one worker takes all
+                    taken = free[:share]
+                    for log in taken:
+                        del self._dirty[id(log)]
+                        self._busy.add(id(log))
+                    return taken
                 if self._closing and not self._dirty:
                     return None
                 self._cond.wait()
 
     def _run(self) -> None:
         while True:
-            log = self._take()
-            if log is None:
+            logs = self._take()
+            if logs is None:
                 return
-            try:
-                log.flush()
-            except LogClosedError:
-                pass
-            except StrataError as e:
-                logger.error("flush of %s failed: %s", log.name, e)
-            except Exception:
-                logger.exception("flush of %s failed", log.name)
-            finally:
-                with self._cond:
+            for log in logs:
+                try:
+                    log.flush()
+                except LogClosedError:
+                    pass
+                except StrataError as e:
+                    logger.error("flush of %s failed: %s", log.name, e)
+                except Exception:
+                    logger.exception("flush of %s failed", log.name)
+            with self._cond:
+                for log in logs:
                     self._busy.discard(id(log))
-                    if self._dirty:
-                        self._cond.notify()
+                if self._dirty:
+                    self._cond.notify()
+            try:
+                self.flushed(logs)
+            except Exception:
+                logger.exception("flush listener failed")
+
+    def flushed(self, logs: list[Log]) -> None:
+        """Called on the worker after each round with the logs it flushed (or tried to:
+        a failed one is offline). Nothing here; ``broker.log_manager.ReplicaCommitter``
+        reports them."""
 
     def close(self) -> None:
         """Flush whatever is still requested, then stop the workers."""
