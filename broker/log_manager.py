@@ -92,6 +92,12 @@ class ClusterLogManager(LogManager):
             raise
         return self
 
+    def defer_flush_wakes(self, schedule: Callable[[Callable[[], None]], object] | None) -> None:
+        """``hot.flush.GroupCommitter.defer_wakes`` of the replica committer (on the event
+        loop's thread, with ``loop.call_soon``; None to undo)."""
+        if self._replica_committer is not None:
+            self._replica_committer.defer_wakes(schedule)
+
     def _flushed(self, logs: list[Log]) -> None:
         listener = self.on_flushed
         if listener is not None:

@@ -129,6 +129,8 @@ class ReplicaManager:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.manager.on_flushed = self._flushed_threadsafe
+        # A burst of appends in one loop iteration wakes the flush thread once, after it.
+        self.manager.defer_flush_wakes(self._loop.call_soon)
         self._tasks = [
             self._loop.create_task(self._reconcile_loop(), name="replicas-reconcile"),
             self._loop.create_task(self._isr_loop(), name="replicas-isr"),
@@ -150,6 +152,7 @@ class ReplicaManager:
     async def stop(self) -> None:
         self.shutting_down = True
         self.manager.on_flushed = None
+        self.manager.defer_flush_wakes(None)
         for t in [*self._tasks, *self._background]:
             with contextlib.suppress(Exception):
                 await cancel_and_wait(t)

@@ -41,6 +41,10 @@ class GroupCommitter:
         self._busy: set[int] = set()  # logs being flushed right now
         self._closing = False
         self._workers = workers
+        # defer_wakes: requests made on that thread wake a worker through ``_defer``.
+        self._defer: Callable[[Callable[[], None]], object] | None = None
+        self._defer_thread = 0
+        self._wake_deferred = False
         self._threads = [
             threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(workers)
         ]
@@ -55,6 +59,31 @@ class GroupCommitter:
                 return
             if id(log) not in self._dirty:
                 self._dirty[id(log)] = log
+                if self._defer is None or threading.get_ident() != self._defer_thread:
+                    self._cond.notify()
+                elif not self._wake_deferred:
+                    self._wake_deferred = True
+                    self._defer(self._wake)
+
+    def defer_wakes(self, schedule: Callable[[Callable[[], None]], object] | None) -> None:
+        """Called on the thread that appends most (an event loop's, with its
+        ``loop.call_soon``): from then on a ``request`` made on that thread wakes a worker
+        through ``schedule`` instead of at once, one wake-up for all the requests made
+        before it runs. A burst of appends (pipelined produce requests handled in one loop
+        iteration) then reaches the worker as one flush, and the worker does not contend
+        for the GIL with the loop while the loop is still appending (issue 34 §2). A worker
+        busy flushing takes the new dirty logs when it is done, without waiting for the
+        wake-up; ``close`` flushes whatever is still dirty. None: wake at once again."""
+        with self._cond:
+            self._defer = schedule
+            self._defer_thread = threading.get_ident()
+            if schedule is None and self._dirty:
+                self._cond.notify()
+
+    def _wake(self) -> None:
+        with self._cond:
+            self._wake_deferred = False
+            if self._dirty:
                 self._cond.notify()
 
     def _take(self) -> list[Log] | None:
