@@ -45,6 +45,8 @@ class GroupCommitter:
         self._defer: Callable[[Callable[[], None]], object] | None = None
         self._defer_thread = 0
         self._wake_deferred = False
+        self._bursts = False  # requests on that thread come in bursts: defer (``request``)
+        self._burst = 0  # requests on that thread since the last deferred wake-up ran
         self._threads = [
             threading.Thread(target=self._run, name=f"{name}-{i}", daemon=True) for i in range(workers)
         ]
@@ -57,32 +59,47 @@ class GroupCommitter:
         with self._cond:
             if self._closing:
                 return
-            if id(log) not in self._dirty:
-                self._dirty[id(log)] = log
-                if self._defer is None or threading.get_ident() != self._defer_thread:
-                    self._cond.notify()
-                elif not self._wake_deferred:
-                    self._wake_deferred = True
-                    self._defer(self._wake)
+            deferring = self._defer is not None and threading.get_ident() == self._defer_thread
+            if deferring:
+                self._burst += 1
+            if id(log) in self._dirty:
+                # A second append before the worker took the log: appends come in bursts.
+                self._bursts = self._bursts or deferring
+                return
+            self._dirty[id(log)] = log
+            if not deferring or not self._bursts:
+                self._cond.notify()
+            elif not self._wake_deferred:
+                assert self._defer is not None
+                self._wake_deferred = True
+                self._defer(self._wake)
 
     def defer_wakes(self, schedule: Callable[[Callable[[], None]], object] | None) -> None:
         """Called on the thread that appends most (an event loop's, with its
-        ``loop.call_soon``): from then on a ``request`` made on that thread wakes a worker
-        through ``schedule`` instead of at once, one wake-up for all the requests made
-        before it runs. A burst of appends (pipelined produce requests handled in one loop
-        iteration) then reaches the worker as one flush, and the worker does not contend
-        for the GIL with the loop while the loop is still appending (issue 34 §2). A worker
-        busy flushing takes the new dirty logs when it is done, without waiting for the
+        ``loop.call_soon``): from then on, while requests made on that thread come in
+        bursts, they wake a worker through ``schedule`` instead of at once, one wake-up for
+        all the requests made before it runs. A burst of appends (pipelined produce
+        requests handled in one loop iteration) then reaches the worker as one flush, and
+        the worker does not contend for the GIL with the loop while the loop is still
+        appending (issue 34 §2). Requests that come one at a time (a producer waiting for
+        each answer) wake the worker at once, as without this: deferring would only delay
+        their flush. A burst is a log asked for again before the worker took it; a
+        deferred wake-up that covered a single request ends the bursts. A worker busy
+        flushing takes the new dirty logs when it is done, without waiting for the
         wake-up; ``close`` flushes whatever is still dirty. None: wake at once again."""
         with self._cond:
             self._defer = schedule
             self._defer_thread = threading.get_ident()
+            self._bursts, self._burst = True, 0  # until a wake-up covers a single request
             if schedule is None and self._dirty:
                 self._cond.notify()
 
     def _wake(self) -> None:
         with self._cond:
             self._wake_deferred = False
+            if self._burst <= 1:
+                self._bursts = False  # one request per wake-up: deferring only delays it
+            self._burst = 0
             if self._dirty:
                 self._cond.notify()
 

@@ -159,7 +159,8 @@ class RoundRecorder(GroupCommitter):
 def test_deferred_wake_flushes_a_burst_in_one_round(tmp_path: Path, recorder: FsyncRecorder) -> None:
     """With ``defer_wakes`` a burst of appends on the deferring thread wakes the worker once,
     when the scheduled wake-up runs: one round, one fsync per log, one ``flushed`` call for
-    all of them. Nothing is acknowledged before its fsync."""
+    all of them. Nothing is acknowledged before its fsync. Requests that come one at a time
+    wake the worker at once again."""
     committer = RoundRecorder()
     scheduled: list[Callable[[], None]] = []
     committer.defer_wakes(scheduled.append)
@@ -181,6 +182,15 @@ def test_deferred_wake_flushes_a_burst_in_one_round(tmp_path: Path, recorder: Fs
         assert f.result(timeout=10) is None
     assert committer.rounds == [["t-0", "t-1", "t-2"]]
     assert recorder.log_fsyncs == opened + 3
+    # a wake-up that covered one request only: the next request wakes the worker at once
+    committer.round_done.clear()
+    fut = logs[1].high_watermark_future(logs[1].append(batch_at(0, 1)).next_offset)
+    assert len(scheduled) == 1 and not fut.done()
+    scheduled.pop()()
+    assert fut.result(timeout=10) is None
+    committer.round_done.clear()
+    fut = logs[2].high_watermark_future(logs[2].append(batch_at(0, 1)).next_offset)
+    assert fut.result(timeout=10) is None and not scheduled
     # another thread's request wakes the worker at once
     committer.round_done.clear()
     other = threading.Thread(target=lambda: logs[0].append(batch_at(0, 1)))
