@@ -47,6 +47,7 @@ import time
 from typing import Any
 
 from api.handlers import GUARDS, HANDLERS, Handler
+from api.handlers.metadata_cache import MetadataCache, done
 from api.handlers.quotas import with_fetch_quota, with_produce_quota
 from api.security.guards import guard
 from api.security.sasl import SaslSession
@@ -84,6 +85,7 @@ DIRECT_SEND_MIN = 1 << 18
 # fetches are this small; catch-up reads (max.partition.fetch.bytes 1 MiB) still go zero-copy.
 COPY_REGIONS_BELOW = 64 << 10
 
+METADATA_KEY = ApiKey.METADATA.to_bytes(2, "big")  # a frame's first two bytes: its API key
 TLS_HANDSHAKE_TIMEOUT = 10.0
 # What a client may send on a SASL listener before it has authenticated.
 PRE_AUTH_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -120,6 +122,9 @@ class KafkaServer:
         # Byte-rate quotas (api.handlers.quotas) around Produce and Fetch.
         self.handlers[ApiKey.PRODUCE] = with_produce_quota(self.handlers[ApiKey.PRODUCE])
         self.handlers[ApiKey.FETCH] = with_fetch_quota(self.handlers[ApiKey.FETCH])
+        # Encoded Metadata answers reused while the view stands still (api.handlers.metadata_cache).
+        self.metadata_cache = MetadataCache()
+        self.handlers[ApiKey.METADATA] = self.metadata_cache.wrap(self.handlers[ApiKey.METADATA])
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
 
@@ -292,6 +297,11 @@ class Connection:
             await self._enqueue(self.raw_sasl, asyncio.create_task(self._raw_sasl_token(frame)))
             return
         started = time.perf_counter()
+        if frame[:2] == METADATA_KEY and (self.sasl is None or self.sasl.authenticated):
+            hit = self.server.metadata_cache.answer_frame(self, frame, started)
+            if hit is not None:  # the same request as one answered at this view
+                await self._enqueue(hit[0], done(hit[1]))
+                return
         try:
             header, request = decode_request(frame)
         except UnsupportedVersionError as exc:
@@ -304,6 +314,11 @@ class Connection:
             raise
         if self.sasl is not None and not self.sasl.authenticated and header.api_key not in PRE_AUTH_APIS:
             raise ProtocolError(f"{APIS[header.api_key].name} request before SASL authentication")
+        if header.api_key == ApiKey.METADATA:
+            cached = self.server.metadata_cache.answer(self, header, request, frame, started)
+            if cached is not None:
+                await self._enqueue(header, done(cached))
+                return
         handler = self.server.handlers[header.api_key]
         admit = getattr(handler, "admit", None)
         if admit is not None:  # quota accounting on arrival (api.handlers.quotas)

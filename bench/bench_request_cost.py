@@ -236,7 +236,7 @@ def create_topics(bootstrap: str, tag: str) -> dict[str, str]:
         NewTopic(names["wide"], num_partitions=WIDE, config={"strata.flush.mode": "interval"}),
     ]
     for f in admin.create_topics(topics).values():
-        f.result(30)
+        f.result(120)  # a 1,000-partition topic on a loaded 2-core machine
     return names
 
 

@@ -7,8 +7,9 @@ Same data directory layout as ``hot.manager.LogManager`` plus
   set by the replica manager (the leader: minimum over the ISR; a follower: what its
   leader reports), starting from the checkpointed value;
 * flushes requested by the logs run on a ``ReplicaCommitter``, which reports each
-  completed flush: in ``fsync`` flush mode a leader counts only its flushed records
-  towards the high watermark, so a flush can move it;
+  round of completed flushes (every log it flushed, at once): in ``fsync`` flush mode a
+  leader counts only its flushed records towards the high watermark, so a flush can
+  move it;
 * the topic registry is a mirror of the cluster's topics in etcd, kept by the replica
   manager (``create_topic`` with the etcd topic id, ``delete_topic``...);
 * a partition gets a log only where it has a replica (``hosted``, from the cluster
@@ -31,10 +32,8 @@ from pathlib import Path
 from broker.hw_checkpoint import HighWatermarkCheckpoint, TopicPartition
 from hot.config import LogConfig
 from hot.errors import (
-    LogClosedError,
     NotLeaderError,
     StorageError,
-    StrataError,
     UnknownTopicOrPartitionError,
 )
 from hot.flush import GroupCommitter
@@ -44,40 +43,21 @@ from hot.topics import TopicInfo
 
 log = logging.getLogger("strata.cluster.logs")
 
-FlushListener = Callable[[Log], None]
+FlushListener = Callable[[list[Log]], None]
 HostedPredicate = Callable[[str, int], bool]
 
 
 class ReplicaCommitter(GroupCommitter):
-    """Group commit (``hot.flush.GroupCommitter``) that calls ``on_flushed(log)`` on its
-    worker thread after each flush attempt, successful or not."""
+    """Group commit (``hot.flush.GroupCommitter``) that calls ``on_flushed(logs)`` on its
+    worker thread once after each round of flushes, successful or not, with every log
+    the round flushed."""
 
     def __init__(self, on_flushed: FlushListener, *, workers: int = 1) -> None:
         self._on_flushed = on_flushed  # before the workers start
         super().__init__(workers=workers, name="strata-replica-commit")
 
-    def _run(self) -> None:
-        while True:
-            lg = self._take()
-            if lg is None:
-                return
-            try:
-                lg.flush()
-            except LogClosedError:
-                pass
-            except StrataError as e:
-                log.error("flush of %s failed: %s", lg.name, e)
-            except Exception:
-                log.exception("flush of %s failed", lg.name)
-            finally:
-                with self._cond:
-                    self._busy.discard(id(lg))
-                    if self._dirty:
-                        self._cond.notify()
-            try:
-                self._on_flushed(lg)
-            except Exception:
-                log.exception("flush listener of %s failed", lg.name)
+    def flushed(self, logs: list[Log]) -> None:
+        self._on_flushed(logs)
 
 
 class ClusterLogManager(LogManager):
@@ -112,10 +92,16 @@ class ClusterLogManager(LogManager):
             raise
         return self
 
-    def _flushed(self, lg: Log) -> None:
+    def defer_flush_wakes(self, schedule: Callable[[Callable[[], None]], object] | None) -> None:
+        """``hot.flush.GroupCommitter.defer_wakes`` of the replica committer (on the event
+        loop's thread, with ``loop.call_soon``; None to undo)."""
+        if self._replica_committer is not None:
+            self._replica_committer.defer_wakes(schedule)
+
+    def _flushed(self, logs: list[Log]) -> None:
         listener = self.on_flushed
         if listener is not None:
-            listener(lg)
+            listener(logs)
 
     def _open_partition(
         self,

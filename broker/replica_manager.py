@@ -129,6 +129,8 @@ class ReplicaManager:
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         self.manager.on_flushed = self._flushed_threadsafe
+        # A burst of appends in one loop iteration wakes the flush thread once, after it.
+        self.manager.defer_flush_wakes(self._loop.call_soon)
         self._tasks = [
             self._loop.create_task(self._reconcile_loop(), name="replicas-reconcile"),
             self._loop.create_task(self._isr_loop(), name="replicas-isr"),
@@ -150,6 +152,7 @@ class ReplicaManager:
     async def stop(self) -> None:
         self.shutting_down = True
         self.manager.on_flushed = None
+        self.manager.defer_flush_wakes(None)
         for t in [*self._tasks, *self._background]:
             with contextlib.suppress(Exception):
                 await cancel_and_wait(t)
@@ -582,12 +585,18 @@ class ReplicaManager:
                 return
         self._complete_ack_waiters(rep)
 
-    def _flushed_threadsafe(self, lg: Log) -> None:
+    def _flushed_threadsafe(self, logs: list[Log]) -> None:
+        """On the committer's thread after a round of flushes: one wake-up of the loop for
+        all of them (issue 34 §2: one hand-off per flush round, not one per log)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(self._flushed, lg)
+            loop.call_soon_threadsafe(self._flushed_all, logs)
+
+    def _flushed_all(self, logs: list[Log]) -> None:
+        for lg in logs:
+            self._flushed(lg)
 
     def _flushed(self, lg: Log) -> None:
         rep = self._by_log.get(id(lg))

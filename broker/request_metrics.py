@@ -144,3 +144,15 @@ class ResponseErrors:
             return
         for code in walk(response):
             self._errors.labels(api, code).inc()
+
+    def codes(self, api: str, response: object) -> list[int]:
+        """The codes ``count`` would count for ``response`` (to count them again later
+        without the walk: ``count_codes``; api.handlers.metadata_cache)."""
+        if response is None or api in COUNTED_BY_HANDLER:
+            return []
+        walk = _plan_of(type(response))
+        return [] if walk is None else list(walk(response))
+
+    def count_codes(self, api: str, codes: Iterable[int]) -> None:
+        for code in codes:
+            self._errors.labels(api, code).inc()

@@ -112,9 +112,8 @@ async def handle_metadata(conn: Connection, header: RequestHeader, req: Metadata
         wanted = [(name, ZERO_UUID, 0) for name in sorted(view.topics)]
     else:
         allow_auto = req.allow_auto_topic_creation  # absent before v4: its default, True
-        by_id = {uuid.UUID(va.value.topic_id): name for name, va in view.topics.items()}
         for rt in req.topics:
-            name = rt.name if rt.name is not None else by_id.get(rt.topic_id)
+            name = rt.name if rt.name is not None else view.topic_name(rt.topic_id)
             if name is None:
                 wanted.append((None, rt.topic_id, E.UNKNOWN_TOPIC_OR_PARTITION))
             elif name in view.topics:

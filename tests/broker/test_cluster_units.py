@@ -108,8 +108,8 @@ def test_log_manager_replicated_logs_and_checkpoint(tmp_path: Path) -> None:
     flushed: list[str] = []
     done = threading.Event()
 
-    def on_flushed(lg: Log) -> None:
-        flushed.append(lg.name)
+    def on_flushed(logs: list[Log]) -> None:
+        flushed.extend(lg.name for lg in logs)
         done.set()
 
     mgr = ClusterLogManager(tmp_path, LogConfig())

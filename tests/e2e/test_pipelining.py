@@ -121,3 +121,50 @@ def test_produce_to_several_partitions_answers_each(broker: BrokerProcess, mode:
             assert corr == 500 + i
             parts = sorted(resp.responses[0].partition_responses, key=lambda p: p.index)
             assert [(p.index, p.error_code, p.base_offset) for p in parts] == [(p, 0, i) for p in range(4)]
+
+
+def _ask(s: socket.socket, requests: list[tuple[int, int, MetadataRequest]]) -> list[tuple[int, bytes]]:
+    """Pipelines Metadata requests (correlation id, version, request); their raw answers."""
+    payload = b""
+    for corr, ver, req in requests:
+        body = encode_request(ApiKey.METADATA, ver, corr, "meta", req)
+        payload += struct.pack(">i", len(body)) + body
+    s.sendall(payload)
+    return [(ver, _read_frame(s)) for _, ver, _ in requests]
+
+
+def test_metadata_answers_reused_follow_the_view(broker: BrokerProcess) -> None:
+    """Metadata answers reused from api.handlers.metadata_cache: byte for byte the
+    handler's answer under each request's own correlation id (flexible and not), and a
+    topic change shows in the very next answer. Unknown topics still go to the handler."""
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    from kwire.messages.metadata import MetadataRequestTopic
+
+    topic = f"meta-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 1)
+    one = MetadataRequest(topics=(MetadataRequestTopic(name=topic),), allow_auto_topic_creation=False)
+    missing = MetadataRequest(
+        topics=(MetadataRequestTopic(name=f"none-{topic}"),), allow_auto_topic_creation=False
+    )
+    host, port = broker.bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        plan = [(7000 + i, ver, req) for i, (ver, req) in enumerate([(v, one) for v in (12, 12, 1, 1, 9)])]
+        plan += [(7100, 12, MetadataRequest(topics=None)), (7101, 12, MetadataRequest(topics=None))]
+        plan += [(7200, 12, missing), (7201, 12, missing)]
+        answers = _ask(s, plan)
+        for (corr, ver, _), (_, raw) in zip(plan, answers, strict=True):
+            assert decode_response(ApiKey.METADATA, ver, raw)[0] == corr
+        # a miss (the handler's bytes) and a hit (the cache's) agree after the correlation id
+        assert answers[0][1][4:] == answers[1][1][4:] and answers[2][1][4:] == answers[3][1][4:]
+        assert answers[5][1][4:] == answers[6][1][4:]
+        decoded = [decode_response(ApiKey.METADATA, ver, raw)[1] for ver, raw in answers]
+        assert [len(t.partitions) for t in decoded[0].topics] == [1]
+        assert topic in {t.name for t in decoded[5].topics}
+        assert [t.error_code for t in decoded[7].topics] == [3]  # UNKNOWN_TOPIC_OR_PARTITION
+
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
+        # CreatePartitions answers once the view has the new count: the next answer shows it
+        _, raw = _ask(s, [(7300, 12, one)])[0]
+        assert [len(t.partitions) for t in decode_response(ApiKey.METADATA, 12, raw)[1].topics] == [3]

@@ -141,3 +141,63 @@ def test_committer_serves_many_logs_and_drains_on_close(tmp_path: Path, recorder
     for lg in logs:
         assert lg.high_watermark == lg.log_end_offset == lg.recovery_point == 20
         lg.close()
+
+
+class RoundRecorder(GroupCommitter):
+    """Records each round's logs (``flushed``: once per round, hot.flush)."""
+
+    def __init__(self) -> None:
+        self.rounds: list[list[str]] = []
+        self.round_done = threading.Event()
+        super().__init__()
+
+    def flushed(self, logs: list[Log]) -> None:
+        self.rounds.append([lg.name for lg in logs])
+        self.round_done.set()
+
+
+def test_deferred_wake_flushes_a_burst_in_one_round(tmp_path: Path, recorder: FsyncRecorder) -> None:
+    """With ``defer_wakes`` a burst of appends on the deferring thread wakes the worker once,
+    when the scheduled wake-up runs: one round, one fsync per log, one ``flushed`` call for
+    all of them. Nothing is acknowledged before its fsync. Requests that come one at a time
+    wake the worker at once again."""
+    committer = RoundRecorder()
+    scheduled: list[Callable[[], None]] = []
+    committer.defer_wakes(scheduled.append)
+    logs = [
+        Log.open(tmp_path / f"t-{p}", LogConfig(), topic="t", partition=p, flusher=committer)
+        for p in range(3)
+    ]
+    opened = recorder.log_fsyncs  # creating the segments
+    futures = []
+    for _ in range(2):
+        for lg in logs:
+            futures.append(lg.high_watermark_future(lg.append(batch_at(0, 1)).next_offset))
+    assert len(scheduled) == 1  # one wake-up for the six appends
+    assert not any(f.done() for f in futures)  # not flushed: nobody woke the worker
+    assert recorder.log_fsyncs == opened
+    scheduled.pop()()
+    assert committer.round_done.wait(10)
+    for f in futures:
+        assert f.result(timeout=10) is None
+    assert committer.rounds == [["t-0", "t-1", "t-2"]]
+    assert recorder.log_fsyncs == opened + 3
+    # a wake-up that covered one request only: the next request wakes the worker at once
+    committer.round_done.clear()
+    fut = logs[1].high_watermark_future(logs[1].append(batch_at(0, 1)).next_offset)
+    assert len(scheduled) == 1 and not fut.done()
+    scheduled.pop()()
+    assert fut.result(timeout=10) is None
+    committer.round_done.clear()
+    fut = logs[2].high_watermark_future(logs[2].append(batch_at(0, 1)).next_offset)
+    assert fut.result(timeout=10) is None and not scheduled
+    # another thread's request wakes the worker at once
+    committer.round_done.clear()
+    other = threading.Thread(target=lambda: logs[0].append(batch_at(0, 1)))
+    other.start()
+    other.join()
+    assert committer.round_done.wait(10) and not scheduled
+    committer.close()
+    for lg in logs:
+        assert lg.high_watermark == lg.recovery_point == lg.log_end_offset
+        lg.close()
