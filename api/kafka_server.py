@@ -47,7 +47,7 @@ import time
 from typing import Any
 
 from api.handlers import GUARDS, HANDLERS, Handler
-from api.handlers.metadata_cache import MetadataCache, done
+from api.handlers.metadata_cache import MetadataCache
 from api.handlers.quotas import with_fetch_quota, with_produce_quota
 from api.security.guards import guard
 from api.security.sasl import SaslSession
@@ -300,7 +300,7 @@ class Connection:
         if frame[:2] == METADATA_KEY and (self.sasl is None or self.sasl.authenticated):
             hit = self.server.metadata_cache.answer_frame(self, frame, started)
             if hit is not None:  # the same request as one answered at this view
-                await self._enqueue(hit[0], done(hit[1]))
+                await self._enqueue(hit[0], _done(hit[1]))
                 return
         try:
             header, request = decode_request(frame)
@@ -317,7 +317,7 @@ class Connection:
         if header.api_key == ApiKey.METADATA:
             cached = self.server.metadata_cache.answer(self, header, request, frame, started)
             if cached is not None:
-                await self._enqueue(header, done(cached))
+                await self._enqueue(header, _done(cached))
                 return
         handler = self.server.handlers[header.api_key]
         admit = getattr(handler, "admit", None)
@@ -580,8 +580,9 @@ def _small(frame: list[Any]) -> bool:
     return size < DIRECT_SEND_MIN
 
 
-def _done(value: Any) -> asyncio.Task[Any]:
-    async def ready() -> Any:
-        return value
-
-    return asyncio.create_task(ready())
+def _done(value: Any) -> asyncio.Future[Any]:
+    """A future already holding ``value`` (an answer ready without a handler), for the
+    queue of answers: no task to schedule."""
+    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    fut.set_result(value)
+    return fut

@@ -24,7 +24,6 @@ every reuse, as ``strata_request_errors_total`` counts a handler's answer.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -164,11 +163,4 @@ class MetadataCache:
         return resp
 
 
-def done(parts: list[Any]) -> asyncio.Future[Any]:
-    """A future already holding ``parts``, for the listener's queue of answers."""
-    fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    fut.set_result(parts)
-    return fut
-
-
-__all__ = ["MetadataCache", "done"]
+__all__ = ["MetadataCache"]
