@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib import metadata
 from typing import Any
@@ -49,6 +49,7 @@ from fastapi.openapi.utils import get_openapi
 from fastapi.responses import RedirectResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Scope
 
 from api.dashboard import dashboard_router
 from api.rest.authz import require_cluster, require_topic, topic_visible
@@ -125,12 +126,6 @@ API_DESCRIPTION = __doc__.split("\n\n", 1)[1] if __doc__ else ""
 THROTTLE_HEADER = "X-Strata-Throttle-Ms"
 
 # --- metrics middleware ---------------------------------------------------------------------
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-ASGIApp = Callable[
-    [Scope, Callable[[], Awaitable[Message]], Callable[[Message], Awaitable[None]]], Awaitable[None]
-]
 
 
 class MetricsMiddleware:

@@ -20,8 +20,8 @@ import hmac
 import json
 import logging
 import secrets
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from api.security.sasl import PLAIN_CREDENTIAL
 from broker.security.tokens import TokenStore
@@ -29,12 +29,6 @@ from broker.security.users import UserTable
 from kclient.scram import HASHES, verify_password
 
 log = logging.getLogger("strata.rest")
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def parse_basic(header: str | None) -> tuple[str, str] | None:

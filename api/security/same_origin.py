@@ -29,17 +29,13 @@ and are never refused here.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Iterable, MutableMapping
-from typing import Any, Final
+from collections.abc import Iterable
+from typing import Final
 from urllib.parse import urlsplit
 
-from api.rest.codec import V2, is_v2_path
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+from api.rest.codec import V2, is_v2_path
 
 UNSAFE_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 _DEFAULT_PORTS: Final = {"http": "80", "https": "443"}
