@@ -26,8 +26,8 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Awaitable, Callable, Generator
-from typing import Any
+from collections.abc import Awaitable, Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
@@ -58,6 +58,9 @@ from tiering.metrics import TieringMetrics
 from tiering.restore import StartupRestore, restore_missing_topics
 from tiering.service import TieringService
 from tiering.store import open_store
+
+if TYPE_CHECKING:
+    from api.supervisor import WorkerSpec
 
 log = logging.getLogger("strata.server")
 
@@ -118,8 +121,23 @@ def make_access_control(config: BrokerConfig, node: ClusterNode) -> AccessContro
     return AccessControl(authorizer, store)
 
 
-async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None = None) -> None:
-    """Run a broker until SIGTERM/SIGINT (or cancellation)."""
+def _inherited(fd: int | None) -> socket.socket | None:
+    """A node listener's socket the supervisor handed down (api.supervisor)."""
+    if fd is None:
+        return None
+    sock = socket.socket(fileno=fd)
+    sock.setblocking(False)
+    return sock
+
+
+async def serve(
+    config: BrokerConfig,
+    *,
+    announce: Callable[[str], None] | None = None,
+    worker: WorkerSpec | None = None,
+) -> None:
+    """Run a broker until SIGTERM/SIGINT (or cancellation). ``worker``: as process k of a
+    node (api.supervisor): it also accepts on the node's listeners, once it is ready."""
     say = announce or (lambda line: print(line, flush=True))
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -139,8 +157,10 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
     manager = node.manager
     store = open_store(config.object_store_url)
     startup_restore: StartupRestore | None = None
+    # The node's home: a single process, or process 1 of a node on the embedded store.
+    home = cluster.embedded or (worker is not None and worker.index == 1 and worker.store_socket is not None)
     try:
-        if cluster.embedded:
+        if home:
             # A new or lost data dir: bring the bucket's topics back before the logs open
             # (a cluster's replicas come back from their leaders instead).
             began = time.monotonic()
@@ -299,6 +319,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             adv.port,
             http_addr.port,
             external_listener=None if external_adv is None else str(external_adv),
+            machine=worker.machine if worker is not None else None,
         )
         if node.controller is not None:  # created by start(); it has not run yet
             node.controller.on_isr_change = events.isr_changed
@@ -306,6 +327,9 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
         if not cluster.embedded:
             say(f"strata: broker {config.broker_id} joined cluster {config.cluster_id}")
         gate.open()  # registered, with a controller in view: requests are answered from here on
+        # A process of a node takes connections on the node's address only now: while it
+        # starts (or restarts) the others answer there.
+        node_doors = await _open_node_doors(worker, broker, client_opts, app, metrics, http_options)
         say("strata: ready")
         try:
             stop_task = asyncio.create_task(stop.wait())
@@ -339,6 +363,7 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             await node.stop(before_leaving=_shutdown_upload(tiering) if upload else None)
             node = None
             await kafka.close()
+            await node_doors.close()
             if external is not None:
                 await external.close()
             if internal is not None:
@@ -363,6 +388,50 @@ async def serve(config: BrokerConfig, *, announce: Callable[[str], None] | None 
             finally:
                 manager.close()
     say("strata: stopped cleanly")
+
+
+class _NodeDoors:
+    """A node process's listeners on the node's own address (api.supervisor): the Kafka
+    and external listeners and HTTP on the sockets the supervisor handed down."""
+
+    def __init__(self) -> None:
+        self.kafka: list[KafkaServer] = []
+        self.http: list[tuple[uvicorn.Server, asyncio.Task[None]]] = []
+
+    async def close(self) -> None:
+        for server, _ in self.http:
+            server.should_exit = True
+        for kafka in self.kafka:
+            await kafka.close()
+        for _, task in self.http:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(task, timeout=10)
+
+
+async def _open_node_doors(
+    worker: WorkerSpec | None,
+    broker: Broker,
+    client_opts: dict[str, Any],
+    app: Any,
+    metrics: BrokerMetrics,
+    http_options: dict[str, Any],
+) -> _NodeDoors:
+    doors = _NodeDoors()
+    if worker is None:
+        return doors
+    for fd, external in ((worker.kafka_fd, False), (worker.external_fd, True)):
+        sock = _inherited(fd)
+        if sock is not None:
+            server = KafkaServer(broker, external=external, **client_opts)
+            await server.start(sock)
+            doors.kafka.append(server)
+    http = _inherited(worker.http_fd)
+    assert http is not None
+    doors.http.append(await _start_http(app, http, "http-node", **http_options))
+    metrics_sock = _inherited(worker.metrics_fd)
+    if metrics_sock is not None:
+        doors.http.append(await _start_http(create_metrics_app(metrics), metrics_sock, "metrics-node"))
+    return doors
 
 
 def _shutdown_upload(tiering: TieringService) -> Callable[[], Awaitable[None]]:
@@ -403,15 +472,31 @@ def event_loop_factory(config: BrokerConfig) -> Callable[[], asyncio.AbstractEve
     return uvloop.new_event_loop
 
 
-def run(config: BrokerConfig, *, log_level: str = "INFO") -> int:
+def run(
+    config: BrokerConfig,
+    *,
+    log_level: str = "INFO",
+    worker: str | None = None,
+    argv: Sequence[str] = (),
+) -> int:
+    """``strata serve``: one broker process, a node of several (``processes``, its
+    supervisor: api.supervisor), or with ``worker`` one process of such a node."""
+    from api.supervisor import WorkerSpec, resolve_processes, supervise, worker_config
+
     logging.basicConfig(
         level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    spec = WorkerSpec.from_json(worker) if worker is not None else None
+    processes = 1 if spec is not None else resolve_processes(config.processes)
+    if spec is not None:
+        config = worker_config(config, spec)
     factory = event_loop_factory(config)
     log.debug("event loop: %s", "asyncio" if factory is None else f"{factory.__module__}.{factory.__name__}")
     try:
         with asyncio.Runner(loop_factory=factory) as runner:
-            runner.run(serve(config))
+            if processes > 1:
+                return runner.run(supervise(config, processes, argv))
+            runner.run(serve(config, worker=spec))
     except KeyboardInterrupt:
         pass
     return 0

@@ -23,7 +23,13 @@ import dataclasses
 import zlib
 from collections.abc import Mapping, Sequence
 
-from broker.controller import CLUSTER_TOPIC_CONFIGS, place_replicas, validate_topic_configs
+from broker.controller import (
+    CLUSTER_TOPIC_CONFIGS,
+    check_machines,
+    machines_of,
+    place_replicas,
+    validate_topic_configs,
+)
 from broker.groups.offsets import OFFSETS_TOPIC
 from broker.metadata import MetadataClient, TopicAssignment, Versioned
 from broker.transactions.partitioner import TRANSACTION_STATE_TOPIC
@@ -123,13 +129,17 @@ async def create(
     if name in client.view.topics:
         raise TopicExistsError(f"topic {name!r} already exists")
     check_topic_collision(name, client.view.topics)
-    live = frozenset(await client.live_brokers())  # not the view: a broker just started counts
+    registered = await client.live_brokers()  # not the view: a broker just started counts
+    live = frozenset(registered)
+    machines = machines_of(registered)
     if assignments:
         placed = _manual_assignment(assignments, partitions, replication_factor, live)
+        for i, ids in enumerate(placed):
+            check_machines(ids, machines, f"partition {i}'s replicas")
         replication_factor = len(placed[0])
     else:
         start = zlib.crc32(name.encode()) % max(len(live), 1)
-        placed = place_replicas(partitions, replication_factor, live, start_index=start)
+        placed = place_replicas(partitions, replication_factor, live, start_index=start, machines=machines)
     if validate_only:
         return TopicAssignment(
             "00000000-0000-0000-0000-000000000000", replication_factor, placed, dict(configs)
@@ -217,11 +227,16 @@ async def add_partitions(
                 f"number of partitions must be at most {MAX_PARTITIONS}, got {total}"
             )
         live = client.view.live_broker_ids()
+        machines = machines_of(client.view.brokers)
         if assignments is not None:
             added = _check_assignments(assignments, total - old, a.replication_factor, live)
+            for i, ids in enumerate(added):
+                check_machines(ids, machines, f"new partition {old + i}'s replicas")
         else:
             start = zlib.crc32(name.encode()) % max(len(live), 1)
-            added = place_replicas(total, a.replication_factor, live, start_index=start)[old:]
+            added = place_replicas(total, a.replication_factor, live, start_index=start, machines=machines)[
+                old:
+            ]
         new = dataclasses.replace(a, partitions=a.partitions + added)
         if validate_only:
             return new

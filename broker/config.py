@@ -6,6 +6,7 @@ Precedence, lowest to highest: built-in defaults < TOML file (``--config`` or
 TOML layout::
 
     data_dir = "./strata-data"
+    processes = 1                                    # broker processes of this node: a count, or "auto"
     kafka_listen = "127.0.0.1:9092"
     http_listen = "127.0.0.1:8080"
     advertised_listener = "broker1.example:9092"   # optional
@@ -44,7 +45,7 @@ TOML layout::
     enabled = true
     super_users = "User:admin"
 
-Environment: ``STRATA_DATA_DIR``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN``,
+Environment: ``STRATA_DATA_DIR``, ``STRATA_PROCESSES``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN``,
 ``STRATA_ADVERTISED_LISTENER``, ``STRATA_INTERNAL_LISTEN``, ``STRATA_METRICS_LISTEN``,
 ``STRATA_EXTERNAL_LISTEN``, ``STRATA_EXTERNAL_ADVERTISED_LISTENER``, ``STRATA_HTTP_ALLOWED_ORIGINS``,
 ``STRATA_OBJECT_STORE``,
@@ -101,6 +102,11 @@ from tiering.config import TieringConfig
 @dataclass(frozen=True, slots=True)
 class BrokerConfig:
     data_dir: Path = Path("./strata-data")
+    # Broker processes of this node (api.supervisor): a count, or "auto" (the cores this
+    # process may use). 1 by default: one process is what a laptop, README command 1 and
+    # the tests need (each process holds its own ~100 MB of Python and caches); a server
+    # that should use its cores sets "auto" (docs/operations.md, "Sizing").
+    processes: str = "1"
     kafka_listen: HostPort = HostPort("127.0.0.1", 9092)
     http_listen: HostPort = HostPort("127.0.0.1", 8080)
     advertised_listener: HostPort | None = None
@@ -164,6 +170,7 @@ class BrokerConfig:
 
 _SCALARS: dict[str, str] = {
     "data_dir": "path",
+    "processes": "processes",
     "kafka_listen": "hostport",
     "http_listen": "hostport",
     "advertised_listener": "hostport",
@@ -189,6 +196,13 @@ def _convert(name: str, value: Any) -> Any:
         return HostPort.parse(str(value), setting=name)
     if kind == "origins":
         return _origins(name, value)
+    if kind == "processes":
+        text = str(value).strip().lower()
+        if isinstance(value, bool) or not (text == "auto" or (text.isdigit() and 1 <= int(text) <= 256)):
+            raise InvalidConfigError(
+                f"{name}: expected a number of processes in [1, 256] or 'auto', got {value!r}"
+            )
+        return text
     if kind == "bool":
         if isinstance(value, bool):
             return value

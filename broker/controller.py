@@ -44,6 +44,7 @@ from broker.metadata import (
     ControllerRecord,
     ControllerToken,
     CorruptMetadataError,
+    LiveBroker,
     MetadataClient,
     PartitionState,
     TopicAssignment,
@@ -57,6 +58,7 @@ from hot.config import LogConfig
 from hot.errors import (
     InvalidConfigError,
     InvalidPartitionsError,
+    InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     MetadataStoreError,
     StaleControllerEpochError,
@@ -89,15 +91,45 @@ def validate_topic_configs(configs: Mapping[str, str]) -> None:
     LogConfig.from_kafka({k: v for k, v in configs.items() if k not in CLUSTER_TOPIC_CONFIGS})
 
 
+def machines_of(live: Mapping[int, LiveBroker]) -> dict[int, str]:
+    """Each live broker's machine: the one its registration names (a process of a
+    multi-process node, ``strata serve --processes``), else a machine of its own."""
+    return {bid: lb.registration.machine or f"broker {bid}" for bid, lb in live.items()}
+
+
+def check_machines(ids: Sequence[int], machines: Mapping[int, str], what: str) -> None:
+    """``InvalidReplicaAssignmentError`` when two of ``ids`` are processes of one machine:
+    they share its data dir (one partition directory), and one machine's failure would
+    take both copies. Brokers missing from ``machines`` (not live) count as their own."""
+    seen: dict[str, int] = {}
+    for b in ids:
+        m = machines.get(b, f"broker {b}")
+        if m in seen:
+            raise InvalidReplicaAssignmentError(
+                f"{what} {list(ids)} places brokers {seen[m]} and {b} on one machine ({m}):"
+                " replicas of a partition must be on different machines"
+            )
+        seen[m] = b
+
+
 def place_replicas(
-    partitions: int, replication_factor: int, brokers: Iterable[int], *, start_index: int = 0
+    partitions: int,
+    replication_factor: int,
+    brokers: Iterable[int],
+    *,
+    start_index: int = 0,
+    machines: Mapping[int, str] | None = None,
 ) -> tuple[tuple[int, ...], ...]:
-    """Round-robin replica placement over the live ``brokers`` (rack-unaware).
+    """Round-robin replica placement over the live ``brokers``, never two replicas of a
+    partition on one machine (``machines``: broker id -> machine, for the processes of
+    multi-process nodes; absent ids, or no map, are machines of their own).
 
     Partition p's first replica (its preferred leader) is broker
-    ``(start_index + p) mod n`` of the sorted ids, so leaders spread evenly. Followers
-    are the brokers at distinct offsets 1..n-1 after it; the offsets shift each time
-    the partitions wrap around the brokers, so followers of the same leader differ.
+    ``(start_index + p) mod n`` of the sorted ids, so leaders spread evenly (over every
+    process of every machine). Followers are the brokers at distinct offsets 1..n-1 after
+    it; the offsets shift each time the partitions wrap around the brokers, so followers
+    of the same leader differ. With machines, a follower on a machine the partition
+    already uses is skipped for the next broker in that order.
     """
     ids = sorted(set(brokers))
     n = len(ids)
@@ -113,14 +145,31 @@ def place_replicas(
         raise InvalidReplicationFactorError(
             f"replication factor {replication_factor} is larger than the {n} live broker(s)"
         )
+    machine = {b: (machines or {}).get(b, f"broker {b}") for b in ids}
+    count = len(set(machine.values()))
+    if replication_factor > count:
+        raise InvalidReplicationFactorError(
+            f"replication factor {replication_factor} is larger than the {count} machine(s) of the"
+            f" {n} live brokers (replicas of a partition are never placed on one machine)"
+        )
     start = start_index % n
     out: list[tuple[int, ...]] = []
     for p in range(partitions):
         first = (start + p) % n
         shift = start + p // n  # grows at every wrap-around
         replicas = [ids[first]]
-        for j in range(replication_factor - 1):
-            replicas.append(ids[(first + 1 + (shift + j) % (n - 1)) % n])
+        if count == n:  # every broker its own machine: the plain round-robin
+            for j in range(replication_factor - 1):
+                replicas.append(ids[(first + 1 + (shift + j) % (n - 1)) % n])
+        else:
+            used = {machine[ids[first]]}
+            step = 0
+            while len(replicas) < replication_factor:
+                b = ids[(first + 1 + (shift + step) % (n - 1)) % n]
+                step += 1
+                if machine[b] not in used:
+                    replicas.append(b)
+                    used.add(machine[b])
         out.append(tuple(replicas))
     return tuple(out)
 
@@ -182,7 +231,9 @@ async def create_topic(
     validate_topic_configs(cfg)
     live = await client.live_brokers()
     start = zlib.crc32(name.encode()) % max(len(live), 1)
-    replicas = place_replicas(partitions, replication_factor, live, start_index=start)
+    replicas = place_replicas(
+        partitions, replication_factor, live, start_index=start, machines=machines_of(live)
+    )
     controller = client.view.controller
     epoch = controller.value.epoch if controller is not None else 0
     return await client.create_topic(name, replicas, cfg, controller_epoch=epoch)

@@ -4,9 +4,10 @@ Records are frozen dataclasses stored in etcd as UTF-8 JSON objects carrying
 ``"version": 1`` (the record format; a reader refuses versions it does not know):
 
     BrokerRegistration  {"version", "broker_id", "host", "kafka_port", "http_port", "rack", "start_time_ms",
-                         "replica_listener", "external_listener"}  (host:port followers fetch
-                         from, absent or null: host:kafka_port; the external client listener's
-                         advertised host:port, absent or null: none)
+                         "replica_listener", "external_listener", "machine"}  (host:port followers
+                         fetch from, absent or null: host:kafka_port; the external client
+                         listener's advertised host:port, absent or null: none; the machine of
+                         a multi-process node, absent or null: a broker of its own)
     TopicAssignment     {"version", "topic_id", "replication_factor", "partitions", "configs",
                          "adding_replicas", "removing_replicas"}
                         (partitions: one list of replica ids per partition; the last two map
@@ -163,6 +164,11 @@ class BrokerRegistration:
     replica_listener: str | None = None  # inter-broker "host:port"; None: host:kafka_port
     # The external client listener's advertised "host:port" (BrokerConfig.external_listen).
     external_listener: str | None = None
+    # The machine (one node's data dir on one host) this broker is a process of, when the
+    # node runs several (``strata serve --processes``); its processes share that data dir,
+    # so two replicas of a partition are never placed on one machine (controller.place_replicas).
+    # None: a broker of its own.
+    machine: str | None = None
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:
@@ -207,6 +213,7 @@ class BrokerRegistration:
                 "start_time_ms": self.start_time_ms,
                 "replica_listener": self.replica_listener,
                 "external_listener": self.external_listener,
+                "machine": self.machine,
             }
         )
 
@@ -225,6 +232,7 @@ class BrokerRegistration:
                 start_time_ms=_int(o, "start_time_ms", w),
                 replica_listener=_str(o, "replica_listener", w, optional=True),
                 external_listener=_str(o, "external_listener", w, optional=True),
+                machine=_str(o, "machine", w, optional=True),
             ),
         )
 
@@ -747,6 +755,7 @@ class MetadataClient:
         wait: float | None = None,
         replica_listener: str | None = None,
         external_listener: str | None = None,
+        machine: str | None = None,
     ) -> BrokerRegistration:
         """Register this broker (assigning an id when ``broker_id`` is None).
         ``replica_listener`` (host:port) is where followers fetch from, if not the Kafka
@@ -771,6 +780,7 @@ class MetadataClient:
                 int(time.time() * 1000),
                 replica_listener,
                 external_listener,
+                machine,
             )
         except ValueError as exc:
             raise InvalidConfigError(str(exc)) from exc

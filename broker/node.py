@@ -289,9 +289,16 @@ class ClusterNode:
         return rep.leader_epoch if rep is not None and rep.role is Role.LEADER else -1
 
     async def start(
-        self, kafka_host: str, kafka_port: int, http_port: int, *, external_listener: str | None = None
+        self,
+        kafka_host: str,
+        kafka_port: int,
+        http_port: int,
+        *,
+        external_listener: str | None = None,
+        machine: str | None = None,
     ) -> None:
-        """Register (after the listeners are bound) and start replicating."""
+        """Register (after the listeners are bound) and start replicating. ``machine``:
+        the node this broker is a process of (api.supervisor)."""
         reg = await self.client.register(
             kafka_host,
             kafka_port,
@@ -299,6 +306,7 @@ class ClusterNode:
             broker_id=self.broker_id,
             replica_listener=self.cluster.inter_broker_listener,
             external_listener=external_listener,
+            machine=machine,
         )
         log.info(
             "registered as broker %d (%s:%d) in cluster %s",
@@ -326,7 +334,9 @@ class ClusterNode:
             await self.client.view.wait_for(_has_live_controller, self.cluster.etcd_timeout_s)
         except TimeoutError:
             log.warning("no live controller %.0f s after registering", self.cluster.etcd_timeout_s)
-        if self.cluster.embedded:
+        if self.cluster.embedded or self.cluster.store_socket is not None:
+            # One machine (a single node, or a process of a node): nobody else leads its
+            # partitions, so it is ready once it leads them again.
             await self._await_leadership(LEAD_AT_START_S)
 
     async def _await_leadership(self, timeout: float) -> None:

@@ -14,7 +14,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from broker.controller import CLUSTER_TOPIC_CONFIGS
+from broker.controller import CLUSTER_TOPIC_CONFIGS, check_machines, machines_of
 from broker.etcd import EtcdClient
 from broker.keys import KeyLayout
 from broker.metadata import ClusterView, MetadataClient, TopicAssignment
@@ -98,6 +98,8 @@ async def alter_reassignment(
                 known_brokers=set(live) | set(current.replicas),
                 min_insync_replicas=min_insync_replicas(va.value, defaults),
             )
+            # Processes of one machine share its data dir: never two replicas there.
+            check_machines(target, machines_of(live), "the target replica list")
         new = reassign(current, target)
         if new == current:
             return current

@@ -16,6 +16,12 @@ from hot.errors import StrataError
 @click.command()
 @click.option("--config", "config_file", type=click.Path(dir_okay=False), help="TOML config file.")
 @click.option("--data-dir", type=click.Path(file_okay=False), help="Data directory [./strata-data].")
+@click.option(
+    "--processes",
+    metavar="N|auto",
+    help="Broker processes of this node: a count, or auto (one per available core) [1].",
+)
+@click.option("--worker", hidden=True, help="Internal: run as one process of a node (api.supervisor).")
 @click.option("--kafka-listen", metavar="HOST:PORT", help="Kafka listener [127.0.0.1:9092].")
 @click.option("--http-listen", metavar="HOST:PORT", help="HTTP listener [127.0.0.1:8080].")
 @click.option("--advertised-listener", metavar="HOST:PORT", help="Address given to Kafka clients.")
@@ -67,6 +73,8 @@ from hot.errors import StrataError
 def serve(
     config_file: str | None,
     data_dir: str | None,
+    processes: str | None,
+    worker: str | None,
     kafka_listen: str | None,
     http_listen: str | None,
     advertised_listener: str | None,
@@ -112,6 +120,7 @@ def serve(
             config_file=config_file,
             overrides={
                 "data_dir": data_dir,
+                "processes": processes,
                 "kafka_listen": kafka_listen,
                 "http_listen": http_listen,
                 "advertised_listener": advertised_listener,
@@ -126,7 +135,7 @@ def serve(
                 "sasl": {"mechanisms": sasl_mechanisms, **rest},
             },
         )
-        sys.exit(run(config, log_level=log_level.upper()))
+        sys.exit(run(config, log_level=log_level.upper(), worker=worker, argv=sys.argv[1:]))
     except StrataError as exc:
         fail(str(exc))
     except OSError as exc:
