@@ -25,6 +25,10 @@ environment each is ``STRATA_`` + the name upper-cased with dots as underscores
     sasl.mechanism.inter.broker.protocol          SASL mechanism of followers (SCRAM-SHA-512)
     inter.broker.sasl.username                    the user followers authenticate as (Strata's)
     inter.broker.sasl.password                    its password (Strata's; a secret, never logged)
+    metadata.store.socket                         internal (Strata's): instead of etcd, the local
+                                                  store socket of a multi-process node's
+                                                  supervisor (broker.store_socket); its workers
+                                                  are brokers of a cluster on it
 
 The cluster's name (etcd key prefix) is the broker's ``cluster_id``; the broker id is
 the broker's ``broker_id`` when given, else assigned through etcd (``broker_id`` None).
@@ -35,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Final
 
 from broker.etcd import parse_endpoints
@@ -62,10 +67,17 @@ class ClusterConfig:
     inter_broker_sasl_mechanism: str = "SCRAM-SHA-512"  # sasl.mechanism.inter.broker.protocol
     inter_broker_sasl_username: str | None = None  # inter.broker.sasl.username
     inter_broker_sasl_password: str | None = field(default=None, repr=False)  # never in a repr
+    # A worker of a multi-process node: the supervisor's store socket stands in for etcd.
+    store_socket: Path | None = None  # metadata.store.socket
 
     def __post_init__(self) -> None:
         if self.etcd is not None:
             _endpoints(self.etcd)
+        if self.store_socket is not None:
+            if not isinstance(self.store_socket, Path):
+                raise InvalidConfigError(f"metadata.store.socket: expected a path, got {self.store_socket!r}")
+            if self.etcd is not None:
+                raise InvalidConfigError("etcd and metadata.store.socket exclude each other: give one")
         if self.broker_id is not None and (isinstance(self.broker_id, bool) or self.broker_id < 0):
             raise InvalidConfigError(f"broker id must be non-negative, got {self.broker_id!r}")
         for name, (attr, parse) in _SPEC.items():
@@ -96,7 +108,8 @@ class ClusterConfig:
 
     @property
     def embedded(self) -> bool:
-        return self.etcd is None
+        """A cluster of one on its own embedded store (not a worker on a store socket)."""
+        return self.etcd is None and self.store_socket is None
 
     @property
     def inter_broker_tls(self) -> bool:
@@ -130,9 +143,9 @@ class ClusterConfig:
             changes[field] = parse(str(raw), name)
         if base is None:
             etcd = changes.pop("etcd", None)
-            if not isinstance(etcd, str):
+            if not isinstance(etcd, str) and "store_socket" not in changes:
                 raise InvalidConfigError("cluster settings given without 'etcd' endpoints")
-            base = cls(etcd)
+            base = cls(etcd if isinstance(etcd, str) else None)
         return dataclasses.replace(base, **changes)  # type: ignore[arg-type]
 
 
@@ -181,6 +194,13 @@ def _secret(raw: str, name: str) -> object:
     return raw
 
 
+def _path(raw: str, name: str) -> object:
+    text = raw.strip()
+    if not text:
+        raise InvalidConfigError(f"{name}: must not be empty")
+    return Path(text)
+
+
 def _text(raw: str, name: str) -> object:
     text = raw.strip()
     if not text:
@@ -208,6 +228,7 @@ _SPEC: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
     "sasl.mechanism.inter.broker.protocol": ("inter_broker_sasl_mechanism", _mechanism),
     "inter.broker.sasl.username": ("inter_broker_sasl_username", _secret),
     "inter.broker.sasl.password": ("inter_broker_sasl_password", _secret),
+    "metadata.store.socket": ("store_socket", _path),
 }
 _NOT_INTS: Final = frozenset(
     {
@@ -217,6 +238,7 @@ _NOT_INTS: Final = frozenset(
         "inter_broker_sasl_mechanism",
         "inter_broker_sasl_username",
         "inter_broker_sasl_password",
+        "store_socket",
     }
 )
 KAFKA_NAMES: Final[tuple[str, ...]] = tuple(_SPEC)

@@ -5,9 +5,14 @@ a cluster, as a cluster of one; this store stands in for etcd (``broker.metadata
 is the seam both implement). It holds every key in memory, in key order, and differs from
 etcd only where one process makes a difference:
 
-* **Leases are always held.** A lease exists until it is revoked or the process ends (a
-  refresh answers ``HELD_TTL``). Its keys are never written to disk, so after a restart
-  (or kill -9) they are gone, exactly as an etcd lease of a dead broker runs out.
+* **Leases are always held** by default. A lease exists until it is revoked or the process
+  ends (a refresh answers ``HELD_TTL``). Its keys are never written to disk, so after a
+  restart (or kill -9) they are gone, exactly as an etcd lease of a dead broker runs out.
+  A store that serves other processes' leases (a multi-process node's supervisor, through
+  ``broker.store_socket``) is opened with ``expire_leases=True`` instead: then a lease
+  runs out as etcd's does, ``ttl`` seconds after its last refresh by ``clock`` (a worker
+  that hangs without dying loses its registration), and ``expire_leases()`` (run by a
+  background task, or by a test with its own clock) revokes every lease past its time.
 * **Watches are in-process callbacks**: each watcher has a queue that every committed
   transaction feeds, in revision order, all events of one transaction together.
 * **No outages.** Calls fail only on a closed store or a disk error (``MetadataStoreError``,
@@ -44,8 +49,10 @@ import base64
 import fcntl
 import json
 import logging
+import math
 import os
-from collections.abc import AsyncGenerator, Sequence
+import time
+from collections.abc import AsyncGenerator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -69,6 +76,7 @@ from broker.metadata_store import (
 )
 from core.disk import atomic_write, fsync_dir
 from hot.errors import InvalidConfigError, MetadataStoreError
+from hot.tasks import cancel_and_wait
 
 log = logging.getLogger("strata.cluster.embedded_store")
 
@@ -82,6 +90,9 @@ HISTORY_EVENTS: Final = 10_000
 # What refresh_lease and lease_ttl answer for a live lease: it cannot run out, so a keeper's
 # ``alive_until`` never passes while the process runs, even across a long event-loop stall.
 HELD_TTL: Final = 1 << 30
+# How often an expiring store looks for leases past their time, at most and at least.
+REAP_MAX_S: Final = 1.0
+REAP_MIN_S: Final = 0.05
 
 _Event = tuple[int, WatchEvent]  # (revision, event)
 _Record = list[Any]  # a journal op: ["p", key, value] or ["d", key]
@@ -129,8 +140,14 @@ class EmbeddedMetadataStore:
 
     timeout: float = 5.0
 
-    def __init__(self, meta_dir: Path) -> None:
+    def __init__(
+        self, meta_dir: Path, *, expire_leases: bool = False, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.meta_dir = meta_dir
+        self.expiring = expire_leases  # leases run out by their TTL (module docstring)
+        self._clock = clock
+        self._deadlines: dict[int, float] = {}  # lease id -> when it runs out (expiring)
+        self._reaper: asyncio.Task[None] | None = None
         self._kvs: dict[bytes, KeyValue] = {}
         self._revision = 1  # etcd starts at 1: revision 0 means "absent"
         self._compacted = 0
@@ -154,6 +171,8 @@ class EmbeddedMetadataStore:
                 await asyncio.to_thread(self._open)
             except OSError as exc:
                 raise MetadataStoreError(f"cannot open the metadata store in {self.meta_dir}: {exc}") from exc
+            if self.expiring:
+                self._reaper = asyncio.get_running_loop().create_task(self._reap(), name="lease-reaper")
         return self
 
     def _open(self) -> None:
@@ -228,6 +247,8 @@ class EmbeddedMetadataStore:
         if self._closed:
             return
         self._closed = True
+        if self._reaper is not None:
+            await cancel_and_wait(self._reaper)
         for q in list(self._watchers):
             q.put_nowait(None)
         async with self._lock:
@@ -314,7 +335,7 @@ class EmbeddedMetadataStore:
                     found = self._range(op.key) if op.prefix else (self._kvs.get(op.key),)
                     reads.append(tuple(kv for kv in found if kv is not None))
                 elif isinstance(op, Put):
-                    if op.lease and op.lease not in self._leases:
+                    if op.lease and not self._lease_live(op.lease):
                         raise LeaseNotFoundError(f"metadata store put: lease {op.lease:x} not found")
                     writes.append(op)
                 elif op.prefix:
@@ -437,26 +458,73 @@ class EmbeddedMetadataStore:
         lease_id = self._next_lease
         self._next_lease += 1
         self._leases[lease_id] = (ttl, set())
+        if self.expiring:
+            self._deadlines[lease_id] = self._clock() + ttl
         return Lease(lease_id, ttl)
+
+    def _lease_live(self, lease_id: int) -> bool:
+        if lease_id not in self._leases:
+            return False
+        return not self.expiring or self._deadlines[lease_id] > self._clock()
 
     async def refresh_lease(self, lease_id: int) -> int:
         self._require()
-        return HELD_TTL if lease_id in self._leases else 0
+        if not self.expiring:
+            return HELD_TTL if lease_id in self._leases else 0
+        if not self._lease_live(lease_id):
+            # Past its time: gone, even if the reaper has not run yet (etcd answers the same).
+            await self._end_lease(lease_id, due=True)
+            return 0
+        ttl = self._leases[lease_id][0]
+        self._deadlines[lease_id] = self._clock() + ttl
+        return ttl
 
     async def lease_ttl(self, lease_id: int) -> int:
         self._require()
-        return HELD_TTL if lease_id in self._leases else -1
+        if not self.expiring:
+            return HELD_TTL if lease_id in self._leases else -1
+        if not self._lease_live(lease_id):
+            return -1
+        return math.ceil(self._deadlines[lease_id] - self._clock())
 
     async def revoke_lease(self, lease_id: int) -> bool:
+        return await self._end_lease(lease_id, due=False)
+
+    async def _end_lease(self, lease_id: int, *, due: bool) -> bool:
+        """Revoke the lease and delete its keys; with ``due`` only if it is (still, under
+        the lock: a refresh may have come first) past its time."""
         async with self._lock:
             self._require()
+            if due and self._lease_live(lease_id):
+                return False
             held = self._leases.pop(lease_id, None)
+            self._deadlines.pop(lease_id, None)
             if held is None:
                 return False
             keys = sorted(held[1])
             if keys:
                 await self._commit([Delete(k) for k in keys])
             return True
+
+    async def expire_leases(self) -> int:
+        """Revoke every lease past its time (``expire_leases=True``); how many ran out."""
+        now = self._clock()
+        ended = 0
+        for lease_id in [i for i, t in self._deadlines.items() if t <= now]:
+            if await self._end_lease(lease_id, due=True):
+                log.info("metadata store: lease %x ran out (not refreshed for its TTL)", lease_id)
+                ended += 1
+        return ended
+
+    async def _reap(self) -> None:
+        while True:
+            now = self._clock()
+            nearest = min(self._deadlines.values(), default=now + REAP_MAX_S)
+            await asyncio.sleep(min(max(nearest - now, REAP_MIN_S), REAP_MAX_S))
+            try:
+                await self.expire_leases()
+            except MetadataStoreError as exc:  # a disk error: the next round tries again
+                log.warning("metadata store: expiring leases failed: %s", exc)
 
     def keep_alive(self, lease: Lease, *, interval: float | None = None) -> LeaseKeeper:
         return LeaseKeeper(self, lease, interval=interval)

@@ -52,11 +52,11 @@ from broker.replica_manager import ReplicaManager, log_configs
 from broker.security.acl_store import AclStore
 from broker.security.adopt import adopt_security_files
 from broker.security.stored import SecurityDocuments, StoredAcls, StoredQuotas, StoredUsers
-from broker.store_socket import LocalStoreServer
+from broker.store_socket import LocalStoreClient, LocalStoreServer
 from broker.transactions.coordinator import TransactionCoordinator
 from broker.transactions.markers import MarkerWriter
 from broker.txn_markers import MarkerChannels, marker_writer
-from hot.errors import MetadataStoreError
+from hot.errors import InvalidConfigError, MetadataStoreError
 from tiering.service import TieringService
 
 log = logging.getLogger("strata.cluster.node")
@@ -100,12 +100,19 @@ class ClusterNode:
     @classmethod
     async def connect(cls, config: BrokerConfig, cluster: ClusterConfig) -> ClusterNode:
         etcd: MetadataStore
-        if cluster.etcd is None:
+        if cluster.store_socket is not None:  # a worker of a multi-process node
+            etcd = LocalStoreClient(path=cluster.store_socket, timeout=cluster.etcd_timeout_s)
+        elif cluster.etcd is None:
             etcd = EmbeddedMetadataStore(config.data_dir / "meta")
         else:
             etcd = EtcdClient(cluster.etcd, timeout=cluster.etcd_timeout_s)
         try:
             await etcd.connect()
+            if isinstance(etcd, LocalStoreClient) and etcd.cluster != config.cluster_id:
+                raise InvalidConfigError(
+                    f"the metadata store on {cluster.store_socket} serves cluster {etcd.cluster!r},"
+                    f" not {config.cluster_id!r}"
+                )
             client = MetadataClient(etcd, KeyLayout(config.cluster_id), lease_ttl=cluster.lease_ttl_s)
             try:
                 await client.start()
@@ -150,7 +157,7 @@ class ClusterNode:
         and the store does not: a data dir written before the single node ran on the
         embedded store, or restored from the bucket (``tiering.restore``). Same topic id,
         partitions and overrides; one replica, this broker. Returns the adopted names."""
-        if self.cluster.etcd is not None:
+        if not self.cluster.embedded:
             return []
         # A single node's committed offsets from before (hot.manager.adopt_partition):
         # partition 0 of a one-partition __consumer_offsets, so every group maps to it
@@ -261,6 +268,8 @@ class ClusterNode:
         """Where ACLs and users live, for the start-up lines."""
         if self.cluster.embedded:
             return f"the metadata store in {self.config.data_dir / 'meta'}"
+        if self.cluster.store_socket is not None:
+            return f"the node's metadata store (through {self.cluster.store_socket})"
         return "etcd"
 
     def attach_tiering(self, tiering: TieringService) -> None:

@@ -9,14 +9,20 @@ uid are also refused by their ``SO_PEERCRED``), and ``LocalStoreClient`` is a
 ``MetadataStore`` whether the store is etcd, the embedded store opened directly, or this
 socket (``open_data_dir_store`` picks).
 
-Protocol, one request then one reply at a time on a connection; each message a frame:
+Beyond ``strata users``, the socket serves the whole ``MetadataStore`` API: the workers of
+a multi-process node (``strata serve --processes N``) are cluster-mode brokers whose
+"etcd" is the store their supervisor holds, reached through ``LocalStoreClient``
+(``broker.store_client``; ``ClusterConfig.store_socket``).
+
+Protocol: a connection carries one request then one reply at a time, except a watch; each
+message a frame (``broker.store_protocol``):
 
     u32 big-endian length N (at most MAX_FRAME), then N bytes of a UTF-8 JSON object
 
-Requests (``key``/``value`` base64; ``KV`` = ``[key, value, create_revision, mod_revision,
-version, lease]``; ``OP`` = ``["put", key, value]`` | ``["delete", key, prefix]`` |
-``["get", key, prefix]``; ``CMP`` = ``[key, target, op, value]``, ``value`` base64 when
-``target`` is ``"value"``, else an integer):
+Requests (``key``/``value``/``prefix`` base64; ``KV`` = ``[key, value, create_revision,
+mod_revision, version, lease]``; ``OP`` = ``["put", key, value, lease]`` | ``["delete",
+key, prefix]`` | ``["get", key, prefix]``; ``CMP`` = ``[key, target, op, value]``,
+``value`` base64 when ``target`` is ``"value"``, else an integer):
 
     {"op": "hello"}                  -> {"ok": true, "cluster": name, "revision": R}
     {"op": "get", "key": k}          -> {"ok": true, "kv": KV | null}
@@ -24,10 +30,28 @@ version, lease]``; ``OP`` = ``["put", key, value]`` | ``["delete", key, prefix]`
     {"op": "txn", "compare": [CMP, ...], "success": [OP, ...], "failure": [OP, ...]}
                                      -> {"ok": true, "succeeded": bool, "revision": R,
                                          "reads": [[KV, ...], ...]}
+    {"op": "put", "key": k, "value": v, "lease": id}   -> {"ok": true, "revision": R}
+    {"op": "delete", "key": k}       -> {"ok": true, "deleted": bool}
+    {"op": "delete_prefix", "key": k} -> {"ok": true, "deleted": count}
+    {"op": "compact", "revision": R} -> {"ok": true}
+    {"op": "grant_lease", "ttl": s}  -> {"ok": true, "id": id, "ttl": s}
+    {"op": "refresh_lease", "id": id} -> {"ok": true, "ttl": s}   (0: gone)
+    {"op": "lease_ttl", "id": id}    -> {"ok": true, "ttl": s}    (-1: gone)
+    {"op": "revoke_lease", "id": id} -> {"ok": true, "revoked": bool}
+    {"op": "watch", "prefix": p, "start_revision": R | null}
+        -> a stream, for as long as the connection lasts, of
+           {"ok": true, "reset": [KV, ...], "revision": R}     (the store's WatchReset)
+           {"ok": true, "events": [[type, KV], ...]}          (type "put" | "delete")
 
-A failure answers ``{"ok": false, "error": message, "retriable": bool}``. Leases,
-compaction and watches are not served (a lease of another process means nothing to the
-broker); a put with a lease is refused.
+A failure answers ``{"ok": false, "error": message, "retriable": bool}``, with ``"kind":
+"lease_not_found"`` for ``LeaseNotFoundError``. A watch ends when the client hangs up
+(the server reads that connection only to see its end) or the store closes.
+
+Leases granted through the socket are tagged with the peer's pid (``SO_PEERCRED``):
+``LocalStoreServer.revoke_leases_of(pid)`` ends at once every lease of a process that
+died (a worker killed with SIGKILL) instead of after its TTL. A store that serves other
+processes' leases should expire them (``EmbeddedMetadataStore(expire_leases=True)``):
+a process that hangs without dying then loses them after their TTL, as with etcd.
 
 Bounds: a client's connect and each call end after ``timeout`` seconds
 (``MetadataStoreError``, and the connection is dropped: its stream state is unknown); the
@@ -45,170 +69,81 @@ process holding the store's lock serves; the name is unlinked again at close).
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
-import json
 import logging
 import os
 import socket
 import struct
-from collections.abc import AsyncGenerator, Iterator, Sequence
+from collections.abc import AsyncGenerator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from broker.embedded_store import EmbeddedMetadataStore, MetadataStoreLockedError
 from broker.keys import DEFAULT_ROOT, KeyLayout
-from broker.metadata_store import (
-    Compare,
-    CompareTarget,
-    Delete,
-    Get,
-    KeyValue,
-    Lease,
-    LeaseKeeper,
-    MetadataStore,
-    Op,
-    Put,
-    TxnResult,
-    WatchUpdate,
-)
+from broker.metadata_store import LeaseNotFoundError, MetadataStore, WatchReset
 from broker.security.adopt import adopt_security_files, legacy_files
+from broker.store_client import LocalStoreClient
+from broker.store_protocol import (
+    CALL_TIMEOUT,
+    IDLE_S,
+    MAX_FRAME,
+    SOCKET_MODE,
+    address,
+    cmp_in,
+    event_out,
+    frame,
+    kv_out,
+    op_in,
+    read_frame,
+    socket_path,
+    unb64,
+)
 from hot.errors import InvalidConfigError, MetadataStoreError, StrataError
+
+__all__ = [
+    "CALL_TIMEOUT",
+    "DEFAULT_CLUSTER",
+    "MAX_FRAME",
+    "LocalStoreClient",
+    "LocalStoreServer",
+    "local_layout",
+    "open_data_dir_store",
+    "open_local_store",
+    "socket_path",
+]
 
 log = logging.getLogger("strata.cluster.store_socket")
 
-SOCKET_NAME: Final = "store.sock"
-SOCKET_MODE: Final = 0o600
-MAX_FRAME: Final = 64 << 20
-IDLE_S: Final = 60.0
-CALL_TIMEOUT: Final = 5.0
-SUN_PATH_MAX: Final = 107  # sockaddr_un.sun_path is 108 bytes with the NUL
 DEFAULT_CLUSTER: Final = "strata-local"
-_LEN = struct.Struct(">I")
-
-
-def socket_path(meta_dir: Path) -> Path:
-    return meta_dir / SOCKET_NAME
-
-
-@contextlib.contextmanager
-def _address(path: Path) -> Iterator[str]:
-    """An address to bind or connect ``path`` by: itself, or, over the length limit,
-    the same name through a directory descriptor in /proc (Linux)."""
-    if len(os.fsencode(path)) <= SUN_PATH_MAX:
-        yield str(path)
-        return
-    if not os.path.isdir("/proc/self/fd"):
-        raise MetadataStoreError(
-            f"the admin socket path {path} is longer than the {SUN_PATH_MAX} bytes a Unix "
-            "socket path may have: use a shorter data dir path"
-        )
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        yield f"/proc/self/fd/{fd}/{path.name}"
-    finally:
-        os.close(fd)
-
-
-# --- the codec ---------------------------------------------------------------------------------
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _unb64(text: object) -> bytes:
-    if not isinstance(text, str):
-        raise InvalidConfigError("admin socket: expected base64 text")
-    return base64.b64decode(text.encode("ascii"), validate=True)
-
-
-def _kv_out(kv: KeyValue) -> list[Any]:
-    return [_b64(kv.key), _b64(kv.value), kv.create_revision, kv.mod_revision, kv.version, kv.lease]
-
-
-def _kv_in(raw: list[Any]) -> KeyValue:
-    key, value, create, mod, version, lease = raw
-    return KeyValue(_unb64(key), _unb64(value), int(create), int(mod), int(version), int(lease))
-
-
-def _op_out(op: Op) -> list[Any]:
-    if isinstance(op, Put):
-        if op.lease:
-            raise MetadataStoreError("leases are not served over the admin socket")
-        return ["put", _b64(op.key), _b64(op.value)]
-    kind = "delete" if isinstance(op, Delete) else "get"
-    return [kind, _b64(op.key), op.prefix]
-
-
-def _op_in(raw: list[Any]) -> Op:
-    kind = raw[0]
-    if kind == "put":
-        return Put(_unb64(raw[1]), _unb64(raw[2]))
-    if kind == "delete":
-        return Delete(_unb64(raw[1]), bool(raw[2]))
-    if kind == "get":
-        return Get(_unb64(raw[1]), bool(raw[2]))
-    raise InvalidConfigError(f"admin socket: unknown operation {kind!r}")
-
-
-def _cmp_out(c: Compare) -> list[Any]:
-    value = _b64(c.value) if isinstance(c.value, bytes) else c.value
-    return [_b64(c.key), c.target.value, c.op, value]
-
-
-def _cmp_in(raw: list[Any]) -> Compare:
-    key, target, op, value = raw
-    t = CompareTarget(target)
-    return Compare(_unb64(key), t, str(op), _unb64(value) if t is CompareTarget.VALUE else int(value))
-
-
-async def _read_frame(reader: asyncio.StreamReader) -> dict[str, Any] | None:
-    """The next message; None at a clean end of stream."""
-    try:
-        head = await reader.readexactly(_LEN.size)
-    except asyncio.IncompleteReadError as exc:
-        if not exc.partial:
-            return None
-        raise
-    (n,) = _LEN.unpack(head)
-    if n > MAX_FRAME:
-        raise InvalidConfigError(f"admin socket: a frame of {n} bytes is over the {MAX_FRAME} allowed")
-    doc = json.loads(await reader.readexactly(n))
-    if not isinstance(doc, dict):
-        raise InvalidConfigError("admin socket: a message must be a JSON object")
-    return doc
-
-
-def _frame(doc: dict[str, Any]) -> bytes:
-    body = json.dumps(doc, separators=(",", ":")).encode()
-    return _LEN.pack(len(body)) + body
 
 
 # --- the broker's side -------------------------------------------------------------------------
 
 
 class LocalStoreServer:
-    """Serves ``store`` on ``<meta_dir>/store.sock`` (module docstring)."""
+    """Serves ``store`` on ``<meta_dir>/store.sock``, or on ``path`` (module docstring)."""
 
-    def __init__(self, store: MetadataStore, meta_dir: Path, cluster: str) -> None:
+    def __init__(
+        self, store: MetadataStore, meta_dir: Path, cluster: str, *, path: Path | None = None
+    ) -> None:
         self.store = store
-        self.path = socket_path(meta_dir)
+        self.path = path if path is not None else socket_path(meta_dir)
         self.cluster = cluster
         self._server: asyncio.Server | None = None
         self._inode: int | None = None
         self._connections: set[asyncio.Task[None]] = set()
+        self._lease_owners: dict[int, int] = {}  # lease id -> pid of the process granted it
 
     async def start(self) -> None:
-        tmp = self.path.with_name(f"{SOCKET_NAME}.{os.getpid()}.tmp")
+        tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             with contextlib.suppress(FileNotFoundError):
                 tmp.unlink()
-            with _address(tmp) as addr:
+            with address(tmp) as addr:
                 sock.bind(addr)
             os.chmod(tmp, SOCKET_MODE)
-            sock.listen(16)
+            sock.listen(128)
             sock.setblocking(False)
             os.replace(tmp, self.path)  # over a stale socket of a killed broker
             self._inode = os.stat(self.path).st_ino
@@ -236,25 +171,45 @@ class LocalStoreServer:
             if os.stat(self.path).st_ino == self._inode:
                 os.unlink(self.path)
 
+    def leases_of(self, pid: int) -> list[int]:
+        """The leases process ``pid`` was granted through this socket and has not revoked."""
+        return sorted(lease for lease, owner in self._lease_owners.items() if owner == pid)
+
+    async def revoke_leases_of(self, pid: int) -> int:
+        """Revoke now every lease process ``pid`` was granted through this socket (it died:
+        its registration goes at once, not a TTL later); how many were still alive."""
+        revoked = 0
+        for lease in self.leases_of(pid):
+            if await self.store.revoke_lease(lease):
+                revoked += 1
+            self._lease_owners.pop(lease, None)
+        if revoked:
+            log.info("revoked %d lease(s) of process %d", revoked, pid)
+        return revoked
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
         self._connections.add(task)
         try:
-            if not _peer_allowed(writer):
+            peer = _peer(writer)
+            if peer is None:
                 return
             while True:
                 try:
-                    request = await asyncio.wait_for(_read_frame(reader), IDLE_S)
+                    request = await asyncio.wait_for(read_frame(reader), IDLE_S)
                 except (TimeoutError, asyncio.IncompleteReadError, ConnectionError):
                     return
                 except (ValueError, InvalidConfigError) as exc:  # a bad frame: answer, then hang up
-                    writer.write(_frame({"ok": False, "error": str(exc), "retriable": False}))
+                    writer.write(frame({"ok": False, "error": str(exc), "retriable": False}))
                     await writer.drain()
                     return
                 if request is None:
                     return
-                writer.write(_frame(await self._answer(request)))
+                if request.get("op") == "watch":  # the connection is the watch's from here on
+                    await self._watch(request, reader, writer)
+                    return
+                writer.write(frame(await self._answer(request, peer)))
                 await writer.drain()
         except (ConnectionError, asyncio.CancelledError):
             pass
@@ -266,188 +221,120 @@ class LocalStoreServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
+    async def _answer(self, request: dict[str, Any], pid: int) -> dict[str, Any]:
         try:
-            op = request.get("op")
-            if op == "hello":
-                return {"ok": True, "cluster": self.cluster, "revision": await self.store.ping()}
-            if op == "get":
-                kv = await self.store.get(_unb64(request["key"]))
-                return {"ok": True, "kv": None if kv is None else _kv_out(kv)}
-            if op == "get_prefix":
-                kvs, revision = await self.store.get_prefix(_unb64(request["key"]))
-                return {"ok": True, "kvs": [_kv_out(kv) for kv in kvs], "revision": revision}
-            if op == "txn":
-                result = await self.store.txn(
-                    [_cmp_in(c) for c in request["compare"]],
-                    [_op_in(o) for o in request["success"]],
-                    [_op_in(o) for o in request.get("failure", [])],
-                )
-                reads = [[_kv_out(kv) for kv in read] for read in result.reads]
-                ok = result.succeeded
-                return {"ok": True, "succeeded": ok, "revision": result.revision, "reads": reads}
-            raise InvalidConfigError(f"admin socket: unknown request {op!r}")
+            return {"ok": True, **await self._run(request, pid)}
+        except LeaseNotFoundError as exc:
+            return {"ok": False, "error": str(exc), "retriable": False, "kind": "lease_not_found"}
         except StrataError as exc:
             return {"ok": False, "error": str(exc), "retriable": exc.retriable}
         except (KeyError, TypeError, ValueError, IndexError) as exc:
             return {"ok": False, "error": f"admin socket: malformed request ({exc!r})", "retriable": False}
 
+    async def _run(self, request: dict[str, Any], pid: int) -> dict[str, Any]:
+        op = request.get("op")
+        store = self.store
+        if op == "hello":
+            return {"cluster": self.cluster, "revision": await store.ping()}
+        if op == "get":
+            kv = await store.get(unb64(request["key"]))
+            return {"kv": None if kv is None else kv_out(kv)}
+        if op == "get_prefix":
+            kvs, revision = await store.get_prefix(unb64(request["key"]))
+            return {"kvs": [kv_out(kv) for kv in kvs], "revision": revision}
+        if op == "txn":
+            result = await store.txn(
+                [cmp_in(c) for c in request["compare"]],
+                [op_in(o) for o in request["success"]],
+                [op_in(o) for o in request.get("failure", [])],
+            )
+            reads = [[kv_out(kv) for kv in read] for read in result.reads]
+            return {"succeeded": result.succeeded, "revision": result.revision, "reads": reads}
+        if op == "put":
+            lease = int(request.get("lease", 0))
+            return {"revision": await store.put(unb64(request["key"]), unb64(request["value"]), lease=lease)}
+        if op == "delete":
+            return {"deleted": await store.delete(unb64(request["key"]))}
+        if op == "delete_prefix":
+            return {"deleted": await store.delete_prefix(unb64(request["key"]))}
+        if op == "compact":
+            await store.compact(int(request["revision"]))
+            return {}
+        return await self._lease_call(op, request, pid)
 
-def _peer_allowed(writer: asyncio.StreamWriter) -> bool:
-    """The socket's mode already limits it to its owner; where the OS tells the peer's
-    uid, refuse anyone else but root (a mode changed by hand, a shared directory)."""
+    async def _lease_call(self, op: object, request: dict[str, Any], pid: int) -> dict[str, Any]:
+        store = self.store
+        if op == "grant_lease":
+            lease = await store.grant_lease(int(request["ttl"]))
+            self._lease_owners[lease.id] = pid
+            return {"id": lease.id, "ttl": lease.ttl}
+        lease_id = int(request["id"])
+        if op == "refresh_lease":
+            ttl = await store.refresh_lease(lease_id)
+            if ttl <= 0:
+                self._lease_owners.pop(lease_id, None)
+            return {"ttl": ttl}
+        if op == "lease_ttl":
+            ttl = await store.lease_ttl(lease_id)
+            if ttl < 0:
+                self._lease_owners.pop(lease_id, None)
+            return {"ttl": ttl}
+        if op == "revoke_lease":
+            self._lease_owners.pop(lease_id, None)
+            return {"revoked": await store.revoke_lease(lease_id)}
+        raise InvalidConfigError(f"admin socket: unknown request {op!r}")
+
+    async def _watch(
+        self, request: dict[str, Any], reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """Stream the store's watch to the client until it hangs up or the store closes."""
+        try:
+            prefix = unb64(request["prefix"])
+            raw_start = request.get("start_revision")
+            start = None if raw_start is None else int(raw_start)
+        except (KeyError, TypeError, ValueError, InvalidConfigError) as exc:
+            writer.write(frame({"ok": False, "error": f"admin socket: malformed watch ({exc!r})"}))
+            await writer.drain()
+            return
+
+        async def pump() -> None:
+            async with contextlib.aclosing(self.store.watch_prefix(prefix, start_revision=start)) as updates:
+                async for update in updates:
+                    if isinstance(update, WatchReset):
+                        doc: dict[str, Any] = {
+                            "ok": True,
+                            "reset": [kv_out(kv) for kv in update.kvs],
+                            "revision": update.revision,
+                        }
+                    else:
+                        doc = {"ok": True, "events": [event_out(update)]}
+                    writer.write(frame(doc))
+                    await writer.drain()
+
+        # The client sends nothing more: a read that ends is the client hanging up.
+        streaming = asyncio.ensure_future(pump())
+        hangup = asyncio.ensure_future(reader.read(1))
+        try:
+            await asyncio.wait({streaming, hangup}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in (streaming, hangup):
+                t.cancel()
+            await asyncio.gather(streaming, hangup, return_exceptions=True)
+
+
+def _peer(writer: asyncio.StreamWriter) -> int | None:
+    """The peer's pid (0 where the OS does not tell), or None for a peer refused: the
+    socket's mode already limits it to its owner; where the OS tells the peer's uid,
+    refuse anyone else but root (a mode changed by hand, a shared directory)."""
     sock = writer.get_extra_info("socket")
     if sock is None or not hasattr(socket, "SO_PEERCRED"):
-        return True
+        return 0
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    _, uid, _ = struct.unpack("3i", creds)
+    pid, uid, _ = struct.unpack("3i", creds)
     if uid in (os.getuid(), 0):
-        return True
+        return int(pid)
     log.warning("admin socket: refused a connection of uid %d", uid)
-    return False
-
-
-# --- the CLI's side ----------------------------------------------------------------------------
-
-
-class LocalStoreClient:
-    """A ``MetadataStore`` served by the broker running on ``meta_dir`` (module docstring):
-    reads and transactions; no leases, compaction or watches."""
-
-    def __init__(self, meta_dir: Path, *, timeout: float = CALL_TIMEOUT) -> None:
-        self.path = socket_path(meta_dir)
-        self.timeout = timeout
-        self.cluster: str | None = None  # the broker's cluster id (``hello``)
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._lock = asyncio.Lock()
-        self._closed = False
-
-    async def connect(self) -> LocalStoreClient:
-        if self._writer is None:
-            try:
-                with _address(self.path) as addr:
-                    self._reader, self._writer = await asyncio.wait_for(
-                        asyncio.open_unix_connection(addr), self.timeout
-                    )
-            except (OSError, TimeoutError) as exc:
-                why = "no answer" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
-                raise MetadataStoreError(
-                    f"cannot reach the broker's admin socket {self.path}: {why}"
-                ) from None
-            reply = await self._call({"op": "hello"})
-            self.cluster = str(reply["cluster"])
-        return self
-
-    async def __aenter__(self) -> LocalStoreClient:
-        return await self.connect()
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.close()
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    async def close(self) -> None:
-        self._closed = True
-        self._drop()
-
-    def _drop(self) -> None:
-        writer, self._writer, self._reader = self._writer, None, None
-        if writer is not None:
-            writer.close()
-
-    async def _call(self, request: dict[str, Any]) -> dict[str, Any]:
-        async with self._lock:
-            if self._writer is None or self._reader is None:
-                raise MetadataStoreError("the admin socket connection is closed")
-            reader, writer = self._reader, self._writer
-            try:
-                writer.write(_frame(request))
-                reply = await asyncio.wait_for(self._exchange(reader, writer), self.timeout)
-            except TimeoutError:
-                self._drop()
-                raise MetadataStoreError(
-                    f"the broker did not answer on {self.path} within {self.timeout:g} s"
-                ) from None
-            except (OSError, asyncio.IncompleteReadError, ValueError, InvalidConfigError) as exc:
-                self._drop()
-                raise MetadataStoreError(f"the broker's admin socket {self.path} failed: {exc}") from None
-        if not reply.get("ok"):
-            error = MetadataStoreError(str(reply.get("error", "unknown error")))
-            error.retriable = bool(reply.get("retriable", False))
-            raise error
-        return reply
-
-    @staticmethod
-    async def _exchange(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> dict[str, Any]:
-        await writer.drain()
-        reply = await _read_frame(reader)
-        if reply is None:
-            raise ConnectionResetError("the broker closed the connection")
-        return reply
-
-    # --- MetadataStore ---------------------------------------------------------------------
-
-    async def ping(self) -> int:
-        return int((await self._call({"op": "hello"}))["revision"])
-
-    async def get(self, key: bytes) -> KeyValue | None:
-        raw = (await self._call({"op": "get", "key": _b64(key)}))["kv"]
-        return None if raw is None else _kv_in(raw)
-
-    async def get_prefix(self, prefix: bytes) -> tuple[tuple[KeyValue, ...], int]:
-        reply = await self._call({"op": "get_prefix", "key": _b64(prefix)})
-        return tuple(_kv_in(kv) for kv in reply["kvs"]), int(reply["revision"])
-
-    async def txn(
-        self, compare: Sequence[Compare], success: Sequence[Op], failure: Sequence[Op] = ()
-    ) -> TxnResult:
-        reply = await self._call(
-            {
-                "op": "txn",
-                "compare": [_cmp_out(c) for c in compare],
-                "success": [_op_out(o) for o in success],
-                "failure": [_op_out(o) for o in failure],
-            }
-        )
-        reads = tuple(tuple(_kv_in(kv) for kv in read) for read in reply["reads"])
-        return TxnResult(bool(reply["succeeded"]), int(reply["revision"]), reads)
-
-    async def put(self, key: bytes, value: bytes, *, lease: int = 0) -> int:
-        return (await self.txn([], [Put(key, value, lease)])).revision
-
-    async def delete(self, key: bytes) -> bool:
-        return (await self.txn([Compare.version(key, 0, ">")], [Delete(key)])).succeeded
-
-    async def delete_prefix(self, prefix: bytes) -> int:
-        result = await self.txn([], [Get(prefix, prefix=True), Delete(prefix, prefix=True)])
-        return len(result.reads[0])
-
-    async def compact(self, revision: int) -> None:
-        raise MetadataStoreError("compaction is not served over the admin socket")
-
-    async def grant_lease(self, ttl: int) -> Lease:
-        raise MetadataStoreError("leases are not served over the admin socket")
-
-    async def refresh_lease(self, lease_id: int) -> int:
-        raise MetadataStoreError("leases are not served over the admin socket")
-
-    async def lease_ttl(self, lease_id: int) -> int:
-        raise MetadataStoreError("leases are not served over the admin socket")
-
-    async def revoke_lease(self, lease_id: int) -> bool:
-        raise MetadataStoreError("leases are not served over the admin socket")
-
-    def keep_alive(self, lease: Lease, *, interval: float | None = None) -> LeaseKeeper:
-        raise MetadataStoreError("leases are not served over the admin socket")
-
-    async def watch_prefix(
-        self, prefix: bytes, *, start_revision: int | None = None
-    ) -> AsyncGenerator[WatchUpdate, None]:
-        raise MetadataStoreError("watches are not served over the admin socket")
-        yield  # an async generator, as the protocol's
+    return None
 
 
 # --- `strata users --data-dir`: the data dir's store, whoever holds it ----------------------------

@@ -46,6 +46,9 @@ from hot.errors import StrataError
 )
 @click.option("--etcd", metavar="HOST:PORT,...", help="Join the replicated cluster on this etcd.")
 @click.option("--broker-id", type=int, help="Broker id [assigned through etcd in cluster mode].")
+# Internal: a worker of a multi-process node, a broker of the cluster whose metadata store
+# its supervisor serves on this socket (broker.store_socket) instead of etcd.
+@click.option("--store-socket", metavar="PATH", hidden=True, help="The node supervisor's store socket.")
 @click.option(
     "--inter-broker-listener", metavar="HOST:PORT", help="Address followers fetch from [the Kafka listener]."
 )
@@ -85,6 +88,7 @@ def serve(
     log_cleaner: bool | None,
     etcd: str | None,
     broker_id: int | None,
+    store_socket: str | None,
     inter_broker_listener: str | None,
     tls_cert: str | None,
     tls_key: str | None,
@@ -130,7 +134,11 @@ def serve(
                 "auto_create_topics": auto_create_topics,
                 "broker_id": broker_id,
                 "cleaner": {"log.cleaner.enable": log_cleaner},
-                "cluster": {"etcd": etcd, "inter.broker.listener": inter_broker_listener},
+                "cluster": {
+                    "etcd": etcd,
+                    "metadata.store.socket": store_socket,
+                    "inter.broker.listener": inter_broker_listener,
+                },
                 "tls": {"cert": tls_cert, "key": tls_key, "ca": tls_ca, "client_auth": tls_client_auth},
                 "sasl": {"mechanisms": sasl_mechanisms, **rest},
             },
