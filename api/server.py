@@ -157,10 +157,10 @@ async def serve(
     manager = node.manager
     store = open_store(config.object_store_url)
     startup_restore: StartupRestore | None = None
-    # The node's home: a single process, or process 1 of a node on the embedded store.
-    home = cluster.embedded or (worker is not None and worker.index == 1 and worker.store_socket is not None)
+    # The node's node_home: a single process, or process 1 of a node on the embedded store.
+    node_home = cluster.embedded or (worker is not None and worker.index == 1 and worker.store_socket is not None)
     try:
-        if home:
+        if node_home:
             # A new or lost data dir: bring the bucket's topics back before the logs open
             # (a cluster's replicas come back from their leaders instead).
             began = time.monotonic()
