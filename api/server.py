@@ -45,6 +45,7 @@ from broker.inter_broker import internal_listener_options
 from broker.metrics import BrokerMetrics, LogStatsCollector, manager_logs
 from broker.metrics_history import MetricsHistory, broker_totals, sample_interval_s
 from broker.node import ClusterNode
+from broker.node_layout import rehome_into_one
 from broker.security.acl import Authorizer
 from broker.security.authz import AccessControl
 from broker.security.tls import server_context, uvicorn_options
@@ -157,9 +158,17 @@ async def serve(
     manager = node.manager
     store = open_store(config.object_store_url)
     startup_restore: StartupRestore | None = None
-    # The node's node_home: a single process, or process 1 of a node on the embedded store.
-    node_home = cluster.embedded or (worker is not None and worker.index == 1 and worker.store_socket is not None)
+    # The node's home: a single process, or process 1 of a node on the embedded store.
+    node_home = cluster.embedded or (
+        worker is not None and worker.index == 1 and worker.store_socket is not None
+    )
     try:
+        if cluster.embedded:
+            # A data dir a node of several processes left (api.supervisor): its
+            # partitions come back into this one process's data dir first.
+            back = await rehome_into_one(node.client, config.data_dir, config.broker_id)
+            if back.moved or back.rewritten:
+                say(f"strata: 1 process: {back.moved} partition directories moved into {config.data_dir}")
         if node_home:
             # A new or lost data dir: bring the bucket's topics back before the logs open
             # (a cluster's replicas come back from their leaders instead).

@@ -156,6 +156,7 @@ def worker_config(config: BrokerConfig, spec: WorkerSpec) -> BrokerConfig:
     kafka = config.kafka_listen
     changes: dict[str, Any] = {
         "data_dir": Path(spec.data_dir),
+        "object_store": config.object_store_url,  # the node's bucket (by default under its data dir)
         "broker_id": spec.broker_id,
         "cluster": cluster,
         "kafka_listen": HostPort(kafka.host, own_port(kafka.port, k)),

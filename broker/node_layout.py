@@ -454,3 +454,14 @@ async def rehome(
         return Rehomed(moved, rewritten)
     finally:
         locks.release()
+
+
+async def rehome_into_one(client: MetadataClient, data_dir: Path, broker_id: int) -> Rehomed:
+    """A single process on a data dir a node of several processes left: every partition
+    comes home to it (no-op when the data dir never had other processes)."""
+    layout = NodeLayout(data_dir)
+    slots = layout.existing_processes()
+    if slots == [1]:
+        return Rehomed(0, 0)
+    others = [b for k in slots[1:] if (b := layout.stored_broker_id(k)) is not None]
+    return await rehome(client, layout, [broker_id], all_node_ids=[broker_id, *others])
