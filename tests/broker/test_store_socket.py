@@ -212,6 +212,7 @@ async def test_concurrent_calls_and_a_server_that_goes_away(tmp_path: Path) -> N
             *(c.get_prefix(b"/") for _ in range(40)),
         )
         assert (await c.get(b"/n")).value == b"40"  # type: ignore[union-attr]
+        c.timeout = 1.0  # what a call waits for a server that went away
         await server.close()
         quick = LocalStoreClient(path=socket_path(tmp_path), timeout=0.5)
         started = time.monotonic()
