@@ -133,6 +133,7 @@ class LocalStoreServer:
         self._inode: int | None = None
         self._connections: set[asyncio.Task[None]] = set()
         self._lease_owners: dict[int, int] = {}  # lease id -> pid of the process granted it
+        self._warned = False  # about a store whose leases never run out
 
     async def start(self) -> None:
         tmp = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
@@ -267,6 +268,12 @@ class LocalStoreServer:
         if op == "grant_lease":
             lease = await store.grant_lease(int(request["ttl"]))
             self._lease_owners[lease.id] = pid
+            if isinstance(store, EmbeddedMetadataStore) and not store.expiring and not self._warned:
+                self._warned = True
+                log.warning(
+                    "the metadata store serves leases to other processes but never expires them:"
+                    " open it with expire_leases=True (a process that hangs keeps its leases)"
+                )
             return {"id": lease.id, "ttl": lease.ttl}
         lease_id = int(request["id"])
         if op == "refresh_lease":

@@ -41,3 +41,18 @@ def test_cluster_from_flags_env_and_toml(tmp_path: Path) -> None:
 def test_cluster_settings_without_etcd_are_refused() -> None:
     with pytest.raises(InvalidConfigError, match="without 'etcd'"):
         load_config(env={"STRATA_REPLICA_LAG_TIME_MAX_MS": "5000"})
+
+
+def test_a_worker_on_a_store_socket(tmp_path: Path) -> None:
+    """A multi-process node's worker: the supervisor's store socket instead of etcd."""
+    sock = tmp_path / "meta" / "store.sock"
+    cfg = load_config(env={}, overrides={"cluster": {"metadata.store.socket": str(sock)}, "broker_id": 2})
+    assert cfg.cluster is not None and cfg.cluster.store_socket == sock and cfg.cluster.etcd is None
+    assert cfg.cluster.broker_id == 2 and not cfg.cluster.embedded
+    env = {"STRATA_METADATA_STORE_SOCKET": str(sock), "STRATA_BROKER_SESSION_TIMEOUT_MS": "3000"}
+    cfg = load_config(env=env)
+    assert cfg.cluster is not None and cfg.cluster.store_socket == sock and cfg.cluster.lease_ttl_s == 3
+    with pytest.raises(InvalidConfigError, match="exclude each other"):
+        both = {"etcd": "127.0.0.1:2379", "metadata.store.socket": str(sock)}
+        load_config(env={}, overrides={"cluster": both})
+    assert load_config(env={}).cluster is None  # a single node: still its own embedded store
