@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 
 from broker import admin
 from broker.config import BrokerConfig
-from broker.controller import CLUSTER_TOPIC_CONFIGS, UNCLEAN_LEADER_ELECTION, create_topic
+from broker.controller import CLUSTER_TOPIC_CONFIGS, UNCLEAN_LEADER_ELECTION, create_topic, machines_of
 from broker.groups.offsets import OFFSETS_TOPIC
 from broker.log_manager import ClusterLogManager
 from broker.metadata import TopicAssignment
@@ -223,7 +223,8 @@ class Broker:
         live brokers), and wait for its leaders (REST; the Metadata handler answers
         LEADER_NOT_AVAILABLE instead, as Kafka does); a concurrent creator is fine."""
         replicas = self.replicas
-        rf = min(replicas.config.default_replication_factor, max(len(replicas.view.brokers), 1))
+        machines = len(set(machines_of(replicas.view.brokers).values()))  # a node's processes: one
+        rf = min(replicas.config.default_replication_factor, max(machines, 1))
         admin.refuse_internal_topic(name, "auto-create")  # FindCoordinator creates it, configured
         validate_topic_name(name)
         try:

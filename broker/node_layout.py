@@ -138,36 +138,48 @@ class NodeLayout:
 
 def plan_homes(where: Mapping[TopicPartition, int | None], processes: int) -> dict[TopicPartition, int]:
     """The process (1..``processes``) of every partition of ``where`` (partition -> the
-    process whose dir holds it, None: no directory yet). Partitions stay where they are
-    when that process is one of the N; the rest go to the least loaded process; then, while
-    one process holds two more than another, one partition moves from the fullest to the
-    emptiest (directory-less ones first: nothing to rename). Deterministic: sorted order."""
+    process whose dir holds it, None: no directory yet), topic by topic, so that each
+    topic's load spreads over every process. A partition stays where it is when that
+    process is one of the N; the rest go to the process with the fewest of the topic's
+    partitions (ties: the fewest of all); then, while one process holds two more of a
+    topic's partitions than another, one moves from the fullest to the emptiest
+    (directory-less ones first: nothing to rename). Deterministic: sorted order."""
     if processes < 1:
         raise ValueError(f"processes must be at least 1, got {processes}")
+    procs = range(1, processes + 1)
+    total = dict.fromkeys(procs, 0)
     home: dict[TopicPartition, int] = {}
-    load = dict.fromkeys(range(1, processes + 1), 0)
-    homeless: list[TopicPartition] = []
+    by_topic: dict[str, list[TopicPartition]] = {}
     for tp in sorted(where):
-        k = where[tp]
-        if k is not None and 1 <= k <= processes:
+        by_topic.setdefault(tp[0], []).append(tp)
+    for topic in sorted(by_topic):
+        load = dict.fromkeys(procs, 0)
+        homeless: list[TopicPartition] = []
+        for tp in by_topic[topic]:
+            k = where[tp]
+            if k is not None and 1 <= k <= processes:
+                home[tp] = k
+                load[k] += 1
+                total[k] += 1
+            else:
+                homeless.append(tp)
+        for tp in homeless:
+            k = min(procs, key=lambda i: (load[i], total[i], i))
             home[tp] = k
             load[k] += 1
-        else:
-            homeless.append(tp)
-    for tp in homeless:
-        k = min(load, key=lambda i: (load[i], i))
-        home[tp] = k
-        load[k] += 1
-    while True:
-        full = max(load, key=lambda i: (load[i], -i))
-        empty = min(load, key=lambda i: (load[i], i))
-        if load[full] - load[empty] <= 1:
-            return home
-        mine = sorted(tp for tp, k in home.items() if k == full)
-        tp = min(mine, key=lambda t: (where.get(t) is not None, t))
-        home[tp] = empty
-        load[full] -= 1
-        load[empty] += 1
+            total[k] += 1
+        while True:
+            full = max(procs, key=lambda i: (load[i], total[i], -i))
+            empty = min(procs, key=lambda i: (load[i], total[i], i))
+            if load[full] - load[empty] <= 1:
+                break
+            mine = [tp for tp in by_topic[topic] if home[tp] == full]
+            tp = min(mine, key=lambda t: (where.get(t) is not None, t))
+            home[tp] = empty
+            for counts in (load, total):
+                counts[full] -= 1
+                counts[empty] += 1
+    return home
 
 
 # --- the disk ---------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, Generic, TypeVar
 
-from broker.controller import create_topic
+from broker.controller import create_topic, machines_of
 from broker.coordinator_runtime.records import (
     build_batches,
     build_transactional_batch,
@@ -119,7 +119,9 @@ class CoordinatorLog(Generic[OpT, ShardT]):
         async with self._create_lock:
             if name in self.view.topics:
                 return
-            live = len(self.view.live_broker_ids())
+            # Machines, not processes: a node of several processes is one machine, and
+            # replicas never share one (broker.controller.place_replicas).
+            live = len(set(machines_of(self.view.brokers).values()))
             wanted = self.topic.replication_factor
             rf = min(wanted, live)
             if rf < 1:
@@ -130,8 +132,8 @@ class CoordinatorLog(Generic[OpT, ShardT]):
                 # A cluster of one (the embedded store) can never meet it: that is its
                 # design, not a fault to warn about; a cluster short of live brokers is.
                 self._log.log(
-                    logging.INFO if self.replicas.config.embedded else logging.WARNING,
-                    "creating %s with replication factor %d: %s is %d but only %d brokers are live",
+                    logging.INFO if self.replicas.config.etcd is None else logging.WARNING,
+                    "creating %s with replication factor %d: %s is %d but only %d machines are live",
                     name,
                     rf,
                     self.topic.naming.replication_factor_setting,
