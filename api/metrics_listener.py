@@ -17,12 +17,16 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from api.node_metrics import NodeMetrics
 from broker.metrics import BrokerMetrics
 
 
-def create_metrics_app(metrics: BrokerMetrics) -> Starlette:
+def create_metrics_app(metrics: BrokerMetrics, node: NodeMetrics | None = None) -> Starlette:
+    """``node``: a process of a node of several answers with the whole node's series."""
+
     async def exposition(_: Request) -> Response:
-        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+        body = await node.exposition() if node is not None else metrics.exposition()
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
 
     # GET routes answer HEAD too (Starlette), which some health checkers send.
     return Starlette(routes=[Route("/metrics", exposition, methods=["GET"])])

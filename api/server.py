@@ -33,6 +33,7 @@ import uvicorn
 
 from api.kafka_server import KafkaServer
 from api.metrics_listener import create_metrics_app
+from api.node_metrics import NodeMetrics
 from api.rest import create_app
 from api.startup_gate import StartupGate, gated
 from broker.broker import Broker
@@ -439,7 +440,8 @@ async def _open_node_doors(
     doors.http.append(await _start_http(app, http, "http-node", **http_options))
     metrics_sock = _inherited(worker.metrics_fd)
     if metrics_sock is not None:
-        doors.http.append(await _start_http(create_metrics_app(metrics), metrics_sock, "metrics-node"))
+        node_app = create_metrics_app(metrics, NodeMetrics(broker, metrics))
+        doors.http.append(await _start_http(node_app, metrics_sock, "metrics-node"))
     return doors
 
 

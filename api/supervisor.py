@@ -49,6 +49,7 @@ import json
 import logging
 import math
 import os
+import secrets
 import signal
 import socket
 import sys
@@ -58,6 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from api.node_metrics import TOKEN_ENV
 from broker.cluster_config import ClusterConfig
 from broker.config import BrokerConfig
 from broker.embedded_store import EmbeddedMetadataStore, MetadataStoreLockedError
@@ -235,6 +237,9 @@ class Supervisor:
         self.sockets: dict[str, socket.socket] = {}
         self.procs: list[_Process] = []
         self.stopping = False
+        # The processes' proof to each other that a request comes from the node
+        # (api.node_metrics); in their environment, which only the node's user can read.
+        self.token = secrets.token_hex(16)
 
     # --- start ------------------------------------------------------------------------------------
 
@@ -325,6 +330,7 @@ class Supervisor:
         p.ready.clear()
         p.proc = await asyncio.create_subprocess_exec(
             *cmd,
+            env={**os.environ, TOKEN_ENV: self.token},
             stdout=asyncio.subprocess.PIPE,
             stdin=asyncio.subprocess.DEVNULL,
             pass_fds=[sock.fileno() for sock in self.sockets.values()],

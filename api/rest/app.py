@@ -52,6 +52,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Scope
 
 from api.dashboard import dashboard_router
+from api.node_metrics import NodeMetrics, from_node
 from api.rest.authz import require_cluster, require_topic, topic_visible
 from api.rest.codec import (
     DEFAULT_FETCH_MAX_BYTES,
@@ -479,6 +480,8 @@ def create_app(broker: Broker) -> FastAPI:
             }
         )
 
+    node_metrics = NodeMetrics(broker, metrics)  # the whole node's series, on a node of processes
+
     @app.get(
         "/metrics",
         tags=["ops"],
@@ -489,8 +492,10 @@ def create_app(broker: Broker) -> FastAPI:
         # Every topic's and group's series: with authorization on, DESCRIBE on the cluster
         # (Kafka's rule for cluster-wide descriptions); scrapers without a user read the
         # metrics listener instead (api.metrics_listener).
+        if from_node(request.headers):  # another process of this node (api.node_metrics)
+            return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
         require_cluster(broker, request, Operation.DESCRIBE)
-        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+        return Response(await node_metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     def openapi() -> dict[str, Any]:
         if app.openapi_schema is None:

@@ -237,3 +237,24 @@ def test_replicas_never_share_a_machine(node: BrokerProcess) -> None:
     err = info.value.args[0]
     assert err.code() == KafkaError.INVALID_REPLICATION_FACTOR
     assert "machine" in err.str()
+
+
+def test_the_node_address_shows_the_whole_node(node: BrokerProcess) -> None:
+    import json
+    import urllib.request
+
+    admin = AdminClient({"bootstrap.servers": node.bootstrap})
+    admin.create_topics([NewTopic(TOPIC, num_partitions=PARTITIONS, replication_factor=1)])[TOPIC].result(30)
+    acked = Acked(node.bootstrap)
+    acked.send(60)
+    acked.flush()
+    leaders = set(_leaders(node.bootstrap).values())
+    assert len(leaders) == 2
+    for _ in range(4):  # whichever process accepts the connection
+        with urllib.request.urlopen(f"{node.http_url}/metrics", timeout=20) as resp:
+            text = resp.read().decode()
+        for b in leaders:
+            assert f'strata_node_process_up{{broker="{b}"}} 1.0' in text
+            assert f'strata_log_end_offset{{broker="{b}",partition=' in text
+        with urllib.request.urlopen(f"{node.http_url}/v3/clusters/strata-local/brokers", timeout=20) as resp:
+            assert {b["broker_id"] for b in json.loads(resp.read())["data"]} == leaders
