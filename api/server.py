@@ -186,7 +186,7 @@ async def serve(
                 )
         manager.cleaner_config = config.cleaner
         manager.open()
-        await node.adopt_local_topics()
+        await node.adopt_local_topics(home=node_home)
     except BaseException:
         await node.close()
         await store.close()

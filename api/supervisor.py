@@ -286,21 +286,6 @@ class Supervisor:
                 every.add(bid)
         return ids, sorted(every)
 
-    def _check_adopted(self) -> None:
-        """A data dir written before the embedded store (topics only in its registry) is
-        adopted by a single process's start: refuse rather than start N processes that
-        would not see its topics."""
-        assert self.client is not None
-        if self.cluster.etcd is not None or self.client.view.topics:
-            return
-        registry = self.config.data_dir / "meta" / "topics.json"
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(registry.read_text()).get("topics"):
-                raise InvalidConfigError(
-                    f"{self.config.data_dir} holds topics its metadata store does not know yet (a data dir"
-                    " from before the embedded store): start it once with --processes 1, then with more"
-                )
-
     def _bind_listeners(self) -> None:
         c = self.config
         self.sockets["kafka"] = _bind(c.kafka_listen)
@@ -353,7 +338,6 @@ class Supervisor:
     async def start(self) -> None:
         await self._open_store()
         assert self.client is not None and self.store is not None
-        self._check_adopted()
         ids, every = await self._broker_ids()
         done = await rehome(self.client, self.layout, ids, all_node_ids=every)
         if done.moved or done.rewritten:

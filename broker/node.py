@@ -152,12 +152,14 @@ class ClusterNode:
             return
         self.admin_socket = server
 
-    async def adopt_local_topics(self) -> list[str]:
+    async def adopt_local_topics(self, *, home: bool = False) -> list[str]:
         """A cluster of one (embedded store) adopts the topics its data dir already holds
         and the store does not: a data dir written before the single node ran on the
         embedded store, or restored from the bucket (``tiering.restore``). Same topic id,
-        partitions and overrides; one replica, this broker. Returns the adopted names."""
-        if not self.cluster.embedded:
+        partitions and overrides; one replica, this broker. Returns the adopted names.
+        ``home``: process 1 of a node of several on the embedded store (api.supervisor),
+        which adopts them for the node (the next start spreads them over its processes)."""
+        if not (self.cluster.embedded or home):
             return []
         # A single node's committed offsets from before (hot.manager.adopt_partition):
         # partition 0 of a one-partition __consumer_offsets, so every group maps to it
