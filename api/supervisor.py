@@ -150,10 +150,15 @@ def worker_config(config: BrokerConfig, spec: WorkerSpec) -> BrokerConfig:
     reached through the store socket (embedded) or etcd."""
     k = spec.index
     cluster = config.cluster if config.cluster is not None else ClusterConfig.of_one(spec.broker_id)
+    inter = cluster.inter_broker_listener
+    if inter is not None:  # where followers fetch: each process's own (+ k - 1)
+        host, _, port = inter.rpartition(":")
+        inter = f"{host}:{own_port(int(port), k - 1)}"
     cluster = dataclasses.replace(
         cluster,
         broker_id=spec.broker_id,
         store_socket=Path(spec.store_socket) if spec.store_socket is not None else None,
+        inter_broker_listener=inter,
     )
     kafka = config.kafka_listen
     changes: dict[str, Any] = {
@@ -401,9 +406,7 @@ class Supervisor:
             if self.stopping:
                 return
             k, bid = p.spec.index, p.spec.broker_id
-            if self.server is not None:
-                revoked = await self.server.revoke_leases_of(p.proc.pid)
-                log.info("process %d: %d leases revoked", k, revoked)
+            await self._revoke(p)
             if time.monotonic() - p.started_at > STABLE_S:
                 p.pause = RESTART_PAUSE_S[0]
             log.warning(
@@ -415,6 +418,22 @@ class Supervisor:
             if self.stopping:
                 return
             await self._spawn(p)
+
+    async def _revoke(self, p: _Process) -> None:
+        """The dead process's leases, revoked at once: its registration goes (the
+        controller moves its partitions' leadership to another machine's replica, if
+        any) and its next incarnation registers without waiting for the TTL."""
+        assert p.proc is not None
+        try:
+            if self.server is not None:
+                revoked = await self.server.revoke_leases_of(p.proc.pid)
+                log.info("process %d: %d leases revoked", p.spec.index, revoked)
+            elif self.client is not None and self.store is not None:
+                live = self.client.view.brokers.get(p.spec.broker_id)
+                if live is not None and live.lease:
+                    await self.store.revoke_lease(live.lease)
+        except MetadataStoreError as exc:  # the lease then runs out by its TTL
+            log.warning("process %d: its leases were not revoked: %s", p.spec.index, exc)
 
     async def _stop_all(self) -> None:
         running = [p for p in self.procs if p.proc is not None and p.proc.returncode is None]
