@@ -492,7 +492,14 @@ def run(
 ) -> int:
     """``strata serve``: one broker process, a node of several (``processes``, its
     supervisor: api.supervisor), or with ``worker`` one process of such a node."""
-    from api.supervisor import WorkerSpec, resolve_processes, supervise, worker_config
+    from api.supervisor import (
+        WorkerSpec,
+        die_with_parent,
+        resolve_processes,
+        supervise,
+        worker_config,
+        worker_say,
+    )
 
     logging.basicConfig(
         level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -500,6 +507,7 @@ def run(
     spec = WorkerSpec.from_json(worker) if worker is not None else None
     processes = 1 if spec is not None else resolve_processes(config.processes)
     if spec is not None:
+        die_with_parent(spec.parent)
         config = worker_config(config, spec)
     factory = event_loop_factory(config)
     log.debug("event loop: %s", "asyncio" if factory is None else f"{factory.__module__}.{factory.__name__}")
@@ -507,7 +515,7 @@ def run(
         with asyncio.Runner(loop_factory=factory) as runner:
             if processes > 1:
                 return runner.run(supervise(config, processes, argv))
-            runner.run(serve(config, worker=spec))
+            runner.run(serve(config, worker=spec, announce=worker_say if spec is not None else None))
     except KeyboardInterrupt:
         pass
     return 0

@@ -30,9 +30,9 @@ The supervisor (this module, one small process):
 * on SIGTERM/SIGINT stops every process (each hands over and uploads what the bucket
   lacks, as a single process does), waiting up to ``STOP_GRACE_S`` plus the upload grace.
 
-Processes die with the supervisor: each is started with ``PR_SET_PDEATHSIG`` = SIGTERM
+Processes die with the supervisor: each sets ``PR_SET_PDEATHSIG`` = SIGTERM first thing
 (kill -9 of the supervisor stops them cleanly, no orphans) and checks that its parent is
-still the supervisor right after setting it.
+still the supervisor right after setting it (``die_with_parent``).
 
 The supervisor's stdout carries the node's lines (``strata: kafka listener on ...``,
 ``strata: ready`` once every process is ready); a process's own lines are relayed as
@@ -123,6 +123,7 @@ class WorkerSpec:
     http_fd: int
     external_fd: int | None = None
     metrics_fd: int | None = None
+    parent: int = 0  # the supervisor's pid
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
@@ -200,14 +201,23 @@ def _bind(addr: HostPort) -> socket.socket:
     return sock
 
 
-def _die_with_parent(parent: int) -> Callable[[], None]:
-    def setup() -> None:  # in the child, between fork and exec
+def die_with_parent(parent: int) -> None:
+    """In a process of a node, first thing: SIGTERM when the supervisor dies (Linux
+    ``PR_SET_PDEATHSIG``), and exit at once if it died already (before that call). Done
+    by the process itself rather than between fork and exec, where the supervisor's
+    threads make anything but exec unsafe."""
+    with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent:  # the supervisor died before the line above
-            os._exit(1)
+    if os.getppid() != parent:
+        raise SystemExit("strata: the node's supervisor is gone; not starting")
 
-    return setup
+
+def worker_say(line: str) -> None:
+    """A process's stdout line for its supervisor: a supervisor gone (its pipe closed)
+    must not stop the process's clean shutdown half-way."""
+    with contextlib.suppress(OSError):
+        print(line, flush=True)
 
 
 class _Process:
@@ -313,6 +323,7 @@ class Supervisor:
             http_fd=s["http"].fileno(),
             external_fd=s["external"].fileno() if "external" in s else None,
             metrics_fd=s["metrics"].fileno() if "metrics" in s else None,
+            parent=os.getpid(),
         )
 
     async def _spawn(self, p: _Process) -> None:
@@ -324,7 +335,6 @@ class Supervisor:
             stdout=asyncio.subprocess.PIPE,
             stdin=asyncio.subprocess.DEVNULL,
             pass_fds=[sock.fileno() for sock in self.sockets.values()],
-            preexec_fn=_die_with_parent(os.getpid()),
         )
         p.started_at = time.monotonic()
         p.relay = asyncio.create_task(self._relay(p, p.proc), name=f"process-{p.spec.index}-out")
