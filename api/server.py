@@ -146,6 +146,15 @@ async def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+    # A process of a node at the node's first start opens the node's address once every
+    # process is ready (the supervisor's SIGUSR1): no client of the node's address sees
+    # part of the node; a process restarted alone opens it as soon as it is ready.
+    node_go = asyncio.Event()
+    if worker is not None:
+        if worker.wait_node:
+            loop.add_signal_handler(signal.SIGUSR1, node_go.set)
+        else:
+            node_go.set()
 
     config.data_dir.mkdir(parents=True, exist_ok=True)
     # One broker code path: a single node is a cluster of one on the embedded metadata
@@ -339,7 +348,10 @@ async def serve(
         gate.open()  # registered, with a controller in view: requests are answered from here on
         # A process of a node takes connections on the node's address only now: while it
         # starts (or restarts) the others answer there.
-        node_doors = await _open_node_doors(worker, broker, client_opts, app, metrics, http_options)
+        node_doors = _NodeDoors()
+        doors_task = asyncio.create_task(
+            _open_node_doors(node_doors, node_go, worker, broker, client_opts, app, metrics, http_options)
+        )
         say("strata: ready")
         try:
             stop_task = asyncio.create_task(stop.wait())
@@ -372,6 +384,9 @@ async def serve(
             upload = upload_grace > 0 and (cluster.embedded or config.tiering.shutdown_upload_in_cluster)
             await node.stop(before_leaving=_shutdown_upload(tiering) if upload else None)
             node = None
+            doors_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await doors_task
             await kafka.close()
             await node_doors.close()
             if external is not None:
@@ -419,16 +434,18 @@ class _NodeDoors:
 
 
 async def _open_node_doors(
+    doors: _NodeDoors,
+    go: asyncio.Event,
     worker: WorkerSpec | None,
     broker: Broker,
     client_opts: dict[str, Any],
     app: Any,
     metrics: BrokerMetrics,
     http_options: dict[str, Any],
-) -> _NodeDoors:
-    doors = _NodeDoors()
+) -> None:
     if worker is None:
-        return doors
+        return
+    await go.wait()
     for fd, external in ((worker.kafka_fd, False), (worker.external_fd, True)):
         sock = _inherited(fd)
         if sock is not None:
@@ -442,7 +459,6 @@ async def _open_node_doors(
     if metrics_sock is not None:
         node_app = create_metrics_app(metrics, NodeMetrics(broker, metrics))
         doors.http.append(await _start_http(node_app, metrics_sock, "metrics-node"))
-    return doors
 
 
 def _shutdown_upload(tiering: TieringService) -> Callable[[], Awaitable[None]]:

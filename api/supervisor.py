@@ -124,6 +124,9 @@ class WorkerSpec:
     external_fd: int | None = None
     metrics_fd: int | None = None
     parent: int = 0  # the supervisor's pid
+    # Open the node's listeners only on the supervisor's SIGUSR1 (every process ready):
+    # the node's first start; a process restarted alone opens them once it is ready.
+    wait_node: bool = True
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), separators=(",", ":"))
@@ -381,6 +384,10 @@ class Supervisor:
         finally:
             for t in (*waits, *exits):
                 t.cancel()
+        for p in self.procs:
+            p.spec = dataclasses.replace(p.spec, wait_node=False)  # for its restarts
+            if p.proc is not None and p.proc.returncode is None:
+                p.proc.send_signal(signal.SIGUSR1)
         self._announce()
 
     def _announce(self) -> None:
