@@ -379,8 +379,10 @@ class Supervisor:
                     await asyncio.wait([*waits, *exits], return_when=asyncio.FIRST_COMPLETED)
                     dead = [p for p in self.procs if p.proc is not None and p.proc.returncode is not None]
                     if dead:
-                        k = dead[0].spec.index
-                        raise StorageError(f"process {k} of the node exited during start-up (log above)")
+                        k, code = dead[0].spec.index, dead[0].proc.returncode  # type: ignore[union-attr]
+                        raise StorageError(
+                            f"process {k} of the node exited with code {code} during start-up (log above)"
+                        )
         finally:
             for t in (*waits, *exits):
                 t.cancel()
