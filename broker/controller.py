@@ -392,17 +392,24 @@ class Controller:
             await view.wait_changed(seq, self.poll_interval)
 
     async def reconcile(self, token: ControllerToken) -> int:
-        """One pass over every partition in the view; returns the number of states written."""
+        """One pass over every partition in the view; returns the number of states written.
+
+        Elections are decided for every partition first, then written in batches, one
+        etcd transaction per ``max_txn_ops // 2`` partitions (a broker's death changes
+        thousands of states at once: one write and one view update per batch, not per
+        partition); a batch that meets a conflict is written partition by partition."""
         c = self.client
         view = c.view
         live = view.live_broker_ids()
         written = 0
+        decided: list[tuple[str, int, Versioned[PartitionState], PartitionState, tuple[int, ...], bool]] = []
         for topic, assignment in list(view.topics.items()):
             try:
                 unclean = unclean_election_enabled(assignment.value.configs)
             except InvalidConfigError as exc:
                 log.warning("topic %s: %s; treating it as false", topic, exc)
                 unclean = False
+            reassigning = assignment.value.reassigning
             for p, replicas in enumerate(assignment.value.partitions):
                 current = view.partitions.get((topic, p))
                 if current is None:
@@ -411,7 +418,7 @@ class Controller:
                     ):
                         written += 1
                     continue
-                if p in assignment.value.reassigning and await self._complete_reassignment(
+                if p in reassigning and await self._complete_reassignment(
                     token, topic, p, assignment, current, live
                 ):
                     written += 1
@@ -419,35 +426,70 @@ class Controller:
                 # An ISR member that is no longer a replica (a leader's ISR write racing a
                 # completed reassignment) is dropped like a dead one, and never elected.
                 eligible = live & set(replicas)
-                for _ in range(5):  # retry against fresher state on a conflict
-                    new = elect_leader(
-                        current.value, replicas, eligible, unclean=unclean, controller_epoch=token.epoch
-                    )
-                    if new is None:
-                        break
-                    res = await c.update_partition_state(topic, p, current, new, controller=token)
-                    if res.ok:
-                        written += 1
-                        if new.isr != current.value.isr:
-                            self.on_isr_change(topic, p, current.value.isr, new.isr)
-                        if new.leader != current.value.leader:
-                            self.elections += 1
-                            if new.leader != NO_LEADER:  # going offline elects nobody
-                                self.on_election(topic, p, new.leader in current.value.isr)
-                            log.info(
-                                "%s-%d: leader %d -> %d (epoch %d), isr %s",
-                                topic,
-                                p,
-                                current.value.leader,
-                                new.leader,
-                                new.leader_epoch,
-                                list(new.isr),
-                            )
-                        break
-                    if res.conflict is Conflict.DELETED or res.state is None:
-                        break
-                    current = res.state
+                new = elect_leader(
+                    current.value, replicas, eligible, unclean=unclean, controller_epoch=token.epoch
+                )
+                if new is not None:
+                    decided.append((topic, p, current, new, replicas, unclean))
+        step = max(1, c.max_txn_ops // 2 - 1)
+        for i in range(0, len(decided), step):
+            batch = decided[i : i + step]
+            if len(batch) > 1 and await c.update_partition_states(
+                [(t, p, cur, new) for t, p, cur, new, _, _ in batch], controller=token
+            ):
+                for t, p, cur, new, _, _ in batch:
+                    self._written(t, p, cur.value, new)
+                written += len(batch)
+                continue
+            for t, p, cur, new, replicas, unclean in batch:
+                written += await self._elect_one(token, t, p, cur, new, replicas, unclean, live)
         return written
+
+    async def _elect_one(
+        self,
+        token: ControllerToken,
+        topic: str,
+        p: int,
+        current: Versioned[PartitionState],
+        new: PartitionState | None,
+        replicas: tuple[int, ...],
+        unclean: bool,
+        live: frozenset[int],
+    ) -> int:
+        """One partition's election written alone, retried against fresher state on a
+        conflict; 1 if written."""
+        eligible = live & set(replicas)
+        for _ in range(5):
+            if new is None:
+                return 0
+            res = await self.client.update_partition_state(topic, p, current, new, controller=token)
+            if res.ok:
+                self._written(topic, p, current.value, new)
+                return 1
+            if res.conflict is Conflict.DELETED or res.state is None:
+                return 0
+            current = res.state
+            new = elect_leader(
+                current.value, replicas, eligible, unclean=unclean, controller_epoch=token.epoch
+            )
+        return 0
+
+    def _written(self, topic: str, p: int, old: PartitionState, new: PartitionState) -> None:
+        if new.isr != old.isr:
+            self.on_isr_change(topic, p, old.isr, new.isr)
+        if new.leader != old.leader:
+            self.elections += 1
+            if new.leader != NO_LEADER:  # going offline elects nobody
+                self.on_election(topic, p, new.leader in old.isr)
+            log.info(
+                "%s-%d: leader %d -> %d (epoch %d), isr %s",
+                topic,
+                p,
+                old.leader,
+                new.leader,
+                new.leader_epoch,
+                list(new.isr),
+            )
 
     async def _complete_reassignment(
         self,

@@ -1062,6 +1062,36 @@ class MetadataClient:
             return CasResult(False, current, Conflict.FENCED_LEADER_EPOCH)
         return CasResult(False, current, Conflict.STALE_VERSION)
 
+    async def update_partition_states(
+        self,
+        changes: Sequence[tuple[str, int, Versioned[PartitionState], PartitionState]],
+        *,
+        controller: ControllerToken,
+    ) -> int | None:
+        """Many partitions' ``update_partition_state`` in one transaction (the controller's
+        elections after a broker died: one etcd write and one view update for all of them,
+        not one per partition): every state must still be exactly its ``expected`` and the
+        controller still in office. The revision written, or None on any conflict (the
+        caller then writes them one by one, which says which and why);
+        ``StaleControllerEpochError`` when the controller was deposed."""
+        compares = [Compare.create_revision(self.layout.controller, controller.create_revision)]
+        puts: list[Op] = []
+        for topic, partition, expected, new in changes:
+            if new.leader_epoch < expected.value.leader_epoch:
+                raise InvalidRequestError(
+                    f"{topic}-{partition}: leader epoch cannot go back "
+                    f"from {expected.value.leader_epoch} to {new.leader_epoch}"
+                )
+            key = self.layout.partition_state(topic, partition)
+            compares.append(Compare.mod_revision(key, expected.mod_revision))
+            new = replace(new, partition_epoch=expected.value.partition_epoch + 1)
+            puts.append(Put(key, new.to_json()))
+        res = await self.etcd.txn(compares, puts, [Get(self.layout.controller)])
+        if res.succeeded:
+            return res.revision
+        self._check_controller(res.reads[0], controller)
+        return None
+
     async def update_replica_sets(
         self, name: str, expected: Versioned[TopicAssignment], new: TopicAssignment
     ) -> Versioned[TopicAssignment] | None:

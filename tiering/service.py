@@ -168,6 +168,7 @@ class PassResult:
     topics_deleted: int = 0
     orphans_deleted: int = 0
     remote_compacted: int = 0
+    skipped: int = 0  # partitions with nothing to do, not looked at (quiet passes)
 
 
 class TieringService:
@@ -223,6 +224,11 @@ class TieringService:
         self._rng = random.Random()
         # One pass or one ``sync`` at a time: no two uploads of a partition at once.
         self._pass_lock = asyncio.Lock()
+        # Partitions whose last visit found nothing to do: the log's shape then and until
+        # when nothing time-based can come due (local retention by time). A pass skips them
+        # while their shape stands still, so an idle broker's pass costs what changed, not
+        # what it holds (issue 35).
+        self._quiet: dict[tuple[str, int], tuple[tuple[int, ...], int]] = {}
         # Cluster mode: whether this broker leads a partition (only the leader uploads and
         # applies local and total retention; followers keep their data).
         self.is_leader: Callable[[str, int], bool] | None = None
@@ -347,7 +353,7 @@ class TieringService:
         while not self._closing:
             delay = interval
             try:
-                await self.run_once()
+                await self.run_once(quiet=True)
                 if self.store_failing:
                     logger.warning("object store reachable again: tiering resumes")
                 self.store_failing = False
@@ -377,21 +383,29 @@ class TieringService:
         retention: bool | None = None,
         sweep: bool | None = None,
         compact: bool | None = None,
+        quiet: bool = False,
     ) -> PassResult:
         """One pass: pending remote deletions, uploads + local retention of every tiered
         partition, and (when due, or when forced by the flags) total retention and the
         orphan sweep. Object-store failures propagate as ObjectStoreError after the
-        partitions already done; everything else is logged per partition."""
+        partitions already done; everything else is logged per partition. ``quiet`` (the
+        periodic passes): skip partitions whose last visit found nothing to do while their
+        log's shape stands still, for up to ``retention_check_interval_ms``."""
         async with self._pass_lock:
-            return await self._pass(now_ms, retention, sweep, compact)
+            return await self._pass(now_ms, retention, sweep, compact, quiet)
 
     async def _pass(
-        self, now_ms: int | None, retention: bool | None, sweep: bool | None, compact: bool | None
+        self,
+        now_ms: int | None,
+        retention: bool | None,
+        sweep: bool | None,
+        compact: bool | None,
+        quiet: bool = False,
     ) -> PassResult:
         now = self._clock_ms() if now_ms is None else now_ms
         result = PassResult()
         result.topics_deleted = await self._delete_pending_topics()
-        await self._upload_all(now, result)
+        await self._upload_all(now, result, quiet=quiet)
         cfg = self.config
         if retention or (
             retention is None and now - self._last_retention_ms >= cfg.retention_check_interval_ms
@@ -424,7 +438,7 @@ class TieringService:
                 out.append((info, log))
         return out
 
-    async def _upload_all(self, now: int, result: PassResult) -> None:
+    async def _upload_all(self, now: int, result: PassResult, *, quiet: bool = False) -> None:
         tiered: list[tuple[TopicInfo, Log]] = []
         for info, log in self._all_logs():
             if log.config.remote_storage_enable:
@@ -436,12 +450,21 @@ class TieringService:
         sem = asyncio.Semaphore(self.config.upload_concurrency)
         failure: list[ObjectStoreError] = []
 
+        quiet_for = self.config.retention_check_interval_ms
+
         async def one(info: TopicInfo, log: Log) -> None:
+            key = (info.name, log.partition)
+            q = self._quiet.get(key) if quiet else None
+            if q is not None and now < q[1] and q[0] == self._shape(log):
+                result.skipped += 1
+                return
+            self._quiet.pop(key, None)
             async with sem:
                 if failure:
                     return  # the store is failing: do not hammer it with every partition
                 try:
-                    result.uploaded += await self.uploader.upload_partition(log, info.topic_id)
+                    done = await self.uploader.upload_partition(log, info.topic_id)
+                    result.uploaded += done
                 except ObjectStoreError as e:
                     self.metrics.upload_errors.labels(info.name, "store").inc()
                     failure.append(e)
@@ -454,19 +477,45 @@ class TieringService:
                     self.metrics.upload_errors.labels(info.name, "other").inc()
                     logger.error("upload of %s failed: %s", log.name, e)
                     return
-                result.local_deleted += len(await self.uploader.apply_local_retention(log, now))
+                deleted = len(await self.uploader.apply_local_retention(log, now))
+                result.local_deleted += deleted
                 st = self.uploader.cached_state(info.name, log.partition)
                 if st is not None and st.stopped is None:
                     try:
                         await self.uploader.delete_replaced(st, now)
                     except ObjectStoreError as e:
                         failure.append(e)
+                        return
                     except PartitionStoppedError:
                         return
+                    m = st.manifest
+                    if (
+                        done == 0
+                        and deleted == 0
+                        and m is not None
+                        and self.uploader.pending_segments(*key) == 0
+                        and not any(seg.replaced for seg in m.segments)
+                    ):
+                        self._quiet[key] = (self._shape(log), now + quiet_for)
 
         await asyncio.gather(*(one(info, log) for info, log in tiered))
         if failure:
             raise failure[0]
+
+    def _shape(self, log: Log) -> tuple[int, ...]:
+        """What a pass's work on ``log`` depends on besides the clock: the log object (a
+        recreated or reopened partition), its active segment (a roll seals one), its
+        local and log start offsets (retention, DeleteRecords), this broker's leader
+        epoch (a new term recovers first)."""
+        epoch = self.uploader.led_epoch(log.topic, log.partition)
+        return (
+            id(log),
+            id(log.config),  # an altered topic config (retention, lag bounds)
+            log.active_segment.base_offset,
+            log.local_log_start_offset,
+            log.log_start_offset,
+            -2 if epoch is None else epoch,
+        )
 
     # --- upload at shutdown ----------------------------------------------------------------------
 

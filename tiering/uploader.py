@@ -313,6 +313,7 @@ class Uploader:
         self._clock_ms = clock_ms
         self._states: dict[tuple[str, int], PartitionState] = {}
         self._lag_series: dict[tuple[str, int], tuple[Any, Any, Any, Any]] = {}  # _observe_lag
+        self._pending: dict[tuple[str, int], int] = {}  # sealed segments not uploaded, at the last look
         self._topic_docs: dict[str, dict[str, object]] = {}
         self._bucket = TokenBucket(config.upload_bytes_per_second)
         # Told about every manifest read or written (the remote reader's cache).
@@ -333,10 +334,20 @@ class Uploader:
     def cached_state(self, topic: str, partition: int) -> PartitionState | None:
         return self._states.get((topic, partition))
 
+    def pending_segments(self, topic: str, partition: int) -> int | None:
+        """Sealed segments of the partition the bucket lacked at the last look (None:
+        never looked)."""
+        return self._pending.get((topic, partition))
+
+    def led_epoch(self, topic: str, partition: int) -> int | None:
+        """This broker's leader epoch of the partition (cluster mode), None on a single broker."""
+        return None if self.leader_epoch is None else self.leader_epoch(topic, partition)
+
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._states if k[0] == topic]:
             del self._states[key]
             self._lag_series.pop(key, None)
+            self._pending.pop(key, None)
             self.metrics.forget_partition(*key)
         self._topic_docs.pop(topic, None)
 
@@ -601,6 +612,7 @@ class Uploader:
                 m.upload_lag_seconds.labels(*labels),
             )
         lag_segments, lag_bytes, local_bytes, lag_seconds = series
+        self._pending[key] = len(pending)
         lag_segments.set(len(pending))
         lag_bytes.set(sum(s.size for s in pending))
         local_bytes.set(sum(s.size for s in segs))

@@ -160,6 +160,10 @@ async def test_leader_elected_from_isr_when_leader_lease_expires(
             assert s.leader == old.leader and s.leader_epoch == old.leader_epoch
         assert set(s.isr) == {1, 3} and s.controller_epoch == ctl.token.epoch  # type: ignore[union-attr]
         assert s.partition_epoch == old.partition_epoch + 1
+    # Counted once the write's reply is in, which may come just after the watch showed it.
+    async with asyncio.timeout(WAIT):
+        while ctl.elections < len(led_by_2):
+            await asyncio.sleep(0.01)
     assert ctl.elections == len(led_by_2)
     assert await c.live_brokers() == a.view.brokers
 
