@@ -464,7 +464,8 @@ def run_node(n: int, partitions: int, data: Path, args: argparse.Namespace, tag:
                 f"  N={n} {w}: {s.rate:,.0f} req/s ({s.rate * records:,.0f} msg/s), broker "
                 f"{s.broker_cores:.2f} cores (processes {'/'.join(f'{c:.2f}' for c in s.per_process)}, "
                 f"supervisor {s.supervisor_cores:.2f}; partitions led {spread}), generators "
-                f"{s.generator_cores:.2f}, machine busy {s.machine_busy:.2f} of {args.cores}, "
+                f"{s.generator_cores:.2f}, machine busy {s.machine_busy:.2f} of {args.cores} (other work "
+                f"{max(0.0, s.machine_busy - s.broker_cores - s.generator_cores):.2f}), "
                 f"{s.cpu_us:.0f} broker CPU-us/req, limit: {s.limit}",
                 flush=True,
             )
@@ -584,4 +585,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except KeyboardInterrupt:
+        sys.exit("interrupted: every node and load generator stopped")
