@@ -37,11 +37,13 @@ and against N=1 of the same round:
   wall ratio       req/s(N) / req/s(1): what this machine delivered, generators included
   efficiency       requests per broker-CPU-second, N against 1 (the cost of the extra
                    processes: supervisor, more connections, smaller batches per process)
-  capacity ratio   by CPU time: requests per broker-CPU-second x min(N, cores), N against
-                   1: the rate if every broker process had a core of its own and the load
-                   generators ran elsewhere; an extrapolation, not a measured rate
-  busiest ratio    req/s / busiest process's cores, N against 1: the same extrapolation
-                   limited by the busiest process (counts an uneven spread)
+  capacity ratio   by CPU time: requests per broker-CPU-second x min(N, cores - generator
+                   cores), N against 1: the rate if the load generators had the cores they
+                   used and each broker process a core of its own out of the rest, nothing
+                   else running; an extrapolation, not a measured rate
+  busiest ratio    the same extrapolation limited by the busiest process: req/s per core
+                   of the busiest process x min(1, (cores - generator cores) / N) (counts an
+                   uneven spread over the processes)
 
 The limit stated per round: ``machine`` when the machine's cores are all busy (the
 generators and other work compete with the brokers), ``broker`` when the busiest broker
@@ -342,12 +344,19 @@ class Sample:
         return self.rate / self.broker_cores if self.broker_cores else 0.0
 
     @property
+    def broker_room(self) -> float:
+        """Cores the broker processes could have: one each, out of what the load
+        generators leave of the machine."""
+        return min(float(self.processes), self.cores - self.generator_cores)
+
+    @property
     def capacity(self) -> float:
-        return self.efficiency * min(self.processes, self.cores)
+        return self.efficiency * self.broker_room
 
     @property
     def busiest_capacity(self) -> float:
-        return self.rate / max(self.per_process) if max(self.per_process) else 0.0
+        busiest = max(self.per_process)
+        return self.rate / busiest * self.broker_room / self.processes if busiest else 0.0
 
     @property
     def limit(self) -> str:
@@ -527,8 +536,9 @@ def report(results: list[dict[int, dict[str, Sample]]], args: argparse.Namespace
     print(
         f"\nratios against N={base} of the same round. wall ratio: measured req/s (the load generators"
         f"\nshare the {args.cores} cores). efficiency: requests per broker-CPU-second. capacity: efficiency x"
-        "\nmin(N, cores), the rate if each broker process had a core (CPU-time extrapolation, not"
-        "\nmeasured). busiest ratio: req/s per core of the busiest process (the same, spread counted)."
+        "\nmin(N, cores - generator cores), the rate if each broker process had a core of what the"
+        "\ngenerators leave (CPU-time extrapolation, not measured). busiest ratio: the same from the"
+        "\nbusiest process's req/s per core (an uneven spread counted)."
     )
 
 
