@@ -4,12 +4,14 @@ Produce throughput, and what it costs in CPU.
     python -m bench.bench_cores [--processes 1,2] [--rounds 3] [--seconds 10] [--depth 32]
     python -m bench.bench_cores --processes 1,2,4,8,16 --generators 16      # a many-core host
 
-For each N in ``--processes`` (alternating in every round, N=1 first, so that every N
-sees the same machine load) it starts ``strata serve --processes N`` on a fresh data dir
-(ports 0; N=1 is the plain single process), creates a topic of P = 2 x max(N)
-partitions (RF 1) through the node's address with confluent-kafka's AdminClient, reads
-each partition's leader and that leader's own address from Metadata, then drives every
-workload for ``--seconds``:
+It starts, for each N in ``--processes``, a node ``strata serve --processes N`` on a
+fresh data dir (ports 0; N=1 is the plain single process; tiering uploads off) and keeps
+every node up for the whole run; on each it creates a topic of P = 2 x max(N) partitions
+(RF 1) through the node's address with confluent-kafka's AdminClient and reads each
+partition's leader and that leader's own address from Metadata. Then, in every round, for
+every workload, it drives each node in turn for ``--seconds`` (N order reversed every
+other round: 1 2, 2 1, ...), so that the runs compared are seconds apart on a machine
+whose other load moves; the idle nodes cost ~0.01 core each:
 
   produce-interval   one-record Produce v9 requests, acks=1, strata.flush.mode=interval
                      (page-cache durability: the fsync rate does not cap the rate)
@@ -449,38 +451,53 @@ def _alive(pids: list[int]) -> list[int]:
 # -- the run -------------------------------------------------------------------------------
 
 
-def run_node(n: int, partitions: int, data: Path, args: argparse.Namespace, tag: str) -> dict[str, Sample]:
+Routes = dict[int, tuple[str, int, list[int]]]  # broker id -> (host, own port, partitions led)
+
+
+@dataclass
+class Prepared:
+    """A started node with its topics (one per flush mode) and where their leaders are."""
+
+    node: Node
+    topics: dict[str, tuple[str, Routes]]  # flush mode -> (topic, routes)
+    spread: str  # partitions led by each process, by index: "2/2"
+
+
+def prepare(n: int, partitions: int, data: Path, args: argparse.Namespace) -> Prepared:
     node = start_node(data, n, {"STRATA_LOG_REMOTE_STORAGE_ENABLE": "false"})  # no uploads competing
     try:
         bootstrap = f"{node.address[0]}:{node.address[1]}"
-        topics: dict[str, tuple[str, dict[int, tuple[str, int, list[int]]]]] = {}
+        topics: dict[str, tuple[str, Routes]] = {}
         for mode in sorted({WORKLOADS[w][1] for w in args.workloads}):
-            name = f"cores-{mode}-{tag}"
+            name = f"cores-{mode}-{n}"
             create_topic(bootstrap, name, partitions, mode)
             routes = leaders(bootstrap, name, partitions)
             if len(routes) != n:
                 led = {b: len(r[2]) for b, r in routes.items()}
                 raise RuntimeError(f"{name}: {partitions} partitions led by {len(routes)} of {n}: {led}")
             topics[mode] = (name, routes)
-        by_port = {r[1]: len(r[2]) for r in topics[WORKLOADS[args.workloads[0]][1]][1].values()}
-        spread = "/".join(str(by_port.get(port, 0)) for _, port in sorted(node.own_ports.items()))
-        out: dict[str, Sample] = {}
-        for w in args.workloads:
-            records, mode = WORKLOADS[w]
-            name, routes = topics[mode]
-            out[w] = s = drive(node, routes, name, records, args)
-            print(
-                f"  N={n} {w}: {s.rate:,.0f} req/s ({s.rate * records:,.0f} msg/s), broker "
-                f"{s.broker_cores:.2f} cores (processes {'/'.join(f'{c:.2f}' for c in s.per_process)}, "
-                f"supervisor {s.supervisor_cores:.2f}; partitions led {spread}), generators "
-                f"{s.generator_cores:.2f}, machine busy {s.machine_busy:.2f} of {args.cores} (other work "
-                f"{max(0.0, s.machine_busy - s.broker_cores - s.generator_cores):.2f}), "
-                f"{s.cpu_us:.0f} broker CPU-us/req, limit: {s.limit}",
-                flush=True,
-            )
-        return out
-    finally:
+    except BaseException:
         stop_node(node)
+        raise
+    by_port = {r[1]: len(r[2]) for r in topics[WORKLOADS[args.workloads[0]][1]][1].values()}
+    spread = "/".join(str(by_port.get(port, 0)) for _, port in sorted(node.own_ports.items()))
+    return Prepared(node, topics, spread)
+
+
+def measure(prep: Prepared, w: str, args: argparse.Namespace) -> Sample:
+    records, mode = WORKLOADS[w]
+    name, routes = prep.topics[mode]
+    s = drive(prep.node, routes, name, records, args)
+    print(
+        f"  N={prep.node.processes} {w}: {s.rate:,.0f} req/s ({s.rate * records:,.0f} msg/s), broker "
+        f"{s.broker_cores:.2f} cores (processes {'/'.join(f'{c:.2f}' for c in s.per_process)}, "
+        f"supervisor {s.supervisor_cores:.2f}; partitions led {prep.spread}), generators "
+        f"{s.generator_cores:.2f}, machine busy {s.machine_busy:.2f} of {args.cores} (other work "
+        f"{max(0.0, s.machine_busy - s.broker_cores - s.generator_cores):.2f}), "
+        f"{s.cpu_us:.0f} broker CPU-us/req, limit: {s.limit}",
+        flush=True,
+    )
+    return s
 
 
 def _span(xs: list[float], fmt: str) -> str:
@@ -579,17 +596,25 @@ def main() -> None:
     )
     work = Path(tempfile.mkdtemp(prefix="strata-bench-cores-"))
     results: list[dict[int, dict[str, Sample]]] = []
+    nodes: dict[int, Prepared] = {}
     try:
+        # Every node runs for the whole benchmark (an idle one costs ~0.01 core), so that
+        # the N=1 and N=2 runs of one workload are seconds apart, not a node start apart:
+        # on a machine shared with other work, the load moves within a minute.
+        for n in args.processes:
+            (work / f"n{n}").mkdir()
+            nodes[n] = prepare(n, partitions, work / f"n{n}", args)
         for rnd in range(args.rounds):
+            order = args.processes if rnd % 2 == 0 else args.processes[::-1]  # A B, B A, ...
             print(f"round {rnd + 1}", flush=True)
-            res: dict[int, dict[str, Sample]] = {}
-            for n in args.processes:
-                d = work / f"r{rnd}-n{n}"
-                d.mkdir()
-                res[n] = run_node(n, partitions, d, args, f"{rnd}-{n}-{int(time.time())}")
-                shutil.rmtree(d, ignore_errors=True)
+            res: dict[int, dict[str, Sample]] = {n: {} for n in args.processes}
+            for w in args.workloads:
+                for n in order:
+                    res[n][w] = measure(nodes[n], w, args)
             results.append(res)
     finally:
+        for prep in nodes.values():
+            stop_node(prep.node)
         shutil.rmtree(work, ignore_errors=True)
     report(results, args)
 
