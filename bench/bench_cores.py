@@ -224,7 +224,7 @@ def stop_node(node: Node) -> None:
 def create_topic(bootstrap: str, name: str, partitions: int, flush_mode: str) -> None:
     from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})  # no info lines at exit
     config = {"strata.flush.mode": flush_mode}
     topic = NewTopic(name, num_partitions=partitions, replication_factor=1, config=config)
     admin.create_topics([topic])[name].result(120)
@@ -235,7 +235,7 @@ def leaders(bootstrap: str, topic: str, partitions: int) -> dict[int, tuple[str,
     the node's address; waits until every partition has a leader."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 4})  # no info lines at exit
     deadline = time.monotonic() + 60
     while True:
         md = admin.list_topics(topic, timeout=30)
