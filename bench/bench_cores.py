@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import json
 import multiprocessing as mp
 import os
@@ -97,7 +96,6 @@ START_TIMEOUT_S = 300.0  # a node of several processes on a loaded 2-core machin
 STOP_TIMEOUT_S = 90.0
 CHUNK_S = 0.1  # a generator re-checks the deadline about this often
 LISTENER = re.compile(r"^strata(?:\[(\d+)\])?: kafka listener on ([^\s:]+):(\d+)")
-PR_SET_PDEATHSIG = 1
 
 
 # -- the node ------------------------------------------------------------------------------
@@ -142,21 +140,26 @@ def _workers_of(supervisor: int) -> dict[int, int]:
     return found
 
 
-def _die_with(parent: int) -> Callable[[], None]:
-    """In the node's process between fork and exec: SIGTERM when the benchmark's main
-    thread (which starts every node) dies, as the supervisor does for its workers."""
-
-    def setup() -> None:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-        if os.getppid() != parent:  # the benchmark died before the line above
-            os._exit(1)
-
-    return setup
+# Runs the node's command line after PR_SET_PDEATHSIG = SIGTERM (kept across execve): the
+# node stops when the benchmark's main thread, which starts every node, dies (kill -9
+# included), as the supervisor's processes do with it. A launcher rather than preexec_fn:
+# no Python code between fork and exec in a process with threads (librdkafka's, readers).
+_LAUNCH = """
+import ctypes, os, signal, sys
+ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+if os.getppid() != int(sys.argv[1]):  # the benchmark died before the line above
+    sys.exit(1)
+os.execv(sys.argv[2], sys.argv[2:])
+"""
 
 
 def start_node(data: Path, processes: int, env: dict[str, str]) -> Node:
     proc = subprocess.Popen(
         [
+            sys.executable,
+            "-c",
+            _LAUNCH,
+            str(os.getpid()),
             sys.executable,
             "-m",
             "api.cli",
@@ -178,7 +181,6 @@ def start_node(data: Path, processes: int, env: dict[str, str]) -> Node:
         # its own process group: Ctrl-C reaches the benchmark only, which stops the node
         # itself (and can kill the whole group if it does not stop)
         start_new_session=True,
-        preexec_fn=_die_with(os.getpid()),  # kill -9 of the benchmark stops the node too
     )
     node = Node(proc, processes, ("", 0), {}, {})
     ready = threading.Event()
