@@ -74,9 +74,9 @@ def _frame(api_key: int, version: int, request: object, correlation_id: int = 1)
     return struct.pack(">i", len(body)) + body
 
 
-def produce_frame(topic: str, records: int, acks: int = 1, partitions: int = 1) -> bytes:
+def produce_frame(topic: str, records: int, acks: int = 1, partitions: int = 1, first: int = 0) -> bytes:
     """A Produce v9 request: ``records`` 100-byte records in one batch for each of
-    ``partitions`` partitions (0, 1, ...)."""
+    ``partitions`` partitions (``first``, ``first`` + 1, ...)."""
     from hot.records import RecordInput, build_batch
     from kwire import ApiKey
     from kwire.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
@@ -88,7 +88,9 @@ def produce_frame(topic: str, records: int, acks: int = 1, partitions: int = 1) 
         topic_data=(
             ProduceTopicData(
                 name=topic,
-                partition_data=tuple(ProducePartitionData(index=i, records=batch) for i in range(partitions)),
+                partition_data=tuple(
+                    ProducePartitionData(index=first + i, records=batch) for i in range(partitions)
+                ),
             ),
         ),
     )
