@@ -33,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import zlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Final
@@ -65,6 +66,9 @@ from hot.errors import (
 )
 from hot.tasks import cancel_and_wait
 from hot.topics import MAX_PARTITIONS, validate_topic_name
+
+# An idle controller's pass with nothing changed in the view, as a safety net (seconds).
+IDLE_PASS_S: Final = 5.0
 
 log = logging.getLogger("strata.cluster.controller")
 
@@ -370,6 +374,7 @@ class Controller:
         c = self.client
         view = c.view
         won_with = c.lease_id
+        settled_at: tuple[int, float] | None = None  # (seq, when) of a pass that wrote nothing
         while True:
             if c.lease_id != won_with:
                 return
@@ -377,13 +382,25 @@ class Controller:
             if controller is not None and controller.create_revision != token.create_revision:
                 return
             seq = view.seq
+            # Nothing changed since a pass that had nothing to write: no pass (an idle
+            # controller does not walk every partition every second), but one every
+            # IDLE_PASS_S as a safety net.
+            if (
+                settled_at is not None
+                and settled_at[0] == seq
+                and time.monotonic() - settled_at[1] < IDLE_PASS_S
+            ):
+                await view.wait_changed(seq, self.poll_interval)
+                continue
+            settled_at = None
             try:
                 if controller is None and view.ready and view.revision > token.create_revision:
                     # Gone from the watched view: confirm with etcd before stepping down.
                     kv = await c.etcd.get(c.layout.controller)
                     if kv is None or kv.create_revision != token.create_revision:
                         return
-                await self.reconcile(token)
+                if await self.reconcile(token) == 0:
+                    settled_at = (seq, time.monotonic())
             except StaleControllerEpochError as exc:
                 log.info("controller epoch %d deposed: %s", token.epoch, exc)
                 return

@@ -1066,15 +1066,18 @@ class MetadataClient:
         self,
         changes: Sequence[tuple[str, int, Versioned[PartitionState], PartitionState]],
         *,
-        controller: ControllerToken,
+        controller: ControllerToken | None,
     ) -> int | None:
         """Many partitions' ``update_partition_state`` in one transaction (the controller's
         elections after a broker died: one etcd write and one view update for all of them,
         not one per partition): every state must still be exactly its ``expected`` and the
         controller still in office. The revision written, or None on any conflict (the
         caller then writes them one by one, which says which and why);
-        ``StaleControllerEpochError`` when the controller was deposed."""
-        compares = [Compare.create_revision(self.layout.controller, controller.create_revision)]
+        ``StaleControllerEpochError`` when the controller was deposed. Without
+        ``controller``: a leader's own writes (new epochs after its restart)."""
+        compares: list[Compare] = []
+        if controller is not None:
+            compares.append(Compare.create_revision(self.layout.controller, controller.create_revision))
         puts: list[Op] = []
         for topic, partition, expected, new in changes:
             if new.leader_epoch < expected.value.leader_epoch:
@@ -1086,6 +1089,9 @@ class MetadataClient:
             compares.append(Compare.mod_revision(key, expected.mod_revision))
             new = replace(new, partition_epoch=expected.value.partition_epoch + 1)
             puts.append(Put(key, new.to_json()))
+        if controller is None:
+            res = await self.etcd.txn(compares, puts)
+            return res.revision if res.succeeded else None
         res = await self.etcd.txn(compares, puts, [Get(self.layout.controller)])
         if res.succeeded:
             return res.revision

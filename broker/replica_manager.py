@@ -72,6 +72,9 @@ from hot.errors import (
 from hot.log import Log
 from hot.tasks import cancel_and_wait
 
+# An idle broker's reconcile pass with nothing changed, as a safety net (seconds).
+RECONCILE_IDLE_S = 5.0
+
 log = logging.getLogger("strata.cluster.replicas")
 
 TopicPartition = tuple[str, int]
@@ -109,6 +112,10 @@ class ReplicaManager:
         self._seq = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
+        # Partitions whose leader epoch this broker renews after its restart (_apply),
+        # written in batches by one task (_take_new_epochs).
+        self._new_epochs: dict[TopicPartition, tuple[PartitionReplica, Versioned[PartitionState]]] = {}
+        self._taking_epochs = False
         self._loop: asyncio.AbstractEventLoop | None = None
         # Metric hook (broker.cluster_metrics): (topic, partition, old ISR, new ISR) per ISR
         # change this leader wrote to etcd.
@@ -187,12 +194,20 @@ class ReplicaManager:
     # --- reconciling with the view ------------------------------------------------------------
 
     async def _reconcile_loop(self) -> None:
+        # On every view change; otherwise only when the lease's certainty changed (a
+        # leader in doubt takes a new epoch once it is sure again, _apply) or after
+        # RECONCILE_IDLE_S: an idle broker does not walk every replica every second.
+        last: tuple[int, bool] | None = None
+        since = 0.0
         while True:
             seq = self.view.seq
-            try:
-                self.reconcile()
-            except Exception:
-                log.exception("reconciling replicas with the cluster metadata failed")
+            state = (seq, self.lease_alive())
+            if state != last or time.monotonic() - since >= RECONCILE_IDLE_S:
+                last, since = state, time.monotonic()
+                try:
+                    self.reconcile()
+                except Exception:
+                    log.exception("reconciling replicas with the cluster metadata failed")
             await self.view.wait_changed(seq, 1.0)
 
     def reconcile(self) -> None:
@@ -316,7 +331,12 @@ class ReplicaManager:
                 self._resign(rep, s.leader_epoch)
                 if self.lease_alive() and not rep.taking_epoch:
                     rep.taking_epoch = True
-                    self._spawn(self._take_new_epoch(rep, vs), f"epoch-{rep.name}")
+                    # Queued, and written in batches once this reconcile pass is done: a
+                    # restarted broker takes thousands of epochs at once (issue 35).
+                    self._new_epochs[(rep.topic, rep.partition)] = (rep, vs)
+                    if not self._taking_epochs:
+                        self._taking_epochs = True
+                        self._spawn(self._take_new_epochs(), "take-epochs")
                 return
             if rep.role is Role.LEADER and rep.leader_epoch == s.leader_epoch and rep.leader is not None:
                 self._sync_leader(rep, replicas, vs)
@@ -326,6 +346,55 @@ class ReplicaManager:
             if rep.role is Role.FOLLOWER and rep.leader_id == s.leader and rep.leader_epoch == s.leader_epoch:
                 return
             self._become_follower(rep, s.leader, s.leader_epoch)
+
+    async def _take_new_epochs(self) -> None:
+        """The queued partitions' new leader epochs, ``max_txn_ops / 2`` per transaction
+        (one etcd write and one view update per batch); a batch that meets a conflict is
+        written partition by partition."""
+        try:
+            await asyncio.sleep(0)  # after the reconcile pass that queued them
+            step = max(1, self.client.max_txn_ops // 2 - 1)
+            while self._new_epochs:
+                queued = list(self._new_epochs.values())
+                self._new_epochs.clear()
+                for i in range(0, len(queued), step):
+                    batch = queued[i : i + step]
+                    changes = [
+                        (
+                            rep.topic,
+                            rep.partition,
+                            vs,
+                            PartitionState(
+                                self.broker_id,
+                                vs.value.leader_epoch + 1,
+                                vs.value.isr,
+                                vs.value.controller_epoch,
+                            ),
+                        )
+                        for rep, vs in batch
+                    ]
+                    written = None
+                    if len(batch) > 1:
+                        try:
+                            written = await self.client.update_partition_states(changes, controller=None)
+                        except (MetadataStoreError, StrataError) as exc:
+                            log.warning("could not take %d new leader epochs at once: %s", len(batch), exc)
+                    if written is None:
+                        for rep, vs in batch:
+                            await self._take_new_epoch(rep, vs)
+                        continue
+                    for rep, _ in batch:
+                        rep.taking_epoch = False
+                    log.info(
+                        "took new leader epochs of %d partitions after restarting (%s, ...)",
+                        len(batch),
+                        batch[0][0].name,
+                    )
+        finally:
+            for rep, _ in self._new_epochs.values():
+                rep.taking_epoch = False
+            self._new_epochs.clear()
+            self._taking_epochs = False
 
     async def _take_new_epoch(self, rep: PartitionReplica, vs: Versioned[PartitionState]) -> None:
         try:

@@ -452,12 +452,15 @@ class TieringService:
 
         quiet_for = self.config.retention_check_interval_ms
 
-        async def one(info: TopicInfo, log: Log) -> None:
-            key = (info.name, log.partition)
-            q = self._quiet.get(key) if quiet else None
+        def still_quiet(info: TopicInfo, log: Log) -> bool:
+            q = self._quiet.get((info.name, log.partition)) if quiet else None
             if q is not None and now < q[1] and q[0] == self._shape(log):
                 result.skipped += 1
-                return
+                return True
+            return False
+
+        async def one(info: TopicInfo, log: Log) -> None:
+            key = (info.name, log.partition)
             self._quiet.pop(key, None)
             async with sem:
                 if failure:
@@ -498,7 +501,8 @@ class TieringService:
                     ):
                         self._quiet[key] = (self._shape(log), now + quiet_for)
 
-        await asyncio.gather(*(one(info, log) for info, log in tiered))
+        # Quiet partitions are not even given a task: an idle pass costs one look each.
+        await asyncio.gather(*(one(info, log) for info, log in tiered if not still_quiet(info, log)))
         if failure:
             raise failure[0]
 
