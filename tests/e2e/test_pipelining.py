@@ -208,7 +208,7 @@ def test_fast_and_general_produce_keep_the_order_sent(broker: BrokerProcess, mod
 
     c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False})
     c.assign([TopicPartition(topic, 0, 0)])
-    got = []
+    got: list[bytes | None] = []
     while len(got) < len(sent):
         m = c.poll(5)
         assert m is not None
