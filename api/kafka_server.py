@@ -306,7 +306,12 @@ class Connection:
             return
         started = time.perf_counter()
         if frame[:2] == PRODUCE_KEY:
-            fast = self.server.produce_fast.answer(self, frame, started)
+            try:
+                fast = self.server.produce_fast.answer(self, frame, started)
+            except Exception:  # as a failed handler: one log line, this connection closed
+                log.exception("closing connection from %s: produce (fast path) failed", self.peer)
+                self.stop_reading()
+                return
             if fast is not None:  # appended; answered now, later, or (acks=0) never
                 if not isinstance(fast, NoAnswer):
                     await self._enqueue(*fast)
