@@ -48,6 +48,7 @@ from typing import Any
 
 from api.handlers import GUARDS, HANDLERS, Handler
 from api.handlers.metadata_cache import MetadataCache
+from api.handlers.produce_fast import PRODUCE_KEY, FastProduce, NoAnswer, Waiting
 from api.handlers.quotas import with_fetch_quota, with_produce_quota
 from api.security.guards import guard
 from api.security.sasl import SaslSession
@@ -73,6 +74,11 @@ from kwire import (
 )
 
 log = logging.getLogger("strata.kafka")
+
+# What the writer awaits for each request, in order: a handler's task (or a future already
+# holding the answer), a fast-path Produce waiting for its acknowledgements, or the parts of
+# an answer ready when the request was read (api.handlers.produce_fast).
+Answer = asyncio.Future[Any] | Waiting | list[Any]
 
 MAX_IN_FLIGHT = 64
 READ_CHUNK = 1 << 18
@@ -125,6 +131,8 @@ class KafkaServer:
         # Encoded Metadata answers reused while the view stands still (api.handlers.metadata_cache).
         self.metadata_cache = MetadataCache()
         self.handlers[ApiKey.METADATA] = self.metadata_cache.wrap(self.handlers[ApiKey.METADATA])
+        # Plain Produce requests from the frame's bytes to the append (api.handlers.produce_fast).
+        self.produce_fast = FastProduce()
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
 
@@ -190,9 +198,7 @@ class Connection:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.decoder = FrameDecoder(self.broker.config.max_request_bytes)
         # (header or None, task producing the response parts or None for "no response")
-        self.pending: asyncio.Queue[tuple[RequestHeader, asyncio.Future[Any]] | None] = asyncio.Queue(
-            MAX_IN_FLIGHT
-        )
+        self.pending: asyncio.Queue[tuple[RequestHeader, Answer] | None] = asyncio.Queue(MAX_IN_FLIGHT)
         self._reading = True
         self._read_task: asyncio.Task[None] | None = None
         self._write_task: asyncio.Task[None] | None = None
@@ -207,6 +213,8 @@ class Connection:
         self._muted_until = 0.0  # quota throttling: no reads before this (time.monotonic)
         # The connection's produce requests append in the order sent (broker.produce_path).
         self.produce_order = ProduceOrder()
+        # The last Produce the general path took (api.handlers.produce_fast.FastProduce.usable).
+        self.general_produce: asyncio.Future[Any] | None = None
         # Set by a SaslHandshake v0: frames are raw SASL tokens until authenticated.
         self.raw_sasl: RequestHeader | None = None
 
@@ -297,7 +305,18 @@ class Connection:
             await self._enqueue(self.raw_sasl, asyncio.create_task(self._raw_sasl_token(frame)))
             return
         started = time.perf_counter()
-        if frame[:2] == METADATA_KEY and (self.sasl is None or self.sasl.authenticated):
+        if frame[:2] == PRODUCE_KEY:
+            try:
+                fast = self.server.produce_fast.answer(self, frame, started)
+            except Exception:  # as a failed handler: one log line, this connection closed
+                log.exception("closing connection from %s: produce (fast path) failed", self.peer)
+                self.stop_reading()
+                return
+            if fast is not None:  # appended; answered now, later, or (acks=0) never
+                if not isinstance(fast, NoAnswer):
+                    await self._enqueue(*fast)
+                return
+        elif frame[:2] == METADATA_KEY and (self.sasl is None or self.sasl.authenticated):
             hit = self.server.metadata_cache.answer_frame(self, frame, started)
             if hit is not None:  # the same request as one answered at this view
                 await self._enqueue(hit[0], _done(hit[1]))
@@ -324,9 +343,11 @@ class Connection:
         if admit is not None:  # quota accounting on arrival (api.handlers.quotas)
             admit(self, request)
         task = asyncio.create_task(self._run_handler(handler, header, request, started))
+        if header.api_key == ApiKey.PRODUCE:
+            self.general_produce = task
         await self._enqueue(header, task)
 
-    async def _enqueue(self, header: RequestHeader, task: asyncio.Future[Any]) -> None:
+    async def _enqueue(self, header: RequestHeader, task: Answer) -> None:
         if self.pending.full():  # MAX_IN_FLIGHT reached: reading waits for the writer
             await self.pending.put((header, task))
         else:
@@ -351,10 +372,10 @@ class Connection:
         before it, so no answer waits for a later request's work."""
         loop = asyncio.get_running_loop()
         out: list[bytes | bytearray | memoryview] = []  # small complete frames, not written yet
-        nxt: tuple[RequestHeader, asyncio.Future[Any]] | None = None
+        nxt: tuple[RequestHeader, Answer] | None = None
         have_next = False  # nxt holds the queue's next item (None: the end)
         while True:
-            item: tuple[RequestHeader, asyncio.Future[Any]] | None
+            item: tuple[RequestHeader, Answer] | None
             if have_next:
                 item, nxt, have_next = nxt, None, False
             elif out and not self.pending.empty():
@@ -368,10 +389,14 @@ class Connection:
                     await self._write_out(out)
                 return
             header, task = item
-            if out and not task.done() and not await self._write_out(out):
-                return
+            parts: Any
             try:
-                parts = await task
+                if isinstance(task, list):  # an answer ready when read (api.handlers.produce_fast)
+                    parts = task
+                else:
+                    if out and not task.done() and not await self._write_out(out):
+                        return
+                    parts = await task
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -38,7 +38,8 @@ Fan-out (``--fanout``), interval mode, CPU per record compared:
                      thread each, 5 in flight per connection, as librdkafka's idempotent
                      producer keeps)
 The ratios fanout-1000 / produce-1000 and conns-50 / conns-1 of CPU per record are the
-throughput ratios by CPU-time extrapolation.
+throughput ratios by CPU-time extrapolation. ``--acks -1`` sends every Produce with
+acks=all (the issue's fan-out target is stated for acks=all); acks=1 otherwise.
 """
 
 from __future__ import annotations
@@ -249,20 +250,29 @@ def run_tree(
     proc, port = start_broker(data, env, cwd=root)
     try:
         names = create_topics(f"127.0.0.1:{port}", tag)
+        acks = args.acks
         plan: dict[str, tuple[Callable[[], bytes], int, int]] = {
-            "produce-fsync": (lambda: produce_frame(names["fsync"], 1), args.requests, 1),
-            "produce-interval": (lambda: produce_frame(names["interval"], 1), args.requests, 1),
-            "produce-100": (lambda: produce_frame(names["batch"], 100), max(1, args.requests // 10), 100),
+            "produce-fsync": (lambda: produce_frame(names["fsync"], 1, acks), args.requests, 1),
+            "produce-interval": (lambda: produce_frame(names["interval"], 1, acks), args.requests, 1),
+            "produce-100": (
+                lambda: produce_frame(names["batch"], 100, acks),
+                max(1, args.requests // 10),
+                100,
+            ),
             "fetch": (lambda: fetch_frame(names["interval"]), args.requests, 1),
             "metadata": (lambda: metadata_frame(names["interval"]), args.requests, 1),
-            "produce-1000": (lambda: produce_frame(names["batch"], WIDE), max(1, args.requests // 50), WIDE),
-            "fanout-1000": (
-                lambda: produce_frame(names["wide"], 1, partitions=WIDE),
+            "produce-1000": (
+                lambda: produce_frame(names["batch"], WIDE, acks),
                 max(1, args.requests // 50),
                 WIDE,
             ),
-            "conns-1": (lambda: produce_frame(names["interval"], 1), args.requests, 1),
-            "conns-50": (lambda: produce_frame(names["interval"], 1), args.requests, 1),
+            "fanout-1000": (
+                lambda: produce_frame(names["wide"], 1, acks, partitions=WIDE),
+                max(1, args.requests // 50),
+                WIDE,
+            ),
+            "conns-1": (lambda: produce_frame(names["interval"], 1, acks), args.requests, 1),
+            "conns-50": (lambda: produce_frame(names["interval"], 1, acks), args.requests, 1),
         }
         out: dict[str, Cost] = {}
         for name in args.workloads:
@@ -287,6 +297,9 @@ def main() -> None:
         "--workloads", default=",".join(WORKLOADS), help=f"also: {','.join(FANOUT)} (--fanout: those)"
     )
     ap.add_argument("--fanout", action="store_true", help="the fan-out workloads instead")
+    ap.add_argument(
+        "--acks", type=int, default=1, choices=(-1, 1), help="of every Produce (-1: acks=all; default 1)"
+    )
     args = ap.parse_args()
     args.workloads = list(FANOUT) if args.fanout else [w for w in args.workloads.split(",") if w]
     unknown = [w for w in args.workloads if w not in WORKLOADS + FANOUT]

@@ -53,6 +53,10 @@ class PartitionReplica:
     # without any follower seeing that boundary; appending into the segment below it would
     # straddle the end of the uploaded range, which the uploader cannot continue from.
     roll_before_append: bool = False
+    # The open shared waits of this loop iteration (ReplicaManager.ack_round): (future, epoch,
+    # timeout) of the acks=all and the fsync-mode acks=1 requests, None once sealed.
+    ack_round: tuple[asyncio.Future[None], int, float] | None = None
+    flush_round: tuple[asyncio.Future[None], int, float] | None = None
 
     @property
     def name(self) -> str:

@@ -247,6 +247,42 @@ class ProducePath:
                 results[i] = result
         return [r for r in results if r is not None]
 
+    # -- the fast path's steps (api.handlers.produce_fast) --------------------------------
+
+    def fast_leader(
+        self, topic: str, partition: int, acks: int, records: memoryview, api_version: int
+    ) -> PartitionReplica | None:
+        """The replica to append ``records`` to when nothing refuses them before the append
+        (``_checked`` and ``append``'s own checks pass); None: the general path answers
+        (an error, or something only it handles). Nothing is appended here."""
+        try:
+            rep = self.replicas.writable_leader(topic, partition, acks)
+        except StrataError:
+            return None
+        if len(records) == 0 or (api_version < PRODUCE_ZSTD_VERSION and uses_zstd(records)):
+            return None
+        if admin.is_internal(topic) or self._log_for(topic, partition) is not rep.log:
+            return None
+        return rep
+
+    def fast_append(self, rep: PartitionReplica, topic: str, records: memoryview) -> AppendInfo | StrataError:
+        """``append`` of one non-transactional request's batches to ``rep`` (from
+        ``fast_leader``, no await since), without its PendingAppend: what the log wrote, or
+        why it refused them (validation, the idempotent producer's checks)."""
+        lg = rep.log
+        try:
+            if rep.roll_before_append:  # a new leadership's first append (replica_manager)
+                lg.roll()
+                rep.roll_before_append = False
+            info = lg.append(records, leader_epoch=rep.leader_epoch)
+        except StrataError as exc:
+            return exc
+        self.replicas.appended(rep)
+        totals = self.metrics.produced(topic)
+        totals[0] += info.record_count
+        totals[1] += len(records)
+        return info
+
     # -- one append -----------------------------------------------------------------------
 
     def append(

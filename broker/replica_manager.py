@@ -606,6 +606,56 @@ class ReplicaManager:
         finally:
             expiry.cancel()
 
+    def ack_round(
+        self, rep: PartitionReplica, epoch: int, required: int, acks: int, timeout: float
+    ) -> asyncio.Future[None] | None:
+        """``wait_for_acks`` for the Produce fast path (api.handlers.produce_fast): None
+        when the append ending before ``required`` is acknowledged already (raising what
+        ``wait_for_acks`` would), else a future that completes (or fails) when it is.
+
+        The future is shared: every request of one event-loop iteration that waits on this
+        replica with the same acks, epoch and timeout gets the same one, its threshold
+        raised to the last append's end (appends only move forward, and the future is the
+        last pushed waiter, a leaf of the heap, so raising its key keeps the heap). One
+        future, one timer and one completion per flush round instead of one per request;
+        the group committer covers a burst handled in one iteration in one flush
+        (``hot.flush.GroupCommitter.defer_wakes``), so sharing delays nobody beyond the
+        flush that covers the iteration's last append. The round is sealed at the end of
+        the iteration (``call_soon``), so a stream of requests cannot keep raising it."""
+        moved = rep.role is not Role.LEADER or rep.leader_epoch != epoch or rep.leader is None
+        if moved and acks == ACKS_ALL:
+            raise NotLeaderError(f"{rep.name}: leadership moved while the append waited")
+        if acks == ACKS_ALL:
+            leader = rep.leader
+            assert leader is not None
+            if rep.log.high_watermark >= required:
+                leader.acks_all_complete(required)  # NotEnoughReplicasAfterAppendError
+                return None
+            heap = rep.ack_waiters
+            rnd = rep.ack_round
+        else:
+            if not rep.log.config.fsync_mode or rep.log.recovery_point >= required:
+                return None
+            heap = rep.flush_waiters
+            rnd = rep.flush_round
+        if rnd is not None and heap and heap[-1][2] is rnd[0] and rnd[1] == epoch and rnd[2] == timeout:
+            last = heap[-1]
+            if required > last[0]:
+                heap[-1] = (required, last[1], last[2])
+            return rnd[0]
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        heapq.heappush(heap, (required, next(self._seq), fut))
+        expiry = loop.call_later(timeout, _expire, fut)
+        fut.add_done_callback(lambda _: expiry.cancel())
+        opened = (fut, epoch, timeout)
+        if acks == ACKS_ALL:
+            rep.ack_round = opened
+        else:
+            rep.flush_round = opened
+        loop.call_soon(_seal_round, rep, fut)
+        return fut
+
     def _fail_waiters(self, rep: PartitionReplica, exc: StrataError) -> None:
         for heap in (rep.ack_waiters, rep.flush_waiters):
             waiters = list(heap)
@@ -824,6 +874,15 @@ class ReplicaManager:
                 await asyncio.to_thread(self.manager.checkpoint_high_watermarks)
             except StrataError as exc:
                 log.error("high-watermark checkpoint failed: %s", exc)
+
+
+def _seal_round(rep: PartitionReplica, fut: asyncio.Future[None]) -> None:
+    """The end of the loop iteration that opened ``fut`` (``ack_round``): later requests
+    get a round of their own."""
+    if rep.ack_round is not None and rep.ack_round[0] is fut:
+        rep.ack_round = None
+    if rep.flush_round is not None and rep.flush_round[0] is fut:
+        rep.flush_round = None
 
 
 def _expire(fut: asyncio.Future[None]) -> None:

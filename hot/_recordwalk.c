@@ -23,6 +23,12 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <nmmintrin.h>
+#define HAVE_SSE42_CRC 1
+#endif
 
 static PyObject *InvalidRecord; /* hot._recordwalk.InvalidRecord(index, message) */
 
@@ -374,11 +380,222 @@ static PyObject *walk(PyObject *module, PyObject *args) {
     return result;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * scan(data, max_size, log_append_time, require_keys, max_uncompressed) -> list[tuple] | None
+ *
+ * The accepting half of hot.log_append.validate_batches for a leader, in one call: every batch of
+ * a produce payload framed, checked (iter_client_batches' checks in order), its CRC-32C computed,
+ * its records walked (walk_records) and its stored maxTimestamp/attributes decided (check_batch).
+ * It only ever accepts: anything the Python path would refuse or treat specially (any error, a
+ * compressed batch, the LogAppendTime bit set by the client, keyless records of a compacted topic,
+ * records larger than max_uncompressed) returns None and the caller runs the Python path, which
+ * raises the one canonical error. So errors and their text exist in one place only.
+ *
+ * An accepted payload gives one tuple per batch, AppendBatch's fields in order:
+ * (position, size, batch_length, last_offset_delta, max_timestamp, records_count, base_offset,
+ *  producer_id, producer_epoch, base_sequence, is_control (always False), leader_epoch,
+ *  is_transactional, attributes to store or -1).
+ * ------------------------------------------------------------------------------------------- */
+
+#define HDR_SIZE 61
+#define MIN_BATCH_LEN 49
+#define CRC_FROM 21
+#define ATTR_CODEC 0x07
+#define ATTR_TS_TYPE 0x08
+#define ATTR_TXN 0x10
+#define ATTR_CONTROL 0x20
+
+static uint32_t crc_table[256];
+
+static void crc_table_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) {
+            c = c & 1 ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        }
+        crc_table[i] = c;
+    }
+}
+
+static uint32_t crc32c_sw(const unsigned char *p, size_t n) {
+    uint32_t crc = 0xFFFFFFFFu;
+    while (n--) {
+        crc = crc_table[(crc ^ *p++) & 0xFF] ^ (crc >> 8);
+    }
+    return ~crc;
+}
+
+#ifdef HAVE_SSE42_CRC
+static int have_sse42 = 0;
+
+__attribute__((target("sse4.2"))) static uint32_t crc32c_hw(const unsigned char *p, size_t n) {
+    uint64_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        c = _mm_crc32_u64(c, v);
+        p += 8;
+        n -= 8;
+    }
+    uint32_t crc = (uint32_t)c;
+    while (n--) {
+        crc = _mm_crc32_u8(crc, *p++);
+    }
+    return ~crc;
+}
+#endif
+
+static uint32_t crc32c(const unsigned char *p, size_t n) {
+#ifdef HAVE_SSE42_CRC
+    if (have_sse42) {
+        return crc32c_hw(p, n);
+    }
+#endif
+    return crc32c_sw(p, n);
+}
+
+static inline int64_t be64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int k = 0; k < 8; k++) {
+        v = (v << 8) | p[k];
+    }
+    return (int64_t)v;
+}
+
+static inline int32_t be32(const unsigned char *p) {
+    return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+}
+
+static inline int16_t be16(const unsigned char *p) { return (int16_t)(((unsigned)p[0] << 8) | p[1]); }
+
+static PyObject *scan(PyObject *module, PyObject *args) {
+    Py_buffer buf;
+    long long max_size, max_uncompressed;
+    int log_append_time, require_keys;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "y*LppL:scan", &buf, &max_size, &log_append_time, &require_keys,
+                          &max_uncompressed)) {
+        return NULL;
+    }
+    const unsigned char *data = (const unsigned char *)buf.buf;
+    const int64_t end = (int64_t)buf.len;
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    int64_t pos = 0;
+    while (pos < end) {
+        if (end - pos < HDR_SIZE) {
+            goto decline;
+        }
+        const unsigned char *h = data + pos;
+        if (h[16] != 2) {
+            goto decline;
+        }
+        int32_t batch_length = be32(h + 8);
+        if (batch_length < MIN_BATCH_LEN) {
+            goto decline;
+        }
+        int64_t size = (int64_t)batch_length + 12;
+        if ((max_size >= 0 && size > max_size) || pos + size > end) {
+            goto decline;
+        }
+        uint32_t stored_crc = (uint32_t)be32(h + 17);
+        if (crc32c(h + CRC_FROM, (size_t)(size - CRC_FROM)) != stored_crc) {
+            goto decline;
+        }
+        int16_t attributes = be16(h + 21);
+        int32_t last_delta = be32(h + 23);
+        int64_t base_ts = be64(h + 27);
+        int64_t max_ts = be64(h + 35);
+        int64_t producer_id = be64(h + 43);
+        int16_t producer_epoch = be16(h + 51);
+        int32_t base_sequence = be32(h + 53);
+        int32_t records = be32(h + 57);
+        if (records <= 0 || last_delta < 0 || (int64_t)records != (int64_t)last_delta + 1) {
+            goto decline;
+        }
+        if (attributes & (ATTR_CONTROL | ATTR_TS_TYPE | ATTR_CODEC)) {
+            goto decline; /* control (refused), client LogAppendTime, compressed: Python's */
+        }
+        if (producer_id >= 0) {
+            if (base_sequence < 0 || producer_epoch < 0) {
+                goto decline;
+            }
+        } else if (attributes & ATTR_TXN) {
+            goto decline;
+        }
+        if (size - HDR_SIZE > max_uncompressed) {
+            goto decline;
+        }
+        Walk w;
+        w.data = h + HDR_SIZE;
+        w.end = size - HDR_SIZE;
+        w.index = 0;
+        w.message[0] = '\0';
+        w.failed = 0;
+        PyObject *walked = walk_records(&w, records, last_delta, base_ts, require_keys);
+        if (walked == NULL) {
+            if (PyErr_ExceptionMatches(InvalidRecord)) {
+                PyErr_Clear();
+                goto decline;
+            }
+            goto error;
+        }
+        if (!PyLong_Check(walked)) { /* keyless records of a compacted topic */
+            Py_DECREF(walked);
+            goto decline;
+        }
+        long long walked_ts = PyLong_AsLongLong(walked);
+        Py_DECREF(walked);
+        long long store_ts = log_append_time ? max_ts : walked_ts;
+        int store_attributes = (!log_append_time && walked_ts != max_ts) ? attributes : -1;
+        PyObject *t = Py_BuildValue("(LLiiLiLLiiOiOi)", (long long)pos, (long long)size, batch_length,
+                                    last_delta, store_ts, records, (long long)be64(h), (long long)producer_id,
+                                    (int)producer_epoch, base_sequence, Py_False, be32(h + 12),
+                                    (attributes & ATTR_TXN) ? Py_True : Py_False, store_attributes);
+        if (t == NULL || PyList_Append(out, t) < 0) {
+            Py_XDECREF(t);
+            goto error;
+        }
+        Py_DECREF(t);
+        pos += size;
+    }
+    PyBuffer_Release(&buf);
+    return out;
+
+decline:
+    PyBuffer_Release(&buf);
+    Py_DECREF(out);
+    Py_RETURN_NONE;
+error:
+    PyBuffer_Release(&buf);
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *crc(PyObject *module, PyObject *args) {
+    Py_buffer buf;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "y*:crc32c", &buf)) {
+        return NULL;
+    }
+    uint32_t c = crc32c((const unsigned char *)buf.buf, (size_t)buf.len);
+    PyBuffer_Release(&buf);
+    return PyLong_FromUnsignedLong(c);
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS,
      "walk(data, records_count, last_offset_delta, base_timestamp, require_keys) -> int | list[int]\n\n"
      "The max timestamp of the records, or the indexes of the keyless records when only\n"
      "require_keys fails; InvalidRecord(index, message) for the first bad record."},
+    {"scan", scan, METH_VARARGS,
+     "scan(data, max_size, log_append_time, require_keys, max_uncompressed) -> list[tuple] | None\n\n"
+     "Every batch of a produce payload checked and walked, AppendBatch's fields per batch; None\n"
+     "when the Python path must judge it (any error, compression, client LogAppendTime)."},
+    {"crc32c", crc, METH_VARARGS, "crc32c(data) -> int: the CRC-32C scan computes (tests)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -388,6 +605,11 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__recordwalk(void) {
+    crc_table_init();
+#ifdef HAVE_SSE42_CRC
+    __builtin_cpu_init();
+    have_sse42 = __builtin_cpu_supports("sse4.2");
+#endif
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL) {
         return NULL;

@@ -1,5 +1,7 @@
 # hot/_recordwalk.c: the record walk of hot.record_validation.check_records, in C.
 
+from typing import Any
+
 class InvalidRecord(ValueError):
     """args: (index of the first bad record, message)."""
 
@@ -11,3 +13,12 @@ def walk(
     require_keys: bool,
     /,
 ) -> int | list[int]: ...
+def scan(
+    data: bytes | bytearray | memoryview,
+    max_size: int,
+    log_append_time: bool,
+    require_keys: bool,
+    max_uncompressed: int,
+    /,
+) -> list[tuple[Any, ...]] | None: ...
+def crc32c(data: bytes | bytearray | memoryview, /) -> int: ...

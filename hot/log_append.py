@@ -26,7 +26,7 @@ from hot.batch import CRC_START, iter_batches
 from hot.config import LogConfig
 from hot.errors import InvalidRecordError, RecordTooLargeError, TransactionalIdAuthorizationError
 from hot.producer_state import UNVERIFIED, BatchMetadata, ProducerAppend, VerificationGuard
-from hot.record_validation import check_batch, iter_client_batches, stamped_copy
+from hot.record_validation import check_batch, iter_client_batches, scan_client_batches, stamped_copy
 
 _PREFIX: Final = struct.Struct(">qii")
 _PREFIX_SIZE: Final = 16
@@ -102,6 +102,16 @@ def validate_batches(
         raise InvalidRecordError("produce payload holds no record batch")
     if len(mv) > _MAX_APPEND_BYTES:
         raise RecordTooLargeError(f"append of {len(mv)} bytes is too large")
+    if leader:
+        scanned = scan_client_batches(
+            mv,
+            max_size=config.max_message_bytes,
+            log_append_time=config.log_append_time,
+            require_keys=config.compact,
+        )
+        if scanned is not None:  # accepted in one C call; the same batches as below
+            accepted = [AppendBatch(*fields) for fields in scanned]
+            return accepted, any(b.producer_id >= 0 for b in accepted)
     out: list[AppendBatch] = []
     idempotent = False
     # A follower stores its leader's batches as they are: never judged again.

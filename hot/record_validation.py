@@ -59,7 +59,7 @@ import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from crc32c import crc32c
 
@@ -102,19 +102,28 @@ class _NoNativeWalk(Exception):
     """Stands in for hot._recordwalk.InvalidRecord when the C walk is not loaded (never raised)."""
 
 
-def _load_native() -> tuple[_NativeWalk | None, type[Exception]]:
+# (data, max_size or -1, log_append_time, require_keys, max_uncompressed) -> the AppendBatch
+# fields of every batch, or None: the Python path judges the payload (hot/_recordwalk.c scan).
+_NativeScan = Callable[[Buffer, int, bool, bool, int], "list[tuple[Any, ...]] | None"]
+
+
+def _load_native() -> tuple[_NativeWalk | None, type[Exception], _NativeScan | None]:
     # STRATA_RECORD_WALK=python: for bench.bench_broker only (the C walk against the Python
     # one in one run). Not a configuration.
     if os.environ.get("STRATA_RECORD_WALK") == "python":
-        return None, _NoNativeWalk
+        return None, _NoNativeWalk, None
     try:
         from hot._recordwalk import InvalidRecord, walk
     except ImportError:  # installed without a C compiler
-        return None, _NoNativeWalk
-    return walk, InvalidRecord
+        return None, _NoNativeWalk, None
+    try:
+        from hot._recordwalk import scan
+    except ImportError:  # a module built before scan existed: the walk alone
+        return walk, InvalidRecord, None
+    return walk, InvalidRecord, scan
 
 
-_native, _NativeInvalid = _load_native()
+_native, _NativeInvalid, _native_scan = _load_native()
 # Whether the record walk runs in C (hot/_recordwalk.c) rather than in Python.
 NATIVE: bool = _native is not None
 
@@ -205,6 +214,22 @@ def iter_client_batches(
             raise InvalidRecordError(f"transactional batch at byte {pos} has no producer id")
         yield pos, h
         pos += h.size
+
+
+def scan_client_batches(
+    buf: Buffer, *, max_size: int | None, log_append_time: bool, require_keys: bool
+) -> list[tuple[Any, ...]] | None:
+    """A leader's whole check of a produce payload in one C call (hot/_recordwalk.c
+    ``scan``): ``iter_client_batches``' checks, the CRC-32C, the record walk and
+    ``check_batch``'s decision, giving ``hot.log_append.AppendBatch``'s fields per batch.
+    It only accepts: None whenever the Python path must judge (an error to raise with its
+    one canonical text, compression, a client's LogAppendTime bit, a compacted topic's
+    keyless record), and always None without the C module or with validation off."""
+    if _native_scan is None or not ENABLED:
+        return None
+    return _native_scan(
+        buf, -1 if max_size is None else max_size, log_append_time, require_keys, DEFAULT_MAX_SIZE
+    )
 
 
 def uses_zstd(buf: Buffer) -> bool:

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    import asyncio
+
     from api.security.sasl import SaslSession
     from broker.broker import Broker
     from broker.produce_path import ProduceOrder
@@ -34,6 +36,9 @@ class Connection(Protocol):
     peer: Any
     host: str
     produce_order: ProduceOrder
+    # The connection's last Produce taken by the general path (its task): while it runs,
+    # later ones go there too, so that they append after it (api.handlers.produce_fast).
+    general_produce: asyncio.Future[Any] | None
 
     @property
     def server(self) -> Listener: ...

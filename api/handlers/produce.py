@@ -8,6 +8,7 @@ response.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from hot.errors import StrataError
@@ -23,6 +24,8 @@ from kwire.messages.produce import (
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection
+    from broker.broker import Broker
+    from broker.produce_path import ProduceResult
 
 
 async def handle_produce(
@@ -41,6 +44,19 @@ async def handle_produce(
     )
     if results is None:  # acks=0
         return None
+    response = produce_response(broker, partitions, results)
+    broker.metrics.labelled(broker.metrics.produce_latency, "kafka").observe(time.perf_counter() - started)
+    return response
+
+
+def produce_response(
+    broker: Broker,
+    partitions: Sequence[tuple[str, int, object]],
+    results: Sequence[ProduceResult],
+) -> ProduceResponse:
+    """The answer to the partitions' results (in request order; a topic's partitions under
+    its first appearance), each error counted in ``strata_request_errors_total``. The fast
+    path (api.handlers.produce_fast) answers through here whenever a partition failed."""
     by_topic: dict[str, list[ProducePartitionResponse]] = {}
     for (topic, index, _), r in zip(partitions, results, strict=True):
         err = r.error
@@ -64,7 +80,6 @@ async def handle_produce(
                 record_errors=_record_errors(err),
             )
         )
-    broker.metrics.labelled(broker.metrics.produce_latency, "kafka").observe(time.perf_counter() - started)
     return ProduceResponse(
         responses=tuple(
             ProduceTopicResponse(name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items()

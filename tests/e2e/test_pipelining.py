@@ -168,3 +168,50 @@ def test_metadata_answers_reused_follow_the_view(broker: BrokerProcess) -> None:
         # CreatePartitions answers once the view has the new count: the next answer shows it
         _, raw = _ask(s, [(7300, 12, one)])[0]
         assert [len(t.partitions) for t in decode_response(ApiKey.METADATA, 12, raw)[1].topics] == [3]
+
+
+@pytest.mark.parametrize("mode", ["fsync", "interval"])
+def test_fast_and_general_produce_keep_the_order_sent(broker: BrokerProcess, mode: str) -> None:
+    """Plain Produce requests (appended by the fast path as they are read,
+    api.handlers.produce_fast) pipelined between requests the general path takes (a
+    topic named twice): every batch lands in the order sent, each answer in order."""
+    topic = f"mixed-{mode}-{uuid.uuid4().hex[:6]}"
+    create_topic(broker.bootstrap, topic, 1, {"strata.flush.mode": mode})
+    host, port = broker.bootstrap.rsplit(":", 1)
+    payload = b""
+    sent: list[bytes] = []
+    batches_per_request: list[int] = []
+    for i in range(30):
+        values = [f"{i}-a".encode(), f"{i}-b".encode()] if i % 3 == 0 else [f"{i}".encode()]
+        sent += values
+        batches_per_request.append(len(values))
+        topics = tuple(
+            ProduceTopicData(
+                name=topic,
+                partition_data=(ProducePartitionData(index=0, records=build_batch([RecordInput(None, v)])),),
+            )
+            for v in values
+        )
+        req = ProduceRequest(acks=1, timeout_ms=10000, topic_data=topics)
+        body = encode_request(ApiKey.PRODUCE, 9, 700 + i, "mixed", req)
+        payload += struct.pack(">i", len(body)) + body
+    with socket.create_connection((host, int(port)), timeout=30) as s:
+        s.sendall(payload)
+        expected = 0
+        for i, n in enumerate(batches_per_request):
+            corr, resp = decode_response(ApiKey.PRODUCE, 9, _read_frame(s))
+            assert corr == 700 + i
+            parts = [p for t in resp.responses for p in t.partition_responses]
+            assert [(p.error_code, p.base_offset) for p in parts] == [(0, expected + k) for k in range(n)]
+            expected += n
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "unused", "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, 0, 0)])
+    got: list[bytes | None] = []
+    while len(got) < len(sent):
+        m = c.poll(5)
+        assert m is not None
+        got.append(m.value())
+    c.close()
+    assert got == sent
