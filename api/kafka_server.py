@@ -47,6 +47,7 @@ import time
 from typing import Any
 
 from api.handlers import GUARDS, HANDLERS, Handler
+from api.handlers.fetch_fast import FetchFastPath
 from api.handlers.metadata_cache import MetadataCache
 from api.handlers.quotas import with_fetch_quota, with_produce_quota
 from api.security.guards import guard
@@ -86,6 +87,7 @@ DIRECT_SEND_MIN = 1 << 18
 COPY_REGIONS_BELOW = 64 << 10
 
 METADATA_KEY = ApiKey.METADATA.to_bytes(2, "big")  # a frame's first two bytes: its API key
+FETCH_KEY = ApiKey.FETCH.to_bytes(2, "big")
 TLS_HANDSHAKE_TIMEOUT = 10.0
 # What a client may send on a SASL listener before it has authenticated.
 PRE_AUTH_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -125,6 +127,8 @@ class KafkaServer:
         # Encoded Metadata answers reused while the view stands still (api.handlers.metadata_cache).
         self.metadata_cache = MetadataCache()
         self.handlers[ApiKey.METADATA] = self.metadata_cache.wrap(self.handlers[ApiKey.METADATA])
+        # Fetches of ready local data answered from the frame (api.handlers.fetch_fast).
+        self.fetch_fast = FetchFastPath(COPY_REGIONS_BELOW)
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
 
@@ -209,6 +213,7 @@ class Connection:
         self.produce_order = ProduceOrder()
         # Set by a SaslHandshake v0: frames are raw SASL tokens until authenticated.
         self.raw_sasl: RequestHeader | None = None
+        self._last_task: asyncio.Task[Any] | None = None  # the latest handler's task
 
     async def run(self) -> None:
         self._read_task = asyncio.current_task()  # type: ignore[assignment]
@@ -302,6 +307,8 @@ class Connection:
             if hit is not None:  # the same request as one answered at this view
                 await self._enqueue(hit[0], _done(hit[1]))
                 return
+        if frame[:2] == FETCH_KEY and await self._fetch_fast(frame, started):
+            return
         try:
             header, request = decode_request(frame)
         except UnsupportedVersionError as exc:
@@ -323,8 +330,23 @@ class Connection:
         admit = getattr(handler, "admit", None)
         if admit is not None:  # quota accounting on arrival (api.handlers.quotas)
             admit(self, request)
-        task = asyncio.create_task(self._run_handler(handler, header, request, started))
+        task = self._last_task = asyncio.create_task(self._run_handler(handler, header, request, started))
         await self._enqueue(header, task)
+
+    async def _fetch_fast(self, frame: bytes, started: float) -> bool:
+        """Answers a Fetch of ready local data from its frame (api.handlers.fetch_fast);
+        False: decode it and run the handler. Only once the latest handler's task is done
+        (tasks start in order, so every earlier one has started too): this fetch then sees
+        what they did before their first wait (a Produce's append), as its own task would."""
+        if (self.sasl is not None and not self.sasl.authenticated) or (
+            self._last_task is not None and not self._last_task.done()
+        ):
+            return False
+        ready = self.server.fetch_fast.answer_frame(self, frame, started)
+        if ready is None:
+            return False
+        await self._enqueue(ready[0], _done(ready[1]))
+        return True
 
     async def _enqueue(self, header: RequestHeader, task: asyncio.Future[Any]) -> None:
         if self.pending.full():  # MAX_IN_FLIGHT reached: reading waits for the writer
