@@ -19,6 +19,11 @@ duplicate of the socket), never through Python buffers. Large in-memory parts (r
 chunks) are sent from their own buffers too, not copied into asyncio's write buffer
 (``Connection._send_direct``).
 
+Answers ready without a handler: a Metadata request asked before at this metadata view
+(api.handlers.metadata_cache) and a consumer's Fetch of ready local data
+(api.handlers.fetch_fast) are answered from the frame's bytes, queued as already-complete
+answers (no decode, no task); everything else is decoded and handled as above.
+
 Security (api.security): with TLS the handshake runs per connection before anything is
 read, and a failed one (no client certificate, a plaintext client) is one log line. With
 SASL only ApiVersions, SaslHandshake and SaslAuthenticate are served until the client

@@ -21,14 +21,16 @@ Answered here, all of:
     principal), no byte-rate quota for the principal, a connection never throttled;
   * the answer ready now: at least ``min_bytes`` (at least one byte) read, or
     ``max_wait_ms`` <= 0 (a long poll with no data waits on the general path);
-  * nothing earlier on the connection still unanswered-in-progress: a request before it
-    whose handler has not run yet (a Produce appending, say) is seen by this fetch as
-    it would be by the general path's task, which runs after it.
+  * the connection's latest handler task done (the listener checks): what an earlier
+    request's handler does before its first wait (a Produce's append) is seen by this
+    fetch, as by the general path's task, which would run after it.
 Both isolation levels: read_committed reads below the last stable offset and carries the
 aborted transactions of the range; read_uncommitted a null list, as the general path.
 
-Record data stays zero-copy as before: the parts carry the log's ``FileRegion`` objects
-and the connection's writer sends them (or copies them when small, ``COPY_REGIONS_BELOW``).
+Record data as before: at least ``copy_below`` bytes of it (the listener's
+``COPY_REGIONS_BELOW``, 64 KiB) stay the log's ``FileRegion`` objects, which the writer
+sends with sendfile; less is read into the answer here (one ``pread`` per region), as the
+writer would have copied it, so the answer is one bytes part batched with its neighbours.
 """
 
 from __future__ import annotations
