@@ -49,6 +49,7 @@ import os
 import socket
 import ssl
 import time
+import weakref
 from typing import Any
 
 from api.handlers import GUARDS, HANDLERS, Handler
@@ -218,7 +219,9 @@ class Connection:
         self.produce_order = ProduceOrder()
         # Set by a SaslHandshake v0: frames are raw SASL tokens until authenticated.
         self.raw_sasl: RequestHeader | None = None
-        self._last_task: asyncio.Task[Any] | None = None  # the latest handler's task
+        # The latest handler's task, weakly: a done task's answer (remote-tier buffers,
+        # say) is not kept alive by it; a task collected is done.
+        self._last_task: weakref.ref[asyncio.Task[Any]] | None = None
 
     async def run(self) -> None:
         self._read_task = asyncio.current_task()  # type: ignore[assignment]
@@ -335,7 +338,8 @@ class Connection:
         admit = getattr(handler, "admit", None)
         if admit is not None:  # quota accounting on arrival (api.handlers.quotas)
             admit(self, request)
-        task = self._last_task = asyncio.create_task(self._run_handler(handler, header, request, started))
+        task = asyncio.create_task(self._run_handler(handler, header, request, started))
+        self._last_task = weakref.ref(task)
         await self._enqueue(header, task)
 
     async def _fetch_fast(self, frame: bytes, started: float) -> bool:
@@ -343,9 +347,10 @@ class Connection:
         False: decode it and run the handler. Only once the latest handler's task is done
         (tasks start in order, so every earlier one has started too): this fetch then sees
         what they did before their first wait (a Produce's append), as its own task would."""
-        if (self.sasl is not None and not self.sasl.authenticated) or (
-            self._last_task is not None and not self._last_task.done()
-        ):
+        if self.sasl is not None and not self.sasl.authenticated:
+            return False
+        last = self._last_task() if self._last_task is not None else None
+        if last is not None and not last.done():
             return False
         ready = self.server.fetch_fast.answer_frame(self, frame, started)
         if ready is None:

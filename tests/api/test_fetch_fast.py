@@ -8,6 +8,8 @@ segments; requests encoded with kwire as clients send them, at every Fetch versi
 
 from __future__ import annotations
 
+import socket
+import struct
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,8 +26,10 @@ from broker.broker import Broker
 from broker.config import BrokerConfig
 from hot.records import ControlType, RecordInput, build_batch
 from hot.region import FileRegion
-from kwire import ApiKey, decode_request, encode_request, encode_response
+from kwire import ApiKey, decode_request, decode_response, encode_request, encode_response
+from kwire.framing import frame_bytes
 from kwire.messages.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
+from kwire.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 from tests.inprocess import ThreadedBroker, create_topic
 
 PLAIN, TXN, EMPTY = "plain", "txn", "empty"
@@ -367,3 +371,85 @@ def test_any_request_same_bytes_or_general_way(
         assert _bytes(fast) == _bytes(general)
         if not copy:
             assert _flat(fast) == _flat(general)
+
+
+# --- on a listener -------------------------------------------------------------------------------
+
+
+def _exchange(sock: socket.socket, frames: list[bytes]) -> list[bytes]:
+    """``frames`` pipelined in one send; their answers' bodies, in order."""
+    sock.sendall(b"".join(frame_bytes(f) for f in frames))
+    out = []
+    for _ in frames:
+        (size,) = struct.unpack(">i", _recv(sock, 4))
+        out.append(_recv(sock, size))
+    return out
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        assert chunk, "the broker closed the connection"
+        buf += chunk
+    return buf
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast-path", "general-only"])
+def test_pipelined_produce_then_fetch_sees_the_append(
+    tb: ThreadedBroker, fast: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Fetch pipelined right behind a Produce on the same connection reads what that
+    Produce appended, as the general path's task (run after the Produce's) does: the fast
+    path leaves a fetch to it while the connection's latest handler task is not done, and
+    answers the next fetch, sent after those answers came."""
+    broker = tb.broker
+    assert broker is not None
+    topic = f"seq-{fast}"
+    tb.call(create_topic(broker, topic, 1, {"strata.flush.mode": "interval"}))
+    server = KafkaServer(broker)
+    if not fast:
+        monkeypatch.setattr(server.fetch_fast, "answer_frame", lambda *a: None)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    tb.call(server.start(sock))
+    try:
+        batch = _batch(1, 10)
+        produce = ProduceRequest(
+            acks=1,
+            timeout_ms=30_000,
+            topic_data=(
+                ProduceTopicData(name=topic, partition_data=(ProducePartitionData(index=0, records=batch),)),
+            ),
+        )
+        fetch = FetchRequest(
+            max_wait_ms=0,
+            min_bytes=1,
+            topics=(
+                FetchTopic(
+                    topic=topic,
+                    partitions=(FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1 << 20),),
+                ),
+            ),
+        )
+
+        def check(answer: bytes, correlation: int) -> None:
+            got_correlation, resp = decode_response(ApiKey.FETCH, 12, answer)
+            assert got_correlation == correlation
+            (part,) = resp.responses[0].partitions
+            assert part.error_code == 0 and part.high_watermark == 1
+            records = bytes(part.records)
+            assert len(records) == len(batch) and records[:8] == batch[:8]  # the batch, at offset 0
+
+        hits = server.fetch_fast.hits
+        with socket.create_connection(sock.getsockname(), timeout=30) as client:
+            produced = encode_request(ApiKey.PRODUCE, 9, 1, "t", produce)
+            _, first = _exchange(client, [produced, _frame(12, fetch, 2)])
+            check(first, 2)
+            assert server.fetch_fast.hits == hits  # behind the Produce's task: the general way
+            (second,) = _exchange(client, [_frame(12, fetch, 3)])
+            check(second, 3)
+        assert server.fetch_fast.hits - hits == (1 if fast else 0)
+    finally:
+        tb.call(server.close())
