@@ -64,7 +64,6 @@ REPLICA_STATE_VERSION: Final = 15  # replica_id moves into the tagged replica_st
 _HEAD: Final = struct.Struct(">hhih")  # api_key, api_version, correlation_id, client_id length
 _I16: Final = struct.Struct(">h")
 _I32: Final = struct.Struct(">i")
-_I64: Final = struct.Struct(">q")
 _PARTITION: Final = struct.Struct(">ihqqq")  # index, error_code, hw, lso, log start (v5+)
 _PARTITION_V4: Final = struct.Struct(">ihqq")  # v4 has no log_start_offset
 _ABORTED: Final = struct.Struct(">qq")
@@ -186,23 +185,18 @@ class _Request:
                 name, pos = _string(buf, pos, flexible)
             n_parts, pos = _count(buf, pos, flexible)
             parts: list[Asked] = []
+            layout = _ASKED[version]
             for _ in range(n_parts):
-                partition = _I32.unpack_from(buf, pos)[0]
-                pos += 4
-                epoch = -1
                 if version >= 9:
-                    epoch = _I32.unpack_from(buf, pos)[0]
-                    pos += 4
-                offset = _I64.unpack_from(buf, pos)[0]
-                pos += 8
-                if version >= 12:
-                    pos += 4  # last_fetched_epoch: a follower's (diverging-epoch checks)
-                if version >= 5:
-                    pos += 8  # log_start_offset: a follower's
-                max_bytes = _I32.unpack_from(buf, pos)[0]
-                pos += 4
+                    partition, epoch, offset, max_bytes = layout.unpack_from(buf, pos)
+                else:
+                    partition, offset, max_bytes = layout.unpack_from(buf, pos)
+                    epoch = -1
+                pos += layout.size
                 if flexible:
-                    pos = _no_tags(buf, pos)  # v17's replica_directory_id among them
+                    if buf[pos] != 0:
+                        raise _Fallback  # tags (v17's replica_directory_id among them)
+                    pos += 1
                 parts.append((partition, epoch, offset, max_bytes))
             if flexible:
                 pos = _no_tags(buf, pos)
@@ -219,6 +213,16 @@ class _Request:
             raise _Fallback
 
 
+# One asked partition by version: partition, current_leader_epoch (v9+), fetch_offset,
+# last_fetched_epoch (v12+) and log_start_offset (v5+), a follower's: skipped as pad bytes,
+# partition_max_bytes.
+def _asked_layout(v: int) -> struct.Struct:
+    epoch = "i" if v >= 9 else ""
+    follower = ("4x" if v >= 12 else "") + ("8x" if v >= 5 else "")
+    return struct.Struct(f">i{epoch}q{follower}i")
+
+
+_ASKED: Final = {v: _asked_layout(v) for v in range(MIN_VERSION, MAX_VERSION + 1)}
 _FIXED: Final = struct.Struct(">iiib")  # max_wait_ms, min_bytes, max_bytes, isolation_level (v4+)
 _SESSION: Final = struct.Struct(">ii")  # session_id, session_epoch (v7+)
 
@@ -236,6 +240,8 @@ class FetchFastPath:
         self._view: object = None
         self._seq = -1
         self._ids: dict[bytes, str] = {}
+        # (the broker's metrics, its fetch and request latency histograms for Fetch)
+        self._latency: tuple[object, Any, Any] | None = None
 
     def answer_frame(
         self, conn: Connection, frame: bytes, started: float
@@ -326,8 +332,12 @@ class FetchFastPath:
             totals[0] += span
             totals[1] += size
         elapsed = time.perf_counter() - started
-        metrics.labelled(metrics.fetch_latency, "kafka").observe(elapsed)
-        metrics.labelled(metrics.request_latency, API_NAME).observe(elapsed)
+        latency = self._latency
+        if latency is None or latency[0] is not metrics:
+            fetch = metrics.labelled(metrics.fetch_latency, "kafka")
+            latency = self._latency = (metrics, fetch, metrics.labelled(metrics.request_latency, API_NAME))
+        latency[1].observe(elapsed)
+        latency[2].observe(elapsed)
         self.hits += 1
         copy = total < self.copy_below
         return _encode(req.header.correlation_id, req.version, broker.replicas.view, by_topic, copy=copy)
