@@ -19,6 +19,11 @@ duplicate of the socket), never through Python buffers. Large in-memory parts (r
 chunks) are sent from their own buffers too, not copied into asyncio's write buffer
 (``Connection._send_direct``).
 
+Answers ready without a handler: a Metadata request asked before at this metadata view
+(api.handlers.metadata_cache) and a consumer's Fetch of ready local data
+(api.handlers.fetch_fast) are answered from the frame's bytes, queued as already-complete
+answers (no decode, no task); everything else is decoded and handled as above.
+
 Security (api.security): with TLS the handshake runs per connection before anything is
 read, and a failed one (no client certificate, a plaintext client) is one log line. With
 SASL only ApiVersions, SaslHandshake and SaslAuthenticate are served until the client
@@ -44,9 +49,11 @@ import os
 import socket
 import ssl
 import time
+import weakref
 from typing import Any
 
 from api.handlers import GUARDS, HANDLERS, Handler
+from api.handlers.fetch_fast import FetchFastPath
 from api.handlers.metadata_cache import MetadataCache
 from api.handlers.produce_fast import PRODUCE_KEY, FastProduce, NoAnswer, Waiting
 from api.handlers.quotas import with_fetch_quota, with_produce_quota
@@ -92,6 +99,7 @@ DIRECT_SEND_MIN = 1 << 18
 COPY_REGIONS_BELOW = 64 << 10
 
 METADATA_KEY = ApiKey.METADATA.to_bytes(2, "big")  # a frame's first two bytes: its API key
+FETCH_KEY = ApiKey.FETCH.to_bytes(2, "big")
 TLS_HANDSHAKE_TIMEOUT = 10.0
 # What a client may send on a SASL listener before it has authenticated.
 PRE_AUTH_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -133,6 +141,8 @@ class KafkaServer:
         self.handlers[ApiKey.METADATA] = self.metadata_cache.wrap(self.handlers[ApiKey.METADATA])
         # Plain Produce requests from the frame's bytes to the append (api.handlers.produce_fast).
         self.produce_fast = FastProduce()
+        # Fetches of ready local data answered from the frame (api.handlers.fetch_fast).
+        self.fetch_fast = FetchFastPath(COPY_REGIONS_BELOW)
         self._server: asyncio.Server | None = None
         self._connections: set[Connection] = set()
 
@@ -217,6 +227,9 @@ class Connection:
         self.general_produce: asyncio.Future[Any] | None = None
         # Set by a SaslHandshake v0: frames are raw SASL tokens until authenticated.
         self.raw_sasl: RequestHeader | None = None
+        # The latest handler's task, weakly: a done task's answer (remote-tier buffers,
+        # say) is not kept alive by it; a task collected is done.
+        self._last_task: weakref.ref[asyncio.Task[Any]] | None = None
 
     async def run(self) -> None:
         self._read_task = asyncio.current_task()  # type: ignore[assignment]
@@ -321,6 +334,8 @@ class Connection:
             if hit is not None:  # the same request as one answered at this view
                 await self._enqueue(hit[0], _done(hit[1]))
                 return
+        if frame[:2] == FETCH_KEY and await self._fetch_fast(frame, started):
+            return
         try:
             header, request = decode_request(frame)
         except UnsupportedVersionError as exc:
@@ -345,7 +360,25 @@ class Connection:
         task = asyncio.create_task(self._run_handler(handler, header, request, started))
         if header.api_key == ApiKey.PRODUCE:
             self.general_produce = task
+        self._last_task = weakref.ref(task)
         await self._enqueue(header, task)
+
+    async def _fetch_fast(self, frame: bytes, started: float) -> bool:
+        """Answers a Fetch of ready local data from its frame (api.handlers.fetch_fast);
+        False: decode it and run the handler. Only once the latest handler's task is done
+        (tasks start in order, so every earlier one has started too): this fetch then sees
+        what they did before their first wait (a Produce's append), as its own task would.
+        A fast-path Produce appended when it was read, before this frame."""
+        if self.sasl is not None and not self.sasl.authenticated:
+            return False
+        last = self._last_task() if self._last_task is not None else None
+        if last is not None and not last.done():
+            return False
+        ready = self.server.fetch_fast.answer_frame(self, frame, started)
+        if ready is None:
+            return False
+        await self._enqueue(ready[0], _done(ready[1]))
+        return True
 
     async def _enqueue(self, header: RequestHeader, task: Answer) -> None:
         if self.pending.full():  # MAX_IN_FLIGHT reached: reading waits for the writer

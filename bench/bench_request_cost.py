@@ -22,7 +22,8 @@ Workloads (each on its own topic, one partition):
   produce-interval   the same, strata.flush.mode=interval
   produce-100        100 records per Produce (interval mode): CPU per record with batching
   fetch              Fetch v12 of one partition from offset 0, max_wait 0, 1 KiB max:
-                     one one-record batch per answer (sendfile)
+                     one one-record batch per answer (its own topic, seeded with one
+                     one-record Produce; sent from a copy below COPY_REGIONS_BELOW)
   metadata           Metadata v12 for that one topic
 
 ``--roots A,B`` runs brokers from several code trees (e.g. a ``git archive`` of the
@@ -222,6 +223,12 @@ def measure_connections(
     return Cost(cpu * 1e6 / n, cpu * 1e6 / n, n / wall)
 
 
+def seed(port: int, frame: bytes) -> None:
+    """Appends the fetch workload's one one-record batch (one Produce, answered)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        _recv_size_after(sock, frame)
+
+
 def create_topics(bootstrap: str, tag: str) -> dict[str, str]:
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -230,6 +237,7 @@ def create_topics(bootstrap: str, tag: str) -> dict[str, str]:
         "interval": f"cost-interval-{tag}",
         "batch": f"cost-batch-{tag}",
         "wide": f"cost-wide-{tag}",
+        "fetch": f"cost-fetch-{tag}",
     }
     admin = AdminClient({"bootstrap.servers": bootstrap})
     topics = [
@@ -237,6 +245,7 @@ def create_topics(bootstrap: str, tag: str) -> dict[str, str]:
         NewTopic(names["interval"], num_partitions=1, config={"strata.flush.mode": "interval"}),
         NewTopic(names["batch"], num_partitions=1, config={"strata.flush.mode": "interval"}),
         NewTopic(names["wide"], num_partitions=WIDE, config={"strata.flush.mode": "interval"}),
+        NewTopic(names["fetch"], num_partitions=1, config={"strata.flush.mode": "interval"}),
     ]
     for f in admin.create_topics(topics).values():
         f.result(120)  # a 1,000-partition topic on a loaded 2-core machine
@@ -259,7 +268,7 @@ def run_tree(
                 max(1, args.requests // 10),
                 100,
             ),
-            "fetch": (lambda: fetch_frame(names["interval"]), args.requests, 1),
+            "fetch": (lambda: fetch_frame(names["fetch"]), args.requests, 1),
             "metadata": (lambda: metadata_frame(names["interval"]), args.requests, 1),
             "produce-1000": (
                 lambda: produce_frame(names["batch"], WIDE, acks),
@@ -275,6 +284,8 @@ def run_tree(
             "conns-50": (lambda: produce_frame(names["interval"], 1, acks), args.requests, 1),
         }
         out: dict[str, Cost] = {}
+        if "fetch" in args.workloads:
+            seed(port, produce_frame(names["fetch"], 1))
         for name in args.workloads:
             build, n, records = plan[name]
             if name.startswith("conns-"):

@@ -164,7 +164,7 @@ class ReadPath:
             if not fut.done():
                 fut.set_result(None)
 
-    def _remote_bound(self, lg: Log, offset: int) -> int | None:
+    def remote_bound(self, lg: Log, offset: int) -> int | None:
         """The offset where the local tier starts if ``offset`` must be read remotely, else None."""
         if self.tiering is None:
             return None
@@ -201,7 +201,7 @@ class ReadPath:
                     lg = self.log(p.topic, p.partition)
                 except StrataError:
                     continue
-                bound = self._remote_bound(lg, p.offset)
+                bound = self.remote_bound(lg, p.offset)
                 if bound is not None:
                     if read_committed:
                         bound = min(bound, lg.last_stable_offset)
@@ -240,7 +240,7 @@ class ReadPath:
                         )
                     except OffsetMovedToTieredStorageError:
                         # local retention removed the segment since the first pass
-                        bound = self._remote_bound(lg, p.offset)
+                        bound = self.remote_bound(lg, p.offset)
                         if bound is None:
                             raise
                         if read_committed:
