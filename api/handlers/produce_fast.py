@@ -258,12 +258,48 @@ def encode_success(
     return b"".join(out)
 
 
+def encode_one(
+    version: int,
+    correlation: bytes,
+    name: str,
+    success: Success,
+    templates: dict[tuple[int, str], tuple[bytes, bytes]],
+) -> bytes:
+    """``encode_success`` of one partition of one topic (what a producer's request to one
+    partition gets), from the bytes around the partition's fields kept per (version,
+    topic) in ``templates``: only the offsets are packed per request."""
+    flexible = version >= FLEXIBLE_VERSION
+    template = templates.get((version, name))
+    if template is None:
+        raw = name.encode()
+        if flexible:
+            head = b"\x00\x02" + _varint_bytes(len(raw) + 1) + raw + b"\x02"
+            tail = _FLEX_PART_TAIL + b"\x00" + _ZERO_THROTTLE + b"\x00"
+        else:
+            head = _I32.pack(1) + _I16.pack(len(raw)) + raw + _I32.pack(1)
+            tail = _ZERO_THROTTLE
+        if len(templates) >= MAX_NAMES:
+            templates.clear()
+        template = templates[(version, name)] = (head, tail)
+    index, base, lat, lso = success
+    if flexible or version >= 5:
+        part = (
+            _PART_V8.pack(index, 0, base, lat, lso, 0, -1)
+            if version == 8
+            else _PART_V5.pack(index, 0, base, lat, lso)
+        )
+    else:
+        part = _PART_V3.pack(index, 0, base, lat)
+    return correlation + template[0] + part + template[1]
+
+
 class FastProduce:
     """The fast path of one listener (``api.kafka_server.KafkaServer``); event loop only."""
 
     def __init__(self) -> None:
         self._names: dict[bytes, str] = {}
         self._encoded: dict[tuple[str, bool], bytes] = {}
+        self._templates: dict[tuple[int, str], tuple[bytes, bytes]] = {}
         self.taken = 0  # requests answered here (tests, benchmarks)
 
     def usable(self, conn: Connection) -> bool:
@@ -400,6 +436,18 @@ class _Request:
         """Every partition appended and acknowledged: the answer, encoded directly."""
         leaders = self.leaders
         outcomes = self.outcomes
+        topics = self.topics
+        if len(topics) == 1 and len(topics[0][1]) == 1:  # one partition: from its template
+            info = outcomes[0]
+            one = (
+                topics[0][1][0][0],
+                info.first_offset,
+                info.log_append_time_ms,
+                leaders[0].log.log_start_offset,
+            )
+            body = encode_one(self.version, self.correlation, topics[0][0], one, self.fast._templates)
+            self._observe(self.conn.broker)
+            return body
         answer: list[tuple[str, list[Success]]] = []
         i = 0
         for name, parts in self.topics:
@@ -494,4 +542,4 @@ class Waiting:
         return self._request.waited(failures)
 
 
-__all__ = ["NO_ANSWER", "FastProduce", "Waiting", "encode_success", "parse"]
+__all__ = ["NO_ANSWER", "FastProduce", "Waiting", "encode_one", "encode_success", "parse"]

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from api.handlers.produce import handle_produce
-from api.handlers.produce_fast import NO_ANSWER, FastProduce, encode_success, parse
+from api.handlers.produce_fast import NO_ANSWER, FastProduce, encode_one, encode_success, parse
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from broker.produce_path import ProduceOrder
@@ -182,6 +182,13 @@ def test_encode_success_is_the_codecs_answer(version: int, topics: Any, correlat
     names: dict[tuple[str, bool], bytes] = {}
     for _ in range(2):  # the second time from the names' cache
         assert encode_success(version, struct.pack(">i", correlation), topics, names) == want
+    if len(topics) == 1 and len(topics[0][1]) == 1:  # a producer's one partition: its template
+        templates: dict[tuple[int, str], tuple[bytes, bytes]] = {}
+        for _ in range(2):
+            got = encode_one(
+                version, struct.pack(">i", correlation), topics[0][0], topics[0][1][0], templates
+            )
+            assert got == want
 
 
 # --- the brokers: fast path against the general path -------------------------------------------
