@@ -123,6 +123,13 @@ def make_access_control(config: BrokerConfig, node: ClusterNode) -> AccessContro
     return AccessControl(authorizer, store)
 
 
+def _say_line(line: str) -> None:
+    """One stdout line in one write (api.supervisor.say_line: a newline written apart lets
+    another writer's bytes into the line under ``PYTHONUNBUFFERED``)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def _inherited(fd: int | None) -> socket.socket | None:
     """A node listener's socket the supervisor handed down (api.supervisor)."""
     if fd is None:
@@ -140,7 +147,7 @@ async def serve(
 ) -> None:
     """Run a broker until SIGTERM/SIGINT (or cancellation). ``worker``: as process k of a
     node (api.supervisor): it also accepts on the node's listeners, once it is ready."""
-    say = announce or (lambda line: print(line, flush=True))
+    say = announce or _say_line
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -216,11 +216,20 @@ def die_with_parent(parent: int) -> None:
         raise SystemExit("strata: the node's supervisor is gone; not starting")
 
 
+def say_line(line: str) -> None:
+    """One stdout line in one write: ``print`` writes the text and its newline apart when
+    stdout is unbuffered (``PYTHONUNBUFFERED``), and another process's write to the same
+    pipe (a node's processes log to the supervisor's stderr) could land in between and
+    glue itself to the line ("...:43653" + "2026-12-07 ..." read as one port)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
 def worker_say(line: str) -> None:
     """A process's stdout line for its supervisor: a supervisor gone (its pipe closed)
     must not stop the process's clean shutdown half-way."""
     with contextlib.suppress(OSError):
-        print(line, flush=True)
+        say_line(line)
 
 
 class _Process:
@@ -245,7 +254,7 @@ class Supervisor:
         self.config = config
         self.n = processes
         self.argv = list(argv)  # `serve` and its options, as this process got them
-        self.say = announce or (lambda line: print(line, flush=True))
+        self.say = announce or say_line
         self.layout = NodeLayout(config.data_dir)
         one = ClusterConfig.of_one(config.broker_id)
         self.cluster = config.cluster if config.cluster is not None else one
@@ -351,7 +360,7 @@ class Supervisor:
                 if line == "strata: ready":
                     p.ready.set()
                 line = f"strata[{k}]: " + line[len("strata: ") :]
-            print(line, flush=True)
+            say_line(line)
 
     async def start(self) -> None:
         await self._open_store()
@@ -499,7 +508,7 @@ async def supervise(
     *,
     announce: Callable[[str], None] | None = None,
 ) -> int:
-    say = announce or (lambda line: print(line, flush=True))
+    say = announce or say_line
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
