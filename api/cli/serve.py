@@ -3,6 +3,7 @@ environment variables over the --config TOML; broker.config)."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 import click
@@ -102,6 +103,11 @@ def serve(
 
     Settings: flags over STRATA_* environment variables over the --config TOML.
     """
+    # gRPC (the etcd client) installs fork handlers that can crash a child between fork
+    # and exec while other threads are in gRPC calls (a node's supervisor in cluster mode
+    # starting its processes died with SIGSEGV in them): the broker never needs them, as it
+    # forks only to exec. Set before gRPC is imported.
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "0")
     from api.server import run
     from broker.config import load_config
 
