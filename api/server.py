@@ -34,6 +34,7 @@ import uvicorn
 from api.kafka_server import KafkaServer
 from api.metrics_listener import create_metrics_app
 from api.node_metrics import NodeMetrics
+from api.process_io import bind_listener, say_line
 from api.rest import create_app
 from api.startup_gate import StartupGate, gated
 from broker.broker import Broker
@@ -101,33 +102,12 @@ async def _start_http(
     return server, task
 
 
-def _bind(addr: HostPort) -> socket.socket:
-    family = socket.AF_INET6 if ":" in addr.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((addr.host, addr.port))
-    except OSError as exc:  # named by its address: which listener clashed is the operator's question
-        sock.close()
-        raise OSError(exc.errno, f"cannot listen on {addr}: {exc.strerror}") from None
-    sock.listen(1024)
-    sock.setblocking(False)
-    return sock
-
-
 def make_access_control(config: BrokerConfig, node: ClusterNode) -> AccessControl:
     authz = config.authorization
     authorizer = Authorizer(authz.super_users, allow_if_no_acl=authz.allow_everyone_if_no_acl_found)
     store = node.acl_store()
     store.bindings()  # a malformed ACL document stops the start, with one line naming it
     return AccessControl(authorizer, store)
-
-
-def _say_line(line: str) -> None:
-    """One stdout line in one write (api.supervisor.say_line: a newline written apart lets
-    another writer's bytes into the line under ``PYTHONUNBUFFERED``)."""
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 def _inherited(fd: int | None) -> socket.socket | None:
@@ -147,7 +127,7 @@ async def serve(
 ) -> None:
     """Run a broker until SIGTERM/SIGINT (or cancellation). ``worker``: as process k of a
     node (api.supervisor): it also accepts on the node's listeners, once it is ready."""
-    say = announce or _say_line
+    say = announce or say_line
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -223,11 +203,11 @@ async def serve(
         node.attach_tiering(tiering)  # only partition leaders tier
         await tiering.start()
         manager.start_background()
-        kafka_sock = _bind(config.kafka_listen)
-        http_sock = _bind(config.http_listen)
-        internal_sock = _bind(config.internal_listen) if config.internal_listen is not None else None
-        external_sock = _bind(config.external_listen) if config.external_listen is not None else None
-        metrics_sock = _bind(config.metrics_listen) if config.metrics_listen is not None else None
+        kafka_sock = bind_listener(config.kafka_listen)
+        http_sock = bind_listener(config.http_listen)
+        internal_sock = bind_listener(config.internal_listen) if config.internal_listen is not None else None
+        external_sock = bind_listener(config.external_listen) if config.external_listen is not None else None
+        metrics_sock = bind_listener(config.metrics_listen) if config.metrics_listen is not None else None
         kafka_addr = HostPort(config.kafka_listen.host, kafka_sock.getsockname()[1])
         http_addr = HostPort(config.http_listen.host, http_sock.getsockname()[1])
         if config.advertised_listener is None:

@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from api.node_metrics import TOKEN_ENV
+from api.process_io import bind_listener, say_line
 from broker.cluster_config import ClusterConfig
 from broker.config import BrokerConfig
 from broker.embedded_store import EmbeddedMetadataStore, MetadataStoreLockedError
@@ -190,20 +191,6 @@ def worker_config(config: BrokerConfig, spec: WorkerSpec) -> BrokerConfig:
     return dataclasses.replace(config, **changes)
 
 
-def _bind(addr: HostPort) -> socket.socket:
-    family = socket.AF_INET6 if ":" in addr.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((addr.host, addr.port))
-    except OSError as exc:
-        sock.close()
-        raise OSError(exc.errno, f"cannot listen on {addr}: {exc.strerror}") from None
-    sock.listen(4096)
-    sock.set_inheritable(True)
-    return sock
-
-
 def die_with_parent(parent: int) -> None:
     """In a process of a node, first thing: SIGTERM when the supervisor dies (Linux
     ``PR_SET_PDEATHSIG``), and exit at once if it died already (before that call). Done
@@ -214,15 +201,6 @@ def die_with_parent(parent: int) -> None:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     if os.getppid() != parent:
         raise SystemExit("strata: the node's supervisor is gone; not starting")
-
-
-def say_line(line: str) -> None:
-    """One stdout line in one write: ``print`` writes the text and its newline apart when
-    stdout is unbuffered (``PYTHONUNBUFFERED``), and another process's write to the same
-    pipe (a node's processes log to the supervisor's stderr) could land in between and
-    glue itself to the line ("...:43653" + "2026-12-07 ..." read as one port)."""
-    sys.stdout.write(line + "\n")
-    sys.stdout.flush()
 
 
 def worker_say(line: str) -> None:
@@ -315,12 +293,12 @@ class Supervisor:
 
     def _bind_listeners(self) -> None:
         c = self.config
-        self.sockets["kafka"] = _bind(c.kafka_listen)
-        self.sockets["http"] = _bind(c.http_listen)
+        self.sockets["kafka"] = bind_listener(c.kafka_listen, backlog=4096, inheritable=True)
+        self.sockets["http"] = bind_listener(c.http_listen, backlog=4096, inheritable=True)
         if c.external_listen is not None:
-            self.sockets["external"] = _bind(c.external_listen)
+            self.sockets["external"] = bind_listener(c.external_listen, backlog=4096, inheritable=True)
         if c.metrics_listen is not None:
-            self.sockets["metrics"] = _bind(c.metrics_listen)
+            self.sockets["metrics"] = bind_listener(c.metrics_listen, backlog=4096, inheritable=True)
 
     def _spec(self, k: int, broker_id: int) -> WorkerSpec:
         s = self.sockets

@@ -65,7 +65,7 @@ from broker.metadata import MetadataClient, PartitionState, TopicAssignment
 from broker.metadata_store import Compare, Put
 from hot.errors import InvalidConfigError, MetadataStoreError, StorageError
 from hot.log import atomic_write, fsync_dir
-from hot.manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, PARTITION_METADATA_FILE
+from hot.manager import CLEAN_SHUTDOWN_FILE, LOCK_FILE, stored_topic_id
 from hot.naming import parse_partition_dir
 from hot.topics import TOPICS_FILE, TopicRegistry
 
@@ -192,19 +192,6 @@ class Found:
     empty: bool
 
 
-def _stored_topic_id(path: Path) -> uuid.UUID | None:
-    try:
-        text = (path / PARTITION_METADATA_FILE).read_text("ascii")
-    except (OSError, UnicodeDecodeError):
-        return None
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() == "topic_id":
-            with contextlib.suppress(ValueError):
-                return uuid.UUID(value.strip())
-    return None
-
-
 def _holds_data(path: Path) -> bool:
     try:
         return any(e.name.endswith(".log") and e.stat().st_size > 0 for e in os.scandir(path))
@@ -229,7 +216,7 @@ def scan(layout: NodeLayout, topics: Mapping[str, TopicAssignment]) -> dict[Topi
             if parsed[1] >= a.partition_count:
                 continue
             path = logs / name
-            if not path.is_dir() or _stored_topic_id(path) not in (None, uuid.UUID(a.topic_id)):
+            if not path.is_dir() or stored_topic_id(path) not in (None, uuid.UUID(a.topic_id)):
                 continue  # a stale directory: its own process removes it at open
             out.setdefault(parsed, []).append(Found(k, path, not _holds_data(path)))
     return out

@@ -75,6 +75,23 @@ RetentionOwner = Callable[[Log], bool]
 DeleteListener = Callable[[TopicInfo], None]
 
 
+def stored_topic_id(path: Path) -> uuid.UUID | None:
+    """The topic id a partition directory's ``partition.metadata`` names (None: no file,
+    or no readable id): a directory left by an older topic of the same name is stale."""
+    try:
+        text = (path / PARTITION_METADATA_FILE).read_text("ascii")
+    except (OSError, UnicodeDecodeError):
+        return None
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() == "topic_id":
+            try:
+                return uuid.UUID(value.strip())
+            except ValueError:
+                return None
+    return None
+
+
 class DiskGuard:
     """The data directory's high-water mark, checked before every append (``Log.append_guard``).
 
@@ -353,18 +370,7 @@ class LogManager:
 
     @staticmethod
     def _stored_topic_id(path: Path) -> uuid.UUID | None:
-        try:
-            text = (path / PARTITION_METADATA_FILE).read_text("ascii")
-        except (OSError, UnicodeDecodeError):
-            return None
-        for line in text.splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "topic_id":
-                try:
-                    return uuid.UUID(value.strip())
-                except ValueError:
-                    return None
-        return None
+        return stored_topic_id(path)
 
     def _open_log(self, path: Path, info: TopicInfo, partition: int, *, clean: bool) -> Log:
         """``Log.open`` of one partition (subclasses open replicated logs)."""
