@@ -103,6 +103,10 @@ class ClusterLogManager(LogManager):
         if listener is not None:
             listener(logs)
 
+    def _hosts_new(self, topic: str, partition: int) -> bool:
+        hosted = self.hosted
+        return hosted is None or hosted(topic, partition)
+
     def _open_partition(
         self,
         info: TopicInfo,

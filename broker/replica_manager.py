@@ -108,6 +108,8 @@ class ReplicaManager:
         self.shutting_down = False
         self._by_log: dict[int, PartitionReplica] = {}
         self._seen_topics: set[str] = set()  # in etcd at some point since start
+        self._creating: set[str] = set()  # local topics being built in a thread
+        self._built = False  # one finished: reconcile on the loop's next turn
         self._kept_unknown: set[str] = set()
         self._seq = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
@@ -202,13 +204,45 @@ class ReplicaManager:
         while True:
             seq = self.view.seq
             state = (seq, self.lease_alive())
-            if state != last or time.monotonic() - since >= RECONCILE_IDLE_S:
+            if state != last or self._built or time.monotonic() - since >= RECONCILE_IDLE_S:
                 last, since = state, time.monotonic()
+                self._built = False
                 try:
+                    self._create_local_topics()
                     self.reconcile()
                 except Exception:
                     log.exception("reconciling replicas with the cluster metadata failed")
             await self.view.wait_changed(seq, 1.0)
+
+    def _create_local_topics(self) -> None:
+        """Create (or grow) the local topics the view places replicas of here, each in a
+        thread: building thousands of partition directories takes seconds of disk work
+        that must not stop the event loop (its etcd calls, heartbeats and requests), nor
+        hold up the other topics' reconciling meanwhile."""
+        me = self.broker_id
+        for name, va in list(self.view.topics.items()):
+            a = va.value
+            if name in self._creating or not any(me in r for r in a.partitions):
+                continue
+            try:
+                info = self.manager.topic(name)
+            except UnknownTopicOrPartitionError:
+                info = None
+            if info is not None and (
+                info.topic_id != uuid.UUID(a.topic_id) or info.partitions >= a.partition_count
+            ):
+                continue  # in place, or recreated in the cluster (reconcile deletes it first)
+            self._creating.add(name)
+            self._spawn(self._build_topic(name, a), f"create-local-{name}")
+
+    async def _build_topic(self, name: str, a: TopicAssignment) -> None:
+        try:
+            await asyncio.to_thread(self._mirror_topic, name, a)
+        except StrataError as exc:
+            log.warning("creating local replicas of topic %s failed: %s", name, exc)
+        finally:
+            self._creating.discard(name)
+            self._built = True  # the reconcile loop applies the roles on its next turn
 
     def reconcile(self) -> None:
         """Bring local topics and replica roles in line with the view (synchronous)."""
@@ -234,6 +268,8 @@ class ReplicaManager:
             log.info("deleting local replicas of topic %s (deleted, or recreated, in the cluster)", info.name)
             self.manager.delete_topic(info.name)
         for name, va in wanted.items():
+            if name in self._creating:
+                continue  # being built in a thread (_create_local_topics)
             self._mirror_topic(name, va.value)
             for p, replicas in enumerate(va.value.partitions):
                 key = (name, p)

@@ -40,6 +40,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
+from core.disk import deferred_sync
 from hot.cleaner import CleanerConfig, LogCleaner
 from hot.config import LogConfig
 from hot.disk_health import POLL_INTERVAL_S as DISK_HEALTH_POLL_S
@@ -54,6 +55,7 @@ from hot.errors import (
 )
 from hot.flush import GroupCommitter, IntervalFlusher
 from hot.log import Log, RetentionGuard, atomic_write, fsync_dir
+from hot.log_loader import create_directory_at
 from hot.naming import is_delete_dir, parse_partition_dir, partition_dir_name
 from hot.producer_ids import PRODUCER_IDS_FILE, ProducerIdAllocator
 from hot.producer_state import DEFAULT_PRODUCER_ID_EXPIRATION_MS
@@ -565,32 +567,66 @@ class LogManager:
                 )
         with self._lock:
             registry = self._require_open()
-            if starts:
-                # Directories first, registry second: a crash in between leaves directories
-                # of an unregistered topic (removed by ``open``), never a registered
-                # partition that ``open`` would recreate at offset 0.
-                registry.validate_create(name, partitions, configs)
-                topic_id = topic_id or uuid.uuid4()
-                config = LogConfig.from_kafka(dict(configs or {}), self.defaults)
-                for p, (lso, nxt) in sorted(starts.items()):
+            # Directories first, registry second: a crash in between leaves directories
+            # of an unregistered topic (removed by ``open``), never a registered
+            # partition that ``open`` would find half-built or recreate at offset 0.
+            registry.validate_create(name, partitions, configs)
+            topic_id = topic_id or uuid.uuid4()
+            config = LogConfig.from_kafka(dict(configs or {}), self.defaults)
+            self._build_partitions(name, range(partitions), config, topic_id, starts)
+            info = registry.create(name, partitions, configs, topic_id=topic_id)
+            self._open_new(info, range(partitions))
+            return info
+
+    def _open_new(self, info: TopicInfo, partitions: range) -> None:
+        """Open partitions ``_build_partitions`` made durable just now: nothing to recover
+        (``clean``), and nothing that opening writes is needed by a crash (it finds the
+        built directories), so their fsyncs are one syncfs too."""
+        try:
+            with deferred_sync(self.logs_dir):
+                for p in partitions:
+                    self._open_partition(info, p, clean=True, refuse=False)
+        except OSError as e:
+            raise StorageError(f"cannot make new partitions of {info.name} durable: {e}") from e
+
+    def _hosts_new(self, topic: str, partition: int) -> bool:
+        """Whether a new partition gets a directory here (a cluster's broker: only where
+        it has a replica)."""
+        return True
+
+    def _build_partitions(
+        self,
+        name: str,
+        partitions: range,
+        config: LogConfig,
+        topic_id: uuid.UUID,
+        starts: Mapping[int, tuple[int, int]],
+    ) -> None:
+        """Build the directories of new partitions (empty; restore: starting at
+        ``starts[p]``), durable on return. One ``syncfs`` makes the whole batch durable
+        (core.disk.deferred_sync) instead of about ten fsyncs each: at 10,000 partitions
+        those were most of a topic's creation time. Each directory is renamed into place
+        only once complete (``create_directory_at``); a crash before the caller registers
+        the partitions leaves directories that ``open`` removes."""
+        metadata = f"version: 0\ntopic_id: {topic_id}\n".encode()
+        try:
+            with deferred_sync(self.logs_dir):
+                for p in partitions:
+                    if not self._hosts_new(name, p):
+                        continue
                     path = self.partition_dir(name, p)
                     if path.exists():
                         self._remove_dir(path, "left over before the topic was created")
-                    Log.create_at(
-                        path, config, topic=name, partition=p, log_start_offset=lso, next_offset=nxt
-                    ).close()
-                    atomic_write(
-                        path / PARTITION_METADATA_FILE, f"version: 0\ntopic_id: {topic_id}\n".encode()
+                    lso, nxt = starts.get(p, (0, 0))
+                    create_directory_at(
+                        str(path),
+                        config,
+                        log_start_offset=lso,
+                        next_offset=nxt,
+                        extra_files={PARTITION_METADATA_FILE: metadata},
                     )
-                fsync_dir(self.logs_dir)
-            info = registry.create(name, partitions, configs, topic_id=topic_id)
-            for p in range(partitions):
-                path = self.partition_dir(name, p)
-                if p not in starts and path.exists():
-                    self._remove_dir(path, "left over before the topic was created")
-                self._open_partition(info, p, clean=False, refuse=False)
-            fsync_dir(self.logs_dir)
-            return info
+        except OSError as e:  # the closing syncfs
+            raise StorageError(f"cannot make new partitions of {name} durable: {e}") from e
 
     def adoption_dir(self, topic: str, partition: int) -> Path:
         """Where ``adopt_partition`` stages a directory (a name ``open`` leaves alone)."""
@@ -702,11 +738,13 @@ class LogManager:
     def add_partitions(self, name: str, new_total: int) -> TopicInfo:
         with self._lock:
             registry = self._require_open()
-            old = self.topic(name).partitions
+            before = self.topic(name)
+            registry.validate_add_partitions(name, new_total)
+            config = registry.config(name)
+            new = range(before.partitions, new_total)
+            self._build_partitions(name, new, config, before.topic_id, {})
             info = registry.add_partitions(name, new_total)
-            for p in range(old, new_total):
-                self._open_partition(info, p, clean=False, refuse=False)
-            fsync_dir(self.logs_dir)
+            self._open_new(info, new)
             return info
 
     # --- logs --------------------------------------------------------------------------------

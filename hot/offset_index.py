@@ -19,6 +19,7 @@ import struct
 from array import array
 from typing import Final
 
+from core import disk
 from hot.errors import StorageError
 
 ENTRY: Final = struct.Struct(">II")
@@ -122,7 +123,7 @@ class IndexFile:
     def fsync(self) -> None:
         fd = self._require_fd()
         try:
-            os.fsync(fd)
+            disk.fsync(fd)
         except OSError as e:
             raise StorageError(f"fsync of index {self.path} failed: {e}") from e
 

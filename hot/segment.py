@@ -30,6 +30,7 @@ from typing import Final
 
 from crc32c import crc32c
 
+from core import disk
 from hot.batch import CRC_START, HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, MIN_BATCH_LENGTH
 from hot.errors import CorruptLogError, StorageError, StrataError
 from hot.offset_index import MAX_RELATIVE, OffsetIndex
@@ -282,7 +283,7 @@ class LogFile:
 
     def fsync(self) -> None:
         try:
-            os.fsync(self._writer())
+            disk.fsync(self._writer())
         except OSError as e:
             raise StorageError(f"fsync of {self.path} failed: {e}") from e
 

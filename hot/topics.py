@@ -229,18 +229,22 @@ class TopicRegistry:
     def add_partitions(self, name: str, new_total: int) -> TopicInfo:
         """Grow a topic to ``new_total`` partitions (Kafka CreatePartitions; never shrinks)."""
         with self._lock:
+            self.validate_add_partitions(name, new_total)
             info = self._require(name)
-            self._check_partitions(new_total)
-            if new_total <= info.partitions:
-                raise InvalidPartitionsError(
-                    f"topic {name!r} has {info.partitions} partitions; "
-                    f"the new total {new_total} must be larger"
-                )
             new = TopicInfo(info.name, new_total, dict(info.configs), info.topic_id)
             topics = dict(self._topics)
             topics[name] = new
             self._save(topics)
             return new
+
+    def validate_add_partitions(self, name: str, new_total: int) -> None:
+        """Everything ``add_partitions`` checks, without changing the topic."""
+        info = self._require(name)
+        self._check_partitions(new_total)
+        if new_total <= info.partitions:
+            raise InvalidPartitionsError(
+                f"topic {name!r} has {info.partitions} partitions; the new total {new_total} must be larger"
+            )
 
     def names(self) -> Iterable[str]:
         return list(self._topics)

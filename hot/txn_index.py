@@ -34,6 +34,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from core import disk
 from hot.errors import StorageError
 
 ENTRY: Final = struct.Struct(">hqqqq")
@@ -225,7 +226,7 @@ class TransactionIndex:
         if self._fd is None:
             return
         try:
-            os.fsync(self._fd)
+            disk.fsync(self._fd)
         except OSError as e:
             raise StorageError(f"fsync of {self.path} failed: {e}") from e
 

@@ -97,3 +97,37 @@ def test_unlink_missing_ok(tmp_path: Path) -> None:
     (tmp_path / "d").mkdir()
     with pytest.raises(IsADirectoryError):
         disk.unlink_missing_ok(tmp_path / "d")
+
+
+def test_deferred_sync_skips_fsyncs_and_syncs_the_filesystem_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    fsyncs: list[int] = []
+    syncs: list[str] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real(fd))[1])
+    real_syncfs = disk.sync_filesystem
+    monkeypatch.setattr(disk, "sync_filesystem", lambda p: (syncs.append(str(p)), real_syncfs(p))[1])
+    with disk.deferred_sync(tmp_path):
+        with disk.deferred_sync(tmp_path):  # nested: one sync, at the outer end
+            disk.atomic_write(tmp_path / "a", b"1")
+        disk.fsync_dir(tmp_path)
+        # another thread is not deferred
+        t = threading.Thread(target=disk.atomic_write, args=(tmp_path / "b", b"2"))
+        t.start()
+        t.join()
+        assert len(fsyncs) == 2  # b's temp file and its directory, from the other thread
+        assert syncs == []
+    assert syncs == [str(tmp_path)]
+    assert (tmp_path / "a").read_bytes() == b"1"
+    with pytest.raises(RuntimeError), disk.deferred_sync(tmp_path):
+        raise RuntimeError("no sync when the block fails")
+    assert syncs == [str(tmp_path)]
+
+
+def test_sync_filesystem(tmp_path: Path) -> None:
+    disk.sync_filesystem(tmp_path)
+    with pytest.raises(OSError):
+        disk.sync_filesystem(tmp_path / "missing")

@@ -231,3 +231,61 @@ def test_background_threads(tmp_path: Path) -> None:
     wait_for(lambda: len(gone.segments()) == 1)  # expired segments removed by the retention thread
     assert gone.log_start_offset == gone.active_segment.base_offset > 0
     m.close()
+
+
+def test_new_partitions_are_built_without_per_file_fsyncs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Creating a topic (and adding partitions) does no per-file fsync: the directories
+    are built under core.disk.deferred_sync and made durable by one syncfs before the
+    registry names them, and opened under another."""
+    import core.disk
+
+    fsyncs: list[int] = []
+    syncs: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
+    real_syncfs = core.disk.sync_filesystem
+    monkeypatch.setattr(core.disk, "sync_filesystem", lambda p: (syncs.append(str(p)), real_syncfs(p))[1])
+    with LogManager(tmp_path) as m:
+        fsyncs.clear()
+        m.create_topic("many", 50)
+        # topics.json's own atomic write: its temp file and its directory
+        assert len(fsyncs) <= 2
+        assert len(syncs) == 2
+        m.add_partitions("many", 60)
+        assert len(syncs) == 4
+        assert append(m, "many", 55) == 3
+    with LogManager(tmp_path) as m:
+        assert m.topic("many").partitions == 60
+        assert offsets(m, "many", 55) == [0, 1, 2]
+        for p in range(60):
+            assert (
+                (m.partition_dir("many", p) / PARTITION_METADATA_FILE)
+                .read_text()
+                .endswith(f"topic_id: {m.topic('many').topic_id}\n")
+            )
+
+
+def test_a_crash_before_registration_leaves_no_topic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Directories first, registry second: a crash between them (the registry write
+    fails here) leaves directories that the next open removes, never a topic."""
+    from hot.topics import TopicRegistry
+
+    with LogManager(tmp_path) as m:
+        m.create_topic("kept", 1)
+
+        def crash(*args: object, **kwargs: object) -> None:
+            raise SystemExit("crash")
+
+        monkeypatch.setattr(TopicRegistry, "create", crash)
+        with pytest.raises(SystemExit):
+            m.create_topic("half", 5)
+        monkeypatch.undo()
+        assert m.partition_dir("half", 0).exists()
+        m.close(clean=False)
+    with LogManager(tmp_path) as m:
+        assert [t.name for t in m.topics()] == ["kept"]
+        assert not m.partition_dir("half", 0).exists()
+        m.create_topic("half", 5)
+        assert append(m, "half", 4) == 3

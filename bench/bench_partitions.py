@@ -1,0 +1,194 @@
+"""Partitions at scale (issue 35): creation, idle CPU, failover and rejoin of a 3-broker
+cluster on a real etcd, at several partition counts.
+
+    python -m bench.bench_partitions [--partitions 1000,3000,10000] [--idle-seconds 10]
+    python -m bench.bench_partitions --roots /tmp/strata-before,. --partitions 1000
+
+For each code tree and partition count, a fresh etcd and three ``strata serve --etcd``
+brokers (product defaults: broker.session.timeout.ms 10 s, etcd.timeout.ms 5 s,
+replica.lag.time.max.ms 30 s; only tiering is off, as in bench_cluster, so that uploads
+do not compete for the two cores) and one topic of that many partitions, RF=3,
+min.insync.replicas 2:
+
+  create    CreateTopics sent (confluent-kafka AdminClient) -> answered, and -> every
+            partition led with its full ISR (read from etcd)
+  idle      each broker's CPU (utime + stime, every thread, /proc) per wall second over
+            ``--idle-seconds``, after ``--settle`` seconds; printed as % of a core and
+            as µs per second per replica it holds
+  failover  kill -9 of the controller (it leads about a third of the partitions) ->
+            no partition offline or led by the dead broker; printed from the kill and
+            from the session timeout's expiry (the kill + broker.session.timeout.ms)
+  rejoin    the killed broker restarted (process start) -> back in every ISR
+
+Figures are wall seconds measured on the machine at hand; ``--roots`` runs several code
+trees in turn, at each count, and prints each figure's ratio to the first tree's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.proc import cpu_seconds  # noqa: E402
+
+TOPIC = "scale"
+SESSION_TIMEOUT_S = 10.0
+
+# The product's defaults, spelled out: tests/broker/clusterlib's FAST_ENV shortens them.
+PRODUCT_ENV = {
+    "STRATA_BROKER_SESSION_TIMEOUT_MS": str(int(SESSION_TIMEOUT_S * 1000)),
+    "STRATA_REPLICA_LAG_TIME_MAX_MS": "30000",
+    "STRATA_REPLICA_FETCH_WAIT_MAX_MS": "500",
+    "STRATA_REPLICA_FETCH_BACKOFF_MS": "1000",
+    "STRATA_REPLICA_HIGH_WATERMARK_CHECKPOINT_INTERVAL_MS": "5000",
+    "STRATA_ETCD_TIMEOUT_MS": "5000",
+    "STRATA_LOG_SEGMENT_BYTES": str(1 << 30),
+    "STRATA_LOG_REMOTE_STORAGE_ENABLE": "false",
+}
+
+
+@dataclass
+class Figures:
+    answered_s: float = float("nan")
+    in_sync_s: float = float("nan")
+    idle_pct: tuple[float, ...] = ()
+    idle_us_per_replica: tuple[float, ...] = ()
+    failover_s: float = float("nan")
+    rejoin_s: float = float("nan")
+    error: str = ""
+
+
+def _measure(tree: Path, partitions: int, args: argparse.Namespace) -> Figures:
+    """Run one tree at one count in a child process whose sys.path starts at the tree (the
+    brokers it starts run that tree's code)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "bench.bench_partitions", "--one", str(partitions),
+         "--idle-seconds", str(args.idle_seconds), "--settle", str(args.settle)],
+        cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True,
+        timeout=args.timeout,
+    )
+    for line in out.stdout.splitlines():
+        if line.startswith("FIGURES "):
+            return eval(line[len("FIGURES "):], {"Figures": Figures, "nan": float("nan")})  # noqa: S307 - our own repr
+    return Figures(error=(out.stderr.strip().splitlines() or ["no figures"])[-1][:200])
+
+
+def one(partitions: int, idle_seconds: float, settle: float) -> Figures:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.broker.clusterlib import Cluster, wait_until
+    from tests.broker.etcdlib import EtcdProcess
+
+    fig = Figures()
+    with tempfile.TemporaryDirectory(prefix="bench-partitions-") as tmp:
+        root = Path(tmp)
+        etcd = EtcdProcess(root / "etcd").start()
+        cluster = Cluster(root, etcd, env=PRODUCT_ENV, proxied=False)
+        try:
+            cluster.start()
+            admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            t0 = time.monotonic()
+            topic = NewTopic(TOPIC, num_partitions=partitions, replication_factor=3,
+                             config={"min.insync.replicas": "2"})
+            try:
+                admin.create_topics([topic], request_timeout=120)[TOPIC].result(timeout=180)
+            except Exception as exc:  # noqa: BLE001 - printed as the figure
+                fig.error = f"CreateTopics: {exc}"
+                return fig
+            fig.answered_s = time.monotonic() - t0
+            wait_until(lambda: cluster.fully_replicated(TOPIC), "in sync", timeout=300, step=0.25)
+            fig.in_sync_s = time.monotonic() - t0
+
+            time.sleep(settle)
+            pids = {i: n.proc.pid for i, n in cluster.nodes.items() if n.proc is not None}
+            before = {i: cpu_seconds(p) for i, p in pids.items()}
+            w0 = time.monotonic()
+            time.sleep(idle_seconds)
+            wall = time.monotonic() - w0
+            used = {i: cpu_seconds(p) - before[i] for i, p in pids.items()}
+            replicas = {i: 0 for i in pids}
+            for r in cluster.view().topics[TOPIC].value.partitions:
+                for b in r:
+                    replicas[b] += 1
+            fig.idle_pct = tuple(round(100 * used[i] / wall, 2) for i in sorted(pids))
+            fig.idle_us_per_replica = tuple(
+                round(1e6 * used[i] / wall / max(replicas[i], 1), 2) for i in sorted(pids)
+            )
+
+            victim = cluster.controller()
+            t_kill = time.monotonic()
+            cluster.nodes[victim].kill()
+
+            def led() -> bool:
+                view = cluster.view()
+                va = view.topics[TOPIC].value
+                for p in range(len(va.partitions)):
+                    s = view.partition_state(TOPIC, p)
+                    if s is None or s.leader == victim or s.leader not in view.brokers:
+                        return False
+                return True
+
+            wait_until(led, "every partition led again", timeout=300, step=0.25)
+            fig.failover_s = time.monotonic() - t_kill
+
+            t_start = time.monotonic()
+            cluster.nodes[victim].start(timeout=300)
+            wait_until(lambda: cluster.fully_replicated(TOPIC), "rejoined", timeout=300, step=0.25)
+            fig.rejoin_s = time.monotonic() - t_start
+        finally:
+            cluster.close()
+            etcd.kill()
+    return fig
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--partitions", default="1000,3000,10000")
+    ap.add_argument("--roots", default=str(ROOT), help="comma-separated code trees (first = baseline)")
+    ap.add_argument("--idle-seconds", type=float, default=10.0)
+    ap.add_argument("--settle", type=float, default=5.0)
+    ap.add_argument("--timeout", type=float, default=900.0, help="bound of one tree at one count")
+    ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:
+        print("FIGURES", repr(one(args.one, args.idle_seconds, args.settle)), flush=True)
+        return
+    trees = [Path(r).resolve() for r in args.roots.split(",")]
+    print(f"3 brokers on etcd, RF=3, product defaults (session timeout {SESSION_TIMEOUT_S:.0f} s), tiering off")
+    for n in (int(x) for x in args.partitions.split(",")):
+        base: Figures | None = None
+        for tree in trees:
+            f = _measure(tree, n, args)
+            name = tree.name or str(tree)
+            if f.error:
+                print(f"{n:>6} partitions  {name}: {f.error}")
+                continue
+            fo_after = f.failover_s - SESSION_TIMEOUT_S
+            print(
+                f"{n:>6} partitions  {name}: create answered {f.answered_s:.1f} s, in sync "
+                f"{f.in_sync_s:.1f} s; idle {'/'.join(f'{x:.1f}' for x in f.idle_pct)} % of a core "
+                f"({'/'.join(f'{x:.1f}' for x in f.idle_us_per_replica)} µs/s per replica); "
+                f"failover {f.failover_s:.1f} s from the kill ({fo_after:.1f} s after the session "
+                f"timeout); rejoin {f.rejoin_s:.1f} s"
+            )
+            if base is None:
+                base = f
+            else:
+                print(
+                    f"{'':>17} ratios to {trees[0].name}: in sync {f.in_sync_s / base.in_sync_s:.2f}, "
+                    f"failover {f.failover_s / base.failover_s:.2f}, rejoin {f.rejoin_s / base.rejoin_s:.2f}"
+                )
+
+
+if __name__ == "__main__":
+    main()
