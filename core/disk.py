@@ -121,14 +121,18 @@ def fsync_dir(path: StrPath) -> None:
         os.close(fd)
 
 
-def atomic_write(path: StrPath, data: bytes, *, sync_dir: bool = True, mode: int | None = None) -> None:
+def atomic_write(
+    path: StrPath, data: bytes, *, sync_dir: bool = True, mode: int | None = None, sync: bool = True
+) -> None:
     """Replace ``path`` with ``data`` atomically and durably (temp file, fsync, rename, fsync dir).
 
     ``mode``: the file's permission bits, set exactly (also on a temp file left by an
     earlier crash, which ``O_TRUNC`` reuses with its old bits), e.g. ``0o600`` for private
     files; None: ``0o644`` less the umask. ``sync_dir=False`` leaves the rename's durability
-    to the caller's next ``fsync_dir``. On failure the temp file is removed and the
-    ``OSError`` raised; ``path`` is unchanged unless the rename happened.
+    to the caller's next ``fsync_dir``. ``sync=False`` skips both fsyncs: still atomic for
+    readers, but a crash may bring back the old content or leave an empty or partial
+    file (for files rebuilt from elsewhere when they do not parse). On failure the temp
+    file is removed and the ``OSError`` raised; ``path`` is unchanged unless the rename happened.
     """
     path = os.fspath(path)
     tmp = temp_path(path)
@@ -140,7 +144,8 @@ def atomic_write(path: StrPath, data: bytes, *, sync_dir: bool = True, mode: int
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            fsync(fd)
+            if sync:
+                fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -148,7 +153,7 @@ def atomic_write(path: StrPath, data: bytes, *, sync_dir: bool = True, mode: int
         with contextlib.suppress(OSError):  # already failing: the first error is the one to see
             os.unlink(tmp)
         raise
-    if sync_dir:
+    if sync_dir and sync:
         fsync_dir(os.path.dirname(path) or ".")
 
 

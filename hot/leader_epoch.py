@@ -15,14 +15,18 @@ LeaderEpochCheckpointFile format::
     <N>\\n                      number of entries
     <epoch> <start offset>\\n   N lines, one space between, epochs and offsets increasing
 
-Crash behaviour: every change replaces the whole file atomically (``<name>.tmp``, fsync,
-rename, fsync of the directory), so a reader sees the old or the new version, never a
-mix. The file can still disagree with the log after a crash, in one direction only:
-it may name epochs starting at or beyond the recovered log end (an entry is written
-before the batches it describes become durable, and a truncation cuts the log before
-the cache). ``hot.log.Log`` therefore truncates the cache to the log end on open, and
-rebuilds it from the batches' ``partitionLeaderEpoch`` when the file is missing or does
-not parse (``CorruptLogError`` from ``decode``).
+Crash behaviour: every change replaces the whole file atomically (``<name>.tmp``,
+rename), so a reader sees the old or the new version, never a mix; as in Kafka since
+KAFKA-15046, without fsync: ``sync`` (fsync of the file and the directory) runs before
+the log's recovery point is persisted past it (``LocalLog.before_recovery_point``).
+After a crash the file can therefore disagree with the log in two ways, both repaired
+when the log opens: it may name epochs starting at or beyond the recovered log end (an
+entry is written before the batches it describes, and a truncation cuts the log before
+the cache): the cache is truncated to the log end; or it may lack entries (an old
+version came back, or an empty or partial file): only for batches above the persisted
+recovery point, whose epochs recovery reads from their headers (``assign_if_newer``).
+A file that does not parse (``CorruptLogError`` from ``decode``) or is missing is
+rebuilt from every batch's ``partitionLeaderEpoch``.
 
 Not thread-safe: the owning ``Log`` serializes every call under its lock.
 """
@@ -36,8 +40,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from core import disk
 from hot.errors import CorruptLogError, InvalidRequestError, StorageError
-from hot.local_log import atomic_write
+from hot.local_log import atomic_write, fsync_dir
 
 logger = logging.getLogger(__name__)
 
@@ -154,6 +159,7 @@ class LeaderEpochCache:
 
     def __init__(self, path: str | None, entries: Iterable[EpochEntry] = ()) -> None:
         self.path = path
+        self._unsynced = False  # the file was written since its last fsync
         self._epochs: list[int] = []
         self._starts: list[int] = []
         for e in entries:
@@ -182,9 +188,34 @@ class LeaderEpochCache:
         return decode(data, path)
 
     def _persist(self) -> None:
+        # Written without fsync (Kafka since KAFKA-15046): a new leader of thousands of
+        # partitions would otherwise wait for two fsyncs each. ``sync`` makes it durable
+        # before the log's recovery point passes any entry (see the crash behaviour above).
         if self.path is None:
             return
-        atomic_write(self.path, encode(self.entries()))
+        atomic_write(self.path, encode(self.entries()), sync=False)
+        self._unsynced = True
+
+    def sync(self) -> None:
+        """Make the file as last written durable (no-op if it is)."""
+        if not self._unsynced or self.path is None:
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            fd = -1  # removed since (clear): the directory fsync makes that durable
+        except OSError as e:
+            raise StorageError(f"cannot open {self.path}: {e}") from e
+        try:
+            if fd >= 0:
+                disk.fsync(fd)
+        except OSError as e:
+            raise StorageError(f"fsync of {self.path} failed: {e}") from e
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        fsync_dir(os.path.dirname(self.path) or ".")
+        self._unsynced = False
 
     def clear(self) -> bool:
         """Forget every entry and remove the file (the log was emptied: a missing file

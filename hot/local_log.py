@@ -76,16 +76,17 @@ def fsync_dir(path: str | Path) -> None:
         raise StorageError(f"fsync of directory {path} failed: {e}") from e
 
 
-def atomic_write(path: str | Path, data: bytes, *, sync_dir: bool = True) -> None:
+def atomic_write(path: str | Path, data: bytes, *, sync_dir: bool = True, sync: bool = True) -> None:
     """Replace ``path`` with ``data`` atomically and durably (``core.disk.atomic_write``:
     ``<path>.tmp``, fsync, rename, then ``fsync_dir``; a failure raises StorageError).
 
-    ``sync_dir=False`` leaves the rename's durability to the caller's next directory fsync."""
+    ``sync_dir=False`` leaves the rename's durability to the caller's next directory fsync;
+    ``sync=False`` skips every fsync (see core.disk.atomic_write)."""
     try:
-        disk.atomic_write(path, data, sync_dir=False)
+        disk.atomic_write(path, data, sync_dir=False, sync=sync)
     except OSError as e:
         raise StorageError(f"cannot write {path}: {e}") from e
-    if sync_dir:
+    if sync_dir and sync:
         fsync_dir(os.path.dirname(os.fspath(path)) or ".")
 
 
@@ -142,6 +143,7 @@ class LocalLog:
             s.sealed = True
         self.recovery_point = segments[-1].next_offset
         self._ckpt_lock = threading.Lock()  # serializes writes of the recovery-point file
+        self.before_recovery_point: Callable[[], None] = lambda: None
 
     # --- offsets and lookup (Log's lock held, or a racy read of one value) ---------------
 
@@ -179,7 +181,10 @@ class LocalLog:
         atomic_write(os.path.join(self.dir, name), b"%d\n" % offset)
 
     def persist_recovery_point(self) -> None:
-        """Write ``recovery_point`` to its file (also fsyncs the directory)."""
+        """Write ``recovery_point`` to its file (also fsyncs the directory), after
+        ``before_recovery_point`` (the owner's files that must be durable for every
+        offset below it: the leader-epoch checkpoint)."""
+        self.before_recovery_point()
         with self._ckpt_lock:
             atomic_write(os.path.join(self.dir, RECOVERY_POINT_FILE), b"%d\n" % self.recovery_point)
 

@@ -199,6 +199,9 @@ class Log:
         # Replicated: nothing past the log start is known to be committed until the owner says so.
         self._hw = log_start_offset if hw_managed_externally else leo
         self._epochs = LeaderEpochCache(None)  # replaced by open()
+        # The recovery point never passes an epoch entry that is not durable: recovery
+        # rescans only the batches above it for epochs (hot.leader_epoch, crash behaviour).
+        self._local.before_recovery_point = lambda: self._epochs.sync()
         self._closed = False
         self._offline: StorageError | None = None
         # High-watermark futures and listeners (protected by self._lock).

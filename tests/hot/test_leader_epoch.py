@@ -546,3 +546,40 @@ def test_rebuild_covers_every_local_segment(tmp_path: Path) -> None:
     again = open_log(copy, clean=True)
     assert again.leader_epochs() == (E(0, 0),)
     again.close()
+
+
+def test_an_epoch_entry_lost_in_a_crash_comes_back_from_the_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoint is written without fsync (KAFKA-15046): a crash may bring back an
+    older version, or an empty file. Recovery reads the epochs of every batch above the
+    persisted recovery point, and the file is fsynced before the recovery point passes
+    an entry (a roll persists it), so the entries come back either way."""
+    fsynced: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsynced.append(fd), real(fd))[1])
+    d = tmp_path / "t-0"
+    log = open_log(d, flush_mode="interval", segment_bytes=1024)
+    fill(log, 2, 1)
+    old = (d / CHECKPOINT_FILE).read_bytes()
+    fsynced.clear()
+    log.assign_leader_epoch(5)
+    assert fsynced == []  # no fsync on the way to leadership
+    fill(log, 2, 5)
+    log.close(clean=False)
+    for lost in (old, b""):  # the old version came back, or an empty file
+        (d / CHECKPOINT_FILE).write_bytes(lost)
+        again = open_log(d, flush_mode="interval", segment_bytes=1024)
+        assert again.leader_epochs() == (E(1, 0), E(5, 6))
+        again.close(clean=False)
+
+    # A roll persists the recovery point past the entry: the file is fsynced first.
+    log = open_log(d, flush_mode="interval", segment_bytes=1024)
+    log.assign_leader_epoch(7)
+    assert log._epochs._unsynced
+    fill(log, 40, 7)  # several rolls
+    assert not log._epochs._unsynced
+    log.close()
+    again = open_log(d, clean=True)
+    assert again.leader_epochs()[-1] == E(7, 12)
+    again.close()
