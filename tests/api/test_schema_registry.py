@@ -1,0 +1,287 @@
+"""The built-in schema registry end to end: confluent-kafka's SchemaRegistryClient and
+serializers through a topic, python-schema-registry-client against the same endpoints,
+compatibility levels, references, deletes, Confluent's documented answers, and ids kept
+across a restart."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer, AvroSerializer
+from confluent_kafka.schema_registry.error import SchemaRegistryError
+from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from tests.brokers import BrokerProcess, create_topic
+
+MEDIA = "application/vnd.schemaregistry.v1+json"
+USER_V1 = {"type": "record", "name": "User", "fields": [{"name": "name", "type": "string"}]}
+USER_V2 = {
+    "type": "record",
+    "name": "User",
+    "fields": [{"name": "name", "type": "string"}, {"name": "age", "type": "int", "default": 0}],
+}
+USER_BAD = {
+    "type": "record",
+    "name": "User",
+    "fields": [{"name": "name", "type": "string"}, {"name": "email", "type": "string"}],
+}
+
+
+@pytest.fixture(scope="module")
+def reg_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    b = BrokerProcess(tmp_path_factory.mktemp("registry"), "--schema-registry-listen", "127.0.0.1:0").start()
+    yield b
+    b.kill()
+
+
+def call(url: str, method: str = "GET", body: Any = None) -> tuple[int, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": MEDIA})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert resp.headers["Content-Type"].startswith(MEDIA)
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def subject() -> str:
+    return f"s-{uuid.uuid4().hex[:8]}"
+
+
+def roundtrip(b: BrokerProcess, serialize: Any, deserialize: Any, values: list[Any]) -> list[Any]:
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    create_topic(b.bootstrap, topic, 1)
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for v in values:
+        p.produce(topic, value=serialize(v, SerializationContext(topic, MessageField.VALUE)))
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": topic, "auto.offset.reset": "earliest"})
+    c.subscribe([topic])
+    out: list[Any] = []
+    try:
+        for _ in range(60):
+            m = c.poll(1.0)
+            if m is None or m.error():
+                continue
+            out.append(deserialize(m.value(), SerializationContext(topic, MessageField.VALUE)))
+            if len(out) == len(values):
+                break
+    finally:
+        c.close()
+    return out
+
+
+def test_avro_and_json_serializers_through_a_topic(reg_broker: BrokerProcess) -> None:
+    sr = SchemaRegistryClient({"url": reg_broker.registry_url})
+    avro_ser = AvroSerializer(sr, json.dumps(USER_V1))
+    avro_de = AvroDeserializer(sr)
+    assert roundtrip(reg_broker, avro_ser, avro_de, [{"name": "a"}, {"name": "b"}]) == [
+        {"name": "a"},
+        {"name": "b"},
+    ]
+    js = json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+    json_ser = JSONSerializer(js, sr)
+    json_de = JSONDeserializer(js, schema_registry_client=sr)
+    assert roundtrip(reg_broker, json_ser, json_de, [{"n": 1}]) == [{"n": 1}]
+    assert set(sr.get_subjects()) >= {s for s in sr.get_subjects() if s.startswith("t-")}
+
+
+def _message_class() -> Any:
+    fdp = descriptor_pb2.FileDescriptorProto(name="order.proto", package="shop", syntax="proto3")
+    msg = fdp.message_type.add(name="Order")
+    msg.field.add(name="id", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING, label=1)
+    msg.field.add(name="qty", number=2, type=descriptor_pb2.FieldDescriptorProto.TYPE_INT32, label=1)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Order"))
+
+
+def test_protobuf_serializer_through_a_topic(reg_broker: BrokerProcess) -> None:
+    sr = SchemaRegistryClient({"url": reg_broker.registry_url})
+    order = _message_class()
+    ser = ProtobufSerializer(order, sr, {"use.deprecated.format": False})
+    de = ProtobufDeserializer(order, {"use.deprecated.format": False})
+    got = roundtrip(reg_broker, ser, de, [order(id="o1", qty=3)])
+    assert [(m.id, m.qty) for m in got] == [("o1", 3)]
+    # The same schema as .proto text is the same schema (one id).
+    s = subject()
+    text = 'syntax = "proto3";\npackage shop;\n\nmessage Order {\n  string id = 1;\n  int32 qty = 2;\n}\n'
+    first = sr.register_schema(s, Schema(text, "PROTOBUF"))
+    changed = text.replace("int32 qty", "string qty")
+    with pytest.raises(SchemaRegistryError) as info:
+        sr.register_schema(s, Schema(changed, "PROTOBUF"))
+    assert info.value.http_status_code == 409
+    assert sr.register_schema(s, Schema(text.replace("}\n", "  int64 at = 3;\n}\n"), "PROTOBUF")) > first
+
+
+@pytest.mark.parametrize(
+    ("level", "ok", "bad"),
+    [
+        ("BACKWARD", USER_V2, USER_BAD),
+        (
+            "FORWARD",
+            {**USER_V1, "fields": [*USER_V1["fields"], {"name": "x", "type": "int"}]},
+            USER_V2 | {"fields": []},
+        ),
+        ("FULL", USER_V2, USER_BAD),
+        ("NONE", USER_BAD, None),
+    ],
+)
+def test_compatibility_levels(reg_broker: BrokerProcess, level: str, ok: Any, bad: Any) -> None:
+    url = reg_broker.registry_url
+    s = subject()
+    assert call(f"{url}/config/{s}", "PUT", {"compatibility": level}) == (200, {"compatibility": level})
+    assert call(f"{url}/subjects/{s}/versions", "POST", {"schema": json.dumps(USER_V1)})[0] == 200
+    if bad is not None:
+        status, doc = call(f"{url}/subjects/{s}/versions", "POST", {"schema": json.dumps(bad)})
+        assert (status, doc["error_code"]) == (409, 409), doc
+        status, doc = call(
+            f"{url}/compatibility/subjects/{s}/versions/latest", "POST", {"schema": json.dumps(bad)}
+        )
+        assert doc == {"is_compatible": False}
+    status, doc = call(f"{url}/subjects/{s}/versions", "POST", {"schema": json.dumps(ok)})
+    assert status == 200, doc
+    assert call(f"{url}/subjects/{s}/versions")[1] == [1, 2]
+
+
+def test_json_schema_compatibility(reg_broker: BrokerProcess) -> None:
+    url = reg_broker.registry_url
+    s = subject()
+    v1 = {"type": "object", "properties": {"a": {"type": "string"}}, "additionalProperties": False}
+    v2 = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}, "b": {"type": "integer"}},
+        "additionalProperties": False,
+    }
+    bad = {**v1, "required": ["a", "c"], "properties": {"a": {"type": "integer"}}}
+    assert (
+        call(f"{url}/subjects/{s}/versions", "POST", {"schema": json.dumps(v1), "schemaType": "JSON"})[0]
+        == 200
+    )
+    status, doc = call(
+        f"{url}/subjects/{s}/versions", "POST", {"schema": json.dumps(bad), "schemaType": "JSON"}
+    )
+    assert status == 409, doc
+    status, doc = call(
+        f"{url}/subjects/{s}/versions", "POST", {"schema": json.dumps(v2), "schemaType": "JSON"}
+    )
+    assert status == 200, doc
+
+
+def test_references_deletes_and_documented_answers(reg_broker: BrokerProcess) -> None:
+    url = reg_broker.registry_url
+    base, top = subject(), subject()
+    address = {
+        "type": "record",
+        "name": "Address",
+        "namespace": "x",
+        "fields": [{"name": "city", "type": "string"}],
+    }
+    person = {
+        "type": "record",
+        "name": "Person",
+        "namespace": "x",
+        "fields": [{"name": "home", "type": "x.Address"}],
+    }
+    _, a = call(f"{url}/subjects/{base}/versions", "POST", {"schema": json.dumps(address)})
+    refs = [{"name": "x.Address", "subject": base, "version": 1}]
+    status, p = call(
+        f"{url}/subjects/{top}/versions", "POST", {"schema": json.dumps(person), "references": refs}
+    )
+    assert status == 200, p
+    # A reference to a missing version is an invalid schema.
+    status, doc = call(
+        f"{url}/subjects/{subject()}/versions",
+        "POST",
+        {"schema": json.dumps(person), "references": [{"name": "x.Address", "subject": base, "version": 9}]},
+    )
+    assert (status, doc["error_code"]) == (422, 42201)
+    assert call(f"{url}/subjects/{base}/versions/1/referencedby") == (200, [p["id"]])
+    assert call(f"{url}/schemas/ids/{p['id']}") == (200, {"references": refs, "schema": json.dumps(person)})
+    got = call(f"{url}/subjects/{top}/versions/1")[1]
+    assert got["references"] == refs and got["id"] == p["id"] and got["version"] == 1
+    # Referenced: not deletable.
+    status, doc = call(f"{url}/subjects/{base}/versions/1", "DELETE")
+    assert (status, doc["error_code"]) == (422, 42206)
+    # Soft, then permanent (Confluent's order), with its error codes.
+    status, doc = call(f"{url}/subjects/{top}?permanent=true", "DELETE")
+    assert (status, doc["error_code"]) == (404, 40405)
+    assert call(f"{url}/subjects/{top}", "DELETE") == (200, [1])
+    assert call(f"{url}/subjects/{top}/versions")[1]["error_code"] == 40401
+    assert call(f"{url}/subjects/{top}/versions?deleted=true") == (200, [1])
+    assert call(f"{url}/subjects/{top}?permanent=true", "DELETE") == (200, [1])
+    assert call(f"{url}/subjects/{base}/versions/1", "DELETE") == (200, 1)
+    # Confluent's documented error answers.
+    assert call(f"{url}/subjects/nope-{base}/versions")[1] == {
+        "error_code": 40401,
+        "message": f"Subject 'nope-{base}' not found.",
+    }
+    assert call(f"{url}/subjects/{base}/versions/7")[1]["error_code"] == 40401
+    assert call(f"{url}/schemas/ids/999999")[1]["error_code"] == 40403
+    assert call(f"{url}/subjects/{top}/versions/abc")[1]["error_code"] == 42202
+    assert call(f"{url}/config", "PUT", {"compatibility": "SIDEWAYS"})[1]["error_code"] == 42203
+    assert call(f"{url}/mode", "PUT", {"mode": "SOMETIMES"})[1]["error_code"] == 42204
+    status, doc = call(f"{url}/subjects/{subject()}/versions", "POST", {"schema": "{not json"})
+    assert (status, doc["error_code"]) == (422, 42201)
+    assert call(f"{url}/schemas/types") == (200, ["JSON", "PROTOBUF", "AVRO"])
+    assert call(f"{url}/config") == (200, {"compatibilityLevel": "BACKWARD"})
+    assert call(f"{url}/mode") == (200, {"mode": "READWRITE"})
+
+
+def test_read_only_mode(reg_broker: BrokerProcess) -> None:
+    url = reg_broker.registry_url
+    s = subject()
+    assert call(f"{url}/mode/{s}", "PUT", {"mode": "READONLY"}) == (200, {"mode": "READONLY"})
+    status, doc = call(f"{url}/subjects/{s}/versions", "POST", {"schema": json.dumps(USER_V1)})
+    assert (status, doc["error_code"]) == (422, 42205)
+    assert call(f"{url}/mode/{s}", "DELETE") == (200, {"mode": "READONLY"})
+    assert call(f"{url}/subjects/{s}/versions", "POST", {"schema": json.dumps(USER_V1)})[0] == 200
+
+
+def test_python_schema_registry_client(reg_broker: BrokerProcess) -> None:
+    from schema_registry.client import SchemaRegistryClient as Psrc
+    from schema_registry.client import schema as psr_schema
+
+    client = Psrc(url=reg_broker.registry_url)
+    s = subject()
+    avro_schema = psr_schema.AvroSchema(USER_V1)
+    sid = client.register(s, avro_schema)
+    assert client.get_by_id(sid).schema == avro_schema.schema
+    assert client.check_version(s, avro_schema).schema_id == sid
+    assert client.test_compatibility(s, psr_schema.AvroSchema(USER_V2))
+    assert not client.test_compatibility(s, psr_schema.AvroSchema(USER_BAD))
+    assert client.get_versions(s) == [1]
+    assert client.delete_subject(s) == [1]
+
+
+def test_ids_survive_a_restart(tmp_path: Path) -> None:
+    b = BrokerProcess(tmp_path / "b", "--schema-registry-listen", "127.0.0.1:0").start()
+    try:
+        s = subject()
+        _, first = call(f"{b.registry_url}/subjects/{s}/versions", "POST", {"schema": json.dumps(USER_V1)})
+        _, second = call(f"{b.registry_url}/subjects/{s}/versions", "POST", {"schema": json.dumps(USER_V2)})
+        assert b.stop() == 0
+        b.start()
+        assert call(f"{b.registry_url}/subjects/{s}/versions/1")[1]["id"] == first["id"]
+        assert call(f"{b.registry_url}/schemas/ids/{second['id']}")[1]["schema"] == json.dumps(USER_V2)
+        _, third = call(
+            f"{b.registry_url}/subjects/{subject()}/versions", "POST", {"schema": json.dumps(USER_BAD)}
+        )
+        assert third["id"] > second["id"]
+        # The HTTP listener serves it too (where other brokers forward to).
+        assert call(f"{b.http_url}/schema-registry/subjects/{s}/versions")[1] == [1, 2]
+    finally:
+        b.kill()
