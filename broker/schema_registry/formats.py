@@ -40,8 +40,11 @@ class ReferencedText:
 
 
 class ParsedSchema(Protocol):
-    schema_type: str
-    canonical: str
+    @property
+    def schema_type(self) -> str: ...
+
+    @property
+    def canonical(self) -> str: ...
 
     def reads(self, writer: ParsedSchema) -> list[str]:
         """Why data written with ``writer`` cannot be read with this schema (empty: it can)."""
@@ -68,7 +71,9 @@ class AvroSchema:
     def reads(self, writer: ParsedSchema) -> list[str]:
         if not isinstance(writer, AvroSchema):
             return [f"schema type changed from {writer.schema_type} to AVRO"]
-        result = ReaderWriterCompatibilityChecker().get_compatibility(self.parsed, writer.parsed)
+        result = ReaderWriterCompatibilityChecker().get_compatibility(  # type: ignore[no-untyped-call]
+            self.parsed, writer.parsed
+        )
         if result.compatibility is SchemaCompatibilityType.compatible:
             return []
         kinds = [k.name.upper() for k in result.incompatibilities]

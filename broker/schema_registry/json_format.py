@@ -29,9 +29,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
-import jsonschema.exceptions
-import jsonschema.validators
+import jsonschema  # type: ignore[import-untyped]
+import jsonschema.exceptions  # type: ignore[import-untyped]
+import jsonschema.validators  # type: ignore[import-untyped]
 
 from broker.schema_registry.errors import invalid_schema
 from broker.schema_registry.formats import JSON, ParsedSchema, ReferencedText, compact_json, load_json

@@ -28,8 +28,8 @@ import tempfile
 from dataclasses import dataclass
 from typing import Final
 
-from google.protobuf import descriptor_pb2
-from google.protobuf.message import DecodeError
+from google.protobuf import descriptor_pb2  # type: ignore[import-untyped]
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
 from broker.schema_registry.errors import invalid_schema
 from broker.schema_registry.formats import PROTOBUF, ParsedSchema, ReferencedText

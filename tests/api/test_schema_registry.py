@@ -21,7 +21,7 @@ from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
 from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # type: ignore[import-untyped]
 
 from tests.brokers import BrokerProcess, create_topic
 
@@ -196,7 +196,7 @@ def test_references_deletes_and_documented_answers(reg_broker: BrokerProcess) ->
         "namespace": "x",
         "fields": [{"name": "home", "type": "x.Address"}],
     }
-    _, a = call(f"{url}/subjects/{base}/versions", "POST", {"schema": json.dumps(address)})
+    assert call(f"{url}/subjects/{base}/versions", "POST", {"schema": json.dumps(address)})[0] == 200
     refs = [{"name": "x.Address", "subject": base, "version": 1}]
     status, p = call(
         f"{url}/subjects/{top}/versions", "POST", {"schema": json.dumps(person), "references": refs}
@@ -259,8 +259,10 @@ def test_python_schema_registry_client(reg_broker: BrokerProcess) -> None:
     s = subject()
     avro_schema = psr_schema.AvroSchema(USER_V1)
     sid = client.register(s, avro_schema)
-    assert client.get_by_id(sid).schema == avro_schema.schema
-    assert client.check_version(s, avro_schema).schema_id == sid
+    got = client.get_by_id(sid)
+    assert got is not None and got.schema == avro_schema.schema
+    found = client.check_version(s, avro_schema)
+    assert found is not None and found.schema_id == sid
     assert client.test_compatibility(s, psr_schema.AvroSchema(USER_V2))
     assert not client.test_compatibility(s, psr_schema.AvroSchema(USER_BAD))
     assert client.get_versions(s) == [1]
