@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from broker.schema_registry.errors import RegistryError
 from broker.schema_registry.formats import ReferencedText
 from broker.schema_registry.state import RegistryState
 from broker.schema_registry.store import NotHere, SchemaStore
@@ -68,3 +69,22 @@ async def referenced_texts(store: SchemaStore, refs: list[tuple[str, str, int]])
     for r in refs:
         await visit(*r)
     return out
+
+
+async def subjects_of_id(store: SchemaStore, schema_id: int) -> list[str]:
+    """The subjects a schema id is registered under (live versions); [] when unknown."""
+    try:
+        pairs = await store.read(lambda s: s.subject_versions_of_id(schema_id))
+        return sorted({s for s, _ in pairs})
+    except NotHere as here:
+        try:
+            doc: Any = await store.forward_json(here.leader, f"/schemas/ids/{schema_id}/versions")
+        except RegistryError as exc:
+            if exc.code == 40403:
+                return []
+            raise
+        return sorted({str(d["subject"]) for d in doc})
+    except RegistryError as exc:
+        if exc.code == 40403:
+            return []
+        raise

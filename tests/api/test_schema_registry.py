@@ -287,3 +287,55 @@ def test_ids_survive_a_restart(tmp_path: Path) -> None:
         assert call(f"{b.http_url}/schema-registry/subjects/{s}/versions")[1] == [1, 2]
     finally:
         b.kill()
+
+
+def test_broker_side_validation(reg_broker: BrokerProcess) -> None:
+    """A producer without a serializer is refused on a validated topic (INVALID_RECORD,
+    nothing stored); the same producer with one is accepted; an id of another subject is
+    refused under TopicNameStrategy. Redpanda's config name works too."""
+    import struct
+
+    from confluent_kafka import KafkaError
+
+    sr = SchemaRegistryClient({"url": reg_broker.registry_url})
+    for name in ("confluent.value.schema.validation", "redpanda.value.schema.id.validation"):
+        topic = f"v-{uuid.uuid4().hex[:8]}"
+        create_topic(reg_broker.bootstrap, topic, 1, {name: "true"})
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        ser = AvroSerializer(sr, json.dumps(USER_V1))
+        other = sr.register_schema(f"elsewhere-{topic}", Schema(json.dumps(USER_BAD), "AVRO"))
+        p = Producer({"bootstrap.servers": reg_broker.bootstrap, "linger.ms": 0})
+        results: list[Any] = []
+        done = lambda err, msg, out=results: out.append(err)  # noqa: E731
+
+        p.produce(topic, value=b"plain bytes", on_delivery=done)
+        p.flush(30)
+        p.produce(topic, value=b"\x00" + struct.pack(">I", other) + b"\x02x", on_delivery=done)
+        p.flush(30)
+        p.produce(topic, value=ser({"name": "ok"}, ctx), key=b"any key", on_delivery=done)
+        p.flush(30)
+        assert [e.code() if e is not None else None for e in results] == [
+            KafkaError.INVALID_RECORD,
+            KafkaError.INVALID_RECORD,
+            None,
+        ], results
+        got = roundtrip_read(reg_broker, topic, 1)
+        assert [AvroDeserializer(sr)(v, ctx) for v in got] == [{"name": "ok"}]
+
+
+def roundtrip_read(b: BrokerProcess, topic: str, n: int) -> list[bytes]:
+    c = Consumer(
+        {"bootstrap.servers": b.bootstrap, "group.id": f"r-{topic}", "auto.offset.reset": "earliest"}
+    )
+    c.subscribe([topic])
+    out: list[bytes] = []
+    try:
+        for _ in range(30):
+            m = c.poll(1.0)
+            if m is not None and not m.error():
+                out.append(m.value() or b"")
+            elif out and len(out) >= n:
+                break
+    finally:
+        c.close()
+    return out
