@@ -339,3 +339,29 @@ def roundtrip_read(b: BrokerProcess, topic: str, n: int) -> list[bytes]:
     finally:
         c.close()
     return out
+
+
+def test_cli_schemas(reg_broker: BrokerProcess, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from api.cli.schemas import schemas
+
+    run = CliRunner()
+    reg = ["--registry", reg_broker.registry_url]
+    s = subject()
+    v1, bad = tmp_path / "v1.avsc", tmp_path / "bad.avsc"
+    v1.write_text(json.dumps(USER_V1))
+    bad.write_text(json.dumps(USER_BAD))
+    r = run.invoke(schemas, ["register", s, str(v1), *reg])
+    assert r.exit_code == 0 and "id " in r.output, r.output
+    r = run.invoke(schemas, ["list", *reg, "-o", "json"])
+    assert any(x["subject"] == s and x["versions"] == [1] for x in json.loads(r.output))
+    r = run.invoke(schemas, ["get", s, *reg])
+    assert r.exit_code == 0 and '"User"' in r.output
+    r = run.invoke(schemas, ["compat", s, str(bad), *reg])
+    assert r.exit_code == 1 and "incompatible" in r.output
+    r = run.invoke(schemas, ["register", s, str(bad), *reg])
+    assert r.exit_code != 0 and "HTTP 409" in r.output
+    assert run.invoke(schemas, ["delete", s, *reg]).exit_code == 0
+    r = run.invoke(schemas, ["delete", s, "--permanent", *reg])
+    assert r.exit_code == 0 and "permanently deleted" in r.output
