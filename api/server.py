@@ -50,6 +50,7 @@ from broker.metrics import BrokerMetrics, LogStatsCollector, manager_logs
 from broker.metrics_history import MetricsHistory, broker_totals, sample_interval_s
 from broker.node import ClusterNode
 from broker.node_layout import rehome_into_one
+from broker.schema_registry.metrics import register_registry_metrics
 from broker.schema_registry.store import HTTP_PREFIX as REGISTRY_PREFIX
 from broker.schema_registry.store import SchemaStore
 from broker.security.acl import Authorizer
@@ -242,6 +243,7 @@ async def serve(
         broker.bind_loop(loop)
         broker.startup_restore = startup_restore
         broker.schema_store = schemas
+        register_registry_metrics(metrics.registry, lambda: schemas)
         register_txn_metrics(broker)
         # ACLs and users, before any listener; the users always, as admin clients manage
         # SCRAM credentials (KIP-554) whether or not this broker's listeners use SASL.

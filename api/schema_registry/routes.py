@@ -88,6 +88,16 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
         store = get_store()
         if store is None:
             return error(RegistryError(503, 50301, "the schema registry is not running on this broker"))
+        answered = await _run(request, store, fn)
+        route = request.scope.get("route")
+        endpoint = f"{request.method} {getattr(route, 'path', '?')}"
+        key = (endpoint, answered.status_code)
+        store.requests[key] = store.requests.get(key, 0) + 1
+        return answered
+
+    async def _run(
+        request: Request, store: SchemaStore, fn: Callable[[SchemaStore], Awaitable[Response]]
+    ) -> Response:
         try:
             return await fn(store)
         except RegistryError as exc:

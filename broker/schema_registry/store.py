@@ -130,6 +130,8 @@ class SchemaStore:
         self._write_lock = asyncio.Lock()
         self._ssl = ssl_context
         self.writes = 0  # records appended (metrics)
+        self.requests: dict[tuple[str, int], int] = {}  # (route template, status) -> answered (metrics)
+        self.validation_refused = 0  # batches refused by broker-side validation (metrics)
 
     def start(self) -> None:
         self.log.start()

@@ -121,6 +121,7 @@ async def validate(
                     break
     if not problems:
         return None
+    store.validation_refused += 1
     first = problems[0].message
     more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
     return InvalidRecordError(

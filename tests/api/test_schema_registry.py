@@ -321,6 +321,11 @@ def test_broker_side_validation(reg_broker: BrokerProcess) -> None:
         ], results
         got = roundtrip_read(reg_broker, topic, 1)
         assert [AvroDeserializer(sr)(v, ctx) for v in got] == [{"name": "ok"}]
+    with urllib.request.urlopen(f"{reg_broker.http_url}/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    assert "strata_schema_registry_leader 1.0" in text
+    assert "strata_schema_validation_refused_total 4.0" in text
+    assert 'strata_schema_registry_requests_total{endpoint="POST /subjects/{subject}/versions",status="200"}' in text
 
 
 def roundtrip_read(b: BrokerProcess, topic: str, n: int) -> list[bytes]:
