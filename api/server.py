@@ -288,7 +288,9 @@ async def serve(
             if node.cluster.inter_broker_listener is None:
                 node.cluster = dataclasses.replace(node.cluster, inter_broker_listener=str(internal_addr))
         app = create_app(broker)
-        app.include_router(registry_router(lambda: schemas), prefix=REGISTRY_PREFIX)  # forwarded requests
+        app.include_router(
+            registry_router(lambda: schemas, broker), prefix=REGISTRY_PREFIX
+        )  # forwarded requests
         http_options = uvicorn_options(config.tls)
         http, http_task = await _start_http(gated(app, gate), http_sock, "http", **http_options)
         registry_http: uvicorn.Server | None = None

@@ -28,7 +28,7 @@ replicated ``_schemas`` topic. Every broker answers; writes go to the leader of
 def create_registry_app(broker: Broker, get_store: StoreGetter) -> FastAPI:
     app = FastAPI(title="Strata Schema Registry", description=DESCRIPTION, docs_url=None, redoc_url=None)
     add_docs(app)
-    app.include_router(registry_router(get_store))
+    app.include_router(registry_router(get_store, broker))
     sasl = broker.config.sasl
     if sasl.rest_basic_auth or sasl.rest_bearer_auth:
         app.add_middleware(

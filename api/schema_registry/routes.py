@@ -13,21 +13,25 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 
+from api.schema_registry.authz import may_subject, require_global_write, require_subject
 from broker.schema_registry import operations as ops
 from broker.schema_registry.errors import RegistryError, forward_failed
 from broker.schema_registry.formats import AVRO, PROTOBUF, SCHEMA_TYPES
 from broker.schema_registry.protobuf_format import ProtobufSchema
 from broker.schema_registry.records import SchemaVersion
-from broker.schema_registry.state import RegistryState, parse_version, references_from_json
+from broker.schema_registry.state import RegistryState, SchemaById, parse_version, references_from_json
 from broker.schema_registry.store import FORWARDED, HTTP_PREFIX, NotHere, SchemaStore
 
 MEDIA: Final = "application/vnd.schemaregistry.v1+json"
 StoreGetter = Callable[[], SchemaStore | None]
+
+if TYPE_CHECKING:
+    from broker.broker import Broker
 
 
 def answer(doc: Any, status: int = 200) -> Response:
@@ -81,8 +85,29 @@ def version_doc(state: RegistryState, v: SchemaVersion, fmt: str | None = None) 
     return doc
 
 
-def registry_router(get_store: StoreGetter) -> APIRouter:
+def registry_router(get_store: StoreGetter, broker: Broker | None = None) -> APIRouter:
+    """The API's routes over ``get_store()``; ACLs (api.schema_registry.authz) are
+    ``broker``'s (None: no checks)."""
     router = APIRouter(tags=["schema registry"])
+
+    def need(request: Request, subject: str, *, write: bool = False) -> None:
+        require_subject(broker, request, subject, write=write)
+
+    def need_opt(request: Request, subject: str | None, *, write: bool) -> None:
+        """A subject's setting (``subject``), or the global one (None): read by anyone,
+        written with ALTER on the cluster."""
+        if subject is not None:
+            need(request, subject, write=write)
+        elif write:
+            require_global_write(broker, request)
+
+    def need_id(request: Request, state: RegistryState, schema_id: int) -> None:
+        """READ on one of the subjects the id is registered under."""
+        if broker is None or broker.access is None:
+            return
+        subjects = {s for s, _ in state.subject_versions_of_id(schema_id, deleted=True)}
+        if not any(may_subject(broker, request, s, write=False) for s in subjects):
+            raise RegistryError(403, 40301, f"User is denied operation read on schema id {schema_id}")
 
     async def run(request: Request, fn: Callable[[SchemaStore], Awaitable[Response]]) -> Response:
         store = get_store()
@@ -136,6 +161,7 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
         async def go(store: SchemaStore) -> Response:
             def get(state: RegistryState) -> dict[str, Any]:
                 s = state.schema_by_id(schema_id)
+                need_id(request, state, schema_id)
                 doc: dict[str, Any] = {}
                 if s.schema_type != AVRO:
                     doc["schemaType"] = s.schema_type
@@ -151,7 +177,12 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
     @router.get("/schemas/ids/{schema_id}/schema", summary="A schema's text by its id")
     async def raw_schema_by_id(request: Request, schema_id: int) -> Response:
         async def go(store: SchemaStore) -> Response:
-            s = await store.read(lambda state: state.schema_by_id(schema_id))
+            def get(state: RegistryState) -> SchemaById:
+                found = state.schema_by_id(schema_id)
+                need_id(request, state, schema_id)
+                return found
+
+            s = await store.read(get)
             return PlainTextResponse(s.schema, media_type=MEDIA)
 
         return await run(request, go)
@@ -159,7 +190,12 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
     @router.get("/schemas/ids/{schema_id}/versions", summary="The subject-versions of a schema id")
     async def id_versions(request: Request, schema_id: int, deleted: str | None = None) -> Response:
         async def go(store: SchemaStore) -> Response:
-            pairs = await store.read(lambda s: s.subject_versions_of_id(schema_id, deleted=_bool(deleted)))
+            def get(state: RegistryState) -> list[tuple[str, int]]:
+                found = state.subject_versions_of_id(schema_id, deleted=_bool(deleted))
+                need_id(request, state, schema_id)
+                return [(s, v) for s, v in found if may_subject(broker, request, s, write=False)]
+
+            pairs = await store.read(get)
             return answer([{"subject": s, "version": v} for s, v in pairs])
 
         return await run(request, go)
@@ -167,7 +203,12 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
     @router.get("/schemas/ids/{schema_id}/subjects", summary="The subjects of a schema id")
     async def id_subjects(request: Request, schema_id: int, deleted: str | None = None) -> Response:
         async def go(store: SchemaStore) -> Response:
-            pairs = await store.read(lambda s: s.subject_versions_of_id(schema_id, deleted=_bool(deleted)))
+            def get(state: RegistryState) -> list[tuple[str, int]]:
+                found = state.subject_versions_of_id(schema_id, deleted=_bool(deleted))
+                need_id(request, state, schema_id)
+                return [(s, v) for s, v in found if may_subject(broker, request, s, write=False)]
+
+            pairs = await store.read(get)
             return answer(sorted({s for s, _ in pairs}))
 
         return await run(request, go)
@@ -179,15 +220,15 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
         subjectPrefix: str = Query(""),
     ) -> Response:
         async def go(store: SchemaStore) -> Response:
-            return answer(
-                await store.read(lambda s: s.subjects(deleted=_bool(deleted), prefix=subjectPrefix))
-            )
+            found = await store.read(lambda s: s.subjects(deleted=_bool(deleted), prefix=subjectPrefix))
+            return answer([s for s in found if may_subject(broker, request, s, write=False)])
 
         return await run(request, go)
 
     @router.get("/subjects/{subject}/versions", summary="A subject's version numbers")
     async def versions(request: Request, subject: str, deleted: str | None = None) -> Response:
         async def go(store: SchemaStore) -> Response:
+            need(request, subject)
             found = await store.read(lambda s: s.versions(subject, deleted=_bool(deleted)))
             return answer([v.version for v in found])
 
@@ -198,6 +239,8 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
         request: Request, subject: str, version: str, deleted: str | None = None, format: str | None = None
     ) -> Response:
         async def go(store: SchemaStore) -> Response:
+            need(request, subject)
+
             def get(state: RegistryState) -> dict[str, Any]:
                 v = state.version(subject, version, deleted=_bool(deleted))
                 return version_doc(state, v, format)
@@ -209,6 +252,7 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
     @router.get("/subjects/{subject}/versions/{version}/schema", summary="One version's schema text")
     async def get_version_schema(request: Request, subject: str, version: str) -> Response:
         async def go(store: SchemaStore) -> Response:
+            need(request, subject)
             v = await store.read(lambda s: s.version(subject, version))
             return PlainTextResponse(v.schema, media_type=MEDIA)
 
@@ -217,6 +261,8 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
     @router.get("/subjects/{subject}/versions/{version}/referencedby", summary="Ids referencing a version")
     async def referenced_by(request: Request, subject: str, version: str) -> Response:
         async def go(store: SchemaStore) -> Response:
+            need(request, subject)
+
             def get(state: RegistryState) -> list[int]:
                 return state.referenced_by(subject, state.version(subject, version).version)
 
@@ -227,6 +273,7 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
     @router.post("/subjects/{subject}/versions", summary="Register a schema under a subject")
     async def register(request: Request, subject: str) -> Response:
         async def go(store: SchemaStore) -> Response:
+            need(request, subject, write=True)
             doc = await _body(request)
             st, text, refs = _schema_fields(doc)
             sid = doc.get("id")
@@ -251,6 +298,7 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
     @router.post("/subjects/{subject}", summary="Look a schema up under a subject")
     async def lookup(request: Request, subject: str, deleted: str | None = None) -> Response:
         async def go(store: SchemaStore) -> Response:
+            need(request, subject)
             doc = await _body(request)
             st, text, refs = _schema_fields(doc)
 
@@ -264,6 +312,7 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
     @router.delete("/subjects/{subject}", summary="Delete a subject (soft; then permanent=true)")
     async def delete_subject(request: Request, subject: str, permanent: str | None = None) -> Response:
         async def go(store: SchemaStore) -> Response:
+            need(request, subject, write=True)
             gone = await store.write(lambda s: ops.delete_subject(s, subject, permanent=_bool(permanent)))
             return answer(gone)
 
@@ -276,6 +325,7 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
         request: Request, subject: str, version: str, permanent: str | None = None
     ) -> Response:
         async def go(store: SchemaStore) -> Response:
+            need(request, subject, write=True)
             parse_version(version)
             gone = await store.write(
                 lambda s: ops.delete_version(s, subject, version, permanent=_bool(permanent))
@@ -290,6 +340,8 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
             request: Request, subject: str | None = None, defaultToGlobal: str | None = None
         ) -> Response:
             async def go(store: SchemaStore) -> Response:
+                need_opt(request, subject, write=False)
+
                 def get(state: RegistryState) -> dict[str, str]:
                     if subject is not None and subject not in state.configs and not _bool(defaultToGlobal):
                         if not state.has_subject(subject, deleted=True):
@@ -308,6 +360,7 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
         @router.put(path, summary="Set the compatibility level" + (" of a subject" if with_subject else ""))
         async def put_config(request: Request, subject: str | None = None) -> Response:
             async def go(store: SchemaStore) -> Response:
+                need_opt(request, subject, write=True)
                 doc = await _body(request)
                 level = await store.write(lambda s: ops.set_config(s, subject, doc.get("compatibility")))
                 return answer({"compatibility": level})
@@ -319,6 +372,7 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
         )
         async def delete_config(request: Request, subject: str | None = None) -> Response:
             async def go(store: SchemaStore) -> Response:
+                need_opt(request, subject, write=True)
                 old = await store.write(lambda s: ops.delete_config(s, subject))
                 return answer({"compatibilityLevel": old})
 
@@ -333,6 +387,8 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
             request: Request, subject: str | None = None, defaultToGlobal: str | None = None
         ) -> Response:
             async def go(store: SchemaStore) -> Response:
+                need_opt(request, subject, write=False)
+
                 def get(state: RegistryState) -> dict[str, str]:
                     if subject is not None and subject not in state.modes and not _bool(defaultToGlobal):
                         raise RegistryError(
@@ -349,6 +405,7 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
             request: Request, subject: str | None = None, force: str | None = None
         ) -> Response:
             async def go(store: SchemaStore) -> Response:
+                need_opt(request, subject, write=True)
                 doc = await _body(request)
                 mode = await store.write(
                     lambda s: ops.set_mode(s, subject, doc.get("mode"), force=_bool(force))
@@ -362,6 +419,7 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
             @router.delete(path, summary="Remove the mode of a subject")
             async def delete_mode(request: Request, subject: str) -> Response:
                 async def go(store: SchemaStore) -> Response:
+                    need(request, subject, write=True)
                     old = await store.write(lambda s: ops.delete_mode(s, subject))
                     return answer({"mode": old})
 
@@ -372,6 +430,7 @@ def registry_router(get_store: StoreGetter) -> APIRouter:
 
     async def compat(request: Request, subject: str, version: str | None, verbose: str | None) -> Response:
         async def go(store: SchemaStore) -> Response:
+            need(request, subject)
             doc = await _body(request)
             st, text, refs = _schema_fields(doc)
             if version is not None:
