@@ -229,7 +229,7 @@ async def serve(
         transactions = node.make_transactions(config)
         transactions.start()
         # The schema registry: state in the replicated _schemas topic (broker.schema_registry).
-        schemas = SchemaStore(node.broker_id, node.replicas, ssl_context=peer_context(config))
+        schemas = SchemaStore(node.broker_id, node.replicas, ssl_context=peer_context(config), backup=store)
         schemas.start()
 
         def forget_topic(info: TopicInfo) -> None:  # any thread: REST deletes off the loop
@@ -416,6 +416,7 @@ async def serve(
             if registry_task is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(registry_task, timeout=10)
+            await schemas.flush_backup()
             schemas.close()
     finally:
         if node is not None:

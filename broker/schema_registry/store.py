@@ -6,6 +6,13 @@ writes in flight, and acknowledged) and appends every write with acks=all, so an
 given once and stays what it is across restarts, failovers and ``strata restore``; the
 leader is elected through the metadata store like every partition's.
 
+A copy of the live records goes to the object store after every acknowledged write
+(``BACKUP_KEY``, a JSON list of the records, replaced each time): ``_schemas`` is never
+tiered (a coordinator replays its log from local disk), so this copy is what brings the
+registry back after ``strata restore``. A leader that loads an empty ``_schemas`` (log end
+offset 0: nothing was ever written to it in this cluster) first appends the copy's
+records, before answering anything, so every id means what it meant before.
+
 Every broker serves the API; one that does not lead ``_schemas-0`` asks the leader
 (``NotHere`` carries its id; the REST layer relays the request, ``forward`` here does it
 for the broker's own lookups). Writes on the leader run one at a time (``_write_lock``):
@@ -16,6 +23,7 @@ two writes see the same next id."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import ssl
@@ -33,12 +41,14 @@ from hot.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     NotCoordinatorError,
+    ObjectNotFoundError,
     StrataError,
 )
 
 if TYPE_CHECKING:
     from broker.partition_replica import PartitionReplica
     from broker.replica_manager import ReplicaManager
+    from tiering.store import ObjectStore
 
 log = logging.getLogger("strata.schema_registry")
 
@@ -49,6 +59,8 @@ FORWARD_TIMEOUT_S: Final = 10.0
 FORWARDED: Final = "X-Strata-Forwarded"
 # The registry's routes on every broker's HTTP listener (where forwarded requests go).
 HTTP_PREFIX: Final = "/schema-registry"
+# The object store's copy of the live records (outside topics/: restore ignores it).
+BACKUP_KEY: Final = "schema-registry/_schemas.json"
 
 Op = tuple[bytes, bytes | None]
 T = TypeVar("T")
@@ -70,6 +82,7 @@ class RegistryShard(CoordinatorShard[Op]):
         super().__init__(number, rep, epoch)
         self.latest = RegistryState()
         self.durable = RegistryState()
+        self.restore_checked = False  # an empty log looked for the bucket's copy
 
     def apply_latest(self, op: Op) -> None:
         self.latest.apply(*op)
@@ -121,6 +134,7 @@ class SchemaStore:
         *,
         ssl_context: ssl.SSLContext | None = None,
         topic: StateTopic | None = None,
+        backup: ObjectStore | None = None,
     ) -> None:
         self.broker_id = broker_id
         self.replicas = replicas
@@ -129,6 +143,11 @@ class SchemaStore:
         )
         self._write_lock = asyncio.Lock()
         self._ssl = ssl_context
+        self._backup = backup
+        self._restore_lock = asyncio.Lock()
+        self._backup_task: asyncio.Task[None] | None = None
+        self._backup_again = False
+        self.restored = 0  # records taken from the bucket's copy (tests, logs)
         self.writes = 0  # records appended (metrics)
         self.requests: dict[tuple[str, int], int] = {}  # (route template, status) -> answered (metrics)
         self.validation_refused = 0  # batches refused by broker-side validation (metrics)
@@ -138,6 +157,15 @@ class SchemaStore:
 
     def close(self) -> None:
         self.log.close()
+        if self._backup_task is not None:
+            self._backup_task.cancel()
+
+    async def flush_backup(self) -> None:
+        """Wait for the copy being written (shutdown)."""
+        task = self._backup_task
+        if task is not None and not task.done():
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await asyncio.wait_for(asyncio.shield(task), timeout=10)
 
     # --- where the registry is -------------------------------------------------------------------
 
@@ -152,6 +180,8 @@ class SchemaStore:
                     await self.log.ensure_topic()
                 shard = self.log.shard_for(KEY)
                 if shard is not None:
+                    if not shard.restore_checked:
+                        await self._restore_if_empty(shard)
                     return shard
                 node = self.log.coordinator_for(KEY)
                 if node != self.broker_id:
@@ -164,6 +194,67 @@ class SchemaStore:
             if time.monotonic() >= deadline:
                 raise store_unavailable(f"{TOPIC} has no loaded leader: {error}")
             await asyncio.sleep(0.05)
+
+    # --- the object store's copy ---------------------------------------------------------------
+
+    async def _restore_if_empty(self, shard: RegistryShard) -> None:
+        """Before a newly loaded partition answers: append the bucket's copy when the log
+        was never written (module docstring)."""
+        async with self._restore_lock:
+            if shard.restore_checked:
+                return
+            if self._backup is not None and shard.rep.log.log_end_offset == 0:
+                records = await self._read_backup()
+                if records:
+                    try:
+                        await self.log.append(shard, records)
+                    except (StrataError, TimeoutError) as exc:
+                        raise store_unavailable(
+                            f"cannot restore {TOPIC} from the object store: {exc}"
+                        ) from None
+                    self.restored += len(records)
+                    log.info("%s: restored %d records from the object store's copy", TOPIC, len(records))
+            shard.restore_checked = True
+
+    async def _read_backup(self) -> list[Op]:
+        assert self._backup is not None
+        try:
+            raw = await self._backup.get(BACKUP_KEY)
+        except ObjectNotFoundError:
+            return []
+        except StrataError as exc:
+            raise store_unavailable(f"cannot read the object store's copy of {TOPIC}: {exc}") from None
+        try:
+            doc = json.loads(raw)
+            return [(k.encode(), v.encode() if v is not None else None) for k, v in doc["records"]]
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise store_unavailable(f"the object store's copy of {TOPIC} does not parse: {exc}") from None
+
+    def _schedule_backup(self, shard: RegistryShard) -> None:
+        """Write the copy after an acknowledged write (one upload at a time; writes during
+        it make one more)."""
+        if self._backup is None:
+            return
+        if self._backup_task is not None and not self._backup_task.done():
+            self._backup_again = True
+            return
+        self._backup_task = asyncio.get_running_loop().create_task(self._upload(shard), name="schemas-backup")
+
+    async def _upload(self, shard: RegistryShard) -> None:
+        assert self._backup is not None
+        while True:
+            self._backup_again = False
+            records = [[k.decode(), v.decode()] for k, v in shard.durable.live_records()]
+            data = json.dumps({"topic": TOPIC, "records": records}, separators=(",", ":")).encode()
+            try:
+                await self._backup.put(BACKUP_KEY, data)
+            except StrataError as exc:
+                log.warning(
+                    "%s: cannot write the object store's copy (next write tries again): %s", TOPIC, exc
+                )
+                return
+            if not self._backup_again:
+                return
 
     # --- operations ------------------------------------------------------------------------------
 
@@ -197,6 +288,7 @@ class SchemaStore:
                 except StrataError as exc:
                     raise store_unavailable(str(exc)) from None
                 self.writes += len(records)
+                self._schedule_backup(shard)
             return result
 
     # --- asking the leader -------------------------------------------------------------------------

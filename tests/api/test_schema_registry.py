@@ -325,7 +325,10 @@ def test_broker_side_validation(reg_broker: BrokerProcess) -> None:
         text = resp.read().decode()
     assert "strata_schema_registry_leader 1.0" in text
     assert "strata_schema_validation_refused_total 4.0" in text
-    assert 'strata_schema_registry_requests_total{endpoint="POST /subjects/{subject}/versions",status="200"}' in text
+    assert (
+        'strata_schema_registry_requests_total{endpoint="POST /subjects/{subject}/versions",status="200"}'
+        in text
+    )
 
 
 def roundtrip_read(b: BrokerProcess, topic: str, n: int) -> list[bytes]:
@@ -370,3 +373,39 @@ def test_cli_schemas(reg_broker: BrokerProcess, tmp_path: Path) -> None:
     assert run.invoke(schemas, ["delete", s, *reg]).exit_code == 0
     r = run.invoke(schemas, ["delete", s, "--permanent", *reg])
     assert r.exit_code == 0 and "permanently deleted" in r.output
+
+
+def test_ids_come_back_with_strata_restore(tmp_path: Path) -> None:
+    """``_schemas`` is never tiered; the registry's copy in the bucket brings it back after
+    ``strata restore`` into a new data dir: same ids, new ones above them."""
+    from click.testing import CliRunner
+
+    from api.cli import main
+
+    bucket = f"file://{tmp_path}/bucket"
+    b = BrokerProcess(
+        tmp_path / "old", "--schema-registry-listen", "127.0.0.1:0", "--object-store", bucket
+    ).start()
+    try:
+        create_topic(b.bootstrap, "kept", 1)
+        s = subject()
+        _, first = call(f"{b.registry_url}/subjects/{s}/versions", "POST", {"schema": json.dumps(USER_V1)})
+        _, second = call(f"{b.registry_url}/subjects/{s}/versions", "POST", {"schema": json.dumps(USER_V2)})
+        assert b.stop() == 0
+    finally:
+        b.kill()
+    r = CliRunner().invoke(main, ["restore", "--data-dir", str(tmp_path / "new"), "--object-store", bucket])
+    assert r.exit_code == 0, r.output
+    b = BrokerProcess(
+        tmp_path / "new", "--schema-registry-listen", "127.0.0.1:0", "--object-store", bucket
+    ).start()
+    try:
+        assert call(f"{b.registry_url}/subjects/{s}/versions") == (200, [1, 2])
+        assert call(f"{b.registry_url}/subjects/{s}/versions/2")[1]["id"] == second["id"]
+        assert call(f"{b.registry_url}/schemas/ids/{first['id']}")[1]["schema"] == json.dumps(USER_V1)
+        _, third = call(
+            f"{b.registry_url}/subjects/{subject()}/versions", "POST", {"schema": json.dumps(USER_BAD)}
+        )
+        assert third["id"] == second["id"] + 1
+    finally:
+        b.kill()
