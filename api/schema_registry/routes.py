@@ -22,7 +22,7 @@ from api.schema_registry.authz import may_subject, require_global_write, require
 from broker.schema_registry import operations as ops
 from broker.schema_registry.errors import RegistryError, forward_failed
 from broker.schema_registry.formats import AVRO, PROTOBUF, SCHEMA_TYPES
-from broker.schema_registry.protobuf_format import ProtobufSchema
+from broker.schema_registry.protobuf_format import ProtobufSchema, text_form
 from broker.schema_registry.records import SchemaVersion
 from broker.schema_registry.state import RegistryState, SchemaById, parse_version, references_from_json
 from broker.schema_registry.store import FORWARDED, HTTP_PREFIX, NotHere, SchemaStore
@@ -68,11 +68,16 @@ def _schema_fields(doc: dict[str, Any]) -> tuple[str | None, str, list[Any]]:
 
 
 def _text(state: RegistryState, schema_type: str, text: str, refs: Any, fmt: str | None) -> str:
-    if fmt == "serialized" and schema_type == PROTOBUF:
+    """The schema as asked: Protobuf as ``.proto`` text by default (a schema registered as
+    a base64 descriptor is rendered), as the base64 descriptor with ``format=serialized``."""
+    if schema_type != PROTOBUF:
+        return text
+    if fmt == "serialized":
         parsed = state.parsed(SchemaVersion("", 0, 0, schema_type, text, list(refs)))
         if isinstance(parsed, ProtobufSchema):
             return parsed.serialized()
-    return text
+        return text
+    return text_form(text)
 
 
 def version_doc(state: RegistryState, v: SchemaVersion, fmt: str | None = None) -> dict[str, Any]:

@@ -225,3 +225,130 @@ def _fields(
     for index, count in moved.items():
         if count > 1:
             out.append(f"#/{name}/oneof {r.oneof_decl[index].name}: MULTIPLE_FIELDS_MOVED_TO_ONEOF")
+
+
+# --- descriptor -> .proto text ------------------------------------------------------------
+
+
+def text_form(text: str) -> str:
+    """A stored Protobuf schema as ``.proto`` text (Confluent's default answer): a base64
+    descriptor is rendered, text is returned as it was registered."""
+    file = _as_descriptor(text)
+    return to_proto_text(file) if file is not None else text
+
+
+_SCALARS: Final = {
+    getattr(FieldDP, f"TYPE_{n.upper()}"): n
+    for n in (
+        "double", "float", "int64", "uint64", "int32", "fixed64", "fixed32", "bool", "string",
+        "bytes", "uint32", "sfixed32", "sfixed64", "sint32", "sint64",
+    )
+}  # fmt: skip
+
+
+def to_proto_text(file: descriptor_pb2.FileDescriptorProto) -> str:
+    """The ``.proto`` text of a descriptor (what the API answers for a schema registered as
+    a base64 descriptor): syntax, package, imports, messages with nested types, oneofs and
+    maps, enums and services. Options are left out but for ``packed`` and proto2 defaults."""
+    syntax = file.syntax or "proto2"
+    out = [f'syntax = "{syntax}";']
+    if file.package:
+        out.append(f"package {file.package};")
+    if file.dependency:
+        out.append("")
+        out += [f'import "{d}";' for d in file.dependency]
+    for m in file.message_type:
+        out.append("")
+        out += _message(m, "", syntax)
+    for e in file.enum_type:
+        out.append("")
+        out += _enum(e, "")
+    for s in file.service:
+        out.append("")
+        out.append(f"service {s.name} {{")
+        for rpc in s.method:
+            cin = "stream " if rpc.client_streaming else ""
+            sout = "stream " if rpc.server_streaming else ""
+            args, result = rpc.input_type.lstrip("."), rpc.output_type.lstrip(".")
+            out.append(f"  rpc {rpc.name}({cin}{args}) returns ({sout}{result});")
+        out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _enum(e: descriptor_pb2.EnumDescriptorProto, ind: str) -> list[str]:
+    return [f"{ind}enum {e.name} {{", *(f"{ind}  {v.name} = {v.number};" for v in e.value), f"{ind}}}"]
+
+
+def _type_name(f: descriptor_pb2.FieldDescriptorProto) -> str:
+    return _SCALARS.get(f.type) or f.type_name.lstrip(".")
+
+
+def _field(
+    f: descriptor_pb2.FieldDescriptorProto, maps: dict[str, descriptor_pb2.DescriptorProto], syntax: str
+) -> str:
+    entry = maps.get(f.type_name.lstrip(".")) if f.type == FieldDP.TYPE_MESSAGE else None
+    if entry is not None:
+        k, v = entry.field[0], entry.field[1]
+        return f"map<{_type_name(k)}, {_type_name(v)}> {f.name} = {f.number};"
+    label = ""
+    if f.label == FieldDP.LABEL_REPEATED:
+        label = "repeated "
+    elif f.label == FieldDP.LABEL_REQUIRED:
+        label = "required "
+    elif syntax == "proto2" or f.proto3_optional:
+        label = "optional "
+    opts = []
+    if f.HasField("default_value"):
+        quoted = f.type in (FieldDP.TYPE_STRING, FieldDP.TYPE_BYTES)
+        opts.append(f'default = "{f.default_value}"' if quoted else f"default = {f.default_value}")
+    if f.options.HasField("packed"):
+        opts.append(f"packed = {'true' if f.options.packed else 'false'}")
+    tail = f" [{', '.join(opts)}]" if opts else ""
+    return f"{label}{_type_name(f)} {f.name} = {f.number}{tail};"
+
+
+def _message(m: descriptor_pb2.DescriptorProto, parent: str, syntax: str, ind: str = "") -> list[str]:
+    full = f"{parent}.{m.name}" if parent else m.name
+    maps = {f"{full}.{n.name}": n for n in m.nested_type if n.options.map_entry}
+    out = [f"{ind}message {m.name} {{"]
+    inner = ind + "  "
+    oneofs: dict[int, list[str]] = {}
+    for f in m.field:
+        line = _field(f, _maps_by_suffix(maps, f), syntax)
+        if f.HasField("oneof_index") and not f.proto3_optional:
+            oneofs.setdefault(f.oneof_index, []).append(line)
+            if len(oneofs[f.oneof_index]) == 1:
+                out.append(f"{inner}oneof {m.oneof_decl[f.oneof_index].name} {{ @{f.oneof_index}")
+            continue
+        out.append(inner + line)
+    rendered: list[str] = []
+    for line in out:
+        if line.endswith("}") or " { @" not in line:
+            rendered.append(line)
+            continue
+        index = int(line.rsplit("@", 1)[1])
+        rendered.append(line.rsplit(" @", 1)[0])
+        rendered += [f"{inner}  {x}" for x in oneofs[index]]
+        rendered.append(f"{inner}}}")
+    for n in m.nested_type:
+        if not n.options.map_entry:
+            rendered += _message(n, full, syntax, inner)
+    for e in m.enum_type:
+        rendered += _enum(e, inner)
+    for r in m.reserved_range:
+        end = "max" if r.end >= 536870912 else str(r.end - 1)
+        rendered.append(f"{inner}reserved {r.start}" + ("" if end == str(r.start) else f" to {end}") + ";")
+    rendered.append(f"{ind}}}")
+    return rendered
+
+
+def _maps_by_suffix(
+    maps: dict[str, descriptor_pb2.DescriptorProto], f: descriptor_pb2.FieldDescriptorProto
+) -> dict[str, descriptor_pb2.DescriptorProto]:
+    """The map entry a field's type names (its type name is package-qualified; ours are
+    keyed by the message's name path): matched on the name path's suffix."""
+    name = f.type_name.lstrip(".")
+    for key, entry in maps.items():
+        if name == key or name.endswith("." + key):
+            return {name: entry}
+    return {}

@@ -116,6 +116,10 @@ def test_protobuf_serializer_through_a_topic(reg_broker: BrokerProcess) -> None:
     de = ProtobufDeserializer(order, {"use.deprecated.format": False})
     got = roundtrip(reg_broker, ser, de, [order(id="o1", qty=3)])
     assert [(m.id, m.qty) for m in got] == [("o1", 3)]
+    # Registered as a base64 descriptor, answered as .proto text unless asked serialized.
+    [registered] = [s for s in sr.get_subjects() if sr.get_latest_version(s).schema.schema_type == "PROTOBUF"]
+    text = sr.get_latest_version(registered).schema.schema_str
+    assert "message Order {" in text and "int32 qty = 2;" in text, text
     # The same schema as .proto text is the same schema (one id).
     s = subject()
     text = 'syntax = "proto3";\npackage shop;\n\nmessage Order {\n  string id = 1;\n  int32 qty = 2;\n}\n'

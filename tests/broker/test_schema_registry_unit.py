@@ -95,6 +95,21 @@ def test_protobuf_rules_and_forms() -> None:
 
     assert isinstance(m, ProtobufSchema)
     assert parse("PROTOBUF", m.serialized(), []).canonical == m.canonical
+    # A descriptor rendered as .proto text compiles back to the same schema.
+    from broker.schema_registry.protobuf_format import text_form
+
+    rich = (
+        'syntax = "proto3";\npackage s.v1;\nimport "google/protobuf/timestamp.proto";\n'
+        "message O { string id = 1; repeated int32 q = 2; map<string, int64> c = 3;\n"
+        "  oneof pay { string card = 4; string iban = 5; } optional bool gift = 6;\n"
+        "  google.protobuf.Timestamp at = 7; L line = 8; message L { K k = 1; } enum K { A = 0; } }\n"
+    )
+    parsed = parse("PROTOBUF", rich, [])
+    assert isinstance(parsed, ProtobufSchema)
+    text = text_form(parsed.serialized())
+    assert "map<string, int64> c = 3;" in text and "oneof pay {" in text
+    assert parse("PROTOBUF", text, []).canonical == parsed.canonical
+    assert text_form(base) == base
 
 
 def test_record_layout_is_confluents() -> None:

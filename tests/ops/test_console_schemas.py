@@ -84,3 +84,43 @@ def test_schema_pages_and_decoded_values(
         decoded = driver.find_element(By.CSS_SELECTOR, "[data-testid=value-decoded]").text
         assert json.loads(decoded) == {"name": "Ada", "age": 36}
         assert "schema id 2 · AVRO" in driver.find_element(By.CSS_SELECTOR, "[data-testid=value-schema]").text
+
+
+def test_protobuf_and_json_values_decoded(broker: BrokerProcess) -> None:
+    """The browser's data: Protobuf (a nested message, so message indexes) and JSON Schema
+    values decoded by their ids; a value with an unknown id says so."""
+    import urllib.request
+
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # type: ignore[import-untyped]
+
+    fdp = descriptor_pb2.FileDescriptorProto(name="shop.proto", package="shop", syntax="proto3")
+    outer = fdp.message_type.add(name="Outer")
+    inner = outer.nested_type.add(name="Item")
+    inner.field.add(name="sku", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING, label=1)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    item = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Outer.Item"))
+    sr = SchemaRegistryClient({"url": broker.registry_url})
+    js = JSONSerializer(json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}}), sr)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    decoded: list[Any] = []
+    for topic, make in (
+        (
+            "mixed",
+            lambda ctx: ProtobufSerializer(item, sr, {"use.deprecated.format": False})(item(sku="x-1"), ctx),
+        ),
+        ("mixed-json", lambda ctx: js({"n": 5}, ctx)),
+        ("mixed-unknown", lambda ctx: b"\x00\x00\x00\x03\xe7junk"),
+    ):
+        create_topic(broker.bootstrap, topic, 1)
+        p.produce(topic, value=make(SerializationContext(topic, MessageField.VALUE)))
+        assert p.flush(30) == 0
+        url = f"{broker.http_url}/console/api/topics/{topic}/messages?mode=offset&offset=0"
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            decoded += [r.get("value_schema") for r in json.loads(resp.read())["records"]]
+    schemas = decoded
+    assert schemas[0]["schema_type"] == "PROTOBUF" and schemas[0]["decoded"] == {"sku": "x-1"}, schemas
+    assert schemas[1]["schema_type"] == "JSON" and schemas[1]["decoded"] == {"n": 5}, schemas
+    assert schemas[2] == {"schema_id": 999, "error": "Schema 999 not found"}, schemas
