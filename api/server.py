@@ -363,7 +363,17 @@ async def serve(
         # starts (or restarts) the others answer there.
         node_doors = _NodeDoors()
         doors_task = asyncio.create_task(
-            _open_node_doors(node_doors, node_go, worker, broker, client_opts, app, metrics, http_options)
+            _open_node_doors(
+                node_doors,
+                node_go,
+                worker,
+                broker,
+                client_opts,
+                app,
+                metrics,
+                http_options,
+                lambda: create_registry_app(broker, lambda: schemas),
+            )
         )
         say("strata: ready")
         try:
@@ -462,6 +472,7 @@ async def _open_node_doors(
     app: Any,
     metrics: BrokerMetrics,
     http_options: dict[str, Any],
+    registry_app: Callable[[], Any],
 ) -> None:
     if worker is None:
         return
@@ -479,6 +490,11 @@ async def _open_node_doors(
     if metrics_sock is not None:
         node_app = create_metrics_app(metrics, NodeMetrics(broker, metrics))
         doors.http.append(await _start_http(node_app, metrics_sock, "metrics-node"))
+    registry_sock = _inherited(worker.registry_fd)
+    if registry_sock is not None:  # the node's schema registry listener
+        doors.http.append(
+            await _start_http(registry_app(), registry_sock, "schema-registry-node", **http_options)
+        )
 
 
 def _shutdown_upload(tiering: TieringService) -> Callable[[], Awaitable[None]]:
