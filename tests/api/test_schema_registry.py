@@ -287,8 +287,15 @@ def test_ids_survive_a_restart(tmp_path: Path) -> None:
             f"{b.registry_url}/subjects/{subject()}/versions", "POST", {"schema": json.dumps(USER_BAD)}
         )
         assert third["id"] > second["id"]
-        # The HTTP listener serves it too (where other brokers forward to).
+        # The HTTP listener serves it too (where other brokers forward to), in its /docs;
+        # the registry listener has its own.
         assert call(f"{b.http_url}/schema-registry/subjects/{s}/versions")[1] == [1, 2]
+        with urllib.request.urlopen(f"{b.http_url}/openapi.json", timeout=30) as resp:
+            assert "/schema-registry/subjects/{subject}/versions" in json.loads(resp.read())["paths"]
+        with urllib.request.urlopen(f"{b.registry_url}/openapi.json", timeout=30) as resp:
+            assert "/compatibility/subjects/{subject}/versions/{version}" in json.loads(resp.read())["paths"]
+        with urllib.request.urlopen(f"{b.registry_url}/docs", timeout=30) as resp:
+            assert resp.status == 200
     finally:
         b.kill()
 
@@ -325,10 +332,32 @@ def test_broker_side_validation(reg_broker: BrokerProcess) -> None:
         ], results
         got = roundtrip_read(reg_broker, topic, 1)
         assert [AvroDeserializer(sr)(v, ctx) for v in got] == [{"name": "ok"}]
+    # RecordNameStrategy: the id must be registered under the record's full name.
+    topic = f"v-{uuid.uuid4().hex[:8]}"
+    create_topic(
+        reg_broker.bootstrap,
+        topic,
+        1,
+        {
+            "confluent.value.schema.validation": "true",
+            "confluent.value.subject.name.strategy": "RecordNameStrategy",
+        },
+    )
+    by_name = sr.register_schema("User", Schema(json.dumps(USER_V1), "AVRO"))
+    by_topic = sr.register_schema(f"{topic}-value", Schema(json.dumps(USER_V2), "AVRO"))
+    verdicts: list[Any] = []
+    for sid in (by_name, by_topic):
+        p.produce(
+            topic,
+            value=b"\x00" + struct.pack(">I", sid) + b"\x02x",
+            on_delivery=lambda err, msg, out=verdicts: out.append(err),
+        )
+        p.flush(30)
+    assert [e.code() if e is not None else None for e in verdicts] == [None, KafkaError.INVALID_RECORD]
     with urllib.request.urlopen(f"{reg_broker.http_url}/metrics", timeout=30) as resp:
         text = resp.read().decode()
     assert "strata_schema_registry_leader 1.0" in text
-    assert "strata_schema_validation_refused_total 4.0" in text
+    assert "strata_schema_validation_refused_total 5.0" in text
     assert (
         'strata_schema_registry_requests_total{endpoint="POST /subjects/{subject}/versions",status="200"}'
         in text
