@@ -131,13 +131,13 @@ class ProducePath:
                 if isinstance(checked, PartitionReplica):
                     assert records is not None
                     verification.add(topic, index, records)
-        # Phase zero, only when something must be awaited first (this request's verifications,
-        # or an earlier request of the connection still in its own): requests of a connection
-        # are appended in the order they were sent.
         # Topics with schema validation on (broker.schema_registry.validation) are checked
-        # before the appends, in phase zero too; the others cost one config look-up.
+        # before the appends, in phase zero; the others cost one config look-up.
         to_validate = self._to_validate(partitions) if refused is None else []
         invalid: dict[tuple[str, int], StrataError] = {}
+        # Phase zero, only when something must be awaited first (this request's verifications
+        # or schema checks, or an earlier request of the connection still in its own):
+        # requests of a connection are appended in the order they were sent.
         gate: asyncio.Future[None] | None = None
         before = order.gate if order is not None else None
         if order is not None and (
