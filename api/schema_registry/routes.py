@@ -159,6 +159,32 @@ def registry_router(get_store: StoreGetter, broker: Broker | None = None) -> API
     async def types() -> Response:
         return answer(list(SCHEMA_TYPES))
 
+    @router.get("/contexts", summary="Schema contexts (only the default one)")
+    async def contexts() -> Response:
+        return answer(["."])
+
+    @router.get("/schemas", summary="Schemas of every subject")
+    async def all_schemas(
+        request: Request,
+        subjectPrefix: str = Query(""),
+        deleted: str | None = None,
+        latestOnly: str | None = None,
+    ) -> Response:
+        async def go(store: SchemaStore) -> Response:
+            def get(state: RegistryState) -> list[dict[str, Any]]:
+                out = []
+                for s in state.subjects(deleted=_bool(deleted), prefix=subjectPrefix):
+                    if not may_subject(broker, request, s, write=False):
+                        continue
+                    versions = state.versions(s, deleted=_bool(deleted))
+                    for v in versions[-1:] if _bool(latestOnly) else versions:
+                        out.append(version_doc(state, v))
+                return out
+
+            return answer(await store.read(get))
+
+        return await run(request, go)
+
     @router.get("/schemas/ids/{schema_id}", summary="A schema by its id")
     async def schema_by_id(
         request: Request, schema_id: int, subject: str | None = None, format: str | None = None

@@ -214,6 +214,10 @@ def test_references_deletes_and_documented_answers(reg_broker: BrokerProcess) ->
     )
     assert (status, doc["error_code"]) == (422, 42201)
     assert call(f"{url}/subjects/{base}/versions/1/referencedby") == (200, [p["id"]])
+    assert call(f"{url}/schemas?subjectPrefix={top}") == (
+        200,
+        [{"subject": top, "version": 1, "id": p["id"], "references": refs, "schema": json.dumps(person)}],
+    )
     assert call(f"{url}/schemas/ids/{p['id']}") == (200, {"references": refs, "schema": json.dumps(person)})
     got = call(f"{url}/subjects/{top}/versions/1")[1]
     assert got["references"] == refs and got["id"] == p["id"] and got["version"] == 1
@@ -241,6 +245,9 @@ def test_references_deletes_and_documented_answers(reg_broker: BrokerProcess) ->
     status, doc = call(f"{url}/subjects/{subject()}/versions", "POST", {"schema": "{not json"})
     assert (status, doc["error_code"]) == (422, 42201)
     assert call(f"{url}/schemas/types") == (200, ["JSON", "PROTOBUF", "AVRO"])
+    assert call(f"{url}/contexts") == (200, ["."])
+    assert call(f"{url}/schemas?subjectPrefix={base}") == (200, [])  # its one version soft-deleted
+    assert [d["version"] for d in call(f"{url}/schemas?subjectPrefix={base}&deleted=true")[1]] == [1]
     assert call(f"{url}/config") == (200, {"compatibilityLevel": "BACKWARD"})
     assert call(f"{url}/mode") == (200, {"mode": "READWRITE"})
 
