@@ -11,7 +11,9 @@ the one that does (its HTTP listener, under ``/schema-registry``, with
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
@@ -25,9 +27,10 @@ from broker.schema_registry.formats import AVRO, PROTOBUF, SCHEMA_TYPES
 from broker.schema_registry.protobuf_format import ProtobufSchema, text_form
 from broker.schema_registry.records import SchemaVersion
 from broker.schema_registry.state import RegistryState, SchemaById, parse_version, references_from_json
-from broker.schema_registry.store import FORWARDED, HTTP_PREFIX, NotHere, SchemaStore
+from broker.schema_registry.store import FORWARDED, HTTP_PREFIX, WAIT_LEADER_S, NotHere, SchemaStore
 
 MEDIA: Final = "application/vnd.schemaregistry.v1+json"
+FORWARD_FAILED: Final = 50003  # the leader did not answer (errors.forward_failed)
 StoreGetter = Callable[[], SchemaStore | None]
 
 if TYPE_CHECKING:
@@ -128,28 +131,41 @@ def registry_router(get_store: StoreGetter, broker: Broker | None = None) -> API
     async def _run(
         request: Request, store: SchemaStore, fn: Callable[[SchemaStore], Awaitable[Response]]
     ) -> Response:
-        try:
-            return await fn(store)
-        except RegistryError as exc:
-            return error(exc)
-        except NotHere as here:
-            if request.headers.get(FORWARDED) == "1":
-                return error(forward_failed(f"not the primary any more (broker {here.leader} is)"))
-            raw = request.scope.get("raw_path") or request.url.path.encode()
-            path = raw.decode("latin-1")
-            if path.startswith(HTTP_PREFIX):
-                path = path[len(HTTP_PREFIX) :]
-            if request.url.query:
-                path += "?" + request.url.query
-            headers = {}
-            if "authorization" in request.headers:
-                headers["Authorization"] = request.headers["authorization"]
-            body = await request.body() if request.method in ("POST", "PUT") else None
+        """``fn`` here, or relayed to the leader. A leader that does not answer at all (it
+        died; the failover has not named another yet) is asked again, the leader looked up
+        again each time, for up to ``WAIT_LEADER_S``: every write is idempotent or refused
+        the second time, and nothing was answered."""
+        deadline = time.monotonic() + WAIT_LEADER_S
+        while True:
             try:
-                status, data = await store.forward(here.leader, request.method, path, body, headers)
+                return await fn(store)
             except RegistryError as exc:
                 return error(exc)
-            return Response(data, status_code=status, media_type=MEDIA)
+            except NotHere as here:
+                if request.headers.get(FORWARDED) == "1":
+                    return error(forward_failed(f"not the primary any more (broker {here.leader} is)"))
+                try:
+                    return await relay(request, store, here.leader)
+                except RegistryError as exc:
+                    if exc.code != FORWARD_FAILED or time.monotonic() >= deadline:
+                        return error(exc)
+                await asyncio.sleep(0.2)
+
+    async def relay(request: Request, store: SchemaStore, leader: int) -> Response:
+        raw = request.scope.get("raw_path") or request.url.path.encode()
+        path = raw.decode("latin-1")
+        if path.startswith(HTTP_PREFIX):
+            path = path[len(HTTP_PREFIX) :]
+        if request.url.query:
+            path += "?" + request.url.query
+        headers = {}
+        if "authorization" in request.headers:
+            headers["Authorization"] = request.headers["authorization"]
+        body = await request.body() if request.method in ("POST", "PUT") else None
+        status, data = await store.forward(leader, request.method, path, body, headers)
+        if status == 500 and b'"error_code":50003' in data.replace(b" ", b""):
+            raise forward_failed(f"broker {leader} no longer leads the registry")  # asked again
+        return Response(data, status_code=status, media_type=MEDIA)
 
     @router.get("/", summary="Nothing but a liveness answer")
     async def root() -> Response:
