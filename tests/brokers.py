@@ -62,7 +62,15 @@ class BrokerProcess:
         ]
         if os.environ.get("STRATA_TEST_LOG_LEVEL"):  # e.g. DEBUG, when hunting a failure
             cmd += ["--log-level", os.environ["STRATA_TEST_LOG_LEVEL"]]
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **self.env}
+        # No schema registry listener unless asked (--schema-registry-listen, or the env):
+        # its default port, 8081, would clash between brokers (tests, bench clusters).
+        env = {
+            "STRATA_SCHEMA_REGISTRY_LISTEN": "none",
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "PYTHONUNBUFFERED": "1",
+            **self.env,
+        }
         self.proc = subprocess.Popen(
             cmd,
             cwd=ROOT,

@@ -168,5 +168,6 @@ def _os_error(exc: OSError) -> str:
     api.server)."""
     text = exc.strerror or str(exc)
     if "cannot listen on" in text:
-        return f"{text} (choose another address with --kafka-listen / --http-listen)"
+        flags = "--kafka-listen / --http-listen / --schema-registry-listen (none: off)"
+        return f"{text} (choose another address with {flags})"
     return f"{text}{f': {exc.filename}' if exc.filename else ''}"
