@@ -119,7 +119,13 @@ def _file_of(
 def _compile(text: str, name: str, deps: tuple[bytes, ...]) -> descriptor_pb2.FileDescriptorProto:
     """``text`` compiled as file ``name`` by protoc, ``deps`` (serialized descriptors)
     importable; RegistryError 42201 with protoc's first error line when it does not."""
-    include = str(importlib.resources.files("grpc_tools") / "_proto")
+    try:
+        include = str(importlib.resources.files("grpc_tools") / "_proto")
+    except ModuleNotFoundError:
+        raise invalid_schema(
+            f"{text[:200]}, details: .proto text needs protoc, from the grpcio-tools package "
+            "(pip install grpcio-tools); a base64 FileDescriptorProto is accepted without it"
+        ) from None
     with tempfile.TemporaryDirectory(prefix="strata-proto-") as tmp:
         path = os.path.join(tmp, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
