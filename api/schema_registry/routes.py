@@ -217,7 +217,11 @@ def registry_router(get_store: StoreGetter, broker: Broker | None = None) -> API
                 doc["schema"] = _text(state, s.schema_type, s.schema, s.references, format)
                 return doc
 
-            return answer(await store.read(get))
+            def warm(state: RegistryState) -> None:  # protoc off the loop
+                if format == "serialized":
+                    state.parsed(state.schema_by_id(schema_id))
+
+            return answer(await store.read(get, warm))
 
         return await run(request, go)
 
@@ -292,7 +296,11 @@ def registry_router(get_store: StoreGetter, broker: Broker | None = None) -> API
                 v = state.version(subject, version, deleted=_bool(deleted))
                 return version_doc(state, v, format)
 
-            return answer(await store.read(get))
+            def warm(state: RegistryState) -> None:  # protoc off the loop
+                if format == "serialized":
+                    state.parsed(state.version(subject, version, deleted=_bool(deleted)))
+
+            return answer(await store.read(get, warm))
 
         return await run(request, go)
 
