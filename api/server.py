@@ -36,6 +36,8 @@ from api.metrics_listener import create_metrics_app
 from api.node_metrics import NodeMetrics
 from api.process_io import bind_listener, say_line
 from api.rest import create_app
+from api.schema_registry.listener import create_registry_app, peer_context
+from api.schema_registry.routes import registry_router
 from api.startup_gate import StartupGate, gated
 from broker.broker import Broker
 from broker.cluster_config import ClusterConfig
@@ -48,6 +50,9 @@ from broker.metrics import BrokerMetrics, LogStatsCollector, manager_logs
 from broker.metrics_history import MetricsHistory, broker_totals, sample_interval_s
 from broker.node import ClusterNode
 from broker.node_layout import rehome_into_one
+from broker.schema_registry.metrics import register_registry_metrics
+from broker.schema_registry.store import HTTP_PREFIX as REGISTRY_PREFIX
+from broker.schema_registry.store import SchemaStore
 from broker.security.acl import Authorizer
 from broker.security.authz import AccessControl
 from broker.security.tls import server_context, uvicorn_options
@@ -208,6 +213,8 @@ async def serve(
         internal_sock = bind_listener(config.internal_listen) if config.internal_listen is not None else None
         external_sock = bind_listener(config.external_listen) if config.external_listen is not None else None
         metrics_sock = bind_listener(config.metrics_listen) if config.metrics_listen is not None else None
+        registry_listen = config.schema_registry_listen
+        registry_sock = bind_listener(registry_listen) if registry_listen is not None else None
         kafka_addr = HostPort(config.kafka_listen.host, kafka_sock.getsockname()[1])
         http_addr = HostPort(config.http_listen.host, http_sock.getsockname()[1])
         if config.advertised_listener is None:
@@ -221,6 +228,9 @@ async def serve(
         # (broker.transactions.state_log).
         transactions = node.make_transactions(config)
         transactions.start()
+        # The schema registry: state in the replicated _schemas topic (broker.schema_registry).
+        schemas = SchemaStore(node.broker_id, node.replicas, ssl_context=peer_context(config), backup=store)
+        schemas.start()
 
         def forget_topic(info: TopicInfo) -> None:  # any thread: REST deletes off the loop
             loop.call_soon_threadsafe(coordinator.on_topic_deleted, info.name)
@@ -232,6 +242,8 @@ async def serve(
         node.attach_marker_writer(broker)
         broker.bind_loop(loop)
         broker.startup_restore = startup_restore
+        broker.schema_store = schemas
+        register_registry_metrics(metrics.registry, lambda: schemas)
         register_txn_metrics(broker)
         # ACLs and users, before any listener; the users always, as admin clients manage
         # SCRAM credentials (KIP-554) whether or not this broker's listeners use SASL.
@@ -276,8 +288,19 @@ async def serve(
             if node.cluster.inter_broker_listener is None:
                 node.cluster = dataclasses.replace(node.cluster, inter_broker_listener=str(internal_addr))
         app = create_app(broker)
+        app.include_router(
+            registry_router(lambda: schemas, broker), prefix=REGISTRY_PREFIX
+        )  # forwarded requests
         http_options = uvicorn_options(config.tls)
         http, http_task = await _start_http(gated(app, gate), http_sock, "http", **http_options)
+        registry_http: uvicorn.Server | None = None
+        registry_task: asyncio.Task[None] | None = None
+        if registry_sock is not None and registry_listen is not None:
+            registry_app = create_registry_app(broker, lambda: schemas)
+            registry_http, registry_task = await _start_http(
+                gated(registry_app, gate), registry_sock, "schema-registry", **http_options
+            )
+            registry_addr = HostPort(registry_listen.host, registry_sock.getsockname()[1])
         metrics_http: uvicorn.Server | None = None
         metrics_task: asyncio.Task[None] | None = None
         if metrics_sock is not None and config.metrics_listen is not None:
@@ -313,6 +336,9 @@ async def serve(
             say(f"strata: http listener on http://{http_addr}")
         if metrics_task is not None:
             say(f"strata: metrics listener on http://{metrics_addr}/metrics (no authentication)")
+        if registry_task is not None:
+            scheme = "https" if config.tls.enabled else "http"
+            say(f"strata: schema registry listener on {scheme}://{registry_addr}")
         # Everything allocated so far (S3 clients' service models: hundreds of thousands of
         # objects, the offsets log, ...) lives as long as the process; left to the cyclic GC,
         # each full collection walks it all, which stopped the event loop for 100-240 ms
@@ -337,7 +363,17 @@ async def serve(
         # starts (or restarts) the others answer there.
         node_doors = _NodeDoors()
         doors_task = asyncio.create_task(
-            _open_node_doors(node_doors, node_go, worker, broker, client_opts, app, metrics, http_options)
+            _open_node_doors(
+                node_doors,
+                node_go,
+                worker,
+                broker,
+                client_opts,
+                app,
+                metrics,
+                http_options,
+                lambda: create_registry_app(broker, lambda: schemas),
+            )
         )
         say("strata: ready")
         try:
@@ -353,6 +389,8 @@ async def serve(
             http.should_exit = True
             if metrics_http is not None:
                 metrics_http.should_exit = True
+            if registry_http is not None:
+                registry_http.should_exit = True
             # REST consumer instances commit their consumed positions and leave their groups
             # while the coordinator still serves them.
             try:
@@ -385,6 +423,11 @@ async def serve(
             if metrics_task is not None:
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(metrics_task, timeout=10)
+            if registry_task is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(registry_task, timeout=10)
+            await schemas.flush_backup()
+            schemas.close()
     finally:
         if node is not None:
             await node.close()
@@ -429,6 +472,7 @@ async def _open_node_doors(
     app: Any,
     metrics: BrokerMetrics,
     http_options: dict[str, Any],
+    registry_app: Callable[[], Any],
 ) -> None:
     if worker is None:
         return
@@ -446,6 +490,11 @@ async def _open_node_doors(
     if metrics_sock is not None:
         node_app = create_metrics_app(metrics, NodeMetrics(broker, metrics))
         doors.http.append(await _start_http(node_app, metrics_sock, "metrics-node"))
+    registry_sock = _inherited(worker.registry_fd)
+    if registry_sock is not None:  # the node's schema registry listener
+        doors.http.append(
+            await _start_http(registry_app(), registry_sock, "schema-registry-node", **http_options)
+        )
 
 
 def _shutdown_upload(tiering: TieringService) -> Callable[[], Awaitable[None]]:

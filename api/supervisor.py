@@ -124,6 +124,7 @@ class WorkerSpec:
     http_fd: int
     external_fd: int | None = None
     metrics_fd: int | None = None
+    registry_fd: int | None = None  # the schema registry's listener
     parent: int = 0  # the supervisor's pid
     # Open the node's listeners only on the supervisor's SIGUSR1 (every process ready):
     # the node's first start; a process restarted alone opens them once it is ready.
@@ -174,6 +175,7 @@ def worker_config(config: BrokerConfig, spec: WorkerSpec) -> BrokerConfig:
         "kafka_listen": HostPort(kafka.host, own_port(kafka.port, k)),
         "http_listen": HostPort(config.http_listen.host, 0),
         "metrics_listen": None,
+        "schema_registry_listen": None,  # the node's, handed down (WorkerSpec.registry_fd)
     }
     if config.advertised_listener is not None:
         adv = config.advertised_listener
@@ -299,6 +301,8 @@ class Supervisor:
             self.sockets["external"] = bind_listener(c.external_listen, backlog=4096, inheritable=True)
         if c.metrics_listen is not None:
             self.sockets["metrics"] = bind_listener(c.metrics_listen, backlog=4096, inheritable=True)
+        if c.schema_registry_listen is not None:
+            self.sockets["registry"] = bind_listener(c.schema_registry_listen, backlog=1024, inheritable=True)
 
     def _spec(self, k: int, broker_id: int) -> WorkerSpec:
         s = self.sockets
@@ -313,6 +317,7 @@ class Supervisor:
             http_fd=s["http"].fileno(),
             external_fd=s["external"].fileno() if "external" in s else None,
             metrics_fd=s["metrics"].fileno() if "metrics" in s else None,
+            registry_fd=s["registry"].fileno() if "registry" in s else None,
             parent=os.getpid(),
         )
 
@@ -391,6 +396,10 @@ class Supervisor:
             self.say(f"strata: http listener on {HostPort(c.http_listen.host, http[1])} ({scheme})")
         else:
             self.say(f"strata: http listener on http://{HostPort(c.http_listen.host, http[1])}")
+        if "registry" in self.sockets and c.schema_registry_listen is not None:
+            port = self.sockets["registry"].getsockname()[1]
+            where = HostPort(c.schema_registry_listen.host, port)
+            self.say(f"strata: schema registry listener on {scheme}://{where}")
         self.say("strata: ready")
 
     # --- run --------------------------------------------------------------------------------------

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from broker.groups.coordinator import GroupCoordinator
     from broker.groups.replicated_offsets import ClusterOffsetStore
     from broker.metrics_history import MetricsHistory
+    from broker.schema_registry.store import SchemaStore
     from broker.security.authz import AccessControl
     from broker.security.users import UserTable
     from broker.transactions.coordinator import TransactionCoordinator
@@ -120,6 +121,8 @@ class Broker:
         self.history: MetricsHistory | None = None
         # What this broker restored from the bucket at start-up (set by the process wiring).
         self.startup_restore: StartupRestore | None = None
+        # The schema registry's store (broker.schema_registry), set by api.server.
+        self.schema_store: SchemaStore | None = None
         # The read half (fetches) and the write half (produce, markers) of the request logic.
         self.reads = ReadPath(manager, replicas, self.metrics, tiering)
         self.writes = ProducePath(self, replicas, self.metrics, self.reads.log)

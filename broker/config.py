@@ -47,6 +47,7 @@ TOML layout::
 
 Environment: ``STRATA_DATA_DIR``, ``STRATA_PROCESSES``, ``STRATA_KAFKA_LISTEN``, ``STRATA_HTTP_LISTEN``,
 ``STRATA_ADVERTISED_LISTENER``, ``STRATA_INTERNAL_LISTEN``, ``STRATA_METRICS_LISTEN``,
+``STRATA_SCHEMA_REGISTRY_LISTEN``,
 ``STRATA_EXTERNAL_LISTEN``, ``STRATA_EXTERNAL_ADVERTISED_LISTENER``, ``STRATA_HTTP_ALLOWED_ORIGINS``,
 ``STRATA_OBJECT_STORE``,
 ``STRATA_AUTO_CREATE_TOPICS``,
@@ -122,6 +123,10 @@ class BrokerConfig:
     # A plain-HTTP listener serving only /metrics, with no authentication or ACL check
     # (api.metrics_listener), for scrapers on a private network. Unset: none.
     metrics_listen: HostPort | None = None
+    # The schema registry's listener (Confluent's REST API, api.schema_registry): TLS and
+    # authentication as the HTTP listener's. "none" or empty: no registry listener (the
+    # HTTP listener still serves it under /schema-registry).
+    schema_registry_listen: HostPort | None = HostPort("127.0.0.1", 8081)
     # Origins besides the broker's own whose pages may send writes to the HTTP listener
     # (api.security.same_origin), as scheme://host[:port]; e.g. a console behind a proxy
     # under another name. Comma-separated in the environment, a string or list in TOML.
@@ -178,6 +183,7 @@ _SCALARS: dict[str, str] = {
     "external_listen": "hostport",
     "external_advertised_listener": "hostport",
     "metrics_listen": "hostport",
+    "schema_registry_listen": "hostport_or_none",
     "http_allowed_origins": "origins",
     "object_store": "str",
     "auto_create_topics": "bool",
@@ -194,6 +200,9 @@ def _convert(name: str, value: Any) -> Any:
         return Path(str(value))
     if kind == "hostport":
         return HostPort.parse(str(value), setting=name)
+    if kind == "hostport_or_none":
+        text = str(value).strip()
+        return None if text.lower() in ("", "none") else HostPort.parse(text, setting=name)
     if kind == "origins":
         return _origins(name, value)
     if kind == "processes":

@@ -36,6 +36,7 @@ from broker.partition_replica import PartitionReplica
 from broker.replica_manager import ReplicaManager
 from broker.txn_verification import ProduceVerification, VerificationHost
 from hot import errors as E
+from hot.config import LogConfig
 from hot.errors import InvalidRequestError, InvalidTopicError, RequestTimedOutError, StrataError
 from hot.log import AppendInfo, Log
 from hot.record_validation import uses_zstd
@@ -130,13 +131,19 @@ class ProducePath:
                 if isinstance(checked, PartitionReplica):
                     assert records is not None
                     verification.add(topic, index, records)
-        # Phase zero, only when something must be awaited first (this request's verifications,
-        # or an earlier request of the connection still in its own): requests of a connection
-        # are appended in the order they were sent.
+        # Topics with schema validation on (broker.schema_registry.validation) are checked
+        # before the appends, in phase zero; the others cost one config look-up.
+        to_validate = self._to_validate(partitions) if refused is None else []
+        invalid: dict[tuple[str, int], StrataError] = {}
+        # Phase zero, only when something must be awaited first (this request's verifications
+        # or schema checks, or an earlier request of the connection still in its own):
+        # requests of a connection are appended in the order they were sent.
         gate: asyncio.Future[None] | None = None
         before = order.gate if order is not None else None
         if order is not None and (
-            (verification is not None and verification.pending) or (before is not None and not before.done())
+            (verification is not None and verification.pending)
+            or (before is not None and not before.done())
+            or to_validate
         ):
             gate = order.gate = asyncio.get_running_loop().create_future()
         try:
@@ -147,7 +154,11 @@ class ProducePath:
                     await verification.run()
             elif verification is not None and verification.pending:
                 await verification.run()  # no connection order to keep (order=None)
-            pending = self._append_all(partitions, api_version, acks, refused, transactional, verification)
+            if to_validate:
+                invalid = await self._validate(to_validate)
+            pending = self._append_all(
+                partitions, api_version, acks, refused, transactional, verification, invalid
+            )
         finally:
             if gate is not None:
                 gate.set_result(None)
@@ -173,6 +184,7 @@ class ProducePath:
         refused: StrataError | None,
         transactional: bool,
         verification: ProduceVerification | None,
+        invalid: Mapping[tuple[str, int], StrataError] | None = None,
     ) -> list[PendingAppend | StrataError]:
         """Phase one, synchronous and in request order: check and append every partition.
         There is no await before the last append, so leadership cannot change between a
@@ -188,6 +200,11 @@ class ProducePath:
                 if err is not None:
                     pending.append(err)
                     continue
+            if invalid:
+                err = invalid.get((topic, index))
+                if err is not None:
+                    pending.append(err)
+                    continue
             assert records is not None
             guards = verification.guards_for(topic, index) if verification is not None else None
             pending.append(
@@ -196,6 +213,31 @@ class ProducePath:
                 )
             )
         return pending
+
+    def _to_validate(
+        self, partitions: Sequence[tuple[str, int, bytes | bytearray | memoryview | None]]
+    ) -> list[tuple[str, int, bytes | bytearray | memoryview, LogConfig]]:
+        """The partitions led here whose topic has schema validation on, with their data."""
+        out = []
+        for topic, index, records in partitions:
+            rep = self.replicas.replicas.get((topic, index))
+            if rep is not None and records and rep.log.config.schema_validation:
+                out.append((topic, index, records, rep.log.config))
+        return out
+
+    async def _validate(
+        self, parts: list[tuple[str, int, bytes | bytearray | memoryview, LogConfig]]
+    ) -> dict[tuple[str, int], StrataError]:
+        """Why each partition's data is refused by schema validation (absent: accepted)."""
+        from broker.schema_registry.validation import validate
+
+        store = getattr(self._host, "schema_store", None)
+        out: dict[tuple[str, int], StrataError] = {}
+        for topic, index, records, config in parts:
+            err = await validate(store, topic, records, config)
+            if err is not None:
+                out[(topic, index)] = err
+        return out
 
     def _checked(
         self, api_version: int, acks: int, topic: str, partition: int, records: bytes | memoryview | None
@@ -262,6 +304,8 @@ class ProducePath:
         if len(records) == 0 or (api_version < PRODUCE_ZSTD_VERSION and uses_zstd(records)):
             return None
         if admin.is_internal(topic) or self._log_for(topic, partition) is not rep.log:
+            return None
+        if rep.log.config.schema_validation:  # checked by the general path
             return None
         return rep
 
@@ -412,6 +456,11 @@ class ProducePath:
         """One batch to one partition (REST, the console)."""
         if acks not in (-1, 0, 1):
             return ProduceResult(InvalidRequestError(f"acks must be -1, 0 or 1, got {acks}"))
+        checks = self._to_validate([(topic, partition, data)])
+        if checks:
+            refused = (await self._validate(checks)).get((topic, partition))
+            if refused is not None:
+                return ProduceResult(refused)
         pending = self.append(topic, partition, data, acks=acks)
         return await self.complete(pending, acks=acks, timeout_ms=timeout_ms)
 

@@ -29,6 +29,12 @@ FLUSH_INTERVAL: Final = "interval"
 CREATE_TIME: Final = "CreateTime"
 LOG_APPEND_TIME: Final = "LogAppendTime"
 
+# Subject-name strategies (Confluent's class names; the short names are accepted too).
+TOPIC_NAME_STRATEGY: Final = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
+RECORD_NAME_STRATEGY: Final = "io.confluent.kafka.serializers.subject.RecordNameStrategy"
+TOPIC_RECORD_NAME_STRATEGY: Final = "io.confluent.kafka.serializers.subject.TopicRecordNameStrategy"
+_STRATEGIES: Final = (TOPIC_NAME_STRATEGY, RECORD_NAME_STRATEGY, TOPIC_RECORD_NAME_STRATEGY)
+
 # Smallest segment that still holds a few batches. Kafka's floor (14 bytes) only makes
 # sense for its legacy formats; tests use segments of a few KiB.
 MIN_SEGMENT_BYTES: Final = 1024
@@ -68,6 +74,18 @@ class LogConfig:
     min_compaction_lag_ms: int = 0  # min.compaction.lag.ms
     max_compaction_lag_ms: int = INT64_MAX  # max.compaction.lag.ms
     delete_retention_ms: int = 86400000  # delete.retention.ms: how long tombstones survive cleaning
+    # Broker-side schema validation (broker.schema_registry.validation), Confluent Server's
+    # names (Redpanda's redpanda.*.schema.id.validation set the same): produced keys/values
+    # must carry a registered schema id, of the subject the strategy names.
+    value_schema_validation: bool = False  # confluent.value.schema.validation
+    key_schema_validation: bool = False  # confluent.key.schema.validation
+    value_subject_name_strategy: str = TOPIC_NAME_STRATEGY  # confluent.value.subject.name.strategy
+    key_subject_name_strategy: str = TOPIC_NAME_STRATEGY  # confluent.key.subject.name.strategy
+
+    @property
+    def schema_validation(self) -> bool:
+        """Whether produced records are checked against the schema registry."""
+        return self.value_schema_validation or self.key_schema_validation
 
     def __post_init__(self) -> None:
         for name, (field, parse) in _SPEC.items():
@@ -229,6 +247,25 @@ def _cleanup_policy(raw: str) -> str:
     return ",".join(sorted(parts, key=("compact", "delete").index))
 
 
+_STRATEGY_ALIASES: Final = {
+    "topic_name": TOPIC_NAME_STRATEGY,
+    "record_name": RECORD_NAME_STRATEGY,
+    "topic_record_name": TOPIC_RECORD_NAME_STRATEGY,
+}
+
+
+def _strategy(raw: str) -> str:
+    """A subject-name strategy: Confluent's class name, its last part, or Redpanda's name."""
+    text = raw.strip()
+    for full in _STRATEGIES:
+        if text in (full, full.rsplit(".", 1)[1]):
+            return full
+    found = _STRATEGY_ALIASES.get(text)
+    if found is not None:
+        return found
+    raise InvalidConfigError("must be TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy")
+
+
 # Kafka name -> (LogConfig field, parser/validator of the string form).
 _SPEC: Final[dict[str, tuple[str, Callable[[str], object]]]] = {
     "segment.bytes": ("segment_bytes", _int(MIN_SEGMENT_BYTES, INT32_MAX)),
@@ -253,6 +290,14 @@ _SPEC: Final[dict[str, tuple[str, Callable[[str], object]]]] = {
     "min.compaction.lag.ms": ("min_compaction_lag_ms", _int(0)),
     "max.compaction.lag.ms": ("max_compaction_lag_ms", _int(1)),
     "delete.retention.ms": ("delete_retention_ms", _int(0)),
+    "confluent.value.schema.validation": ("value_schema_validation", _bool),
+    "confluent.key.schema.validation": ("key_schema_validation", _bool),
+    "redpanda.value.schema.id.validation": ("value_schema_validation", _bool),
+    "redpanda.key.schema.id.validation": ("key_schema_validation", _bool),
+    "confluent.value.subject.name.strategy": ("value_subject_name_strategy", _strategy),
+    "confluent.key.subject.name.strategy": ("key_subject_name_strategy", _strategy),
+    "redpanda.value.subject.name.strategy": ("value_subject_name_strategy", _strategy),
+    "redpanda.key.subject.name.strategy": ("key_subject_name_strategy", _strategy),
 }
 
 KAFKA_NAMES: Final[tuple[str, ...]] = tuple(_SPEC)

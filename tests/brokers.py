@@ -15,7 +15,7 @@ from typing import TextIO
 
 ROOT = Path(__file__).resolve().parent.parent
 
-_LISTEN_RE = re.compile(r"strata: (kafka|http) listener on (?:http://)?([\w.\-]+):(\d+)")
+_LISTEN_RE = re.compile(r"strata: (kafka|http|schema registry) listener on (?:https?://)?([\w.\-]+):(\d+)")
 
 
 class BrokerProcess:
@@ -28,6 +28,7 @@ class BrokerProcess:
         self.proc: subprocess.Popen[str] | None = None
         self.kafka_port = 0
         self.http_port = 0
+        self.registry_port = 0  # with --schema-registry-listen
         self.lines: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
 
@@ -38,6 +39,10 @@ class BrokerProcess:
     @property
     def http_url(self) -> str:
         return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def registry_url(self) -> str:
+        return f"http://127.0.0.1:{self.registry_port}"
 
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         kafka = f"127.0.0.1:{self.kafka_port}"  # reuse ports on restart so clients can reconnect
@@ -57,7 +62,15 @@ class BrokerProcess:
         ]
         if os.environ.get("STRATA_TEST_LOG_LEVEL"):  # e.g. DEBUG, when hunting a failure
             cmd += ["--log-level", os.environ["STRATA_TEST_LOG_LEVEL"]]
-        env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1", **self.env}
+        # No schema registry listener unless asked (--schema-registry-listen, or the env):
+        # its default port, 8081, would clash between brokers (tests, bench clusters).
+        env = {
+            "STRATA_SCHEMA_REGISTRY_LISTEN": "none",
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "PYTHONUNBUFFERED": "1",
+            **self.env,
+        }
         self.proc = subprocess.Popen(
             cmd,
             cwd=ROOT,
@@ -89,6 +102,8 @@ class BrokerProcess:
             if m:
                 if m.group(1) == "kafka":
                     self.kafka_port = int(m.group(3))
+                elif m.group(1) == "schema registry":
+                    self.registry_port = int(m.group(3))
                 else:
                     self.http_port = int(m.group(3))
             if "strata: ready" in line:

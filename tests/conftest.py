@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.brokers import BrokerProcess, S3Endpoint
+
+# Brokers the tests start (subprocesses inherit this) serve no schema registry listener:
+# its default port, 8081, would collide between brokers. Registry tests pass
+# --schema-registry-listen 127.0.0.1:0 (tests/brokers.py reads the port back).
+os.environ.setdefault("STRATA_SCHEMA_REGISTRY_LISTEN", "none")
 
 
 @pytest.fixture

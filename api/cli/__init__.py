@@ -37,6 +37,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "produce": ("api.cli.records_commands:produce_cmd", "Produce records, one per input line."),
     "consume": ("api.cli.records_commands:consume_cmd", "Print a topic's records (kcat's offsets)."),
     "bench": ("api.cli.records_commands:bench_cmd", "Produce and fetch back a scratch topic: rates."),
+    "schemas": ("api.cli.schemas:schemas", "List, get, register, delete and test schemas (registry)."),
 }
 
 # Optional modules a command may need, and the extra of pyproject.toml that brings them.

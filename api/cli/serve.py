@@ -27,6 +27,11 @@ from hot.errors import StrataError
 @click.option("--http-listen", metavar="HOST:PORT", help="HTTP listener [127.0.0.1:8080].")
 @click.option("--advertised-listener", metavar="HOST:PORT", help="Address given to Kafka clients.")
 @click.option(
+    "--schema-registry-listen",
+    metavar="HOST:PORT|none",
+    help="Schema registry listener (Confluent's API) [127.0.0.1:8081]; none: off.",
+)
+@click.option(
     "--external-listen",
     metavar="HOST:PORT",
     help="A second Kafka listener (same security) whose clients get the external addresses.",
@@ -82,6 +87,7 @@ def serve(
     kafka_listen: str | None,
     http_listen: str | None,
     advertised_listener: str | None,
+    schema_registry_listen: str | None,
     external_listen: str | None,
     external_advertised_listener: str | None,
     object_store: str | None,
@@ -134,6 +140,7 @@ def serve(
                 "kafka_listen": kafka_listen,
                 "http_listen": http_listen,
                 "advertised_listener": advertised_listener,
+                "schema_registry_listen": schema_registry_listen,
                 "external_listen": external_listen,
                 "external_advertised_listener": external_advertised_listener,
                 "object_store": object_store,
@@ -161,5 +168,6 @@ def _os_error(exc: OSError) -> str:
     api.server)."""
     text = exc.strerror or str(exc)
     if "cannot listen on" in text:
-        return f"{text} (choose another address with --kafka-listen / --http-listen)"
+        flags = "--kafka-listen / --http-listen / --schema-registry-listen (none: off)"
+        return f"{text} (choose another address with {flags})"
     return f"{text}{f': {exc.filename}' if exc.filename else ''}"

@@ -13,7 +13,9 @@ bucket like any consumer's. A scan is bounded: at most ``SCAN_RECORDS`` records 
 ``SCAN_BYTES`` bytes are read per request whatever the filter matches, and the answer says
 when the bound stopped it (``truncated``), so a filter over a large topic never turns into
 reading it all. Keys, values and header values come back as base64 (binary-safe); the page
-renders them as text, pretty JSON or hex. Values longer than ``VALUE_BYTES`` are cut.
+renders them as text, pretty JSON or hex. Values longer than ``VALUE_BYTES`` are cut. A
+value in Confluent's wire format (magic byte 0 and a schema id) also comes back decoded
+by its schema from the registry (``value_schema``: broker.schema_registry.decode).
 
 Newest first reads the last records of each partition: a window of ``limit`` offsets below
 the high watermark, then older windows four times as large while a filter finds too few,
@@ -38,6 +40,7 @@ from api.rest.codec import JSONBody, RestError, check_partition, parse_body, rea
 from api.rest.peers import Peers, forwarded
 from broker.broker import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from broker.read_path import FetchRequestPartition
+from broker.schema_registry.decode import decode as decode_value
 from hot.config import INT64_MAX
 from hot.errors import StrataError
 from hot.records import Header, Record, RecordInput, build_batch
@@ -219,7 +222,13 @@ def messages_router(broker: Broker, peers: Peers) -> APIRouter:
                     if start < 0:
                         continue  # nothing at or after the timestamp
                 got, _ = await scan(topic, p, start, hi, limit, match, budget, keep_last=False)
-            found.extend(record_json(p, r) for r in got)
+            for r in got:
+                doc = record_json(p, r)
+                if r.value is not None and r.value[:1] == b"\x00":  # Confluent's wire format
+                    decoded = await decode_value(broker.schema_store, r.value)
+                    if decoded is not None:
+                        doc["value_schema"] = decoded
+                found.append(doc)
         if mode == "newest":
             found.sort(key=lambda r: (r["timestamp"], r["offset"]), reverse=True)
         elif mode == "timestamp":

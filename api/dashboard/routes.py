@@ -4,7 +4,8 @@ The console is a single-page app routed in the browser; each page has a real URL
 server answers with ``index.html``, so a page loads directly and survives a reload:
 ``/dashboard``, ``/dashboard/topics``, ``/dashboard/topics/{topic}``, ``/dashboard/groups``,
 ``/dashboard/groups/{group}``, ``/dashboard/brokers``, ``/dashboard/brokers/{id}``,
-``/dashboard/tiering`` and ``/dashboard/security``. Its files are served from a fixed table
+``/dashboard/tiering``, ``/dashboard/security``, ``/dashboard/schemas`` and
+``/dashboard/schemas/{subject}``. Its files are served from a fixed table
 under ``/dashboard/assets/`` (not a directory mount): no path from a request ever reaches
 the filesystem, and anything else under ``/dashboard`` is the usual 404 JSON error.
 """
@@ -22,6 +23,7 @@ from api.dashboard.admin import admin_router
 from api.dashboard.data import data_router
 from api.dashboard.groups import groups_console_router
 from api.dashboard.messages import messages_router
+from api.dashboard.schemas import schemas_router
 from api.rest.codec import RestError
 from api.rest.peers import Peers
 from broker.metrics_history import MetricsHistory, broker_totals
@@ -39,10 +41,11 @@ FILES = {
     "views_cluster.js": JS,
     "views_topics.js": JS,
     "views_groups.js": JS,
+    "views_schemas.js": JS,
     "favicon.svg": "image/svg+xml",
 }
-PAGES = ("topics", "groups", "brokers", "tiering", "security")
-DETAIL_PAGES = ("topics", "groups", "brokers")
+PAGES = ("topics", "groups", "brokers", "tiering", "security", "schemas")
+DETAIL_PAGES = ("topics", "groups", "brokers", "schemas")
 
 
 def _read(name: str) -> bytes:
@@ -89,4 +92,5 @@ def dashboard_router(broker: Broker) -> APIRouter:
     router.include_router(messages_router(broker, peers))
     router.include_router(acls_router(broker))
     router.include_router(admin_router(broker))
+    router.include_router(schemas_router(broker, peers))
     return router

@@ -212,7 +212,7 @@ def test_kubernetes_statefulset_headless_service_pvc_secret_probes() -> None:
     assert spec["replicas"] == 3
     [container] = spec["template"]["spec"]["containers"]
     port_names = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert port_names == {"kafka": 9092, "external": 19092, "http": 8080}
+    assert port_names == {"kafka": 9092, "external": 19092, "http": 8080, "registry": 8081}
     for svc in (d for d in docs if d["kind"] == "Service" and d["metadata"]["name"].startswith("strata")):
         # every Service selects these pods (per-pod ones also by the pod name the StatefulSet sets)
         selector = {

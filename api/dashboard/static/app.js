@@ -6,6 +6,7 @@ import { api, el, errorBox } from "./ui.js";
 import * as cluster from "./views_cluster.js";
 import * as topics from "./views_topics.js";
 import * as groups from "./views_groups.js";
+import * as schemas from "./views_schemas.js";
 
 const REFRESH_MS = 5000;
 
@@ -20,6 +21,8 @@ const ROUTES = [
   [/^\/dashboard\/brokers\/(\d+)$/, cluster.brokerDetail, "brokers"],
   [/^\/dashboard\/tiering\/?$/, cluster.tiering, "tiering"],
   [/^\/dashboard\/security\/?$/, cluster.security, "security"],
+  [/^\/dashboard\/schemas\/?$/, schemas.schemaList, "schemas"],
+  [/^\/dashboard\/schemas\/(.+)$/, schemas.schemaDetail, "schemas"],
 ];
 
 let current = null; // {view, params, state, timer, seq}

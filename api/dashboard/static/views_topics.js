@@ -82,6 +82,15 @@ export function render(b64, mode) {
   return el("pre", { class: "text" }, text);
 }
 
+// A value with a schema id (Confluent's wire format) shows decoded by its schema, unless hex is asked for.
+function renderValue(r, fmt) {
+  const s = r.value_schema;
+  if (!s || fmt === "hex") return render(r.value, fmt);
+  const badge = el("span", { class: "pill", "data-testid": "value-schema" }, `schema id ${s.schema_id}${s.schema_type ? " · " + s.schema_type : ""}`);
+  if (s.error) return el("div", {}, badge, el("span", { class: "muted" }, " " + s.error), render(r.value, fmt));
+  return el("div", {}, badge, el("pre", { class: "json", "data-testid": "value-decoded" }, JSON.stringify(s.decoded, null, 2)));
+}
+
 function messageBrowser(topic, partitions) {
   const sel = (name, opts, label) => el("label", {}, label, el("select", { name, "data-testid": `browse-${name}` },
     ...opts.map(([v, t]) => el("option", { value: v }, t))));
@@ -152,7 +161,7 @@ function messageBrowser(topic, partitions) {
         el("span", {}, time(r.timestamp)), r.truncated ? el("span", { class: "pill warn" }, "cut at 64 KiB") : null),
       el("div", { class: "message-body" },
         el("div", {}, el("div", { class: "label" }, `key (${bytes(r.key_size)})`), render(r.key, fmt)),
-        el("div", { "data-testid": "message-value" }, el("div", { class: "label" }, `value (${bytes(r.value_size)})`), render(r.value, fmt))),
+        el("div", { "data-testid": "message-value" }, el("div", { class: "label" }, `value (${bytes(r.value_size)})`), renderValue(r, fmt))),
       r.headers.length ? el("div", { class: "headers" }, el("div", { class: "label" }, "headers"),
         dl(r.headers.map((h) => [h.key, h.value === null ? "null" : new TextDecoder().decode(decode(h.value))]))) : null)));
     if (!last.records.length) list.replaceChildren(el("p", { class: "muted" }, "No record found."));
