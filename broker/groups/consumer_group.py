@@ -651,6 +651,15 @@ class ConsumerGroups:
         group = self.groups.get(group_id)
         return group is None or not group.members
 
+    def active_topics(self, group_id: str) -> set[str] | None:
+        """The topics a group with members subscribes to (as last resolved), None for a
+        group without members or no group (offset expiry)."""
+        group = self.groups.get(group_id)
+        if group is None or not group.members:
+            return None
+        names = {t for m in group.members.values() for t in m.subscribed_topic_names}
+        return names | set(group.subscribed_partitions)
+
     def subscribed_topics(self, group_id: str, image: TopicsImage) -> set[str]:
         group = self.groups.get(group_id)
         return group.subscribed_topics(image) if group is not None else set()

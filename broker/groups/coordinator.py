@@ -167,6 +167,7 @@ class GroupCoordinator:
         # KIP-848 consumer groups, beside the classic ones under the same ids: a group id
         # is one or the other (rules: the "consumer groups" section below).
         self.consumer = ConsumerGroups(config, self._clock, self._timers)
+        self._offsets.consumer_topics = self.consumer.active_topics
 
     # --- lifecycle ----------------------------------------------------------------------------
 

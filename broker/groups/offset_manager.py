@@ -93,6 +93,9 @@ class OffsetManager:
         self.closing = False
         self._expiry_timer: Timer | None = None
         self._background_writes: set[asyncio.Future[None]] = set()
+        # The topics a KIP-848 consumer group with members subscribes to (None: no such
+        # group): their offsets do not expire, as a Stable classic group's.
+        self.consumer_topics: Callable[[str], set[str] | None] = lambda group_id: None
 
     # --- loading ------------------------------------------------------------------------------
 
@@ -426,7 +429,14 @@ class OffsetManager:
         for group in list(self._membership.groups.values()):
             offsets = store.committed(group.group_id)
             doomed: list[TopicPartition] = []
-            if group.protocol_type is not None and group.state is Empty:
+            consumer_topics = self.consumer_topics(group.group_id)
+            if consumer_topics is not None:
+                doomed = [
+                    tp
+                    for tp, o in offsets.items()
+                    if tp.topic not in consumer_topics and expired(o, o.commit_timestamp_ms)
+                ]
+            elif group.protocol_type is not None and group.state is Empty:
                 for tp, o in offsets.items():
                     base = (
                         group.state_timestamp_ms if group.state_timestamp_ms >= 0 else o.commit_timestamp_ms

@@ -9,6 +9,10 @@ Bounded: waits poll a condition until a deadline."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -35,7 +39,7 @@ from kwire.messages.offset_commit import (
     OffsetCommitRequestTopic,
 )
 from kwire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
-from tests.brokers import BrokerProcess, create_topic
+from tests.brokers import ROOT, BrokerProcess, create_topic
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -357,3 +361,34 @@ def test_members_join_and_leave_and_every_record_is_read_once(broker: BrokerProc
         dupes = {v: n for v, n in seen.items() if n != 1}
         assert not dupes, f"read more than once: {sorted(dupes.items())[:10]}"
         assert set(seen) == set(produced)
+
+
+def test_cli_shows_the_protocol_epochs_and_assignments(broker: BrokerProcess, client: KafkaClient) -> None:
+    group, mid = "cli848", str(uuid.uuid4())
+    r = heartbeat(client, group, mid, 0, subscribed_topic_names=("w",))
+    assert r.error_code == 0
+    assert commit(client, 9, group, mid, r.member_epoch) == 0
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+    def strata(*args: str) -> Any:
+        out = subprocess.run(
+            [sys.executable, "-m", "api.cli", *args, "--bootstrap", broker.bootstrap, "-o", "json"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)
+
+    listed = {g["group_id"]: g for g in strata("groups", "list")}
+    assert listed[group]["type"] == "consumer" and listed[group]["state"] == "Stable"
+    assert listed[group]["protocol_type"] == "consumer" and listed[group]["members"] == 1
+    d = strata("groups", "describe", group)
+    assert (d["type"], d["protocol"], d["group_epoch"]) == ("consumer", "uniform", r.member_epoch)
+    (m,) = d["members"]
+    assert m["member_id"] == mid and m["member_epoch"] == r.member_epoch
+    assert m["partitions"] == m["target_partitions"] == [["w", p] for p in range(4)]
+    assert {(p["partition"], p["member_id"]) for p in d["partitions"]} >= {(0, mid)}
+    assert heartbeat(client, group, mid, -1).error_code == 0
