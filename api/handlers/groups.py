@@ -519,11 +519,10 @@ async def handle_list_groups(
     try:
         coord = _coordinator(conn)
         listed = [
-            (g.group_id, g.protocol_type, g.state.value, "classic")
-            for g in (coord.list_groups() if not types or "classic" in types else ())
+            (g.group_id, g.protocol_type, g.state.value, g.group_type)
+            for g in coord.list_groups()
+            if not types or g.group_type in types
         ]
-        if not types or "consumer" in types:
-            listed += [(gid, "consumer", state, "consumer") for gid, state in coord.list_consumer_groups()]
     except StrataError as exc:
         return ListGroupsResponse(error_code=kafka_code(exc))
     return ListGroupsResponse(
@@ -542,7 +541,10 @@ async def handle_describe_groups(
     out = []
     for gid in req.groups:
         try:
-            d = _coordinator(conn).describe_group(gid)
+            coord = _coordinator(conn)
+            if coord.is_consumer_group(gid):  # answered by ConsumerGroupDescribe, as Kafka's
+                raise GroupIdNotFoundError(f"Group {gid} is not a classic group.")
+            d = coord.describe_group(gid)
         except GroupIdNotFoundError as exc:
             # DescribeGroups v0-5 answer an unknown group (or a KIP-848 consumer group) as
             # a Dead one without error; v6 says GROUP_ID_NOT_FOUND, as Kafka 4.

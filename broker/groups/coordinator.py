@@ -52,6 +52,7 @@ from broker.groups.types import (
     JoinGroupRequest,
     JoinGroupResult,
     LeaveResult,
+    MemberDescription,
     MemberIdentity,
     OffsetAndMetadata,
     OffsetCommitRequest,
@@ -297,17 +298,27 @@ class GroupCoordinator:
         return self._groups.leave_group(group_id, members)
 
     def list_groups(self, states: Collection[str | GroupState] | None = None) -> list[GroupListing]:
-        """Every classic group, optionally only those in ``states`` (state names compare
-        case-insensitively; unknown names match nothing), sorted by id (consumer groups:
-        ``list_consumer_groups``)."""
+        """Every group, classic and consumer (KIP-848, ``group_type``), optionally only those
+        in ``states`` (state names compare case-insensitively; unknown names match
+        nothing), sorted by id."""
         self._ready()
-        return [g for g in self._groups.list_groups(states) if g.group_id not in self.consumer.groups]
+        wanted: set[str] | None = None
+        if states:
+            wanted = {(s.value if isinstance(s, GroupState) else s).lower() for s in states}
+        listed = [g for g in self._groups.list_groups(states) if g.group_id not in self.consumer.groups]
+        for gid, state in self.list_consumer_groups():
+            if wanted is None or state.lower() in wanted:
+                listed.append(GroupListing(gid, "consumer", GroupState(state), group_type="consumer"))
+        return sorted(listed, key=lambda g: g.group_id)
 
     def describe_group(self, group_id: str) -> GroupDescription:
-        """The group as it is now. GroupIdNotFoundError if there is no such classic group."""
+        """The group as it is now, classic or consumer (KIP-848, converted: the group epoch
+        as its generation, the assignor as its protocol). GroupIdNotFoundError if there is
+        no such group."""
         self._serving(group_id)
-        if group_id in self.consumer.groups:
-            raise GroupIdNotFoundError(f"Group {group_id} is not a classic group.")
+        group = self.consumer.groups.get(group_id)
+        if group is not None:
+            return _consumer_description(group.view())
         return self._groups.describe_group(group_id)
 
     # --- offsets (OffsetManager) --------------------------------------------------------------
@@ -454,6 +465,39 @@ class GroupCoordinator:
 
     def is_consumer_group(self, group_id: str) -> bool:
         return group_id in self.consumer.groups
+
+
+def _consumer_description(v: ConsumerGroupView) -> GroupDescription:
+    def tps(a: dict[str, frozenset[int]]) -> tuple[TopicPartition, ...]:
+        return tuple(sorted(TopicPartition(t, p) for t, ps in a.items() for p in ps))
+
+    return GroupDescription(
+        group_id=v.group_id,
+        state=GroupState(v.state),
+        protocol_type="consumer",
+        protocol_name=v.assignor,
+        generation_id=v.group_epoch,
+        leader_id="",
+        members=tuple(
+            MemberDescription(
+                member_id=m.member_id,
+                group_instance_id=m.instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                session_timeout_ms=-1,
+                rebalance_timeout_ms=-1,
+                protocols=(),
+                metadata=b"",
+                assignment=b"",
+                assigned_partitions=tps(m.assignment),
+                member_epoch=m.member_epoch,
+                target_partitions=tps(m.target_assignment),
+            )
+            for m in v.members
+        ),
+        group_type="consumer",
+        assignment_epoch=v.assignment_epoch,
+    )
 
 
 class _Persistence:

@@ -20,6 +20,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import httpx
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
@@ -391,4 +392,22 @@ def test_cli_shows_the_protocol_epochs_and_assignments(broker: BrokerProcess, cl
     assert m["member_id"] == mid and m["member_epoch"] == r.member_epoch
     assert m["partitions"] == m["target_partitions"] == [["w", p] for p in range(4)]
     assert {(p["partition"], p["member_id"]) for p in d["partitions"]} >= {(0, mid)}
+    # REST v3 and the console's API
+    url = broker.http_url
+    cid = httpx.get(f"{url}/v3/clusters", timeout=10).json()["data"][0]["cluster_id"]
+    g = httpx.get(f"{url}/v3/clusters/{cid}/consumer-groups/{group}", timeout=10).json()
+    assert (g["type"], g["state"], g["partition_assignor"], g["is_simple"]) == (
+        "CONSUMER",
+        "STABLE",
+        "uniform",
+        False,
+    )
+    (c,) = httpx.get(f"{url}/v3/clusters/{cid}/consumer-groups/{group}/consumers", timeout=10).json()["data"]
+    assert (c["consumer_id"], c["member_epoch"]) == (mid, r.member_epoch)
+    listed_v3 = httpx.get(f"{url}/v3/clusters/{cid}/consumer-groups", timeout=10).json()["data"]
+    assert group in {x["consumer_group_id"] for x in listed_v3}
+    page = httpx.get(f"{url}/console/api/groups/{group}", timeout=10).json()
+    assert (page["type"], page["generation_id"], page["state"]) == ("consumer", r.member_epoch, "Stable")
+    assert page["members"][0]["member_epoch"] == r.member_epoch
+    assert page["members"][0]["target"] == [f"w-{p}" for p in range(4)]
     assert heartbeat(client, group, mid, -1).error_code == 0
