@@ -65,6 +65,7 @@ from hot.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
     InconsistentGroupProtocolError,
     NonEmptyGroupError,
     NotCoordinatorError,
@@ -383,9 +384,23 @@ class GroupCoordinator:
     ) -> dict[TopicPartition, StrataError | None]:
         """OffsetDelete: every partition of an Empty group; of a consumer group with
         members, those of topics no member subscribes to (others get
-        GROUP_SUBSCRIBED_TO_TOPIC). Raises GroupIdNotFoundError, NonEmptyGroupError."""
+        GROUP_SUBSCRIBED_TO_TOPIC; a KIP-848 consumer group likewise). Raises
+        GroupIdNotFoundError, NonEmptyGroupError."""
         self._serving(group_id)
-        return await self._offsets.delete_offsets(group_id, partitions)
+        if group_id not in self.consumer.groups:
+            return await self._offsets.delete_offsets(group_id, partitions)
+        topics = self.consumer.active_topics(group_id) or set()
+        results: dict[TopicPartition, StrataError | None] = {
+            tp: GroupSubscribedToTopicError(f"a member of group {group_id!r} subscribes to {tp.topic!r}")
+            for tp in partitions
+            if tp.topic in topics
+        }
+        rest = [tp for tp in partitions if tp not in results]
+        if rest and group_id in self._groups.groups:  # the holder of its offsets
+            results.update(await self._offsets.delete_offsets(group_id, rest))
+        else:
+            results.update(dict.fromkeys(rest))  # nothing committed: nothing to delete
+        return results
 
     async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, StrataError | None]:
         """DeleteGroups: each Empty group is forgotten and its offsets deleted; others get

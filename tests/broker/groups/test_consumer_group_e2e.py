@@ -39,6 +39,11 @@ from kwire.messages.offset_commit import (
     OffsetCommitRequestPartition,
     OffsetCommitRequestTopic,
 )
+from kwire.messages.offset_delete import (
+    OffsetDeleteRequest,
+    OffsetDeleteRequestPartition,
+    OffsetDeleteRequestTopic,
+)
 from kwire.messages.offset_fetch import OffsetFetchRequest, OffsetFetchRequestGroup
 from tests.brokers import ROOT, BrokerProcess, create_topic
 
@@ -156,6 +161,21 @@ def test_the_protocol_at_the_wire(client: KafkaClient) -> None:
         ),
     )
     assert f.groups[0].error_code == E.STALE_MEMBER_EPOCH
+    # OffsetDelete: not for a topic the members subscribe to
+    od = call(
+        client,
+        ApiKey.OFFSET_DELETE,
+        0,
+        OffsetDeleteRequest(
+            group_id=group,
+            topics=(
+                OffsetDeleteRequestTopic(
+                    name="w", partitions=(OffsetDeleteRequestPartition(partition_index=0),)
+                ),
+            ),
+        ),
+    )
+    assert (od.error_code, od.topics[0].partitions[0].error_code) == (0, E.GROUP_SUBSCRIBED_TO_TOPIC)
     # ConsumerGroupDescribe
     d = call(
         client, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, ConsumerGroupDescribeRequest(group_ids=(group, "none"))
