@@ -431,3 +431,43 @@ def test_cli_shows_the_protocol_epochs_and_assignments(broker: BrokerProcess, cl
     assert page["members"][0]["member_epoch"] == r.member_epoch
     assert page["members"][0]["target"] == [f"w-{p}" for p in range(4)]
     assert heartbeat(client, group, mid, -1).error_code == 0
+
+
+def test_regex_subscription_follows_new_topics(broker: BrokerProcess) -> None:
+    """librdkafka sends a ``^``-prefixed subscription as SubscribedTopicRegex (v1); the
+    coordinator resolves it (RE2) and a matching topic created later joins the assignment."""
+    create_topic(broker.bootstrap, "rx-a", 2)
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    p.produce("rx-a", value=b"a")
+    p.flush(30)
+    c = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "rx",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    c.subscribe(["^rx-.*"])
+    got: list[tuple[str, bytes]] = []
+
+    def read(n: int) -> bool:
+        m = c.poll(0.1)
+        if m is not None and not m.error():
+            got.append((m.topic(), bytes(m.value() or b"")))
+        return len(got) >= n
+
+    try:
+        wait_for("the record of rx-a", lambda: read(1), timeout=60)
+        create_topic(broker.bootstrap, "rx-b", 1)
+        p.produce("rx-b", value=b"b")
+        p.flush(30)
+        wait_for("the record of the new topic rx-b", lambda: read(2), timeout=60)
+        with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port)) as kc:
+            d = call(kc, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, ConsumerGroupDescribeRequest(group_ids=("rx",)))
+        (m,) = d.groups[0].members
+        # sent as a regex (librdkafka wraps each pattern in parentheses), resolved here
+        assert m.subscribed_topic_regex == "(^rx-.*)"
+    finally:
+        c.close()
+    assert sorted(got) == [("rx-a", b"a"), ("rx-b", b"b")]
