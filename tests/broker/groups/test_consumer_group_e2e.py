@@ -454,7 +454,7 @@ def test_regex_subscription_follows_new_topics(broker: BrokerProcess) -> None:
     def read(n: int) -> bool:
         m = c.poll(0.1)
         if m is not None and not m.error():
-            got.append((m.topic(), bytes(m.value() or b"")))
+            got.append((str(m.topic()), bytes(m.value() or b"")))
         return len(got) >= n
 
     try:
