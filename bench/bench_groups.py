@@ -14,6 +14,16 @@ time: produce, durability (fsync), long-poll wake-up and fetch included.
   2. Baseline: the same two consumer processes with ``assign()`` of the same partition
      split (half each), no group membership, no commits.
 
+With ``--rebalance`` it measures rebalances instead (KIP-848 against classic, same run):
+``--members`` (10) consumers of one process join a fresh topic's group at once, the time
+until every partition is owned by exactly one member and every member owns one is the
+join time; then one member closes (leaves) and the time until the others own every
+partition again is the leave time. Classic: confluent-kafka's default eager ``range``
+assignor, ``heartbeat.interval.ms`` 3000 (Kafka's defaults); KIP-848: ``group.protocol=
+consumer``, the broker's ``uniform`` assignor and ``group.consumer.heartbeat.interval.ms``
+(``--cg-heartbeat-ms``, Kafka's 5000 by default). Prints each round and the median ratios
+KIP-848/classic.
+
 Each run uses a fresh topic and starts producing only once both consumers own their
 partitions. The first second of sends is dropped (connection set-up, first metadata).
 The producer's own send -> acknowledgement latency is printed too: the floor under both.
@@ -45,7 +55,7 @@ _VALUE = struct.Struct(">qq")  # send time (ns since the epoch), sequence number
 _PAD = b"x" * 84  # 100-byte values, as bench_broker
 
 
-def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
+def start_broker(data_dir: Path, env: dict[str, str] | None = None) -> tuple[subprocess.Popen[str], str]:
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -60,7 +70,12 @@ def start_broker(data_dir: Path) -> tuple[subprocess.Popen[str], str]:
             "127.0.0.1:0",
         ],
         cwd=ROOT,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS": "500"},
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS": "500",
+            **(env or {}),
+        },
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -228,6 +243,91 @@ def run(bootstrap: str, *, grouped: bool, rate: int, seconds: float, partitions:
     return RunResult(name, total, len(samples), sorted(warm), sorted(acks))
 
 
+# --- rebalance time (KIP-848 against classic) ------------------------------------------------------
+
+
+def rebalance_run(bootstrap: str, protocol: str, members: int, partitions: int) -> tuple[float, float]:
+    """(join seconds, leave seconds) of ``members`` consumers of a fresh topic's group."""
+    from confluent_kafka import Consumer
+
+    topic = f"rb-{protocol}-{time.time_ns()}"
+    create_topic(bootstrap, topic, partitions)
+    config: dict[str, Any] = {
+        "bootstrap.servers": bootstrap,
+        "group.id": f"g-{topic}",
+        "enable.auto.commit": False,
+        "group.protocol": protocol,
+    }
+    owned: list[set[int]] = [set() for _ in range(members)]
+    stop = [threading.Event() for _ in range(members)]
+    lock = threading.Lock()
+
+    def member(i: int) -> None:
+        c = Consumer(config)
+        c.subscribe([topic])
+        try:
+            while not stop[i].is_set():
+                c.poll(0.05)
+                mine = {tp.partition for tp in c.assignment()}
+                with lock:
+                    owned[i] = mine
+        finally:
+            c.close()
+            with lock:
+                owned[i] = set()
+
+    def settled(live: list[int]) -> bool:
+        with lock:
+            sets = [owned[i] for i in live]
+        union = set().union(*sets)
+        return sum(len(x) for x in sets) == partitions and len(union) == partitions and all(sets)
+
+    def wait(live: list[int]) -> float:
+        start = time.monotonic()
+        while not settled(live):
+            if time.monotonic() - start > 300:
+                raise TimeoutError(f"{protocol}: no settled assignment after 300 s")
+            time.sleep(0.01)
+        return time.monotonic() - start
+
+    threads = [threading.Thread(target=member, args=(i,), daemon=True) for i in range(members)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    live = list(range(members))
+    wait(live)
+    join = time.monotonic() - t0  # from the first member's start
+    stop[0].set()
+    threads[0].join(60)
+    t1 = time.monotonic()
+    wait(live[1:])
+    leave = time.monotonic() - t1
+    for e in stop:
+        e.set()
+    for t in threads:
+        t.join(60)
+    return join, leave
+
+
+def rebalance_bench(bootstrap: str, members: int, partitions: int, rounds: int) -> None:
+    print(f"rebalance: {members} members, {partitions} partitions, {rounds} round(s)", flush=True)
+    ratios: list[tuple[float, float]] = []
+    for rnd in range(1, rounds + 1):
+        cj, cl = rebalance_run(bootstrap, "classic", members, partitions)
+        kj, kl = rebalance_run(bootstrap, "consumer", members, partitions)
+        ratios.append((kj / cj, kl / cl))
+        print(
+            f"round {rnd}: classic join {cj:.2f} s, leave {cl:.2f} s; KIP-848 join {kj:.2f} s, "
+            f"leave {kl:.2f} s; KIP-848/classic join {ratios[-1][0]:.2f}x, leave {ratios[-1][1]:.2f}x",
+            flush=True,
+        )
+    js, ls = sorted(r[0] for r in ratios), sorted(r[1] for r in ratios)
+    print(
+        f"median KIP-848/classic: join {js[len(js) // 2]:.2f}x, leave {ls[len(ls) // 2]:.2f}x",
+        flush=True,
+    )
+
+
 def report(r: RunResult) -> str:
     return (
         f"{r.name:>6}: {r.received:,}/{r.sent:,} received, "
@@ -243,10 +343,17 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rebalance", action="store_true", help="rebalance time: KIP-848 against classic")
+    ap.add_argument("--members", type=int, default=10, help="with --rebalance")
+    ap.add_argument("--cg-heartbeat-ms", type=int, default=5000, help="group.consumer.heartbeat.interval.ms")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="strata-bench-groups-") as tmp:
-        proc, bootstrap = start_broker(Path(tmp) / "data")
+        env = {"STRATA_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": str(args.cg_heartbeat_ms)}
+        proc, bootstrap = start_broker(Path(tmp) / "data", env)
         try:
+            if args.rebalance:
+                rebalance_bench(bootstrap, args.members, max(args.partitions, args.members * 2), args.rounds)
+                return
             print(
                 f"{args.rate:,} msg/s for {args.seconds:g} s, {args.partitions} partitions, 100-byte values, "
                 f"acks=all, 2 consumer processes",

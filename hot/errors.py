@@ -267,6 +267,32 @@ class UnstableOffsetCommitError(GroupError):
     retriable = True
 
 
+# KIP-848 consumer groups (broker.groups.consumer_group)
+class FencedMemberEpochError(GroupError):
+    """A consumer-group member's epoch is not the coordinator's: it must rejoin with epoch 0."""
+
+
+class StaleMemberEpochError(GroupError):
+    """OffsetCommit/OffsetFetch with an older member epoch than the member's current one."""
+
+
+class UnreleasedInstanceIdError(GroupError):
+    """A static member joined while the member holding its instance id has not left."""
+
+
+class UnsupportedAssignorError(GroupError):
+    """A consumer-group member named a server assignor the coordinator does not have."""
+
+
+class InvalidRegularExpressionError(GroupError):
+    """A subscription's regular expression (RE2 syntax) does not compile."""
+
+
+class UnsupportedVersionError(StrataError):
+    """A request version the state it addresses cannot take (OffsetCommit below v9 from a
+    KIP-848 consumer-group member)."""
+
+
 # --- security ----------------------------------------------------------------------------
 
 

@@ -6,6 +6,7 @@ support. Error codes in responses become hot.errors exceptions (kwire.error_tabl
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import ssl
 import struct
@@ -40,6 +41,7 @@ from kwire.messages.acls import (
 )
 from kwire.messages.alter_client_quotas import AlterClientQuotasRequest, AlterEntryData, OpData
 from kwire.messages.api_versions import ApiVersionsRequest
+from kwire.messages.consumer_group_describe import ConsumerGroupDescribeRequest
 from kwire.messages.create_topics import CreatableTopic, CreatableTopicConfig, CreateTopicsRequest
 from kwire.messages.delete_groups import DeleteGroupsRequest
 from kwire.messages.delete_topics import DeleteTopicsRequest, DeleteTopicState
@@ -388,7 +390,12 @@ class KafkaClient:
             raise error_for_code(resp.error_code)
         return sorted(
             (
-                {"group_id": g.group_id, "protocol_type": g.protocol_type, "state": g.group_state}
+                {
+                    "group_id": g.group_id,
+                    "protocol_type": g.protocol_type,
+                    "state": g.group_state,
+                    "type": g.group_type or "classic",  # ListGroups v5 (KIP-848)
+                }
                 for g in resp.groups
             ),
             key=lambda g: str(g["group_id"]),
@@ -411,6 +418,9 @@ class KafkaClient:
             resp = self.call(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest(groups=tuple(groups)))
         out = []
         for g in resp.groups:
+            if g.error_code == GROUP_ID_NOT_FOUND:
+                # v6: no such classic group (v0-5 say Dead); a KIP-848 one is looked up below
+                g = dataclasses.replace(g, error_code=0, group_state="Dead")
             if g.error_code:
                 raise error_for_code(g.error_code, f"group {g.group_id!r}: {_code_name(g.error_code)}")
             members = []
@@ -438,8 +448,54 @@ class KafkaClient:
                     "protocol_type": g.protocol_type,
                     "protocol": g.protocol_data,
                     "members": members,
+                    "type": "classic",
                 }
             )
+        dead = [d["group_id"] for d in out if d["state"] == "Dead"]
+        if dead and ApiKey.CONSUMER_GROUP_DESCRIBE in self.versions:
+            found = self.describe_consumer_groups(dead)
+            out = [found.get(d["group_id"], d) for d in out]
+        return out
+
+    def describe_consumer_groups(self, groups: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """ConsumerGroupDescribe (KIP-848) of ``groups``: those that are consumer groups, in
+        describe_groups' shape plus epochs, each member's epoch and target partitions."""
+        resp = self.call(
+            ApiKey.CONSUMER_GROUP_DESCRIBE, ConsumerGroupDescribeRequest(group_ids=tuple(groups))
+        )
+        out: dict[str, dict[str, Any]] = {}
+        for g in resp.groups:
+            if g.error_code == GROUP_ID_NOT_FOUND:
+                continue
+            if g.error_code:
+                raise error_for_code(g.error_code, f"group {g.group_id!r}: {g.error_message}")
+            out[g.group_id] = {
+                "group_id": g.group_id,
+                "state": g.group_state,
+                "protocol_type": "consumer",
+                "protocol": g.assignor_name,
+                "type": "consumer",
+                "group_epoch": g.group_epoch,
+                "assignment_epoch": g.assignment_epoch,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "group_instance_id": m.instance_id,
+                        "client_id": m.client_id,
+                        "host": m.client_host,
+                        "member_epoch": m.member_epoch,
+                        "partitions": sorted(
+                            [t.topic_name, p] for t in m.assignment.topic_partitions for p in t.partitions
+                        ),
+                        "target_partitions": sorted(
+                            [t.topic_name, p]
+                            for t in m.target_assignment.topic_partitions
+                            for p in t.partitions
+                        ),
+                    }
+                    for m in g.members
+                ],
+            }
         return out
 
     def _find_coordinators(self, groups: Sequence[str]) -> None:
@@ -635,3 +691,8 @@ def _filter_fields(f: AclFilter) -> dict[str, Any]:
         "operation": f.operation,
         "permission_type": f.permission,
     }
+
+
+def _described_partitions(assignment: Any) -> list[list[Any]]:
+    """A ConsumerGroupDescribe assignment as sorted [topic, partition] pairs."""
+    return sorted([t.topic_name, p] for t in assignment.topic_partitions for p in t.partitions)

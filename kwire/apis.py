@@ -34,6 +34,14 @@ from kwire.messages.alter_partition_reassignments import (
     AlterPartitionReassignmentsResponse,
 )
 from kwire.messages.api_versions import ApiVersion, ApiVersionsRequest, ApiVersionsResponse
+from kwire.messages.consumer_group_describe import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+)
+from kwire.messages.consumer_group_heartbeat import (
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
+)
 from kwire.messages.create_partitions import CreatePartitionsRequest, CreatePartitionsResponse
 from kwire.messages.create_topics import CreateTopicsRequest, CreateTopicsResponse
 from kwire.messages.delete_groups import DeleteGroupsRequest, DeleteGroupsResponse
@@ -143,6 +151,8 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_PRODUCERS = 61
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
+    CONSUMER_GROUP_HEARTBEAT = 68
+    CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
 
 
@@ -344,10 +354,25 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.HEARTBEAT, HeartbeatRequest, HeartbeatResponse, "0-4", "4+"),
         _api(ApiKey.LEAVE_GROUP, LeaveGroupRequest, LeaveGroupResponse, "0-5", "4+"),
         _api(ApiKey.SYNC_GROUP, SyncGroupRequest, SyncGroupResponse, "0-5", "4+"),
-        _api(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest, DescribeGroupsResponse, "0-5", "5+"),
-        _api(ApiKey.LIST_GROUPS, ListGroupsRequest, ListGroupsResponse, "0-4", "3+"),
+        _api(ApiKey.DESCRIBE_GROUPS, DescribeGroupsRequest, DescribeGroupsResponse, "0-6", "5+"),
+        _api(ApiKey.LIST_GROUPS, ListGroupsRequest, ListGroupsResponse, "0-5", "3+"),
         _api(ApiKey.DELETE_GROUPS, DeleteGroupsRequest, DeleteGroupsResponse, "0-2", "2+"),
         _api(ApiKey.OFFSET_DELETE, OffsetDeleteRequest, OffsetDeleteResponse, "0", "none"),
+        # KIP-848 consumer groups (api.handlers.consumer_groups)
+        _api(
+            ApiKey.CONSUMER_GROUP_HEARTBEAT,
+            ConsumerGroupHeartbeatRequest,
+            ConsumerGroupHeartbeatResponse,
+            "0-1",
+            "0+",
+        ),
+        _api(
+            ApiKey.CONSUMER_GROUP_DESCRIBE,
+            ConsumerGroupDescribeRequest,
+            ConsumerGroupDescribeResponse,
+            "0-1",
+            "0+",
+        ),
         # v5 (transaction version 2: the request adds the partition to the transaction) is
         # not served while the transaction coordinator runs transaction version 1.
         _api(ApiKey.TXN_OFFSET_COMMIT, TxnOffsetCommitRequest, TxnOffsetCommitResponse, "0-4", "3+"),

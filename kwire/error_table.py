@@ -30,6 +30,7 @@ from hot.errors import (
     EligibleLeadersNotAvailableError,
     FencedInstanceIdError,
     FencedLeaderEpochError,
+    FencedMemberEpochError,
     GroupAuthorizationFailedError,
     GroupIdNotFoundError,
     GroupMaxSizeReachedError,
@@ -43,6 +44,7 @@ from hot.errors import (
     InvalidProducerEpochError,
     InvalidProducerIdMappingError,
     InvalidRecordError,
+    InvalidRegularExpressionError,
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
     InvalidRequestError,
@@ -75,6 +77,7 @@ from hot.errors import (
     ResourceNotFoundError,
     SecurityDisabledError,
     StaleControllerEpochError,
+    StaleMemberEpochError,
     StorageError,
     StrataError,
     TlsError,
@@ -89,10 +92,13 @@ from hot.errors import (
     UnknownMemberIdError,
     UnknownProducerIdError,
     UnknownTopicOrPartitionError,
+    UnreleasedInstanceIdError,
     UnstableOffsetCommitError,
+    UnsupportedAssignorError,
     UnsupportedCompressionError,
     UnsupportedMagicError,
     UnsupportedSaslMechanismError,
+    UnsupportedVersionError,
 )
 
 # Kafka error codes (protocol guide "Error Codes").
@@ -158,6 +164,10 @@ GROUP_MAX_SIZE_REACHED: Final = 81
 FENCED_INSTANCE_ID: Final = 82
 GROUP_SUBSCRIBED_TO_TOPIC: Final = 86
 UNSTABLE_OFFSET_COMMIT: Final = 88
+FENCED_MEMBER_EPOCH: Final = 110  # KIP-848
+UNRELEASED_INSTANCE_ID: Final = 111
+UNSUPPORTED_ASSIGNOR: Final = 112
+STALE_MEMBER_EPOCH: Final = 113
 INVALID_REPLICA_ASSIGNMENT: Final = 39
 NO_REASSIGNMENT_IN_PROGRESS: Final = 85
 UNSUPPORTED_SASL_MECHANISM: Final = 33
@@ -257,6 +267,12 @@ ERROR_TABLE: Final[dict[type[StrataError], tuple[int, int]]] = {
     GroupSubscribedToTopicError: (GROUP_SUBSCRIBED_TO_TOPIC, 409),
     OffsetMetadataTooLargeError: (OFFSET_METADATA_TOO_LARGE, 400),
     UnstableOffsetCommitError: (UNSTABLE_OFFSET_COMMIT, 409),
+    FencedMemberEpochError: (FENCED_MEMBER_EPOCH, 409),
+    StaleMemberEpochError: (STALE_MEMBER_EPOCH, 409),
+    UnreleasedInstanceIdError: (UNRELEASED_INSTANCE_ID, 409),
+    UnsupportedAssignorError: (UNSUPPORTED_ASSIGNOR, 400),
+    InvalidRegularExpressionError: (INVALID_REGULAR_EXPRESSION, 400),
+    UnsupportedVersionError: (UNSUPPORTED_VERSION, 400),
     RequestTimedOutError: (REQUEST_TIMED_OUT, 504),
     ObjectStoreError: (KAFKA_STORAGE_ERROR, 502),
     ObjectNotFoundError: (KAFKA_STORAGE_ERROR, 502),

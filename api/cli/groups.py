@@ -52,6 +52,7 @@ def groups_list(states: tuple[str, ...], bootstrap: str, output: str, **conn: An
                 data.append(
                     {
                         "group_id": g["group_id"],
+                        "type": g.get("type", "classic"),
                         "state": g["state"] or d.get("state", ""),
                         "protocol_type": g["protocol_type"],
                         "protocol": d.get("protocol", ""),
@@ -69,9 +70,17 @@ def groups_list(states: tuple[str, ...], bootstrap: str, output: str, **conn: An
         return
     print_table(
         None,
-        ["GROUP", "STATE", "PROTOCOL-TYPE", "PROTOCOL", "MEMBERS", "LAG"],
+        ["GROUP", "TYPE", "STATE", "PROTOCOL-TYPE", "PROTOCOL", "MEMBERS", "LAG"],
         [
-            [g["group_id"], g["state"], g["protocol_type"], g["protocol"], g["members"], g["total_lag"]]
+            [
+                g["group_id"],
+                g["type"],
+                g["state"],
+                g["protocol_type"],
+                g["protocol"],
+                g["members"],
+                g["total_lag"],
+            ]
             for g in data
         ],
     )
@@ -92,9 +101,13 @@ def groups_describe(group: str, bootstrap: str, output: str, **conn: Any) -> Non
     if output == "json":
         emit(output, info, "")
         return
+    epochs = ""
+    if info.get("type") == "consumer":  # KIP-848: the assignor is the protocol
+        epochs = f"  group epoch {info['group_epoch']}  assignment epoch {info['assignment_epoch']}"
     click.echo(
-        f"group {info['group_id']}  state {info['state']}  protocol {cell(info['protocol'])}  "
-        f"members {len(info['members'])}  total lag {info['total_lag']}"
+        f"group {info['group_id']}  type {info.get('type', 'classic')}  state {info['state']}  "
+        f"protocol {cell(info['protocol'])}  members {len(info['members'])}  total lag {info['total_lag']}"
+        f"{epochs}"
     )
     print_table(
         None,
@@ -116,15 +129,26 @@ def groups_describe(group: str, bootstrap: str, output: str, **conn: Any) -> Non
     if info["members"]:
         print_table(
             "members",
-            ["CONSUMER-ID", "INSTANCE-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"],
+            [
+                "CONSUMER-ID",
+                "INSTANCE-ID",
+                "HOST",
+                "CLIENT-ID",
+                "EPOCH",
+                "#PARTITIONS",
+                "ASSIGNMENT",
+                "TARGET",
+            ],
             [
                 [
                     m["member_id"],
                     m["group_instance_id"],
                     m["host"],
                     m["client_id"],
+                    m.get("member_epoch"),
                     len(m["partitions"]),
                     ", ".join(f"{t}-{p}" for t, p in m["partitions"]),
+                    ", ".join(f"{t}-{p}" for t, p in m.get("target_partitions", m["partitions"])),
                 ]
                 for m in info["members"]
             ],

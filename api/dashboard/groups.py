@@ -108,6 +108,7 @@ def groups_console_router(broker: Broker, history: MetricsHistory, peers: Peers)
                 {
                     "group_id": d.group_id,
                     "state": d.state.value,
+                    "type": d.group_type,
                     "protocol_type": d.protocol_type,
                     "protocol": d.protocol_name,
                     "members": len(d.members),
@@ -165,6 +166,8 @@ def groups_console_router(broker: Broker, history: MetricsHistory, peers: Peers)
                 "protocol_type": d.protocol_type,
                 "protocol": d.protocol_name,
                 "generation_id": d.generation_id,
+                "type": d.group_type,  # "consumer": KIP-848, generation_id is the group epoch
+                "assignment_epoch": d.assignment_epoch,
                 "leader_id": d.leader_id,
                 "total_lag": lag.total_lag,
                 "max_time_lag_ms": max(ages.values()) if ages else (0 if not lagging else None),
@@ -175,6 +178,8 @@ def groups_console_router(broker: Broker, history: MetricsHistory, peers: Peers)
                         "client_id": m.client_id,
                         "host": m.client_host,
                         "assignments": [f"{tp.topic}-{tp.partition}" for tp in m.assigned_partitions],
+                        "member_epoch": m.member_epoch if d.group_type == "consumer" else None,
+                        "target": [f"{tp.topic}-{tp.partition}" for tp in m.target_partitions],
                     }
                     for m in d.members
                 ],

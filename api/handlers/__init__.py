@@ -39,6 +39,7 @@ from api.handlers.configs import (
     handle_describe_configs,
     handle_incremental_alter_configs,
 )
+from api.handlers.consumer_groups import handle_consumer_group_describe, handle_consumer_group_heartbeat
 from api.handlers.delete_records import handle_delete_records
 from api.handlers.elections import handle_elect_leaders
 from api.handlers.fetch import handle_fetch
@@ -146,6 +147,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.END_TXN: handle_end_txn,
     ApiKey.DESCRIBE_TRANSACTIONS: handle_describe_transactions,
     ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
+    ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
 }
 
 # Every API the codec advertises must have a handler, and vice versa.

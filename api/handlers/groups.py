@@ -274,7 +274,8 @@ async def handle_offset_commit(
                 member_id=req.member_id,
                 group_instance_id=req.group_instance_id,
                 retention_time_ms=req.retention_time_ms if 2 <= v <= 4 else -1,
-            )
+            ),
+            api_version=v,
         )
     except StrataError as exc:
         results = dict.fromkeys((o[0] for o in offsets), exc)
@@ -430,11 +431,12 @@ def _fetch_group(
     group_id: str,
     topics: tuple[OffsetFetchRequestTopic, ...] | None,
     require_stable: bool = False,
+    member: tuple[str | None, int] = (None, -1),
 ) -> tuple[tuple[OffsetFetchResponseTopic, ...], StrataError | None]:
     try:
         if coord is None:
             raise CoordinatorNotAvailableError("this broker runs no group coordinator")
-        committed = coord.committed_offsets(group_id)
+        committed = coord.committed_offsets(group_id, member_id=member[0], member_epoch=member[1])
         unstable = coord.pending_transactional(group_id) if require_stable else set()
         return _fetched(committed, topics, unstable), None
     except StrataError as exc:
@@ -450,7 +452,11 @@ async def handle_offset_fetch(
         groups = []
         for g in req.groups:
             topics, error = _fetch_group(
-                coord, g.group_id, None if g.topics is None else tuple(g.topics), req.require_stable
+                coord,
+                g.group_id,
+                None if g.topics is None else tuple(g.topics),
+                req.require_stable,
+                (g.member_id, g.member_epoch),
             )
             groups.append(
                 OffsetFetchResponseGroup(group_id=g.group_id, topics=topics, error_code=_code(error))
@@ -506,14 +512,24 @@ async def handle_offset_delete(
 async def handle_list_groups(
     conn: Connection, header: RequestHeader, req: ListGroupsRequest
 ) -> ListGroupsResponse:
+    """Classic groups (type "classic") and KIP-848 consumer groups (type "consumer",
+    protocol type "consumer"), filtered by state and (v5+) type, case-insensitively."""
+    types = {t.lower() for t in req.types_filter}
+    states = {s.lower() for s in req.states_filter}
     try:
-        listing = _coordinator(conn).list_groups(req.states_filter or None)
+        coord = _coordinator(conn)
+        listed = [
+            (g.group_id, g.protocol_type, g.state.value, g.group_type)
+            for g in coord.list_groups()
+            if not types or g.group_type in types
+        ]
     except StrataError as exc:
         return ListGroupsResponse(error_code=kafka_code(exc))
     return ListGroupsResponse(
         groups=tuple(
-            ListedGroup(group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state.value)
-            for g in listing
+            ListedGroup(group_id=gid, protocol_type=ptype, group_state=state, group_type=gtype)
+            for gid, ptype, state, gtype in sorted(listed)
+            if not states or state.lower() in states
         )
     )
 
@@ -525,15 +541,33 @@ async def handle_describe_groups(
     out = []
     for gid in req.groups:
         try:
-            d = _coordinator(conn).describe_group(gid)
-        except GroupIdNotFoundError:
-            # DescribeGroups v0-5 answers an unknown group as a Dead one, without error.
+            coord = _coordinator(conn)
+            if coord.is_consumer_group(gid):  # answered by ConsumerGroupDescribe, as Kafka's
+                raise GroupIdNotFoundError(f"Group {gid} is not a classic group.")
+            d = coord.describe_group(gid)
+        except GroupIdNotFoundError as exc:
+            # DescribeGroups v0-5 answer an unknown group (or a KIP-848 consumer group) as
+            # a Dead one without error; v6 says GROUP_ID_NOT_FOUND, as Kafka 4.
+            v6 = header.api_version >= 6
             out.append(
-                DescribedGroup(group_id=gid, group_state=GroupState.DEAD.value, authorized_operations=ops)
+                DescribedGroup(
+                    error_code=kafka_code(exc) if v6 else 0,
+                    error_message=str(exc) if v6 else None,
+                    group_id=gid,
+                    group_state=GroupState.DEAD.value,
+                    authorized_operations=ops,
+                )
             )
             continue
         except StrataError as exc:
-            out.append(DescribedGroup(error_code=kafka_code(exc), group_id=gid, authorized_operations=ops))
+            out.append(
+                DescribedGroup(
+                    error_code=kafka_code(exc),
+                    error_message=str(exc) if header.api_version >= 6 else None,
+                    group_id=gid,
+                    authorized_operations=ops,
+                )
+            )
             continue
         # As Kafka: metadata, assignments and the protocol only once the group is Stable.
         stable = d.state is GroupState.STABLE

@@ -211,6 +211,7 @@ class ConsumerGroupV3(BaseModel):
     is_simple: bool = Field(description="true for groups that only commit offsets (no members' protocol)")
     partition_assignor: str
     state: str
+    type: str = Field("CLASSIC", description="CLASSIC, or CONSUMER for a KIP-848 consumer group")
     coordinator: Related
     consumers: Related
     lag_summary: Related
@@ -230,6 +231,7 @@ class ConsumerV3(BaseModel):
     consumer_id: str
     instance_id: str | None
     client_id: str
+    member_epoch: int | None = Field(None, description="the member epoch in a KIP-848 consumer group")
     assignments: Related
 
 

@@ -19,7 +19,10 @@ coordinates (asked of them over HTTP, api.rest.peers; a broker that does not ans
 left out), and a named group's routes are answered by its coordinator, the request relayed
 there as it came (``AnsweredBy``) unless it was relayed already. ``state`` is Kafka's
 state in Confluent's spelling (STABLE, EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE,
-DEAD); ``is_simple`` is true for groups that only commit offsets.
+DEAD); ``is_simple`` is true for groups that only commit offsets. ``type`` (CLASSIC or CONSUMER)
+and a consumer's ``member_epoch`` show KIP-848 consumer groups (broker.groups.consumer_group),
+whose state is also ASSIGNING or RECONCILING and whose ``partition_assignor`` is the server
+assignor.
 
 Authorization as ``/v1/groups``: the list shows the groups the user may DESCRIBE, a named
 group needs DESCRIBE (403 whether it exists or not), lag rows only of topics it may DESCRIBE.
@@ -79,6 +82,7 @@ def v3_groups_router(ctx: V3Context, peers: Peers) -> APIRouter:
             "is_simple": d.protocol_type == "",
             "partition_assignor": d.protocol_name,
             "state": d.state.name,
+            "type": d.group_type.upper(),
             "coordinator": ctx.related(request, "brokers", coordinator_id(g)),
             "consumers": ctx.related(request, "consumer-groups", g, "consumers"),
             "lag_summary": ctx.related(request, "consumer-groups", g, "lag-summary"),
@@ -94,6 +98,7 @@ def v3_groups_router(ctx: V3Context, peers: Peers) -> APIRouter:
             "consumer_id": m.member_id,
             "instance_id": m.group_instance_id,
             "client_id": m.client_id,
+            "member_epoch": m.member_epoch if m.member_epoch >= 0 else None,
             "assignments": ctx.related(request, *parts, "assignments"),
         }
 

@@ -23,6 +23,8 @@ from api.security.guards import Guard, Handler, topic_ok
 from kwire import ApiKey, RequestHeader
 from kwire import error_table as E
 from kwire.acl import Operation, ResourceType
+from kwire.messages.consumer_group_describe import ConsumerGroupDescribed, ConsumerGroupDescribeResponse
+from kwire.messages.consumer_group_heartbeat import ConsumerGroupHeartbeatResponse
 from kwire.messages.delete_groups import DeletableGroupResult, DeleteGroupsResponse
 from kwire.messages.describe_groups import DescribedGroup, DescribeGroupsResponse
 from kwire.messages.find_coordinator import (
@@ -274,7 +276,7 @@ async def guard_describe_groups(inner: Handler, conn: Connection, header: Reques
     return DescribeGroupsResponse(groups=tuple(described.get(g) or refused[g] for g in req.groups))
 
 
-def _with_operations(conn: Connection, req: Any, d: DescribedGroup) -> DescribedGroup:
+def _with_operations(conn: Connection, req: Any, d: Any) -> Any:
     """The principal's own operations on the group, where the request asked for them."""
     if not req.include_authorized_operations or d.error_code:
         return d
@@ -295,6 +297,26 @@ async def guard_delete_groups(inner: Handler, conn: Connection, header: RequestH
     return dataclasses.replace(resp, results=(*resp.results, *refused))
 
 
+async def guard_consumer_group_describe(
+    inner: Handler, conn: Connection, header: RequestHeader, req: Any
+) -> Any:
+    """DESCRIBE on each group (KIP-848), else GROUP_AUTHORIZATION_FAILED for it."""
+    ok = [g for g in req.group_ids if group_ok(conn, Operation.DESCRIBE, g)]
+    described: dict[str, Any] = {}
+    if ok:
+        resp = await inner(conn, header, dataclasses.replace(req, group_ids=tuple(ok)))
+        described = {d.group_id: _with_operations(conn, req, d) for d in resp.groups}
+    return ConsumerGroupDescribeResponse(
+        groups=tuple(
+            described.get(g)
+            or ConsumerGroupDescribed(
+                error_code=GAF, error_message=f"not authorized to DESCRIBE group {g}", group_id=g
+            )
+            for g in req.group_ids
+        )
+    )
+
+
 GROUP_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.FIND_COORDINATOR: guard_find_coordinator,
     ApiKey.JOIN_GROUP: _member_guard(_join_refused),
@@ -308,4 +330,11 @@ GROUP_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.LIST_GROUPS: guard_list_groups,
     ApiKey.DESCRIBE_GROUPS: guard_describe_groups,
     ApiKey.DELETE_GROUPS: guard_delete_groups,
+    # KIP-848: READ on the group to heartbeat, DESCRIBE to describe it
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: _member_guard(
+        lambda v, req: ConsumerGroupHeartbeatResponse(
+            error_code=GAF, error_message=f"not authorized to READ group {req.group_id}"
+        )
+    ),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: guard_consumer_group_describe,
 }

@@ -50,6 +50,11 @@ class GroupConfig:
     # REST Proxy v2 consumer instances unused this long are closed and leave their group
     # (Kafka REST Proxy's consumer.instance.timeout.ms, same default: 5 minutes).
     consumer_instance_timeout_ms: int = 300_000  # consumer.instance.timeout.ms
+    # KIP-848 consumer groups (broker.groups.consumer_group): the session a member's
+    # heartbeats keep alive and how often it is told to send them (Kafka's defaults).
+    consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
+    consumer_heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+    consumer_max_size: int = INT32_MAX  # group.consumer.max.size
 
     def __post_init__(self) -> None:
         for name, (field, parse) in _SPEC.items():
@@ -114,6 +119,9 @@ _SPEC: Final[dict[str, tuple[str, Callable[[str, str], int]]]] = {
     "offsets.topic.num.partitions": ("offsets_topic_num_partitions", _int(1, 1000)),
     "offsets.topic.replication.factor": ("offsets_topic_replication_factor", _int(1, 32767)),
     "consumer.instance.timeout.ms": ("consumer_instance_timeout_ms", _int(1)),
+    "group.consumer.session.timeout.ms": ("consumer_session_timeout_ms", _int(1)),
+    "group.consumer.heartbeat.interval.ms": ("consumer_heartbeat_interval_ms", _int(1)),
+    "group.consumer.max.size": ("consumer_max_size", _int(1)),
 }
 
 KAFKA_NAMES: Final[tuple[str, ...]] = tuple(_SPEC)

@@ -33,6 +33,13 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from broker.groups.config import GroupConfig
+from broker.groups.consumer_group import (
+    ConsumerGroups,
+    ConsumerGroupView,
+    HeartbeatCall,
+    HeartbeatResult,
+    TopicsImage,
+)
 from broker.groups.group import Dead, Empty, Group
 from broker.groups.membership import GroupMembership
 from broker.groups.offset_manager import OffsetManager, PartitionCheck
@@ -45,6 +52,7 @@ from broker.groups.types import (
     JoinGroupRequest,
     JoinGroupResult,
     LeaveResult,
+    MemberDescription,
     MemberIdentity,
     OffsetAndMetadata,
     OffsetCommitRequest,
@@ -57,6 +65,8 @@ from hot.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
+    GroupSubscribedToTopicError,
+    InconsistentGroupProtocolError,
     NonEmptyGroupError,
     NotCoordinatorError,
     NotLeaderError,
@@ -156,6 +166,10 @@ class GroupCoordinator:
             self._clock,
             partition_exists or (lambda topic, partition: True),
         )
+        # KIP-848 consumer groups, beside the classic ones under the same ids: a group id
+        # is one or the other (rules: the "consumer groups" section below).
+        self.consumer = ConsumerGroups(config, self._clock, self._timers)
+        self._offsets.consumer_topics = self.consumer.active_topics
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -188,6 +202,8 @@ class GroupCoordinator:
         stopped leading their offsets partition). Parked JoinGroup/SyncGroup requests fail
         with NOT_COORDINATOR, so their clients look the coordinator up again. Nothing is
         written: the new coordinator has the groups' offsets and metadata in its log."""
+        for gid in [g for g in self.consumer.groups if owned(g)]:
+            self.consumer.drop(gid)
         return self._groups.unload(
             owned, lambda gid: NotCoordinatorError(f"group {gid!r} moved to another coordinator")
         )
@@ -255,6 +271,12 @@ class GroupCoordinator:
         nothing needs to change). Raises MemberIdRequired (with the id) for new dynamic
         members of v4+ clients, and the other JoinGroup errors."""
         self._serving(req.group_id)
+        if req.group_id in self.consumer.groups:
+            if not self.consumer.is_empty(req.group_id):
+                raise InconsistentGroupProtocolError(
+                    f"group {req.group_id!r} is a consumer group (KIP-848) with members"
+                )
+            self.consumer.drop(req.group_id)  # an empty consumer group becomes classic
         return await self._groups.join_group(req)
 
     async def sync_group(self, req: SyncGroupRequest) -> SyncGroupResult:
@@ -277,31 +299,59 @@ class GroupCoordinator:
         return self._groups.leave_group(group_id, members)
 
     def list_groups(self, states: Collection[str | GroupState] | None = None) -> list[GroupListing]:
-        """Every group, optionally only those in ``states`` (state names compare
-        case-insensitively; unknown names match nothing), sorted by id."""
+        """Every group, classic and consumer (KIP-848, ``group_type``), optionally only those
+        in ``states`` (state names compare case-insensitively; unknown names match
+        nothing), sorted by id."""
         self._ready()
-        return self._groups.list_groups(states)
+        wanted: set[str] | None = None
+        if states:
+            wanted = {(s.value if isinstance(s, GroupState) else s).lower() for s in states}
+        listed = [g for g in self._groups.list_groups(states) if g.group_id not in self.consumer.groups]
+        for gid, state in self.list_consumer_groups():
+            if wanted is None or state.lower() in wanted:
+                listed.append(GroupListing(gid, "consumer", GroupState(state), group_type="consumer"))
+        return sorted(listed, key=lambda g: g.group_id)
 
     def describe_group(self, group_id: str) -> GroupDescription:
-        """The group as it is now. GroupIdNotFoundError if there is no such group."""
+        """The group as it is now, classic or consumer (KIP-848, converted: the group epoch
+        as its generation, the assignor as its protocol). GroupIdNotFoundError if there is
+        no such group."""
         self._serving(group_id)
+        group = self.consumer.groups.get(group_id)
+        if group is not None:
+            return _consumer_description(group.view())
         return self._groups.describe_group(group_id)
 
     # --- offsets (OffsetManager) --------------------------------------------------------------
 
-    async def commit_offsets(self, req: OffsetCommitRequest) -> dict[TopicPartition, StrataError | None]:
+    async def commit_offsets(
+        self, req: OffsetCommitRequest, api_version: int = 9
+    ) -> dict[TopicPartition, StrataError | None]:
         """Commit offsets; returns each partition's outcome once the valid ones are durable.
         Raises for request-level failures (unknown member, illegal generation, rebalance
-        in progress, coordinator not available), which apply to every partition."""
+        in progress, coordinator not available), which apply to every partition. A
+        consumer group (KIP-848) checks the member epoch (``api_version``: OffsetCommit's,
+        v9+ for its members)."""
         self._serving(req.group_id)
+        if req.group_id in self.consumer.groups:
+            self.consumer.validate_offset_commit(req.group_id, req.member_id, req.generation_id, api_version)
+            return await self._offsets.commit_offsets(req, member_checked=True)
         return await self._offsets.commit_offsets(req)
 
     def committed_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        member_id: str | None = None,
+        member_epoch: int = -1,
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's durable committed offsets: all of them, or those of ``partitions``
-        that have one (OffsetFetch; an unknown group has none)."""
+        that have one (OffsetFetch; an unknown group has none). A consumer group checks
+        ``member_id``/``member_epoch`` when given (OffsetFetch v9)."""
         self._serving(group_id)
+        if group_id in self.consumer.groups:
+            self.consumer.validate_offset_fetch(group_id, member_id, member_epoch)
         return self._offsets.committed_offsets(group_id, partitions)
 
     async def commit_transactional_offsets(
@@ -334,9 +384,23 @@ class GroupCoordinator:
     ) -> dict[TopicPartition, StrataError | None]:
         """OffsetDelete: every partition of an Empty group; of a consumer group with
         members, those of topics no member subscribes to (others get
-        GROUP_SUBSCRIBED_TO_TOPIC). Raises GroupIdNotFoundError, NonEmptyGroupError."""
+        GROUP_SUBSCRIBED_TO_TOPIC; a KIP-848 consumer group likewise). Raises
+        GroupIdNotFoundError, NonEmptyGroupError."""
         self._serving(group_id)
-        return await self._offsets.delete_offsets(group_id, partitions)
+        if group_id not in self.consumer.groups:
+            return await self._offsets.delete_offsets(group_id, partitions)
+        topics = self.consumer.active_topics(group_id) or set()
+        results: dict[TopicPartition, StrataError | None] = {
+            tp: GroupSubscribedToTopicError(f"a member of group {group_id!r} subscribes to {tp.topic!r}")
+            for tp in partitions
+            if tp.topic in topics
+        }
+        rest = [tp for tp in partitions if tp not in results]
+        if rest and group_id in self._groups.groups:  # the holder of its offsets
+            results.update(await self._offsets.delete_offsets(group_id, rest))
+        else:
+            results.update(dict.fromkeys(rest))  # nothing committed: nothing to delete
+        return results
 
     async def delete_groups(self, group_ids: Sequence[str]) -> dict[str, StrataError | None]:
         """DeleteGroups: each Empty group is forgotten and its offsets deleted; others get
@@ -348,6 +412,13 @@ class GroupCoordinator:
             try:
                 store = self._serving(gid)
                 group = self._groups.groups.get(gid)
+                if gid in self.consumer.groups:
+                    if not self.consumer.is_empty(gid):
+                        raise NonEmptyGroupError(f"group {gid!r} has members (consumer group)")
+                    self.consumer.drop(gid)
+                    if group is None or group.state is Dead:
+                        results[gid] = None
+                        continue
                 if group is None or group.state is Dead:
                     raise GroupIdNotFoundError(f"group {gid!r} does not exist")
                 if group.state is not Empty:
@@ -369,6 +440,79 @@ class GroupCoordinator:
     def on_topic_deleted(self, topic: str) -> None:
         """A topic was deleted: delete every group's offsets of it, as Kafka does."""
         self._offsets.on_topic_deleted(topic)
+
+    # --- consumer groups (KIP-848, broker.groups.consumer_group) -------------------------------
+    #
+    # A group id names a classic group or a consumer group. The classic group under the id
+    # holds the committed offsets of both (an Empty classic group for a consumer group).
+    # As Kafka 4 does with group.consumer.migration.policy for empty groups: a consumer
+    # member joining an empty classic group makes it a consumer group, a classic member
+    # joining an empty consumer group makes it classic again. A non-empty group of the
+    # other protocol is refused (Kafka 4 would upgrade or downgrade it online):
+    # GROUP_ID_NOT_FOUND to the heartbeat, INCONSISTENT_GROUP_PROTOCOL to JoinGroup.
+
+    def consumer_group_heartbeat(self, call: HeartbeatCall, image: TopicsImage) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat; raises its request-level errors."""
+        self._serving(call.group_id)
+        classic = self._groups.groups.get(call.group_id)
+        if (
+            call.group_id not in self.consumer.groups
+            and classic is not None
+            and classic.state not in (Empty, Dead)
+        ):
+            raise GroupIdNotFoundError(f"Group {call.group_id} is not a consumer group.")
+        return self.consumer.heartbeat(call, image)
+
+    def describe_consumer_group(self, group_id: str) -> ConsumerGroupView:
+        """ConsumerGroupDescribe: GroupIdNotFoundError for no group or a classic one."""
+        self._serving(group_id)
+        group = self.consumer.groups.get(group_id)
+        if group is None:
+            if group_id in self._groups.groups:
+                raise GroupIdNotFoundError(f"Group {group_id} is not a consumer group.")
+            raise GroupIdNotFoundError(f"Group {group_id} not found.")
+        return group.view()
+
+    def list_consumer_groups(self) -> list[tuple[str, str]]:
+        """Every consumer group as (group id, state name), sorted by id."""
+        self._ready()
+        return [(gid, g.state.value) for gid, g in sorted(self.consumer.groups.items())]
+
+    def is_consumer_group(self, group_id: str) -> bool:
+        return group_id in self.consumer.groups
+
+
+def _consumer_description(v: ConsumerGroupView) -> GroupDescription:
+    def tps(a: dict[str, frozenset[int]]) -> tuple[TopicPartition, ...]:
+        return tuple(sorted(TopicPartition(t, p) for t, ps in a.items() for p in ps))
+
+    return GroupDescription(
+        group_id=v.group_id,
+        state=GroupState(v.state),
+        protocol_type="consumer",
+        protocol_name=v.assignor,
+        generation_id=v.group_epoch,
+        leader_id="",
+        members=tuple(
+            MemberDescription(
+                member_id=m.member_id,
+                group_instance_id=m.instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                session_timeout_ms=-1,
+                rebalance_timeout_ms=-1,
+                protocols=(),
+                metadata=b"",
+                assignment=b"",
+                assigned_partitions=tps(m.assignment),
+                member_epoch=m.member_epoch,
+                target_partitions=tps(m.target_assignment),
+            )
+            for m in v.members
+        ),
+        group_type="consumer",
+        assignment_epoch=v.assignment_epoch,
+    )
 
 
 class _Persistence:

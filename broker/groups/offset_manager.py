@@ -93,6 +93,9 @@ class OffsetManager:
         self.closing = False
         self._expiry_timer: Timer | None = None
         self._background_writes: set[asyncio.Future[None]] = set()
+        # The topics a KIP-848 consumer group with members subscribes to (None: no such
+        # group): their offsets do not expire, as a Stable classic group's.
+        self.consumer_topics: Callable[[str], set[str] | None] = lambda group_id: None
 
     # --- loading ------------------------------------------------------------------------------
 
@@ -188,18 +191,26 @@ class OffsetManager:
 
     # --- OffsetCommit, OffsetFetch, OffsetDelete ---------------------------------------------------
 
-    async def commit_offsets(self, req: OffsetCommitRequest) -> dict[TopicPartition, StrataError | None]:
+    async def commit_offsets(
+        self, req: OffsetCommitRequest, *, member_checked: bool = False
+    ) -> dict[TopicPartition, StrataError | None]:
         """Commit offsets; returns each partition's outcome once the valid ones are durable.
         Raises for request-level failures (unknown member, illegal generation, rebalance
-        in progress, coordinator not available), which apply to every partition."""
+        in progress, coordinator not available), which apply to every partition.
+        ``member_checked``: a KIP-848 consumer group checked the member and its epoch
+        (broker.groups.consumer_group); the classic group is only the offsets' holder."""
         store = self._loaded()
         group = self._membership.groups.get(req.group_id)
         if group is None:
-            if req.generation_id >= 0:
+            if req.generation_id >= 0 and not member_checked:
                 raise IllegalGenerationError(f"group {req.group_id!r} does not exist")
             group = self._membership.new_group(req.group_id)
         member: Member | None = None
-        if req.generation_id >= 0 or req.member_id != UNKNOWN_MEMBER_ID or req.group_instance_id is not None:
+        if member_checked:
+            pass
+        elif (
+            req.generation_id >= 0 or req.member_id != UNKNOWN_MEMBER_ID or req.group_instance_id is not None
+        ):
             member = self._membership.validate_member(group, req.member_id, req.group_instance_id)
             if req.generation_id != group.generation:
                 raise IllegalGenerationError(
@@ -418,7 +429,14 @@ class OffsetManager:
         for group in list(self._membership.groups.values()):
             offsets = store.committed(group.group_id)
             doomed: list[TopicPartition] = []
-            if group.protocol_type is not None and group.state is Empty:
+            consumer_topics = self.consumer_topics(group.group_id)
+            if consumer_topics is not None:
+                doomed = [
+                    tp
+                    for tp, o in offsets.items()
+                    if tp.topic not in consumer_topics and expired(o, o.commit_timestamp_ms)
+                ]
+            elif group.protocol_type is not None and group.state is Empty:
                 for tp, o in offsets.items():
                     base = (
                         group.state_timestamp_ms if group.state_timestamp_ms >= 0 else o.commit_timestamp_ms

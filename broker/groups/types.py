@@ -14,13 +14,17 @@ NO_LEADER_EPOCH = -1
 
 
 class GroupState(enum.Enum):
-    """Kafka's classic group states; the values are the names Kafka reports."""
+    """Kafka's group states; the values are the names Kafka reports. A classic group is
+    never Assigning or Reconciling, a KIP-848 consumer group (broker.groups.consumer_group)
+    never PreparingRebalance or CompletingRebalance."""
 
     EMPTY = "Empty"
     PREPARING_REBALANCE = "PreparingRebalance"
     COMPLETING_REBALANCE = "CompletingRebalance"
     STABLE = "Stable"
     DEAD = "Dead"
+    ASSIGNING = "Assigning"
+    RECONCILING = "Reconciling"
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -174,6 +178,7 @@ class GroupListing:
     group_id: str
     protocol_type: str  # "" for groups that only commit offsets
     state: GroupState
+    group_type: str = "classic"  # or "consumer" (KIP-848)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +196,9 @@ class MemberDescription:
     assignment: bytes
     # Decoded from ``assignment`` for protocol type "consumer"; () if none or undecodable.
     assigned_partitions: tuple[TopicPartition, ...] = ()
+    # KIP-848 consumer groups only: the member's epoch and target assignment.
+    member_epoch: int = -1
+    target_partitions: tuple[TopicPartition, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,3 +210,7 @@ class GroupDescription:
     generation_id: int
     leader_id: str  # "" if none
     members: tuple[MemberDescription, ...] = field(default=())
+    # KIP-848 consumer groups: "consumer", with the group and target assignment epochs
+    # (``generation_id`` is the group epoch, ``protocol_name`` the server assignor).
+    group_type: str = "classic"
+    assignment_epoch: int = -1

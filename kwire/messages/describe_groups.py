@@ -1,4 +1,8 @@
-"""DescribeGroups (key 15), versions 0-5, flexible 5+.
+"""DescribeGroups (key 15), versions 0-6, flexible 5+.
+
+v6 (KIP-1043) adds each group's ``error_message`` and answers a group that does not
+exist, or is not a classic group (a KIP-848 consumer group), GROUP_ID_NOT_FOUND, where
+v0-5 answer it as a Dead group without error.
 
 ``authorized_operations`` (v3+) is a bit set of ACL operations, INT32 min when not
 requested, as in Metadata.
@@ -31,6 +35,7 @@ class DescribedGroupMember:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DescribedGroup:
     error_code: Annotated[int, W(INT16)] = 0
+    error_message: Annotated[str | None, W(STRING, "6+", nullable="6+")] = None
     group_id: Annotated[str, W(STRING)]
     group_state: Annotated[str, W(STRING)] = ""
     protocol_type: Annotated[str, W(STRING)] = ""

@@ -1,6 +1,7 @@
-"""ListGroups (key 16), versions 0-4, flexible 3+.
+"""ListGroups (key 16), versions 0-5, flexible 3+.
 
-An empty ``states_filter`` (v4+, KIP-518) lists groups in every state.
+An empty ``states_filter`` (v4+, KIP-518) lists groups in every state; an empty
+``types_filter`` (v5+, KIP-848: "classic", "consumer", case-insensitive) every type.
 """
 
 from collections.abc import Sequence
@@ -13,6 +14,7 @@ from kwire.schema import ARRAY, INT16, INT32, STRING, W
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ListGroupsRequest:
     states_filter: Annotated[Sequence[str], W(ARRAY(STRING), "4+")] = ()
+    types_filter: Annotated[Sequence[str], W(ARRAY(STRING), "5+")] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -20,6 +22,7 @@ class ListedGroup:
     group_id: Annotated[str, W(STRING)]
     protocol_type: Annotated[str, W(STRING)] = ""
     group_state: Annotated[str, W(STRING, "4+")] = ""
+    group_type: Annotated[str, W(STRING, "5+")] = ""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -51,7 +51,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     etcd = EtcdProcess(root / "etcd").start()
     # Shorter waits than Kafka's defaults keep rebalances quick; the offsets topic is the
     # default one (8 partitions, RF 3, min.insync.replicas 2).
-    c = Cluster(root, etcd, env={"STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0"})
+    c = Cluster(
+        root,
+        etcd,
+        env={
+            "STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS": "0",
+            "STRATA_GROUP_CONSUMER_HEARTBEAT_INTERVAL_MS": "500",
+        },
+    )
     try:
         c.start()
         yield c
@@ -122,6 +129,7 @@ class GroupRun:
     resumed: list[tuple[int, int, int]] = field(default_factory=list)
     commit_errors: list[str] = field(default_factory=list)
     threads: list[threading.Thread] = field(default_factory=list)
+    protocol: str = "classic"  # or "consumer" (KIP-848: the coordinator's heartbeat interval)
 
     def start(self, consumers: int) -> GroupRun:
         for i in range(consumers):
@@ -138,22 +146,23 @@ class GroupRun:
         def on_assign(consumer: Any, partitions: list[Any]) -> None:
             fresh.update(tp.partition for tp in partitions)
 
-        consumer = Consumer(
-            {
-                "bootstrap.servers": self.bootstrap,
-                "group.id": self.group,
-                "client.id": f"c{index}",
-                "enable.auto.commit": False,
-                "auto.offset.reset": "earliest",
-                "session.timeout.ms": 6000,
-                "heartbeat.interval.ms": 500,
-                "topic.metadata.refresh.interval.ms": 1000,
-                "fetch.wait.max.ms": 100,
-                "socket.connection.setup.timeout.ms": 3000,
-                "reconnect.backoff.max.ms": 500,
-                "max.poll.interval.ms": 30000,
-            }
-        )
+        config: dict[str, Any] = {
+            "bootstrap.servers": self.bootstrap,
+            "group.id": self.group,
+            "client.id": f"c{index}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "topic.metadata.refresh.interval.ms": 1000,
+            "fetch.wait.max.ms": 100,
+            "socket.connection.setup.timeout.ms": 3000,
+            "reconnect.backoff.max.ms": 500,
+            "max.poll.interval.ms": 30000,
+        }
+        if self.protocol == "classic":
+            config |= {"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}
+        else:
+            config["group.protocol"] = self.protocol
+        consumer = Consumer(config)
         consumer.subscribe([self.topic], on_assign=on_assign)
         since_commit = 0
         try:
@@ -601,3 +610,54 @@ def test_cut_off_coordinator_acknowledges_nothing(cluster: Cluster) -> None:
     finally:
         node.reconnect()
     cluster.wait_fully_replicated(OFFSETS)
+
+
+def test_kip848_group_coordinator_failover_keeps_committed_offsets(cluster: Cluster) -> None:
+    """A ``group.protocol=consumer`` group through a kill of its coordinator: its members
+    are not persisted (the new coordinator answers UNKNOWN_MEMBER_ID and they rejoin), its
+    offsets are, so no acknowledged commit is lost and no record skipped."""
+    group, topic = "kip848-billing", "orders-kip848"
+    cluster.create_topic(topic, PARTITIONS, rf=3, min_isr=2)
+    _produce(cluster, topic, RECORDS)
+    end = _end_offsets(cluster, topic)
+    wait_until(
+        lambda: all(
+            _find(cluster, b, [group])[group][0] == E.NONE for b in cluster.nodes if cluster.nodes[b].running
+        ),
+        "FindCoordinator answered by every broker",
+    )
+    cluster.wait_fully_replicated(OFFSETS)
+    run = GroupRun(cluster.bootstrap, group, topic, protocol="consumer").start(consumers=3)
+    try:
+        wait_until(lambda: run.processed_count() >= RECORDS // 4, "the group to process a quarter")
+        victim = _coordinator(cluster, group)
+        p_off = partition_for(group, 8)
+        epoch = cluster.state(OFFSETS, p_off).leader_epoch
+        cluster.nodes[victim].kill()
+        cluster.wait_new_leader(OFFSETS, p_off, victim, epoch)
+        wait_until(lambda: run.processed_count() >= RECORDS, "every record processed", timeout=WAIT * 2)
+
+        def committed_to_end() -> bool:
+            with run.lock:
+                return all(run.acked.get(p, 0) >= end[p] for p in range(PARTITIONS))
+
+        wait_until(committed_to_end, "commits acknowledged up to the end of every partition")
+    finally:
+        run.close()
+    cluster.nodes[victim].start()
+    with run.lock:
+        processed, resumed, acked = list(run.processed), list(run.resumed), dict(run.acked)
+    log.info("kip848: processed %d, commit errors %s", len(processed), sorted(set(run.commit_errors))[:5])
+    for p in range(PARTITIONS):
+        assert {o for q, o, _ in processed if q == p} == set(range(end[p])), f"partition {p}: records skipped"
+    assert resumed
+    for p, first, acked_then in resumed:
+        assert first >= acked_then, (
+            f"partition {p}: resumed at {first} below the acknowledged commit {acked_then}"
+        )
+    seen: set[tuple[int, int]] = set()
+    for p, o, acked_then in processed:
+        if (p, o) in seen:
+            assert o >= acked_then, f"partition {p}: offset {o} processed again after a commit past it"
+        seen.add((p, o))
+    assert acked == end

@@ -202,8 +202,8 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         12: (0, 4, 4),
         13: (0, 5, 4),
         14: (0, 5, 4),
-        15: (0, 5, 5),
-        16: (0, 4, 3),
+        15: (0, 6, 5),
+        16: (0, 5, 3),
         42: (0, 2, 2),
         47: (0, 0, None),
         45: (0, 0, 0),
@@ -224,6 +224,8 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         26: (0, 4, 3),
         65: (0, 0, 0),
         66: (0, 2, 0),
+        68: (0, 1, 0),  # KIP-848
+        69: (0, 1, 0),
         21: (0, 2, 2),  # DeleteRecords (KIP-107)
         50: (0, 0, 0),  # DescribeUserScramCredentials (KIP-554)
         51: (0, 0, 0),  # AlterUserScramCredentials

@@ -4,7 +4,7 @@ import { api, card, confirmDialog, dataTable, dl, duration, el, link, num, pill 
 import { lineChart } from "./chart.js";
 
 const enc = encodeURIComponent;
-const STATE_KIND = { Stable: "ok", Empty: "idle", Dead: "down", PreparingRebalance: "warn", CompletingRebalance: "warn" };
+const STATE_KIND = { Stable: "ok", Empty: "idle", Dead: "down", PreparingRebalance: "warn", CompletingRebalance: "warn", Assigning: "warn", Reconciling: "warn" };
 
 export const groupList = {
   title: () => "Consumer groups",
@@ -15,6 +15,7 @@ export const groupList = {
       columns: [
         { key: "group_id", label: "Group", render: (g) => link(`/dashboard/groups/${enc(g.group_id)}`, g.group_id) },
         { key: "state", label: "State", render: (g) => pill(g.state, STATE_KIND[g.state] || "idle") },
+        { key: "type", label: "Type", render: (g) => g.type || "classic" },
         { key: "members", label: "Members", num: true },
         { key: "topics_text", label: "Topics" },
         { key: "partitions", label: "Partitions", num: true },
@@ -80,6 +81,8 @@ export const groupDetail = {
         { key: "member_id", label: "Member", render: (m) => el("code", { class: "small" }, m.member_id) },
         { key: "client_id", label: "Client" }, { key: "host", label: "Host" },
         { key: "assignments", label: "Assigned partitions", render: (m) => m.assignments.join(", ") || "–" },
+        { key: "member_epoch", label: "Epoch", num: true, render: (m) => (m.member_epoch ?? "–") },
+        { key: "target", label: "Target (KIP-848)", render: (m) => (m.member_epoch == null ? "–" : m.target.join(", ") || "–") },
       ],
     });
     const lag = dataTable({
@@ -107,7 +110,9 @@ export const groupDetail = {
       ["lag in time", duration(d.max_time_lag_ms)],
       ["members", num(d.members.length)],
       ["protocol", d.protocol_type ? `${d.protocol_type} / ${d.protocol || "–"}` : "offsets only"],
-      ["generation", d.generation_id],
+      ...(d.type === "consumer"
+        ? [["type", "consumer (KIP-848)"], ["group epoch", d.generation_id], ["assignment epoch", d.assignment_epoch]]
+        : [["generation", d.generation_id]]),
     ]));
     s.members.setRows(d.members);
     s.lag.setRows(d.partitions);

@@ -69,6 +69,7 @@ def test_groups_list_describe_delete(gbroker: BrokerProcess) -> None:
         listed = {g["group_id"]: g for g in json.loads(r.stdout)}
         assert listed[group] == {
             "group_id": group,
+            "type": "classic",
             "state": "Stable",
             "protocol_type": "consumer",
             "protocol": "range",
@@ -79,7 +80,7 @@ def test_groups_list_describe_delete(gbroker: BrokerProcess) -> None:
         assert r.returncode == 0, r.stderr
         assert "GROUP" in r.stdout and "LAG" in r.stdout
         row = next(line.split() for line in r.stdout.splitlines() if line.startswith(group + " "))
-        assert row == [group, "Stable", "consumer", "range", "2", "6"]
+        assert row == [group, "classic", "Stable", "consumer", "range", "2", "6"]
 
         r = strata("groups", "describe", group, "-b", b, "-o", "json")
         assert r.returncode == 0, r.stderr

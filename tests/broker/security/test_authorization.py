@@ -969,3 +969,45 @@ def test_scram_users_managed_by_admin_clients(broker: BrokerProcess) -> None:
     with pytest.raises(KafkaException) as exc:
         admin.describe_user_scram_credentials([user])[user].result(timeout=30)
     assert exc.value.args[0].name() == "RESOURCE_NOT_FOUND"
+
+
+def test_kip848_consumer_group_needs_read_on_the_group(broker: BrokerProcess) -> None:
+    """ConsumerGroupHeartbeat needs READ on the group (GROUP_AUTHORIZATION_FAILED to the
+    ``group.protocol=consumer`` consumer), as Kafka's; with it (and READ on the topic) the
+    consumer reads."""
+    from confluent_kafka import Consumer, KafkaError
+
+    topic, group = f"k848-{uuid.uuid4().hex[:6]}", f"k848g-{uuid.uuid4().hex[:6]}"
+    create_topics(broker, topic)
+    produce(conf(broker, "admin", ADMIN_PW), topic, 3)
+    settings = {
+        **conf(broker, "bob", BOB_PW),
+        "group.id": group,
+        "group.protocol": "consumer",
+        "auto.offset.reset": "earliest",
+    }
+    c = Consumer(settings)
+    c.subscribe([topic])
+    codes: set[int] = set()
+    deadline = time.monotonic() + 20
+    try:
+        while KafkaError.GROUP_AUTHORIZATION_FAILED not in codes and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and m.error():
+                codes.add(m.error().code())
+    finally:
+        c.close()
+    assert KafkaError.GROUP_AUTHORIZATION_FAILED in codes
+    add_acls(broker, binding("GROUP", group, "User:bob", "READ"), binding("TOPIC", topic, "User:bob", "READ"))
+    c = Consumer(settings)
+    c.subscribe([topic])
+    got = 0
+    deadline = time.monotonic() + 30
+    try:
+        while got < 3 and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is not None and not m.error():
+                got += 1
+    finally:
+        c.close()
+    assert got == 3
