@@ -72,14 +72,26 @@ def _measure(tree: Path, partitions: int, args: argparse.Namespace) -> Figures:
     """Run one tree at one count in a child process whose sys.path starts at the tree (the
     brokers it starts run that tree's code)."""
     out = subprocess.run(
-        [sys.executable, "-m", "bench.bench_partitions", "--one", str(partitions),
-         "--idle-seconds", str(args.idle_seconds), "--settle", str(args.settle)],
-        cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "bench.bench_partitions",
+            "--one",
+            str(partitions),
+            "--idle-seconds",
+            str(args.idle_seconds),
+            "--settle",
+            str(args.settle),
+        ],
+        cwd=tree,
+        env={**os.environ, "PYTHONPATH": str(tree)},
+        capture_output=True,
+        text=True,
         timeout=args.timeout,
     )
     for line in out.stdout.splitlines():
         if line.startswith("FIGURES "):
-            return eval(line[len("FIGURES "):], {"Figures": Figures, "nan": float("nan")})  # noqa: S307 - our own repr
+            return eval(line[len("FIGURES ") :], {"Figures": Figures, "nan": float("nan")})
     return Figures(error=(out.stderr.strip().splitlines() or ["no figures"])[-1][:200])
 
 
@@ -98,11 +110,12 @@ def one(partitions: int, idle_seconds: float, settle: float) -> Figures:
             cluster.start()
             admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
             t0 = time.monotonic()
-            topic = NewTopic(TOPIC, num_partitions=partitions, replication_factor=3,
-                             config={"min.insync.replicas": "2"})
+            topic = NewTopic(
+                TOPIC, num_partitions=partitions, replication_factor=3, config={"min.insync.replicas": "2"}
+            )
             try:
                 admin.create_topics([topic], request_timeout=120)[TOPIC].result(timeout=180)
-            except Exception as exc:  # noqa: BLE001 - printed as the figure
+            except Exception as exc:
                 fig.error = f"CreateTopics: {exc}"
                 return fig
             fig.answered_s = time.monotonic() - t0
@@ -164,7 +177,9 @@ def main() -> None:
         print("FIGURES", repr(one(args.one, args.idle_seconds, args.settle)), flush=True)
         return
     trees = [Path(r).resolve() for r in args.roots.split(",")]
-    print(f"3 brokers on etcd, RF=3, product defaults (session timeout {SESSION_TIMEOUT_S:.0f} s), tiering off")
+    print(
+        f"3 brokers on etcd, RF=3, product defaults (session timeout {SESSION_TIMEOUT_S:.0f} s), no tiering"
+    )
     for n in (int(x) for x in args.partitions.split(",")):
         base: Figures | None = None
         for tree in trees:
