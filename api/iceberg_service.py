@@ -1,0 +1,205 @@
+"""The broker's Iceberg committer: topics with ``iceberg.mode`` on, translated into their
+tables (spark.iceberg.translate) every ``iceberg.target.lag.ms / 2``.
+
+One committer per table, so commits never conflict: the broker that leads partition 0 of
+the topic (in a cluster, the controller's election, through the metadata store, places it;
+a single node leads every partition). A new committer resumes from the offsets in the
+table's last snapshot. Passes run on one worker thread of their own: pyiceberg and the
+archive reader block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from broker.config import BrokerConfig
+from hot.config import ICEBERG_DISABLED
+from hot.manager import LogManager
+from hot.topics import TopicInfo
+from tiering.iceberg_config import CATALOG_EMBEDDED
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class TableState:
+    """What the committer knows of one table (status, metrics, the console)."""
+
+    topic: str
+    offsets: dict[int, int] = field(default_factory=dict)
+    ends: dict[int, int] = field(default_factory=dict)
+    last_pass_ms: int = 0
+    last_commit_ms: int = 0
+    rows_total: int = 0
+    snapshot_id: int | None = None
+    error: str | None = None
+
+    def lag_records(self, high_watermarks: dict[int, int]) -> int:
+        return sum(max(0, hw - self.offsets.get(p, 0)) for p, hw in high_watermarks.items())
+
+
+class IcebergService:
+    def __init__(
+        self,
+        manager: LogManager,
+        config: BrokerConfig,
+        broker_address: str,
+        is_committer: Callable[[str], bool] | None = None,
+    ) -> None:
+        self.manager = manager
+        self.config = config
+        self.broker_address = broker_address
+        self.is_committer = is_committer or (lambda topic: True)
+        self.tables: dict[str, TableState] = {}
+        self._due: dict[str, float] = {}
+        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="strata-iceberg")
+        self._translator: Any = None
+        self._task: asyncio.Task[None] | None = None
+
+    def catalog_properties(self) -> dict[str, str]:
+        from spark.iceberg.catalog import catalog_properties
+
+        return catalog_properties(self.config.iceberg, self.config.data_dir, self.config.object_store_url)
+
+    def _make_translator(self) -> Any:
+        from spark.iceberg.catalog import open_catalog
+        from spark.iceberg.translate import Translator
+        from tiering.store import SyncObjectStore
+
+        store = SyncObjectStore.open(self.config.object_store_url)
+        return Translator(
+            store,
+            open_catalog(self.catalog_properties()),
+            namespace=self.config.iceberg.namespace,
+            broker=self.broker_address,
+            embedded=self.config.iceberg.catalog == CATALOG_EMBEDDED,
+        )
+
+    def _pass(self, info: TopicInfo) -> Any:
+        if self._translator is None:
+            self._translator = self._make_translator()
+        return self._translator.run_pass(info, self.manager.log_config(info.name))
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self.run(), name="iceberg-committer")
+
+    async def run(self) -> None:
+        interval = self.config.iceberg.check_interval_ms / 1000
+        loop = asyncio.get_running_loop()
+        while True:
+            for info in self.manager.topics():
+                cfg = self.manager.log_config(info.name)
+                if cfg.iceberg_mode == ICEBERG_DISABLED or not self.is_committer(info.name):
+                    continue
+                now = time.monotonic()
+                if now < self._due.get(info.name, 0.0):
+                    continue
+                state = self.tables.setdefault(info.name, TableState(info.name))
+                try:
+                    result = await loop.run_in_executor(self._pool, self._pass, info)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:
+                    # the bucket or the catalog is out (or a bad record): retry after a pause;
+                    # nothing is committed, so nothing is lost or doubled
+                    state.error = f"{type(e).__name__}: {e}"
+                    logger.warning("iceberg: translating %s failed: %s", info.name, state.error)
+                    self._due[info.name] = time.monotonic() + min(5.0, cfg.iceberg_target_lag_ms / 2000)
+                    continue
+                state.error = None
+                state.offsets = dict(result.offsets)
+                state.ends = dict(result.ends)
+                state.last_pass_ms = int(time.time() * 1000)
+                if result.rows:
+                    state.last_commit_ms = state.last_pass_ms
+                    state.rows_total += result.rows
+                    state.snapshot_id = result.snapshot_id
+                    logger.info(
+                        "iceberg: %s: committed %d records in %d files (offsets %s)",
+                        info.name,
+                        result.rows,
+                        result.files,
+                        result.offsets,
+                    )
+                self._due[info.name] = time.monotonic() + cfg.iceberg_target_lag_ms / 2000
+            await asyncio.sleep(interval)
+
+    async def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._pool.shutdown(wait=True)
+        if self._translator is not None:
+            self._translator.store.close()
+
+    def high_watermarks(self, topic: str) -> dict[int, int]:
+        state = self.tables.get(topic)
+        return dict(state.ends) if state is not None else {}
+
+    def status(self) -> list[dict[str, Any]]:
+        now = int(time.time() * 1000)
+        out = []
+        for name, s in sorted(self.tables.items()):
+            lag = s.lag_records(s.ends)
+            out.append(
+                {
+                    "topic": name,
+                    "identifier": f"{self.config.iceberg.namespace}.{name}",
+                    "committed_offsets": {str(p): o for p, o in sorted(s.offsets.items())},
+                    "lag_records": lag,
+                    "lag_seconds": 0.0 if lag == 0 else (now - (s.last_commit_ms or s.last_pass_ms)) / 1000,
+                    "last_snapshot_id": s.snapshot_id,
+                    "last_commit_ms": s.last_commit_ms or None,
+                    "rows_translated": s.rows_total,
+                    "error": s.error,
+                }
+            )
+        return out
+
+
+class IcebergCollector:
+    """strata_iceberg_* metrics, per topic, from the committer's state."""
+
+    def __init__(self, service: IcebergService) -> None:
+        self.service = service
+
+    def collect(self) -> list[Metric]:
+        committed = GaugeMetricFamily(
+            "strata_iceberg_committed_offset",
+            "Next offset to translate, as committed in the table's last snapshot",
+            labels=["topic", "partition"],
+        )
+        lag = GaugeMetricFamily(
+            "strata_iceberg_lag_records", "Records not in the table yet", labels=["topic"]
+        )
+        lag_s = GaugeMetricFamily(
+            "strata_iceberg_lag_seconds",
+            "Age of the table's last commit while records wait",
+            labels=["topic"],
+        )
+        rows = CounterMetricFamily(
+            "strata_iceberg_records_translated", "Records committed to the table", labels=["topic"]
+        )
+        for item in self.service.status():
+            for p, o in item["committed_offsets"].items():
+                committed.add_metric([item["topic"], p], o)
+            lag.add_metric([item["topic"]], item["lag_records"])
+            lag_s.add_metric([item["topic"]], item["lag_seconds"])
+            rows.add_metric([item["topic"]], item["rows_translated"])
+        return [committed, lag, lag_s, rows]
+
+
+def register_metrics(service: IcebergService, registry: CollectorRegistry) -> None:
+    registry.register(IcebergCollector(service))  # type: ignore[arg-type]

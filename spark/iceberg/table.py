@@ -1,0 +1,169 @@
+"""The key_value table: its Iceberg schema and partition spec, and the Parquet data files
+made from the archive reader's Arrow rows (``spark.schema.ARROW_SCHEMA``)."""
+
+from __future__ import annotations
+
+import io
+import uuid
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, YearTransform
+from pyiceberg.types import (
+    BinaryType,
+    IntegerType,
+    ListType,
+    LongType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestamptzType,
+)
+
+from hot.errors import InvalidConfigError
+
+# Column names of the key_value table (Kafka metadata first, as Redpanda's and Tableflow's).
+COLUMNS: Final = ("partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers")
+
+KV_SCHEMA: Final = Schema(
+    NestedField(1, "partition", IntegerType(), required=False),
+    NestedField(2, "offset", LongType(), required=False),
+    NestedField(3, "timestamp", TimestamptzType(), required=False),
+    NestedField(4, "timestamp_type", IntegerType(), required=False),
+    NestedField(5, "key", BinaryType(), required=False),
+    NestedField(6, "value", BinaryType(), required=False),
+    NestedField(
+        7,
+        "headers",
+        ListType(
+            8,
+            StructType(
+                NestedField(9, "key", StringType(), required=False),
+                NestedField(10, "value", BinaryType(), required=False),
+            ),
+            element_required=False,
+        ),
+        required=False,
+    ),
+)
+
+HEADERS_TYPE: Final = pa.list_(
+    pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+)
+KV_ARROW_SCHEMA: Final = pa.schema(
+    [
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestamp_type", pa.int32()),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("headers", HEADERS_TYPE),
+    ]
+)
+
+_US_PER_HOUR: Final = 3_600_000_000
+_US_PER_DAY: Final = 86_400_000_000
+
+
+def partition_spec(text: str, schema: Schema = KV_SCHEMA) -> PartitionSpec:
+    """``iceberg.partition.spec`` (hot.config validated its form) as an Iceberg spec."""
+    if text == "none":
+        return PartitionSpec()
+    fields = []
+    for i, item in enumerate(text.split(",")):
+        transform, _, rest = item.partition("(")
+        column = rest.rstrip(")")
+        source = schema.find_field(column).field_id
+        kinds: dict[str, Any] = {
+            "hour": HourTransform(),
+            "day": DayTransform(),
+            "month": MonthTransform(),
+            "year": YearTransform(),
+            "identity": IdentityTransform(),
+        }
+        if transform not in kinds:
+            raise InvalidConfigError(f"iceberg.partition.spec: unknown transform {transform!r}")
+        name = column if transform == "identity" else f"{column}_{transform}"
+        fields.append(
+            PartitionField(source_id=source, field_id=1000 + i, transform=kinds[transform], name=name)
+        )
+    return PartitionSpec(*fields)
+
+
+def to_kv_rows(batch: pa.RecordBatch | pa.Table) -> pa.Table:
+    """The archive reader's rows (spark.schema.ARROW_SCHEMA) as the key_value table's."""
+    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    return pa.Table.from_arrays(
+        [
+            table.column("partition"),
+            table.column("offset"),
+            table.column("timestamp"),
+            table.column("timestampType"),
+            table.column("key"),
+            table.column("value"),
+            table.column("headers").cast(HEADERS_TYPE),
+        ],
+        schema=KV_ARROW_SCHEMA,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DataFile:
+    """One Parquet file's bytes, its partition path (Hive-style, for the key) and row count."""
+
+    partition_path: str
+    data: bytes
+    rows: int
+    file_id: uuid.UUID
+
+
+def _group_keys(rows: pa.Table, spec_text: str) -> tuple[np.ndarray, list[str]]:
+    """Per row, the index of its partition; per partition, its path."""
+    if spec_text == "none" or rows.num_rows == 0:
+        return np.zeros(rows.num_rows, dtype=np.int64), [""]
+    columns: list[tuple[str, np.ndarray]] = []
+    ts = rows.column("timestamp")
+    for item in spec_text.split(","):
+        transform = item.partition("(")[0]
+        if transform == "identity":
+            columns.append(
+                ("partition", rows.column("partition").to_numpy(zero_copy_only=False).astype(np.int64))
+            )
+            continue
+        micros = pc.cast(ts, pa.int64()).to_numpy(zero_copy_only=False)
+        if transform == "hour":
+            values = np.floor_divide(micros, _US_PER_HOUR)
+        elif transform == "day":
+            values = np.floor_divide(micros, _US_PER_DAY)
+        elif transform == "month":
+            years = pc.year(ts).to_numpy(zero_copy_only=False).astype(np.int64)
+            values = (years - 1970) * 12 + pc.month(ts).to_numpy(zero_copy_only=False).astype(np.int64) - 1
+        else:
+            values = pc.year(ts).to_numpy(zero_copy_only=False).astype(np.int64) - 1970
+        columns.append((f"timestamp_{transform}", values))
+    stacked = np.stack([c for _, c in columns], axis=1)
+    uniques, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    paths = ["/".join(f"{name}={int(v)}" for (name, _), v in zip(columns, u, strict=True)) for u in uniques]
+    return inverse.reshape(-1), paths
+
+
+def data_files(rows: pa.Table, spec_text: str, *, compression: str = "zstd") -> list[DataFile]:
+    """``rows`` cut into one Parquet file per partition of the spec (pyiceberg's add_files
+    takes a file only when all its rows fall into one partition)."""
+    if rows.num_rows == 0:
+        return []
+    groups, paths = _group_keys(rows, spec_text)
+    out = []
+    for index, path in enumerate(paths):
+        part = rows if len(paths) == 1 else rows.filter(pa.array(groups == index))
+        sink = io.BytesIO()
+        pq.write_table(part, sink, compression=compression)
+        out.append(DataFile(path, sink.getvalue(), part.num_rows, uuid.uuid4()))
+    return out

@@ -1,0 +1,214 @@
+"""One translation pass of one topic into its Iceberg table, exactly once.
+
+The committed position of every partition is the snapshot summary of the table's current
+snapshot (``strata.offset.<partition>``: the next offset to translate), written by the
+same commit that adds the data files holding the records below it. A pass:
+
+1. points the catalog at the bucket's newest metadata (``catalog.sync_from_bucket``) and
+   reads the committed offsets (none: the log start, i.e. a backfill of the whole history);
+2. plans ``[committed, last stable offset)`` of each partition with the archive reader in
+   read_committed isolation (``spark.plan``): archived offsets from the bucket with ranged
+   GETs (never through the broker's local disk), the rest with Fetch from the broker;
+   aborted transactions are dropped and control records never appear;
+3. writes the rows as Parquet data files (one per table partition) through the object-store
+   seam under the table's location (``tiering.keys``);
+4. commits them with pyiceberg's ``add_files`` and the new offsets in one snapshot.
+
+A crash between 3 and 4 leaves data files no snapshot references: the next pass starts
+from the old offsets again (no gap) and the orphans are never read (no duplicate);
+``remove_orphans`` deletes them when the committer starts.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import pyarrow as pa
+from pyiceberg.catalog import Catalog
+from pyiceberg.table import Table
+
+from hot.config import ICEBERG_KEY_VALUE, LogConfig
+from hot.topics import TopicInfo
+from spark.iceberg.catalog import object_url, sync_from_bucket
+from spark.iceberg.table import KV_SCHEMA, data_files, partition_spec, to_kv_rows
+from spark.options import ReadOptions
+from spark.plan import plan_scan
+from spark.scan import read_task
+from tiering.keys import iceberg_data_key, iceberg_table_root
+from tiering.store import SyncObjectStore
+
+OFFSET_PROPERTY: Final = "strata.offset."  # + partition: the next offset to translate
+# Test hook: kill -9 this process after the data files are written, before the commit.
+CRASH_ENV: Final = "STRATA_ICEBERG_CRASH_BEFORE_COMMIT"
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class PassResult:
+    topic: str
+    rows: int = 0
+    files: int = 0
+    offsets: Mapping[int, int] = field(default_factory=dict)  # committed after the pass
+    ends: Mapping[int, int] = field(default_factory=dict)  # last stable offsets seen
+    snapshot_id: int | None = None
+
+
+def committed_offsets(table: Table | None) -> dict[int, int]:
+    """``strata.offset.<p>`` of the current snapshot; empty for a table without one."""
+    if table is None:
+        return {}
+    snap = table.current_snapshot()
+    if snap is None or snap.summary is None:
+        return {}
+    out = {}
+    for k, v in snap.summary.additional_properties.items():
+        if k.startswith(OFFSET_PROPERTY):
+            out[int(k[len(OFFSET_PROPERTY) :])] = int(v)
+    return out
+
+
+def identifier(namespace: str, topic: str) -> tuple[str, str]:
+    return (namespace, topic)
+
+
+class Translator:
+    """Translates topics of one broker; one instance per committer (not thread-safe)."""
+
+    def __init__(
+        self,
+        store: SyncObjectStore,
+        catalog: Catalog,
+        *,
+        namespace: str,
+        broker: str,
+        embedded: bool = True,
+        read_options: Mapping[str, str] | None = None,
+    ) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.namespace = namespace
+        self.broker = broker
+        self.embedded = embedded
+        self.read_options = dict(read_options or {})
+        self._cleaned: set[str] = set()
+
+    def table(self, info: TopicInfo, config: LogConfig, *, create: bool) -> Table | None:
+        ident = identifier(self.namespace, info.name)
+        root = iceberg_table_root(info.name, info.topic_id)
+        table: Table | None
+        if self.embedded:
+            table = sync_from_bucket(self.catalog, ident, self.store, root)
+        else:
+            table = self.catalog.load_table(ident) if self.catalog.table_exists(ident) else None
+        if table is not None or not create:
+            return table
+        self.catalog.create_namespace_if_not_exists(self.namespace)
+        return self.catalog.create_table(
+            ident,
+            schema=KV_SCHEMA,
+            location=object_url(self.store, root),
+            partition_spec=partition_spec(config.iceberg_partition_spec),
+            properties={"strata.topic": info.name, "strata.topic-id": str(info.topic_id)},
+        )
+
+    def run_pass(self, info: TopicInfo, config: LogConfig) -> PassResult:
+        if config.iceberg_mode != ICEBERG_KEY_VALUE:
+            # value_schema_id_prefix needs the schema registry's lookup (spark.iceberg.schema_values)
+            raise NotImplementedError(f"iceberg.mode {config.iceberg_mode} is not translated yet")
+        table = self.table(info, config, create=True)
+        assert table is not None
+        if info.name not in self._cleaned:
+            remove_orphans(self.store, table, iceberg_table_root(info.name, info.topic_id))
+            self._cleaned.add(info.name)
+        committed = committed_offsets(table)
+        starting = {str(p): committed.get(p, -2) for p in range(info.partitions)}
+        options = ReadOptions.parse(
+            {
+                **self.read_options,
+                "subscribe": info.name,
+                "startingOffsets": json.dumps({info.name: starting}),
+                "endingOffsets": "latest",
+                "broker": self.broker,
+                "includeHot": "true",
+                "kafka.isolation.level": "read_committed",
+                # records deleted by retention before they were translated cannot come back
+                "failOnDataLoss": "false",
+            },
+            path=self.store.url,
+        )
+        plan = plan_scan(options)
+        ends = {r.partition: r.end for r in plan.ranges}
+        offsets = {p: max(committed.get(p, 0), ends.get(p, 0)) for p in range(info.partitions)}
+        if all(ends.get(p, 0) <= committed.get(p, -1) for p in range(info.partitions)):
+            return PassResult(info.name, offsets=committed, ends=ends)
+        batches: list[pa.Table] = []
+        for task in plan.tasks:
+            for batch in read_task(task, options, store=self.store):
+                batches.append(to_kv_rows(batch))
+        rows = pa.concat_tables(batches) if batches else None
+        if rows is None or rows.num_rows == 0:
+            # only control records or aborted data: nothing to add; the next pass re-plans
+            return PassResult(info.name, offsets=committed, ends=ends)
+        files = data_files(rows, config.iceberg_partition_spec)
+        urls = []
+        for f in files:
+            key = iceberg_data_key(info.name, info.topic_id, f.partition_path, f.file_id)
+            self.store.put(key, f.data)
+            urls.append(object_url(self.store, key))
+        if os.environ.get(CRASH_ENV):
+            logger.warning("%s set: killing this process before the Iceberg commit", CRASH_ENV)
+            os.kill(os.getpid(), signal.SIGKILL)
+        summary = {f"{OFFSET_PROPERTY}{p}": str(o) for p, o in offsets.items()}
+        summary["strata.translated-at-ms"] = str(int(time.time() * 1000))
+        with table.transaction() as tx:
+            tx.add_files(urls, snapshot_properties=summary, check_duplicate_files=False)
+        snap = table.current_snapshot()
+        return PassResult(
+            info.name,
+            rows=rows.num_rows,
+            files=len(files),
+            offsets=offsets,
+            ends=ends,
+            snapshot_id=snap.snapshot_id if snap is not None else None,
+        )
+
+
+def referenced_files(table: Table) -> set[str]:
+    """Every data file some snapshot of the table references."""
+    out: set[str] = set()
+    for snap in table.snapshots():
+        for manifest in snap.manifests(table.io):
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+                out.add(entry.data_file.file_path)
+    return out
+
+
+def remove_orphans(store: SyncObjectStore, table: Table, root: str) -> int:
+    """Delete the data files under ``root/data/`` no snapshot references (a pass that
+    crashed before its commit); the committer is the only writer, so at its start every
+    such file is an orphan. Returns how many were deleted."""
+    known = referenced_files(table)
+    orphans = [i.key for i in store.list(f"{root}/data/") if object_url(store, i.key) not in known]
+    if orphans:
+        logger.info("iceberg: removing %d data files no snapshot references under %s", len(orphans), root)
+        store.delete_many(orphans)
+    return len(orphans)
+
+
+def table_status(table: Table) -> dict[str, Any]:
+    snap = table.current_snapshot()
+    return {
+        "location": table.metadata.location,
+        "metadata_location": table.metadata_location,
+        "committed_offsets": committed_offsets(table),
+        "last_snapshot": None
+        if snap is None
+        else {"snapshot_id": snap.snapshot_id, "timestamp_ms": snap.timestamp_ms},
+    }
