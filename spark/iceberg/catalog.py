@@ -57,6 +57,8 @@ def catalog_properties(config: IcebergConfig, data_dir: Path, store_url: str) ->
             props["warehouse"] = config.warehouse
         return props
     path = (data_dir / "iceberg" / "catalog.db").resolve()
+    # the committer writes through Strata's object-store seam (spark.iceberg.fileio)
+    props.update({"py-io-impl": "spark.iceberg.fileio.StoreFileIO", "strata.store-url": store_url})
     props.update({"type": "sql", "uri": f"sqlite:///{path}", "warehouse": f"{store_url.rstrip('/')}/iceberg"})
     return props
 
@@ -70,7 +72,8 @@ def open_catalog(props: Mapping[str, str]) -> Catalog:
 def public_properties(props: Mapping[str, str]) -> dict[str, str]:
     """``props`` without secrets (status output)."""
     hidden = ("credential", "token", "s3.secret-access-key", "s3.session-token")
-    return {k: ("***" if k in hidden else v) for k, v in props.items()}
+    internal = ("py-io-impl", "strata.store-url")  # other readers use their own FileIO
+    return {k: ("***" if k in hidden else v) for k, v in props.items() if k not in internal}
 
 
 def object_url(store: SyncObjectStore, key: str) -> str:
