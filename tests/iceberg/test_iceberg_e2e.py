@@ -4,6 +4,9 @@ committed records; a kill -9 between the data files and the commit loses and dou
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -123,5 +126,21 @@ def test_key_value_exactly_once_through_a_crash(tmp_path: Path) -> None:
         live = {Path(f.removeprefix("file://")) for f in files}
         assert not [f for f in (data / "objects").rglob("*.parquet") if f not in live]
         assert [f for f in orphans_before if f not in live]  # the crash did leave some
+        # the door: strata iceberg status
+        tail = ["--format", "json", "-b", restarted.bootstrap]
+        out = subprocess.run(
+            [sys.executable, "-m", "api.cli", "iceberg", "status", topic, "--data-dir", str(data), *tail],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        st = json.loads(out)
+        assert st["identifier"] == f"strata.{topic}" and st["catalog"]["type"] == "sql"
+        prop = "strata.offset."
+        assert st["committed_offsets"] == {
+            k.removeprefix(prop): int(v) for k, v in summary.items() if k.startswith(prop)
+        }
+        assert st["lag_records"] == 0 and st["last_snapshot"]["snapshot_id"]
     finally:
         restarted.stop()
