@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -22,7 +23,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from broker.config import BrokerConfig
-from hot.config import ICEBERG_DISABLED
+from hot.config import ICEBERG_DISABLED, LogConfig
 from hot.manager import LogManager
 from hot.topics import TopicInfo
 from tiering.iceberg_config import CATALOG_EMBEDDED
@@ -61,6 +62,7 @@ class IcebergService:
         self.is_committer = is_committer or (lambda topic: True)
         self.tables: dict[str, TableState] = {}
         self._due: dict[str, float] = {}
+        self._maintained: dict[str, float] = {}
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="strata-iceberg")
         self._translator: Any = None
         self._task: asyncio.Task[None] | None = None
@@ -87,10 +89,46 @@ class IcebergService:
     def _pass(self, info: TopicInfo) -> Any:
         if self._translator is None:
             self._translator = self._make_translator()
-        return self._translator.run_pass(info, self.manager.log_config(info.name))
+        result = self._translator.run_pass(info, self.manager.log_config(info.name))
+        now = time.monotonic()
+        if now >= self._maintained.get(info.name, 0.0):
+            self._maintained[info.name] = now + self.config.iceberg.maintenance_interval_ms / 1000
+            from spark.iceberg.translate import expire_snapshots
+
+            table = self._translator.table(info, self.manager.log_config(info.name), create=False)
+            if table is not None:
+                expire_snapshots(table, self.config.iceberg.snapshot_max_age_ms)
+        return result
 
     def start(self) -> None:
+        self.manager.add_delete_listener(self.on_topic_deleted)
         self._task = asyncio.create_task(self.run(), name="iceberg-committer")
+
+    def on_topic_deleted(self, info: TopicInfo) -> None:
+        """Any thread (manager's listener): keep or drop the table per ``iceberg.delete``,
+        on the committer's thread. Every broker may run it: both outcomes are idempotent."""
+        try:
+            cfg = LogConfig.from_kafka(info.configs, self.manager.defaults)
+        except Exception:
+            return
+        if cfg.iceberg_mode == ICEBERG_DISABLED and info.name not in self.tables:
+            return
+        self.tables.pop(info.name, None)
+
+        def run() -> None:
+            from spark.iceberg.translate import on_topic_deleted
+
+            try:
+                if self._translator is None:
+                    self._translator = self._make_translator()
+                t = self._translator
+                done = on_topic_deleted(t.catalog, t.store, t.namespace, info, cfg.iceberg_delete)
+                logger.info("iceberg: topic %s deleted: its table was %s", info.name, done)
+            except Exception:
+                logger.exception("iceberg: keeping or dropping the table of deleted topic %s", info.name)
+
+        with contextlib.suppress(RuntimeError):  # the pool is shut down: the broker is stopping
+            self._pool.submit(run)
 
     async def run(self) -> None:
         interval = self.config.iceberg.check_interval_ms / 1000

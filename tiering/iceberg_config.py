@@ -37,6 +37,9 @@ class IcebergConfig:
     # How often each Iceberg topic is looked at; a table is committed once its lag nears
     # iceberg.target.lag.ms (half of it elapsed since the last commit).
     check_interval_ms: int = 1000
+    # Maintenance (docs/iceberg.md): snapshots older than this are expired, checked this often.
+    snapshot_max_age_ms: int = 86_400_000
+    maintenance_interval_ms: int = 3_600_000
 
     def __post_init__(self) -> None:
         if self.catalog not in (CATALOG_EMBEDDED, CATALOG_REST):
@@ -45,10 +48,9 @@ class IcebergConfig:
             raise InvalidConfigError("iceberg catalog = rest needs uri (the REST catalog's URL)")
         if not self.namespace or "." in self.namespace:
             raise InvalidConfigError(f"iceberg namespace must be one non-empty level, got {self.namespace!r}")
-        if self.check_interval_ms < 1:
-            raise InvalidConfigError(
-                f"iceberg check_interval_ms must be at least 1, got {self.check_interval_ms}"
-            )
+        for name in _INT_FIELDS:
+            if getattr(self, name) < 1:
+                raise InvalidConfigError(f"iceberg {name} must be at least 1, got {getattr(self, name)}")
 
     def __repr__(self) -> str:  # the credential and token stay out of logs
         return f"IcebergConfig(catalog={self.catalog!r}, uri={self.uri!r}, namespace={self.namespace!r})"
@@ -59,16 +61,15 @@ class IcebergConfig:
         for name, raw in values.items():
             if name not in FIELDS:
                 raise InvalidConfigError(f"unknown iceberg setting {name!r} (known: {', '.join(FIELDS)})")
-            if name == "check_interval_ms":
+            if name in _INT_FIELDS:
                 try:
                     changes[name] = int(str(raw))
                 except ValueError:
-                    raise InvalidConfigError(
-                        f"iceberg check_interval_ms: expected an integer, got {raw!r}"
-                    ) from None
+                    raise InvalidConfigError(f"iceberg {name}: expected an integer, got {raw!r}") from None
             else:
                 changes[name] = str(raw)
         return dataclasses.replace(cls(), **changes)  # type: ignore[arg-type]
 
 
 FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in dataclasses.fields(IcebergConfig))
+_INT_FIELDS: Final = ("check_interval_ms", "snapshot_max_age_ms", "maintenance_interval_ms")

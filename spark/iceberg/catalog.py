@@ -110,6 +110,8 @@ def sync_from_bucket(catalog: Catalog, identifier: tuple[str, str], store: SyncO
         table = None
     if newest is None:
         return table
+    if table is not None and table.metadata.location.rstrip("/") != object_url(store, root):
+        return table  # another topic's (a deleted one's kept table): the caller moves it aside
     if table is not None and metadata_version(table.metadata_location) >= newest[0]:
         return table
     if table is not None:

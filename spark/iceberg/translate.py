@@ -45,6 +45,7 @@ from tiering.keys import iceberg_data_key, iceberg_table_root
 from tiering.store import SyncObjectStore
 
 OFFSET_PROPERTY: Final = "strata.offset."  # + partition: the next offset to translate
+TOPIC_ID_PROPERTY: Final = "strata.topic-id"  # table property: the topic the table belongs to
 # Test hook: kill -9 this process after the data files are written, before the commit.
 CRASH_ENV: Final = "STRATA_ICEBERG_CRASH_BEFORE_COMMIT"
 logger = logging.getLogger(__name__)
@@ -61,21 +62,31 @@ class PassResult:
 
 
 def committed_offsets(table: Table | None) -> dict[int, int]:
-    """``strata.offset.<p>`` of the current snapshot; empty for a table without one."""
+    """``strata.offset.<p>`` of the newest snapshot in the current one's ancestry that has
+    them; empty for a table without one. Ancestry, not just the current snapshot: a
+    compaction or expiry by another engine (Spark's rewrite_data_files) commits snapshots
+    of its own without Strata's summary, and rewrites only what is there already."""
     if table is None:
         return {}
     snap = table.current_snapshot()
-    if snap is None or snap.summary is None:
-        return {}
-    out = {}
-    for k, v in snap.summary.additional_properties.items():
-        if k.startswith(OFFSET_PROPERTY):
-            out[int(k[len(OFFSET_PROPERTY) :])] = int(v)
-    return out
+    while snap is not None:
+        props = snap.summary.additional_properties if snap.summary is not None else {}
+        found = {
+            int(k[len(OFFSET_PROPERTY) :]): int(v) for k, v in props.items() if k.startswith(OFFSET_PROPERTY)
+        }
+        if found:
+            return found
+        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+    return {}
 
 
 def identifier(namespace: str, topic: str) -> tuple[str, str]:
     return (namespace, topic)
+
+
+def archived_identifier(ident: tuple[str, str], topic_id: str) -> tuple[str, str]:
+    """Where a deleted topic's kept table goes: ``<topic>_<topic id hex>``."""
+    return (ident[0], f"{ident[1]}_{topic_id.replace('-', '')}")
 
 
 class Translator:
@@ -107,6 +118,12 @@ class Translator:
             table = sync_from_bucket(self.catalog, ident, self.store, root)
         else:
             table = self.catalog.load_table(ident) if self.catalog.table_exists(ident) else None
+        if table is not None and table.properties.get(TOPIC_ID_PROPERTY, str(info.topic_id)) != str(
+            info.topic_id
+        ):
+            # a table kept from a deleted topic of the same name: moved aside, never appended to
+            self.catalog.rename_table(ident, archived_identifier(ident, table.properties[TOPIC_ID_PROPERTY]))
+            table = sync_from_bucket(self.catalog, ident, self.store, root) if self.embedded else None
         if table is not None or not create:
             return table
         self.catalog.create_namespace_if_not_exists(self.namespace)
@@ -115,7 +132,7 @@ class Translator:
             schema=KV_SCHEMA,
             location=object_url(self.store, root),
             partition_spec=partition_spec(config.iceberg_partition_spec),
-            properties={"strata.topic": info.name, "strata.topic-id": str(info.topic_id)},
+            properties={"strata.topic": info.name, TOPIC_ID_PROPERTY: str(info.topic_id)},
         )
 
     def run_pass(self, info: TopicInfo, config: LogConfig) -> PassResult:
@@ -178,6 +195,43 @@ class Translator:
             ends=ends,
             snapshot_id=snap.snapshot_id if snap is not None else None,
         )
+
+
+def expire_snapshots(table: Table, max_age_ms: int) -> None:
+    """Expire snapshots older than ``max_age_ms`` (never the current one). Data files stay:
+    translation only appends, so the current snapshot still references every one."""
+    import datetime
+
+    cutoff = datetime.datetime.fromtimestamp((time.time() * 1000 - max_age_ms) / 1000, tz=datetime.UTC)
+    old = [s for s in table.snapshots() if s.timestamp_ms < cutoff.timestamp() * 1000]
+    current = table.current_snapshot()
+    if current is not None and any(s.snapshot_id != current.snapshot_id for s in old):
+        table.maintenance.expire_snapshots().older_than(cutoff).commit()
+
+
+def on_topic_deleted(
+    catalog: Catalog, store: SyncObjectStore, namespace: str, info: TopicInfo, drop: bool
+) -> str:
+    """``iceberg.delete``: drop the table and its files, or keep it under
+    ``archived_identifier`` (the name is free for a new topic). Returns what was done."""
+    ident = identifier(namespace, info.name)
+    root = iceberg_table_root(info.name, info.topic_id)
+    try:
+        table = catalog.load_table(ident)
+    except Exception:
+        table = None
+    if table is not None and table.properties.get(TOPIC_ID_PROPERTY) not in (None, str(info.topic_id)):
+        table = None  # not this topic's table
+    if drop:
+        if table is not None:
+            catalog.drop_table(ident)
+        keys = [i.key for i in store.list(f"{root}/")]
+        if keys:
+            store.delete_many(keys)
+        return "dropped"
+    if table is not None:
+        catalog.rename_table(ident, archived_identifier(ident, str(info.topic_id)))
+    return "kept"
 
 
 def referenced_files(table: Table) -> set[str]:

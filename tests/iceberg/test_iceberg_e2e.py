@@ -144,3 +144,78 @@ def test_key_value_exactly_once_through_a_crash(tmp_path: Path) -> None:
         assert st["lag_records"] == 0 and st["last_snapshot"]["snapshot_id"]
     finally:
         restarted.stop()
+
+
+def test_metrics_expiry_and_topic_deletion_keep_or_drop(tmp_path: Path) -> None:
+    import urllib.request
+
+    from confluent_kafka.admin import AdminClient
+
+    data = tmp_path / "b"
+    env = {
+        "STRATA_ICEBERG_CHECK_INTERVAL_MS": "200",
+        "STRATA_ICEBERG_SNAPSHOT_MAX_AGE_MS": "1",
+        "STRATA_ICEBERG_MAINTENANCE_INTERVAL_MS": "1",
+    }
+    broker = BrokerProcess(data, env=env).start()
+    try:
+        create_topic(broker.bootstrap, "dropme", 1, {**ICEBERG, "iceberg.delete": "true"})
+        create_topic(broker.bootstrap, "keepme", 1, ICEBERG)
+        for batch in range(3):  # three commits
+            for topic in ("dropme", "keepme"):
+                _produce(
+                    broker.bootstrap,
+                    topic,
+                    [(0, b"k", b"%s-%d-%d" % (topic.encode(), batch, i)) for i in range(10)],
+                )
+            wait_for(
+                lambda b=batch: (
+                    all(len(pyiceberg_rows(_table(data, t))) == 10 * (b + 1) for t in ("dropme", "keepme"))
+                    if _exists(data, "dropme") and _exists(data, "keepme")
+                    else False
+                ),
+                60,
+                f"commit {batch}",
+            )
+        table = _table(data, "keepme")
+        assert len(table.snapshots()) <= 2  # expired down to the current one (and maybe its parent)
+        assert table.current_snapshot().summary.additional_properties["strata.offset.0"] == "30"
+        metrics = urllib.request.urlopen(f"{broker.http_url}/metrics", timeout=10).read().decode()
+        assert 'strata_iceberg_committed_offset{partition="0",topic="keepme"} 30.0' in metrics
+        assert 'strata_iceberg_lag_records{topic="keepme"} 0.0' in metrics
+
+        keep_id = table.properties["strata.topic-id"].replace("-", "")
+        drop_root = Path(_table(data, "dropme").metadata.location.removeprefix("file://"))
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        for f in admin.delete_topics(["dropme", "keepme"]).values():
+            f.result(30)
+        wait_for(
+            lambda: not _exists(data, "dropme") and not _exists(data, "keepme"), 60, "tables moved or dropped"
+        )
+        wait_for(lambda: not drop_root.exists() or not any(drop_root.rglob("*.*")), 30, "dropped files")
+        kept = _table(data, f"keepme_{keep_id}")
+        assert len(pyiceberg_rows(kept)) == 30
+
+        # a new topic of the same name gets a new table, from its own offset 0
+        create_topic(broker.bootstrap, "keepme", 1, ICEBERG)
+        _produce(broker.bootstrap, "keepme", [(0, b"n", b"new-%d" % i) for i in range(5)])
+        rows = wait_for(
+            lambda: (
+                _exists(data, "keepme")
+                and len(pyiceberg_rows(_table(data, "keepme"))) == 5
+                and pyiceberg_rows(_table(data, "keepme"))
+            ),
+            60,
+            "the new topic's table",
+        )
+        assert [r[3] for r in rows] == [b"new-%d" % i for i in range(5)]
+    finally:
+        broker.stop()
+
+
+def _exists(data: Path, topic: str) -> bool:
+    try:
+        _table(data, topic)
+    except Exception:
+        return False
+    return True
