@@ -178,9 +178,15 @@ class IcebergService:
                 await self._task
             except (asyncio.CancelledError, Exception):
                 pass
-        self._pool.shutdown(wait=True)
+        # Off the event loop: a pass in flight may be fetching the hot tail from this very
+        # broker, whose listener must go on answering until it is done.
+        try:
+            await asyncio.wait_for(asyncio.to_thread(self._pool.shutdown, wait=True), timeout=60)
+        except TimeoutError:
+            logger.warning("iceberg: a translation pass did not finish within 60 s of the stop")
+            return
         if self._translator is not None:
-            self._translator.store.close()
+            await asyncio.to_thread(self._translator.store.close)
 
     def high_watermarks(self, topic: str) -> dict[int, int]:
         state = self.tables.get(topic)

@@ -21,6 +21,7 @@ from hot.errors import InvalidConfigError
 from tiering.store import SyncObjectStore
 
 STORE_URL_PROPERTY: Final = "strata.store-url"
+_WHOLE_BYTES: Final = 1 << 20  # metadata and manifests: one GET; larger (data files): ranged
 _stores: dict[str, SyncObjectStore] = {}
 _lock = threading.Lock()
 
@@ -50,13 +51,53 @@ class _Input(InputFile):
         return self._store.exists(self._key)
 
     def open(self, seekable: bool = True) -> InputStream:
-        try:
-            data = self._store.get(self._key)
-        except Exception as e:
-            if not self.exists():
-                raise FileNotFoundError(self.location) from e
-            raise
-        return io.BytesIO(data)
+        info = self._store.head(self._key)
+        if info is None:
+            raise FileNotFoundError(self.location)
+        if info.size <= _WHOLE_BYTES:
+            return io.BytesIO(self._store.get(self._key))
+        return _Ranged(self._store, self._key, info.size)
+
+
+class _Ranged(io.RawIOBase):
+    """Ranged GETs on demand: add_files reads only a Parquet file's footer."""
+
+    def __init__(self, store: SyncObjectStore, key: str, size: int) -> None:
+        super().__init__()
+        self._store = store
+        self._key = key
+        self._size = size
+        self._pos = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        base = {io.SEEK_SET: 0, io.SEEK_CUR: self._pos, io.SEEK_END: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def read(self, size: int | None = -1) -> bytes:
+        end = self._size if size is None or size < 0 else min(self._size, self._pos + size)
+        if self._pos >= end:
+            return b""
+        data = self._store.get(self._key, start=self._pos, end=end)
+        self._pos += len(data)
+        return data
+
+    def readall(self) -> bytes:
+        return self.read(-1)
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
 
 
 class _Upload(io.BytesIO):

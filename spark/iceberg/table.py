@@ -3,7 +3,6 @@ made from the archive reader's Arrow rows (``spark.schema.ARROW_SCHEMA``)."""
 
 from __future__ import annotations
 
-import io
 import uuid
 from dataclasses import dataclass
 from typing import Any, Final
@@ -12,8 +11,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, YearTransform
 from pyiceberg.types import (
     BinaryType,
@@ -68,6 +69,7 @@ KV_ARROW_SCHEMA: Final = pa.schema(
     ]
 )
 
+_SMALL_COLUMNS: Final = ("partition", "offset", "timestamp", "timestamp_type")
 _US_PER_HOUR: Final = 3_600_000_000
 _US_PER_DAY: Final = 86_400_000_000
 
@@ -124,16 +126,18 @@ class DataFile:
     file_id: uuid.UUID
 
 
-def _group_keys(rows: pa.Table, spec_text: str) -> tuple[np.ndarray, list[str]]:
-    """Per row, the index of its partition; per partition, its path."""
+def _group_keys(rows: pa.Table, spec_text: str) -> tuple[pa.Array | None, list[tuple[int, str]]]:
+    """One int64 key per row naming its table partition (None: all rows in one), and per
+    partition its key and path. Hash-based (``pc.unique``), no sort: the common case, a
+    pass within one hour, costs two min/max scans."""
     if spec_text == "none" or rows.num_rows == 0:
-        return np.zeros(rows.num_rows, dtype=np.int64), [""]
-    columns: list[tuple[str, np.ndarray]] = []
+        return None, [(0, "")]
+    parts: list[tuple[str, np.ndarray]] = []
     ts = rows.column("timestamp")
     for item in spec_text.split(","):
         transform = item.partition("(")[0]
         if transform == "identity":
-            columns.append(
+            parts.append(
                 ("partition", rows.column("partition").to_numpy(zero_copy_only=False).astype(np.int64))
             )
             continue
@@ -147,23 +151,74 @@ def _group_keys(rows: pa.Table, spec_text: str) -> tuple[np.ndarray, list[str]]:
             values = (years - 1970) * 12 + pc.month(ts).to_numpy(zero_copy_only=False).astype(np.int64) - 1
         else:
             values = pc.year(ts).to_numpy(zero_copy_only=False).astype(np.int64) - 1970
-        columns.append((f"timestamp_{transform}", values))
-    stacked = np.stack([c for _, c in columns], axis=1)
-    uniques, inverse = np.unique(stacked, axis=0, return_inverse=True)
-    paths = ["/".join(f"{name}={int(v)}" for (name, _), v in zip(columns, u, strict=True)) for u in uniques]
-    return inverse.reshape(-1), paths
+        parts.append((f"timestamp_{transform}", values))
+    # one key: a mixed-radix number of the fields' offsets from their minimums
+    key = np.zeros(rows.num_rows, dtype=np.int64)
+    radices = []
+    for _, values in parts:
+        lo, hi = int(values.min()), int(values.max())
+        radices.append((lo, hi - lo + 1))
+        key = key * (hi - lo + 1) + (values - lo)
+    out = []
+    for k in pc.unique(pa.array(key)).to_pylist():
+        digits, rest = [], int(k)
+        for lo, size in reversed(radices):
+            digits.append(lo + rest % size)
+            rest //= size
+        digits.reverse()
+        out.append((int(k), "/".join(f"{name}={d}" for (name, _), d in zip(parts, digits, strict=True))))
+    return (None if len(out) == 1 else pa.array(key)), out
 
 
-def data_files(rows: pa.Table, spec_text: str, *, compression: str = "zstd") -> list[DataFile]:
+def data_files(rows: pa.Table, spec_text: str, *, compression: str = "snappy") -> list[DataFile]:
     """``rows`` cut into one Parquet file per partition of the spec (pyiceberg's add_files
     takes a file only when all its rows fall into one partition)."""
     if rows.num_rows == 0:
         return []
-    groups, paths = _group_keys(rows, spec_text)
+    keys, groups = _group_keys(rows, spec_text)
     out = []
-    for index, path in enumerate(paths):
-        part = rows if len(paths) == 1 else rows.filter(pa.array(groups == index))
-        sink = io.BytesIO()
-        pq.write_table(part, sink, compression=compression)
-        out.append(DataFile(path, sink.getvalue(), part.num_rows, uuid.uuid4()))
+    for key, path in groups:
+        part = rows if keys is None else rows.filter(pc.equal(keys, key))
+        sink = pa.BufferOutputStream()  # native: a Python file object would hold the GIL per write
+        pq.write_table(
+            part,
+            sink,
+            compression=compression,
+            # dictionaries and min/max only where they pay: keys and values are mostly
+            # distinct bytes, and engines prune by partition, offset and timestamp
+            use_dictionary=list(_SMALL_COLUMNS),
+            write_statistics=list(_SMALL_COLUMNS),
+        )
+        out.append(DataFile(path, sink.getvalue().to_pybytes(), part.num_rows, uuid.uuid4()))
     return out
+
+
+def iceberg_data_file(metadata: TableMetadata, url: str, data: bytes) -> IcebergDataFile:
+    """The manifest entry of a Parquet file written here (pyiceberg's
+    ``parquet_file_to_data_file``, from the bytes in hand rather than a read of the footer)."""
+    from pyiceberg.io.pyarrow import (
+        compute_statistics_plan,
+        data_file_statistics_from_parquet_metadata,
+        parquet_path_to_id_mapping,
+    )
+    from pyiceberg.manifest import DataFileContent, FileFormat
+
+    parquet_metadata = pq.read_metadata(pa.BufferReader(data))
+    schema = metadata.schema()
+    statistics = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=parquet_metadata,
+        stats_columns=compute_statistics_plan(schema, metadata.properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(schema),
+    )
+    return IcebergDataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=url,
+        file_format=FileFormat.PARQUET,
+        partition=statistics.partition(metadata.spec(), schema),
+        file_size_in_bytes=len(data),
+        sort_order_id=None,
+        spec_id=metadata.default_spec_id,
+        equality_ids=None,
+        key_metadata=None,
+        **statistics.to_serialized_dict(),
+    )

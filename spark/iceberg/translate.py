@@ -32,12 +32,12 @@ from typing import Any, Final
 
 import pyarrow as pa
 from pyiceberg.catalog import Catalog
-from pyiceberg.table import Table
+from pyiceberg.table import Table, TableProperties
 
 from hot.config import ICEBERG_KEY_VALUE, LogConfig
 from hot.topics import TopicInfo
 from spark.iceberg.catalog import object_url, sync_from_bucket
-from spark.iceberg.table import KV_SCHEMA, data_files, partition_spec, to_kv_rows
+from spark.iceberg.table import KV_SCHEMA, data_files, iceberg_data_file, partition_spec, to_kv_rows
 from spark.options import ReadOptions
 from spark.plan import plan_scan
 from spark.scan import read_task
@@ -46,6 +46,12 @@ from tiering.store import SyncObjectStore
 
 OFFSET_PROPERTY: Final = "strata.offset."  # + partition: the next offset to translate
 TOPIC_ID_PROPERTY: Final = "strata.topic-id"  # table property: the topic the table belongs to
+# No min/max for keys, values and headers (spark.iceberg.table writes none: mostly distinct
+# bytes, costly to collect, useless for pruning); said so, readers expect none.
+NO_METRICS: Final = {
+    f"write.metadata.metrics.column.{c}": "none"
+    for c in ("key", "value", "headers.element.key", "headers.element.value")
+}
 # Test hook: kill -9 this process after the data files are written, before the commit.
 CRASH_ENV: Final = "STRATA_ICEBERG_CRASH_BEFORE_COMMIT"
 logger = logging.getLogger(__name__)
@@ -90,7 +96,8 @@ def archived_identifier(ident: tuple[str, str], topic_id: str) -> tuple[str, str
 
 
 class Translator:
-    """Translates topics of one broker; one instance per committer (not thread-safe)."""
+    """Translates topics of one broker (``broker``: its Kafka listener, for the records
+    not archived yet); one instance per committer (not thread-safe)."""
 
     def __init__(
         self,
@@ -98,7 +105,7 @@ class Translator:
         catalog: Catalog,
         *,
         namespace: str,
-        broker: str,
+        broker: str | None,
         embedded: bool = True,
         read_options: Mapping[str, str] | None = None,
     ) -> None:
@@ -132,7 +139,7 @@ class Translator:
             schema=KV_SCHEMA,
             location=object_url(self.store, root),
             partition_spec=partition_spec(config.iceberg_partition_spec),
-            properties={"strata.topic": info.name, TOPIC_ID_PROPERTY: str(info.topic_id)},
+            properties={"strata.topic": info.name, TOPIC_ID_PROPERTY: str(info.topic_id), **NO_METRICS},
         )
 
     def run_pass(self, info: TopicInfo, config: LogConfig) -> PassResult:
@@ -152,8 +159,8 @@ class Translator:
                 "subscribe": info.name,
                 "startingOffsets": json.dumps({info.name: starting}),
                 "endingOffsets": "latest",
-                "broker": self.broker,
-                "includeHot": "true",
+                # no broker (tools, the benchmark): the archive only
+                **({"broker": self.broker, "includeHot": "true"} if self.broker else {"includeHot": "false"}),
                 "kafka.isolation.level": "read_committed",
                 # records deleted by retention before they were translated cannot come back
                 "failOnDataLoss": "false",
@@ -174,18 +181,25 @@ class Translator:
             # only control records or aborted data: nothing to add; the next pass re-plans
             return PassResult(info.name, offsets=committed, ends=ends)
         files = data_files(rows, config.iceberg_partition_spec)
-        urls = []
+        written = []
         for f in files:
             key = iceberg_data_key(info.name, info.topic_id, f.partition_path, f.file_id)
             self.store.put(key, f.data)
-            urls.append(object_url(self.store, key))
+            written.append((object_url(self.store, key), f.data))
         if os.environ.get(CRASH_ENV):
             logger.warning("%s set: killing this process before the Iceberg commit", CRASH_ENV)
             os.kill(os.getpid(), signal.SIGKILL)
         summary = {f"{OFFSET_PROPERTY}{p}": str(o) for p, o in offsets.items()}
         summary["strata.translated-at-ms"] = str(int(time.time() * 1000))
         with table.transaction() as tx:
-            tx.add_files(urls, snapshot_properties=summary, check_duplicate_files=False)
+            # pyiceberg's add_files, less its read of each footer back from the bucket: the
+            # footers are at hand
+            if tx.table_metadata.name_mapping() is None:
+                mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
+                tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
+            with tx.update_snapshot(snapshot_properties=summary).fast_append() as append:
+                for url, data in written:
+                    append.append_data_file(iceberg_data_file(tx.table_metadata, url, data))
         snap = table.current_snapshot()
         return PassResult(
             info.name,

@@ -174,7 +174,7 @@ def test_metrics_expiry_and_topic_deletion_keep_or_drop(tmp_path: Path) -> None:
                     if _exists(data, "dropme") and _exists(data, "keepme")
                     else False
                 ),
-                60,
+                120,
                 f"commit {batch}",
             )
         table = _table(data, "keepme")
@@ -205,7 +205,7 @@ def test_metrics_expiry_and_topic_deletion_keep_or_drop(tmp_path: Path) -> None:
                 and len(pyiceberg_rows(_table(data, "keepme"))) == 5
                 and pyiceberg_rows(_table(data, "keepme"))
             ),
-            60,
+            120,
             "the new topic's table",
         )
         assert [r[3] for r in rows] == [b"new-%d" % i for i in range(5)]
