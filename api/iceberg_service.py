@@ -132,44 +132,54 @@ class IcebergService:
 
     async def run(self) -> None:
         interval = self.config.iceberg.check_interval_ms / 1000
-        loop = asyncio.get_running_loop()
         while True:
+            default_off = self.manager.defaults.iceberg_mode == ICEBERG_DISABLED
             for info in self.manager.topics():
-                cfg = self.manager.log_config(info.name)
-                if cfg.iceberg_mode == ICEBERG_DISABLED or not self.is_committer(info.name):
-                    continue
-                now = time.monotonic()
-                if now < self._due.get(info.name, 0.0):
-                    continue
-                state = self.tables.setdefault(info.name, TableState(info.name))
+                if default_off and "iceberg.mode" not in info.configs:
+                    continue  # cheap: thousands of topics are looked at every second
                 try:
-                    result = await loop.run_in_executor(self._pool, self._pass, info)
+                    await self._visit(info)
                 except asyncio.CancelledError:
                     raise
-                except Exception as e:
-                    # the bucket or the catalog is out (or a bad record): retry after a pause;
-                    # nothing is committed, so nothing is lost or doubled
-                    state.error = f"{type(e).__name__}: {e}"
-                    logger.warning("iceberg: translating %s failed: %s", info.name, state.error)
-                    self._due[info.name] = time.monotonic() + min(5.0, cfg.iceberg_target_lag_ms / 2000)
-                    continue
-                state.error = None
-                state.offsets = dict(result.offsets)
-                state.ends = dict(result.ends)
-                state.last_pass_ms = int(time.time() * 1000)
-                if result.rows:
-                    state.last_commit_ms = state.last_pass_ms
-                    state.rows_total += result.rows
-                    state.snapshot_id = result.snapshot_id
-                    logger.info(
-                        "iceberg: %s: committed %d records in %d files (offsets %s)",
-                        info.name,
-                        result.rows,
-                        result.files,
-                        result.offsets,
-                    )
-                self._due[info.name] = time.monotonic() + cfg.iceberg_target_lag_ms / 2000
+                except Exception:  # a topic deleted meanwhile, say: the loop must go on
+                    logger.exception("iceberg: looking at topic %s", info.name)
             await asyncio.sleep(interval)
+
+    async def _visit(self, info: TopicInfo) -> None:
+        cfg = self.manager.log_config(info.name)
+        if cfg.iceberg_mode == ICEBERG_DISABLED or not self.is_committer(info.name):
+            return
+        now = time.monotonic()
+        if now < self._due.get(info.name, 0.0):
+            return
+        state = self.tables.setdefault(info.name, TableState(info.name))
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(self._pool, self._pass, info)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            # the bucket or the catalog is out (or a bad record): retry after a pause;
+            # nothing is committed, so nothing is lost or doubled
+            state.error = f"{type(e).__name__}: {e}"
+            logger.warning("iceberg: translating %s failed: %s", info.name, state.error)
+            self._due[info.name] = time.monotonic() + min(5.0, cfg.iceberg_target_lag_ms / 2000)
+            return
+        state.error = None
+        state.offsets = dict(result.offsets)
+        state.ends = dict(result.ends)
+        state.last_pass_ms = int(time.time() * 1000)
+        if result.rows:
+            state.last_commit_ms = state.last_pass_ms
+            state.rows_total += result.rows
+            state.snapshot_id = result.snapshot_id
+            logger.info(
+                "iceberg: %s: committed %d records in %d files (offsets %s)",
+                info.name,
+                result.rows,
+                result.files,
+                result.offsets,
+            )
+        self._due[info.name] = time.monotonic() + cfg.iceberg_target_lag_ms / 2000
 
     async def close(self) -> None:
         if self._task is not None:

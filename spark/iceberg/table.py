@@ -170,27 +170,71 @@ def _group_keys(rows: pa.Table, spec_text: str) -> tuple[pa.Array | None, list[t
     return (None if len(out) == 1 else pa.array(key)), out
 
 
-def data_files(rows: pa.Table, spec_text: str, *, compression: str = "snappy") -> list[DataFile]:
-    """``rows`` cut into one Parquet file per partition of the spec (pyiceberg's add_files
-    takes a file only when all its rows fall into one partition)."""
-    if rows.num_rows == 0:
-        return []
-    keys, groups = _group_keys(rows, spec_text)
-    out = []
-    for key, path in groups:
-        part = rows if keys is None else rows.filter(pc.equal(keys, key))
-        sink = pa.BufferOutputStream()  # native: a Python file object would hold the GIL per write
-        pq.write_table(
-            part,
-            sink,
+_ROW_GROUP_BYTES: Final = 8 << 20  # as strata export (spark.export.ROW_GROUP_BYTES)
+
+
+class _OpenFile:
+    def __init__(self, path: str, compression: str) -> None:
+        self.path = path
+        self.sink = pa.BufferOutputStream()  # native: a Python file object would take the GIL per write
+        self.writer = pq.ParquetWriter(
+            self.sink,
+            KV_ARROW_SCHEMA,
             compression=compression,
             # dictionaries and min/max only where they pay: keys and values are mostly
             # distinct bytes, and engines prune by partition, offset and timestamp
             use_dictionary=list(_SMALL_COLUMNS),
             write_statistics=list(_SMALL_COLUMNS),
         )
-        out.append(DataFile(path, sink.getvalue().to_pybytes(), part.num_rows, uuid.uuid4()))
-    return out
+        self.pending: list[pa.Table] = []
+        self.pending_bytes = 0
+        self.rows = 0
+
+    def add(self, rows: pa.Table) -> None:
+        self.pending.append(rows)
+        self.pending_bytes += rows.nbytes
+        self.rows += rows.num_rows
+        if self.pending_bytes >= _ROW_GROUP_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.writer.write_table(pa.concat_tables(self.pending).combine_chunks())
+            self.pending, self.pending_bytes = [], 0
+
+    def close(self) -> DataFile:
+        self.flush()
+        self.writer.close()
+        return DataFile(self.path, self.sink.getvalue().to_pybytes(), self.rows, uuid.uuid4())
+
+
+class DataFileWriter:
+    """Rows in, one Parquet file per table partition out, written as the rows come (row
+    groups of about 8 MiB, as ``strata export`` writes them)."""
+
+    def __init__(self, spec_text: str, *, compression: str = "snappy") -> None:
+        self.spec_text = spec_text
+        self.compression = compression
+        self._files: dict[str, _OpenFile] = {}
+
+    @property
+    def rows(self) -> int:
+        return sum(f.rows for f in self._files.values())
+
+    def add(self, rows: pa.Table) -> None:
+        if rows.num_rows == 0:
+            return
+        keys, groups = _group_keys(rows, self.spec_text)
+        for key, path in groups:
+            f = self._files.get(path)
+            if f is None:
+                f = self._files[path] = _OpenFile(path, self.compression)
+            f.add(rows if keys is None else rows.filter(pc.equal(keys, key)))
+
+    def finish(self) -> list[DataFile]:
+        out = [f.close() for f in self._files.values()]
+        self._files.clear()
+        return out
 
 
 def iceberg_data_file(metadata: TableMetadata, url: str, data: bytes) -> IcebergDataFile:

@@ -30,14 +30,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import pyarrow as pa
 from pyiceberg.catalog import Catalog
 from pyiceberg.table import Table, TableProperties
 
 from hot.config import ICEBERG_KEY_VALUE, LogConfig
 from hot.topics import TopicInfo
 from spark.iceberg.catalog import object_url, sync_from_bucket
-from spark.iceberg.table import KV_SCHEMA, data_files, iceberg_data_file, partition_spec, to_kv_rows
+from spark.iceberg.table import KV_SCHEMA, DataFileWriter, iceberg_data_file, partition_spec, to_kv_rows
 from spark.options import ReadOptions
 from spark.plan import plan_scan
 from spark.scan import read_task
@@ -172,15 +171,15 @@ class Translator:
         offsets = {p: max(committed.get(p, 0), ends.get(p, 0)) for p in range(info.partitions)}
         if all(ends.get(p, 0) <= committed.get(p, -1) for p in range(info.partitions)):
             return PassResult(info.name, offsets=committed, ends=ends)
-        batches: list[pa.Table] = []
+        writer = DataFileWriter(config.iceberg_partition_spec)
         for task in plan.tasks:
             for batch in read_task(task, options, store=self.store):
-                batches.append(to_kv_rows(batch))
-        rows = pa.concat_tables(batches) if batches else None
-        if rows is None or rows.num_rows == 0:
+                writer.add(to_kv_rows(batch))
+        files = writer.finish()
+        rows = sum(f.rows for f in files)
+        if rows == 0:
             # only control records or aborted data: nothing to add; the next pass re-plans
             return PassResult(info.name, offsets=committed, ends=ends)
-        files = data_files(rows, config.iceberg_partition_spec)
         written = []
         for f in files:
             key = iceberg_data_key(info.name, info.topic_id, f.partition_path, f.file_id)
@@ -203,7 +202,7 @@ class Translator:
         snap = table.current_snapshot()
         return PassResult(
             info.name,
-            rows=rows.num_rows,
+            rows=rows,
             files=len(files),
             offsets=offsets,
             ends=ends,

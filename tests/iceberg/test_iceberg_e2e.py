@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from spark.iceberg.catalog import open_catalog
 from tests.brokers import BrokerProcess, create_topic
@@ -70,6 +70,10 @@ def test_key_value_exactly_once_through_a_crash(tmp_path: Path) -> None:
     broker = BrokerProcess(data, env={"STRATA_ICEBERG_CHECK_INTERVAL_MS": "200"}).start()
     try:
         create_topic(broker.bootstrap, topic, 2, ICEBERG)
+        with pytest.raises(KafkaException) as bad:  # as Kafka refuses a bad topic config
+            create_topic(broker.bootstrap, "bad", 1, {"iceberg.mode": "yes"})
+        assert bad.value.args[0].code() == KafkaError.INVALID_CONFIG
+        assert "iceberg.mode" in bad.value.args[0].str()
         first = [(i % 2, b"k%d" % i, b"v%d-" % i + b"x" * 200) for i in range(200)]
         _produce(broker.bootstrap, topic, first)
         _aborted(broker.bootstrap, topic)
