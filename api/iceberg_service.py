@@ -24,6 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from broker.config import BrokerConfig
 from hot.config import ICEBERG_DISABLED, LogConfig
+from hot.errors import UnknownTopicOrPartitionError
 from hot.manager import LogManager
 from hot.topics import TopicInfo
 from tiering.iceberg_config import CATALOG_EMBEDDED
@@ -141,7 +142,9 @@ class IcebergService:
                     await self._visit(info)
                 except asyncio.CancelledError:
                     raise
-                except Exception:  # a topic deleted meanwhile, say: the loop must go on
+                except UnknownTopicOrPartitionError:
+                    continue  # deleted since the listing
+                except Exception:  # the loop must go on
                     logger.exception("iceberg: looking at topic %s", info.name)
             await asyncio.sleep(interval)
 

@@ -149,6 +149,22 @@ def test_key_value_exactly_once_through_a_crash(tmp_path: Path) -> None:
     finally:
         restarted.stop()
 
+    # a data directory without its catalog (a restore, a committer on another broker): the
+    # table is picked up from the bucket's newest metadata and translation goes on from there
+    (data / "iceberg" / "catalog.db").unlink()
+    again = BrokerProcess(data, env={"STRATA_ICEBERG_CHECK_INTERVAL_MS": "200"})
+    again.kafka_port, again.http_port = broker.kafka_port, broker.http_port
+    again.start()
+    try:
+        third = [(i % 2, b"t%d" % i, b"third-%d" % i) for i in range(50)]
+        _produce(again.bootstrap, topic, third)
+        expected += [v for _, _, v in third]
+        rows = wait_for(translated, 90, "translation with a new catalog")
+        assert sorted(_values_of(rows)) == sorted(expected)
+        assert len({(p, o) for p, o, _, _ in rows}) == len(rows)
+    finally:
+        again.stop()
+
 
 def test_metrics_expiry_and_topic_deletion_keep_or_drop(tmp_path: Path) -> None:
     import urllib.request
