@@ -85,6 +85,8 @@ class IcebergService:
             namespace=self.config.iceberg.namespace,
             broker=self.broker_address,
             embedded=self.config.iceberg.catalog == CATALOG_EMBEDDED,
+            # value_schema_id_prefix: the schema registry (issue 37) goes here once merged
+            schema_source=None,
         )
 
     def _pass(self, info: TopicInfo) -> Any:

@@ -174,12 +174,12 @@ _ROW_GROUP_BYTES: Final = 8 << 20  # as strata export (spark.export.ROW_GROUP_BY
 
 
 class _OpenFile:
-    def __init__(self, path: str, compression: str) -> None:
+    def __init__(self, path: str, compression: str, schema: pa.Schema) -> None:
         self.path = path
         self.sink = pa.BufferOutputStream()  # native: a Python file object would take the GIL per write
         self.writer = pq.ParquetWriter(
             self.sink,
-            KV_ARROW_SCHEMA,
+            schema,
             compression=compression,
             # dictionaries and min/max only where they pay: keys and values are mostly
             # distinct bytes, and engines prune by partition, offset and timestamp
@@ -212,8 +212,11 @@ class DataFileWriter:
     """Rows in, one Parquet file per table partition out, written as the rows come (row
     groups of about 8 MiB, as ``strata export`` writes them)."""
 
-    def __init__(self, spec_text: str, *, compression: str = "snappy") -> None:
+    def __init__(
+        self, spec_text: str, *, compression: str = "snappy", schema: pa.Schema = KV_ARROW_SCHEMA
+    ) -> None:
         self.spec_text = spec_text
+        self.schema = schema
         self.compression = compression
         self._files: dict[str, _OpenFile] = {}
 
@@ -228,7 +231,7 @@ class DataFileWriter:
         for key, path in groups:
             f = self._files.get(path)
             if f is None:
-                f = self._files[path] = _OpenFile(path, self.compression)
+                f = self._files[path] = _OpenFile(path, self.compression, self.schema)
             f.add(rows if keys is None else rows.filter(pc.equal(keys, key)))
 
     def finish(self) -> list[DataFile]:

@@ -30,15 +30,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+import pyarrow as pa
 from pyiceberg.catalog import Catalog
+from pyiceberg.schema import assign_fresh_schema_ids
 from pyiceberg.table import Table, TableProperties
 
 from hot.config import ICEBERG_KEY_VALUE, LogConfig
+from hot.errors import InvalidConfigError
 from hot.topics import TopicInfo
 from spark.iceberg.catalog import object_url, sync_from_bucket
+from spark.iceberg.schema_values import SchemaSource, TypedValues, ValueDecoder, merge_struct
 from spark.iceberg.table import KV_SCHEMA, DataFileWriter, iceberg_data_file, partition_spec, to_kv_rows
 from spark.options import ReadOptions
-from spark.plan import plan_scan
+from spark.plan import ScanPlan, plan_scan
 from spark.scan import read_task
 from tiering.keys import iceberg_data_key, iceberg_table_root
 from tiering.store import SyncObjectStore
@@ -107,6 +111,7 @@ class Translator:
         broker: str | None,
         embedded: bool = True,
         read_options: Mapping[str, str] | None = None,
+        schema_source: SchemaSource | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -115,8 +120,13 @@ class Translator:
         self.embedded = embedded
         self.read_options = dict(read_options or {})
         self._cleaned: set[str] = set()
+        # value_schema_id_prefix: schemas by id; the broker's schema registry (issue 37)
+        # once merged, e.g. Translator(..., schema_source=registry)
+        self.schema_source = schema_source
 
-    def table(self, info: TopicInfo, config: LogConfig, *, create: bool) -> Table | None:
+    def table(
+        self, info: TopicInfo, config: LogConfig, *, create: bool, schema: pa.Schema | None = None
+    ) -> Table | None:
         ident = identifier(self.namespace, info.name)
         root = iceberg_table_root(info.name, info.topic_id)
         table: Table | None
@@ -133,53 +143,68 @@ class Translator:
         if table is not None or not create:
             return table
         self.catalog.create_namespace_if_not_exists(self.namespace)
+        iceberg_schema = KV_SCHEMA
+        if schema is not None:  # ids of its own first: the partition spec names its sources by id
+            iceberg_schema = assign_fresh_schema_ids(self.catalog._convert_schema_if_needed(schema))
         return self.catalog.create_table(
             ident,
-            schema=KV_SCHEMA,
+            schema=iceberg_schema,
             location=object_url(self.store, root),
-            partition_spec=partition_spec(config.iceberg_partition_spec),
+            partition_spec=partition_spec(config.iceberg_partition_spec, iceberg_schema),
             properties={"strata.topic": info.name, TOPIC_ID_PROPERTY: str(info.topic_id), **NO_METRICS},
         )
 
     def run_pass(self, info: TopicInfo, config: LogConfig) -> PassResult:
-        if config.iceberg_mode != ICEBERG_KEY_VALUE:
-            # value_schema_id_prefix needs the schema registry's lookup (spark.iceberg.schema_values)
-            raise NotImplementedError(f"iceberg.mode {config.iceberg_mode} is not translated yet")
-        table = self.table(info, config, create=True)
-        assert table is not None
-        if info.name not in self._cleaned:
+        typed = config.iceberg_mode != ICEBERG_KEY_VALUE
+        if typed and self.schema_source is None:
+            raise InvalidConfigError(
+                f"iceberg.mode {config.iceberg_mode} needs a schema registry, and this broker has none yet"
+            )
+        # schema mode: the table is made from the first pass's schemas
+        table = self.table(info, config, create=not typed)
+        if table is not None and info.name not in self._cleaned:
             remove_orphans(self.store, table, iceberg_table_root(info.name, info.topic_id))
             self._cleaned.add(info.name)
         committed = committed_offsets(table)
-        starting = {str(p): committed.get(p, -2) for p in range(info.partitions)}
-        options = ReadOptions.parse(
-            {
-                **self.read_options,
-                "subscribe": info.name,
-                "startingOffsets": json.dumps({info.name: starting}),
-                "endingOffsets": "latest",
-                # no broker (tools, the benchmark): the archive only
-                **({"broker": self.broker, "includeHot": "true"} if self.broker else {"includeHot": "false"}),
-                "kafka.isolation.level": "read_committed",
-                # records deleted by retention before they were translated cannot come back
-                "failOnDataLoss": "false",
-            },
-            path=self.store.url,
-        )
-        plan = plan_scan(options)
+        options, plan = self._plan(info, committed)
         ends = {r.partition: r.end for r in plan.ranges}
         offsets = {p: max(committed.get(p, 0), ends.get(p, 0)) for p in range(info.partitions)}
         if all(ends.get(p, 0) <= committed.get(p, -1) for p in range(info.partitions)):
             return PassResult(info.name, offsets=committed, ends=ends)
-        writer = DataFileWriter(config.iceberg_partition_spec)
-        for task in plan.tasks:
-            for batch in read_task(task, options, store=self.store):
-                writer.add(to_kv_rows(batch))
+        evolved: pa.Schema | None = None
+        if not typed:
+            writer = DataFileWriter(config.iceberg_partition_spec)
+            for task in plan.tasks:
+                for batch in read_task(task, options, store=self.store):
+                    writer.add(to_kv_rows(batch))
+        else:
+            assert self.schema_source is not None
+            kv = [to_kv_rows(b) for t in plan.tasks for b in read_task(t, options, store=self.store)]
+            if not kv:
+                return PassResult(info.name, offsets=committed, ends=ends)
+            base = None
+            if table is not None:
+                base = table.schema().as_arrow().field("value").type
+            rows_in, dropped = _typed_rows(
+                pa.concat_tables(kv), TypedValues(ValueDecoder(self.schema_source)), base
+            )
+            if dropped:
+                # iceberg.invalid.record.action: drop (a dead-letter table is not built yet)
+                logger.warning(
+                    "iceberg: %s: dropped %d records whose value does not decode", info.name, dropped
+                )
+            evolved = rows_in.schema
+            if table is None:
+                table = self.table(info, config, create=True, schema=evolved)
+                assert table is not None
+            writer = DataFileWriter(config.iceberg_partition_spec, schema=evolved)
+            writer.add(rows_in)
         files = writer.finish()
         rows = sum(f.rows for f in files)
         if rows == 0:
-            # only control records or aborted data: nothing to add; the next pass re-plans
+            # only control records, aborted data or undecodable values: nothing to add now
             return PassResult(info.name, offsets=committed, ends=ends)
+        assert table is not None
         written = []
         for f in files:
             key = iceberg_data_key(info.name, info.topic_id, f.partition_path, f.file_id)
@@ -191,6 +216,10 @@ class Translator:
         summary = {f"{OFFSET_PROPERTY}{p}": str(o) for p, o in offsets.items()}
         summary["strata.translated-at-ms"] = str(int(time.time() * 1000))
         with table.transaction() as tx:
+            if evolved is not None:
+                # added fields become new columns (the registry allows only compatible changes)
+                with tx.update_schema() as update:
+                    update.union_by_name(evolved)
             # pyiceberg's add_files, less its read of each footer back from the bucket: the
             # footers are at hand
             if tx.table_metadata.name_mapping() is None:
@@ -208,6 +237,24 @@ class Translator:
             ends=ends,
             snapshot_id=snap.snapshot_id if snap is not None else None,
         )
+
+    def _plan(self, info: TopicInfo, committed: Mapping[int, int]) -> tuple[ReadOptions, ScanPlan]:
+        starting = {str(p): committed.get(p, -2) for p in range(info.partitions)}
+        options = ReadOptions.parse(
+            {
+                **self.read_options,
+                "subscribe": info.name,
+                "startingOffsets": json.dumps({info.name: starting}),
+                "endingOffsets": "latest",
+                # no broker (tools, the benchmark): the archive only
+                **({"broker": self.broker, "includeHot": "true"} if self.broker else {"includeHot": "false"}),
+                "kafka.isolation.level": "read_committed",
+                # records deleted by retention before they were translated cannot come back
+                "failOnDataLoss": "false",
+            },
+            path=self.store.url,
+        )
+        return options, plan_scan(options)
 
 
 def expire_snapshots(table: Table, max_age_ms: int) -> None:
@@ -245,6 +292,24 @@ def on_topic_deleted(
     if table is not None:
         catalog.rename_table(ident, archived_identifier(ident, str(info.topic_id)))
     return "kept"
+
+
+def _typed_rows(kv: pa.Table, values: TypedValues, base: pa.DataType | None) -> tuple[pa.Table, int]:
+    """The key_value rows with ``value`` decoded into a struct (the union of the table's
+    type and every schema seen: fields added by an evolution become new columns); rows
+    whose value does not decode are dropped. Returns (rows, dropped)."""
+    ids, decoded = values.decode(kv.column("value").to_pylist())
+    typ = base
+    for schema_id in sorted({i for i in ids if i is not None}):
+        typ = merge_struct(typ, values.value_type(schema_id))
+    keep = pa.array([i is not None for i in ids])
+    kept = kv.filter(keep)
+    if typ is None:
+        typ = pa.struct([pa.field("value", pa.string())])
+    struct = pa.array([d for d, i in zip(decoded, ids, strict=True) if i is not None], type=typ)
+    return kept.set_column(kept.schema.get_field_index("value"), pa.field("value", typ), struct), len(
+        ids
+    ) - kept.num_rows
 
 
 def referenced_files(table: Table) -> set[str]:

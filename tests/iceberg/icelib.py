@@ -27,32 +27,34 @@ for mod in (duckdb_extension_avro, duckdb_extension_iceberg):
     path = glob.glob(os.path.join(os.path.dirname(mod.__file__), "extensions", "*", "*.duckdb_extension"))[0]
     con.execute(f"LOAD '{path}'")
 rows = con.execute(
-    "SELECT partition, \"offset\", key, value FROM iceberg_scan(?) ORDER BY partition, \"offset\"",
+    f"SELECT partition, \"offset\", key, {sys.argv[2]} FROM iceberg_scan(?) ORDER BY partition, \"offset\"",
     [sys.argv[1]],
 ).fetchall()
 def hx(b):
-    return None if b is None else bytes(b).hex()
+    return None if b is None else bytes(b).hex() if isinstance(b, (bytes, bytearray)) else ["raw", b]
 print(json.dumps([[p, o, hx(k), hx(v)] for p, o, k, v in rows]))
 """
 
 
-def duckdb_rows(metadata_path: str) -> list[tuple[int, int, bytes | None, bytes | None]] | None:
-    """(partition, offset, key, value) DuckDB's iceberg_scan reads; None without the extension."""
+def duckdb_rows(metadata_path: str, value: str = "value") -> list[tuple[int, int, Any, Any]] | None:
+    """(partition, offset, key, ``value`` (an SQL expression)) DuckDB's iceberg_scan reads;
+    None without the extension."""
     if not Path(DUCKDB_ICEBERG_DIR, "duckdb_extension_iceberg").is_dir():
         return None
     env = {**os.environ, "PYTHONPATH": DUCKDB_ICEBERG_DIR}
     out = subprocess.run(
-        [sys.executable, "-c", _DUCK, metadata_path.removeprefix("file://")],
+        [sys.executable, "-c", _DUCK, metadata_path.removeprefix("file://"), value],
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
         check=True,
     ).stdout
-    return [
-        (p, o, None if k is None else bytes.fromhex(k), None if v is None else bytes.fromhex(v))
-        for p, o, k, v in json.loads(out)
-    ]
+
+    def unhex(x: Any) -> Any:
+        return x[1] if isinstance(x, list) else None if x is None else bytes.fromhex(x)
+
+    return [(p, o, unhex(k), unhex(v)) for p, o, k, v in json.loads(out)]
 
 
 def pyiceberg_rows(table: Any) -> list[tuple[int, int, bytes | None, bytes | None]]:
