@@ -56,11 +56,13 @@ class IcebergService:
         config: BrokerConfig,
         broker_address: str,
         is_committer: Callable[[str], bool] | None = None,
+        leader_address: Callable[[str, int], str | None] | None = None,
     ) -> None:
         self.manager = manager
         self.config = config
         self.broker_address = broker_address
         self.is_committer = is_committer or (lambda topic: True)
+        self.leader_address = leader_address
         self.tables: dict[str, TableState] = {}
         self._due: dict[str, float] = {}
         self._maintained: dict[str, float] = {}
@@ -87,6 +89,7 @@ class IcebergService:
             embedded=self.config.iceberg.catalog == CATALOG_EMBEDDED,
             # value_schema_id_prefix: the schema registry (issue 37) goes here once merged
             schema_source=None,
+            leader_address=self.leader_address,
         )
 
     def _pass(self, info: TopicInfo) -> Any:

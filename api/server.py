@@ -344,6 +344,7 @@ async def serve(
             config,
             str(internal_addr or kafka_addr),
             is_committer=None if cluster.embedded else (lambda topic: live.is_leader(topic, 0)),
+            leader_address=None if cluster.embedded else _leader_address(view),
         )
         register_iceberg_metrics(iceberg, metrics.registry)
         iceberg.start()
@@ -461,6 +462,21 @@ async def _open_node_doors(
     if metrics_sock is not None:
         node_app = create_metrics_app(metrics, NodeMetrics(broker, metrics))
         doors.http.append(await _start_http(node_app, metrics_sock, "metrics-node"))
+
+
+def _leader_address(view: Any) -> Callable[[str, int], str | None]:
+    """A partition's leader's Kafka address (its replica listener where it has one:
+    plaintext, no ACLs), for the Iceberg committer's reads of the hot tail."""
+
+    def address(topic: str, partition: int) -> str | None:
+        state = view.partition_state(topic, partition)
+        live = view.brokers.get(state.leader) if state is not None else None
+        if live is None:
+            return None
+        reg = live.registration
+        return reg.replica_listener or f"{reg.host}:{reg.kafka_port}"
+
+    return address
 
 
 def _shutdown_upload(tiering: TieringService) -> Callable[[], Awaitable[None]]:

@@ -21,12 +21,13 @@ from the old offsets again (no gap) and the orphans are never read (no duplicate
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -42,7 +43,7 @@ from spark.iceberg.catalog import object_url, sync_from_bucket
 from spark.iceberg.schema_values import SchemaSource, TypedValues, ValueDecoder, merge_struct
 from spark.iceberg.table import KV_SCHEMA, DataFileWriter, iceberg_data_file, partition_spec, to_kv_rows
 from spark.options import ReadOptions
-from spark.plan import ScanPlan, plan_scan
+from spark.plan import BrokerClient, HotTask, ScanPlan, ScanTask, plan_scan
 from spark.scan import read_task
 from tiering.keys import iceberg_data_key, iceberg_table_root
 from tiering.store import SyncObjectStore
@@ -112,6 +113,7 @@ class Translator:
         embedded: bool = True,
         read_options: Mapping[str, str] | None = None,
         schema_source: SchemaSource | None = None,
+        leader_address: Callable[[str, int], str | None] | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -123,6 +125,9 @@ class Translator:
         # value_schema_id_prefix: schemas by id; the broker's schema registry (issue 37)
         # once merged, e.g. Translator(..., schema_source=registry)
         self.schema_source = schema_source
+        # In a cluster: where each partition's hot tail is fetched (its leader); the archive
+        # reader's hot tasks otherwise all go to ``broker``, which leads only some of them.
+        self.leader_address = leader_address
 
     def table(
         self, info: TopicInfo, config: LogConfig, *, create: bool, schema: pa.Schema | None = None
@@ -175,11 +180,15 @@ class Translator:
         if not typed:
             writer = DataFileWriter(config.iceberg_partition_spec)
             for task in plan.tasks:
-                for batch in read_task(task, options, store=self.store):
+                for batch in read_task(self._routed(task), options, store=self.store):
                     writer.add(to_kv_rows(batch))
         else:
             assert self.schema_source is not None
-            kv = [to_kv_rows(b) for t in plan.tasks for b in read_task(t, options, store=self.store)]
+            kv = [
+                to_kv_rows(b)
+                for t in plan.tasks
+                for b in read_task(self._routed(t), options, store=self.store)
+            ]
             if not kv:
                 return PassResult(info.name, offsets=committed, ends=ends)
             base = None
@@ -238,6 +247,13 @@ class Translator:
             snapshot_id=snap.snapshot_id if snap is not None else None,
         )
 
+    def _routed(self, task: ScanTask) -> ScanTask:
+        if isinstance(task, HotTask) and self.leader_address is not None:
+            leader = self.leader_address(task.topic, task.partition)
+            if leader is not None:
+                return dataclasses.replace(task, broker=leader)
+        return task
+
     def _plan(self, info: TopicInfo, committed: Mapping[int, int]) -> tuple[ReadOptions, ScanPlan]:
         starting = {str(p): committed.get(p, -2) for p in range(info.partitions)}
         options = ReadOptions.parse(
@@ -254,7 +270,32 @@ class Translator:
             },
             path=self.store.url,
         )
-        return options, plan_scan(options)
+        broker = (
+            _LeaderRouted(self.broker, self.leader_address)
+            if self.broker is not None and self.leader_address is not None
+            else None
+        )
+        return options, plan_scan(options, broker=broker)
+
+
+class _LeaderRouted(BrokerClient):
+    """The planner's ListOffsets asked of each partition's leader (in a cluster ``broker``
+    leads only some of them and answers NOT_LEADER_OR_FOLLOWER for the others)."""
+
+    def __init__(self, address: str, leader_address: Callable[[str, int], str | None]) -> None:
+        super().__init__(address)
+        self._leader_address = leader_address
+
+    def list_offsets(
+        self, topic: str, partitions: list[int], timestamp: int, isolation_level: int = 0
+    ) -> dict[int, int]:
+        groups: dict[str, list[int]] = {}
+        for p in partitions:
+            groups.setdefault(self._leader_address(topic, p) or str(self.address), []).append(p)
+        out: dict[int, int] = {}
+        for address, parts in groups.items():
+            out.update(BrokerClient(address).list_offsets(topic, parts, timestamp, isolation_level))
+        return out
 
 
 def expire_snapshots(table: Table, max_age_ms: int) -> None:
