@@ -31,6 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
+from api.iceberg_service import IcebergService
+from api.iceberg_service import register_metrics as register_iceberg_metrics
 from api.kafka_server import KafkaServer
 from api.metrics_listener import create_metrics_app
 from api.node_metrics import NodeMetrics
@@ -359,6 +361,19 @@ async def serve(
         if not cluster.embedded:
             say(f"strata: broker {config.broker_id} joined cluster {config.cluster_id}")
         gate.open()  # registered, with a controller in view: requests are answered from here on
+        # Iceberg topics (docs/iceberg.md): the committer of each table whose partition 0 this
+        # broker leads; it reads the hot tail through this broker's own Kafka listener (the
+        # internal one where there is one: plaintext, no ACLs).
+        live = node
+        iceberg = IcebergService(
+            manager,
+            config,
+            str(internal_addr or kafka_addr),
+            is_committer=None if cluster.embedded else (lambda topic: live.is_leader(topic, 0)),
+            leader_address=None if cluster.embedded else _leader_address(view),
+        )
+        register_iceberg_metrics(iceberg, metrics.registry)
+        iceberg.start()
         # A process of a node takes connections on the node's address only now: while it
         # starts (or restarts) the others answer there.
         node_doors = _NodeDoors()
@@ -385,6 +400,7 @@ async def serve(
             stop_task.cancel()
         finally:
             say("strata: shutting down")
+            await iceberg.close()
             history_task.cancel()
             http.should_exit = True
             if metrics_http is not None:
@@ -495,6 +511,21 @@ async def _open_node_doors(
         doors.http.append(
             await _start_http(registry_app(), registry_sock, "schema-registry-node", **http_options)
         )
+
+
+def _leader_address(view: Any) -> Callable[[str, int], str | None]:
+    """A partition's leader's Kafka address (its replica listener where it has one:
+    plaintext, no ACLs), for the Iceberg committer's reads of the hot tail."""
+
+    def address(topic: str, partition: int) -> str | None:
+        state = view.partition_state(topic, partition)
+        live = view.brokers.get(state.leader) if state is not None else None
+        if live is None:
+            return None
+        reg = live.registration
+        return reg.replica_listener or f"{reg.host}:{reg.kafka_port}"
+
+    return address
 
 
 def _shutdown_upload(tiering: TieringService) -> Callable[[], Awaitable[None]]:

@@ -64,7 +64,9 @@ of broker.cluster_config the same way (``STRATA_ETCD``, ``STRATA_REPLICA_LAG_TIM
 and the security settings as ``STRATA_TLS_<KEY>`` / ``STRATA_SASL_<KEY>`` /
 ``STRATA_AUTHORIZATION_<KEY>`` (``STRATA_TLS_CERT``, ``STRATA_SASL_MECHANISMS``,
 ``STRATA_AUTHORIZATION_ENABLED``; see broker.security.config), and the default quotas as
-``STRATA_QUOTAS_PRODUCER_BYTE_RATE`` / ``STRATA_QUOTAS_CONSUMER_BYTE_RATE``.
+``STRATA_QUOTAS_PRODUCER_BYTE_RATE`` / ``STRATA_QUOTAS_CONSUMER_BYTE_RATE``, and the Iceberg
+catalog (tiering.iceberg_config) as ``STRATA_ICEBERG_<FIELD>`` (``STRATA_ICEBERG_CATALOG``,
+``STRATA_ICEBERG_URI``).
 """
 
 from __future__ import annotations
@@ -98,6 +100,8 @@ from hot.errors import InvalidConfigError
 from kwire.address import HostPort
 from tiering.config import FIELDS as TIERING_FIELDS
 from tiering.config import TieringConfig
+from tiering.iceberg_config import FIELDS as ICEBERG_FIELDS
+from tiering.iceberg_config import IcebergConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +152,7 @@ class BrokerConfig:
     sasl: SaslConfig = field(default_factory=SaslConfig)
     authorization: AuthorizationConfig = field(default_factory=AuthorizationConfig)
     quotas: QuotaConfig = field(default_factory=QuotaConfig)
+    iceberg: IcebergConfig = field(default_factory=IcebergConfig)  # [iceberg]: the catalog of Iceberg topics
 
     @property
     def object_store_url(self) -> str:
@@ -265,6 +270,7 @@ def load_config(
     txn_values: dict[str, object] = {}
     cluster_values: dict[str, object] = {}
     security_values: dict[str, dict[str, object]] = {"tls": {}, "sasl": {}, "authorization": {}, "quotas": {}}
+    iceberg_values: dict[str, object] = {}
 
     path = config_file or env.get("STRATA_CONFIG")
     if path:
@@ -304,6 +310,10 @@ def load_config(
                 if not isinstance(value, dict):
                     raise InvalidConfigError(f"{path}: [{key}] must be a table")
                 security_values[key].update({str(k): v for k, v in value.items()})
+            elif key == "iceberg":
+                if not isinstance(value, dict):
+                    raise InvalidConfigError(f"{path}: [iceberg] must be a table")
+                iceberg_values.update({str(k): v for k, v in value.items()})
             elif key in _SCALARS:
                 values[key] = _convert(key, value)
             else:
@@ -345,10 +355,17 @@ def load_config(
             if env_value is not None and env_value != "":
                 security_values[table][name] = env_value
 
+    for name in ICEBERG_FIELDS:
+        env_value = env.get(f"STRATA_ICEBERG_{name.upper()}")
+        if env_value is not None and env_value != "":
+            iceberg_values[name] = env_value
+
     for key, value in (overrides or {}).items():
         if value is None:
             continue
-        if key == "log":
+        if key == "iceberg":
+            iceberg_values.update({k: v for k, v in value.items() if v is not None})
+        elif key == "log":
             log_values.update(value)
         elif key == "tiering":
             tiering_values.update(value)
@@ -381,6 +398,7 @@ def load_config(
     values["sasl"] = SaslConfig.from_mapping(security_values["sasl"])
     values["authorization"] = AuthorizationConfig.from_mapping(security_values["authorization"])
     values["quotas"] = QuotaConfig.from_mapping(security_values["quotas"])
+    values["iceberg"] = IcebergConfig.from_mapping(iceberg_values)
     config = dataclasses.replace(BrokerConfig(), **values)
     if config.external_advertised_listener is not None and config.external_listen is None:
         raise InvalidConfigError("external_advertised_listener needs external_listen (the listener it names)")

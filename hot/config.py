@@ -28,6 +28,18 @@ FLUSH_FSYNC: Final = "fsync"
 FLUSH_INTERVAL: Final = "interval"
 CREATE_TIME: Final = "CreateTime"
 LOG_APPEND_TIME: Final = "LogAppendTime"
+ICEBERG_DISABLED: Final = "disabled"
+ICEBERG_KEY_VALUE: Final = "key_value"
+ICEBERG_SCHEMA_ID_PREFIX: Final = "value_schema_id_prefix"
+# iceberg.partition.spec: comma-separated fields, each a transform of a table column
+# (Iceberg's names), or "none" for an unpartitioned table.
+ICEBERG_PARTITION_FIELDS: Final = (
+    "hour(timestamp)",
+    "day(timestamp)",
+    "month(timestamp)",
+    "year(timestamp)",
+    "identity(partition)",
+)
 
 # Subject-name strategies (Confluent's class names; the short names are accepted too).
 TOPIC_NAME_STRATEGY: Final = "io.confluent.kafka.serializers.subject.TopicNameStrategy"
@@ -81,6 +93,14 @@ class LogConfig:
     key_schema_validation: bool = False  # confluent.key.schema.validation
     value_subject_name_strategy: str = TOPIC_NAME_STRATEGY  # confluent.value.subject.name.strategy
     key_subject_name_strategy: str = TOPIC_NAME_STRATEGY  # confluent.key.subject.name.strategy
+
+    # Iceberg topics (spark.iceberg, docs/iceberg.md): the topic projected into an Iceberg
+    # table in the bucket. Strata's own keys; Redpanda names its own likewise.
+    iceberg_mode: str = ICEBERG_DISABLED  # iceberg.mode
+    iceberg_target_lag_ms: int = 60000  # iceberg.target.lag.ms: how far the table may trail the log
+    iceberg_partition_spec: str = "hour(timestamp)"  # iceberg.partition.spec
+    iceberg_invalid_record_action: str = "drop"  # iceberg.invalid.record.action: drop | dlq_table
+    iceberg_delete: bool = False  # iceberg.delete: deleting the topic drops its table too
 
     @property
     def schema_validation(self) -> bool:
@@ -266,6 +286,21 @@ def _strategy(raw: str) -> str:
     raise InvalidConfigError("must be TopicNameStrategy, RecordNameStrategy or TopicRecordNameStrategy")
 
 
+def _partition_spec(raw: str) -> str:
+    text = raw.strip()
+    if text.startswith("(") and text.endswith(")"):  # Redpanda's spelling: "(hour(ts))"
+        text = text[1:-1]
+    fields = [f.strip().replace(" ", "") for f in text.split(",")] if text.strip() else []
+    if fields == ["none"]:
+        return "none"
+    unknown = any(f not in ICEBERG_PARTITION_FIELDS for f in fields)
+    if not fields or unknown or len(set(fields)) != len(fields):
+        raise InvalidConfigError(
+            f"must be none or a comma-separated list of distinct {', '.join(ICEBERG_PARTITION_FIELDS)}"
+        )
+    return ",".join(fields)
+
+
 # Kafka name -> (LogConfig field, parser/validator of the string form).
 _SPEC: Final[dict[str, tuple[str, Callable[[str], object]]]] = {
     "segment.bytes": ("segment_bytes", _int(MIN_SEGMENT_BYTES, INT32_MAX)),
@@ -298,6 +333,11 @@ _SPEC: Final[dict[str, tuple[str, Callable[[str], object]]]] = {
     "confluent.key.subject.name.strategy": ("key_subject_name_strategy", _strategy),
     "redpanda.value.subject.name.strategy": ("value_subject_name_strategy", _strategy),
     "redpanda.key.subject.name.strategy": ("key_subject_name_strategy", _strategy),
+    "iceberg.mode": ("iceberg_mode", _enum(ICEBERG_DISABLED, ICEBERG_KEY_VALUE, ICEBERG_SCHEMA_ID_PREFIX)),
+    "iceberg.target.lag.ms": ("iceberg_target_lag_ms", _int(1000)),
+    "iceberg.partition.spec": ("iceberg_partition_spec", _partition_spec),
+    "iceberg.invalid.record.action": ("iceberg_invalid_record_action", _enum("drop", "dlq_table")),
+    "iceberg.delete": ("iceberg_delete", _bool),
 }
 
 KAFKA_NAMES: Final[tuple[str, ...]] = tuple(_SPEC)

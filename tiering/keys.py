@@ -263,3 +263,25 @@ def parse_segment_key(key: str) -> ParsedSegmentKey | None:
     except ValueError:
         return None
     return ParsedSegmentKey(p.topic, p.topic_id, p.partition, int(m["base"]), uuid.UUID(hex=m["sid"]), kind)
+
+
+ICEBERG_PREFIX: Final = "iceberg/"
+
+
+def iceberg_table_root(topic: str, topic_id: uuid.UUID) -> str:
+    """``iceberg/<topic>-<topic_id hex>``: the location of the topic's Iceberg table
+    (spark.iceberg), with Iceberg's own ``metadata/`` and ``data/`` below it. No hash
+    prefix: one table per topic, written about once a minute, is no request-rate hot spot,
+    and engines list it by this path. The topic id keeps a recreated topic's table apart."""
+    validate_topic_name(topic)
+    if not isinstance(topic_id, uuid.UUID):
+        raise InvalidRequestError(f"topic_id must be a UUID, got {topic_id!r}")
+    return f"{ICEBERG_PREFIX}{topic}-{topic_id.hex}"
+
+
+def iceberg_data_key(topic: str, topic_id: uuid.UUID, partition_path: str, file_id: uuid.UUID) -> str:
+    """A data file of the topic's table: ``<root>/data/[<partition path>/]<file_id>.parquet``;
+    a fresh ``file_id`` per write, so a rewrite after a crash never overwrites a file some
+    snapshot references."""
+    path = f"{partition_path.strip('/')}/" if partition_path.strip("/") else ""
+    return f"{iceberg_table_root(topic, topic_id)}/data/{path}{file_id.hex}.parquet"

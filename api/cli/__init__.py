@@ -26,6 +26,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "groups": ("api.cli.groups:groups", "List, describe (with lag) and delete consumer groups."),
     "restore": ("api.cli.tier:restore", "Recreate topics from the object store into a data dir."),
     "export": ("api.cli.tier:export_cmd", "Write a topic's archived rows as Parquet."),
+    "iceberg": ("api.cli.iceberg:iceberg", "Iceberg tables of topics: status."),
     "tier": ("api.cli.tier:tier", "Tiered storage of a running broker (its REST API)."),
     "cluster": ("api.cli.cluster:cluster", "A cluster's health and layout; etcd view and moves."),
     "users": ("api.cli.users:users", "Add, delete and list SASL users."),

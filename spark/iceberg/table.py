@@ -1,0 +1,271 @@
+"""The key_value table: its Iceberg schema and partition spec, and the Parquet data files
+made from the archive reader's Arrow rows (``spark.schema.ARROW_SCHEMA``)."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.manifest import DataFile as IcebergDataFile
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.transforms import DayTransform, HourTransform, IdentityTransform, MonthTransform, YearTransform
+from pyiceberg.types import (
+    BinaryType,
+    IntegerType,
+    ListType,
+    LongType,
+    NestedField,
+    StringType,
+    StructType,
+    TimestamptzType,
+)
+
+from hot.errors import InvalidConfigError
+
+# Column names of the key_value table (Kafka metadata first, as Redpanda's and Tableflow's).
+COLUMNS: Final = ("partition", "offset", "timestamp", "timestamp_type", "key", "value", "headers")
+
+KV_SCHEMA: Final = Schema(
+    NestedField(1, "partition", IntegerType(), required=False),
+    NestedField(2, "offset", LongType(), required=False),
+    NestedField(3, "timestamp", TimestamptzType(), required=False),
+    NestedField(4, "timestamp_type", IntegerType(), required=False),
+    NestedField(5, "key", BinaryType(), required=False),
+    NestedField(6, "value", BinaryType(), required=False),
+    NestedField(
+        7,
+        "headers",
+        ListType(
+            8,
+            StructType(
+                NestedField(9, "key", StringType(), required=False),
+                NestedField(10, "value", BinaryType(), required=False),
+            ),
+            element_required=False,
+        ),
+        required=False,
+    ),
+)
+
+HEADERS_TYPE: Final = pa.list_(
+    pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+)
+KV_ARROW_SCHEMA: Final = pa.schema(
+    [
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestamp_type", pa.int32()),
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("headers", HEADERS_TYPE),
+    ]
+)
+
+_SMALL_COLUMNS: Final = ("partition", "offset", "timestamp", "timestamp_type")
+_US_PER_HOUR: Final = 3_600_000_000
+_US_PER_DAY: Final = 86_400_000_000
+
+
+def partition_spec(text: str, schema: Schema = KV_SCHEMA) -> PartitionSpec:
+    """``iceberg.partition.spec`` (hot.config validated its form) as an Iceberg spec."""
+    if text == "none":
+        return PartitionSpec()
+    fields = []
+    for i, item in enumerate(text.split(",")):
+        transform, _, rest = item.partition("(")
+        column = rest.rstrip(")")
+        source = schema.find_field(column).field_id
+        kinds: dict[str, Any] = {
+            "hour": HourTransform(),
+            "day": DayTransform(),
+            "month": MonthTransform(),
+            "year": YearTransform(),
+            "identity": IdentityTransform(),
+        }
+        if transform not in kinds:
+            raise InvalidConfigError(f"iceberg.partition.spec: unknown transform {transform!r}")
+        name = column if transform == "identity" else f"{column}_{transform}"
+        fields.append(
+            PartitionField(source_id=source, field_id=1000 + i, transform=kinds[transform], name=name)
+        )
+    return PartitionSpec(*fields)
+
+
+def to_kv_rows(batch: pa.RecordBatch | pa.Table) -> pa.Table:
+    """The archive reader's rows (spark.schema.ARROW_SCHEMA) as the key_value table's."""
+    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    return pa.Table.from_arrays(
+        [
+            table.column("partition"),
+            table.column("offset"),
+            table.column("timestamp"),
+            table.column("timestampType"),
+            table.column("key"),
+            table.column("value"),
+            table.column("headers").cast(HEADERS_TYPE),
+        ],
+        schema=KV_ARROW_SCHEMA,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class DataFile:
+    """One Parquet file's bytes, its partition path (Hive-style, for the key) and row count."""
+
+    partition_path: str
+    data: bytes
+    rows: int
+    file_id: uuid.UUID
+
+
+def _group_keys(rows: pa.Table, spec_text: str) -> tuple[pa.Array | None, list[tuple[int, str]]]:
+    """One int64 key per row naming its table partition (None: all rows in one), and per
+    partition its key and path. Hash-based (``pc.unique``), no sort: the common case, a
+    pass within one hour, costs two min/max scans."""
+    if spec_text == "none" or rows.num_rows == 0:
+        return None, [(0, "")]
+    parts: list[tuple[str, np.ndarray]] = []
+    ts = rows.column("timestamp")
+    for item in spec_text.split(","):
+        transform = item.partition("(")[0]
+        if transform == "identity":
+            parts.append(
+                ("partition", rows.column("partition").to_numpy(zero_copy_only=False).astype(np.int64))
+            )
+            continue
+        micros = pc.cast(ts, pa.int64()).to_numpy(zero_copy_only=False)
+        if transform == "hour":
+            values = np.floor_divide(micros, _US_PER_HOUR)
+        elif transform == "day":
+            values = np.floor_divide(micros, _US_PER_DAY)
+        elif transform == "month":
+            years = pc.year(ts).to_numpy(zero_copy_only=False).astype(np.int64)
+            values = (years - 1970) * 12 + pc.month(ts).to_numpy(zero_copy_only=False).astype(np.int64) - 1
+        else:
+            values = pc.year(ts).to_numpy(zero_copy_only=False).astype(np.int64) - 1970
+        parts.append((f"timestamp_{transform}", values))
+    # one key: a mixed-radix number of the fields' offsets from their minimums
+    key = np.zeros(rows.num_rows, dtype=np.int64)
+    radices = []
+    for _, values in parts:
+        lo, hi = int(values.min()), int(values.max())
+        radices.append((lo, hi - lo + 1))
+        key = key * (hi - lo + 1) + (values - lo)
+    out = []
+    for k in pc.unique(pa.array(key)).to_pylist():
+        digits, rest = [], int(k)
+        for lo, size in reversed(radices):
+            digits.append(lo + rest % size)
+            rest //= size
+        digits.reverse()
+        out.append((int(k), "/".join(f"{name}={d}" for (name, _), d in zip(parts, digits, strict=True))))
+    return (None if len(out) == 1 else pa.array(key)), out
+
+
+_ROW_GROUP_BYTES: Final = 8 << 20  # as strata export (spark.export.ROW_GROUP_BYTES)
+
+
+class _OpenFile:
+    def __init__(self, path: str, compression: str, schema: pa.Schema) -> None:
+        self.path = path
+        self.sink = pa.BufferOutputStream()  # native: a Python file object would take the GIL per write
+        self.writer = pq.ParquetWriter(
+            self.sink,
+            schema,
+            compression=compression,
+            # dictionaries and min/max only where they pay: keys and values are mostly
+            # distinct bytes, and engines prune by partition, offset and timestamp
+            use_dictionary=list(_SMALL_COLUMNS),
+            write_statistics=list(_SMALL_COLUMNS),
+        )
+        self.pending: list[pa.Table] = []
+        self.pending_bytes = 0
+        self.rows = 0
+
+    def add(self, rows: pa.Table) -> None:
+        self.pending.append(rows)
+        self.pending_bytes += rows.nbytes
+        self.rows += rows.num_rows
+        if self.pending_bytes >= _ROW_GROUP_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.writer.write_table(pa.concat_tables(self.pending).combine_chunks())
+            self.pending, self.pending_bytes = [], 0
+
+    def close(self) -> DataFile:
+        self.flush()
+        self.writer.close()
+        return DataFile(self.path, self.sink.getvalue().to_pybytes(), self.rows, uuid.uuid4())
+
+
+class DataFileWriter:
+    """Rows in, one Parquet file per table partition out, written as the rows come (row
+    groups of about 8 MiB, as ``strata export`` writes them)."""
+
+    def __init__(
+        self, spec_text: str, *, compression: str = "snappy", schema: pa.Schema = KV_ARROW_SCHEMA
+    ) -> None:
+        self.spec_text = spec_text
+        self.schema = schema
+        self.compression = compression
+        self._files: dict[str, _OpenFile] = {}
+
+    @property
+    def rows(self) -> int:
+        return sum(f.rows for f in self._files.values())
+
+    def add(self, rows: pa.Table) -> None:
+        if rows.num_rows == 0:
+            return
+        keys, groups = _group_keys(rows, self.spec_text)
+        for key, path in groups:
+            f = self._files.get(path)
+            if f is None:
+                f = self._files[path] = _OpenFile(path, self.compression, self.schema)
+            f.add(rows if keys is None else rows.filter(pc.equal(keys, key)))
+
+    def finish(self) -> list[DataFile]:
+        out = [f.close() for f in self._files.values()]
+        self._files.clear()
+        return out
+
+
+def iceberg_data_file(metadata: TableMetadata, url: str, data: bytes) -> IcebergDataFile:
+    """The manifest entry of a Parquet file written here (pyiceberg's
+    ``parquet_file_to_data_file``, from the bytes in hand rather than a read of the footer)."""
+    from pyiceberg.io.pyarrow import (
+        compute_statistics_plan,
+        data_file_statistics_from_parquet_metadata,
+        parquet_path_to_id_mapping,
+    )
+    from pyiceberg.manifest import DataFileContent, FileFormat
+
+    parquet_metadata = pq.read_metadata(pa.BufferReader(data))
+    schema = metadata.schema()
+    statistics = data_file_statistics_from_parquet_metadata(
+        parquet_metadata=parquet_metadata,
+        stats_columns=compute_statistics_plan(schema, metadata.properties),
+        parquet_column_mapping=parquet_path_to_id_mapping(schema),
+    )
+    return IcebergDataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=url,
+        file_format=FileFormat.PARQUET,
+        partition=statistics.partition(metadata.spec(), schema),
+        file_size_in_bytes=len(data),
+        sort_order_id=None,
+        spec_id=metadata.default_spec_id,
+        equality_ids=None,
+        key_metadata=None,
+        **statistics.to_serialized_dict(),
+    )

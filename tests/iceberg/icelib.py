@@ -1,0 +1,74 @@
+"""Helpers of the Iceberg tests: readers no one here wrote (pyiceberg, DuckDB's extension)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+# DuckDB's Iceberg extension ships on PyPI as duckdb-extension-iceberg, built for one
+# DuckDB release (1.5.5 now; none for 2.x yet): installed with that duckdb into a
+# directory of its own (pip install --target DIR duckdb==1.5.5 duckdb-extension-iceberg==1.5.5
+# duckdb-extension-avro==1.5.5) and run in a child process with that directory first.
+DUCKDB_ICEBERG_DIR = os.environ.get("STRATA_DUCKDB_ICEBERG_DIR", "/tmp/duck155")
+
+_DUCK = r"""
+import json, sys
+import duckdb
+import duckdb_extension_avro, duckdb_extension_iceberg
+con = duckdb.connect()
+for mod in (duckdb_extension_avro, duckdb_extension_iceberg):
+    import glob, os
+    path = glob.glob(os.path.join(os.path.dirname(mod.__file__), "extensions", "*", "*.duckdb_extension"))[0]
+    con.execute(f"LOAD '{path}'")
+rows = con.execute(
+    f"SELECT partition, \"offset\", key, {sys.argv[2]} FROM iceberg_scan(?) ORDER BY partition, \"offset\"",
+    [sys.argv[1]],
+).fetchall()
+def hx(b):
+    return None if b is None else bytes(b).hex() if isinstance(b, (bytes, bytearray)) else ["raw", b]
+print(json.dumps([[p, o, hx(k), hx(v)] for p, o, k, v in rows]))
+"""
+
+
+def duckdb_rows(metadata_path: str, value: str = "value") -> list[tuple[int, int, Any, Any]] | None:
+    """(partition, offset, key, ``value`` (an SQL expression)) DuckDB's iceberg_scan reads;
+    None without the extension."""
+    if not Path(DUCKDB_ICEBERG_DIR, "duckdb_extension_iceberg").is_dir():
+        return None
+    env = {**os.environ, "PYTHONPATH": DUCKDB_ICEBERG_DIR}
+    out = subprocess.run(
+        [sys.executable, "-c", _DUCK, metadata_path.removeprefix("file://"), value],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+
+    def unhex(x: Any) -> Any:
+        return x[1] if isinstance(x, list) else None if x is None else bytes.fromhex(x)
+
+    return [(p, o, unhex(k), unhex(v)) for p, o, k, v in json.loads(out)]
+
+
+def pyiceberg_rows(table: Any) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    t = table.refresh().scan(selected_fields=("partition", "offset", "key", "value")).to_arrow()
+    rows = list(zip(*(t.column(c).to_pylist() for c in ("partition", "offset", "key", "value")), strict=True))
+    return sorted(rows, key=lambda r: (r[0], r[1]))
+
+
+def wait_for(check: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out waiting for {what}")
+        time.sleep(0.5)

@@ -1,0 +1,99 @@
+"""value_schema_id_prefix mode: values in the registry's wire format become typed columns
+(a ``value`` struct), Avro and JSON Schema, and a schema evolution that adds a field adds
+a column; undecodable values are dropped. The schema source is an in-test one until the
+broker's registry (issue 37) is wired in; the translator runs in this process against a
+real broker, and pyiceberg and DuckDB read the table."""
+
+from __future__ import annotations
+
+import io
+import json
+import struct
+from pathlib import Path
+
+import fastavro
+from confluent_kafka import Producer
+
+from hot.config import LogConfig
+from spark.iceberg.catalog import catalog_properties, open_catalog
+from spark.iceberg.schema_values import DictSchemaSource
+from spark.iceberg.translate import Translator
+from tests.brokers import BrokerProcess, create_topic
+from tests.iceberg.icelib import duckdb_rows
+from tiering.iceberg_config import IcebergConfig
+from tiering.store import SyncObjectStore
+
+V1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
+V2 = {
+    "type": "record",
+    "name": "Order",
+    "fields": [{"name": "id", "type": "long"}, {"name": "note", "type": ["null", "string"], "default": None}],
+}
+JSON_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "tag": {"type": "string"}}}
+
+
+def _avro(schema_id: int, schema: dict[str, object], value: dict[str, object]) -> bytes:
+    buf = io.BytesIO()
+    fastavro.schemaless_writer(buf, fastavro.parse_schema(schema), value)
+    return b"\x00" + struct.pack(">I", schema_id) + buf.getvalue()
+
+
+def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for v in values:
+        p.produce(topic, v, b"k", partition=0)
+    assert p.flush(30) == 0
+
+
+def test_avro_and_json_values_as_typed_columns_with_an_evolution(tmp_path: Path) -> None:
+    data = tmp_path / "b"
+    source = DictSchemaSource(
+        {1: ("AVRO", json.dumps(V1)), 2: ("AVRO", json.dumps(V2)), 7: ("JSON", json.dumps(JSON_SCHEMA))}
+    )
+    broker = BrokerProcess(data).start()
+    url = f"file://{(data / 'objects').resolve()}"
+    store = SyncObjectStore.open(url)
+    try:
+        create_topic(broker.bootstrap, "orders", 1, {"iceberg.mode": "value_schema_id_prefix"})
+        create_topic(broker.bootstrap, "events", 1, {"iceberg.mode": "value_schema_id_prefix"})
+        info = {t.name: t for t in _topics(data)}
+        config = LogConfig.from_kafka({"iceberg.mode": "value_schema_id_prefix"})
+        catalog = open_catalog(catalog_properties(IcebergConfig(), tmp_path / "mine", url))
+        t = Translator(store, catalog, namespace="strata", broker=broker.bootstrap, schema_source=source)
+
+        _produce(
+            broker.bootstrap, "orders", [_avro(1, V1, {"id": i}) for i in range(3)] + [b"not wire format"]
+        )
+        assert t.run_pass(info["orders"], config).rows == 3  # the bad value dropped
+        _produce(
+            broker.bootstrap, "orders", [_avro(2, V2, {"id": 10 + i, "note": f"n{i}"}) for i in range(2)]
+        )
+        assert t.run_pass(info["orders"], config).rows == 2
+        table = catalog.load_table(("strata", "orders"))
+        got = table.scan().to_arrow().sort_by("offset")
+        assert got.column("value").to_pylist() == [
+            {"id": 0, "note": None},
+            {"id": 1, "note": None},
+            {"id": 2, "note": None},
+            {"id": 10, "note": "n0"},
+            {"id": 11, "note": "n1"},
+        ]
+        assert got.column("offset").to_pylist() == [0, 1, 2, 4, 5]  # offset 3 was the bad value
+        duck = duckdb_rows(table.metadata_location, "value.id")
+        if duck is not None:
+            assert [r[3] for r in duck] == [0, 1, 2, 10, 11]
+
+        body = [b"\x00" + struct.pack(">I", 7) + json.dumps({"n": i, "tag": "t"}).encode() for i in range(2)]
+        _produce(broker.bootstrap, "events", body)
+        assert t.run_pass(info["events"], config).rows == 2
+        events = catalog.load_table(("strata", "events")).scan().to_arrow().sort_by("offset")
+        assert events.column("value").to_pylist() == [{"n": 0, "tag": "t"}, {"n": 1, "tag": "t"}]
+    finally:
+        store.close()
+        broker.stop()
+
+
+def _topics(data: Path) -> list[object]:
+    from hot.topics import TopicRegistry
+
+    return TopicRegistry(next(data.rglob("topics.json"))).list()
