@@ -23,6 +23,9 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from broker.config import BrokerConfig
+from broker.schema_registry.errors import RegistryError
+from broker.schema_registry.lookup import schema_by_id
+from broker.schema_registry.store import SchemaStore
 from hot.config import ICEBERG_DISABLED, LogConfig
 from hot.errors import UnknownTopicOrPartitionError
 from hot.manager import LogManager
@@ -49,6 +52,38 @@ class TableState:
         return sum(max(0, hw - self.offsets.get(p, 0)) for p, hw in high_watermarks.items())
 
 
+class RegistrySchemaSource:
+    """spark.iceberg's ``SchemaSource`` on the broker's schema registry, for the
+    committer's thread: each lookup runs on the broker's event loop (answered by this
+    broker when it leads ``_schemas``, else by the leader over HTTP) and is cached per id
+    there. Only an id the registry does not know is KeyError (the record is then invalid,
+    ``iceberg.invalid.record.action``); any other failure (the registry unreachable, a
+    failover) raises and fails the pass, which is retried: a record is never dropped
+    because the registry was briefly away."""
+
+    def __init__(
+        self, store: Callable[[], SchemaStore | None], loop: asyncio.AbstractEventLoop | None
+    ) -> None:
+        self._store = store
+        self._loop = loop
+
+    def schema_by_id(self, schema_id: int) -> tuple[str, str]:
+        store = self._store()
+        if store is None or self._loop is None:
+            raise RuntimeError("the schema registry is not running on this broker")
+        fut = asyncio.run_coroutine_threadsafe(schema_by_id(store, schema_id), self._loop)
+        try:
+            fmt, text, refs = fut.result(timeout=30)
+        except RegistryError as exc:
+            if exc.code == 40403:
+                raise KeyError(schema_id) from exc
+            raise
+        if refs:
+            # Decoding needs the referenced schemas parsed with it; not done yet.
+            return "UNSUPPORTED-WITH-REFERENCES", text
+        return fmt, text
+
+
 class IcebergService:
     def __init__(
         self,
@@ -57,8 +92,11 @@ class IcebergService:
         broker_address: str,
         is_committer: Callable[[str], bool] | None = None,
         leader_address: Callable[[str, int], str | None] | None = None,
+        schemas: Callable[[], SchemaStore | None] | None = None,
     ) -> None:
         self.manager = manager
+        self.schemas = schemas  # the broker's schema registry store (None: not served)
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.config = config
         self.broker_address = broker_address
         self.is_committer = is_committer or (lambda topic: True)
@@ -87,8 +125,8 @@ class IcebergService:
             namespace=self.config.iceberg.namespace,
             broker=self.broker_address,
             embedded=self.config.iceberg.catalog == CATALOG_EMBEDDED,
-            # value_schema_id_prefix: the schema registry (issue 37) goes here once merged
-            schema_source=None,
+            # value_schema_id_prefix: values decoded by the broker's schema registry
+            schema_source=None if self.schemas is None else RegistrySchemaSource(self.schemas, self._loop),
             leader_address=self.leader_address,
         )
 
@@ -107,6 +145,7 @@ class IcebergService:
         return result
 
     def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         self.manager.add_delete_listener(self.on_topic_deleted)
         self._task = asyncio.create_task(self.run(), name="iceberg-committer")
 

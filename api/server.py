@@ -371,6 +371,7 @@ async def serve(
             str(internal_addr or kafka_addr),
             is_committer=None if cluster.embedded else (lambda topic: live.is_leader(topic, 0)),
             leader_address=None if cluster.embedded else _leader_address(view),
+            schemas=lambda: broker.schema_store,
         )
         register_iceberg_metrics(iceberg, metrics.registry)
         iceberg.start()

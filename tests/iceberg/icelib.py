@@ -8,14 +8,13 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 # DuckDB's Iceberg extension ships on PyPI as duckdb-extension-iceberg, built for one
-# DuckDB release (1.5.5 now; none for 2.x yet): installed with that duckdb into a
-# directory of its own (pip install --target DIR duckdb==1.5.5 duckdb-extension-iceberg==1.5.5
-# duckdb-extension-avro==1.5.5) and run in a child process with that directory first.
-DUCKDB_ICEBERG_DIR = os.environ.get("STRATA_DUCKDB_ICEBERG_DIR", "/tmp/duck155")
+# DuckDB release (pyproject pins duckdb and both extensions to it). It runs in a child
+# process: a crash of the extension fails the test instead of the test run.
+# STRATA_DUCKDB_ICEBERG_DIR: a directory of those packages to use instead of site-packages.
+DUCKDB_ICEBERG_DIR = os.environ.get("STRATA_DUCKDB_ICEBERG_DIR")
 
 _DUCK = r"""
 import json, sys
@@ -36,12 +35,12 @@ print(json.dumps([[p, o, hx(k), hx(v)] for p, o, k, v in rows]))
 """
 
 
-def duckdb_rows(metadata_path: str, value: str = "value") -> list[tuple[int, int, Any, Any]] | None:
-    """(partition, offset, key, ``value`` (an SQL expression)) DuckDB's iceberg_scan reads;
-    None without the extension."""
-    if not Path(DUCKDB_ICEBERG_DIR, "duckdb_extension_iceberg").is_dir():
-        return None
-    env = {**os.environ, "PYTHONPATH": DUCKDB_ICEBERG_DIR}
+def duckdb_rows(metadata_path: str, value: str = "value") -> list[tuple[int, int, Any, Any]]:
+    """(partition, offset, key, ``value`` (an SQL expression)) DuckDB's iceberg_scan reads
+    (never None: the extension is a test dependency, and its absence fails the test)."""
+    env = dict(os.environ)
+    if DUCKDB_ICEBERG_DIR:
+        env["PYTHONPATH"] = DUCKDB_ICEBERG_DIR
     out = subprocess.run(
         [sys.executable, "-c", _DUCK, metadata_path.removeprefix("file://"), value],
         env=env,

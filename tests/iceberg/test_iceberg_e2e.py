@@ -122,9 +122,7 @@ def test_key_value_exactly_once_through_a_crash(tmp_path: Path) -> None:
         ends = {p: max(o for q, o, _, _ in rows if q == p) for p in (0, 1)}
         summary = table.current_snapshot().summary.additional_properties
         assert int(summary["strata.offset.0"]) > ends[0] and int(summary["strata.offset.1"]) > ends[1]
-        duck = duckdb_rows(table.metadata_location)
-        if duck is not None:
-            assert duck == rows
+        assert duckdb_rows(table.metadata_location) == rows
         # the crashed pass's files were orphans, removed when the committer started again
         files = table.inspect.files().column("file_path").to_pylist()
         live = {Path(f.removeprefix("file://")) for f in files}

@@ -1,8 +1,9 @@
 """value_schema_id_prefix mode: values in the registry's wire format become typed columns
 (a ``value`` struct), Avro and JSON Schema, and a schema evolution that adds a field adds
-a column; undecodable values are dropped. The schema source is an in-test one until the
-broker's registry (issue 37) is wired in; the translator runs in this process against a
-real broker, and pyiceberg and DuckDB read the table."""
+a column; undecodable values are dropped. The first test runs the translator in this
+process with an in-test schema source against a real broker; the second is the broker's
+own committer asking the broker's own schema registry. pyiceberg and DuckDB read the
+tables."""
 
 from __future__ import annotations
 
@@ -80,8 +81,7 @@ def test_avro_and_json_values_as_typed_columns_with_an_evolution(tmp_path: Path)
         ]
         assert got.column("offset").to_pylist() == [0, 1, 2, 4, 5]  # offset 3 was the bad value
         duck = duckdb_rows(table.metadata_location, "value.id")
-        if duck is not None:
-            assert [r[3] for r in duck] == [0, 1, 2, 10, 11]
+        assert [r[3] for r in duck] == [0, 1, 2, 10, 11]
 
         body = [b"\x00" + struct.pack(">I", 7) + json.dumps({"n": i, "tag": "t"}).encode() for i in range(2)]
         _produce(broker.bootstrap, "events", body)
@@ -97,3 +97,52 @@ def _topics(data: Path) -> list[object]:
     from hot.topics import TopicRegistry
 
     return TopicRegistry(next(data.rglob("topics.json"))).list()
+
+
+def test_the_broker_decodes_values_by_its_own_schema_registry(tmp_path: Path) -> None:
+    """The broker's committer in schema mode asks the broker's schema registry (issue 37):
+    confluent-kafka's AvroSerializer registers the schemas and frames the values, an
+    evolution adds a column, and pyiceberg reads the typed values back."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from tests.iceberg.icelib import wait_for
+
+    data = tmp_path / "b"
+    broker = BrokerProcess(
+        data, "--schema-registry-listen", "127.0.0.1:0", env={"STRATA_ICEBERG_CHECK_INTERVAL_MS": "200"}
+    ).start()
+    try:
+        topic = "typed"
+        create_topic(
+            broker.bootstrap,
+            topic,
+            1,
+            {"iceberg.mode": "value_schema_id_prefix", "iceberg.target.lag.ms": "1000"},
+        )
+        sr = SchemaRegistryClient({"url": broker.registry_url})
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        v1 = AvroSerializer(sr, json.dumps(V1))
+        _produce(broker.bootstrap, topic, [v1({"id": i}, ctx) for i in range(3)])
+        v2 = AvroSerializer(sr, json.dumps(V2))  # BACKWARD-compatible: registered as version 2
+        _produce(broker.bootstrap, topic, [v2({"id": 10, "note": "n"}, ctx)])
+
+        url = f"file://{(data / 'objects').resolve()}"
+        catalog = open_catalog(catalog_properties(IcebergConfig(), data, url))
+
+        def typed() -> list[object] | None:
+            try:
+                rows = catalog.load_table(("strata", topic)).scan().to_arrow().sort_by("offset")
+            except Exception:
+                return None
+            return rows.column("value").to_pylist() if rows.num_rows >= 4 else None
+
+        assert wait_for(typed, 90, "the typed translation") == [
+            {"id": 0, "note": None},
+            {"id": 1, "note": None},
+            {"id": 2, "note": None},
+            {"id": 10, "note": "n"},
+        ]
+    finally:
+        broker.stop()
