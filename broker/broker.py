@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from broker import admin
 from broker.config import BrokerConfig
 from broker.controller import CLUSTER_TOPIC_CONFIGS, UNCLEAN_LEADER_ELECTION, create_topic, machines_of
+from broker.fetch_sessions import FetchSessionCache
 from broker.groups.offsets import OFFSETS_TOPIC
 from broker.log_manager import ClusterLogManager
 from broker.metadata import TopicAssignment
@@ -125,6 +126,7 @@ class Broker:
         self.schema_store: SchemaStore | None = None
         # The read half (fetches) and the write half (produce, markers) of the request logic.
         self.reads = ReadPath(manager, replicas, self.metrics, tiering)
+        self.fetch_sessions = FetchSessionCache()  # KIP-227: followers' and consumers' sessions
         self.writes = ProducePath(self, replicas, self.metrics, self.reads.log)
 
     @property

@@ -51,7 +51,7 @@ from kclient.sasl import authenticate
 from kwire import ApiKey, ProtocolError, decode_response, encode_request
 from kwire.apis import APIS
 from kwire.error_table import NONE
-from kwire.messages.fetch import FetchPartition, FetchRequest, FetchTopic
+from kwire.messages.fetch import FetchPartition, FetchRequest, FetchTopic, ForgottenTopic
 from kwire.messages.list_offsets import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -254,6 +254,13 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.config = manager.config
         self._parts: dict[tuple[str, int], _Fetching] = {}
+        # The fetch session with this leader (KIP-227; broker.fetch_sessions is the
+        # leader's side): its id (0: none yet, the next request is full and asks for
+        # one), the epoch the next incremental request carries, and what the leader's
+        # session holds for each partition (fetch offset, leader epoch, log start).
+        self._session_id = 0
+        self._session_epoch = 0
+        self._in_session: dict[tuple[str, int], tuple[int, int, int]] = {}
         self._changed = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"fetcher-{leader_id}")
         self.fetches = 0
@@ -411,12 +418,21 @@ class ReplicaFetcher:
         if not active:
             return
         cfg = self.config
+        full = self._session_id == 0
         by_topic: dict[str, list[FetchPartition]] = {}
+        # Every active partition at the position it is fetched from; in a session only
+        # those whose position changed go in the request, the leader has the others.
         sent: dict[tuple[str, int], tuple[_Fetching, int]] = {}
+        stated: dict[tuple[str, int], tuple[int, int, int]] = {}
         for f in active:
             lg = f.rep.log
             offset = lg.log_end_offset
-            sent[(f.rep.topic, f.rep.partition)] = (f, offset)
+            tp = (f.rep.topic, f.rep.partition)
+            sent[tp] = (f, offset)
+            state = (offset, f.epoch, lg.log_start_offset)
+            stated[tp] = state
+            if not full and self._in_session.get(tp) == state:
+                continue
             by_topic.setdefault(f.rep.topic, []).append(
                 FetchPartition(
                     partition=f.rep.partition,
@@ -427,17 +443,42 @@ class ReplicaFetcher:
                     partition_max_bytes=cfg.replica_fetch_max_bytes,
                 )
             )
+        forgotten: dict[str, list[int]] = {}
+        if not full:
+            for topic, partition in self._in_session.keys() - stated.keys():
+                forgotten.setdefault(topic, []).append(partition)
         req = FetchRequest(
             replica_id=self.manager.broker_id,
             max_wait_ms=cfg.replica_fetch_wait_max_ms,
             min_bytes=1,
             max_bytes=cfg.replica_fetch_response_max_bytes,
+            session_id=self._session_id,
+            session_epoch=self._session_epoch,
             topics=tuple(FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+            forgotten_topics_data=tuple(
+                ForgottenTopic(topic=t, partitions=tuple(ps)) for t, ps in forgotten.items()
+            ),
         )
         resp = await conn.call(
             ApiKey.FETCH, req, cfg.replica_fetch_wait_max_ms / 1000.0 + 30.0, version=REPLICA_FETCH_VERSION
         )
         self.fetches += 1
+        if resp.error_code != NONE:
+            # FETCH_SESSION_ID_NOT_FOUND (the leader restarted or evicted it),
+            # INVALID_FETCH_SESSION_EPOCH: start over with a full request.
+            log.info(
+                "fetcher from broker %d: fetch session error %d; a full fetch next",
+                self.leader_id,
+                resp.error_code,
+            )
+            self._reset_session()
+            return
+        if resp.session_id == 0:
+            self._reset_session()  # none made (or closed): the next request is full again
+        else:
+            self._session_id = resp.session_id
+            self._session_epoch = 1 if full or self._session_epoch >= 0x7FFFFFFF else self._session_epoch + 1
+            self._in_session = stated
         flush: list[_Fetching] = []
         for t in resp.responses:
             for p in t.partitions:
@@ -480,6 +521,11 @@ class ReplicaFetcher:
         for f in flush:
             with contextlib.suppress(StrataError):
                 await asyncio.to_thread(f.rep.log.flush)
+
+    def _reset_session(self) -> None:
+        self._session_id = 0
+        self._session_epoch = 0
+        self._in_session = {}
 
     async def _follow_log_start(self, f: _Fetching, leader_log_start: int) -> None:
         """Move the log start offset up with the leader's (its total retention, or

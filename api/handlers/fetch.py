@@ -14,6 +14,12 @@ From v13 topics come by id (KIP-516): they are resolved through the broker's met
 before anything else (``named_topics``, which the authorization guard uses too); an id
 no topic has is UNKNOWN_TOPIC_ID for each of its partitions, and every answered topic
 carries its id.
+
+Fetch sessions (KIP-227, v7+; broker.fetch_sessions): a follower's or a consumer's
+incremental fetch names only what changed; the session's other partitions are fetched at
+their last stated positions and answered only when something about them is new. A
+consumer's session partitions are authorized on every request, as Kafka does (READ on
+each topic), not only when they joined the session.
 """
 
 from __future__ import annotations
@@ -21,11 +27,14 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from api.security.conn_authz import allowed
 from broker.broker import Broker
+from broker.fetch_sessions import Asked, FetchContext, SessionPartition
 from broker.read_path import FetchRequestPartition, ReplicaFetchPartition
 from hot.errors import StrataError
 from kwire import RequestHeader
 from kwire import error_table as E
+from kwire.acl import Operation, ResourceType
 from kwire.error_table import kafka_code
 from kwire.messages.fetch import (
     READ_COMMITTED,
@@ -81,45 +90,99 @@ def _unknown_ids(topics: list[FetchTopic]) -> list[FetchableTopicResponse]:
 
 
 def _answer(
-    broker: Broker, version: int, by_topic: dict[str, list[FetchPartitionData]], unknown: list[FetchTopic]
+    broker: Broker,
+    version: int,
+    by_topic: dict[str, list[FetchPartitionData]],
+    unknown: list[FetchTopic],
+    session_id: int = 0,
 ) -> FetchResponse:
     if version < TOPIC_ID_VERSION:
         return FetchResponse(
+            session_id=session_id,
             responses=tuple(
                 FetchableTopicResponse(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()
-            )
+            ),
         )
     view = broker.replicas.view
     responses = [
         FetchableTopicResponse(topic=t, topic_id=view.topic_id(t) or ZERO_UUID, partitions=tuple(ps))
         for t, ps in by_topic.items()
     ]
-    return FetchResponse(responses=(*responses, *_unknown_ids(unknown)))
+    return FetchResponse(session_id=session_id, responses=(*responses, *_unknown_ids(unknown)))
+
+
+def _session(broker: Broker, version: int, req: FetchRequest, named: Named) -> FetchContext:
+    """The request resolved against the fetch-session cache: what to fetch, how to answer."""
+    asked = [
+        Asked(
+            topic,
+            p.partition,
+            p.fetch_offset,
+            p.partition_max_bytes,
+            p.current_leader_epoch,
+            p.log_start_offset,
+        )
+        for topic, t in named
+        for p in t.partitions
+    ]
+    forgotten: list[tuple[str, int]] = []
+    if req.forgotten_topics_data:
+        view = broker.replicas.view
+        for f in req.forgotten_topics_data:
+            name = f.topic if version < TOPIC_ID_VERSION else view.topic_name(f.topic_id)
+            if name is not None:
+                forgotten.extend((name, p) for p in f.partitions)
+    return broker.fetch_sessions.begin(
+        req.session_id, req.session_epoch, asked, forgotten, replica=req.replica_id >= 0
+    )
 
 
 async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchRequest) -> FetchResponse:
     broker = conn.broker
     version = header.api_version
     named, unknown = named_topics(broker, version, req)
+    ctx = _session(broker, version, req, named)
+    if ctx.error:
+        return FetchResponse(error_code=ctx.error, session_id=0)
     if req.replica_id >= 0:
-        return await _replica_fetch(broker, version, req, named, unknown)
+        return await _replica_fetch(broker, version, req, ctx, unknown)
     started = time.perf_counter()
     refused: list[tuple[str, FetchPartitionData]] = []
     parts: list[FetchRequestPartition] = []
-    for topic, t in named:
-        for p in t.partitions:
-            try:
-                broker.replicas.leader_replica(topic, p.partition, p.current_leader_epoch)
-            except StrataError as exc:
-                code = kafka_code(exc)
-                broker.metrics.errors.labels("fetch", str(code)).inc()
-                # Empty records, never null: librdkafka cannot parse a null records field
-                # ("invalid MessageSetSize -1") and drops the whole response.
-                refused.append(
-                    (topic, FetchPartitionData(partition_index=p.partition, error_code=code, records=b""))
-                )
-                continue
-            parts.append(FetchRequestPartition(topic, p.partition, p.fetch_offset, p.partition_max_bytes))
+    states: dict[tuple[str, int], SessionPartition] = {}
+    readable: dict[str, bool] = {}
+    for (topic, partition), sp in ctx.fetch:
+        try:
+            if ctx.incremental:
+                # Partitions of the session that the request does not name: READ on
+                # their topic again (the guard saw only the request's topics).
+                ok = readable.get(topic)
+                if ok is None:
+                    ok = readable[topic] = allowed(conn, Operation.READ, ResourceType.TOPIC, topic)
+                if not ok:
+                    refused.append(
+                        (
+                            topic,
+                            FetchPartitionData(
+                                partition_index=partition,
+                                error_code=E.TOPIC_AUTHORIZATION_FAILED,
+                                records=b"",
+                            ),
+                        )
+                    )
+                    continue
+            broker.replicas.leader_replica(topic, partition, sp.current_leader_epoch)
+        except StrataError as exc:
+            code = kafka_code(exc)
+            broker.metrics.errors.labels("fetch", str(code)).inc()
+            # Empty records, never null: librdkafka cannot parse a null records field
+            # ("invalid MessageSetSize -1") and drops the whole response.
+            refused.append(
+                (topic, FetchPartitionData(partition_index=partition, error_code=code, records=b""))
+            )
+            continue
+        states[(topic, partition)] = sp
+        parts.append(FetchRequestPartition(topic, partition, sp.fetch_offset, sp.max_bytes))
     by_topic: dict[str, list[FetchPartitionData]] = {}
     if parts or not refused:
         # An error is answered at once, as Kafka does, with whatever the others have now.
@@ -131,6 +194,17 @@ async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchReques
             read_committed=req.isolation_level == READ_COMMITTED,
         )
         for f in fetched:
+            key = (f.topic, f.partition)
+            if not ctx.include(
+                key,
+                states[key],
+                has_data=f.size > 0 or bool(f.remote),
+                error=f.error is not None,
+                high_watermark=f.high_watermark,
+                last_stable_offset=f.last_stable_offset,
+                log_start_offset=f.log_start_offset,
+            ):
+                continue
             if f.error is not None:
                 code = kafka_code(f.error)
                 broker.metrics.errors.labels("fetch", str(code)).inc()
@@ -160,34 +234,45 @@ async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchReques
         broker.metrics.labelled(broker.metrics.fetch_latency, "kafka").observe(time.perf_counter() - started)
     for topic, data in refused:
         by_topic.setdefault(topic, []).append(data)
-    return _answer(broker, version, by_topic, unknown)
+    return _answer(broker, version, by_topic, unknown, ctx.session_id)
 
 
 async def _replica_fetch(
     broker: Broker,
     version: int,
     req: FetchRequest,
-    named: Named,
+    ctx: FetchContext,
     unknown: list[FetchTopic],
 ) -> FetchResponse:
     started = time.perf_counter()
+    states = dict(ctx.fetch)
     parts = [
         ReplicaFetchPartition(
             topic,
-            p.partition,
-            p.fetch_offset,
-            p.partition_max_bytes,
-            current_leader_epoch=p.current_leader_epoch,
-            log_start_offset=p.log_start_offset,
+            partition,
+            sp.fetch_offset,
+            sp.max_bytes,
+            current_leader_epoch=sp.current_leader_epoch,
+            log_start_offset=sp.log_start_offset,
         )
-        for topic, t in named
-        for p in t.partitions
+        for (topic, partition), sp in ctx.fetch
     ]
     fetched = await broker.reads.replica_fetch(
         req.replica_id, parts, max_wait_ms=req.max_wait_ms, max_bytes=req.max_bytes
     )
     by_topic: dict[str, list[FetchPartitionData]] = {}
     for f in fetched:
+        key = (f.topic, f.partition)
+        if not ctx.include(
+            key,
+            states[key],
+            has_data=f.size > 0,
+            error=f.error is not None,
+            high_watermark=f.high_watermark,
+            last_stable_offset=f.last_stable_offset,
+            log_start_offset=f.log_start_offset,
+        ):
+            continue
         if f.error is not None:
             data = FetchPartitionData(
                 partition_index=f.partition, error_code=kafka_code(f.error), records=b""
@@ -204,4 +289,4 @@ async def _replica_fetch(
             )
         by_topic.setdefault(f.topic, []).append(data)
     broker.metrics.labelled(broker.metrics.fetch_latency, "replica").observe(time.perf_counter() - started)
-    return _answer(broker, version, by_topic, unknown)
+    return _answer(broker, version, by_topic, unknown, ctx.session_id)

@@ -10,9 +10,11 @@ goes the general way (decode, guard, quota, ``handle_fetch``), which answers it 
 
 Answered here, all of:
   * a consumer (``replica_id`` < 0, no ``replica_state``), sessionless or asking for a new
-    full session (``session_id`` 0, ``session_epoch`` -1 or 0: Strata keeps no fetch
-    sessions and answers ``session_id`` 0, "no session", as the general path does and as
-    Kafka does when its session cache is full; the client keeps sending full requests),
+    full session (``session_id`` 0, ``session_epoch`` -1 or 0) of fewer than
+    ``MIN_CONSUMER_PARTITIONS`` partitions: answered ``session_id`` 0, "no session", as
+    the general path does for such a small one (broker.fetch_sessions) and as Kafka does
+    when its session cache is full; the client keeps sending full requests. A larger
+    request for a session, and every incremental one, goes the general way,
     no forgotten topics, no tagged fields anywhere (header tags included);
   * every topic known (by name, or v13+ by an id the view knows), every partition led
     here at the epoch asked (or -1), its fetch offset inside the local log (not below
@@ -41,6 +43,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Final
 
 from api.security.guards import topic_ok
+from broker.fetch_sessions import MIN_CONSUMER_PARTITIONS
 from broker.security.quotas import ANONYMOUS, CONSUMER_BYTE_RATE
 from hot.errors import StrataError
 from kwire import APIS, ApiKey, RequestHeader
@@ -171,6 +174,9 @@ class _Request:
             pos += _SESSION.size
             if session_id != 0 or session_epoch not in (-1, 0):
                 raise _Fallback  # an incremental session's request
+            opens_session = session_epoch == 0
+        else:
+            opens_session = False
         self.read_committed = isolation == READ_COMMITTED
         by_id = version >= TOPIC_ID_VERSION
         n_topics, pos = _count(buf, pos, flexible)
@@ -201,6 +207,8 @@ class _Request:
             if flexible:
                 pos = _no_tags(buf, pos)
             self.topics.append((name, topic_id, parts))
+        if opens_session and sum(len(ps) for _, _, ps in self.topics) >= MIN_CONSUMER_PARTITIONS:
+            raise _Fallback  # a new session (broker.fetch_sessions) is made on the general path
         if version >= 7:
             n_forgotten, pos = _count(buf, pos, flexible)
             if n_forgotten:
