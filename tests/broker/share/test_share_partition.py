@@ -16,8 +16,8 @@ class Clock:
         return self.now
 
 
-def _sp(clock: Clock, **kw: int) -> SharePartition:
-    return SharePartition(start=0, clock=clock, lock_ms=1_000, delivery_limit=3, **kw)
+def _sp(clock: Clock, max_in_flight: int = 2_000) -> SharePartition:
+    return SharePartition(start=0, clock=clock, lock_ms=1_000, delivery_limit=3, max_in_flight=max_in_flight)
 
 
 def test_acquire_up_to_max_records_rounded_to_batches() -> None:
