@@ -81,6 +81,10 @@ from kwire.messages.offset_for_leader_epoch import (
 from kwire.messages.produce import ProduceRequest, ProduceResponse
 from kwire.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from kwire.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from kwire.messages.share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
+from kwire.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
+from kwire.messages.share_group_describe import ShareGroupDescribeRequest, ShareGroupDescribeResponse
+from kwire.messages.share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 from kwire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from kwire.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from kwire.messages.user_scram_credentials import (
@@ -144,6 +148,10 @@ class ApiKey(enum.IntEnum):
     DESCRIBE_TRANSACTIONS = 65
     LIST_TRANSACTIONS = 66
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
 
 # (version, message) -> message; for the few wire quirks a table cannot express.
@@ -396,6 +404,13 @@ APIS: Final[dict[int, ApiSpec]] = {
             ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest, DescribeTransactionsResponse, "0", "0+"
         ),
         _api(ApiKey.LIST_TRANSACTIONS, ListTransactionsRequest, ListTransactionsResponse, "0-2", "0+"),
+        # share groups (KIP-932; api.handlers.share): v0 was Kafka 4.0's early access
+        _api(
+            ApiKey.SHARE_GROUP_HEARTBEAT, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, "1", "1+"
+        ),
+        _api(ApiKey.SHARE_GROUP_DESCRIBE, ShareGroupDescribeRequest, ShareGroupDescribeResponse, "1", "1+"),
+        _api(ApiKey.SHARE_FETCH, ShareFetchRequest, ShareFetchResponse, "1-2", "1+"),
+        _api(ApiKey.SHARE_ACKNOWLEDGE, ShareAcknowledgeRequest, ShareAcknowledgeResponse, "1-2", "1+"),
     )
 }
 
