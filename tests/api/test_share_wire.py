@@ -82,7 +82,8 @@ def wire(broker: BrokerProcess) -> Iterator[Wire]:
 
 def _topic_id(wire: Wire, topic: str) -> uuid.UUID:
     resp = wire.call(ApiKey.METADATA, 12, MetadataRequest(topics=(MetadataRequestTopic(name=topic),)))
-    return resp.topics[0].topic_id
+    tid: uuid.UUID = resp.topics[0].topic_id
+    return tid
 
 
 def _produce(bootstrap: str, topic: str, n: int, partition: int = 0) -> None:
