@@ -51,6 +51,7 @@ from broker.node_layout import rehome_into_one
 from broker.security.acl import Authorizer
 from broker.security.authz import AccessControl
 from broker.security.tls import server_context, uvicorn_options
+from broker.share.state_store import ShareStateStore
 from broker.transactions.coordinator import TransactionCoordinator
 from broker.txn_metrics import register_txn_metrics
 from hot import record_validation
@@ -227,6 +228,11 @@ async def serve(
 
         manager.add_delete_listener(forget_topic)
         broker: Broker = node.make_broker(config, metrics, tiering=tiering, groups=groups)
+        # Share groups: share-partition state in the internal __share_group_state topic
+        # (broker.share.state_store).
+        broker.shares.attach_store(
+            ShareStateStore(node.broker_id, node.replicas), broker.replicas.view.topic_id
+        )
         broker.history = MetricsHistory(broker_totals(broker), interval_s=sample_interval_s())
         history_task = asyncio.create_task(broker.history.run())  # the console's charts
         node.attach_marker_writer(broker)
@@ -363,6 +369,7 @@ async def serve(
             # hold their connections open through the whole drain grace period.
             await groups.close()
             await transactions.close()
+            broker.shares.close()
             upload_grace = config.tiering.shutdown_upload_grace_ms
             # Hand leadership over before the listeners close (broker.node); with
             # shutdown_upload_in_cluster, upload the tail while still leading.

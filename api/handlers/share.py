@@ -172,7 +172,7 @@ def _check_ids(req: ShareFetchRequest | ShareAcknowledgeRequest) -> tuple[str, s
     return req.group_id, req.member_id
 
 
-def _acks(
+async def _acks(
     svc: ShareService,
     group: str,
     member: str,
@@ -191,7 +191,7 @@ def _acks(
             return E.INVALID_REQUEST, "the RENEW acknowledge type is not supported"
         converted.append((b.first_offset, b.last_offset, b.acknowledge_types))
     try:
-        svc.acknowledge(group, member, topic, partition, converted)
+        await svc.acknowledge(group, member, topic, partition, converted)
     except StrataError as exc:
         return code_of(exc), str(exc)
     return 0, None
@@ -231,7 +231,7 @@ async def handle_share_fetch(
             requested.append((name, p.partition_index))
             ack_code, ack_msg = 0, None
             if p.acknowledgement_batches:
-                ack_code, ack_msg = _acks(
+                ack_code, ack_msg = await _acks(
                     svc, group, member, name, p.partition_index, p.acknowledgement_batches
                 )
             partitions[key] = ShareFetchPartitionData(
@@ -343,7 +343,7 @@ async def handle_share_acknowledge(
                     )
                 )
                 continue
-            code, msg = _acks(svc, group, member, name, p.partition_index, p.acknowledgement_batches)
+            code, msg = await _acks(svc, group, member, name, p.partition_index, p.acknowledgement_batches)
             parts.append(
                 ShareAcknowledgePartitionData(
                     partition_index=p.partition_index, error_code=code, error_message=msg

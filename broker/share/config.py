@@ -17,6 +17,9 @@ from typing import Final
 
 from hot.errors import InvalidConfigError
 
+# The share coordinator's internal topic (broker.share.state_store).
+SHARE_STATE_TOPIC: Final = "__share_group_state"
+
 AUTO_OFFSET_RESET: Final = "share.auto.offset.reset"
 LOCK_DURATION: Final = "share.record.lock.duration.ms"
 DELIVERY_LIMIT: Final = "share.delivery.count.limit"

@@ -11,6 +11,8 @@ for the member, and only the batches holding acquired records go back.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -27,9 +29,12 @@ from broker.share.config import (
 from broker.share.membership import HeartbeatResult, ShareGroup
 from broker.share.partition import Acquired, Archived, BatchSpan, SharePartition
 from broker.share.sessions import ShareSessions
+from broker.share.state_store import ShareStateStore, Snapshot, state_key
 from hot.batch import parse_header
 from hot.errors import NonEmptyGroupError, OffsetOutOfRangeError, StrataError
 from hot.txn_index import AbortedTxn
+
+log = logging.getLogger(__name__)
 
 Key = tuple[str, str, int]  # group, topic, partition
 
@@ -73,6 +78,12 @@ class ShareService:
     ) -> None:
         self.reads = reads
         self.partition_count = partition_count
+        self.topic_id: Callable[[str], object | None] = lambda _: None
+        self.store: ShareStateStore | None = None
+        # Share partitions whose state is persisted (their key's state partition led here).
+        self._durable: set[Key] = set()
+        self._loading: dict[Key, asyncio.Future[SharePartition]] = {}
+        self._warned_remote = False
         self.config = config or ShareBrokerConfig.from_env()
         self.clock = clock
         self.groups: dict[str, ShareGroup] = {}
@@ -82,6 +93,15 @@ class ShareService:
         # Called with (group, topic, partition, archived records) when REJECT or the delivery
         # limit archives records and the group names a dead-letter topic.
         self.on_archived: Callable[[str, str, int, list[Archived]], None] | None = None
+
+    def attach_store(self, store: ShareStateStore, topic_id: Callable[[str], object | None]) -> None:
+        """Persist share partitions on ``__share_group_state`` (broker.share.state_store)."""
+        self.store, self.topic_id = store, topic_id
+        store.start()
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
 
     # -- settings ------------------------------------------------------------------------
 
@@ -182,24 +202,75 @@ class ShareService:
 
     # -- share partitions ----------------------------------------------------------------
 
-    def share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition:
+    async def share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition:
+        """The share partition, loaded from ``__share_group_state`` the first time (else
+        started where ``share.auto.offset.reset`` says)."""
         key = (group_id, topic, partition)
         sp = self.partitions.get(key)
-        if sp is None:
-            s = self.settings(group_id)
-            lg = self.reads.log(topic, partition)
-            start = lg.log_start_offset if s.auto_offset_reset == "earliest" else lg.high_watermark
-            sp = SharePartition(
-                start=start,
-                clock=self.clock,
-                lock_ms=s.lock_ms,
-                delivery_limit=s.delivery_limit,
-                max_in_flight=self.config.partition_max_record_locks,
-            )
+        if sp is not None:
+            return sp
+        loading = self._loading.get(key)
+        if loading is not None:
+            return await asyncio.shield(loading)
+        fut: asyncio.Future[SharePartition] = asyncio.get_running_loop().create_future()
+        self._loading[key] = fut
+        try:
+            sp = await self._load(group_id, topic, partition)
             self.partitions[key] = sp
+            fut.set_result(sp)
+            return sp
+        except BaseException as exc:
+            fut.set_exception(exc)
+            fut.exception()  # retrieved: a waiter may not exist
+            raise
+        finally:
+            self._loading.pop(key, None)
+
+    async def _load(self, group_id: str, topic: str, partition: int) -> SharePartition:
+        key = (group_id, topic, partition)
+        s = self.settings(group_id)
+        lg = self.reads.log(topic, partition)
+        sp = SharePartition(
+            start=lg.log_start_offset if s.auto_offset_reset == "earliest" else lg.high_watermark,
+            clock=self.clock,
+            lock_ms=s.lock_ms,
+            delivery_limit=s.delivery_limit,
+            max_in_flight=self.config.partition_max_record_locks,
+        )
+        if self.store is None:
+            return sp
+        found = await self.store.read(self._state_key(key))
+        if found is False:
+            if not self._warned_remote:
+                self._warned_remote = True
+                log.warning(
+                    "share partition %s-%d of group %s: its __share_group_state partition is led by "
+                    "another broker; kept in memory only",
+                    topic,
+                    partition,
+                    group_id,
+                )
+            return sp
+        self._durable.add(key)
+        if isinstance(found, Snapshot):
+            sp.state_epoch = found.state_epoch + 1
+            sp.restore(max(found.start, lg.log_start_offset), found.batches)
         return sp
 
-    def acknowledge(
+    def _state_key(self, key: Key) -> str:
+        group_id, topic, partition = key
+        return state_key(group_id, str(self.topic_id(topic) or topic), partition)
+
+    async def persist(self, group_id: str, topic: str, partition: int) -> None:
+        """Write the share partition's state (acks=all) before acknowledgements are
+        answered: an accepted record is never delivered again, even after a failover."""
+        key = (group_id, topic, partition)
+        sp = self.partitions.get(key)
+        if self.store is None or sp is None or key not in self._durable:
+            return
+        await self.store.write(self._state_key(key), Snapshot(sp.state_epoch, sp.start, tuple(sp.snapshot())))
+
+    async def acknowledge(
         self,
         group_id: str,
         member_id: str,
@@ -208,11 +279,14 @@ class ShareService:
         batches: Iterable[tuple[int, int, Sequence[int]]],
     ) -> None:
         """Apply one partition's acknowledgement batches (first, last, types) in order; the
-        first error stops the rest and is raised."""
-        sp = self.share_partition(group_id, topic, partition)
-        for first, last, types in batches:
-            sp.acknowledge(member_id, first, last, types)
-        self._drain(group_id, topic, partition, sp)
+        first error stops the rest and is raised. Persisted before returning."""
+        sp = await self.share_partition(group_id, topic, partition)
+        try:
+            for first, last, types in batches:
+                sp.acknowledge(member_id, first, last, types)
+        finally:
+            self._drain(group_id, topic, partition, sp)
+            await self.persist(group_id, topic, partition)
 
     def release(self, group_id: str, member_id: str, partitions: Iterable[tuple[str, int]]) -> None:
         for topic, partition in partitions:
@@ -239,7 +313,7 @@ class ShareService:
         for topic, partition in partitions:
             try:
                 self.reads.replicas.leader_replica(topic, partition)
-                sp = self.share_partition(group_id, topic, partition)
+                sp = await self.share_partition(group_id, topic, partition)
             except StrataError as exc:
                 out[(topic, partition)] = ShareFetched(topic, partition, exc)
                 continue
@@ -262,7 +336,7 @@ class ShareService:
         budget = max(1, max_records)
         for req, f in zip(reads, fetched, strict=True):
             answer = out[(f.topic, f.partition)]
-            sp = self.share_partition(group_id, f.topic, f.partition)
+            sp = self.partitions[(group_id, f.topic, f.partition)]
             if f.error is not None:
                 if isinstance(f.error, OffsetOutOfRangeError) and f.log_start_offset > sp.start:
                     sp.move_start(f.log_start_offset)
