@@ -85,6 +85,12 @@ from kwire.messages.share_acknowledge import ShareAcknowledgeRequest, ShareAckno
 from kwire.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
 from kwire.messages.share_group_describe import ShareGroupDescribeRequest, ShareGroupDescribeResponse
 from kwire.messages.share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
+from kwire.messages.share_group_state import (
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+)
 from kwire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from kwire.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from kwire.messages.user_scram_credentials import (
@@ -152,6 +158,8 @@ class ApiKey(enum.IntEnum):
     SHARE_GROUP_DESCRIBE = 77
     SHARE_FETCH = 78
     SHARE_ACKNOWLEDGE = 79
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
 
 
 # (version, message) -> message; for the few wire quirks a table cannot express.
@@ -411,6 +419,17 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.SHARE_GROUP_DESCRIBE, ShareGroupDescribeRequest, ShareGroupDescribeResponse, "1", "1+"),
         _api(ApiKey.SHARE_FETCH, ShareFetchRequest, ShareFetchResponse, "1-2", "1+"),
         _api(ApiKey.SHARE_ACKNOWLEDGE, ShareAcknowledgeRequest, ShareAcknowledgeResponse, "1-2", "1+"),
+        # the share coordinator, between brokers (api.handlers.share_state)
+        _api(
+            ApiKey.READ_SHARE_GROUP_STATE, ReadShareGroupStateRequest, ReadShareGroupStateResponse, "0", "0+"
+        ),
+        _api(
+            ApiKey.WRITE_SHARE_GROUP_STATE,
+            WriteShareGroupStateRequest,
+            WriteShareGroupStateResponse,
+            "0",
+            "0+",
+        ),
     )
 }
 

@@ -26,6 +26,7 @@ module             APIs
 ``quotas``         DescribeClientQuotas, AlterClientQuotas (and the byte-rate throttles)
 ``txn_markers``    WriteTxnMarkers
 ``share``          ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge
+``share_state``    ReadShareGroupState, WriteShareGroupState (between brokers)
 =================  ==========================================================
 """
 
@@ -77,6 +78,7 @@ from api.handlers.share import (
     handle_share_group_describe,
     handle_share_group_heartbeat,
 )
+from api.handlers.share_state import handle_read_share_group_state, handle_write_share_group_state
 from api.handlers.topic_partitions import handle_describe_topic_partitions
 from api.handlers.topics import (
     handle_create_partitions,
@@ -158,6 +160,8 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SHARE_GROUP_DESCRIBE: handle_share_group_describe,
     ApiKey.SHARE_FETCH: handle_share_fetch,
     ApiKey.SHARE_ACKNOWLEDGE: handle_share_acknowledge,
+    ApiKey.READ_SHARE_GROUP_STATE: handle_read_share_group_state,
+    ApiKey.WRITE_SHARE_GROUP_STATE: handle_write_share_group_state,
 }
 
 # Every API the codec advertises must have a handler, and vice versa.

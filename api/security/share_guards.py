@@ -2,7 +2,9 @@
 work), by Kafka's rules: ShareGroupHeartbeat READ on the group; ShareGroupDescribe
 DESCRIBE on each group; ShareFetch and ShareAcknowledge READ on the group (else
 GROUP_AUTHORIZATION_FAILED for the whole request) and READ on each topic (else
-TOPIC_AUTHORIZATION_FAILED on its partitions, the others served).
+TOPIC_AUTHORIZATION_FAILED on its partitions, the others served). ReadShareGroupState and
+WriteShareGroupState (between brokers): CLUSTER_ACTION on the cluster, else
+CLUSTER_AUTHORIZATION_FAILED on every partition.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, Final
 
-from api.security.conn_authz import allowed
+from api.security.conn_authz import allowed, allowed_cluster
 from api.security.guards import Guard, Handler, topic_ok
 from kwire import ApiKey, RequestHeader
 from kwire import error_table as E
@@ -27,6 +29,14 @@ from kwire.messages.share_fetch import (
 )
 from kwire.messages.share_group_describe import DescribedShareGroup, ShareGroupDescribeResponse
 from kwire.messages.share_group_heartbeat import ShareGroupHeartbeatResponse
+from kwire.messages.share_group_state import (
+    ReadShareGroupStateResponse,
+    ReadStatePartitionResult,
+    ReadStateResult,
+    WriteShareGroupStateResponse,
+    WriteStatePartitionResult,
+    WriteStateResult,
+)
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection
@@ -105,9 +115,47 @@ async def guard_share_acknowledge(inner: Handler, conn: Connection, header: Requ
     return dataclasses.replace(resp, responses=(*resp.responses, *refused))
 
 
+async def guard_read_state(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    if allowed_cluster(conn, Operation.CLUSTER_ACTION):
+        return await inner(conn, header, req)
+    return ReadShareGroupStateResponse(
+        results=tuple(
+            ReadStateResult(
+                topic_id=t.topic_id,
+                partitions=tuple(
+                    ReadStatePartitionResult(partition=p.partition, error_code=E.CLUSTER_AUTHORIZATION_FAILED)
+                    for p in t.partitions
+                ),
+            )
+            for t in req.topics
+        )
+    )
+
+
+async def guard_write_state(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    if allowed_cluster(conn, Operation.CLUSTER_ACTION):
+        return await inner(conn, header, req)
+    return WriteShareGroupStateResponse(
+        results=tuple(
+            WriteStateResult(
+                topic_id=t.topic_id,
+                partitions=tuple(
+                    WriteStatePartitionResult(
+                        partition=p.partition, error_code=E.CLUSTER_AUTHORIZATION_FAILED
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in req.topics
+        )
+    )
+
+
 SHARE_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.SHARE_GROUP_HEARTBEAT: guard_heartbeat,
     ApiKey.SHARE_GROUP_DESCRIBE: guard_describe,
     ApiKey.SHARE_FETCH: guard_share_fetch,
     ApiKey.SHARE_ACKNOWLEDGE: guard_share_acknowledge,
+    ApiKey.READ_SHARE_GROUP_STATE: guard_read_state,
+    ApiKey.WRITE_SHARE_GROUP_STATE: guard_write_state,
 }

@@ -12,8 +12,8 @@ for the member, and only the batches holding acquired records go back.
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -29,12 +29,10 @@ from broker.share.config import (
 from broker.share.membership import HeartbeatResult, ShareGroup
 from broker.share.partition import Acquired, Archived, BatchSpan, SharePartition
 from broker.share.sessions import ShareSessions
-from broker.share.state_store import ShareStateStore, Snapshot, state_key
+from broker.share.state_store import ShareStateStore, Snapshot
 from hot.batch import parse_header
 from hot.errors import NonEmptyGroupError, OffsetOutOfRangeError, StrataError
 from hot.txn_index import AbortedTxn
-
-log = logging.getLogger(__name__)
 
 Key = tuple[str, str, int]  # group, topic, partition
 
@@ -78,12 +76,9 @@ class ShareService:
     ) -> None:
         self.reads = reads
         self.partition_count = partition_count
-        self.topic_id: Callable[[str], object | None] = lambda _: None
+        self.topic_id: Callable[[str], uuid.UUID | None] = lambda _: None
         self.store: ShareStateStore | None = None
-        # Share partitions whose state is persisted (their key's state partition led here).
-        self._durable: set[Key] = set()
         self._loading: dict[Key, asyncio.Future[SharePartition]] = {}
-        self._warned_remote = False
         self.config = config or ShareBrokerConfig.from_env()
         self.clock = clock
         self.groups: dict[str, ShareGroup] = {}
@@ -94,7 +89,7 @@ class ShareService:
         # limit archives records and the group names a dead-letter topic.
         self.on_archived: Callable[[str, str, int, list[Archived]], None] | None = None
 
-    def attach_store(self, store: ShareStateStore, topic_id: Callable[[str], object | None]) -> None:
+    def attach_store(self, store: ShareStateStore, topic_id: Callable[[str], uuid.UUID | None]) -> None:
         """Persist share partitions on ``__share_group_state`` (broker.share.state_store)."""
         self.store, self.topic_id = store, topic_id
         store.start()
@@ -227,7 +222,6 @@ class ShareService:
             self._loading.pop(key, None)
 
     async def _load(self, group_id: str, topic: str, partition: int) -> SharePartition:
-        key = (group_id, topic, partition)
         s = self.settings(group_id)
         lg = self.reads.log(topic, partition)
         sp = SharePartition(
@@ -237,38 +231,25 @@ class ShareService:
             delivery_limit=s.delivery_limit,
             max_in_flight=self.config.partition_max_record_locks,
         )
-        if self.store is None:
+        tid = self.topic_id(topic)
+        if self.store is None or tid is None:
             return sp
-        found = await self.store.read(self._state_key(key))
-        if found is False:
-            if not self._warned_remote:
-                self._warned_remote = True
-                log.warning(
-                    "share partition %s-%d of group %s: its __share_group_state partition is led by "
-                    "another broker; kept in memory only",
-                    topic,
-                    partition,
-                    group_id,
-                )
-            return sp
-        self._durable.add(key)
-        if isinstance(found, Snapshot):
+        found = await self.store.read(group_id, tid, partition)
+        if found is not None:
             sp.state_epoch = found.state_epoch + 1
             sp.restore(max(found.start, lg.log_start_offset), found.batches)
         return sp
 
-    def _state_key(self, key: Key) -> str:
-        group_id, topic, partition = key
-        return state_key(group_id, str(self.topic_id(topic) or topic), partition)
-
     async def persist(self, group_id: str, topic: str, partition: int) -> None:
         """Write the share partition's state (acks=all) before acknowledgements are
         answered: an accepted record is never delivered again, even after a failover."""
-        key = (group_id, topic, partition)
-        sp = self.partitions.get(key)
-        if self.store is None or sp is None or key not in self._durable:
+        sp = self.partitions.get((group_id, topic, partition))
+        tid = self.topic_id(topic)
+        if self.store is None or sp is None or tid is None:
             return
-        await self.store.write(self._state_key(key), Snapshot(sp.state_epoch, sp.start, tuple(sp.snapshot())))
+        await self.store.write(
+            group_id, tid, partition, Snapshot(sp.state_epoch, sp.start, tuple(sp.snapshot()))
+        )
 
     async def acknowledge(
         self,

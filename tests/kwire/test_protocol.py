@@ -233,6 +233,8 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         77: (1, 1, 1),  # ShareGroupDescribe
         78: (1, 2, 1),  # ShareFetch (v2: KIP-1206, KIP-1222)
         79: (1, 2, 1),  # ShareAcknowledge
+        84: (0, 0, 0),  # ReadShareGroupState (between brokers)
+        85: (0, 0, 0),  # WriteShareGroupState
         43: (0, 2, 2),  # ElectLeaders (KIP-460)
     }
 
