@@ -230,9 +230,10 @@ async def serve(
         broker: Broker = node.make_broker(config, metrics, tiering=tiering, groups=groups)
         # Share groups: share-partition state in the internal __share_group_state topic
         # (broker.share.state_store).
-        broker.shares.attach_store(
-            ShareStateStore(node.broker_id, node.replicas), broker.replicas.view.topic_id
-        )
+        share_store = ShareStateStore(node.broker_id, node.replicas)
+        # The other brokers' share coordinators, over the transaction markers' channels.
+        share_store.remote = lambda: broker.txn_channels.call if broker.txn_channels is not None else None
+        broker.shares.attach_store(share_store, broker.replicas.view.topic_id)
         broker.history = MetricsHistory(broker_totals(broker), interval_s=sample_interval_s())
         history_task = asyncio.create_task(broker.history.run())  # the console's charts
         node.attach_marker_writer(broker)
