@@ -14,7 +14,8 @@ import pytest
 from confluent_kafka import Producer
 
 from broker.coordinator_runtime.records import partition_for
-from broker.share.state_store import SHARE_STATE_TOPIC, state_key
+from broker.share.config import SHARE_STATE_TOPIC
+from broker.share.state_store import state_key
 from kwire import ApiKey
 from kwire.messages.share_fetch import AcknowledgementBatch
 from kwire.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
@@ -78,7 +79,7 @@ def test_coordinator_kill_loses_no_acknowledgement(cluster: Cluster) -> None:
             == 0
         )
         _join(wire, group, "m1")
-        got = []
+        got: list[tuple[int, int, int]] = []
         epoch = 0
         deadline = time.monotonic() + WAIT
         while not got and time.monotonic() < deadline:
