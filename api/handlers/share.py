@@ -21,6 +21,7 @@ from hot.errors import InvalidRequestError, StrataError, UnknownTopicOrPartition
 from kwire import RequestHeader
 from kwire import error_table as E
 from kwire.error_table import kafka_code
+from kwire.messages.list_groups import ListedGroup
 from kwire.messages.share_acknowledge import (
     ShareAcknowledgePartitionData,
     ShareAcknowledgeRequest,
@@ -68,6 +69,38 @@ def shares(conn: Connection) -> ShareService:
     if svc is None:
         raise InvalidRequestError("this broker serves no share groups")
     return svc
+
+
+def listed_share_groups(conn: Connection, states: Sequence[str]) -> list[ListedGroup]:
+    """ListGroups' share groups (protocol type ``share``), in the states asked for (all
+    when none; Kafka matches states case-insensitively)."""
+    svc: ShareService | None = getattr(conn.broker, "shares", None)
+    if svc is None:
+        return []
+    svc.expire()
+    wanted = {s.lower() for s in states}
+    return [
+        ListedGroup(group_id=gid, protocol_type="share", group_state=g.state)
+        for gid, g in sorted(svc.groups.items())
+        if not wanted or g.state.lower() in wanted
+    ]
+
+
+def delete_share_groups(conn: Connection, names: Sequence[str]) -> dict[str, StrataError | None]:
+    """DeleteGroups of the names that are share groups here (NON_EMPTY_GROUP with members);
+    the others are left to the group coordinator."""
+    svc: ShareService | None = getattr(conn.broker, "shares", None)
+    out: dict[str, StrataError | None] = {}
+    if svc is None:
+        return out
+    for name in names:
+        if name in svc.groups:
+            try:
+                svc.delete_group(name)
+                out[name] = None
+            except StrataError as exc:
+                out[name] = exc
+    return out
 
 
 def _client_host(conn: Connection) -> str:

@@ -22,7 +22,9 @@ from kwire.messages.alter_configs import (
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResource,
 )
+from kwire.messages.delete_groups import DeleteGroupsRequest
 from kwire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
+from kwire.messages.list_groups import ListGroupsRequest
 from kwire.messages.metadata import MetadataRequest, MetadataRequestTopic
 from kwire.messages.share_acknowledge import AcknowledgePartition, AcknowledgeTopic, ShareAcknowledgeRequest
 from kwire.messages.share_fetch import (
@@ -282,3 +284,26 @@ E_FENCED_MEMBER_EPOCH = 110
 E_INVALID_RECORD_STATE = 121
 E_SHARE_SESSION_NOT_FOUND = 122
 E_INVALID_SHARE_SESSION_EPOCH = 123
+
+
+def test_list_and_delete_share_groups(broker: BrokerProcess, wire: Wire) -> None:
+    create_topic(broker.bootstrap, "sw3", 1)
+    join = ShareGroupHeartbeatRequest(
+        group_id="sw-g3", member_id="a", member_epoch=0, subscribed_topic_names=("sw3",)
+    )
+    assert wire.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, join).error_code == 0
+    listed = wire.call(ApiKey.LIST_GROUPS, 4, ListGroupsRequest())
+    assert ("sw-g3", "share", "Stable") in [
+        (g.group_id, g.protocol_type, g.group_state) for g in listed.groups
+    ]
+    assert "sw-g3" not in [
+        g.group_id
+        for g in wire.call(ApiKey.LIST_GROUPS, 4, ListGroupsRequest(states_filter=("Empty",))).groups
+    ]
+    deleted = wire.call(ApiKey.DELETE_GROUPS, 2, DeleteGroupsRequest(groups_names=("sw-g3",)))
+    assert deleted.results[0].error_code == E.NON_EMPTY_GROUP
+    leave = ShareGroupHeartbeatRequest(group_id="sw-g3", member_id="a", member_epoch=-1)
+    assert wire.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, leave).member_epoch == -1
+    deleted = wire.call(ApiKey.DELETE_GROUPS, 2, DeleteGroupsRequest(groups_names=("sw-g3",)))
+    assert deleted.results[0].error_code == 0
+    assert "sw-g3" not in [g.group_id for g in wire.call(ApiKey.LIST_GROUPS, 4, ListGroupsRequest()).groups]
