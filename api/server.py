@@ -52,6 +52,7 @@ from broker.security.acl import Authorizer
 from broker.security.authz import AccessControl
 from broker.security.tls import server_context, uvicorn_options
 from broker.share.state_store import ShareStateStore
+from broker.share.stored_configs import StoredShareConfigs
 from broker.transactions.coordinator import TransactionCoordinator
 from broker.txn_metrics import register_txn_metrics
 from hot import record_validation
@@ -234,6 +235,7 @@ async def serve(
         # The other brokers' share coordinators, over the transaction markers' channels.
         share_store.remote = lambda: broker.txn_channels.call if broker.txn_channels is not None else None
         broker.shares.attach_store(share_store, broker.replicas.view.topic_id)
+        broker.shares.stored_configs = StoredShareConfigs(node.etcd, node.client.layout)
         broker.history = MetricsHistory(broker_totals(broker), interval_s=sample_interval_s())
         history_task = asyncio.create_task(broker.history.run())  # the console's charts
         node.attach_marker_writer(broker)

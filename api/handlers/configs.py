@@ -97,7 +97,7 @@ async def handle_describe_configs(
                     if keys is None or k in keys
                 ]
             elif res.resource_type == RESOURCE_GROUP:
-                entries = describe_group_configs(broker, res.resource_name, keys)
+                entries = await describe_group_configs(broker, res.resource_name, keys)
             else:
                 raise InvalidRequestError(f"unsupported resource type {res.resource_type}")
             results.append(
@@ -181,7 +181,7 @@ async def handle_incremental_alter_configs(
     out = []
     for res in req.resources:
         if res.resource_type == RESOURCE_GROUP:
-            out.append(alter_group_configs(broker, res, req.validate_only))
+            out.append(await alter_group_configs(broker, res, req.validate_only))
             continue
         try:
             current = (

@@ -117,6 +117,7 @@ async def handle_share_group_heartbeat(
         if not req.group_id:
             raise InvalidRequestError("GroupId can't be empty")
         svc = shares(conn)
+        await svc.refresh_configs()
         r = svc.heartbeat(
             req.group_id,
             req.member_id,

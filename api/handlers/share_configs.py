@@ -34,11 +34,12 @@ TYPE_INT: Final = 3
 _INTS: Final = frozenset({DELIVERY_LIMIT, HEARTBEAT_INTERVAL, LOCK_DURATION, SESSION_TIMEOUT})
 
 
-def describe_group_configs(
+async def describe_group_configs(
     broker: Broker, group_id: str, keys: set[str] | None
 ) -> list[DescribeConfigsResourceResult]:
     if not group_id:
         raise InvalidRequestError("a group's configs need the group id as the resource name")
+    await broker.shares.refresh_configs()
     return [
         DescribeConfigsResourceResult(
             name=name,
@@ -52,7 +53,7 @@ def describe_group_configs(
     ]
 
 
-def alter_group_configs(
+async def alter_group_configs(
     broker: Broker, res: IncrementalAlterConfigsResource, validate_only: bool
 ) -> AlterConfigsResourceResponse:
     try:
@@ -68,7 +69,7 @@ def alter_group_configs(
                 changes[c.name] = None
             else:
                 raise InvalidRequestError(f"{c.name}: only SET and DELETE apply to group configs")
-        broker.shares.alter_configs(res.resource_name, changes, validate_only=validate_only)
+        await broker.shares.alter_configs(res.resource_name, changes, validate_only=validate_only)
     except StrataError as exc:
         return AlterConfigsResourceResponse(
             error_code=code_of(exc),

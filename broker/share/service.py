@@ -30,6 +30,7 @@ from broker.share.membership import HeartbeatResult, ShareGroup
 from broker.share.partition import Acquired, Archived, BatchSpan, SharePartition
 from broker.share.sessions import ShareSessions
 from broker.share.state_store import ShareStateStore, Snapshot
+from broker.share.stored_configs import StoredShareConfigs
 from hot.batch import parse_header
 from hot.errors import NonEmptyGroupError, OffsetOutOfRangeError, StrataError
 from hot.txn_index import AbortedTxn
@@ -79,6 +80,8 @@ class ShareService:
         self.topic_id: Callable[[str], uuid.UUID | None] = lambda _: None
         self.store: ShareStateStore | None = None
         self._loading: dict[Key, asyncio.Future[SharePartition]] = {}
+        # Where the groups' settings persist (broker.share.stored_configs); None: memory only.
+        self.stored_configs: StoredShareConfigs | None = None
         self.config = config or ShareBrokerConfig.from_env()
         self.clock = clock
         self.groups: dict[str, ShareGroup] = {}
@@ -109,7 +112,31 @@ class ShareService:
         base = defaults(self.config)
         return {n: (own.get(n, base[n]), n not in own) for n in group_config_names()}
 
-    def alter_configs(self, group_id: str, changes: dict[str, str | None], *, validate_only: bool) -> None:
+    async def refresh_configs(self) -> None:
+        """Re-read the groups' settings from the metadata store when the cache is stale."""
+        stored = self.stored_configs
+        if stored is not None and stored.stale():
+            self._apply_configs(await stored.load())
+
+    def _apply_configs(self, configs: dict[str, dict[str, str]]) -> None:
+        changed = {
+            g for g in set(configs) | set(self.group_configs) if configs.get(g) != self.group_configs.get(g)
+        }
+        self.group_configs = configs
+        for group_id in changed:
+            s = self.settings(group_id)
+            for (g, _, _), sp in self.partitions.items():
+                if g == group_id:
+                    sp.lock_ms, sp.delivery_limit = s.lock_ms, s.delivery_limit
+            group = self.groups.get(group_id)
+            if group is not None:
+                group.session_timeout_ms = s.session_timeout_ms
+                group.heartbeat_interval_ms = s.heartbeat_interval_ms
+
+    async def alter_configs(
+        self, group_id: str, changes: dict[str, str | None], *, validate_only: bool
+    ) -> None:
+        await self.refresh_configs()
         own = dict(self.group_configs.get(group_id, {}))
         for name, value in changes.items():
             if value is None:
@@ -120,17 +147,10 @@ class ShareService:
                 own[name] = validate(self.config, name, value)
         if validate_only:
             return
-        self.group_configs[group_id] = own
-        s = self.settings(group_id)
-        for (g, _, _), sp in self.partitions.items():
-            if g == group_id:
-                sp.lock_ms, sp.delivery_limit = s.lock_ms, s.delivery_limit
-        group = self.groups.get(group_id)
-        if group is not None:
-            group.session_timeout_ms, group.heartbeat_interval_ms = (
-                s.session_timeout_ms,
-                s.heartbeat_interval_ms,
-            )
+        if self.stored_configs is not None:
+            self._apply_configs(await self.stored_configs.put(group_id, own))
+        else:
+            self._apply_configs({**self.group_configs, group_id: own})
 
     # -- membership ----------------------------------------------------------------------
 
@@ -186,7 +206,6 @@ class ShareService:
         if group is not None and group.members:
             raise NonEmptyGroupError(f"share group {group_id} has members")
         self.groups.pop(group_id, None)
-        self.group_configs.pop(group_id, None)
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
 
@@ -288,6 +307,7 @@ class ShareService:
         max_records: int,
     ) -> list[ShareFetched]:
         """Acquire records of ``partitions`` for the member (module docstring)."""
+        await self.refresh_configs()
         s = self.settings(group_id)
         out: dict[tuple[str, int], ShareFetched] = {}
         reads: list[FetchRequestPartition] = []

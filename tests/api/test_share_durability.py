@@ -7,9 +7,18 @@ from __future__ import annotations
 from pathlib import Path
 
 from kwire import ApiKey
+from kwire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
 from kwire.messages.share_fetch import AcknowledgementBatch
 from kwire.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
-from tests.api.test_share_wire import Wire, _acquired, _fetch, _produce, _set_configs, _topic_id
+from tests.api.test_share_wire import (
+    GROUP_RESOURCE,
+    Wire,
+    _acquired,
+    _fetch,
+    _produce,
+    _set_configs,
+    _topic_id,
+)
 from tests.brokers import BrokerProcess, create_topic
 
 
@@ -49,6 +58,16 @@ def test_state_recovered_after_broker_kill(tmp_path: Path) -> None:
         b.start()
         wire = Wire(b.bootstrap)
         try:
+            # the group's settings are in the metadata store, so they survived too
+            described = wire.call(
+                ApiKey.DESCRIBE_CONFIGS,
+                4,
+                DescribeConfigsRequest(
+                    resources=(DescribeConfigsResource(resource_type=GROUP_RESOURCE, resource_name="sd-g"),)
+                ),
+            )
+            values = {c.name: c.value for c in described.results[0].configs}
+            assert values["share.auto.offset.reset"] == "earliest"
             _join(wire, "sd-g", "m2", "sd")
             # 0-2 and 5 accepted, 3 rejected: never again; 4, 6, 7 again, a second time
             got = _acquired(_fetch(wire, "sd-g", "m2", 0, tid, wait=500))
