@@ -126,6 +126,7 @@ class Broker:
         self.writes = ProducePath(self, replicas, self.metrics, self.reads.log)
         # Share groups (KIP-932; api.handlers.share).
         self.shares = ShareService(self.reads, self._partition_count)
+        self.shares.produce = lambda t, p, data: self.writes.produce(t, p, data, acks=-1, timeout_ms=30_000)
 
     @property
     def node_id(self) -> int:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from broker.produce_path import ProduceResult
 from broker.read_path import FetchRequestPartition, ReadPath
 from broker.share.config import (
     ShareBrokerConfig,
@@ -26,13 +27,20 @@ from broker.share.config import (
     settings,
     validate,
 )
+from broker.share.dead_letters import build_copy, log_skipped, read_records
 from broker.share.membership import HeartbeatResult, ShareGroup
 from broker.share.partition import Acquired, Archived, BatchSpan, SharePartition
 from broker.share.sessions import ShareSessions
 from broker.share.state_store import ShareStateStore, Snapshot
 from broker.share.stored_configs import StoredShareConfigs
 from hot.batch import parse_header
-from hot.errors import NonEmptyGroupError, OffsetOutOfRangeError, StrataError
+from hot.errors import (
+    NonEmptyGroupError,
+    NotLeaderError,
+    OffsetOutOfRangeError,
+    StrataError,
+    UnknownTopicOrPartitionError,
+)
 from hot.txn_index import AbortedTxn
 
 Key = tuple[str, str, int]  # group, topic, partition
@@ -88,9 +96,10 @@ class ShareService:
         self.partitions: dict[Key, SharePartition] = {}
         self.sessions = ShareSessions(self.config.max_share_sessions)
         self.group_configs: dict[str, dict[str, str]] = {}
-        # Called with (group, topic, partition, archived records) when REJECT or the delivery
-        # limit archives records and the group names a dead-letter topic.
-        self.on_archived: Callable[[str, str, int, list[Archived]], None] | None = None
+        # The broker's produce path (topic, partition, batch) for dead-letter copies
+        # (broker.share.dead_letters); None: not copied.
+        self.produce: Callable[[str, int, bytes], Awaitable[ProduceResult]] | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     def attach_store(self, store: ShareStateStore, topic_id: Callable[[str], uuid.UUID | None]) -> None:
         """Persist share partitions on ``__share_group_state`` (broker.share.state_store)."""
@@ -376,8 +385,42 @@ class ShareService:
 
     def _drain(self, group_id: str, topic: str, partition: int, sp: SharePartition) -> None:
         archived = sp.drain_archived()
-        if archived and self.on_archived is not None and self.settings(group_id).dlq_topic:
-            self.on_archived(group_id, topic, partition, archived)
+        dlq = self.settings(group_id).dlq_topic
+        if archived and dlq and self.produce is not None:
+            task = asyncio.get_running_loop().create_task(
+                self._dead_letter(group_id, topic, partition, archived, dlq), name=f"share-dlq-{group_id}"
+            )
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _dead_letter(
+        self, group_id: str, topic: str, partition: int, archived: list[Archived], dlq: str
+    ) -> None:
+        """Copy archived records to the group's dead-letter topic (broker.share.dead_letters)."""
+        assert self.produce is not None
+        try:
+            n = self.partition_count(dlq)
+            if n <= 0:
+                raise UnknownTopicOrPartitionError(f"no topic {dlq}")
+            led = [p for p in range(n) if self._leads(dlq, p)]
+            if not led:
+                raise NotLeaderError(f"this broker leads no partition of {dlq}")
+            target = partition % n if partition % n in led else led[0]
+            records = await read_records(self.reads, topic, partition, archived)
+            if not records:
+                return
+            result = await self.produce(dlq, target, build_copy(records))
+            if result.error is not None:
+                raise result.error
+        except StrataError as exc:
+            log_skipped(group_id, dlq, exc, len(archived))
+
+    def _leads(self, topic: str, partition: int) -> bool:
+        try:
+            self.reads.replicas.leader_replica(topic, partition)
+        except StrataError:
+            return False
+        return True
 
 
 def _spans(

@@ -3,7 +3,8 @@
 
 More share consumers than partitions all receive records, each record once; a consumer
 killed (SIGKILL) holding acquired records: those come back after the acquisition lock,
-its accepted ones never; REJECT and the delivery-count limit archive a record.
+its accepted ones never; REJECT and the delivery-count limit archive a record and copy it to the group's
+dead-letter topic.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
 
 from kwire import ApiKey
 from kwire.messages.alter_configs import (
@@ -153,9 +154,14 @@ def test_killed_consumer_records_come_back_after_the_lock(broker: BrokerProcess)
 
 
 def test_reject_and_delivery_limit_archive(broker: BrokerProcess) -> None:
-    topic, group = "sc-poison", "sc-poison-g"
+    topic, group, dlq = "sc-poison", "sc-poison-g", "sc-poison-dlq"
     create_topic(broker.bootstrap, topic, 1)
-    _configure(broker.bootstrap, group, **{"share.delivery.count.limit": "2"})
+    create_topic(broker.bootstrap, dlq, 1)
+    _configure(
+        broker.bootstrap,
+        group,
+        **{"share.delivery.count.limit": "2", "errors.deadletterqueue.topic.name": dlq},
+    )
     _produce(broker.bootstrap, topic, 3, 1)  # offsets 0, 1, 2 in one batch
     c = _consumer(broker.bootstrap, group, topic, **{"share.acknowledgement.mode": "explicit"})
     deliveries: dict[int, int] = {}
@@ -181,3 +187,31 @@ def test_reject_and_delivery_limit_archive(broker: BrokerProcess) -> None:
     finally:
         c.close()
     assert deliveries == {0: 2, 1: 1, 2: 1}
+    # both archived records went to the dead-letter topic, saying where they came from
+    reader = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "dlq-reader", "auto.offset.reset": "earliest"}
+    )
+    reader.subscribe([dlq])
+    copies: dict[bytes | None, dict[str, bytes | None]] = {}
+    try:
+        deadline = time.monotonic() + 30
+        while len(copies) < 2 and time.monotonic() < deadline:
+            m = reader.poll(0.5)
+            if m is not None and m.error() is None:
+                copies[m.value()] = dict(m.headers() or [])
+    finally:
+        reader.close()
+    assert copies == {
+        b"0": {
+            "__dlq.errors.topic": topic.encode(),
+            "__dlq.errors.partition": b"0",
+            "__dlq.errors.offset": b"0",
+            "__dlq.errors.delivery.count": b"2",
+        },
+        b"1": {
+            "__dlq.errors.topic": topic.encode(),
+            "__dlq.errors.partition": b"0",
+            "__dlq.errors.offset": b"1",
+            "__dlq.errors.delivery.count": b"1",
+        },
+    }
