@@ -192,13 +192,13 @@ def test_reject_and_delivery_limit_archive(broker: BrokerProcess) -> None:
         {"bootstrap.servers": broker.bootstrap, "group.id": "dlq-reader", "auto.offset.reset": "earliest"}
     )
     reader.subscribe([dlq])
-    copies: dict[bytes | None, dict[str, bytes | None]] = {}
+    copies: dict[Any, dict[str, Any]] = {}
     try:
         deadline = time.monotonic() + 30
         while len(copies) < 2 and time.monotonic() < deadline:
-            m = reader.poll(0.5)
-            if m is not None and m.error() is None:
-                copies[m.value()] = dict(m.headers() or [])
+            got = reader.poll(0.5)
+            if got is not None and got.error() is None:
+                copies[got.value()] = dict(list(got.headers() or []))
     finally:
         reader.close()
     assert copies == {
