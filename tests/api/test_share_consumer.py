@@ -198,7 +198,8 @@ def test_reject_and_delivery_limit_archive(broker: BrokerProcess) -> None:
         while len(copies) < 2 and time.monotonic() < deadline:
             got = reader.poll(0.5)
             if got is not None and got.error() is None:
-                copies[got.value()] = dict(list(got.headers() or []))
+                headers: Any = got.headers() or []
+                copies[got.value()] = dict(headers)
     finally:
         reader.close()
     assert copies == {
