@@ -101,6 +101,8 @@ class SharePartition:
     state_epoch: int = 0
     # Records archived by REJECT or the delivery-count limit since the last drain.
     archived: list[Archived] = field(default_factory=list)
+    # No lock expires before this (ms): expire_locks skips its scan until then.
+    next_expiry: float = float("inf")
 
     def __post_init__(self) -> None:
         if self.end < self.start:
@@ -146,11 +148,18 @@ class SharePartition:
         """Acquired records whose lock has run out go back to Available (or are archived at
         the delivery limit); returns how many."""
         now = self.clock()
+        if now < self.next_expiry:
+            return 0
         n = 0
+        soonest = float("inf")
         for off, rec in self.records.items():
-            if rec.state is RecordState.ACQUIRED and rec.deadline <= now:
-                self._release(off, rec)
-                n += 1
+            if rec.state is RecordState.ACQUIRED:
+                if rec.deadline <= now:
+                    self._release(off, rec)
+                    n += 1
+                else:
+                    soonest = min(soonest, rec.deadline)
+        self.next_expiry = soonest
         if n:
             self._advance()
         return n
@@ -188,6 +197,7 @@ class SharePartition:
                 rec.delivery_count += 1
                 rec.member = member
                 rec.deadline = deadline
+                self.next_expiry = min(self.next_expiry, deadline)
                 got.append(off)
         self._advance()
         return _runs(got, self.records)
