@@ -47,6 +47,10 @@ from kwire.messages.describe_configs import DescribeConfigsRequest, DescribeConf
 from kwire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from kwire.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from kwire.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
+from kwire.messages.describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+)
 from kwire.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
@@ -160,6 +164,7 @@ class ApiKey(enum.IntEnum):
     SHARE_ACKNOWLEDGE = 79
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
 
 
 # (version, message) -> message; for the few wire quirks a table cannot express.
@@ -419,6 +424,13 @@ APIS: Final[dict[int, ApiSpec]] = {
         _api(ApiKey.SHARE_GROUP_DESCRIBE, ShareGroupDescribeRequest, ShareGroupDescribeResponse, "1", "1+"),
         _api(ApiKey.SHARE_FETCH, ShareFetchRequest, ShareFetchResponse, "1-2", "1+"),
         _api(ApiKey.SHARE_ACKNOWLEDGE, ShareAcknowledgeRequest, ShareAcknowledgeResponse, "1-2", "1+"),
+        _api(
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+            DescribeShareGroupOffsetsRequest,
+            DescribeShareGroupOffsetsResponse,
+            "0",
+            "0+",
+        ),
         # the share coordinator, between brokers (api.handlers.share_state)
         _api(
             ApiKey.READ_SHARE_GROUP_STATE, ReadShareGroupStateRequest, ReadShareGroupStateResponse, "0", "0+"

@@ -25,7 +25,8 @@ module             APIs
 ``acls``           DescribeAcls, CreateAcls, DeleteAcls
 ``quotas``         DescribeClientQuotas, AlterClientQuotas (and the byte-rate throttles)
 ``txn_markers``    WriteTxnMarkers
-``share``          ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge
+``share``          ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge,
+                   DescribeShareGroupOffsets
 ``share_state``    ReadShareGroupState, WriteShareGroupState (between brokers)
 =================  ==========================================================
 """
@@ -73,6 +74,7 @@ from api.handlers.scram_users import (
     handle_describe_user_scram_credentials,
 )
 from api.handlers.share import (
+    handle_describe_share_group_offsets,
     handle_share_acknowledge,
     handle_share_fetch,
     handle_share_group_describe,
@@ -160,6 +162,7 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.SHARE_GROUP_DESCRIBE: handle_share_group_describe,
     ApiKey.SHARE_FETCH: handle_share_fetch,
     ApiKey.SHARE_ACKNOWLEDGE: handle_share_acknowledge,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: handle_describe_share_group_offsets,
     ApiKey.READ_SHARE_GROUP_STATE: handle_read_share_group_state,
     ApiKey.WRITE_SHARE_GROUP_STATE: handle_write_share_group_state,
 }

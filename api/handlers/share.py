@@ -21,6 +21,13 @@ from hot.errors import InvalidRequestError, StrataError, UnknownTopicOrPartition
 from kwire import RequestHeader
 from kwire import error_table as E
 from kwire.error_table import kafka_code
+from kwire.messages.describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsResponseGroup,
+    DescribeShareGroupOffsetsResponsePartition,
+    DescribeShareGroupOffsetsResponseTopic,
+)
 from kwire.messages.list_groups import ListedGroup
 from kwire.messages.share_acknowledge import (
     ShareAcknowledgePartitionData,
@@ -391,3 +398,54 @@ async def handle_share_acknowledge(
     else:
         svc.sessions.advance(session, (), ())
     return ShareAcknowledgeResponse(acquisition_lock_timeout_ms=lock_ms, responses=tuple(responses))
+
+
+async def handle_describe_share_group_offsets(
+    conn: Connection, header: RequestHeader, req: DescribeShareGroupOffsetsRequest
+) -> DescribeShareGroupOffsetsResponse:
+    """Each share partition's start offset (KIP-932); ``topics`` None: every partition the
+    group has state for. A group this broker knows nothing of is GROUP_ID_NOT_FOUND."""
+    svc = shares(conn)
+    view = conn.broker.replicas.view
+    out = []
+    for g in req.groups:
+        if g.topics is None:
+            if not svc.known(g.group_id):
+                out.append(
+                    DescribeShareGroupOffsetsResponseGroup(
+                        group_id=g.group_id,
+                        error_code=E.GROUP_ID_NOT_FOUND,
+                        error_message=f"group {g.group_id} is not a share group",
+                    )
+                )
+                continue
+            wanted: dict[str, list[int]] = {}
+            for t, p in svc.group_partitions(g.group_id):
+                wanted.setdefault(t, []).append(p)
+        else:
+            wanted = {t.topic_name: list(t.partitions) for t in g.topics}
+        topics = []
+        for name, parts in wanted.items():
+            tid = view.topic_id(name)
+            answers = []
+            for p in parts:
+                try:
+                    if tid is None or not 0 <= p < svc.partition_count(name):
+                        raise UnknownTopicOrPartitionError(f"unknown topic-partition {name}-{p}")
+                    start = await svc.start_offset(g.group_id, name, p)
+                    answers.append(
+                        DescribeShareGroupOffsetsResponsePartition(partition_index=p, start_offset=start)
+                    )
+                except StrataError as exc:
+                    answers.append(
+                        DescribeShareGroupOffsetsResponsePartition(
+                            partition_index=p, error_code=code_of(exc), error_message=str(exc)
+                        )
+                    )
+            topics.append(
+                DescribeShareGroupOffsetsResponseTopic(
+                    topic_name=name, topic_id=tid or ZERO_UUID, partitions=tuple(answers)
+                )
+            )
+        out.append(DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=tuple(topics)))
+    return DescribeShareGroupOffsetsResponse(groups=tuple(out))

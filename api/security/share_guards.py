@@ -1,10 +1,11 @@
 """ACL enforcement of the share-group APIs (KIP-932; see api.security.guards for how guards
-work), by Kafka's rules: ShareGroupHeartbeat READ on the group; ShareGroupDescribe
-DESCRIBE on each group; ShareFetch and ShareAcknowledge READ on the group (else
-GROUP_AUTHORIZATION_FAILED for the whole request) and READ on each topic (else
-TOPIC_AUTHORIZATION_FAILED on its partitions, the others served). ReadShareGroupState and
-WriteShareGroupState (between brokers): CLUSTER_ACTION on the cluster, else
-CLUSTER_AUTHORIZATION_FAILED on every partition.
+work), by Kafka's rules: ShareGroupHeartbeat READ on the group; ShareGroupDescribe and
+DescribeShareGroupOffsets DESCRIBE on each group (the offsets: and DESCRIBE on each
+topic); ShareFetch and ShareAcknowledge READ on the group (else GROUP_AUTHORIZATION_FAILED
+for the whole request) and READ on each topic (else TOPIC_AUTHORIZATION_FAILED on its
+partitions, the others served). ReadShareGroupState and WriteShareGroupState (between
+brokers): CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED on every
+partition.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from api.security.guards import Guard, Handler, topic_ok
 from kwire import ApiKey, RequestHeader
 from kwire import error_table as E
 from kwire.acl import Operation, ResourceType
+from kwire.messages.describe_share_group_offsets import DescribeShareGroupOffsetsResponseGroup
 from kwire.messages.share_acknowledge import (
     ShareAcknowledgePartitionData,
     ShareAcknowledgeResponse,
@@ -151,11 +153,45 @@ async def guard_write_state(inner: Handler, conn: Connection, header: RequestHea
     )
 
 
+async def guard_describe_offsets(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    """DESCRIBE on each group (GROUP_AUTHORIZATION_FAILED for the group) and on each topic
+    named (TOPIC_AUTHORIZATION_FAILED for its partitions)."""
+    resp = await inner(
+        conn,
+        header,
+        dataclasses.replace(
+            req, groups=tuple(g for g in req.groups if _group_ok(conn, Operation.DESCRIBE, g.group_id))
+        ),
+    )
+    refused = tuple(
+        DescribeShareGroupOffsetsResponseGroup(
+            group_id=g.group_id, error_code=GAF, error_message="not authorized to DESCRIBE the group"
+        )
+        for g in req.groups
+        if not _group_ok(conn, Operation.DESCRIBE, g.group_id)
+    )
+
+    def visible(t: Any) -> Any:
+        if topic_ok(conn, Operation.DESCRIBE, t.topic_name):
+            return t
+        return dataclasses.replace(
+            t,
+            partitions=tuple(
+                dataclasses.replace(p, start_offset=-1, error_code=TAF, error_message=None)
+                for p in t.partitions
+            ),
+        )
+
+    groups = tuple(dataclasses.replace(g, topics=tuple(visible(t) for t in g.topics)) for g in resp.groups)
+    return dataclasses.replace(resp, groups=(*groups, *refused))
+
+
 SHARE_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.SHARE_GROUP_HEARTBEAT: guard_heartbeat,
     ApiKey.SHARE_GROUP_DESCRIBE: guard_describe,
     ApiKey.SHARE_FETCH: guard_share_fetch,
     ApiKey.SHARE_ACKNOWLEDGE: guard_share_acknowledge,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: guard_describe_offsets,
     ApiKey.READ_SHARE_GROUP_STATE: guard_read_state,
     ApiKey.WRITE_SHARE_GROUP_STATE: guard_write_state,
 }

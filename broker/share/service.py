@@ -366,6 +366,30 @@ class ShareService:
             self._drain(group_id, f.topic, f.partition, sp)
         return list(out.values())
 
+    def known(self, group_id: str) -> bool:
+        return group_id in self.groups or any(g == group_id for g, _, _ in self.partitions)
+
+    def group_partitions(self, group_id: str) -> list[tuple[str, int]]:
+        """The topic-partitions a group has (or may have) state for: its members'
+        subscriptions, and the share partitions it has on this broker."""
+        out = {(t, p) for g, t, p in self.partitions if g == group_id}
+        group = self.groups.get(group_id)
+        if group is not None:
+            out |= {(t, p) for t in group.subscribed_topics() for p in range(self.partition_count(t))}
+        return sorted(out)
+
+    async def start_offset(self, group_id: str, topic: str, partition: int) -> int:
+        """The share-partition start offset (-1: no state yet): this broker's share
+        partition when it serves it, else the share coordinator's persisted state."""
+        sp = self.partitions.get((group_id, topic, partition))
+        if sp is not None:
+            return sp.start
+        tid = self.topic_id(topic)
+        if self.store is None or tid is None:
+            return -1
+        snap = await self.store.read(group_id, tid, partition)
+        return -1 if snap is None else snap.start
+
     def views(self, group_id: str) -> list[PartitionView]:
         out = []
         for (g, topic, partition), sp in sorted(self.partitions.items()):

@@ -24,6 +24,11 @@ from kwire.messages.alter_configs import (
 )
 from kwire.messages.delete_groups import DeleteGroupsRequest
 from kwire.messages.describe_configs import DescribeConfigsRequest, DescribeConfigsResource
+from kwire.messages.describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsRequestGroup,
+    DescribeShareGroupOffsetsRequestTopic,
+)
 from kwire.messages.list_groups import ListGroupsRequest
 from kwire.messages.metadata import MetadataRequest, MetadataRequestTopic
 from kwire.messages.share_acknowledge import AcknowledgePartition, AcknowledgeTopic, ShareAcknowledgeRequest
@@ -307,3 +312,43 @@ def test_list_and_delete_share_groups(broker: BrokerProcess, wire: Wire) -> None
     deleted = wire.call(ApiKey.DELETE_GROUPS, 2, DeleteGroupsRequest(groups_names=("sw-g3",)))
     assert deleted.results[0].error_code == 0
     assert "sw-g3" not in [g.group_id for g in wire.call(ApiKey.LIST_GROUPS, 4, ListGroupsRequest()).groups]
+
+
+def test_describe_share_group_offsets(broker: BrokerProcess, wire: Wire) -> None:
+    create_topic(broker.bootstrap, "sw4", 2)
+    tid = _topic_id(wire, "sw4")
+    group = "sw-g4"
+    assert _set_configs(wire, group, share_auto_offset_reset="earliest").error_code == 0
+    _produce(broker.bootstrap, "sw4", 4)
+    join = ShareGroupHeartbeatRequest(
+        group_id=group, member_id="a", member_epoch=0, subscribed_topic_names=("sw4",)
+    )
+    assert wire.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, join).error_code == 0
+    assert _acquired(_fetch(wire, group, "a", 0, tid)) == [(0, 3, 1)]
+    accept = AcknowledgementBatch(first_offset=0, last_offset=1, acknowledge_types=(1,))
+    assert (
+        _fetch(wire, group, "a", 1, tid, (accept,), wait=0).responses[0].partitions[0].acknowledge_error_code
+        == 0
+    )
+    req = DescribeShareGroupOffsetsRequest(
+        groups=(
+            DescribeShareGroupOffsetsRequestGroup(group_id=group),
+            DescribeShareGroupOffsetsRequestGroup(
+                group_id=group,
+                topics=(DescribeShareGroupOffsetsRequestTopic(topic_name="sw4", partitions=(0, 7)),),
+            ),
+            DescribeShareGroupOffsetsRequestGroup(group_id="no-such-share-group"),
+        )
+    )
+    every, named, unknown = wire.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, req).groups
+    assert [
+        (t.topic_name, t.topic_id, [(p.partition_index, p.start_offset) for p in t.partitions])
+        for t in every.topics
+    ] == [
+        ("sw4", tid, [(0, 2), (1, -1)])  # partition 1: no state yet
+    ]
+    assert [(p.partition_index, p.start_offset, p.error_code) for p in named.topics[0].partitions] == [
+        (0, 2, 0),
+        (7, -1, E.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    assert unknown.error_code == E.GROUP_ID_NOT_FOUND

@@ -235,6 +235,7 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         79: (1, 2, 1),  # ShareAcknowledge
         84: (0, 0, 0),  # ReadShareGroupState (between brokers)
         85: (0, 0, 0),  # WriteShareGroupState
+        90: (0, 0, 0),  # DescribeShareGroupOffsets
         43: (0, 2, 2),  # ElectLeaders (KIP-460)
     }
 
