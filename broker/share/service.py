@@ -88,6 +88,7 @@ class ShareService:
         self.topic_id: Callable[[str], uuid.UUID | None] = lambda _: None
         self.store: ShareStateStore | None = None
         self._loading: dict[Key, asyncio.Future[SharePartition]] = {}
+        self._epochs: dict[Key, int] = {}  # the leader epoch each share partition was loaded in
         # Where the groups' settings persist (broker.share.stored_configs); None: memory only.
         self.stored_configs: StoredShareConfigs | None = None
         self.config = config or ShareBrokerConfig.from_env()
@@ -226,12 +227,17 @@ class ShareService:
     # -- share partitions ----------------------------------------------------------------
 
     async def share_partition(self, group_id: str, topic: str, partition: int) -> SharePartition:
-        """The share partition, loaded from ``__share_group_state`` the first time (else
-        started where ``share.auto.offset.reset`` says)."""
+        """The share partition, loaded from ``__share_group_state`` the first time this
+        broker serves it in the partition's current leader epoch (else started where
+        ``share.auto.offset.reset`` says): a leader that lost the partition and got it back
+        reloads, since another leader may have changed the state meanwhile."""
         key = (group_id, topic, partition)
+        epoch = self._leader_epoch(topic, partition)
         sp = self.partitions.get(key)
-        if sp is not None:
+        if sp is not None and self._epochs.get(key) == epoch:
             return sp
+        if sp is not None:
+            del self.partitions[key]
         loading = self._loading.get(key)
         if loading is not None:
             return await asyncio.shield(loading)
@@ -240,6 +246,7 @@ class ShareService:
         try:
             sp = await self._load(group_id, topic, partition)
             self.partitions[key] = sp
+            self._epochs[key] = epoch
             fut.set_result(sp)
             return sp
         except BaseException as exc:
@@ -248,6 +255,12 @@ class ShareService:
             raise
         finally:
             self._loading.pop(key, None)
+
+    def _leader_epoch(self, topic: str, partition: int) -> int:
+        try:
+            return self.reads.replicas.leader_replica(topic, partition).leader_epoch
+        except StrataError:
+            return -1
 
     async def _load(self, group_id: str, topic: str, partition: int) -> SharePartition:
         s = self.settings(group_id)
@@ -346,7 +359,10 @@ class ShareService:
         budget = max(1, max_records)
         for req, f in zip(reads, fetched, strict=True):
             answer = out[(f.topic, f.partition)]
-            sp = self.partitions[(group_id, f.topic, f.partition)]
+            current = self.partitions.get((group_id, f.topic, f.partition))
+            if current is None:
+                continue  # the group was deleted while the read waited
+            sp = current
             if f.error is not None:
                 if isinstance(f.error, OffsetOutOfRangeError) and f.log_start_offset > sp.start:
                     sp.move_start(f.log_start_offset)
