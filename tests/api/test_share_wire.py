@@ -352,3 +352,30 @@ def test_describe_share_group_offsets(broker: BrokerProcess, wire: Wire) -> None
         (7, -1, E.UNKNOWN_TOPIC_OR_PARTITION),
     ]
     assert unknown.error_code == E.GROUP_ID_NOT_FOUND
+
+
+def test_read_committed_share_group_skips_aborted_transactions(broker: BrokerProcess, wire: Wire) -> None:
+    create_topic(broker.bootstrap, "sw5", 1)
+    tid = _topic_id(wire, "sw5")
+    p = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": "sw5-tx", "linger.ms": 0})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(3):
+        p.produce("sw5", value=b"aborted-%d" % i)
+    assert p.flush(30) == 0  # in the log before the abort (an abort purges what is unsent)
+    p.abort_transaction(30)  # offsets 0-2, then the ABORT marker at 3
+    p.begin_transaction()
+    for i in range(2):
+        p.produce("sw5", value=b"committed-%d" % i)
+    p.commit_transaction(30)  # offsets 4-5, then the COMMIT marker at 6
+    for group, isolation in (("sw-g5rc", "read_committed"), ("sw-g5ru", "read_uncommitted")):
+        assert (
+            _set_configs(
+                wire, group, share_auto_offset_reset="earliest", share_isolation_level=isolation
+            ).error_code
+            == 0
+        )
+    # read_committed: the aborted records and the markers are never delivered
+    assert _acquired(_fetch(wire, "sw-g5rc", "m", 0, tid, wait=0)) == [(4, 5, 1)]
+    # read_uncommitted: the aborted records too (never the markers)
+    assert _acquired(_fetch(wire, "sw-g5ru", "m", 0, tid, wait=0)) == [(0, 2, 1), (4, 5, 1)]
