@@ -172,22 +172,24 @@ class SharePartition:
         end of a batch as Kafka does."""
         self.expire_locks()
         deadline = self.clock() + self.lock_ms
-        got: list[int] = []
+        runs: list[Acquired] = []
+        count = 0
         expected = fetch_offset
+        records = self.records
         for b in batches:
             gap_from = max(expected, self.end)
             if b.first > gap_from:
                 # Offsets no batch holds (compacted away): nothing to deliver there.
                 self._archive_range(gap_from, b.first - 1)
             expected = b.last + 1
-            if len(got) >= max_records:
+            if count >= max_records:
                 break
-            for off in range(max(b.first, self.start), b.last + 1):
-                if off >= self.end:
-                    if off - self.start >= self.max_in_flight:
-                        break
-                    self._extend_to(off)
-                rec = self.records.setdefault(off, InFlight(RecordState.AVAILABLE))
+            first = max(b.first, self.start)
+            # Inside the window: record by record (some may be held or done).
+            for off in range(first, min(b.last + 1, self.end)):
+                rec = records.get(off)
+                if rec is None:
+                    rec = records[off] = InFlight(RecordState.AVAILABLE)
                 if rec.state is not RecordState.AVAILABLE:
                     continue
                 if b.skip:
@@ -197,10 +199,26 @@ class SharePartition:
                 rec.delivery_count += 1
                 rec.member = member
                 rec.deadline = deadline
-                self.next_expiry = min(self.next_expiry, deadline)
-                got.append(off)
+                _add_run(runs, off, rec.delivery_count)
+                count += 1
+            # Past the window's end: new records, first delivery, all at once.
+            lo = max(first, self.end)
+            hi = min(b.last, self.start + self.max_in_flight - 1)
+            if lo > hi:
+                continue
+            if b.skip:
+                for off in range(lo, hi + 1):
+                    records[off] = InFlight(RecordState.ARCHIVED)
+            else:
+                for off in range(lo, hi + 1):
+                    records[off] = InFlight(RecordState.ACQUIRED, 1, member, deadline)
+                _add_range(runs, lo, hi, 1)
+                count += hi - lo + 1
+            self.end = hi + 1
+        if count:
+            self.next_expiry = min(self.next_expiry, deadline)
         self._advance()
-        return _runs(got, self.records)
+        return runs
 
     def acknowledge(self, member: str, first: int, last: int, types: Sequence[int]) -> None:
         """One acknowledgement batch: a single type for the whole range, or one per offset.
@@ -213,30 +231,40 @@ class SharePartition:
             raise InvalidRequestError(
                 f"acknowledgement batch {first}-{last}: {len(types)} types for {n} offsets"
             )
-        kinds = [types[0]] * n if len(types) == 1 else list(types)
-        for t in kinds:
+        for t in set(types):
             if t not in (AckType.GAP, AckType.ACCEPT, AckType.RELEASE, AckType.REJECT):
                 raise InvalidRequestError(f"unknown acknowledge type {t}")
+        single = types[0] if len(types) == 1 else None
         self.expire_locks()
-        for i, off in enumerate(range(first, last + 1)):
-            rec = self.records.get(off)
+        records = self.records
+        recs = [records.get(off) for off in range(first, last + 1)]
+        for i, rec in enumerate(recs):
             if rec is None or rec.state is not RecordState.ACQUIRED or rec.member != member:
-                if kinds[i] == AckType.GAP and rec is not None and rec.state is RecordState.ARCHIVED:
+                kind = single if single is not None else types[i]
+                if kind == AckType.GAP and rec is not None and rec.state is RecordState.ARCHIVED:
                     continue
+                off = first + i
                 raise InvalidRecordStateError(
                     f"offset {off} is not acquired by member {member} (state {self.state_of(off).name})"
                 )
-        for i, off in enumerate(range(first, last + 1)):
-            rec = self.records[off]
-            kind = kinds[i]
+        if single == AckType.ACCEPT:  # the common case: a whole range accepted
+            for rec in recs:
+                assert rec is not None
+                rec.state = RecordState.ACKNOWLEDGED
+                rec.member = None
+            self._advance()
+            return
+        for i, rec in enumerate(recs):
+            assert rec is not None
+            kind = single if single is not None else types[i]
             if kind == AckType.ACCEPT:
                 rec.state = RecordState.ACKNOWLEDGED
             elif kind == AckType.RELEASE:
-                self._release(off, rec)
+                self._release(first + i, rec)
                 continue
             else:
                 if kind == AckType.REJECT:
-                    self.archived.append(Archived(off, rec.delivery_count))
+                    self.archived.append(Archived(first + i, rec.delivery_count))
                 rec.state = RecordState.ARCHIVED
             rec.member = None
         self._advance()
@@ -329,12 +357,13 @@ class SharePartition:
             self.start += 1
 
 
-def _runs(offsets: list[int], records: dict[int, InFlight]) -> list[Acquired]:
-    out: list[Acquired] = []
-    for off in offsets:
-        count = records[off].delivery_count
-        if out and out[-1].last == off - 1 and out[-1].delivery_count == count:
-            out[-1] = Acquired(out[-1].first, off, count)
-        else:
-            out.append(Acquired(off, off, count))
-    return out
+def _add_run(runs: list[Acquired], offset: int, delivery_count: int) -> None:
+    _add_range(runs, offset, offset, delivery_count)
+
+
+def _add_range(runs: list[Acquired], first: int, last: int, delivery_count: int) -> None:
+    """Append an acquired range, merged with the previous one when contiguous and alike."""
+    if runs and runs[-1].last == first - 1 and runs[-1].delivery_count == delivery_count:
+        runs[-1] = Acquired(runs[-1].first, last, delivery_count)
+    else:
+        runs.append(Acquired(first, last, delivery_count))
