@@ -58,6 +58,8 @@ from broker.schema_registry.store import SchemaStore
 from broker.security.acl import Authorizer
 from broker.security.authz import AccessControl
 from broker.security.tls import server_context, uvicorn_options
+from broker.share.state_store import ShareStateStore
+from broker.share.stored_configs import StoredShareConfigs
 from broker.transactions.coordinator import TransactionCoordinator
 from broker.txn_metrics import register_txn_metrics
 from hot import record_validation
@@ -239,6 +241,13 @@ async def serve(
 
         manager.add_delete_listener(forget_topic)
         broker: Broker = node.make_broker(config, metrics, tiering=tiering, groups=groups)
+        # Share groups: share-partition state in the internal __share_group_state topic
+        # (broker.share.state_store).
+        share_store = ShareStateStore(node.broker_id, node.replicas)
+        # The other brokers' share coordinators, over the transaction markers' channels.
+        share_store.remote = lambda: broker.txn_channels.call if broker.txn_channels is not None else None
+        broker.shares.attach_store(share_store, broker.replicas.view.topic_id)
+        broker.shares.stored_configs = StoredShareConfigs(node.etcd, node.client.layout)
         broker.history = MetricsHistory(broker_totals(broker), interval_s=sample_interval_s())
         history_task = asyncio.create_task(broker.history.run())  # the console's charts
         node.attach_marker_writer(broker)
@@ -418,6 +427,7 @@ async def serve(
             # hold their connections open through the whole drain grace period.
             await groups.close()
             await transactions.close()
+            broker.shares.close()
             upload_grace = config.tiering.shutdown_upload_grace_ms
             # Hand leadership over before the listeners close (broker.node); with
             # shutdown_upload_in_cluster, upload the tail while still leading.

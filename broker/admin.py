@@ -32,6 +32,7 @@ from broker.controller import (
 )
 from broker.groups.offsets import OFFSETS_TOPIC
 from broker.metadata import MetadataClient, TopicAssignment, Versioned
+from broker.share.config import SHARE_STATE_TOPIC
 from broker.transactions.partitioner import TRANSACTION_STATE_TOPIC
 from hot.config import LogConfig
 from hot.errors import (
@@ -53,7 +54,7 @@ VISIBLE_TIMEOUT_S = 5.0
 
 
 # Kafka's internal topics: the coordinators' state, written by them only.
-INTERNAL_TOPICS: frozenset[str] = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC})
+INTERNAL_TOPICS: frozenset[str] = frozenset({OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, SHARE_STATE_TOPIC})
 
 
 def is_internal(name: str) -> bool:

@@ -44,6 +44,7 @@ from broker.produce_path import ProducePath
 from broker.read_path import ReadPath, RemoteTier
 from broker.replica_manager import ReplicaManager, log_configs
 from broker.security.quotas import QuotaManager
+from broker.share.service import ShareService
 from hot.config import LogConfig
 from hot.errors import (
     CoordinatorLoadInProgressError,
@@ -128,10 +129,18 @@ class Broker:
         self.reads = ReadPath(manager, replicas, self.metrics, tiering)
         self.fetch_sessions = FetchSessionCache()  # KIP-227: followers' and consumers' sessions
         self.writes = ProducePath(self, replicas, self.metrics, self.reads.log)
+        # Share groups (KIP-932; api.handlers.share).
+        self.shares = ShareService(self.reads, self._partition_count)
+        self.shares.produce = lambda t, p, data: self.writes.produce(t, p, data, acks=-1, timeout_ms=30_000)
 
     @property
     def node_id(self) -> int:
         return self.config.broker_id
+
+    def _partition_count(self, topic: str) -> int:
+        """The topic's partition count in the metadata view (0: no such topic)."""
+        v = self.replicas.view.topics.get(topic)
+        return 0 if v is None else v.value.partition_count
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """Called on ``loop``'s thread: parked fetches live there."""

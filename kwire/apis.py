@@ -55,6 +55,10 @@ from kwire.messages.describe_configs import DescribeConfigsRequest, DescribeConf
 from kwire.messages.describe_groups import DescribeGroupsRequest, DescribeGroupsResponse
 from kwire.messages.describe_log_dirs import DescribeLogDirsRequest, DescribeLogDirsResponse
 from kwire.messages.describe_producers import DescribeProducersRequest, DescribeProducersResponse
+from kwire.messages.describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+)
 from kwire.messages.describe_topic_partitions import (
     DescribeTopicPartitionsRequest,
     DescribeTopicPartitionsResponse,
@@ -89,6 +93,16 @@ from kwire.messages.offset_for_leader_epoch import (
 from kwire.messages.produce import ProduceRequest, ProduceResponse
 from kwire.messages.sasl_authenticate import SaslAuthenticateRequest, SaslAuthenticateResponse
 from kwire.messages.sasl_handshake import SaslHandshakeRequest, SaslHandshakeResponse
+from kwire.messages.share_acknowledge import ShareAcknowledgeRequest, ShareAcknowledgeResponse
+from kwire.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
+from kwire.messages.share_group_describe import ShareGroupDescribeRequest, ShareGroupDescribeResponse
+from kwire.messages.share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
+from kwire.messages.share_group_state import (
+    ReadShareGroupStateRequest,
+    ReadShareGroupStateResponse,
+    WriteShareGroupStateRequest,
+    WriteShareGroupStateResponse,
+)
 from kwire.messages.sync_group import SyncGroupRequest, SyncGroupResponse
 from kwire.messages.txn_offset_commit import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 from kwire.messages.user_scram_credentials import (
@@ -154,6 +168,13 @@ class ApiKey(enum.IntEnum):
     CONSUMER_GROUP_HEARTBEAT = 68
     CONSUMER_GROUP_DESCRIBE = 69
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
+    READ_SHARE_GROUP_STATE = 84
+    WRITE_SHARE_GROUP_STATE = 85
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
 
 
 # (version, message) -> message; for the few wire quirks a table cannot express.
@@ -421,6 +442,31 @@ APIS: Final[dict[int, ApiSpec]] = {
             ApiKey.DESCRIBE_TRANSACTIONS, DescribeTransactionsRequest, DescribeTransactionsResponse, "0", "0+"
         ),
         _api(ApiKey.LIST_TRANSACTIONS, ListTransactionsRequest, ListTransactionsResponse, "0-2", "0+"),
+        # share groups (KIP-932; api.handlers.share): v0 was Kafka 4.0's early access
+        _api(
+            ApiKey.SHARE_GROUP_HEARTBEAT, ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse, "1", "1+"
+        ),
+        _api(ApiKey.SHARE_GROUP_DESCRIBE, ShareGroupDescribeRequest, ShareGroupDescribeResponse, "1", "1+"),
+        _api(ApiKey.SHARE_FETCH, ShareFetchRequest, ShareFetchResponse, "1-2", "1+"),
+        _api(ApiKey.SHARE_ACKNOWLEDGE, ShareAcknowledgeRequest, ShareAcknowledgeResponse, "1-2", "1+"),
+        _api(
+            ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+            DescribeShareGroupOffsetsRequest,
+            DescribeShareGroupOffsetsResponse,
+            "0",
+            "0+",
+        ),
+        # the share coordinator, between brokers (api.handlers.share_state)
+        _api(
+            ApiKey.READ_SHARE_GROUP_STATE, ReadShareGroupStateRequest, ReadShareGroupStateResponse, "0", "0+"
+        ),
+        _api(
+            ApiKey.WRITE_SHARE_GROUP_STATE,
+            WriteShareGroupStateRequest,
+            WriteShareGroupStateResponse,
+            "0",
+            "0+",
+        ),
     )
 }
 

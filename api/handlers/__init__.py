@@ -25,6 +25,9 @@ module             APIs
 ``acls``           DescribeAcls, CreateAcls, DeleteAcls
 ``quotas``         DescribeClientQuotas, AlterClientQuotas (and the byte-rate throttles)
 ``txn_markers``    WriteTxnMarkers
+``share``          ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch, ShareAcknowledge,
+                   DescribeShareGroupOffsets
+``share_state``    ReadShareGroupState, WriteShareGroupState (between brokers)
 =================  ==========================================================
 """
 
@@ -71,6 +74,14 @@ from api.handlers.scram_users import (
     handle_alter_user_scram_credentials,
     handle_describe_user_scram_credentials,
 )
+from api.handlers.share import (
+    handle_describe_share_group_offsets,
+    handle_share_acknowledge,
+    handle_share_fetch,
+    handle_share_group_describe,
+    handle_share_group_heartbeat,
+)
+from api.handlers.share_state import handle_read_share_group_state, handle_write_share_group_state
 from api.handlers.topic_partitions import handle_describe_topic_partitions
 from api.handlers.topics import (
     handle_create_partitions,
@@ -89,6 +100,7 @@ from api.handlers.txn_markers import handle_write_txn_markers
 from api.handlers.versions import handle_api_versions
 from api.security.group_guards import GROUP_GUARDS
 from api.security.guards import TOPIC_GUARDS, UNGUARDED
+from api.security.share_guards import SHARE_GUARDS
 from kwire import APIS, ApiKey, RequestHeader
 
 if TYPE_CHECKING:
@@ -97,7 +109,7 @@ if TYPE_CHECKING:
 Handler = Callable[["Connection", RequestHeader, Any], Awaitable[Any]]
 
 # The ACL check in front of each API (api.security.guards, api.security.group_guards).
-GUARDS = {**TOPIC_GUARDS, **GROUP_GUARDS}
+GUARDS = {**TOPIC_GUARDS, **GROUP_GUARDS, **SHARE_GUARDS}
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.API_VERSIONS: handle_api_versions,
@@ -149,6 +161,13 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_TRANSACTIONS: handle_list_transactions,
     ApiKey.CONSUMER_GROUP_HEARTBEAT: handle_consumer_group_heartbeat,
     ApiKey.CONSUMER_GROUP_DESCRIBE: handle_consumer_group_describe,
+    ApiKey.SHARE_GROUP_HEARTBEAT: handle_share_group_heartbeat,
+    ApiKey.SHARE_GROUP_DESCRIBE: handle_share_group_describe,
+    ApiKey.SHARE_FETCH: handle_share_fetch,
+    ApiKey.SHARE_ACKNOWLEDGE: handle_share_acknowledge,
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: handle_describe_share_group_offsets,
+    ApiKey.READ_SHARE_GROUP_STATE: handle_read_share_group_state,
+    ApiKey.WRITE_SHARE_GROUP_STATE: handle_write_share_group_state,
 }
 
 # Every API the codec advertises must have a handler, and vice versa.

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from api.handlers.share_configs import alter_group_configs, describe_group_configs
 from broker.broker import Broker
 from broker.config import BrokerConfig
 from hot.errors import InvalidRequestError, StrataError
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 # DescribeConfigs resource types and config sources (Kafka's ConfigResource / ConfigSource).
 RESOURCE_TOPIC = 2
 RESOURCE_BROKER = 4
+RESOURCE_GROUP = 32  # a group's configs (KIP-932's share.* settings: api.handlers.share_configs)
 SOURCE_TOPIC_CONFIG = 1
 SOURCE_STATIC_BROKER_CONFIG = 4
 SOURCE_DEFAULT_CONFIG = 5
@@ -94,6 +96,8 @@ async def handle_describe_configs(
                     for k, v in sorted(broker_config_values(broker.config).items())
                     if keys is None or k in keys
                 ]
+            elif res.resource_type == RESOURCE_GROUP:
+                entries = await describe_group_configs(broker, res.resource_name, keys)
             else:
                 raise InvalidRequestError(f"unsupported resource type {res.resource_type}")
             results.append(
@@ -176,6 +180,9 @@ async def handle_incremental_alter_configs(
     broker = conn.broker
     out = []
     for res in req.resources:
+        if res.resource_type == RESOURCE_GROUP:
+            out.append(await alter_group_configs(broker, res, req.validate_only))
+            continue
         try:
             current = (
                 {c.name: c.value for c in broker.topic_configs(res.resource_name)}

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, Protocol
 
+from api.handlers.share import delete_share_groups, listed_share_groups
 from api.handlers.txn_coordinator import find_transaction_coordinator
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.replicated_offsets import ClusterOffsetStore
@@ -531,6 +532,7 @@ async def handle_list_groups(
             for gid, ptype, state, gtype in sorted(listed)
             if not states or state.lower() in states
         )
+        + tuple(listed_share_groups(conn, req.states_filter))  # KIP-932 (api.handlers.share)
     )
 
 
@@ -597,10 +599,13 @@ async def handle_describe_groups(
 async def handle_delete_groups(
     conn: Connection, header: RequestHeader, req: DeleteGroupsRequest
 ) -> DeleteGroupsResponse:
+    shares = delete_share_groups(conn, req.groups_names)  # KIP-932 (api.handlers.share)
+    others = [g for g in req.groups_names if g not in shares]
     try:
-        results = await _coordinator(conn).delete_groups(list(req.groups_names))
+        results = await _coordinator(conn).delete_groups(others) if others else {}
     except StrataError as exc:
-        results = dict.fromkeys(req.groups_names, exc)
+        results = dict.fromkeys(others, exc)
+    results = {**results, **shares}
     return DeleteGroupsResponse(
         results=tuple(
             DeletableGroupResult(group_id=g, error_code=_code(results.get(g))) for g in req.groups_names

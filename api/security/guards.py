@@ -114,6 +114,7 @@ Handler = Callable[["Connection", RequestHeader, Any], Awaitable[Any]]
 Guard = Callable[[Handler, "Connection", RequestHeader, Any], Awaitable[Any]]
 
 RESOURCE_BROKER: Final = 4  # ConfigResource type of broker configs (topic: 2)
+RESOURCE_GROUP: Final = 32  # ConfigResource type of group configs (KIP-848, KIP-932)
 ZERO_UUID: Final = uuid.UUID(int=0)
 
 
@@ -400,12 +401,16 @@ async def guard_delete_records(
 def _config_ok(conn: Connection, op: Operation, res: Any) -> bool:
     if res.resource_type == RESOURCE_BROKER:
         return allowed(conn, op, ResourceType.CLUSTER, CLUSTER_NAME)
+    if res.resource_type == RESOURCE_GROUP:  # a group's configs (KIP-848, KIP-932)
+        return allowed(conn, op, ResourceType.GROUP, res.resource_name)
     return topic_ok(conn, op, res.resource_name)  # other types: the handler refuses them
 
 
 def _config_code(res: Any) -> int:
     if res.resource_type == RESOURCE_BROKER:
         return E.CLUSTER_AUTHORIZATION_FAILED
+    if res.resource_type == RESOURCE_GROUP:
+        return E.GROUP_AUTHORIZATION_FAILED
     return E.TOPIC_AUTHORIZATION_FAILED
 
 

@@ -231,6 +231,13 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         51: (0, 0, 0),  # AlterUserScramCredentials
         35: (1, 4, 2),  # DescribeLogDirs (v0 removed in Kafka 4.0)
         75: (0, 0, 0),  # DescribeTopicPartitions (KIP-966)
+        76: (1, 1, 1),  # ShareGroupHeartbeat (KIP-932; v0 was Kafka 4.0's early access)
+        77: (1, 1, 1),  # ShareGroupDescribe
+        78: (1, 2, 1),  # ShareFetch (v2: KIP-1206, KIP-1222)
+        79: (1, 2, 1),  # ShareAcknowledge
+        84: (0, 0, 0),  # ReadShareGroupState (between brokers)
+        85: (0, 0, 0),  # WriteShareGroupState
+        90: (0, 0, 0),  # DescribeShareGroupOffsets
         43: (0, 2, 2),  # ElectLeaders (KIP-460)
     }
 

@@ -1,0 +1,451 @@
+"""The share-group APIs (KIP-932): ShareGroupHeartbeat, ShareGroupDescribe, ShareFetch and
+ShareAcknowledge, wire messages <-> broker.share.
+
+ShareFetch runs in this order, as Kafka's broker does: the share session (epoch 0 opens,
+-1 closes, otherwise the next epoch), the piggybacked acknowledgements (an error goes to
+the partition's ``acknowledge_error_code``), then the fetch over the session's partitions
+(none when closing). Topics travel by id; an id no topic has is UNKNOWN_TOPIC_ID.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from broker.share.errors import InvalidShareSessionEpochError, ShareError
+from broker.share.partition import Acquired
+from broker.share.service import ShareService
+from broker.share.sessions import CLOSE_EPOCH, OPEN_EPOCH
+from hot.errors import InvalidRequestError, StrataError, UnknownTopicOrPartitionError
+from kwire import RequestHeader
+from kwire import error_table as E
+from kwire.error_table import kafka_code
+from kwire.messages.describe_share_group_offsets import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    DescribeShareGroupOffsetsResponseGroup,
+    DescribeShareGroupOffsetsResponsePartition,
+    DescribeShareGroupOffsetsResponseTopic,
+)
+from kwire.messages.list_groups import ListedGroup
+from kwire.messages.share_acknowledge import (
+    ShareAcknowledgePartitionData,
+    ShareAcknowledgeRequest,
+    ShareAcknowledgeResponse,
+    ShareAcknowledgeTopicResponse,
+)
+from kwire.messages.share_fetch import (
+    AcknowledgementBatch,
+    AcquiredRecords,
+    ShareFetchableTopicResponse,
+    ShareFetchPartitionData,
+    ShareFetchRequest,
+    ShareFetchResponse,
+    ShareLeaderIdAndEpoch,
+)
+from kwire.messages.share_group_describe import (
+    DescribedAssignment,
+    DescribedShareGroup,
+    DescribedShareMember,
+    DescribedTopicPartitions,
+    ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse,
+)
+from kwire.messages.share_group_heartbeat import (
+    ShareAssignment,
+    ShareGroupHeartbeatRequest,
+    ShareGroupHeartbeatResponse,
+    ShareTopicPartitions,
+)
+from kwire.primitives import ZERO_UUID
+
+if TYPE_CHECKING:
+    from api.handlers.context import Connection
+
+SHARE_ASSIGNOR = "simple"
+RENEW = 4  # ShareFetch/ShareAcknowledge v2's RENEW acknowledge type (KIP-1222)
+
+
+def code_of(exc: BaseException) -> int:
+    return exc.kafka_code if isinstance(exc, ShareError) else kafka_code(exc)
+
+
+def shares(conn: Connection) -> ShareService:
+    svc: ShareService | None = getattr(conn.broker, "shares", None)
+    if svc is None:
+        raise InvalidRequestError("this broker serves no share groups")
+    return svc
+
+
+def listed_share_groups(conn: Connection, states: Sequence[str]) -> list[ListedGroup]:
+    """ListGroups' share groups (protocol type ``share``), in the states asked for (all
+    when none; Kafka matches states case-insensitively)."""
+    svc: ShareService | None = getattr(conn.broker, "shares", None)
+    if svc is None:
+        return []
+    svc.expire()
+    wanted = {s.lower() for s in states}
+    return [
+        ListedGroup(group_id=gid, protocol_type="share", group_state=g.state)
+        for gid, g in sorted(svc.groups.items())
+        if not wanted or g.state.lower() in wanted
+    ]
+
+
+def delete_share_groups(conn: Connection, names: Sequence[str]) -> dict[str, StrataError | None]:
+    """DeleteGroups of the names that are share groups here (NON_EMPTY_GROUP with members);
+    the others are left to the group coordinator."""
+    svc: ShareService | None = getattr(conn.broker, "shares", None)
+    out: dict[str, StrataError | None] = {}
+    if svc is None:
+        return out
+    for name in names:
+        if name in svc.groups:
+            try:
+                svc.delete_group(name)
+                out[name] = None
+            except StrataError as exc:
+                out[name] = exc
+    return out
+
+
+def _client_host(conn: Connection) -> str:
+    peer = conn.peer
+    if isinstance(peer, tuple) and peer:
+        return f"/{peer[0]}"
+    return ""
+
+
+async def handle_share_group_heartbeat(
+    conn: Connection, header: RequestHeader, req: ShareGroupHeartbeatRequest
+) -> ShareGroupHeartbeatResponse:
+    try:
+        if not req.group_id:
+            raise InvalidRequestError("GroupId can't be empty")
+        svc = shares(conn)
+        await svc.refresh_configs()
+        r = svc.heartbeat(
+            req.group_id,
+            req.member_id,
+            req.member_epoch,
+            req.subscribed_topic_names,
+            rack_id=req.rack_id,
+            client_id=header.client_id or "",
+            client_host=_client_host(conn),
+        )
+    except StrataError as exc:
+        return ShareGroupHeartbeatResponse(error_code=code_of(exc), error_message=str(exc))
+    assignment = None
+    if r.assignment is not None:
+        view = conn.broker.replicas.view
+        assignment = ShareAssignment(
+            topic_partitions=tuple(
+                ShareTopicPartitions(topic_id=tid, partitions=ps)
+                for t, ps in sorted(r.assignment.items())
+                if (tid := view.topic_id(t)) is not None
+            )
+        )
+    return ShareGroupHeartbeatResponse(
+        member_id=r.member_id,
+        member_epoch=r.member_epoch,
+        heartbeat_interval_ms=r.heartbeat_interval_ms,
+        assignment=assignment,
+    )
+
+
+async def handle_share_group_describe(
+    conn: Connection, header: RequestHeader, req: ShareGroupDescribeRequest
+) -> ShareGroupDescribeResponse:
+    svc = shares(conn)
+    view = conn.broker.replicas.view
+    out = []
+    for gid in req.group_ids:
+        group = svc.groups.get(gid)
+        if group is None:
+            out.append(
+                DescribedShareGroup(
+                    group_id=gid,
+                    error_code=E.GROUP_ID_NOT_FOUND,
+                    error_message=f"group {gid} is not a share group",
+                    group_state="Dead",
+                )
+            )
+            continue
+        group.expire_members()
+        members = tuple(
+            DescribedShareMember(
+                member_id=m.member_id,
+                rack_id=m.rack_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=m.subscribed,
+                assignment=DescribedAssignment(
+                    topic_partitions=tuple(
+                        DescribedTopicPartitions(
+                            topic_id=view.topic_id(t) or ZERO_UUID, topic_name=t, partitions=ps
+                        )
+                        for t, ps in sorted(m.assignment.items())
+                    )
+                ),
+            )
+            for m in group.members.values()
+        )
+        out.append(
+            DescribedShareGroup(
+                group_id=gid,
+                group_state=group.state,
+                group_epoch=group.group_epoch,
+                assignment_epoch=group.assignment_epoch,
+                assignor_name=SHARE_ASSIGNOR,
+                members=members,
+            )
+        )
+    return ShareGroupDescribeResponse(groups=tuple(out))
+
+
+def _check_ids(req: ShareFetchRequest | ShareAcknowledgeRequest) -> tuple[str, str]:
+    if not req.group_id:
+        raise InvalidRequestError("GroupId can't be empty")
+    if not req.member_id:
+        raise InvalidRequestError("MemberId can't be empty")
+    return req.group_id, req.member_id
+
+
+async def _acks(
+    svc: ShareService,
+    group: str,
+    member: str,
+    topic: str,
+    partition: int,
+    batches: Sequence[AcknowledgementBatch],
+) -> tuple[int, str | None]:
+    """Apply one partition's acknowledgements: (error code, message)."""
+    prev = -1
+    converted = []
+    for b in batches:
+        if b.first_offset <= prev or b.last_offset < b.first_offset:
+            return E.INVALID_REQUEST, "acknowledgement batches must be ascending and not overlap"
+        prev = b.last_offset
+        if RENEW in b.acknowledge_types:
+            return E.INVALID_REQUEST, "the RENEW acknowledge type is not supported"
+        converted.append((b.first_offset, b.last_offset, b.acknowledge_types))
+    try:
+        await svc.acknowledge(group, member, topic, partition, converted)
+    except StrataError as exc:
+        return code_of(exc), str(exc)
+    return 0, None
+
+
+async def handle_share_fetch(
+    conn: Connection, header: RequestHeader, req: ShareFetchRequest
+) -> ShareFetchResponse:
+    broker = conn.broker
+    view = broker.replicas.view
+    try:
+        group, member = _check_ids(req)
+        svc = shares(conn)
+        if req.share_acquire_mode not in (0, 1):
+            raise InvalidRequestError(f"unknown share acquire mode {req.share_acquire_mode}")
+        session = svc.sessions.check(group, member, req.share_session_epoch)
+        if req.share_session_epoch == OPEN_EPOCH and any(
+            p.acknowledgement_batches for t in req.topics for p in t.partitions
+        ):
+            raise InvalidRequestError("a ShareFetch opening a share session can't acknowledge")
+    except StrataError as exc:
+        return ShareFetchResponse(error_code=code_of(exc), error_message=str(exc))
+    settings = svc.settings(group)
+    partitions: dict[tuple[uuid.UUID, int], ShareFetchPartitionData] = {}
+    names: dict[uuid.UUID, str] = {}
+    requested: list[tuple[str, int]] = []
+    for t in req.topics:
+        name = view.topic_name(t.topic_id)
+        for p in t.partitions:
+            key = (t.topic_id, p.partition_index)
+            if name is None:
+                partitions[key] = ShareFetchPartitionData(
+                    partition_index=p.partition_index, error_code=E.UNKNOWN_TOPIC_ID, records=b""
+                )
+                continue
+            names[t.topic_id] = name
+            requested.append((name, p.partition_index))
+            ack_code, ack_msg = 0, None
+            if p.acknowledgement_batches:
+                ack_code, ack_msg = await _acks(
+                    svc, group, member, name, p.partition_index, p.acknowledgement_batches
+                )
+            partitions[key] = ShareFetchPartitionData(
+                partition_index=p.partition_index,
+                acknowledge_error_code=ack_code,
+                acknowledge_error_message=ack_msg,
+                records=b"",
+            )
+    forgotten = [
+        (n, p) for f in req.forgotten_topics_data if (n := view.topic_name(f.topic_id)) for p in f.partitions
+    ]
+    if req.share_session_epoch == CLOSE_EPOCH:
+        assert session is not None
+        svc.release(group, member, session.partitions)
+        svc.sessions.close(group, member)
+        return _fetch_answer(partitions, settings.lock_ms)
+    if session is None:
+        session = svc.sessions.open(group, member, [tp for tp in requested if tp not in forgotten])
+    else:
+        svc.sessions.advance(session, requested, forgotten)
+    if forgotten:
+        svc.release(group, member, forgotten)
+    fetched = await svc.fetch(
+        group,
+        member,
+        list(session.partitions),
+        max_wait_ms=req.max_wait_ms,
+        min_bytes=req.min_bytes,
+        max_bytes=req.max_bytes,
+        max_records=req.max_records if req.max_records > 0 else 500,
+    )
+    ids = {name: tid for tid, name in names.items()}
+    for f in fetched:
+        tid = ids.get(f.topic) or view.topic_id(f.topic) or ZERO_UUID
+        key = (tid, f.partition)
+        prev = partitions.get(key)
+        if f.error is None and not f.acquired and prev is None:
+            continue  # a session partition with nothing new: left out, as Kafka does
+        data = prev or ShareFetchPartitionData(partition_index=f.partition, records=b"")
+        if f.error is not None:
+            code = code_of(f.error)
+            if isinstance(f.error, UnknownTopicOrPartitionError):
+                code = E.UNKNOWN_TOPIC_OR_PARTITION
+            partitions[key] = _replace(data, error_code=code, error_message=str(f.error))
+        else:
+            partitions[key] = _replace(data, records=tuple(f.records), acquired=f.acquired)
+    return _fetch_answer(partitions, settings.lock_ms)
+
+
+def _replace(
+    d: ShareFetchPartitionData,
+    *,
+    error_code: int = 0,
+    error_message: str | None = None,
+    records: tuple[bytes, ...] | bytes = b"",
+    acquired: Sequence[Acquired] = (),
+) -> ShareFetchPartitionData:
+    return ShareFetchPartitionData(
+        partition_index=d.partition_index,
+        error_code=error_code,
+        error_message=error_message,
+        acknowledge_error_code=d.acknowledge_error_code,
+        acknowledge_error_message=d.acknowledge_error_message,
+        current_leader=ShareLeaderIdAndEpoch(),
+        records=records,
+        acquired_records=tuple(
+            AcquiredRecords(first_offset=a.first, last_offset=a.last, delivery_count=a.delivery_count)
+            for a in acquired
+        ),
+    )
+
+
+def _fetch_answer(
+    partitions: dict[tuple[uuid.UUID, int], ShareFetchPartitionData], lock_ms: int
+) -> ShareFetchResponse:
+    by_topic: dict[uuid.UUID, list[ShareFetchPartitionData]] = {}
+    for (tid, _), d in partitions.items():
+        by_topic.setdefault(tid, []).append(d)
+    return ShareFetchResponse(
+        acquisition_lock_timeout_ms=lock_ms,
+        responses=tuple(
+            ShareFetchableTopicResponse(topic_id=t, partitions=tuple(ps)) for t, ps in by_topic.items()
+        ),
+    )
+
+
+async def handle_share_acknowledge(
+    conn: Connection, header: RequestHeader, req: ShareAcknowledgeRequest
+) -> ShareAcknowledgeResponse:
+    view = conn.broker.replicas.view
+    try:
+        group, member = _check_ids(req)
+        svc = shares(conn)
+        if req.share_session_epoch == OPEN_EPOCH:
+            raise InvalidShareSessionEpochError("ShareAcknowledge can't open a share session (epoch 0)")
+        session = svc.sessions.check(group, member, req.share_session_epoch)
+    except StrataError as exc:
+        return ShareAcknowledgeResponse(error_code=code_of(exc), error_message=str(exc))
+    lock_ms = svc.settings(group).lock_ms
+    responses = []
+    for t in req.topics:
+        name = view.topic_name(t.topic_id)
+        parts = []
+        for p in t.partitions:
+            if name is None:
+                parts.append(
+                    ShareAcknowledgePartitionData(
+                        partition_index=p.partition_index, error_code=E.UNKNOWN_TOPIC_ID
+                    )
+                )
+                continue
+            code, msg = await _acks(svc, group, member, name, p.partition_index, p.acknowledgement_batches)
+            parts.append(
+                ShareAcknowledgePartitionData(
+                    partition_index=p.partition_index, error_code=code, error_message=msg
+                )
+            )
+        responses.append(ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=tuple(parts)))
+    assert session is not None
+    if req.share_session_epoch == CLOSE_EPOCH:
+        svc.release(group, member, session.partitions)
+        svc.sessions.close(group, member)
+    else:
+        svc.sessions.advance(session, (), ())
+    return ShareAcknowledgeResponse(acquisition_lock_timeout_ms=lock_ms, responses=tuple(responses))
+
+
+async def handle_describe_share_group_offsets(
+    conn: Connection, header: RequestHeader, req: DescribeShareGroupOffsetsRequest
+) -> DescribeShareGroupOffsetsResponse:
+    """Each share partition's start offset (KIP-932); ``topics`` None: every partition the
+    group has state for. A group this broker knows nothing of is GROUP_ID_NOT_FOUND."""
+    svc = shares(conn)
+    view = conn.broker.replicas.view
+    out = []
+    for g in req.groups:
+        if g.topics is None:
+            if not svc.known(g.group_id):
+                out.append(
+                    DescribeShareGroupOffsetsResponseGroup(
+                        group_id=g.group_id,
+                        error_code=E.GROUP_ID_NOT_FOUND,
+                        error_message=f"group {g.group_id} is not a share group",
+                    )
+                )
+                continue
+            wanted: dict[str, list[int]] = {}
+            for t, p in svc.group_partitions(g.group_id):
+                wanted.setdefault(t, []).append(p)
+        else:
+            wanted = {t.topic_name: list(t.partitions) for t in g.topics}
+        topics = []
+        for name, parts in wanted.items():
+            tid = view.topic_id(name)
+            answers = []
+            for p in parts:
+                try:
+                    if tid is None or not 0 <= p < svc.partition_count(name):
+                        raise UnknownTopicOrPartitionError(f"unknown topic-partition {name}-{p}")
+                    start = await svc.start_offset(g.group_id, name, p)
+                    answers.append(
+                        DescribeShareGroupOffsetsResponsePartition(partition_index=p, start_offset=start)
+                    )
+                except StrataError as exc:
+                    answers.append(
+                        DescribeShareGroupOffsetsResponsePartition(
+                            partition_index=p, error_code=code_of(exc), error_message=str(exc)
+                        )
+                    )
+            topics.append(
+                DescribeShareGroupOffsetsResponseTopic(
+                    topic_name=name, topic_id=tid or ZERO_UUID, partitions=tuple(answers)
+                )
+            )
+        out.append(DescribeShareGroupOffsetsResponseGroup(group_id=g.group_id, topics=tuple(topics)))
+    return DescribeShareGroupOffsetsResponse(groups=tuple(out))

@@ -1,0 +1,311 @@
+"""The share coordinator's persisted state (Kafka's ``__share_group_state``): one record per
+share partition, keyed ``group:topic-id:partition``, on the coordinator runtime
+(broker.coordinator_runtime), so it is replicated like any topic, loaded by each state
+partition's new leader and compacted to the latest record per key.
+
+Kafka writes a ShareSnapshot now and then and ShareUpdate deltas between; here every
+write is a whole snapshot of the share partition (its state epoch, start offset and state
+batches, JSON), which the runtime's compaction keeps to one per key. A partition's window
+is at most ``group.share.partition.max.record.locks`` records, so a snapshot stays small.
+
+A share partition's state is written by the broker leading the user partition (before
+it answers acknowledgements) and read when it starts serving it, at the share
+coordinator: the leader of the key's state partition, this broker or another one reached
+with ReadShareGroupState / WriteShareGroupState over the replica listener. A coordinator
+that moves or is loading is followed for up to ``RETRY_S``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+from broker.coordinator_runtime.runtime import CoordinatorLog
+from broker.coordinator_runtime.shard import CoordinatorShard, Naming, StateTopic
+from broker.partition_replica import PartitionReplica
+from broker.replica_manager import ReplicaManager
+from broker.share.config import SHARE_STATE_TOPIC
+from broker.share.partition import RecordState, StateBatch
+from broker.transactions.markers import MarkerSendError
+from hot.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    CorruptRecordError,
+    NotCoordinatorError,
+)
+from kwire import ApiKey
+from kwire import error_table as E
+from kwire.error_table import error_for_code
+from kwire.messages.share_group_state import (
+    ReadShareGroupStateRequest,
+    ReadStateData,
+    ReadStatePartition,
+    ShareStateBatch,
+    WriteShareGroupStateRequest,
+    WriteStateData,
+    WriteStatePartition,
+)
+
+log = logging.getLogger(__name__)
+
+NAMING: Final = Naming(
+    entities="share partitions",
+    records="share-group state",
+    coordinator="share coordinator",
+    replication_factor_setting="share.coordinator.state.topic.replication.factor",
+    task_prefix="shares",
+    watch_task="shares-state-leaders",
+)
+
+T = TypeVar("T")
+
+RETRY_S: Final = 15.0  # how long a read or write follows a moving coordinator
+RETRY_BACKOFF_S: Final = 0.1
+CALL_TIMEOUT_S: Final = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    state_epoch: int
+    start: int
+    batches: tuple[StateBatch, ...]
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            {
+                "e": self.state_epoch,
+                "s": self.start,
+                "b": [[b.first, b.last, int(b.state), b.delivery_count] for b in self.batches],
+            },
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def decode(cls, data: bytes) -> Snapshot:
+        try:
+            d: Any = json.loads(data)
+            return cls(
+                int(d["e"]),
+                int(d["s"]),
+                tuple(StateBatch(int(f), int(la), RecordState(int(st)), int(c)) for f, la, st, c in d["b"]),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptRecordError(f"bad share-group state record: {exc}") from exc
+
+
+Op = tuple[str, bytes | None]  # key, snapshot (None: the share partition was deleted)
+
+
+class _StateShard(CoordinatorShard[Op]):
+    def __init__(self, number: int, rep: PartitionReplica, epoch: int) -> None:
+        super().__init__(number, rep, epoch)
+        self.latest: dict[str, bytes] = {}
+        self.durable: dict[str, bytes] = {}
+
+    def apply_latest(self, op: Op) -> None:
+        _apply(self.latest, op)
+
+    def apply_durable(self, op: Op) -> None:
+        _apply(self.durable, op)
+
+    def decode(self, key: bytes, value: bytes | None) -> Op:
+        return key.decode(), None if value is None else bytes(value)
+
+    def record(self, op: Op) -> tuple[bytes, bytes | None]:
+        return op[0].encode(), op[1]
+
+    def dump(self) -> list[Op]:
+        return list(self.latest.items())
+
+    def live_size(self) -> int:
+        return sum(len(k) + len(v) for k, v in self.latest.items())
+
+    def count(self) -> int:
+        return len(self.latest)
+
+
+def _apply(state: dict[str, bytes], op: Op) -> None:
+    key, value = op
+    if value is None:
+        state.pop(key, None)
+    else:
+        state[key] = value
+
+
+def state_key(group_id: str, topic_id: uuid.UUID, partition: int) -> str:
+    return f"{group_id}:{topic_id}:{partition}"
+
+
+# A request to another broker: (broker id, api key, request, timeout s) -> response.
+RemoteCall = Callable[[int, int, Any, float], Awaitable[Any]]
+
+_RETRIABLE: Final = frozenset(
+    {E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS}
+)
+
+
+class ShareStateStore:
+    """``__share_group_state`` on the coordinator runtime (module docstring)."""
+
+    def __init__(
+        self, broker_id: int, replicas: ReplicaManager, *, partitions: int = 8, replication_factor: int = 3
+    ) -> None:
+        topic = StateTopic(
+            name=SHARE_STATE_TOPIC,
+            partitions=partitions,
+            replication_factor=replication_factor,
+            segment_bytes=16 * 1024 * 1024,
+            commit_timeout_ms=5000,
+            naming=NAMING,
+        )
+        self.runtime: CoordinatorLog[Op, _StateShard] = CoordinatorLog(
+            broker_id, replicas, topic, _StateShard, logger=log
+        )
+        self.broker_id = broker_id
+        # How to reach the coordinator on another broker (set by the process wiring).
+        self.remote: Callable[[], RemoteCall | None] = lambda: None
+
+    def start(self) -> None:
+        self.runtime.start()
+
+    def close(self) -> None:
+        self.runtime.close()
+
+    # -- the coordinator's side (this broker leads the key's state partition) ----------------
+
+    def local_read(self, key: str) -> Snapshot | None:
+        """The durable snapshot of ``key`` (None: none); the coordinator error when the key's
+        state partition is not loaded here (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
+        data = self._local_shard(key).durable.get(key)
+        return None if data is None else Snapshot.decode(data)
+
+    async def local_write(self, key: str, snapshot: Snapshot) -> None:
+        """Append the snapshot and wait for acks=all."""
+        await self.runtime.append(self._local_shard(key), [(key, snapshot.encode())])
+
+    def _local_shard(self, key: str) -> _StateShard:
+        shard = self.runtime.shard_for(key)
+        if shard is not None:
+            return shard
+        node = self.runtime.coordinator_for(key)  # raises LOAD_IN_PROGRESS / NOT_COORDINATOR here
+        raise NotCoordinatorError(f"the share coordinator of {key} is broker {node}")
+
+    # -- the share-partition leader's side ---------------------------------------------------
+
+    async def read(self, group_id: str, topic_id: uuid.UUID, partition: int) -> Snapshot | None:
+        key = state_key(group_id, topic_id, partition)
+
+        async def local() -> Snapshot | None:
+            return self.local_read(key)
+
+        async def remote(call: RemoteCall, node: int) -> Snapshot | None:
+            req = ReadShareGroupStateRequest(
+                group_id=group_id,
+                topics=(
+                    ReadStateData(topic_id=topic_id, partitions=(ReadStatePartition(partition=partition),)),
+                ),
+            )
+            resp = await call(node, ApiKey.READ_SHARE_GROUP_STATE, req, CALL_TIMEOUT_S)
+            r = resp.results[0].partitions[0]
+            _raise_for(r.error_code, r.error_message)
+            if r.start_offset < 0:
+                return None
+            return Snapshot(
+                r.state_epoch,
+                r.start_offset,
+                tuple(
+                    StateBatch(b.first_offset, b.last_offset, RecordState(b.delivery_state), b.delivery_count)
+                    for b in r.state_batches
+                ),
+            )
+
+        return await self._retrying(key, local, remote)
+
+    async def write(self, group_id: str, topic_id: uuid.UUID, partition: int, snapshot: Snapshot) -> None:
+        """Persist (acks=all at the share coordinator) the share partition's snapshot."""
+        key = state_key(group_id, topic_id, partition)
+
+        async def local() -> None:
+            await self.local_write(key, snapshot)
+
+        async def remote(call: RemoteCall, node: int) -> None:
+            req = WriteShareGroupStateRequest(
+                group_id=group_id,
+                topics=(
+                    WriteStateData(
+                        topic_id=topic_id,
+                        partitions=(
+                            WriteStatePartition(
+                                partition=partition,
+                                state_epoch=snapshot.state_epoch,
+                                start_offset=snapshot.start,
+                                state_batches=tuple(
+                                    ShareStateBatch(
+                                        first_offset=b.first,
+                                        last_offset=b.last,
+                                        delivery_state=int(b.state),
+                                        delivery_count=b.delivery_count,
+                                    )
+                                    for b in snapshot.batches
+                                ),
+                            ),
+                        ),
+                    ),
+                ),
+            )
+            resp = await call(node, ApiKey.WRITE_SHARE_GROUP_STATE, req, CALL_TIMEOUT_S)
+            r = resp.results[0].partitions[0]
+            _raise_for(r.error_code, r.error_message)
+
+        await self._retrying(key, local, remote)
+
+    async def _retrying(
+        self,
+        key: str,
+        local: Callable[[], Awaitable[T]],
+        remote: Callable[[RemoteCall, int], Awaitable[T]],
+    ) -> T:
+        """At the key's coordinator, here or over the wire, retrying while it moves or
+        loads (a failover), for up to RETRY_S; then the last error."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + RETRY_S
+        while True:
+            try:
+                await self.runtime.ensure_topic()
+                node = self.runtime.coordinator_for(key)
+                if node == self.broker_id:
+                    return await local()
+                call = self.remote()
+                if call is None:
+                    raise CoordinatorNotAvailableError(
+                        f"no way to reach the share coordinator on broker {node}"
+                    )
+                return await remote(call, node)
+            except (
+                NotCoordinatorError,
+                CoordinatorNotAvailableError,
+                CoordinatorLoadInProgressError,
+                MarkerSendError,
+                TimeoutError,
+                OSError,
+            ) as exc:
+                if loop.time() > deadline:
+                    raise CoordinatorNotAvailableError(f"share-group state of {key}: {exc}") from exc
+                await asyncio.sleep(RETRY_BACKOFF_S)
+
+
+def _raise_for(code: int, message: str | None) -> None:
+    if code == 0:
+        return
+    if code == E.NOT_COORDINATOR:
+        raise NotCoordinatorError(message or "not the share coordinator")
+    if code == E.COORDINATOR_LOAD_IN_PROGRESS:
+        raise CoordinatorLoadInProgressError(message or "share coordinator loading")
+    if code == E.COORDINATOR_NOT_AVAILABLE:
+        raise CoordinatorNotAvailableError(message or "share coordinator not available")
+    raise error_for_code(code, message)
