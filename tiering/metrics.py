@@ -120,6 +120,16 @@ class TieringMetrics:
             "strata_tiering_store_available", "0 while the object store is failing", registry=r
         )
         self.store_available.set(1)
+        self.upload_memory_bytes = Gauge(
+            "strata_tiering_upload_memory_bytes",
+            "Bytes of segment bodies held for uploads in flight (bounded by tiering.upload_memory_bytes)",
+            registry=r,
+        )
+        self.upload_memory_limit_bytes = Gauge(
+            "strata_tiering_upload_memory_limit_bytes",
+            "tiering.upload_memory_bytes: the bound of strata_tiering_upload_memory_bytes",
+            registry=r,
+        )
 
     def remote_read(self, topic: str, nbytes: int) -> None:
         """Hook of the remote reader (``RemoteReader.on_read``)."""

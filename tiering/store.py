@@ -78,11 +78,15 @@ def open_store(
     read_timeout: float = 30.0,
     max_attempts: int = 5,
     upload_concurrency: int = 4,
+    sign_payload: bool = False,
 ) -> ObjectStore:
     """Open the store named by ``url`` (``s3://bucket/prefix`` or ``file:///abs/path``).
 
     The S3 keyword arguments override the AWS chain; ``max_attempts`` counts the first
-    try (botocore standard retry mode); they are ignored for ``file://``."""
+    try (botocore standard retry mode); they are ignored for ``file://``. PUTs send their
+    CRC-32C (``x-amz-checksum-crc32c``) and an unsigned payload; ``sign_payload`` adds
+    the SHA-256 payload signature (a second pass over every body) for plain-HTTP
+    endpoints on networks that are not trusted."""
     if not isinstance(url, str) or not url:
         raise InvalidConfigError(f"object store URL must be a non-empty string, got {url!r}")
     parts = urlsplit(url)
@@ -127,6 +131,7 @@ def open_store(
             read_timeout=read_timeout,
             max_attempts=max_attempts,
             upload_concurrency=upload_concurrency,
+            sign_payload=sign_payload,
         )
     if scheme == "file":
         if parts.netloc not in ("", "localhost"):
