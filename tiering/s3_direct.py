@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -48,6 +49,8 @@ class DirectGet:
         self.served = 0  # GETs answered here (tests, metrics)
         self.passed_on = 0  # GETs handed to the client (any non-success)
         self._last = threading.local()  # .forbidden: this thread's last pass-on was a 403
+        # Told the status of every answer that is not a success (metrics: throttling).
+        self.on_failure: Callable[[int], None] | None = None
 
     @classmethod
     def for_client(cls, client: Any, session: Any) -> DirectGet | None:
@@ -94,6 +97,8 @@ class DirectGet:
         if response.status_code not in (200, 206) or length is None or not length.isdigit():
             raw.close()  # its body is not read: the connection must not serve another request
             raw.release_conn()
+            if self.on_failure is not None and response.status_code >= 300:
+                self.on_failure(response.status_code)
             self._pass_on(forbidden=response.status_code == 403)
             return None
         self._last.forbidden = False

@@ -119,6 +119,12 @@ class BufferPool:
             self.allocated += 1
             return m
 
+    @property
+    def mapped_bytes(self) -> int:
+        """Bytes of every buffer the pool holds, lent or free (metrics)."""
+        with self._lock:
+            return sum(len(m) for m in self._lent) + sum(len(m) for m in self._free)
+
     def _collect(self) -> None:
         """Move lent buffers nothing views any more to the free list (newest first)."""
         still: list[mmap.mmap] = []
@@ -183,6 +189,47 @@ _RETRIABLE_CODES: Final = frozenset(
         "BadDigest",  # the body was damaged on the way
     }
 )
+
+
+_THROTTLING_CODES: Final = frozenset(c for c in _RETRIABLE_CODES if "Throttl" in c or "Limit" in c) | {
+    "SlowDown",
+    "TooManyRequestsException",
+}
+
+
+class S3RequestStats:
+    """Counters of failed S3 request attempts, from botocore's ``needs-retry`` event (which
+    both clients emit after every attempt, before their retry handler decides): what
+    ``/metrics`` shows as ``strata_tiering_s3_*``. Retries themselves are botocore's
+    standard mode: exponential backoff with full jitter (at most 20 s between attempts),
+    ``max_attempts`` in all, and a client-wide retry quota that throttling drains, so a
+    bucket answering 503 SlowDown is asked less often, not more. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.throttled = 0  # attempts answered 429/503 or a throttling error code
+        self.failed_attempts = 0  # attempts that failed (any error status or a connection error)
+
+    def on_status(self, status: int) -> None:
+        """A direct GET's failed attempt (``DirectGet.on_failure``), which the client repeats."""
+        with self._lock:
+            self.failed_attempts += 1
+            if status in (429, 503):
+                self.throttled += 1
+
+    def on_needs_retry(self, response: Any = None, caught_exception: Any = None, **_: Any) -> None:
+        status, code = 0, ""
+        if response is not None:
+            http, parsed = response
+            status = int(getattr(http, "status_code", 0) or 0)
+            code = str((parsed or {}).get("Error", {}).get("Code", "") or "")
+        if caught_exception is None and status < 300:
+            return
+        throttled = status in (429, 503) or code in _THROTTLING_CODES
+        with self._lock:
+            self.failed_attempts += 1
+            if throttled:
+                self.throttled += 1
 
 
 def _convert_s3_error(exc: BaseException, op: str, where: str) -> StrataError:
@@ -375,6 +422,7 @@ class S3Store(ObjectStore):
         self._direct: DirectGet | None = None  # its direct GET path, made with it
         self._warm_up_task: asyncio.Task[None] | None = None
         self.buffers = BufferPool()  # bodies of ``get_view``
+        self.requests = S3RequestStats()  # failed and throttled attempts (metrics)
         self._sync_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(
             max_workers=min(max_pool, _IO_THREADS), thread_name_prefix="strata-s3"
@@ -395,7 +443,9 @@ class S3Store(ObjectStore):
             # (``_crc32c_b64``). ``sign_payload=True`` restores the SHA-256 payload
             # signature for plain-HTTP endpoints on untrusted networks.
             s3={"addressing_style": "path", "payload_signing_enabled": self._sign_payload},
-            retries={"mode": "standard", "max_attempts": self._max_attempts},
+            # total_max_attempts: the first try included, as open_store documents (botocore's
+            # "max_attempts" counts retries only).
+            retries={"mode": "standard", "total_max_attempts": self._max_attempts},
             connect_timeout=self._connect_timeout,
             read_timeout=self._read_timeout,
             max_pool_connections=self._max_pool,
@@ -419,6 +469,7 @@ class S3Store(ObjectStore):
         )
         cm = session.client("s3", endpoint_url=self._endpoint_url, config=config)
         client = await cm.__aenter__()
+        client.meta.events.register_first("needs-retry.s3", self.requests.on_needs_retry)
         return cm, client
 
     def _sync_client(self) -> Any:
@@ -438,7 +489,10 @@ class S3Store(ObjectStore):
                     botocore_session=_tune_session(botocore.session.get_session()),
                 )
                 self._sync = session.client("s3", endpoint_url=self._endpoint_url, config=config)
+                self._sync.meta.events.register_first("needs-retry.s3", self.requests.on_needs_retry)
                 self._direct = DirectGet.for_client(self._sync, session)
+                if self._direct is not None:
+                    self._direct.on_failure = self.requests.on_status
             return self._sync
 
     @property

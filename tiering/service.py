@@ -51,7 +51,7 @@ from tiering.compactor import WORK_DIR, RemoteCompactor
 from tiering.config import TieringConfig
 from tiering.manifest import PartitionManifest
 from tiering.manifest_store import ManifestStore
-from tiering.metrics import CacheStatsCollector, DirectGetCollector, TieringMetrics
+from tiering.metrics import CacheStatsCollector, DirectGetCollector, S3RequestCollector, TieringMetrics
 from tiering.remote_read import RemoteReader
 from tiering.s3_store import S3Store
 from tiering.store import ObjectStore
@@ -211,6 +211,7 @@ class TieringService:
         self.metrics.registry.register(CacheStatsCollector(self.cache.stats))
         if isinstance(store, S3Store):
             self.metrics.registry.register(DirectGetCollector(lambda: store.direct_get))
+            self.metrics.registry.register(S3RequestCollector(store))
         self.uploader.on_manifest = self.reader.note_manifest
         self._task: asyncio.Task[None] | None = None
         self._recovery: asyncio.Task[None] | None = None
