@@ -236,6 +236,11 @@ class DirectGetCollector(Collector):
             value=d.served if d is not None else 0,
         )
         yield CounterMetricFamily(
+            "strata_tiering_s3_direct_puts",
+            "Small S3 PUTs (index files) answered on the direct path",
+            value=d.puts if d is not None else 0,
+        )
+        yield CounterMetricFamily(
             "strata_tiering_s3_direct_passed_on",
             "Direct S3 GETs without a success, repeated through the botocore client",
             value=d.passed_on if d is not None else 0,

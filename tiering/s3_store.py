@@ -563,6 +563,22 @@ class S3Store(ObjectStore):
         resp["_crc32c"] = crc
         return resp
 
+    def _put_small_file(self, args: dict[str, Any], source: tuple[str, int, int], crc: int | None) -> Any:
+        """An unconditional PUT of a small file: a direct PUT first, the blocking client's
+        ``put_object`` (retries, errors) for anything but success."""
+        body = bytes(_pread_exact(*source))
+        checksum = _crc32c_b64(body, crc)
+        client = self._sync_client()  # made with its direct path
+        direct = self._direct
+        if direct is not None:
+            etag = direct.put(args["Bucket"], args["Key"], body, checksum)
+            if etag is not None:
+                return {"ETag": etag}
+        resp = client.put_object(**args, Body=body, ChecksumCRC32C=checksum)
+        if direct is not None:
+            direct.client_succeeded()
+        return resp
+
     async def _in_pool(self, fn: Callable[..., T], *args: Any) -> T:
         if self._closed:
             raise ObjectStoreError(f"{self._where()}: the object store is closed")
@@ -685,6 +701,10 @@ class S3Store(ObjectStore):
                     if body is not None:
                         args["Body"] = body
                     resp = await self._in_pool(self._put_blocking, "put_object", args, source, crc)
+                elif source is not None and if_match is None and not if_none_match:
+                    # A small file (an index): read, checksummed and sent directly in the
+                    # pool (``DirectGet.put``), the client's put_object only if that fails.
+                    resp = await self._in_pool(self._put_small_file, args, source, crc)
                 else:
                     if body is None:
                         assert source is not None

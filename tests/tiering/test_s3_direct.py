@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import boto3
 import botocore.credentials
@@ -135,6 +136,28 @@ async def test_direct_gets_are_signed_as_s3_verifies(
         assert await store.get(key, start=5, end=300_000) == data[5:300_000]
         direct = _direct(store)
         assert direct.served == 2 and direct.passed_on == 0
+    finally:
+        await store.close()
+
+
+async def test_small_file_puts_are_direct_and_signed_as_s3_verifies(
+    s3_endpoint: S3Endpoint, verifying_s3: tuple[str, str, str], tmp_path: Path
+) -> None:
+    bucket, access, secret = verifying_s3
+    store = _signed_store(s3_endpoint, bucket, access, secret)
+    try:
+        src = tmp_path / "00000000000000000000.index"
+        src.write_bytes(bytes(range(256)) * 64)
+        key = "ab12/orders-0f9e_1.x/0/00000000000000000000-0a1b2c3d.index"
+        etag = await store.put_file(key, src, offset=10, length=1000)
+        direct = _direct(store)
+        assert direct.puts == 1 and direct.passed_on == 0
+        info = await store.head(key)
+        assert info is not None and info.etag == etag and info.size == 1000
+        assert await store.get(key) == src.read_bytes()[10:1010]
+        # A conditional put is the client's (no direct path for If-Match / If-None-Match).
+        await store.put("cas", b"v1", if_none_match=True)
+        assert direct.puts == 1
     finally:
         await store.close()
 
