@@ -775,20 +775,24 @@ class Uploader:
                 self._observe(st)
             return 0
         fault("after_copy_started")
-        await self._bucket.take(
-            sum(
-                local.size
-                + local.index_size
-                + local.timeindex_size
-                + local.snapshot_size
-                + local.txnindex_size
-                for _, local, _ in entries
+        try:
+            await self._bucket.take(
+                sum(
+                    local.size
+                    + local.index_size
+                    + local.timeindex_size
+                    + local.snapshot_size
+                    + local.txnindex_size
+                    for _, local, _ in entries
+                )
             )
-        )
-        results = await asyncio.gather(
-            *(self._put_segment(seg, local, entry.keys) for seg, local, entry in entries),
-            return_exceptions=True,
-        )
+            results = await asyncio.gather(
+                *(self._put_segment(seg, local, entry.keys) for seg, local, entry in entries),
+                return_exceptions=True,
+            )
+        except BaseException:
+            st.recovered = False  # cancelled mid-upload: the next visit cleans up first
+            raise
         # The COPIED prefix: up to the first segment whose objects did not all go up.
         ok = 0
         while ok < len(results) and results[ok] is None:
@@ -796,7 +800,8 @@ class Uploader:
         failed = entries[ok:]
         error = results[ok] if ok < len(results) else None
         if error is not None and not isinstance(error, Exception):
-            raise error  # cancellation and the like: the next visit recovers
+            st.recovered = False
+            raise error  # cancellation and the like: the next visit cleans up first
         if isinstance(error, StorageError):
             # The local files went away (topic deleted, log closed): drop those copies.
             logger.info(
