@@ -1,15 +1,20 @@
 """S3 throttling: a bucket answering 503 SlowDown is retried with botocore's backoff (a bounded
-number of attempts), and the attempts are counted for ``/metrics``.
+number of attempts), and the attempts are counted for ``/metrics``; a broker whose bucket
+is slow and throttling still acknowledges produce and serves hot fetches.
 
 The endpoint is moto's server behind a small forwarding proxy on loopback that answers the
-next ``n`` requests with S3's own 503 SlowDown error instead of forwarding them.
+next ``n`` requests with S3's own 503 SlowDown error instead of forwarding them, and can
+hold every request for ``delay_s`` first.
 """
 
 from __future__ import annotations
 
 import http.client
+import re
 import threading
-from collections.abc import Iterator
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -17,7 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from hot.errors import RetriableObjectStoreError
-from tests.brokers import S3Endpoint
+from tests.brokers import BrokerProcess, S3Endpoint, create_topic
 from tiering.metrics import S3RequestCollector
 from tiering.s3_store import S3Store
 from tiering.store import open_store
@@ -38,6 +43,7 @@ class ThrottlingProxy:
         self._lock = threading.Lock()
         self._left = 0
         self.throttled = 0
+        self.delay_s = 0.0
         self.seen: list[tuple[str, str]] = []
         proxy = self
 
@@ -51,6 +57,8 @@ class ThrottlingProxy:
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n) if n else b""
                 proxy.seen.append((self.command, self.path))
+                if proxy.delay_s:
+                    time.sleep(proxy.delay_s)
                 if proxy._take():
                     self.send_response(503)
                     self.send_header("Content-Type", "application/xml")
@@ -80,6 +88,8 @@ class ThrottlingProxy:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
+        # A client that gave up on a held request (its read timeout) is not a test failure.
+        self.server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -159,3 +169,75 @@ async def test_retries_are_bounded(proxy: ThrottlingProxy, s3_bucket: str) -> No
         await store.put("k", b"data")  # the bucket recovered: nothing sticks
     finally:
         await store.close()
+
+
+def _metric(url: str, name: str) -> float:
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    m = re.search(rf"^{name}(?:{{[^}}]*}})? (\S+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
+
+
+def test_a_slow_throttling_bucket_stalls_neither_produce_nor_hot_fetch(
+    broker_factory: Callable[..., BrokerProcess],
+    proxy: ThrottlingProxy,
+    s3_endpoint: S3Endpoint,
+    s3_bucket: str,
+) -> None:
+    from confluent_kafka import Consumer, Producer
+
+    env = {
+        **s3_endpoint.env,
+        "AWS_ENDPOINT_URL": proxy.url,
+        "STRATA_TIERING_UPLOAD_INTERVAL_MS": "100",
+        "STRATA_TIERING_SHUTDOWN_UPLOAD_GRACE_MS": "0",
+    }
+    b = broker_factory("--object-store", f"s3://{s3_bucket}/slow", env=env)
+    create_topic(b.bootstrap, "t", 1, {"segment.bytes": "65536"})
+    proxy.delay_s = 1.0  # every S3 request now takes a second, and some are refused
+    proxy.throttle(20)
+    p = Producer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "batch.size": 16384,
+        }
+    )
+    n = 600
+    for i in range(n):
+        p.produce("t", b"v" * 2000, b"k%d" % i)
+    assert p.flush(60) == 0
+    del p
+    # Acknowledged while the uploads of the sealed segments are still waiting on the bucket.
+    sealed = len(list((b.data_dir / "logs" / "t-0").glob("*.log"))) - 1
+    listed = s3_endpoint.client().list_objects_v2(Bucket=s3_bucket, Prefix="slow/")  # type: ignore[attr-defined]
+    uploaded = [o["Key"] for o in listed.get("Contents", []) if o["Key"].endswith(".log")]
+    assert sealed > 4 and len(uploaded) < sealed
+    c = Consumer(
+        {
+            "bootstrap.servers": b.bootstrap,
+            "group.id": "g",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    try:
+        c.subscribe(["t"])
+        got = 0
+        deadline = time.monotonic() + 60
+        while got < n and time.monotonic() < deadline:
+            msg = c.poll(1.0)
+            if msg is not None and msg.error() is None:
+                got += 1
+        assert got == n
+    finally:
+        c.close()
+    deadline = time.monotonic() + 60
+    while _metric(b.http_url, "strata_tiering_s3_throttled_total") == 0 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _metric(b.http_url, "strata_tiering_s3_throttled_total") > 0
+    proxy.delay_s = 0.0
+    assert b.stop() == 0
+    assert "Traceback" not in b.output(), b.output()[-3000:]
