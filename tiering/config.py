@@ -68,6 +68,10 @@ class TieringConfig:
     # 3 x 4 MiB covers the next 8 MiB fetch plus the chunk it peeks into past a segment's
     # end, so a consumer catching up finds its next fetch's GETs already in flight.
     prefetch_chunks: int = 3
+    # Memory of remote reads: bounds the chunk cache's in-memory LRU of recent chunks, the
+    # bytes of prefetch GETs in flight, and the S3 store's pooled GET buffers kept for
+    # reuse (each up to this much; strata_tiering_s3_read_buffer_bytes shows the last).
+    read_memory_bytes: int = 64 * MIB
     # A clean stop (SIGTERM) seals every tiered partition's active segment and uploads what
     # the bucket lacks, for at most this long (tiering.upload_lag); 0 = not at all. Keep the
     # process manager's stop timeout above it (Kubernetes terminationGracePeriodSeconds,
@@ -129,6 +133,7 @@ _INT_MINIMUMS: Final[dict[str, int]] = {
     "cache_max_bytes": 0,
     "cache_chunk_bytes": 1,
     "prefetch_chunks": 0,
+    "read_memory_bytes": 0,
     "shutdown_upload_grace_ms": 0,
 }
 FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in dataclasses.fields(TieringConfig))

@@ -204,6 +204,7 @@ class TieringService:
             max_bytes=cfg.cache_max_bytes,
             chunk_bytes=cfg.cache_chunk_bytes,
             prefetch_chunks=cfg.prefetch_chunks,
+            memory_bytes=cfg.read_memory_bytes,
         )
         self.reader = RemoteReader(store, self.manifests, self.cache, cfg)
         self.reader.on_read = self.metrics.remote_read
@@ -211,6 +212,7 @@ class TieringService:
         self.metrics.registry.register(CacheStatsCollector(self.cache.stats))
         if isinstance(store, S3Store):
             self.metrics.registry.register(DirectGetCollector(lambda: store.direct_get))
+            store.buffers.max_free_bytes = cfg.read_memory_bytes
             self.metrics.registry.register(S3RequestCollector(store))
         self.uploader.on_manifest = self.reader.note_manifest
         self._task: asyncio.Task[None] | None = None
