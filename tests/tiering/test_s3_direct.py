@@ -12,7 +12,7 @@ import boto3
 import botocore.credentials
 import pytest
 
-from hot.errors import ObjectNotFoundError, ObjectStoreError, RetriableObjectStoreError
+from hot.errors import InvalidConfigError, ObjectNotFoundError, ObjectStoreError, RetriableObjectStoreError
 from tests.brokers import S3Endpoint
 from tiering.s3_direct import DirectGet
 from tiering.s3_store import S3Store
@@ -160,6 +160,32 @@ async def test_small_file_puts_are_direct_and_signed_as_s3_verifies(
         assert direct.puts == 1
     finally:
         await store.close()
+
+
+async def test_payloads_signed_or_not_pass_s3_verification(
+    s3_endpoint: S3Endpoint,
+    verifying_s3: tuple[str, str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """UNSIGNED-PAYLOAD (the default, with x-amz-checksum-crc32c) and, with
+    STRATA_S3_SIGN_PAYLOAD, the SHA-256 payload signature: both verified by the endpoint."""
+    bucket, access, secret = verifying_s3
+    big = tmp_path / "big.log"
+    big.write_bytes(bytes(range(256)) * (8 << 12))  # 8 MiB: the blocking client's PUT
+    for flag in ("", "true"):
+        monkeypatch.setenv("STRATA_S3_SIGN_PAYLOAD", flag)
+        store = _signed_store(s3_endpoint, bucket, access, secret)
+        try:
+            assert store._sign_payload is (flag == "true")
+            await store.put("small", b"abc")
+            await store.put_file("big.log", big)
+            assert await store.get("big.log") == big.read_bytes()
+        finally:
+            await store.close()
+    monkeypatch.setenv("STRATA_S3_SIGN_PAYLOAD", "perhaps")
+    with pytest.raises(InvalidConfigError, match="STRATA_S3_SIGN_PAYLOAD"):
+        _signed_store(s3_endpoint, bucket, access, secret)
 
 
 async def test_a_signing_difference_turns_the_direct_path_off(
