@@ -413,7 +413,12 @@ def sendable(parts: Sequence[bytes | memoryview]) -> tuple[bytes | memoryview | 
     tier's segments."""
     out: list[bytes | memoryview | FileRegion] = []
     for p in parts:
-        if isinstance(p, memoryview) and isinstance(p.obj, ChunkMap) and len(p) >= SENDFILE_MIN:
+        if (
+            isinstance(p, memoryview)
+            and isinstance(p.obj, ChunkMap)
+            and len(p) >= SENDFILE_MIN
+            and not p.readonly  # a read-only view's address cannot be taken (ctypes)
+        ):
             mapped = p.obj
             out.append(FileRegion(mapped.file, mapped.path, _address(p) - mapped.base, len(p)))
         else:
