@@ -278,6 +278,10 @@ class ChunkFile:
             if head[CHUNK_HEADER.size : key_end] != key.encode("utf-8") or length == 0:
                 return None
             mm = ChunkMap(fd, 0, access=mmap.ACCESS_COPY)
+            # Chunk files are written with O_DIRECT (not in the page cache): start reading
+            # the payload in now, so the sendfile on the event loop finds it in memory.
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, start, length, os.POSIX_FADV_WILLNEED)
         except (OSError, ValueError) as e:
             logger.warning("cannot map cache file %s: %s", path, e)
             return None
@@ -706,18 +710,7 @@ class ChunkCache:
         if on_disk:
             jobs = [(self.chunk_name(key, first + i), first + i) for i in on_disk]
             trusted = [name in self._trusted for name, _ in jobs]
-            # Mapping a trusted file is a few metadata syscalls and a 4 KiB header read:
-            # cheaper here than a worker-thread hop (as the hot tier's pread per region).
-            mapped = (
-                [ChunkFile.map_chunk(self._path(name), key, index) for name, index in jobs]
-                if all(trusted)
-                else []
-            )
-            loaded: list[_Chunk | None]
-            if mapped and all(m is not None for m in mapped):
-                loaded, damaged = list(mapped), 0
-            else:
-                loaded, damaged = await asyncio.to_thread(self._load_many, key, jobs, trusted)
+            loaded, damaged = await asyncio.to_thread(self._load_many, key, jobs, trusted)
             self._corrupt += damaged
             for i, (name, index), found in zip(on_disk, jobs, loaded, strict=True):
                 a, b = self.chunk_range(index, object_size)
