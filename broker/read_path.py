@@ -63,7 +63,8 @@ class FetchedPartition:
     # Whole batches read from the object store (offsets below the local log start), as views
     # of the chunk cache's buffers (never joined: the Fetch encoder sends each as a frame
     # part); a partition's data is either ``regions`` (local, sent with sendfile) or this.
-    remote: tuple[bytes | memoryview, ...] = ()
+    # Cache hits on chunk files come as file regions (sendfile), see RemoteReadResult.sendable.
+    remote: tuple[bytes | memoryview | FileRegion, ...] = ()
     # Replica fetches (cluster mode): the leader's segment base offsets within the batches
     # returned, so the follower's segments begin where the leader's do.
     segment_bases: tuple[int, ...] = ()
@@ -75,7 +76,7 @@ class FetchedPartition:
     record_span: int = 0
 
     @property
-    def records(self) -> tuple[FileRegion, ...] | tuple[bytes | memoryview, ...]:
+    def records(self) -> tuple[FileRegion, ...] | tuple[bytes | memoryview | FileRegion, ...]:
         """What to put in a Fetch response: the file regions, or the remote bytes."""
         return self.regions if self.regions else self.remote
 
@@ -83,7 +84,7 @@ class FetchedPartition:
         """The batches' bytes (REST, tests)."""
         if self.regions:
             return b"".join(r.read() for r in self.regions)
-        return b"".join(self.remote)
+        return b"".join(p.read() if isinstance(p, FileRegion) else p for p in self.remote)
 
 
 class RemoteTier(Protocol):
@@ -292,7 +293,7 @@ class ReadPath:
             high_watermark=lg.high_watermark,
             last_stable_offset=lg.last_stable_offset,
             log_start_offset=lg.log_start_offset,
-            remote=r.parts,
+            remote=r.sendable(),
             size=r.size,
             aborted=aborted,
             record_span=r.next_offset - r.first_offset if r.size else 0,

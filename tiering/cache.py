@@ -89,6 +89,7 @@ from typing import Final, Protocol
 from crc32c import crc32c
 
 from hot.errors import InvalidConfigError, ObjectNotFoundError, ObjectStoreError
+from hot.region import FileRegion, SegmentFile
 from tiering.checksum import crc32c_combine, crc32c_concat, crc32c_pieces
 from tiering.store import InvalidRangeError, ObjectStore
 
@@ -113,6 +114,7 @@ _ZERO_COPY_MIN_BYTES: Final = 64 << 10  # smaller payloads are copied (4 KiB of 
 _MAX_TRACKED_OBJECTS: Final = 4096  # objects whose last read chunk is remembered for prefetch
 _tmp_ids = itertools.count()
 _NOGIL_COPY_BYTES: Final = 256 << 10  # smaller copies keep the GIL (a foreign call costs more)
+_MAX_KEY_BYTES: Final = 4096  # more than any key a store accepts (1024 bytes and a prefix)
 _DIRECT_ALIGN: Final = 4096  # O_DIRECT alignment of buffer, offset and length (4Kn disks too)
 _direct_io = hasattr(os, "O_DIRECT")  # cleared the first time a filesystem refuses it
 _thread_local = threading.local()
@@ -252,6 +254,43 @@ class ChunkFile:
         return view[start:], bool(flags & FLAG_VERIFIED)
 
     @staticmethod
+    def map_chunk(path: str, key: str, index: int) -> tuple[memoryview, bool] | None:
+        """(payload, VERIFIED flag) of a chunk file this process trusts (written or checked
+        by it: ``ChunkCache._trusted``), mapped rather than read: the header is checked, the
+        payload's CRC is not (it was when the file was written or first read). The view is
+        of a ``ChunkMap``, so ``sendable`` turns slices of it into file regions the network
+        layer sends with sendfile. None: missing, another layout, or not this chunk."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        file = SegmentFile(fd, "rb", closefd=True)
+        try:
+            size = os.fstat(fd).st_size
+            head = os.pread(fd, min(size, CHUNK_HEADER.size + _MAX_KEY_BYTES), 0)
+            if len(head) < CHUNK_HEADER.size or head[:4] != MAGIC:
+                return None
+            _, _, idx, length, klen, flags = CHUNK_HEADER.unpack_from(head, 0)
+            key_end = CHUNK_HEADER.size + klen
+            start = size - length
+            if idx != index or flags & ~FLAG_VERIFIED or not 0 <= start - key_end < _DIRECT_ALIGN:
+                return None
+            if head[CHUNK_HEADER.size : key_end] != key.encode("utf-8") or length == 0:
+                return None
+            mm = ChunkMap(fd, 0, access=mmap.ACCESS_COPY)
+            # Chunk files are written with O_DIRECT (not in the page cache): start reading
+            # the payload in now, so the sendfile on the event loop finds it in memory.
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, start, length, os.POSIX_FADV_WILLNEED)
+        except (OSError, ValueError) as e:
+            logger.warning("cannot map cache file %s: %s", path, e)
+            return None
+        mm.file = file
+        mm.path = path
+        mm.base = _address(memoryview(mm))
+        return memoryview(mm)[start:], bool(flags & FLAG_VERIFIED)
+
+    @staticmethod
     def read(path: str) -> bytes | None:
         try:
             with open(path, "rb") as f:
@@ -356,6 +395,39 @@ class ChunkFile:
                 pass
             except OSError as e:
                 logger.warning("cannot delete cache file %s: %s", p, e)
+
+
+class ChunkMap(mmap.mmap):
+    """A trusted chunk file mapped copy-on-write (never written: writable only so a view's
+    address can be taken) with the open file it came from, so that bytes of it can be
+    sent with sendfile (``sendable``) instead of through Python."""
+
+    file: SegmentFile
+    path: str
+    base: int  # address of the mapping's first byte
+
+
+SENDFILE_MIN: Final = 64 << 10  # smaller parts are written from the mapping (as the hot tier)
+
+
+def sendable(parts: Sequence[bytes | memoryview]) -> tuple[bytes | memoryview | FileRegion, ...]:
+    """``parts`` with every view of a mapped chunk file (``ChunkCache`` hits on trusted
+    files) of at least ``SENDFILE_MIN`` bytes replaced by the ``FileRegion`` of those
+    bytes in the file: what the Kafka connection sends with sendfile, as it sends the hot
+    tier's segments."""
+    out: list[bytes | memoryview | FileRegion] = []
+    for p in parts:
+        if (
+            isinstance(p, memoryview)
+            and isinstance(p.obj, ChunkMap)
+            and len(p) >= SENDFILE_MIN
+            and not p.readonly  # a read-only view's address cannot be taken (ctypes)
+        ):
+            mapped = p.obj
+            out.append(FileRegion(mapped.file, mapped.path, _address(p) - mapped.base, len(p)))
+        else:
+            out.append(p)
+    return tuple(out)
 
 
 def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
@@ -472,6 +544,10 @@ class ChunkCache:
         self._prefetch_bytes = 0  # bytes of prefetch GETs in flight (bounded by memory_bytes)
         self._writes: set[asyncio.Task[None]] = set()
         self._pending_write: dict[str, object] = {}  # chunk name -> token of its newest write
+        # Chunk files whose payload this process wrote or CRC-checked: hits on them are
+        # mapped and sent with sendfile, unread (``ChunkFile.map_chunk``). Files left by an
+        # earlier run are read and checked once first (a crash may have left garbage).
+        self._trusted: set[str] = set()
         self._last_chunk: OrderedDict[str, int] = OrderedDict()  # object key -> last chunk read
         self._closed = False
         self._hits = self._misses = self._coalesced = self._prefetches = 0
@@ -633,13 +709,16 @@ class ChunkCache:
                     waits[i] = fut
         if on_disk:
             jobs = [(self.chunk_name(key, first + i), first + i) for i in on_disk]
-            loaded, damaged = await asyncio.to_thread(self._load_many, key, jobs)
+            trusted = [name in self._trusted for name, _ in jobs]
+            loaded, damaged = await asyncio.to_thread(self._load_many, key, jobs, trusted)
             self._corrupt += damaged
             for i, (name, index), found in zip(on_disk, jobs, loaded, strict=True):
                 a, b = self.chunk_range(index, object_size)
                 if found is not None and len(found[0]) == b - a:
                     self._hits += 1
                     out[i] = found
+                    if name in self._index:
+                        self._trusted.add(name)  # checked now (or already trusted)
                     if name in self._index:
                         self._index.move_to_end(name)
                     self._remember(name, found)
@@ -706,13 +785,21 @@ class ChunkCache:
         if old is not None:
             self._mem_size -= len(old[0])
 
-    def _load_many(self, key: str, jobs: Sequence[tuple[str, int]]) -> tuple[list[_Chunk | None], int]:
+    def _load_many(
+        self, key: str, jobs: Sequence[tuple[str, int]], trusted: Sequence[bool] = ()
+    ) -> tuple[list[_Chunk | None], int]:
         """(payload and VERIFIED flag, or None, per chunk; files found damaged and
-        deleted). Runs in a thread."""
+        deleted). ``trusted[i]``: job i's file is mapped, not read and checked. Runs in a
+        thread."""
         out: list[_Chunk | None] = []
         damaged = 0
-        for name, index in jobs:
+        for i, (name, index) in enumerate(jobs):
             path = self._path(name)
+            if i < len(trusted) and trusted[i]:
+                mapped = ChunkFile.map_chunk(path, key, index)
+                if mapped is not None:
+                    out.append(mapped)
+                    continue
             raw = ChunkFile.read(path)
             if raw is None:
                 out.append(None)
@@ -726,6 +813,7 @@ class ChunkCache:
         return out, damaged
 
     def _forget(self, name: str) -> None:
+        self._trusted.discard(name)
         size = self._index.pop(name, None)
         if size is not None:
             self._size -= size
@@ -885,6 +973,7 @@ class ChunkCache:
             self._forget(name)
             self._index[name] = size
             self._size += size
+            self._trusted.add(name)  # written from bytes this process checked
         for name, *_ in chunks:
             if self._pending_write.get(name) is token:
                 del self._pending_write[name]  # not written (an I/O error, logged)
@@ -896,6 +985,7 @@ class ChunkCache:
         out: list[str] = []
         while self._size > self.max_bytes and self._index:
             name, size = self._index.popitem(last=False)
+            self._trusted.discard(name)
             self._size -= size
             out.append(name)
         self._evictions += len(out)

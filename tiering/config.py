@@ -27,6 +27,14 @@ class TieringConfig:
     upload_bytes_per_second: int = 0
     # Partitions uploading at the same time (each uploads its segments in offset order).
     upload_concurrency: int = 2
+    # Segments of one partition uploaded at once: one COPY_STARTED and one COPIED manifest
+    # write cover them all, and their objects go up concurrently (bench_tiering: sequential
+    # uploads, two manifest writes per segment, reached 0.37 of sequential put_object).
+    upload_segments_in_flight: int = 4
+    # Bytes of segment bodies being uploaded at once over all partitions (each PUT body is
+    # read into memory); a segment larger than this goes up alone. Reported as
+    # strata_tiering_upload_memory_bytes.
+    upload_memory_bytes: int = 64 * MIB
     # Period of the scan for uploadable segments (every sealed segment is found by a scan,
     # not only by roll events: KAFKA-15272).
     upload_interval_ms: int = 1000
@@ -60,6 +68,10 @@ class TieringConfig:
     # 3 x 4 MiB covers the next 8 MiB fetch plus the chunk it peeks into past a segment's
     # end, so a consumer catching up finds its next fetch's GETs already in flight.
     prefetch_chunks: int = 3
+    # Memory of remote reads: bounds the chunk cache's in-memory LRU of recent chunks, the
+    # bytes of prefetch GETs in flight, and the S3 store's pooled GET buffers kept for
+    # reuse (each up to this much; strata_tiering_s3_read_buffer_bytes shows the last).
+    read_memory_bytes: int = 64 * MIB
     # A clean stop (SIGTERM) seals every tiered partition's active segment and uploads what
     # the bucket lacks, for at most this long (tiering.upload_lag); 0 = not at all. Keep the
     # process manager's stop timeout above it (Kubernetes terminationGracePeriodSeconds,
@@ -108,6 +120,8 @@ class TieringConfig:
 _INT_MINIMUMS: Final[dict[str, int]] = {
     "upload_bytes_per_second": 0,
     "upload_concurrency": 1,
+    "upload_segments_in_flight": 1,
+    "upload_memory_bytes": 1,
     "upload_interval_ms": 1,
     "retention_check_interval_ms": 1,
     "disk_high_water_bytes": 0,
@@ -119,6 +133,7 @@ _INT_MINIMUMS: Final[dict[str, int]] = {
     "cache_max_bytes": 0,
     "cache_chunk_bytes": 1,
     "prefetch_chunks": 0,
+    "read_memory_bytes": 0,
     "shutdown_upload_grace_ms": 0,
 }
 FIELDS: Final[tuple[str, ...]] = tuple(f.name for f in dataclasses.fields(TieringConfig))

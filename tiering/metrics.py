@@ -120,6 +120,16 @@ class TieringMetrics:
             "strata_tiering_store_available", "0 while the object store is failing", registry=r
         )
         self.store_available.set(1)
+        self.upload_memory_bytes = Gauge(
+            "strata_tiering_upload_memory_bytes",
+            "Bytes of segment bodies held for uploads in flight (bounded by tiering.upload_memory_bytes)",
+            registry=r,
+        )
+        self.upload_memory_limit_bytes = Gauge(
+            "strata_tiering_upload_memory_limit_bytes",
+            "tiering.upload_memory_bytes: the bound of strata_tiering_upload_memory_bytes",
+            registry=r,
+        )
 
     def remote_read(self, topic: str, nbytes: int) -> None:
         """Hook of the remote reader (``RemoteReader.on_read``)."""
@@ -177,6 +187,34 @@ class CacheStatsCollector(Collector):
         yield GaugeMetricFamily("strata_tiering_cache_entries", "Cached chunk files", value=s.entries)
 
 
+class S3RequestCollector(Collector):
+    """Exports an S3 store's failed and throttled request attempts
+    (``tiering.s3_store.S3RequestStats``) and the bytes of its pooled GET buffers at
+    scrape time."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+
+    def collect(self) -> Iterator[Metric]:
+        r = self._store.requests
+        yield CounterMetricFamily(
+            "strata_tiering_s3_failed_attempts",
+            "S3 request attempts that failed (error status or connection error); botocore retried "
+            "those within max_attempts",
+            value=r.failed_attempts,
+        )
+        yield CounterMetricFamily(
+            "strata_tiering_s3_throttled",
+            "S3 request attempts answered 503 SlowDown, 429 or another throttling error",
+            value=r.throttled,
+        )
+        yield GaugeMetricFamily(
+            "strata_tiering_s3_read_buffer_bytes",
+            "Bytes of pooled GET buffers (remote reads), lent or kept for reuse",
+            value=self._store.buffers.mapped_bytes,
+        )
+
+
 class DirectGetCollector(Collector):
     """Exports the S3 store's direct-GET counters (``tiering.s3_direct``) at scrape time;
     ``direct`` returns its ``DirectGet`` (None: no direct path, e.g. before the store's
@@ -196,6 +234,11 @@ class DirectGetCollector(Collector):
             "strata_tiering_s3_direct_gets",
             "S3 GETs answered on the direct path",
             value=d.served if d is not None else 0,
+        )
+        yield CounterMetricFamily(
+            "strata_tiering_s3_direct_puts",
+            "Small S3 PUTs (index files) answered on the direct path",
+            value=d.puts if d is not None else 0,
         )
         yield CounterMetricFamily(
             "strata_tiering_s3_direct_passed_on",

@@ -69,8 +69,9 @@ from hot.errors import (
     StrataError,
 )
 from hot.records import decode_batch
+from hot.region import FileRegion
 from hot.txn_index import AbortedTxn, TxnSearch
-from tiering.cache import ChunkCache, RemoteCorruptObjectError, RemoteObjectMissingError
+from tiering.cache import ChunkCache, RemoteCorruptObjectError, RemoteObjectMissingError, sendable
 from tiering.config import TieringConfig
 from tiering.keys import manifest_key
 from tiering.manifest import ManifestError, PartitionManifest, RemoteSegment, SegmentState
@@ -137,6 +138,11 @@ class RemoteReadResult:
     @property
     def data(self) -> bytes:
         return b"".join(self.parts)
+
+    def sendable(self) -> tuple[bytes | memoryview | FileRegion, ...]:
+        """``parts`` for the Kafka connection: bytes of cache hits on chunk files as file
+        regions, sent with sendfile like the hot tier's (``tiering.cache.sendable``)."""
+        return sendable(self.parts)
 
     @classmethod
     def empty(cls, offset: int) -> RemoteReadResult:

@@ -17,14 +17,16 @@ import contextlib
 import datetime
 import email.utils
 import functools
-import hashlib
 import mmap
 import os
+import struct
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final, TypeVar
+
+from crc32c import crc32c as _crc32c
 
 from hot.errors import (
     InvalidRequestError,
@@ -35,6 +37,7 @@ from hot.errors import (
     StorageError,
     StrataError,
 )
+from tiering.checksum import crc32c_concat
 from tiering.s3_direct import DirectGet
 from tiering.store_base import (
     RESERVED_SEGMENT,
@@ -116,6 +119,12 @@ class BufferPool:
             self.allocated += 1
             return m
 
+    @property
+    def mapped_bytes(self) -> int:
+        """Bytes of every buffer the pool holds, lent or free (metrics)."""
+        with self._lock:
+            return sum(len(m) for m in self._lent) + sum(len(m) for m in self._free)
+
     def _collect(self) -> None:
         """Move lent buffers nothing views any more to the free list (newest first)."""
         still: list[mmap.mmap] = []
@@ -134,7 +143,9 @@ class BufferPool:
                 break
 
 
-def _pread_exact(path: str, offset: int, length: int) -> bytes:
+def _pread_exact(path: str, offset: int, length: int) -> bytearray:
+    """``length`` bytes of ``path`` from ``offset``, read straight into the buffer that is
+    sent (no second copy into a ``bytes``: botocore and http.client send a bytearray as is)."""
     try:
         with open(path, "rb", buffering=0) as f:
             buf = bytearray(length)
@@ -147,7 +158,7 @@ def _pread_exact(path: str, offset: int, length: int) -> bytes:
                         f"put_file: source file {path} shrank while reading [{offset}, {offset + length})"
                     )
                 done += n
-            return bytes(buf)
+            return buf
     except OSError as e:
         raise StorageError(f"put_file: cannot read source file {path}: {e.strerror or e}") from e
 
@@ -178,6 +189,47 @@ _RETRIABLE_CODES: Final = frozenset(
         "BadDigest",  # the body was damaged on the way
     }
 )
+
+
+_THROTTLING_CODES: Final = frozenset(c for c in _RETRIABLE_CODES if "Throttl" in c or "Limit" in c) | {
+    "SlowDown",
+    "TooManyRequestsException",
+}
+
+
+class S3RequestStats:
+    """Counters of failed S3 request attempts, from botocore's ``needs-retry`` event (which
+    both clients emit after every attempt, before their retry handler decides): what
+    ``/metrics`` shows as ``strata_tiering_s3_*``. Retries themselves are botocore's
+    standard mode: exponential backoff with full jitter (at most 20 s between attempts),
+    ``max_attempts`` in all, and a client-wide retry quota that throttling drains, so a
+    bucket answering 503 SlowDown is asked less often, not more. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.throttled = 0  # attempts answered 429/503 or a throttling error code
+        self.failed_attempts = 0  # attempts that failed (any error status or a connection error)
+
+    def on_status(self, status: int) -> None:
+        """A direct GET's failed attempt (``DirectGet.on_failure``), which the client repeats."""
+        with self._lock:
+            self.failed_attempts += 1
+            if status in (429, 503):
+                self.throttled += 1
+
+    def on_needs_retry(self, response: Any = None, caught_exception: Any = None, **_: Any) -> None:
+        status, code = 0, ""
+        if response is not None:
+            http, parsed = response
+            status = int(getattr(http, "status_code", 0) or 0)
+            code = str((parsed or {}).get("Error", {}).get("Code", "") or "")
+        if caught_exception is None and status < 300:
+            return
+        throttled = status in (429, 503) or code in _THROTTLING_CODES
+        with self._lock:
+            self.failed_attempts += 1
+            if throttled:
+                self.throttled += 1
 
 
 def _convert_s3_error(exc: BaseException, op: str, where: str) -> StrataError:
@@ -223,10 +275,16 @@ def _quote_etag(etag: str) -> str:
     return f'"{unquote_etag(etag)}"'
 
 
-def _md5_b64(data: bytes) -> str:
-    # Content-MD5 makes S3 reject a body damaged in transit (BadDigest), on every S3-compatible
-    # service, without relying on botocore's newer default checksums that some services lack.
-    return base64.b64encode(hashlib.md5(data, usedforsecurity=False).digest()).decode("ascii")
+def _crc32c_b64(data: bytes | bytearray | memoryview, crc: int | None = None) -> str:
+    """The ``x-amz-checksum-crc32c`` value of ``data`` (``crc``: its CRC-32C, already known).
+
+    Why this and not Content-MD5: S3 (and MinIO) reject a body whose CRC-32C differs
+    (BadDigest), as they do for Content-MD5, but the uploader has already computed the
+    segment's CRC-32C while verifying it (the manifest's ``log_crc32c``), so a segment's
+    bytes are hashed once instead of twice; where it is not known, CRC-32C in hardware is
+    about 20 times cheaper than MD5. moto 5.2 stores the value without checking it."""
+    value = int(_crc32c(data)) if crc is None else crc
+    return base64.b64encode(struct.pack(">I", value & 0xFFFFFFFF)).decode("ascii")
 
 
 def _read_body_into(body: Any, view: memoryview) -> None:
@@ -309,8 +367,8 @@ class S3Store(ObjectStore):
     least ``_BLOCKING_PUT_BYTES``: segment uploads and their parts) run botocore's
     blocking client in a small pool of worker threads of its own instead: urllib3 reads a
     body into one buffer with the GIL released, where aiohttp hands the event loop every
-    256 KiB and joins the pieces; and the Content-MD5 and SigV4 payload hashes of a large
-    body are computed off the event loop. On a local S3 endpoint a GET of 8 MiB cost 5-6
+    256 KiB and joins the pieces; and the body is read and its CRC-32C computed off the
+    event loop. On a local S3 endpoint a GET of 8 MiB cost 5-6
     ms of CPU against 18-23 ms, and ``bench_tiering``'s cold reads could not get near the
     ``get_object`` baseline otherwise. Same endpoint, credentials, retries, timeouts and
     checksum settings; botocore clients are thread-safe. Each GET is first sent as a
@@ -338,6 +396,7 @@ class S3Store(ObjectStore):
         read_timeout: float,
         max_attempts: int,
         upload_concurrency: int,
+        sign_payload: bool = False,
     ) -> None:
         self.url = url
         self.bucket = bucket
@@ -354,6 +413,7 @@ class S3Store(ObjectStore):
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self._max_attempts = max_attempts
+        self._sign_payload = sign_payload
         self._client_task: asyncio.Task[tuple[Any, Any]] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._bucket_verified = False
@@ -362,6 +422,7 @@ class S3Store(ObjectStore):
         self._direct: DirectGet | None = None  # its direct GET path, made with it
         self._warm_up_task: asyncio.Task[None] | None = None
         self.buffers = BufferPool()  # bodies of ``get_view``
+        self.requests = S3RequestStats()  # failed and throttled attempts (metrics)
         self._sync_lock = threading.Lock()
         self._pool = ThreadPoolExecutor(
             max_workers=min(max_pool, _IO_THREADS), thread_name_prefix="strata-s3"
@@ -376,12 +437,19 @@ class S3Store(ObjectStore):
         """The botocore ``Config`` (or aiobotocore's ``AioConfig``, its subclass) of both
         clients: one set of settings for the async client and the blocking one."""
         return config_cls(
-            s3={"addressing_style": "path"},
-            retries={"mode": "standard", "max_attempts": self._max_attempts},
+            # ``payload_signing_enabled`` False: PUTs are signed with UNSIGNED-PAYLOAD, over
+            # plain HTTP too (botocore otherwise hashes every body with SHA-256 there): the
+            # body's integrity is S3's check of the signed x-amz-checksum-crc32c header
+            # (``_crc32c_b64``). ``sign_payload=True`` restores the SHA-256 payload
+            # signature for plain-HTTP endpoints on untrusted networks.
+            s3={"addressing_style": "path", "payload_signing_enabled": self._sign_payload},
+            # total_max_attempts: the first try included, as open_store documents (botocore's
+            # "max_attempts" counts retries only).
+            retries={"mode": "standard", "total_max_attempts": self._max_attempts},
             connect_timeout=self._connect_timeout,
             read_timeout=self._read_timeout,
             max_pool_connections=self._max_pool,
-            # Only the checksums S3 requires; Content-MD5 is sent explicitly (see _md5_b64).
+            # Only the checksums S3 requires; every PUT sends its CRC-32C itself (_crc32c_b64).
             request_checksum_calculation="when_required",
             response_checksum_validation="when_required",
         )
@@ -401,6 +469,7 @@ class S3Store(ObjectStore):
         )
         cm = session.client("s3", endpoint_url=self._endpoint_url, config=config)
         client = await cm.__aenter__()
+        client.meta.events.register_first("needs-retry.s3", self.requests.on_needs_retry)
         return cm, client
 
     def _sync_client(self) -> Any:
@@ -420,7 +489,10 @@ class S3Store(ObjectStore):
                     botocore_session=_tune_session(botocore.session.get_session()),
                 )
                 self._sync = session.client("s3", endpoint_url=self._endpoint_url, config=config)
+                self._sync.meta.events.register_first("needs-retry.s3", self.requests.on_needs_retry)
                 self._direct = DirectGet.for_client(self._sync, session)
+                if self._direct is not None:
+                    self._direct.on_failure = self.requests.on_status
             return self._sync
 
     @property
@@ -472,13 +544,40 @@ class S3Store(ObjectStore):
             check(view)
         return view
 
-    def _put_blocking(self, method: str, args: dict[str, Any], source: tuple[str, int, int] | None) -> Any:
+    def _put_blocking(
+        self,
+        method: str,
+        args: dict[str, Any],
+        source: tuple[str, int, int] | None,
+        crc: int | None = None,
+    ) -> Any:
         """``put_object``/``upload_part`` with ``args``; the body is read from ``source``
-        (path, offset, length) here if given, and its Content-MD5 computed here."""
+        (path, offset, length) here if given, and its CRC-32C (unless ``crc`` is already
+        known) computed here. The response gets the CRC-32C sent as ``"_crc32c"``."""
         if source is not None:
             args["Body"] = _pread_exact(*source)
-        args["ContentMD5"] = _md5_b64(args["Body"])
-        return getattr(self._sync_client(), method)(**args)
+        if crc is None:
+            crc = int(_crc32c(args["Body"]))
+        args["ChecksumCRC32C"] = _crc32c_b64(args["Body"], crc)
+        resp = getattr(self._sync_client(), method)(**args)
+        resp["_crc32c"] = crc
+        return resp
+
+    def _put_small_file(self, args: dict[str, Any], source: tuple[str, int, int], crc: int | None) -> Any:
+        """An unconditional PUT of a small file: a direct PUT first, the blocking client's
+        ``put_object`` (retries, errors) for anything but success."""
+        body = bytes(_pread_exact(*source))
+        checksum = _crc32c_b64(body, crc)
+        client = self._sync_client()  # made with its direct path
+        direct = self._direct
+        if direct is not None:
+            etag = direct.put(args["Bucket"], args["Key"], body, checksum)
+            if etag is not None:
+                return {"ETag": etag}
+        resp = client.put_object(**args, Body=body, ChecksumCRC32C=checksum)
+        if direct is not None:
+            direct.client_succeeded()
+        return resp
 
     async def _in_pool(self, fn: Callable[..., T], *args: Any) -> T:
         if self._closed:
@@ -583,8 +682,10 @@ class S3Store(ObjectStore):
         *,
         if_match: str | None = None,
         if_none_match: bool = False,
+        crc: int | None = None,
     ) -> str:
-        """PUT ``body``, or the bytes of ``source`` (path, offset, length), read in the pool."""
+        """PUT ``body``, or the bytes of ``source`` (path, offset, length), read in the pool;
+        ``crc``: their CRC-32C if the caller knows it (S3 checks it against the bytes)."""
         validate_key(key)
         if if_match is not None and if_none_match:
             raise InvalidRequestError(f"put {key!r}: if_match and if_none_match are mutually exclusive")
@@ -599,13 +700,17 @@ class S3Store(ObjectStore):
                 if size >= _BLOCKING_PUT_BYTES:
                     if body is not None:
                         args["Body"] = body
-                    resp = await self._in_pool(self._put_blocking, "put_object", args, source)
+                    resp = await self._in_pool(self._put_blocking, "put_object", args, source, crc)
+                elif source is not None and if_match is None and not if_none_match:
+                    # A small file (an index): read, checksummed and sent directly in the
+                    # pool (``DirectGet.put``), the client's put_object only if that fails.
+                    resp = await self._in_pool(self._put_small_file, args, source, crc)
                 else:
                     if body is None:
                         assert source is not None
-                        body = await asyncio.to_thread(_pread_exact, *source)
+                        body = bytes(await asyncio.to_thread(_pread_exact, *source))
                     args["Body"] = body
-                    args["ContentMD5"] = _md5_b64(body)
+                    args["ChecksumCRC32C"] = _crc32c_b64(body, crc)
                     resp = await (await self._client()).put_object(**args)
         except ObjectNotFoundError:
             if if_match is None:
@@ -617,13 +722,19 @@ class S3Store(ObjectStore):
         return unquote_etag(resp["ETag"])
 
     async def put_file(
-        self, key: str, path: str | os.PathLike[str], *, offset: int = 0, length: int | None = None
+        self,
+        key: str,
+        path: str | os.PathLike[str],
+        *,
+        offset: int = 0,
+        length: int | None = None,
+        crc32c: int | None = None,
     ) -> str:
         validate_key(key)
         src = os.fspath(path)
         length = await asyncio.to_thread(source_span, src, offset, length)
         if length <= self.part_size:
-            return await self._put(key, None, (src, offset, length))
+            return await self._put(key, None, (src, offset, length), crc=crc32c)
         n_parts = -(-length // self.part_size)
         if n_parts > MAX_PARTS:
             raise InvalidRequestError(
@@ -633,7 +744,9 @@ class S3Store(ObjectStore):
         client = await self._client()
         full = self.prefix + key
         async with self._errors("create_multipart_upload", key):
-            upload_id = (await client.create_multipart_upload(Bucket=self.bucket, Key=full))["UploadId"]
+            upload_id = (
+                await client.create_multipart_upload(Bucket=self.bucket, Key=full, ChecksumAlgorithm="CRC32C")
+            )["UploadId"]
         sem = asyncio.Semaphore(self.upload_concurrency)
 
         async def upload(number: int) -> dict[str, Any]:
@@ -645,11 +758,29 @@ class S3Store(ObjectStore):
                     resp = await self._in_pool(
                         self._put_blocking, "upload_part", args, (src, offset + pos, size)
                     )
-                return {"PartNumber": number, "ETag": resp["ETag"]}
+                return {
+                    "PartNumber": number,
+                    "ETag": resp["ETag"],
+                    "ChecksumCRC32C": _crc32c_b64(b"", resp["_crc32c"]),
+                    "_size": size,
+                    "_crc": resp["_crc32c"],
+                }
 
         tasks = [asyncio.ensure_future(upload(i)) for i in range(1, n_parts + 1)]
         try:
             parts = await asyncio.gather(*tasks)
+            if crc32c is not None:
+                # The parts' CRCs combined must be the caller's CRC of the whole span: a
+                # source that changed since the caller checksummed it is not completed.
+                got = crc32c_concat((p.pop("_crc"), p.pop("_size")) for p in parts)
+                if got != crc32c:
+                    raise StorageError(
+                        f"put_file: source file {src} changed while uploading [{offset}, {offset + length}) "
+                        f"(CRC-32C {got:#010x}, expected {crc32c:#010x})"
+                    )
+            for p in parts:
+                p.pop("_crc", None)
+                p.pop("_size", None)
             async with self._errors("complete_multipart_upload", key):
                 resp = await client.complete_multipart_upload(
                     Bucket=self.bucket, Key=full, UploadId=upload_id, MultipartUpload={"Parts": parts}
@@ -662,6 +793,17 @@ class S3Store(ObjectStore):
                 await client.abort_multipart_upload(Bucket=self.bucket, Key=full, UploadId=upload_id)
             raise
         return unquote_etag(resp["ETag"])
+
+    async def put_file_checked(
+        self,
+        key: str,
+        path: str | os.PathLike[str],
+        *,
+        offset: int = 0,
+        length: int | None = None,
+        crc32c: int,
+    ) -> str:
+        return await self.put_file(key, path, offset=offset, length=length, crc32c=crc32c)
 
     async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
         data = await self._get(key, start, end, self._get_blocking)

@@ -51,7 +51,7 @@ from tiering.compactor import WORK_DIR, RemoteCompactor
 from tiering.config import TieringConfig
 from tiering.manifest import PartitionManifest
 from tiering.manifest_store import ManifestStore
-from tiering.metrics import CacheStatsCollector, DirectGetCollector, TieringMetrics
+from tiering.metrics import CacheStatsCollector, DirectGetCollector, S3RequestCollector, TieringMetrics
 from tiering.remote_read import RemoteReader
 from tiering.s3_store import S3Store
 from tiering.store import ObjectStore
@@ -204,6 +204,7 @@ class TieringService:
             max_bytes=cfg.cache_max_bytes,
             chunk_bytes=cfg.cache_chunk_bytes,
             prefetch_chunks=cfg.prefetch_chunks,
+            memory_bytes=cfg.read_memory_bytes,
         )
         self.reader = RemoteReader(store, self.manifests, self.cache, cfg)
         self.reader.on_read = self.metrics.remote_read
@@ -211,6 +212,8 @@ class TieringService:
         self.metrics.registry.register(CacheStatsCollector(self.cache.stats))
         if isinstance(store, S3Store):
             self.metrics.registry.register(DirectGetCollector(lambda: store.direct_get))
+            store.buffers.max_free_bytes = cfg.read_memory_bytes
+            self.metrics.registry.register(S3RequestCollector(store))
         self.uploader.on_manifest = self.reader.note_manifest
         self._task: asyncio.Task[None] | None = None
         self._recovery: asyncio.Task[None] | None = None

@@ -65,6 +65,15 @@ T = TypeVar("T")
 _BUCKET_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 
 
+def _env_flag(name: str) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if value in ("", "0", "false", "no", "off"):
+        return False
+    if value in ("1", "true", "yes", "on"):
+        return True
+    raise InvalidConfigError(f"{name}: expected true or false, got {value!r}")
+
+
 def open_store(
     url: str,
     *,
@@ -78,11 +87,16 @@ def open_store(
     read_timeout: float = 30.0,
     max_attempts: int = 5,
     upload_concurrency: int = 4,
+    sign_payload: bool | None = None,
 ) -> ObjectStore:
     """Open the store named by ``url`` (``s3://bucket/prefix`` or ``file:///abs/path``).
 
     The S3 keyword arguments override the AWS chain; ``max_attempts`` counts the first
-    try (botocore standard retry mode); they are ignored for ``file://``."""
+    try (botocore standard retry mode); they are ignored for ``file://``. PUTs send their
+    CRC-32C (``x-amz-checksum-crc32c``) and an unsigned payload; ``sign_payload`` adds
+    the SHA-256 payload signature (a second pass over every body) for plain-HTTP
+    endpoints on networks that are not trusted; unset, ``STRATA_S3_SIGN_PAYLOAD=true`` in
+    the environment turns it on (how a broker, which opens its store by URL, gets it)."""
     if not isinstance(url, str) or not url:
         raise InvalidConfigError(f"object store URL must be a non-empty string, got {url!r}")
     parts = urlsplit(url)
@@ -127,6 +141,7 @@ def open_store(
             read_timeout=read_timeout,
             max_attempts=max_attempts,
             upload_concurrency=upload_concurrency,
+            sign_payload=_env_flag("STRATA_S3_SIGN_PAYLOAD") if sign_payload is None else sign_payload,
         )
     if scheme == "file":
         if parts.netloc not in ("", "localhost"):

@@ -154,6 +154,21 @@ class ObjectStore(abc.ABC):
         """Upload ``length`` bytes (default: to the end) of a local file from ``offset``;
         multipart above the part size. Overwrites; returns the ETag."""
 
+    async def put_file_checked(
+        self,
+        key: str,
+        path: str | os.PathLike[str],
+        *,
+        offset: int = 0,
+        length: int | None = None,
+        crc32c: int,
+    ) -> str:
+        """``put_file`` of bytes whose CRC-32C the caller has already computed (the uploader,
+        while verifying a segment). A backend that sends a checksum with the body (S3's
+        ``x-amz-checksum-crc32c``) sends this one instead of hashing the bytes again, and
+        the service refuses bytes that differ from it. Default: ``put_file``."""
+        return await self.put_file(key, path, offset=offset, length=length)
+
     @abc.abstractmethod
     async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
         """The object's bytes ``[start, end)`` (see the module docstring for ranges)."""

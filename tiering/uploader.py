@@ -43,7 +43,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -55,7 +55,6 @@ from hot.errors import (
     CorruptLogError,
     FencedLeaderEpochError,
     LogClosedError,
-    ObjectStoreError,
     StorageError,
     StrataError,
 )
@@ -165,6 +164,46 @@ class TokenBucket:
             self._tokens -= n
             if self._tokens < 0:
                 await asyncio.sleep(-self._tokens / self.rate)
+
+
+class ByteBudget:
+    """Bytes of upload bodies in memory at once (``tiering.upload_memory_bytes``), over all
+    partitions: ``hold(n)`` waits until ``n`` more fit. A body larger than the whole
+    budget counts as the whole budget, so it goes up alone instead of never.
+
+    Why: each PUT body is read into memory whole (a multipart part at a time), and with
+    several segments of several partitions in flight that memory is what grows."""
+
+    def __init__(self, limit: int, on_change: Callable[[int], None] | None = None) -> None:
+        self.limit = limit
+        self.used = 0
+        self._on_change = on_change
+        self._waiters: list[asyncio.Future[None]] = []
+
+    @contextlib.asynccontextmanager
+    async def hold(self, n: int) -> AsyncIterator[None]:
+        n = max(0, min(n, self.limit))
+        while self.used + n > self.limit:
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            try:
+                await fut
+            finally:
+                with contextlib.suppress(ValueError):
+                    self._waiters.remove(fut)
+        self._set(self.used + n)
+        try:
+            yield
+        finally:
+            self._set(self.used - n)
+            for fut in self._waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    def _set(self, used: int) -> None:
+        self.used = used
+        if self._on_change is not None:
+            self._on_change(used)
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,6 +355,8 @@ class Uploader:
         self._pending: dict[tuple[str, int], int] = {}  # sealed segments not uploaded, at the last look
         self._topic_docs: dict[str, dict[str, object]] = {}
         self._bucket = TokenBucket(config.upload_bytes_per_second)
+        self._memory = ByteBudget(config.upload_memory_bytes, metrics.upload_memory_bytes.set)
+        metrics.upload_memory_limit_bytes.set(config.upload_memory_bytes)
         # Told about every manifest read or written (the remote reader's cache).
         self.on_manifest: Callable[[PartitionManifest], None] | None = None
         # Cluster mode: this broker's leader epoch of a partition (-1: not its leader); every
@@ -526,7 +567,11 @@ class Uploader:
     async def upload_partition(self, log: Log, topic_id: uuid.UUID, *, min_age_ms: int | None = None) -> int:
         """Upload every eligible segment of ``log`` in offset order; returns how many.
         ``min_age_ms``: in place of the topic's ``remote.copy.lag.ms`` (0 at shutdown).
-        Raises RetriableObjectStoreError / ObjectStoreError when the store fails."""
+        Raises RetriableObjectStoreError / ObjectStoreError when the store fails.
+
+        Segments go up in batches of up to ``upload_segments_in_flight`` (and
+        ``upload_memory_bytes``): one COPY_STARTED manifest write for the batch, every
+        object of it uploaded concurrently, one COPIED write for the batch."""
         st = self.state(log.topic, log.partition, topic_id)
         if st.stopped is not None or not log.is_online:
             return 0
@@ -537,9 +582,9 @@ class Uploader:
             await self.recover(st)
         uploaded = 0
         lag_ms = log.config.remote_copy_lag_ms if min_age_ms is None else min_age_ms
-        # The next segment is verified (CRC scan + SHA-256, a worker thread) while the
-        # current one uploads; its result, or its error, is taken at its own turn.
-        ahead: tuple[Segment, asyncio.Task[LocalSegmentInfo]] | None = None
+        # Verifications (CRC scan + SHA-256, worker threads) of the next batch start while
+        # the current one uploads; each result, or error, is taken at its own turn.
+        ahead: dict[Segment, asyncio.Task[LocalSegmentInfo]] = {}
         try:
             while st.stopped is None and log.is_online:
                 if self._led_epoch(st) != epoch:
@@ -549,25 +594,27 @@ class Uploader:
                 nxt = max(m.next_offset(), log.log_start_offset)
                 candidates = log.sealed_segments_for_upload(log.last_stable_offset, from_offset=nxt)
                 self._observe_lag(st, log, nxt)
-                if not candidates:
+                batch = self._batch(candidates, lag_ms)
+                if not batch:
                     break
-                seg = candidates[0]
-                if lag_ms > 0 and not self._old_enough(seg, lag_ms):
-                    break
-                inspected = ahead[1] if ahead is not None and ahead[0] is seg else None
-                if ahead is not None and inspected is None:
-                    _drop(ahead[1])
-                ahead = None
-                if len(candidates) > 1 and (lag_ms <= 0 or self._old_enough(candidates[1], lag_ms)):
-                    nxt_seg = candidates[1]
-                    ahead = (nxt_seg, asyncio.ensure_future(asyncio.to_thread(inspect_segment, log, nxt_seg)))
+                following = self._batch(candidates[len(batch) :], lag_ms)
+                inspections: list[asyncio.Task[LocalSegmentInfo]] = []
+                for seg in batch:
+                    task = ahead.pop(seg, None)
+                    if task is None:
+                        task = asyncio.ensure_future(asyncio.to_thread(inspect_segment, log, seg))
+                    inspections.append(task)
+                for task in ahead.values():
+                    _drop(task)
+                ahead = {
+                    seg: asyncio.ensure_future(asyncio.to_thread(inspect_segment, log, seg))
+                    for seg in following
+                }
                 try:
-                    done = await self._upload_segment(st, log, seg, inspected)
+                    done = await self._upload_batch(st, log, batch, inspections)
                 except CorruptLogError as e:
                     self._stop(
-                        st,
-                        "corrupt",
-                        f"local segment {seg.log_path} is corrupt and will not be uploaded: {e}",
+                        st, "corrupt", f"local segment {e.path} is corrupt and will not be uploaded: {e}"
                     )
                     break
                 except _Gap as e:
@@ -579,14 +626,29 @@ class Uploader:
                     if st.manifest is not m and st.manifest is not None and st.manifest.next_offset() > nxt:
                         continue
                     break
-                uploaded += 1
+                uploaded += done
         finally:
-            if ahead is not None:
-                _drop(ahead[1])
+            for task in ahead.values():
+                _drop(task)
             # Every pass, failed ones too (a store outage): the lag's age keeps growing.
             if st.manifest is not None:
                 self._observe_lag(st, log, st.remote_next_offset)
         return uploaded
+
+    def _batch(self, candidates: list[Segment], lag_ms: int) -> list[Segment]:
+        """The next segments to upload together: old enough, contiguous, at most
+        ``upload_segments_in_flight`` of them and (beyond the first) within
+        ``upload_memory_bytes``."""
+        batch: list[Segment] = []
+        size = 0
+        for seg in candidates[: self.config.upload_segments_in_flight]:
+            if lag_ms > 0 and not self._old_enough(seg, lag_ms):
+                break
+            if batch and (seg.base_offset != batch[-1].next_offset or size + seg.size > self._memory.limit):
+                break
+            batch.append(seg)
+            size += seg.size
+        return batch
 
     def _old_enough(self, seg: Segment, lag_ms: int) -> bool:
         try:
@@ -622,60 +684,84 @@ class Uploader:
                 age_ms = max(0, self._clock_ms() - pending[0].file.mtime_ms())
         lag_seconds.set(age_ms / 1000)
 
-    async def _upload_segment(
+    async def _inspected(
         self,
         st: PartitionState,
         log: Log,
-        seg: Segment,
-        inspected: asyncio.Future[LocalSegmentInfo] | None = None,
-    ) -> bool:
-        """Upload one segment through the state machine; False if it was superseded or
-        disappeared (nothing left behind). ``inspected``: its verification, already
-        started."""
-        try:
-            if inspected is not None:
-                local = await inspected
-            else:
-                local = await asyncio.to_thread(inspect_segment, log, seg)
-        except (LogClosedError, StorageError) as e:
-            if isinstance(e, CorruptLogError):
+        batch: list[Segment],
+        inspections: list[asyncio.Task[LocalSegmentInfo]],
+    ) -> list[tuple[Segment, LocalSegmentInfo]]:
+        """The batch's verified segments: its longest prefix whose verification succeeded.
+        A corrupt or vanished segment ends the prefix; if it is the first, its error is
+        raised (CorruptLogError) or the batch is empty (vanished), as for a lone segment."""
+        out: list[tuple[Segment, LocalSegmentInfo]] = []
+        for i, (seg, task) in enumerate(zip(batch, inspections, strict=True)):
+            try:
+                local = await task
+            except (LogClosedError, StorageError) as e:
+                for rest in inspections[i + 1 :]:
+                    _drop(rest)
+                if out:
+                    break  # the segment's own turn comes next pass, and says so then
+                if isinstance(e, CorruptLogError):
+                    raise
+                if seg.deleted or not log.is_online:
+                    break
                 raise
-            if seg.deleted or not log.is_online:
-                return False
-            raise
+            out.append((seg, local))
+        return out
+
+    async def _upload_batch(
+        self,
+        st: PartitionState,
+        log: Log,
+        batch: list[Segment],
+        inspections: list[asyncio.Task[LocalSegmentInfo]],
+    ) -> int:
+        """Upload ``batch`` (contiguous segments) through the state machine; how many were
+        COPIED, 0 if they were superseded or disappeared (nothing left behind).
+        ``inspections``: their verifications, already started."""
+        verified = await self._inspected(st, log, batch, inspections)
+        if not verified:
+            return 0
         now = self._clock_ms()
-        sid = uuid.uuid4()
-        keys = segment_keys(st.topic, st.topic_id, st.partition, seg.base_offset, sid)
-        started = RemoteSegment(
-            segment_id=sid,
-            base_offset=seg.base_offset,
-            last_offset=seg.next_offset - 1,
-            first_timestamp=local.first_timestamp,
-            max_timestamp=seg.max_timestamp,
-            size=local.size,
-            log_sha256=local.sha256,
-            log_crc32c=local.crc32c,
-            index_size=local.index_size,
-            timeindex_size=local.timeindex_size,
-            leader_epoch=local.leader_epoch,
-            state=SegmentState.COPY_STARTED,
-            keys=keys,
-            created_ms=now,
-            updated_ms=now,
-            has_producer_snapshot=local.snapshot_path is not None,
-            # A cleaned segment skips offsets: its span is not its record count.
-            record_count=None if not local.dense else seg.next_offset - seg.base_offset,
-            compacted=not local.dense,
-            txnindex_size=local.txnindex_size or None,
-        )
+        entries: list[tuple[Segment, LocalSegmentInfo, RemoteSegment]] = []
+        for seg, local in verified:
+            sid = uuid.uuid4()
+            keys = segment_keys(st.topic, st.topic_id, st.partition, seg.base_offset, sid)
+            entry = RemoteSegment(
+                segment_id=sid,
+                base_offset=seg.base_offset,
+                last_offset=seg.next_offset - 1,
+                first_timestamp=local.first_timestamp,
+                max_timestamp=seg.max_timestamp,
+                size=local.size,
+                log_sha256=local.sha256,
+                log_crc32c=local.crc32c,
+                index_size=local.index_size,
+                timeindex_size=local.timeindex_size,
+                leader_epoch=local.leader_epoch,
+                state=SegmentState.COPY_STARTED,
+                keys=keys,
+                created_ms=now,
+                updated_ms=now,
+                has_producer_snapshot=local.snapshot_path is not None,
+                # A cleaned segment skips offsets: its span is not its record count.
+                record_count=None if not local.dense else seg.next_offset - seg.base_offset,
+                compacted=not local.dense,
+                txnindex_size=local.txnindex_size or None,
+            )
+            entries.append((seg, local, entry))
         log_start = log.log_start_offset
         seen: list[PartitionManifest] = []
 
         def start(m: PartitionManifest) -> PartitionManifest:
             seen[:] = [m]
             m = m.advance_log_start(log_start)
-            _check_extends(m, started.base_offset, started.last_offset)
-            return m.add_or_update(started)
+            _check_extends(m, entries[0][2].base_offset, entries[0][2].last_offset)
+            for _, _, entry in entries:  # contiguous among themselves (``_batch``)
+                m = m.add_or_update(entry)
+            return m
 
         try:
             await self._update(st, start)
@@ -687,82 +773,117 @@ class Uploader:
                 st.manifest = seen[0]
                 st.loaded = True
                 self._observe(st)
-            return False
+            return 0
         fault("after_copy_started")
         try:
             await self._bucket.take(
-                local.size
-                + local.index_size
-                + local.timeindex_size
-                + local.snapshot_size
-                + local.txnindex_size
-            )
-
-            async def put_log() -> None:
-                await self.store.put_file(keys.log, seg.log_path, length=local.size)
-                fault("after_log_upload")
-
-            # The small objects go up while the .log does (one round trip each, not in a row).
-            puts = [
-                put_log(),
-                self.store.put_file(keys.index, seg.index_path, length=local.index_size),
-                self.store.put_file(keys.timeindex, seg.timeindex_path, length=local.timeindex_size),
-            ]
-            if local.snapshot_path is not None:
-                puts.append(
-                    self.store.put_file(
-                        keys.producer_snapshot, local.snapshot_path, length=local.snapshot_size
-                    )
+                sum(
+                    local.size
+                    + local.index_size
+                    + local.timeindex_size
+                    + local.snapshot_size
+                    + local.txnindex_size
+                    for _, local, _ in entries
                 )
-            if local.txnindex_size:
-                puts.append(self.store.put_file(keys.txnindex, seg.txnindex_path, length=local.txnindex_size))
-            await _all_or_first_error(puts)
-        except ObjectStoreError:
-            st.recovered = False  # the next visit cleans this COPY_STARTED entry up first
-            raise
-        except StorageError as e:
-            # The local files went away (topic deleted, log closed): drop the copy.
-            logger.info("%s-%d: abandoning upload of %s: %s", st.topic, st.partition, seg.log_path, e)
-            await self._abandon(st, sid, keys)
-            return False
-        copied_at = self._clock_ms()
-
-        def finish(m: PartitionManifest) -> PartitionManifest:
-            cur = m.get(sid)
-            if cur is None or cur.state not in (SegmentState.COPY_STARTED, SegmentState.COPIED):
-                raise _Abandoned()
-            if cur.state is SegmentState.COPIED:
-                return m  # our own write, replayed after a lost response
-            _check_extends(m, cur.base_offset, cur.last_offset)
-            return m.add_or_update(cur.with_state(SegmentState.COPIED, copied_at))
-
-        try:
-            await self._update(st, finish)
-        except (_Superseded, _Abandoned, _Gap, SegmentOverlapError) as e:
-            logger.info(
-                "%s-%d: upload of [%d, %d] lost to another uploader (%s); removing its objects",
-                st.topic,
-                st.partition,
-                started.base_offset,
-                started.last_offset,
-                type(e).__name__.strip("_"),
             )
-            await self._abandon(st, sid, keys)
-            return False
-        fault("after_copied")
-        self.metrics.uploaded_segments.labels(st.topic).inc()
-        self.metrics.uploaded_bytes.labels(st.topic).inc(local.size)
-        logger.debug(
-            "%s-%d: uploaded [%d, %d]", st.topic, st.partition, started.base_offset, started.last_offset
-        )
-        return True
+            results = await asyncio.gather(
+                *(self._put_segment(seg, local, entry.keys) for seg, local, entry in entries),
+                return_exceptions=True,
+            )
+        except BaseException:
+            st.recovered = False  # cancelled mid-upload: the next visit cleans up first
+            raise
+        # The COPIED prefix: up to the first segment whose objects did not all go up.
+        ok = 0
+        while ok < len(results) and results[ok] is None:
+            ok += 1
+        failed = entries[ok:]
+        error = results[ok] if ok < len(results) else None
+        if error is not None and not isinstance(error, Exception):
+            st.recovered = False
+            raise error  # cancellation and the like: the next visit cleans up first
+        if isinstance(error, StorageError):
+            # The local files went away (topic deleted, log closed): drop those copies.
+            logger.info(
+                "%s-%d: abandoning upload of %s: %s", st.topic, st.partition, failed[0][0].log_path, error
+            )
+            await self._abandon(st, {e.segment_id for _, _, e in failed}, [e.keys for _, _, e in failed])
+            error = None
+        elif error is not None:
+            st.recovered = False  # the next visit cleans the COPY_STARTED entries up first
+        copied = entries[:ok]
+        if copied:
+            copied_at = self._clock_ms()
 
-    async def _abandon(self, st: PartitionState, sid: uuid.UUID, keys: SegmentKeys) -> None:
-        """Remove our own COPY_STARTED copy (never a COPIED one)."""
-        await self._delete_remote(st, {sid}, states=(SegmentState.COPY_STARTED, SegmentState.DELETE_STARTED))
-        # If someone else already dropped the entry, our objects may have been written
+            def finish(m: PartitionManifest) -> PartitionManifest:
+                for _, _, entry in copied:
+                    cur = m.get(entry.segment_id)
+                    if cur is None or cur.state not in (SegmentState.COPY_STARTED, SegmentState.COPIED):
+                        raise _Abandoned()
+                    if cur.state is SegmentState.COPIED:
+                        continue  # our own write, replayed after a lost response
+                    _check_extends(m, cur.base_offset, cur.last_offset)
+                    m = m.add_or_update(cur.with_state(SegmentState.COPIED, copied_at))
+                return m
+
+            try:
+                await self._update(st, finish)
+            except (_Superseded, _Abandoned, _Gap, SegmentOverlapError) as e:
+                logger.info(
+                    "%s-%d: upload of [%d, %d] lost to another uploader (%s); removing its objects",
+                    st.topic,
+                    st.partition,
+                    copied[0][2].base_offset,
+                    copied[-1][2].last_offset,
+                    type(e).__name__.strip("_"),
+                )
+                await self._abandon(
+                    st, {e.segment_id for _, _, e in entries}, [e.keys for _, _, e in entries]
+                )
+                return 0
+            fault("after_copied")
+            for _, local, entry in copied:
+                self.metrics.uploaded_segments.labels(st.topic).inc()
+                self.metrics.uploaded_bytes.labels(st.topic).inc(local.size)
+                logger.debug(
+                    "%s-%d: uploaded [%d, %d]", st.topic, st.partition, entry.base_offset, entry.last_offset
+                )
+        if error is not None:
+            raise error
+        return len(copied)
+
+    async def _put_segment(self, seg: Segment, local: LocalSegmentInfo, keys: SegmentKeys) -> None:
+        """Every object of one segment, at once; the ``.log`` with the CRC-32C its
+        verification computed (the store sends it instead of hashing the bytes again) and
+        within the upload memory budget. Raises the first error once all have finished."""
+
+        async def put_log() -> None:
+            async with self._memory.hold(local.size):
+                await self.store.put_file_checked(
+                    keys.log, seg.log_path, length=local.size, crc32c=local.crc32c
+                )
+            fault("after_log_upload")
+
+        # The small objects go up while the .log does (one round trip each, not in a row).
+        puts = [
+            put_log(),
+            self.store.put_file(keys.index, seg.index_path, length=local.index_size),
+            self.store.put_file(keys.timeindex, seg.timeindex_path, length=local.timeindex_size),
+        ]
+        if local.snapshot_path is not None:
+            puts.append(
+                self.store.put_file(keys.producer_snapshot, local.snapshot_path, length=local.snapshot_size)
+            )
+        if local.txnindex_size:
+            puts.append(self.store.put_file(keys.txnindex, seg.txnindex_path, length=local.txnindex_size))
+        await _all_or_first_error(puts)
+
+    async def _abandon(self, st: PartitionState, sids: set[uuid.UUID], keys: list[SegmentKeys]) -> None:
+        """Remove our own COPY_STARTED copies (never a COPIED one)."""
+        await self._delete_remote(st, sids, states=(SegmentState.COPY_STARTED, SegmentState.DELETE_STARTED))
+        # If someone else already dropped the entries, our objects may have been written
         # after their delete: delete them again (idempotent).
-        await self.store.delete_many(keys.all())
+        await self.store.delete_many([k for ks in keys for k in ks.all()])
 
     # --- retention ------------------------------------------------------------------------
 

@@ -18,14 +18,17 @@ import pytest
 from crc32c import crc32c
 
 from hot.errors import ObjectNotFoundError
+from hot.region import FileRegion
 from tests.tiering.tierlib import CountingStore
 from tiering.cache import (
     CHUNK_HEADER,
     CHUNK_SUFFIX,
     ChunkCache,
     ChunkFile,
+    ChunkMap,
     ObjectCheck,
     RemoteCorruptObjectError,
+    sendable,
 )
 from tiering.store import open_store
 
@@ -180,12 +183,39 @@ async def test_damaged_cache_file_is_refetched_not_served(store: CountingStore, 
     raw = bytearray(path.read_bytes())
     raw[-1] ^= 0xFF
     path.write_bytes(bytes(raw))
+    # A file this process wrote is trusted (mapped and sent unread, like a hot segment); one
+    # found at start (a crash may have left it half written) is checked on its first read.
+    await cache.close()
+    cache = _cache(store, tmp_path, memory=0)
     assert await cache.get_chunk(KEY, 0, object_size=len(DATA)) == DATA[:CHUNK]
     await cache.wait_writes()
     st = cache.stats()
-    assert st.corrupt == 1 and st.gets == 2
+    assert st.corrupt == 1 and st.gets == 1
     assert ChunkFile.decode(path.read_bytes(), KEY, 0) == DATA[:CHUNK]  # rewritten good
     await cache.close()
+
+
+async def test_hits_on_files_written_here_are_file_regions(tmp_path: Path) -> None:
+    """A hit on a chunk file this process wrote is mapped, not read, and ``sendable``
+    turns views of it into file regions (sendfile) holding exactly those bytes."""
+    chunk = 128 << 10  # above SENDFILE_MIN
+    data = bytes((i * 13 + i // 509) % 256 for i in range(3 * chunk))
+    store = CountingStore(open_store(f"file://{tmp_path}/bucket"))
+    await store.put(KEY, data)
+    cache = ChunkCache(store, tmp_path / "cache", max_bytes=16 * chunk, chunk_bytes=chunk, memory_bytes=0)
+    try:
+        await cache.read_views(KEY, 0, len(data), object_size=len(data))  # GETs, files written
+        await cache.wait_writes()
+        views = await cache.read_views(KEY, 100, len(data) - 7, object_size=len(data))
+        assert all(isinstance(v.obj, ChunkMap) for v in views)
+        assert b"".join(views) == data[100:-7]
+        parts = sendable([*views, b"tail"])
+        assert [type(p) for p in parts] == [FileRegion, FileRegion, FileRegion, bytes]
+        assert b"".join(p.read() if isinstance(p, FileRegion) else p for p in parts) == data[100:-7] + b"tail"
+        assert len(store.gets) == 3 and cache.stats().hits == 3  # one GET per chunk, then hits
+    finally:
+        await cache.close()
+        await store.close()
 
 
 async def test_errors_reach_every_waiter_and_are_not_cached(store: CountingStore, tmp_path: Path) -> None:

@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import boto3
 import botocore.credentials
 import pytest
 
-from hot.errors import ObjectNotFoundError, ObjectStoreError, RetriableObjectStoreError
+from hot.errors import InvalidConfigError, ObjectNotFoundError, ObjectStoreError, RetriableObjectStoreError
 from tests.brokers import S3Endpoint
 from tiering.s3_direct import DirectGet
 from tiering.s3_store import S3Store
@@ -137,6 +138,54 @@ async def test_direct_gets_are_signed_as_s3_verifies(
         assert direct.served == 2 and direct.passed_on == 0
     finally:
         await store.close()
+
+
+async def test_small_file_puts_are_direct_and_signed_as_s3_verifies(
+    s3_endpoint: S3Endpoint, verifying_s3: tuple[str, str, str], tmp_path: Path
+) -> None:
+    bucket, access, secret = verifying_s3
+    store = _signed_store(s3_endpoint, bucket, access, secret)
+    try:
+        src = tmp_path / "00000000000000000000.index"
+        src.write_bytes(bytes(range(256)) * 64)
+        key = "ab12/orders-0f9e_1.x/0/00000000000000000000-0a1b2c3d.index"
+        etag = await store.put_file(key, src, offset=10, length=1000)
+        direct = _direct(store)
+        assert direct.puts == 1 and direct.passed_on == 0
+        info = await store.head(key)
+        assert info is not None and info.etag == etag and info.size == 1000
+        assert await store.get(key) == src.read_bytes()[10:1010]
+        # A conditional put is the client's (no direct path for If-Match / If-None-Match).
+        await store.put("cas", b"v1", if_none_match=True)
+        assert direct.puts == 1
+    finally:
+        await store.close()
+
+
+async def test_payloads_signed_or_not_pass_s3_verification(
+    s3_endpoint: S3Endpoint,
+    verifying_s3: tuple[str, str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """UNSIGNED-PAYLOAD (the default, with x-amz-checksum-crc32c) and, with
+    STRATA_S3_SIGN_PAYLOAD, the SHA-256 payload signature: both verified by the endpoint."""
+    bucket, access, secret = verifying_s3
+    big = tmp_path / "big.log"
+    big.write_bytes(bytes(range(256)) * (8 << 12))  # 8 MiB: the blocking client's PUT
+    for flag in ("", "true"):
+        monkeypatch.setenv("STRATA_S3_SIGN_PAYLOAD", flag)
+        store = _signed_store(s3_endpoint, bucket, access, secret)
+        try:
+            assert store._sign_payload is (flag == "true")
+            await store.put("small", b"abc")
+            await store.put_file("big.log", big)
+            assert await store.get("big.log") == big.read_bytes()
+        finally:
+            await store.close()
+    monkeypatch.setenv("STRATA_S3_SIGN_PAYLOAD", "perhaps")
+    with pytest.raises(InvalidConfigError, match="STRATA_S3_SIGN_PAYLOAD"):
+        _signed_store(s3_endpoint, bucket, access, secret)
 
 
 async def test_a_signing_difference_turns_the_direct_path_off(
