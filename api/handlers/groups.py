@@ -513,8 +513,9 @@ async def handle_offset_delete(
 async def handle_list_groups(
     conn: Connection, header: RequestHeader, req: ListGroupsRequest
 ) -> ListGroupsResponse:
-    """Classic groups (type "classic") and KIP-848 consumer groups (type "consumer",
-    protocol type "consumer"), filtered by state and (v5+) type, case-insensitively."""
+    """Classic groups (type "classic"), KIP-848 consumer groups (type "consumer",
+    protocol type "consumer") and share groups (type "share"), filtered by state and
+    (v5+) type, case-insensitively."""
     types = {t.lower() for t in req.types_filter}
     states = {s.lower() for s in req.states_filter}
     try:
@@ -532,7 +533,8 @@ async def handle_list_groups(
             for gid, ptype, state, gtype in sorted(listed)
             if not states or state.lower() in states
         )
-        + tuple(listed_share_groups(conn, req.states_filter))  # KIP-932 (api.handlers.share)
+        # KIP-932 share groups (api.handlers.share), type "share" under the same filter
+        + tuple(listed_share_groups(conn, req.states_filter) if not types or "share" in types else ())
     )
 
 

@@ -87,7 +87,7 @@ def listed_share_groups(conn: Connection, states: Sequence[str]) -> list[ListedG
     svc.expire()
     wanted = {s.lower() for s in states}
     return [
-        ListedGroup(group_id=gid, protocol_type="share", group_state=g.state)
+        ListedGroup(group_id=gid, protocol_type="share", group_state=g.state, group_type="share")
         for gid, g in sorted(svc.groups.items())
         if not wanted or g.state.lower() in wanted
     ]
