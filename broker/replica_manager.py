@@ -86,6 +86,11 @@ def log_configs(configs: dict[str, str] | Iterable[tuple[str, str]]) -> dict[str
     return {k: v for k, v in items if k not in CLUSTER_TOPIC_CONFIGS}
 
 
+# New local partitions up to this many are built on the event loop (milliseconds each,
+# one syncfs for all: hot.manager); more, in a thread (_create_local_topics).
+INLINE_BUILD_PARTITIONS = 64
+
+
 class ReplicaManager:
     """This broker's replicas (see the module docstring)."""
 
@@ -109,7 +114,6 @@ class ReplicaManager:
         self._by_log: dict[int, PartitionReplica] = {}
         self._seen_topics: set[str] = set()  # in etcd at some point since start
         self._creating: set[str] = set()  # local topics being built in a thread
-        self._built = False  # one finished: reconcile on the loop's next turn
         self._kept_unknown: set[str] = set()
         self._seq = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
@@ -204,9 +208,8 @@ class ReplicaManager:
         while True:
             seq = self.view.seq
             state = (seq, self.lease_alive())
-            if state != last or self._built or time.monotonic() - since >= RECONCILE_IDLE_S:
+            if state != last or time.monotonic() - since >= RECONCILE_IDLE_S:
                 last, since = state, time.monotonic()
-                self._built = False
                 try:
                     self._create_local_topics()
                     self.reconcile()
@@ -232,6 +235,15 @@ class ReplicaManager:
                 info.topic_id != uuid.UUID(a.topic_id) or info.partitions >= a.partition_count
             ):
                 continue  # in place, or recreated in the cluster (reconcile deletes it first)
+            new = a.partition_count - (info.partitions if info is not None else 0)
+            if new <= INLINE_BUILD_PARTITIONS:
+                # A few directories (an internal topic's 50): built here, at once, as a
+                # produce or a coordinator load right after the creation expects.
+                try:
+                    self._mirror_topic(name, a)
+                except StrataError as exc:
+                    log.warning("creating local replicas of topic %s failed: %s", name, exc)
+                continue
             self._creating.add(name)
             self._spawn(self._build_topic(name, a), f"create-local-{name}")
 
@@ -242,7 +254,11 @@ class ReplicaManager:
             log.warning("creating local replicas of topic %s failed: %s", name, exc)
         finally:
             self._creating.discard(name)
-            self._built = True  # the reconcile loop applies the roles on its next turn
+        if not self.shutting_down:
+            try:
+                self.reconcile()  # the new replicas' roles now, not at the loop's next turn
+            except Exception:
+                log.exception("reconciling replicas with the cluster metadata failed")
 
     def reconcile(self) -> None:
         """Bring local topics and replica roles in line with the view (synchronous)."""

@@ -72,6 +72,15 @@ def client(broker: BrokerProcess) -> Iterator[KafkaClient]:
     with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port)) as c:
         # creates __consumer_offsets, as a client's first FindCoordinator does
         call(c, ApiKey.FIND_COORDINATOR, 4, FindCoordinatorRequest(coordinator_keys=("wire",)))
+        # ... and, as a client retries COORDINATOR_LOAD_IN_PROGRESS, wait for the group's
+        # partition to be loaded (it is led before it is loaded)
+        deadline = time.monotonic() + 30
+        while (
+            call(c, ApiKey.DESCRIBE_GROUPS, 5, DescribeGroupsRequest(groups=("wire",))).groups[0].error_code
+            == E.COORDINATOR_LOAD_IN_PROGRESS
+        ):
+            assert time.monotonic() < deadline, "__consumer_offsets never loaded"
+            time.sleep(0.05)
         yield c
 
 
