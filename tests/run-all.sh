@@ -19,8 +19,16 @@ fi
 
 python3 -m pip install -q --disable-pip-version-check -e '.[test]'
 
+# Two workers (pytest-xdist): most tests wait on brokers, etcd, Spark or a browser, so two
+# at a time fit the CI's 2 cores. A test file stays on one worker (--dist loadfile): its
+# module-scoped brokers and its tests' order are as when run alone. STRATA_TEST_WORKERS=0
+# runs everything in this one process.
+workers="${STRATA_TEST_WORKERS:-2}"
+xdist=()
+[ "$workers" = "0" ] || xdist=(-n "$workers" --dist loadfile)
+
 set +e
-python3 -m pytest "$@"
+python3 -m pytest "${xdist[@]}" "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
