@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from api.rest.docs import add_docs
 from api.schema_registry.routes import StoreGetter, registry_router
 from api.security.basic_auth import BasicAuthMiddleware
+from broker.security.tls import load_identity
 from broker.security.tokens import TokenStore, tokens_path
 
 if TYPE_CHECKING:
@@ -46,5 +47,5 @@ def peer_context(config: BrokerConfig) -> ssl.SSLContext | None:
     if not (tls.enabled and tls.cert is not None and tls.key is not None):
         return None
     ctx = ssl.create_default_context(cafile=str(tls.ca) if tls.ca is not None else None)
-    ctx.load_cert_chain(str(tls.cert), str(tls.key))
+    load_identity(ctx, tls.cert, tls.key)
     return ctx

@@ -6,6 +6,7 @@ reason (never key material). TLS 1.2 is the floor, as in current Kafka defaults.
 
 from __future__ import annotations
 
+import os
 import ssl
 from typing import Any
 
@@ -15,20 +16,24 @@ from hot.errors import TlsError
 _VERIFY = {"none": ssl.CERT_NONE, "requested": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 
 
+def load_identity(ctx: ssl.SSLContext, cert: str | os.PathLike[str], key: str | os.PathLike[str]) -> None:
+    """``ctx.load_cert_chain``, failing with one clear TlsError (every context that
+    presents the broker's certificate: listeners, and clients forwarding to peers)."""
+    try:
+        ctx.load_cert_chain(cert, key)
+    except FileNotFoundError as exc:
+        raise TlsError(f"tls: cannot read {exc.filename or cert}: {exc.strerror}") from None
+    except (ssl.SSLError, OSError) as exc:
+        # the reason string comes from OpenSSL: it names the failure, not the key bytes
+        raise TlsError(f"tls: cannot load certificate {cert} with key {key}: {_reason(exc)}") from None
+
+
 def server_context(cfg: TlsConfig) -> ssl.SSLContext:
     if cfg.cert is None or cfg.key is None:
         raise TlsError("TLS needs a certificate and a key")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        ctx.load_cert_chain(cfg.cert, cfg.key)
-    except FileNotFoundError as exc:
-        raise TlsError(f"tls: cannot read {exc.filename or cfg.cert}: {exc.strerror}") from None
-    except (ssl.SSLError, OSError) as exc:
-        # the reason string comes from OpenSSL: it names the failure, not the key bytes
-        raise TlsError(
-            f"tls: cannot load certificate {cfg.cert} with key {cfg.key}: {_reason(exc)}"
-        ) from None
+    load_identity(ctx, cfg.cert, cfg.key)
     if cfg.ca is not None:
         try:
             ctx.load_verify_locations(cafile=cfg.ca)

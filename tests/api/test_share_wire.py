@@ -375,6 +375,20 @@ def test_read_committed_share_group_skips_aborted_transactions(broker: BrokerPro
             ).error_code
             == 0
         )
+    # The commit is answered before the marker is below the high watermark: wait for the
+    # last stable offset to pass it, as a read_committed reader sees it (ListOffsets).
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer(
+        {"bootstrap.servers": broker.bootstrap, "group.id": "sw5-lso", "isolation.level": "read_committed"}
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while c.get_watermark_offsets(TopicPartition("sw5", 0), timeout=10)[1] < 7:
+            assert time.monotonic() < deadline, "the last stable offset never passed the commit"
+            time.sleep(0.05)
+    finally:
+        c.close()
     # read_committed: the aborted records and the markers are never delivered
     assert _acquired(_fetch(wire, "sw-g5rc", "m", 0, tid, wait=0)) == [(4, 5, 1)]
     # read_uncommitted: the aborted records too (never the markers)
