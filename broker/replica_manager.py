@@ -218,10 +218,10 @@ class ReplicaManager:
             await self.view.wait_changed(seq, 1.0)
 
     def _create_local_topics(self) -> None:
-        """Create (or grow) the local topics the view places replicas of here, each in a
-        thread: building thousands of partition directories takes seconds of disk work
-        that must not stop the event loop (its etcd calls, heartbeats and requests), nor
-        hold up the other topics' reconciling meanwhile."""
+        """Create (or grow) the local topics the view places replicas of here: a few
+        partitions at once, more in a thread, since building thousands of partition
+        directories takes seconds of disk work that must not stop the event loop (its
+        etcd calls, heartbeats and requests), nor hold up the other topics' reconciling."""
         me = self.broker_id
         for name, va in list(self.view.topics.items()):
             a = va.value
