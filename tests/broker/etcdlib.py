@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -26,10 +27,34 @@ _SETPRIV = shutil.which("setpriv")
 _WRAP: list[str] = [_SETPRIV, "--pdeathsig", "KILL", "--"] if _SETPRIV else []
 
 
+# etcd is given its ports before it binds them, so a port asked from the kernel (port 0)
+# can be taken in between: by a broker another pytest-xdist worker starts, or by any
+# outgoing connection, since the kernel hands those out from the same ephemeral range
+# (32768-60999 on Linux). CI hit exactly that ("bind: address already in use"). Ports are
+# therefore drawn below the ephemeral range, from a slice of it that belongs to this
+# xdist worker alone, and checked free before use.
+_PORT_LOW, _PORT_HIGH, _SLICES = 20000, 32000, 8
+_port_rng = random.Random(os.getpid())
+
+
+def _worker_slice() -> range:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    index = int(worker) % _SLICES if worker.isdigit() else 0
+    width = (_PORT_HIGH - _PORT_LOW) // _SLICES
+    return range(_PORT_LOW + index * width, _PORT_LOW + (index + 1) * width)
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    ports = _worker_slice()
+    for _ in range(200):
+        port = _port_rng.choice(ports)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in {ports.start}-{ports.stop - 1}")
 
 
 class EtcdProcess:
