@@ -725,16 +725,19 @@ class Log:
 
     # --- retention and truncation ------------------------------------------------------------------
 
-    def apply_retention(self, now_ms: int | None = None) -> list[int]:
+    def apply_retention(
+        self, now_ms: int | None = None, *, unless: Callable[[Log], bool] | None = None
+    ) -> list[int]:
         """Delete whole sealed segments (never the active one) that are entirely below the
         high watermark and either entirely below the log start offset, older than
         retention.ms (by max timestamp, or mtime if none), or removable while keeping at
         least retention.bytes (Kafka's rule: delete the oldest segment while the log minus
         that segment is still >= retention.bytes). Deletion stops at the first segment
         that does not qualify, or that ``retention_guard`` (tiering: "uploaded yet?")
-        refuses. Advances and persists the log start offset. Returns the deleted bases.
+        refuses; nothing when ``unless(log)`` holds under the log's lock (an owner elsewhere).
+        Advances and persists the log start offset. Returns the deleted bases.
         """
-        return log_start.apply_retention(self, now_ms)
+        return log_start.apply_retention(self, now_ms, unless)
 
     def apply_local_retention(self, now_ms: int, is_uploaded: RetentionGuard) -> list[int]:
         """Local retention of a tiered log: delete whole sealed segments (never the active

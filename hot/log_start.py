@@ -27,6 +27,8 @@ from hot.errors import OffsetOutOfRangeError, StorageError
 from hot.retention import local_retention_doomed, retention_doomed
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from hot.log import Log, RetentionGuard
 
 
@@ -95,13 +97,16 @@ def drop_segments_locked(log: Log, n: int, *, advance_log_start: bool = True) ->
         raise
 
 
-def apply_retention(log: Log, now_ms: int | None) -> list[int]:
+def apply_retention(log: Log, now_ms: int | None, unless: Callable[[Log], bool] | None = None) -> list[int]:
     """``Log.apply_retention``: total retention (hot.retention.retention_doomed), then
-    the log start offset rises to the first remaining segment. Returns the deleted bases."""
+    the log start offset rises to the first remaining segment. Returns the deleted bases.
+    ``unless`` is asked under the log's lock, where ``update_config`` also runs: a topic
+    altered to ``remote.storage.enable`` between a caller's look and the deletion is then
+    seen, so un-uploaded segments are never deleted by the new total retention."""
     if now_ms is None:
         now_ms = time.time_ns() // 1_000_000
     with log._flush_lock, log._lock:
-        if not log.is_online:
+        if not log.is_online or (unless is not None and unless(log)):
             return []
         doomed = retention_doomed(
             log._local.segments, log.config, now_ms, log._hw, log._log_start_offset, log.retention_guard

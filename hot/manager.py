@@ -844,7 +844,8 @@ class LogManager:
             if owner is not None and owner(log):
                 continue
             try:
-                bases = log.apply_retention(now_ms)
+                # Asked again under the log's lock: the config may change in between.
+                bases = log.apply_retention(now_ms, unless=owner)
             except StrataError as e:
                 logger.error("retention of %s failed: %s", log.name, e)
                 continue

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -181,6 +182,30 @@ def test_manager_retention_skips_logs_owned_by_tiering(tmp_path: Path) -> None:
         deleted = m.apply_retention(now_ms=10**6)
         assert list(deleted) == [("plain", 0)]
         assert m.get_log("tiered", 0).segments()[0].base_offset == 0
+
+
+def test_manager_retention_sees_a_topic_become_tiered_between_look_and_deletion(tmp_path: Path) -> None:
+    # The race CI can hit: the pass looks at the owner (not tiered yet), then the topic is
+    # altered to remote.storage.enable with a small retention.bytes; the deletion must ask
+    # again under the log's lock, or it deletes segments the bucket never got.
+    with LogManager(tmp_path, LogConfig(segment_bytes=1024, retention_ms=-1)) as m:
+        m.create_topic("t", 1, {"remote.storage.enable": "false"})
+        lg = m.get_log("t", 0)
+        fill(lg, 20, ts=0)
+        lg.flush()
+        looks: list[bool] = []
+
+        def owner(log: Log) -> bool:
+            tiered = log.config.remote_storage_enable
+            if not looks:  # the first look: the alter lands right after it
+                log.update_config(replace(log.config, remote_storage_enable=True, retention_bytes=1))
+            looks.append(tiered)
+            return tiered
+
+        m.set_retention_owner(owner)
+        assert m.apply_retention(now_ms=10**6) == {}
+        assert looks == [False, True]
+        assert (lg.log_start_offset, lg.segments()[0].base_offset) == (0, 0)
 
 
 def test_disk_high_water_refuses_appends_and_deletes_nothing(tmp_path: Path) -> None:
