@@ -37,12 +37,13 @@ from broker.config import BrokerConfig
 from broker.controller import CLUSTER_TOPIC_CONFIGS, UNCLEAN_LEADER_ELECTION, create_topic, machines_of
 from broker.fetch_sessions import FetchSessionCache
 from broker.groups.offsets import OFFSETS_TOPIC
+from broker.local_topics import log_configs
 from broker.log_manager import ClusterLogManager
 from broker.metadata import TopicAssignment
 from broker.metrics import BrokerMetrics
 from broker.produce_path import ProducePath
 from broker.read_path import ReadPath, RemoteTier
-from broker.replica_manager import ReplicaManager, log_configs
+from broker.replica_manager import ReplicaManager
 from broker.security.quotas import QuotaManager
 from broker.share.service import ShareService
 from hot.config import LogConfig

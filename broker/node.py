@@ -41,6 +41,7 @@ from broker.groups.offsets import OFFSETS_TOPIC
 from broker.groups.replicated_offsets import ClusterOffsetStore, offsets_topic_configs
 from broker.inter_broker import client_security
 from broker.keys import KeyLayout
+from broker.local_topics import log_configs
 from broker.log_manager import ClusterLogManager
 from broker.metadata import ClusterView, MetadataClient
 from broker.metadata_store import MetadataStore
@@ -48,7 +49,7 @@ from broker.metrics import BrokerMetrics
 from broker.partition_replica import Role
 from broker.producer_ids import scoped_producer_id
 from broker.read_path import RemoteTier
-from broker.replica_manager import ReplicaManager, log_configs
+from broker.replica_manager import ReplicaManager
 from broker.security.acl_store import AclStore
 from broker.security.adopt import adopt_security_files
 from broker.security.stored import SecurityDocuments, StoredAcls, StoredQuotas, StoredUsers

@@ -45,13 +45,13 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from typing import Any
 
 from broker.cluster_config import ClusterConfig
-from broker.controller import CLUSTER_TOPIC_CONFIGS
 from broker.fetcher import ReplicaFetcher
 from broker.inter_broker import InterBrokerClient
+from broker.local_topics import LocalTopics
 from broker.log_manager import ClusterLogManager
 from broker.metadata import NO_LEADER, MetadataClient, PartitionState, TopicAssignment, Versioned
 from broker.partition_replica import PartitionReplica, Role
@@ -74,21 +74,12 @@ from hot.tasks import cancel_and_wait
 
 # An idle broker's reconcile pass with nothing changed, as a safety net (seconds).
 RECONCILE_IDLE_S = 5.0
+# Partitions reconciled between two hand-backs of the event loop (reconcile_yielding).
+RECONCILE_CHUNK = 64
 
 log = logging.getLogger("strata.cluster.replicas")
 
 TopicPartition = tuple[str, int]
-
-
-def log_configs(configs: dict[str, str] | Iterable[tuple[str, str]]) -> dict[str, str]:
-    """A topic's etcd configs without those only the cluster layer interprets."""
-    items = configs.items() if isinstance(configs, dict) else configs
-    return {k: v for k, v in items if k not in CLUSTER_TOPIC_CONFIGS}
-
-
-# New local partitions up to this many are built on the event loop (milliseconds each,
-# one syncfs for all: hot.manager); more, in a thread (_create_local_topics).
-INLINE_BUILD_PARTITIONS = 64
 
 
 class ReplicaManager:
@@ -113,7 +104,6 @@ class ReplicaManager:
         self.shutting_down = False
         self._by_log: dict[int, PartitionReplica] = {}
         self._seen_topics: set[str] = set()  # in etcd at some point since start
-        self._creating: set[str] = set()  # local topics being built in a thread
         self._kept_unknown: set[str] = set()
         self._seq = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
@@ -122,6 +112,7 @@ class ReplicaManager:
         # written in batches by one task (_take_new_epochs).
         self._new_epochs: dict[TopicPartition, tuple[PartitionReplica, Versioned[PartitionState]]] = {}
         self._taking_epochs = False
+        self._reconciling = asyncio.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
         # Metric hook (broker.cluster_metrics): (topic, partition, old ISR, new ISR) per ISR
         # change this leader wrote to etcd.
@@ -129,6 +120,7 @@ class ReplicaManager:
             lambda topic, partition, old, new: None
         )
         manager.hosted = self.hosts
+        self.local = LocalTopics(broker_id, self.view, manager, self._spawn, self._reconcile_built)
 
     def hosts(self, topic: str, partition: int) -> bool:
         """Whether the cluster metadata places a replica of the partition on this broker."""
@@ -211,57 +203,31 @@ class ReplicaManager:
             if state != last or time.monotonic() - since >= RECONCILE_IDLE_S:
                 last, since = state, time.monotonic()
                 try:
-                    self._create_local_topics()
-                    self.reconcile()
+                    self.local.create_missing()
+                    await self.reconcile_yielding()
                 except Exception:
                     log.exception("reconciling replicas with the cluster metadata failed")
             await self.view.wait_changed(seq, 1.0)
 
-    def _create_local_topics(self) -> None:
-        """Create (or grow) the local topics the view places replicas of here: a few
-        partitions at once, more in a thread, since building thousands of partition
-        directories takes seconds of disk work that must not stop the event loop (its
-        etcd calls, heartbeats and requests), nor hold up the other topics' reconciling."""
-        me = self.broker_id
-        for name, va in list(self.view.topics.items()):
-            a = va.value
-            if name in self._creating or not any(me in r for r in a.partitions):
-                continue
-            try:
-                info = self.manager.topic(name)
-            except UnknownTopicOrPartitionError:
-                info = None
-            if info is not None and (
-                info.topic_id != uuid.UUID(a.topic_id) or info.partitions >= a.partition_count
-            ):
-                continue  # in place, or recreated in the cluster (reconcile deletes it first)
-            new = a.partition_count - (info.partitions if info is not None else 0)
-            if new <= INLINE_BUILD_PARTITIONS:
-                # A few directories (an internal topic's 50): built here, at once, as a
-                # produce or a coordinator load right after the creation expects.
-                try:
-                    self._mirror_topic(name, a)
-                except StrataError as exc:
-                    log.warning("creating local replicas of topic %s failed: %s", name, exc)
-                continue
-            self._creating.add(name)
-            self._spawn(self._build_topic(name, a), f"create-local-{name}")
-
-    async def _build_topic(self, name: str, a: TopicAssignment) -> None:
-        try:
-            await asyncio.to_thread(self._mirror_topic, name, a)
-        except StrataError as exc:
-            log.warning("creating local replicas of topic %s failed: %s", name, exc)
-        finally:
-            self._creating.discard(name)
+    async def _reconcile_built(self) -> None:
         if not self.shutting_down:
-            try:
-                self.reconcile()  # the new replicas' roles now, not at the loop's next turn
-            except Exception:
-                log.exception("reconciling replicas with the cluster metadata failed")
+            await self.reconcile_yielding()
 
     def reconcile(self) -> None:
         """Bring local topics and replica roles in line with the view (synchronous)."""
+        for _ in self._reconcile_steps():
+            pass
+
+    async def reconcile_yielding(self) -> None:
+        """``reconcile``, handing the event loop back every ``RECONCILE_CHUNK`` partitions:
+        taking the roles of thousands of new replicas is seconds of work that must not hold
+        up the loop's etcd lease renewals, heartbeats and requests (a broker whose loop
+        stalls past the session timeout loses its registration). One at a time."""
+        async with self._reconciling:
+            for _ in self._reconcile_steps():
+                await asyncio.sleep(0)
+
+    def _reconcile_steps(self) -> Iterator[None]:
         if not self.view.ready:
             return
         me = self.broker_id
@@ -283,11 +249,15 @@ class ReplicaManager:
             self._drop_topic(info.name)
             log.info("deleting local replicas of topic %s (deleted, or recreated, in the cluster)", info.name)
             self.manager.delete_topic(info.name)
+        seen = 0
         for name, va in wanted.items():
-            if name in self._creating:
-                continue  # being built in a thread (_create_local_topics)
-            self._mirror_topic(name, va.value)
+            if name in self.local.creating:
+                continue  # being built in a thread (broker.local_topics)
+            self.local.mirror(name, va.value)
             for p, replicas in enumerate(va.value.partitions):
+                seen += 1
+                if seen % RECONCILE_CHUNK == 0:
+                    yield
                 key = (name, p)
                 if me not in replicas:
                     self._remove_replica(key)
@@ -298,20 +268,6 @@ class ReplicaManager:
                 rep = self._replica(name, p)
                 if rep is not None:
                     self._apply(rep, replicas, vs)
-
-    def _mirror_topic(self, name: str, a: TopicAssignment) -> None:
-        configs = log_configs(dict(a.configs))
-        tid = uuid.UUID(a.topic_id)
-        try:
-            info = self.manager.topic(name)
-        except UnknownTopicOrPartitionError:
-            log.info("creating local replicas of topic %s (%d partitions)", name, a.partition_count)
-            self.manager.create_topic(name, a.partition_count, configs, topic_id=tid)
-            return
-        if info.partitions < a.partition_count:
-            self.manager.add_partitions(name, a.partition_count)
-        if dict(info.configs) != configs:
-            self.manager.alter_topic_configs(name, configs, replace=True)
 
     def _replica(self, topic: str, partition: int) -> PartitionReplica | None:
         key = (topic, partition)

@@ -24,8 +24,8 @@ from api.handlers.configs import SOURCE_DEFAULT_CONFIG, SOURCE_TOPIC_CONFIG
 from broker.admin import is_internal, refuse_internal_topic
 from broker.broker import Broker
 from broker.controller import CLUSTER_TOPIC_CONFIGS
+from broker.local_topics import log_configs
 from broker.metadata import NO_LEADER, TopicAssignment
-from broker.replica_manager import log_configs
 from hot.config import LogConfig
 from hot.errors import (
     InvalidRequestError,

@@ -193,6 +193,22 @@ def test_create_partitions_places_new_replicas_and_no_broker_creates_foreign_log
     assert _error_code(bad) == E.INVALID_REPLICATION_FACTOR
 
 
+def test_a_topic_too_large_to_build_inline_is_created_and_grown_in_sync(cluster: Cluster) -> None:
+    # Above broker.local_topics.INLINE_BUILD_PARTITIONS each broker builds its replicas in a
+    # thread (creation, then growth): the answer still comes once every replica is in sync.
+    admin = _admin(cluster)
+    admin.create_topics([NewTopic("wide", 100, 3)], operation_timeout=60)["wide"].result(timeout=90)
+    wait_until(lambda: cluster.fully_replicated("wide"), "100 partitions fully replicated")
+    admin.create_partitions([NewPartitions("wide", 200)], operation_timeout=60)["wide"].result(timeout=90)
+    wait_until(lambda: cluster.fully_replicated("wide"), "200 partitions fully replicated")
+    for b in (1, 2, 3):  # built in a thread: the answer does not wait for the directories
+        wait_until(lambda b=b: _partition_dirs(cluster, b, "wide") == set(range(200)), "local replicas")
+    for partition in (0, 99, 100, 199):  # both halves, acks=all through every replica
+        _produce(cluster, "wide", partition, 3)
+        assert len(_consume(cluster, "wide", partition, 3)) == 3
+    admin.delete_topics(["wide"], operation_timeout=60)["wide"].result(timeout=90)
+
+
 def test_create_topics_with_replica_assignment(cluster: Cluster) -> None:
     """CreateTopics' explicit assignments go through the one creation path (broker.admin):
     placed as given, and Kafka's errors for a bad one."""
