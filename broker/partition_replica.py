@@ -40,8 +40,6 @@ class PartitionReplica:
     ack_waiters: list[_Waiter] = field(default_factory=list)
     # acks=1 waiters in fsync mode: completed when the leader's flush reaches it.
     flush_waiters: list[_Waiter] = field(default_factory=list)
-    # Replica fetches parked until something is appended (or the role changes).
-    data_waiters: set[asyncio.Future[None]] = field(default_factory=set)
     # DeleteRecords waiting for the followers' log starts: woken by every follower fetch.
     low_watermark_waiters: set[asyncio.Future[None]] = field(default_factory=set)
     isr_writing: bool = False
@@ -67,9 +65,3 @@ class PartitionReplica:
         is flushed, so an acknowledged record is on the leader's disk too."""
         lg = self.log
         return lg.recovery_point if lg.config.fsync_mode else lg.log_end_offset
-
-    def wake_data_waiters(self) -> None:
-        waiters, self.data_waiters = self.data_waiters, set()
-        for fut in waiters:
-            if not fut.done():
-                fut.set_result(None)

@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from broker.fetch_sessions import SessionPartition, TopicPartition
 from broker.log_manager import ClusterLogManager
 from broker.metrics import BrokerMetrics
-from broker.partition_replica import PartitionReplica
+from broker.partition_replica import PartitionReplica, Role
 from broker.replica_manager import ReplicaManager
 from hot.errors import OffsetMovedToTieredStorageError, StrataError
 from hot.log import Log
@@ -38,16 +39,6 @@ class FetchRequestPartition:
     partition: int
     offset: int
     max_bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaFetchPartition:
-    topic: str
-    partition: int
-    offset: int
-    max_bytes: int
-    current_leader_epoch: int = -1
-    log_start_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,34 +394,64 @@ class ReadPath:
     async def replica_fetch(
         self,
         follower_id: int,
-        parts: Sequence[ReplicaFetchPartition],
+        parts: Sequence[tuple[TopicPartition, SessionPartition]],
         *,
         max_wait_ms: int,
         max_bytes: int,
+        incremental: bool = False,
     ) -> list[FetchedPartition]:
         """A follower's fetch: whole batches up to the log end, in request order within
         ``max_bytes`` (the first partition with data gets at least one batch); waits up to
-        ``max_wait_ms`` for an append when there is nothing to send."""
+        ``max_wait_ms`` for an append when there is nothing to send.
+
+        ``incremental`` (a fetch session's incremental request, KIP-227): a partition with
+        nothing to say is left out of the answer, and one that is *quiet* (the follower at
+        the log end, already recorded there recently, and the marks last sent to it still
+        the log's: ``SessionPartition``) is not even recorded (``LeaderState.quiet_fetch``):
+        an idle follower's fetch costs a few attribute reads per partition."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, max_wait_ms) / 1000
         replicas = self.replicas
+        by_key = replicas.replicas
         while True:
             out: list[FetchedPartition] = []
             served: list[PartitionReplica] = []
+            quiet: list[tuple[TopicPartition, SessionPartition, Log]] = []
             budget = max_bytes
             failed = False
-            for p in parts:
+            for (topic, partition), sp in parts:
+                if incremental:
+                    rep = by_key.get((topic, partition))
+                    lead = rep.leader if rep is not None else None
+                    if (
+                        rep is not None
+                        and lead is not None
+                        and rep.role is Role.LEADER
+                        and sp.current_leader_epoch in (-1, rep.leader_epoch)
+                        and not rep.low_watermark_waiters
+                    ):
+                        lg = rep.log
+                        hw = lg.high_watermark
+                        if (
+                            sp.fetch_offset == lg.log_end_offset
+                            and sp.high_watermark == hw
+                            and sp.last_stable_offset == hw
+                            and sp.leader_log_start == lg.log_start_offset
+                            and lead.quiet_fetch(follower_id, sp.fetch_offset, sp.log_start_offset)
+                        ):
+                            quiet.append(((topic, partition), sp, lg))
+                            continue
                 try:
-                    rep = replicas.leader_replica(p.topic, p.partition, p.current_leader_epoch)
-                    replicas.follower_fetch(rep, follower_id, p.offset, p.log_start_offset)
+                    rep = replicas.leader_replica(topic, partition, sp.current_leader_epoch)
+                    replicas.follower_fetch(rep, follower_id, sp.fetch_offset, sp.log_start_offset)
                     lg = rep.log
                     hw = lg.high_watermark
-                    if p.offset == lg.log_end_offset:
+                    if sp.fetch_offset == lg.log_end_offset:
                         # Caught up (an idle follower's every partition): nothing to read.
                         out.append(
                             FetchedPartition(
-                                p.topic,
-                                p.partition,
+                                topic,
+                                partition,
                                 None,
                                 high_watermark=hw,
                                 last_stable_offset=hw,
@@ -440,15 +461,15 @@ class ReadPath:
                         served.append(rep)
                         continue
                     r = lg.read(
-                        p.offset,
-                        max(0, min(p.max_bytes, budget)),
+                        sp.fetch_offset,
+                        max(0, min(sp.max_bytes, budget)),
                         max_offset=lg.log_end_offset,
                         min_one=budget == max_bytes,
                     )
                     out.append(
                         FetchedPartition(
-                            p.topic,
-                            p.partition,
+                            topic,
+                            partition,
                             None,
                             high_watermark=hw,
                             last_stable_offset=hw,
@@ -462,17 +483,34 @@ class ReadPath:
                     served.append(rep)
                 except StrataError as exc:
                     failed = True
-                    out.append(FetchedPartition(p.topic, p.partition, exc))
-            if failed or budget < max_bytes or not served or loop.time() >= deadline:
+                    out.append(FetchedPartition(topic, partition, exc))
+            if failed or budget < max_bytes or not (served or quiet) or loop.time() >= deadline:
                 return out
-            waiter = replicas.data_waiter(served)
+            waiter = replicas.data_waiter(follower_id)
             try:
                 await asyncio.wait_for(waiter, deadline - loop.time())
             except TimeoutError:
                 # Nothing was appended to any of them: the answer is the one read above,
                 # with the offsets that may have moved meanwhile (not a second pass over
-                # every partition, which doubled an idle follower's cost).
-                return [_marks_now(f, rep.log) for f, rep in zip(out, served, strict=True)]
+                # every partition, which doubled an idle follower's cost), and the quiet
+                # partitions whose marks moved (the high watermark, by another follower).
+                out = [_marks_now(f, rep.log) for f, rep in zip(out, served, strict=True)]
+                for (topic, partition), sp, lg in quiet:
+                    hw, lso = lg.high_watermark, lg.log_start_offset
+                    if sp.high_watermark != hw or sp.leader_log_start != lso:
+                        out.append(
+                            FetchedPartition(
+                                topic,
+                                partition,
+                                None,
+                                high_watermark=hw,
+                                last_stable_offset=hw,
+                                log_start_offset=lso,
+                            )
+                        )
+                return out
+            finally:
+                replicas.drop_data_waiter(follower_id, waiter)
 
 
 def _marks_now(f: FetchedPartition, lg: Log) -> FetchedPartition:

@@ -113,6 +113,7 @@ class ReplicaManager:
         self._new_epochs: dict[TopicPartition, tuple[PartitionReplica, Versioned[PartitionState]]] = {}
         self._taking_epochs = False
         self._reconciling = asyncio.Lock()
+        self._fetch_waiters: dict[int, set[asyncio.Future[None]]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         # Metric hook (broker.cluster_metrics): (topic, partition, old ISR, new ISR) per ISR
         # change this leader wrote to etcd.
@@ -167,7 +168,7 @@ class ReplicaManager:
         self.fetchers.clear()
         for rep in self.replicas.values():
             self._fail_waiters(rep, NotLeaderError(f"{rep.name}: broker {self.broker_id} is shutting down"))
-            rep.wake_data_waiters()
+        self._wake_fetches(None)
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         assert self._loop is not None
@@ -325,7 +326,7 @@ class ReplicaManager:
         rep.role = Role.NONE
         rep.leader = None
         self._fail_waiters(rep, NotLeaderError(f"{rep.name}: no longer a replica on broker {self.broker_id}"))
-        rep.wake_data_waiters()
+        self._wake_fetches(None)
 
     def _apply(self, rep: PartitionReplica, replicas: tuple[int, ...], vs: Versioned[PartitionState]) -> None:
         s = vs.value
@@ -426,7 +427,7 @@ class ReplicaManager:
         rep.leader = None
         rep.leader_id = NO_LEADER
         rep.leader_epoch = epoch
-        rep.wake_data_waiters()
+        self._wake_fetches(None)
 
     def _become_leader(self, rep: PartitionReplica, replicas: tuple[int, ...], s: PartitionState) -> None:
         self._stop_following(rep)
@@ -461,7 +462,7 @@ class ReplicaManager:
             lg.log_end_offset,
             lg.high_watermark,
         )
-        rep.wake_data_waiters()
+        self._wake_fetches(None)
         self.maybe_advance_hw(rep)
 
     def _eligible(self, broker: int) -> bool:
@@ -501,7 +502,7 @@ class ReplicaManager:
         rep.role = Role.FOLLOWER if leader_id != NO_LEADER else Role.NONE
         rep.leader_id = leader_id
         rep.leader_epoch = epoch
-        rep.wake_data_waiters()
+        self._wake_fetches(None)
         if leader_id == NO_LEADER:
             log.info("%s: offline (no leader) in epoch %d", rep.name, epoch)
             return
@@ -576,7 +577,7 @@ class ReplicaManager:
     def appended(self, rep: PartitionReplica) -> None:
         """After a leader append: wake parked follower fetches; in interval mode the HW
         may move at once (an ISR of one)."""
-        rep.wake_data_waiters()
+        self._wake_fetches(rep)
         if not rep.log.config.fsync_mode:
             self.maybe_advance_hw(rep)
 
@@ -797,12 +798,31 @@ class ReplicaManager:
                 await asyncio.wait_for(fut, min(left, 1.0))
             rep.low_watermark_waiters.discard(fut)
 
-    def data_waiter(self, reps: Iterable[PartitionReplica]) -> asyncio.Future[None]:
-        """A future completed by the next append to (or role change of) any of ``reps``."""
+    def data_waiter(self, follower_id: int) -> asyncio.Future[None]:
+        """A future completed by the next append to a partition led here of which
+        ``follower_id`` is a replica, or by any role change: a parked replica fetch. Kept
+        per follower, not per partition: parking costs the same for 10 partitions as for
+        10,000 (a follower fetches from a leader in one session). ``drop_data_waiter`` after."""
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        for rep in reps:
-            rep.data_waiters.add(fut)
+        self._fetch_waiters.setdefault(follower_id, set()).add(fut)
         return fut
+
+    def drop_data_waiter(self, follower_id: int, fut: asyncio.Future[None]) -> None:
+        waiters = self._fetch_waiters.get(follower_id)
+        if waiters is not None:
+            waiters.discard(fut)
+
+    def _wake_fetches(self, rep: PartitionReplica | None) -> None:
+        """Wake the parked fetches of ``rep``'s followers (an append), or of every follower
+        (``None``: a role change, rare)."""
+        lead = rep.leader if rep is not None else None
+        ids: Iterable[int] = lead.replicas if lead is not None else list(self._fetch_waiters)
+        for b in ids:
+            waiters = self._fetch_waiters.pop(b, None)
+            if waiters:
+                for fut in waiters:
+                    if not fut.done():
+                        fut.set_result(None)
 
     # --- ISR changes ---------------------------------------------------------------------------------
 

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 from api.security.conn_authz import allowed
 from broker.broker import Broker
 from broker.fetch_sessions import Asked, FetchContext, SessionPartition
-from broker.read_path import FetchRequestPartition, ReplicaFetchPartition
+from broker.read_path import FetchRequestPartition
 from hot.errors import StrataError
 from kwire import RequestHeader
 from kwire import error_table as E
@@ -245,21 +245,14 @@ async def _replica_fetch(
     unknown: list[FetchTopic],
 ) -> FetchResponse:
     started = time.perf_counter()
-    states = dict(ctx.fetch)
-    parts = [
-        ReplicaFetchPartition(
-            topic,
-            partition,
-            sp.fetch_offset,
-            sp.max_bytes,
-            current_leader_epoch=sp.current_leader_epoch,
-            log_start_offset=sp.log_start_offset,
-        )
-        for (topic, partition), sp in ctx.fetch
-    ]
     fetched = await broker.reads.replica_fetch(
-        req.replica_id, parts, max_wait_ms=req.max_wait_ms, max_bytes=req.max_bytes
+        req.replica_id,
+        ctx.fetch,
+        max_wait_ms=req.max_wait_ms,
+        max_bytes=req.max_bytes,
+        incremental=ctx.incremental,
     )
+    states = ctx.session.partitions if ctx.session is not None else dict(ctx.fetch)
     by_topic: dict[str, list[FetchPartitionData]] = {}
     for f in fetched:
         key = (f.topic, f.partition)

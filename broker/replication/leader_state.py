@@ -254,6 +254,24 @@ class LeaderState:
             and not self._followers[b].is_caught_up(leader_log_end_offset, now, self.replica_lag_time_max_ms)
         )
 
+    def quiet_fetch(self, follower_id: int, fetch_offset: int, follower_log_start_offset: int) -> bool:
+        """Whether recording this fetch would change nothing: an ISR member (no ISR change
+        pending) already known at ``fetch_offset`` and ``follower_log_start_offset``, whose
+        last recorded fetch is less than a quarter of replica.lag.time.max.ms old. The
+        caller also checks the fetch is at the leader's log end; such a fetch may then go
+        unrecorded (broker.read_path: an idle follower's session), since the ISR check
+        holds a follower at the log end in sync, and the caught-up time a later append
+        falls back on is never staler than that quarter."""
+        st = self._followers.get(follower_id)
+        return (
+            st is not None
+            and self._pending is None
+            and follower_id in self._isr
+            and st.log_end_offset == fetch_offset
+            and st.log_start_offset == follower_log_start_offset
+            and self._clock() - st.last_fetch_ms < self.replica_lag_time_max_ms // 4
+        )
+
     def can_join_isr(self, follower_id: int) -> bool:
         """Whether a follower outside the ISR holds everything this leader committed and
         wrote in its epoch (Kafka's isFollowerInSync)."""
