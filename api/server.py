@@ -46,6 +46,7 @@ from broker.cluster_config import ClusterConfig
 from broker.cluster_metrics import ClusterEventMetrics, ClusterMetricsCollector
 from broker.config import BrokerConfig
 from broker.disk_metrics import DiskHealthCollector
+from broker.fetch_session_metrics import FetchSessionCollector
 from broker.groups.coordinator import GroupCoordinator
 from broker.inter_broker import internal_listener_options
 from broker.metrics import BrokerMetrics, LogStatsCollector, manager_logs
@@ -241,6 +242,7 @@ async def serve(
 
         manager.add_delete_listener(forget_topic)
         broker: Broker = node.make_broker(config, metrics, tiering=tiering, groups=groups)
+        metrics.registry.register(FetchSessionCollector(broker.fetch_sessions))
         # Share groups: share-partition state in the internal __share_group_state topic
         # (broker.share.state_store).
         share_store = ShareStateStore(node.broker_id, node.replicas)

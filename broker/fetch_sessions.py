@@ -150,6 +150,10 @@ class FetchSessionCache:
     def __len__(self) -> int:
         return len(self._sessions)
 
+    def sessions(self) -> list[Session]:
+        """The sessions held now (a copy: for metrics)."""
+        return list(self._sessions.values())
+
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
 
