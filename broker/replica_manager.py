@@ -114,6 +114,8 @@ class ReplicaManager:
         self._taking_epochs = False
         self._reconciling = asyncio.Lock()
         self._fetch_waiters: dict[int, set[asyncio.Future[None]]] = {}
+        self.roles_seq = 0  # bumped by every role or epoch change (_role_changed)
+        self._roles_event = asyncio.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
         # Metric hook (broker.cluster_metrics): (topic, partition, old ISR, new ISR) per ISR
         # change this leader wrote to etcd.
@@ -168,7 +170,7 @@ class ReplicaManager:
         self.fetchers.clear()
         for rep in self.replicas.values():
             self._fail_waiters(rep, NotLeaderError(f"{rep.name}: broker {self.broker_id} is shutting down"))
-        self._wake_fetches(None)
+        self._role_changed()
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         assert self._loop is not None
@@ -326,7 +328,7 @@ class ReplicaManager:
         rep.role = Role.NONE
         rep.leader = None
         self._fail_waiters(rep, NotLeaderError(f"{rep.name}: no longer a replica on broker {self.broker_id}"))
-        self._wake_fetches(None)
+        self._role_changed()
 
     def _apply(self, rep: PartitionReplica, replicas: tuple[int, ...], vs: Versioned[PartitionState]) -> None:
         s = vs.value
@@ -427,7 +429,7 @@ class ReplicaManager:
         rep.leader = None
         rep.leader_id = NO_LEADER
         rep.leader_epoch = epoch
-        self._wake_fetches(None)
+        self._role_changed()
 
     def _become_leader(self, rep: PartitionReplica, replicas: tuple[int, ...], s: PartitionState) -> None:
         self._stop_following(rep)
@@ -462,7 +464,7 @@ class ReplicaManager:
             lg.log_end_offset,
             lg.high_watermark,
         )
-        self._wake_fetches(None)
+        self._role_changed()
         self.maybe_advance_hw(rep)
 
     def _eligible(self, broker: int) -> bool:
@@ -502,7 +504,7 @@ class ReplicaManager:
         rep.role = Role.FOLLOWER if leader_id != NO_LEADER else Role.NONE
         rep.leader_id = leader_id
         rep.leader_epoch = epoch
-        self._wake_fetches(None)
+        self._role_changed()
         if leader_id == NO_LEADER:
             log.info("%s: offline (no leader) in epoch %d", rep.name, epoch)
             return
@@ -811,6 +813,29 @@ class ReplicaManager:
         waiters = self._fetch_waiters.get(follower_id)
         if waiters is not None:
             waiters.discard(fut)
+
+    def _role_changed(self) -> None:
+        """A replica's role or epoch changed: wake every parked fetch and every
+        ``wait_roles_changed`` (the coordinators load and unload on it)."""
+        self.roles_seq += 1
+        event, self._roles_event = self._roles_event, asyncio.Event()
+        event.set()
+        self._wake_fetches(None)
+
+    async def wait_roles_changed(self, view_seq: int, roles_seq: int, timeout: float) -> None:
+        """Until the view changes after ``view_seq``, a replica's role after ``roles_seq``
+        (``roles_seq`` counts them), or ``timeout`` seconds pass."""
+        if self.view.seq != view_seq or self.roles_seq != roles_seq:
+            return
+        waits = {
+            asyncio.ensure_future(self.view.wait_changed(view_seq, timeout)),
+            asyncio.ensure_future(self._roles_event.wait()),
+        }
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
 
     def _wake_fetches(self, rep: PartitionReplica | None) -> None:
         """Wake the parked fetches of ``rep``'s followers (an append), or of every follower
