@@ -479,7 +479,16 @@ class GroupCoordinator:
             and classic is not None
             and classic.state not in (Empty, Dead)
         ):
-            raise GroupIdNotFoundError(f"Group {call.group_id} is not a consumer group.")
+            # Kafka would upgrade the group online where group.consumer.migration.policy
+            # allows; Strata does not (yet): refused with the answer Kafka gives when the
+            # policy does not allow it.
+            why = (
+                "the online upgrade of a group with members is not supported"
+                if self.config.upgrade_enabled
+                else "the online upgrade is disabled"
+            )
+            logger.info("Cannot upgrade classic group %s to consumer group because %s.", call.group_id, why)
+            raise GroupIdNotFoundError(f"Group {call.group_id} is not a consumer group")
         try:
             result = self.consumer.heartbeat(call, image)
         except StrataError:
