@@ -95,7 +95,7 @@ def start_broker(data_dir: Path, env: dict[str, str] | None = None) -> tuple[sub
         if time.monotonic() > deadline:
             raise TimeoutError("broker did not start")
     if port == 0:
-        raise RuntimeError("the broker exited before listening (its output is above)")
+        raise RuntimeError("the broker exited before it listened")
     out = proc.stdout
     threading.Thread(target=lambda: [None for _ in out], daemon=True).start()
     return proc, f"127.0.0.1:{port}"
