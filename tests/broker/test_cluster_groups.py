@@ -674,6 +674,15 @@ def test_kip848_group_coordinator_failover_keeps_the_group(cluster: Cluster) -> 
     assert after.group_epoch == before.group_epoch
     epochs = {(m.member_id, m.member_epoch) for m in before.members}
     assert {(m.member_id, m.member_epoch) for m in after.members} == epochs
+
+    def assignments(group: Any) -> set[tuple[str, str, tuple[int, ...]]]:
+        return {
+            (m.member_id, tp.topic_name, tuple(tp.partitions))
+            for m in group.members
+            for tp in m.assignment.topic_partitions
+        }
+
+    assert assignments(after) == assignments(before)
     with run.lock:
         processed, resumed, acked = list(run.processed), list(run.resumed), dict(run.acked)
         revoked = [r for r in run.revoked if killed_at <= r[0] < done_at and r[2]]

@@ -506,6 +506,14 @@ def _describe(broker: BrokerProcess, group: str) -> Any:
         return call(c, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, ConsumerGroupDescribeRequest(group_ids=(group,)))
 
 
+def _assignments(group: Any) -> set[tuple[str, str, tuple[int, ...]]]:
+    return {
+        (m.member_id, tp.topic_name, tuple(tp.partitions))
+        for m in group.members
+        for tp in m.assignment.topic_partitions
+    }
+
+
 def test_kill_and_restart_keeps_epochs_and_assignments(broker: BrokerProcess) -> None:
     """kill -9 of the broker, restarted: the group's records in ``__consumer_offsets``
     bring back its epoch, members and assignments, so the members go on with what they
@@ -557,6 +565,7 @@ def test_kill_and_restart_keeps_epochs_and_assignments(broker: BrokerProcess) ->
     assert {(m.member_id, m.member_epoch) for m in after.members} == {
         (m.member_id, m.member_epoch) for m in before.members
     }
+    assert _assignments(after) == _assignments(before)
     for m in members:
         lost = [r for r in m.revoked if killed_at <= r[0] < done_at and r[1]]
         assert not lost, f"revoked after the kill: {lost}"
