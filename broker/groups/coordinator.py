@@ -451,8 +451,16 @@ class GroupCoordinator:
 
     def expire_offsets(self) -> int:
         """Delete expired offsets (rules: broker.groups.offset_manager) and forget Empty groups
-        left with nothing; returns how many offsets were deleted."""
-        return self._offsets.expire_offsets()
+        left with nothing, consumer groups (KIP-848) included, their records tombstoned, as
+        Kafka's periodic cleanup does; returns how many offsets were deleted."""
+        expired = self._offsets.expire_offsets()
+        store = self._offsets.store
+        if store is not None:
+            for gid in [g for g, group in self.consumer.groups.items() if not group.members]:
+                if not store.has_offsets(gid):
+                    self.consumer.drop(gid)
+                    self._persist_in_background(gid)
+        return expired
 
     def on_topic_deleted(self, topic: str) -> None:
         """A topic was deleted: delete every group's offsets of it, as Kafka does."""

@@ -97,3 +97,18 @@ async def test_empty_groups_change_protocol(h: Harness) -> None:
     # a consumer member cannot join the classic group while it has members
     with pytest.raises(GroupIdNotFoundError):
         await beat(h, "g2", "m2", 0)
+
+
+async def test_empty_consumer_group_without_offsets_is_cleaned_up(h: Harness) -> None:
+    """Kafka's periodic cleanup deletes an empty group with no offsets left, consumer
+    groups included; one with offsets stays."""
+    await beat(h, "gone", "m1", 0)
+    kept_epoch = await beat(h, "kept", "m1", 0)
+    assert (await h.coord.commit_offsets(commit("kept", "m1", kept_epoch), api_version=9)) == {TP0: None}
+    h.coord.expire_offsets()
+    assert {"gone", "kept"} <= {g.group_id for g in h.coord.list_groups()}  # members: kept
+    assert await beat(h, "gone", "m1", -1) == -1
+    assert await beat(h, "kept", "m1", -1) == -1
+    h.coord.expire_offsets()
+    ids = {g.group_id for g in h.coord.list_groups()}
+    assert "gone" not in ids and "kept" in ids
