@@ -71,6 +71,8 @@ def start_broker(data_dir: Path, env: dict[str, str] | None = None) -> tuple[sub
         ],
         cwd=ROOT,
         env={
+            # no schema registry: its default port (8081) would clash with any other broker
+            "STRATA_SCHEMA_REGISTRY_LISTEN": "none",
             **os.environ,
             "PYTHONPATH": str(ROOT),
             "STRATA_GROUP_INITIAL_REBALANCE_DELAY_MS": "500",
@@ -85,13 +87,15 @@ def start_broker(data_dir: Path, env: dict[str, str] | None = None) -> tuple[sub
     port = 0
     deadline = time.monotonic() + 60
     for line in proc.stdout:
-        m = re.search(r"kafka listener on 127.0.0.1:(\d+)", line)
+        m = re.search(r"strata: kafka listener on 127.0.0.1:(\d+)", line)
         if m:
             port = int(m.group(1))
         if "strata: ready" in line:
             break
         if time.monotonic() > deadline:
             raise TimeoutError("broker did not start")
+    if port == 0:
+        raise RuntimeError("the broker exited before it listened")
     out = proc.stdout
     threading.Thread(target=lambda: [None for _ in out], daemon=True).start()
     return proc, f"127.0.0.1:{port}"

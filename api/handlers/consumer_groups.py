@@ -72,7 +72,7 @@ async def handle_consumer_group_heartbeat(
             if name is not None:
                 owned[name] = frozenset(tp.partitions)
     try:
-        r = _coordinator(conn).consumer_group_heartbeat(
+        r = await _coordinator(conn).consumer_group_heartbeat(
             HeartbeatCall(
                 group_id=req.group_id,
                 member_id=req.member_id,

@@ -55,11 +55,18 @@ class GroupConfig:
     consumer_session_timeout_ms: int = 45_000  # group.consumer.session.timeout.ms
     consumer_heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
     consumer_max_size: int = INT32_MAX  # group.consumer.max.size
+    # Whether a group with members may change protocol online (Kafka 4's default:
+    # bidirectional). Strata converts only empty groups (as Kafka does under any policy):
+    # a group with members is refused as under "disabled" (docs/operations.md).
+    consumer_migration_policy: str = "bidirectional"  # group.consumer.migration.policy
 
     def __post_init__(self) -> None:
         for name, (field, parse) in _SPEC.items():
             value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int):
+            if field in _CHOICES:
+                if not isinstance(value, str):
+                    raise InvalidConfigError(f"{name}: expected a string, got {value!r}")
+            elif isinstance(value, bool) or not isinstance(value, int):
                 raise InvalidConfigError(f"{name}: expected an integer, got {value!r}")
             parse(str(value), name)
         if self.min_session_timeout_ms > self.max_session_timeout_ms:
@@ -72,7 +79,7 @@ class GroupConfig:
     def from_kafka(cls, values: Mapping[str, object], base: GroupConfig | None = None) -> GroupConfig:
         """``base`` (or the defaults) with the Kafka-named ``values`` (strings or TOML
         integers) applied, all validated."""
-        changes: dict[str, int] = {}
+        changes: dict[str, int | str] = {}
         for name, raw in values.items():
             spec = _SPEC.get(name)
             if spec is None:
@@ -90,6 +97,11 @@ class GroupConfig:
     def offsets_retention_ms(self) -> int:
         return self.offsets_retention_minutes * 60_000
 
+    @property
+    def upgrade_enabled(self) -> bool:
+        """Whether the migration policy lets a classic group with members upgrade."""
+        return self.consumer_migration_policy in ("bidirectional", "upgrade")
+
 
 def _int(lo: int, hi: int = INT32_MAX) -> Callable[[str, str], int]:
     def parse(raw: str, name: str) -> int:
@@ -105,8 +117,25 @@ def _int(lo: int, hi: int = INT32_MAX) -> Callable[[str, str], int]:
     return parse
 
 
+MIGRATION_POLICIES: Final = ("bidirectional", "upgrade", "downgrade", "disabled")
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[str, str], str]:
+    """Kafka's case-insensitive string choice."""
+
+    def parse(raw: str, name: str) -> str:
+        value = raw.strip().lower()
+        if value not in options:
+            raise InvalidConfigError(f"{name}: must be one of {', '.join(options)}, got {raw!r}")
+        return value
+
+    return parse
+
+
+_CHOICES: Final = frozenset({"consumer_migration_policy"})
+
 # Kafka name -> (GroupConfig field, parser of the string form).
-_SPEC: Final[dict[str, tuple[str, Callable[[str, str], int]]]] = {
+_SPEC: Final[dict[str, tuple[str, Callable[[str, str], int | str]]]] = {
     "group.initial.rebalance.delay.ms": ("initial_rebalance_delay_ms", _int(0)),
     "group.min.session.timeout.ms": ("min_session_timeout_ms", _int(1)),
     "group.max.session.timeout.ms": ("max_session_timeout_ms", _int(1)),
@@ -122,6 +151,7 @@ _SPEC: Final[dict[str, tuple[str, Callable[[str, str], int]]]] = {
     "group.consumer.session.timeout.ms": ("consumer_session_timeout_ms", _int(1)),
     "group.consumer.heartbeat.interval.ms": ("consumer_heartbeat_interval_ms", _int(1)),
     "group.consumer.max.size": ("consumer_max_size", _int(1)),
+    "group.consumer.migration.policy": ("consumer_migration_policy", _choice(MIGRATION_POLICIES)),
 }
 
 KAFKA_NAMES: Final[tuple[str, ...]] = tuple(_SPEC)

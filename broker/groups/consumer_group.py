@@ -26,8 +26,9 @@ in with each heartbeat. The rules, as Kafka 4's GroupMetadataManager runs them:
 * Regular-expression subscriptions use RE2 syntax (google-re2), matched against every
   topic name except internal ones (``__`` prefix), as Kafka matches them.
 
-Not persisted here: broker.groups.coordinator owns the groups; the offsets manager keeps
-their committed offsets.
+Pure here: broker.groups.coordinator owns the groups and writes each change as Kafka's
+ConsumerGroup* records (broker.groups.consumer_records) before answering; the offsets
+manager keeps their committed offsets.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from __future__ import annotations
 import enum
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -311,6 +312,21 @@ class ConsumerGroups:
         self._clock = clock
         self._timers = timers
         self.groups: dict[str, ConsumerGroup] = {}
+        # Called with the group id after a timer removed a member (persistence).
+        self.on_change: Callable[[str], None] | None = None
+
+    def adopt(self, group: ConsumerGroup) -> None:
+        """Take over a group restored from its records (a coordinator loading its
+        partition): every member gets a new session deadline, and a member revoking
+        partitions its rebalance deadline, as Kafka's coordinator arms them on load."""
+        old = self.groups.get(group.group_id)
+        if old is not None:
+            self.drop(old.group_id)
+        self.groups[group.group_id] = group
+        for m in group.members.values():
+            self._arm_session(group, m)
+            if m.state is MemberState.UNREVOKED_PARTITIONS:
+                self._arm_rebalance(group, m)
 
     # --- the heartbeat ------------------------------------------------------------------------
 
@@ -597,6 +613,8 @@ class ConsumerGroups:
         if why == "rebalance" and member.state is not MemberState.UNREVOKED_PARTITIONS:
             return
         self.fence(group_id, member_id)
+        if self.on_change is not None:
+            self.on_change(group_id)
 
     # --- offsets and reading --------------------------------------------------------------------
 

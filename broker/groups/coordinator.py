@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from broker.groups.config import GroupConfig
@@ -40,10 +40,18 @@ from broker.groups.consumer_group import (
     HeartbeatResult,
     TopicsImage,
 )
+from broker.groups.consumer_records import (
+    ConsumerKey,
+    ConsumerValue,
+    encode_consumer_value,
+    group_records,
+    record_diff,
+    restore_group,
+)
 from broker.groups.group import Dead, Empty, Group
 from broker.groups.membership import GroupMembership
 from broker.groups.offset_manager import OffsetManager, PartitionCheck
-from broker.groups.offsets import OffsetStore
+from broker.groups.offsets import ConsumerGroupStore, OffsetStore
 from broker.groups.timers import Clock, SystemClock, Timers
 from broker.groups.types import (
     GroupDescription,
@@ -169,7 +177,10 @@ class GroupCoordinator:
         # KIP-848 consumer groups, beside the classic ones under the same ids: a group id
         # is one or the other (rules: the "consumer groups" section below).
         self.consumer = ConsumerGroups(config, self._clock, self._timers)
+        self.consumer.on_change = self._persist_in_background
         self._offsets.consumer_topics = self.consumer.active_topics
+        # Each consumer group's records as last appended (encoded): what the next write diffs.
+        self._consumer_written: dict[str, dict[ConsumerKey, bytes]] = {}
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -204,6 +215,8 @@ class GroupCoordinator:
         written: the new coordinator has the groups' offsets and metadata in its log."""
         for gid in [g for g in self.consumer.groups if owned(g)]:
             self.consumer.drop(gid)
+        for gid in [g for g in self._consumer_written if owned(g)]:
+            del self._consumer_written[gid]
         return self._groups.unload(
             owned, lambda gid: NotCoordinatorError(f"group {gid!r} moved to another coordinator")
         )
@@ -277,6 +290,7 @@ class GroupCoordinator:
                     f"group {req.group_id!r} is a consumer group (KIP-848) with members"
                 )
             self.consumer.drop(req.group_id)  # an empty consumer group becomes classic
+            self._persist_in_background(req.group_id)  # its records' tombstones
         return await self._groups.join_group(req)
 
     async def sync_group(self, req: SyncGroupRequest) -> SyncGroupResult:
@@ -416,8 +430,11 @@ class GroupCoordinator:
                     if not self.consumer.is_empty(gid):
                         raise NonEmptyGroupError(f"group {gid!r} has members (consumer group)")
                     self.consumer.drop(gid)
+                    tombstones = self._persist_consumer(gid)
                     if group is None or group.state is Dead:
                         results[gid] = None
+                        if tombstones is not None:
+                            writes[gid] = tombstones
                         continue
                 if group is None or group.state is Dead:
                     raise GroupIdNotFoundError(f"group {gid!r} does not exist")
@@ -434,8 +451,16 @@ class GroupCoordinator:
 
     def expire_offsets(self) -> int:
         """Delete expired offsets (rules: broker.groups.offset_manager) and forget Empty groups
-        left with nothing; returns how many offsets were deleted."""
-        return self._offsets.expire_offsets()
+        left with nothing, consumer groups (KIP-848) included, their records tombstoned, as
+        Kafka's periodic cleanup does; returns how many offsets were deleted."""
+        expired = self._offsets.expire_offsets()
+        store = self._offsets.store
+        if store is not None:
+            for gid in [g for g, group in self.consumer.groups.items() if not group.members]:
+                if not store.has_offsets(gid):
+                    self.consumer.drop(gid)
+                    self._persist_in_background(gid)
+        return expired
 
     def on_topic_deleted(self, topic: str) -> None:
         """A topic was deleted: delete every group's offsets of it, as Kafka does."""
@@ -451,8 +476,10 @@ class GroupCoordinator:
     # other protocol is refused (Kafka 4 would upgrade or downgrade it online):
     # GROUP_ID_NOT_FOUND to the heartbeat, INCONSISTENT_GROUP_PROTOCOL to JoinGroup.
 
-    def consumer_group_heartbeat(self, call: HeartbeatCall, image: TopicsImage) -> HeartbeatResult:
-        """ConsumerGroupHeartbeat; raises its request-level errors."""
+    async def consumer_group_heartbeat(self, call: HeartbeatCall, image: TopicsImage) -> HeartbeatResult:
+        """ConsumerGroupHeartbeat; raises its request-level errors. What it changed is
+        written to the store (Kafka's ConsumerGroup* records) and acknowledged before the
+        answer, as Kafka answers once its records are committed."""
         self._serving(call.group_id)
         classic = self._groups.groups.get(call.group_id)
         if (
@@ -460,8 +487,74 @@ class GroupCoordinator:
             and classic is not None
             and classic.state not in (Empty, Dead)
         ):
-            raise GroupIdNotFoundError(f"Group {call.group_id} is not a consumer group.")
-        return self.consumer.heartbeat(call, image)
+            # Kafka would upgrade the group online where group.consumer.migration.policy
+            # allows; Strata does not (yet): refused with the answer Kafka gives when the
+            # policy does not allow it.
+            why = (
+                "the online upgrade of a group with members is not supported"
+                if self.config.upgrade_enabled
+                else "the online upgrade is disabled"
+            )
+            logger.info("Cannot upgrade classic group %s to consumer group because %s.", call.group_id, why)
+            raise GroupIdNotFoundError(f"Group {call.group_id} is not a consumer group")
+        try:
+            result = self.consumer.heartbeat(call, image)
+        except StrataError:
+            self._persist_in_background(call.group_id)  # a refused heartbeat may change nothing, or a little
+            raise
+        fut = self._persist_consumer(call.group_id)
+        if fut is not None:
+            error = await self._offsets.wait_durable(fut, f"group {call.group_id}'s state")
+            if error is not None:
+                raise error
+        return result
+
+    def load_consumer_groups(self, records: Mapping[str, Mapping[ConsumerKey, ConsumerValue]]) -> None:
+        """Take over the consumer groups a loaded offsets partition holds (cluster mode:
+        this broker became its leader): each as its records describe it, members,
+        epochs and assignments included, with fresh session deadlines."""
+        store = self._offsets.store
+        if not isinstance(store, ConsumerGroupStore):
+            return
+        for gid, recs in sorted(records.items()):
+            group = restore_group(gid, recs, store.topic_name)
+            if group is None:
+                continue
+            self.consumer.adopt(group)
+            self._consumer_written[gid] = {k: encode_consumer_value(v) for k, v in recs.items()}
+            logger.info(
+                "consumer group %s loaded: epoch %d, %d members", gid, group.group_epoch, len(group.members)
+            )
+
+    def _persist_consumer(self, group_id: str) -> asyncio.Future[None] | None:
+        """Append what changed in the group's records since the last write (tombstones for
+        a group gone); None when nothing did or the store keeps no consumer groups (the
+        single-node offsets log of the unit tests)."""
+        store = self._offsets.store
+        if not isinstance(store, ConsumerGroupStore):
+            return None
+        group = self.consumer.groups.get(group_id)
+        values = group_records(group, store.topic_id) if group is not None else {}
+        new = {k: encode_consumer_value(v) for k, v in values.items()}
+        old = self._consumer_written.get(group_id, {})
+        items = [(k, values[k] if raw is not None else None) for k, raw in record_diff(old, new)]
+        if not items:
+            return None
+        fut = store.write_consumer(group_id, items)  # raises (nothing appended): old stays
+        if new:
+            self._consumer_written[group_id] = new
+        else:
+            self._consumer_written.pop(group_id, None)
+        return fut
+
+    def _persist_in_background(self, group_id: str) -> None:
+        try:
+            fut = self._persist_consumer(group_id)
+        except StrataError as e:
+            logger.error("cannot write group %s's state: %s", group_id, e)
+            return
+        if fut is not None:
+            self._offsets.background(fut, f"writing group {group_id}'s state")
 
     def describe_consumer_group(self, group_id: str) -> ConsumerGroupView:
         """ConsumerGroupDescribe: GroupIdNotFoundError for no group or a classic one."""

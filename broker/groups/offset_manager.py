@@ -143,7 +143,7 @@ class OffsetManager:
 
     # --- writes for the state machine (GroupPersistence) ------------------------------------------
 
-    def _background(self, fut: asyncio.Future[None], what: str) -> None:
+    def background(self, fut: asyncio.Future[None], what: str) -> None:
         """Keep a write nobody waits for, and log its failure."""
         self._background_writes.add(fut)
 
@@ -167,7 +167,7 @@ class OffsetManager:
             group.state_timestamp_ms,
         )
         try:
-            self._background(store.store_group(group.group_id, value), f"storing group {group.group_id}")
+            self.background(store.store_group(group.group_id, value), f"storing group {group.group_id}")
         except StrataError as e:
             logger.error("cannot store group %s: %s", group.group_id, e)
 
@@ -185,7 +185,7 @@ class OffsetManager:
             return
         self._membership.drop(group)
         try:
-            self._background(store.delete_group(group.group_id), f"deleting group {group.group_id}")
+            self.background(store.delete_group(group.group_id), f"deleting group {group.group_id}")
         except StrataError as e:
             logger.error("cannot delete group %s: %s", group.group_id, e)
 
@@ -460,7 +460,7 @@ class OffsetManager:
             if doomed:
                 logger.info("group %s: %d committed offsets expired", group.group_id, len(doomed))
                 try:
-                    self._background(
+                    self.background(
                         store.delete_offsets(group.group_id, doomed), f"expiring offsets of {group.group_id}"
                     )
                     removed += len(doomed)
@@ -475,7 +475,7 @@ class OffsetManager:
         if store is None or self.closing:
             return
         try:
-            self._background(store.delete_topic(topic), f"deleting offsets of topic {topic}")
+            self.background(store.delete_topic(topic), f"deleting offsets of topic {topic}")
         except StrataError as e:
             logger.error("cannot delete offsets of topic %s: %s", topic, e)
             return

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Set
 from concurrent.futures import Future
@@ -54,6 +55,12 @@ from typing import Final, Protocol, runtime_checkable
 
 from broker.coordinator_runtime.records import RECORD_OVERHEAD, read_records
 from broker.coordinator_runtime.records import build_batches as build_record_batches
+from broker.groups.consumer_records import (
+    ConsumerKey,
+    ConsumerValue,
+    decode_consumer_value,
+    encode_consumer_value,
+)
 from broker.groups.offsets_codec import (
     GroupKey,
     OffsetKey,
@@ -81,7 +88,7 @@ OFFSETS_TOPIC: Final = "__consumer_offsets"
 OFFSETS_DIR: Final = f"{OFFSETS_TOPIC}-0"
 DEFAULT_SEGMENT_BYTES: Final = 16 * 1024 * 1024
 
-Value = OffsetAndMetadata | StoredGroup
+Value = OffsetAndMetadata | StoredGroup | ConsumerValue
 # (key, encoded key, encoded value or None for a tombstone, decoded value or None)
 Op = tuple[RecordKey, bytes, bytes | None, Value | None]
 
@@ -146,6 +153,20 @@ class TransactionalOffsetStore(OffsetStore, Protocol):
         ...
 
 
+@runtime_checkable
+class ConsumerGroupStore(Protocol):
+    """An OffsetStore that also keeps KIP-848 consumer groups' records (the replicated
+    ``__consumer_offsets`` topic); topics are named by id in them."""
+
+    def write_consumer(
+        self, group: str, items: list[tuple[ConsumerKey, ConsumerValue | None]]
+    ) -> asyncio.Future[None]: ...
+
+    def topic_id(self, name: str) -> uuid.UUID | None: ...
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None: ...
+
+
 def offsets_log_config(defaults: LogConfig | None, segment_bytes: int) -> LogConfig:
     """The internal log's configuration: the broker's flush policy, no time or size
     retention (compaction moves the log start), no size limit on our own batches."""
@@ -173,6 +194,8 @@ def encode_ops(items: Iterable[tuple[RecordKey, Value | None]]) -> list[Op]:
             raw = encode_offset(value)
         elif isinstance(value, StoredGroup):
             raw = encode_group(value)
+        elif value is not None:
+            raw = encode_consumer_value(value)
         ops.append((key, encode_key(key), raw, value))
     return ops
 
@@ -187,7 +210,10 @@ def decode_op(key_bytes: bytes, raw: bytes | None) -> Op:
     key = decode_key(key_bytes)
     value: Value | None = None
     if raw is not None:
-        value = decode_offset(raw) if isinstance(key, OffsetKey) else decode_group(raw)
+        if isinstance(key, ConsumerKey):
+            value = decode_consumer_value(key.kind, raw)
+        else:
+            value = decode_offset(raw) if isinstance(key, OffsetKey) else decode_group(raw)
     return (key, key_bytes, raw, value)
 
 
@@ -435,8 +461,10 @@ class OffsetsLog:
                         del self._offsets[key.group]
         elif isinstance(value, StoredGroup):
             self._groups[key.group] = value
-        else:
+        elif isinstance(key, GroupKey):
             self._groups.pop(key.group, None)
+        # A KIP-848 group's records (ConsumerKey) are the cluster store's: kept in the
+        # log-order state (compaction restates them), not read here.
 
     # --- compaction ---------------------------------------------------------------------------
 

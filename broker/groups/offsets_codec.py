@@ -32,6 +32,10 @@ count), so the log reads like Kafka's to anyone who knows those::
       Strata writes v3 with no members (memberships are not persisted) and skips the
       members of any version when reading.
 
+    key, versions 3 to 8: a KIP-848 consumer group's records (ConsumerGroupMetadata,
+      its partition metadata, member metadata, target assignment and current
+      assignments), in broker.groups.consumer_records with their values.
+
 Reading anything else (unknown versions, truncation, trailing bytes) raises
 OffsetRecordError; the store turns it into CorruptLogError with the record's offset.
 Writing a string longer than 32767 bytes is InvalidRequestError.
@@ -43,8 +47,10 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
+from broker.groups.consumer_records import KINDS, ConsumerKey, decode_consumer_key, encode_consumer_key
 from broker.groups.types import NO_LEADER_EPOCH, OffsetAndMetadata, StoredGroup, TopicPartition
 from hot.errors import InvalidRequestError, StrataError
+from kwire.primitives import Reader
 
 OFFSET_KEY_VERSION: Final = 1
 GROUP_KEY_VERSION: Final = 2
@@ -75,7 +81,7 @@ class GroupKey:
     group: str
 
 
-RecordKey = OffsetKey | GroupKey
+RecordKey = OffsetKey | GroupKey | ConsumerKey
 
 
 # --- writing -----------------------------------------------------------------------------
@@ -93,6 +99,8 @@ def _string(out: bytearray, s: str | None, what: str) -> None:
 
 
 def encode_key(key: RecordKey) -> bytes:
+    if isinstance(key, ConsumerKey):
+        return encode_consumer_key(key)
     out = bytearray()
     if isinstance(key, OffsetKey):
         out += _I16.pack(OFFSET_KEY_VERSION)
@@ -202,6 +210,8 @@ def decode_key(data: bytes) -> RecordKey:
         r.end()
         assert group is not None
         return GroupKey(group)
+    if version in KINDS:
+        return decode_consumer_key(version, Reader(r.buf, r.pos))
     raise OffsetRecordError(f"offsets log key version {version} is unknown")
 
 

@@ -36,6 +36,11 @@ compaction, failover safety, all described there); this module is the groups' pa
 * Topics deleted from the cluster get their offsets tombstoned in every partition led
   here, as Kafka does (the local delete listener only fires on brokers holding a replica
   of the topic).
+* KIP-848 consumer groups (broker.groups.consumer_records): their ConsumerGroup*
+  records are written here like offsets (``write_consumer``, acks=all before the
+  heartbeat is answered), replayed with the partition and handed to the coordinator
+  with it (``load_consumer_groups``): a new coordinator continues each group with its
+  epochs, members and assignments.
 * Transactional offsets (TxnOffsetCommit, KIP-447): one transactional batch with the
   producer's id and epoch (base sequence -1, origin COORDINATOR), acknowledged like any
   write, then held pending for that producer (broker.groups.txn_offsets) until its
@@ -56,6 +61,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections.abc import Iterable, Mapping, Set
 from dataclasses import dataclass, field
 from typing import Final
@@ -73,6 +79,7 @@ from broker.coordinator_runtime.shard import (
     state_topic_configs,
 )
 from broker.groups.config import GroupConfig
+from broker.groups.consumer_records import ConsumerKey, ConsumerValue
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.offsets import OFFSETS_TOPIC, Op, Value, decode_op, encode_ops
 from broker.groups.offsets_codec import GroupKey, OffsetKey, RecordKey, encode_key
@@ -120,6 +127,7 @@ class _Partition(CoordinatorShard[Op]):
     # Log order, writes in flight included: what a replay would rebuild, and the dump.
     offset_keys: dict[str, set[OffsetKey]] = field(default_factory=dict)
     group_keys: set[str] = field(default_factory=set)
+    consumer_keys: dict[str, set[ConsumerKey]] = field(default_factory=dict)  # KIP-848 groups
     latest: dict[RecordKey, bytes] = field(default_factory=dict)  # live key -> its value
     live_bytes: int = 0  # about the size of a dump of every live key
     latest_at: dict[RecordKey, int] = field(default_factory=dict)  # live key -> its record's offset
@@ -127,6 +135,7 @@ class _Partition(CoordinatorShard[Op]):
     # Acknowledged state: what readers see.
     offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = field(default_factory=dict)
     groups: dict[str, StoredGroup] = field(default_factory=dict)
+    consumer: dict[str, dict[ConsumerKey, ConsumerValue]] = field(default_factory=dict)
     committed_at: dict[OffsetKey, int] = field(default_factory=dict)  # committed -> record offset
     txn_durable: PendingTxnOffsets = field(default_factory=PendingTxnOffsets)
 
@@ -146,6 +155,14 @@ class _Partition(CoordinatorShard[Op]):
                     del self.offset_keys[key.group]
             else:
                 keys.add(key)
+        elif isinstance(key, ConsumerKey):
+            ckeys = self.consumer_keys.setdefault(key.group, set())
+            if raw is None:
+                ckeys.discard(key)
+                if not ckeys:
+                    del self.consumer_keys[key.group]
+            else:
+                ckeys.add(key)
         elif raw is None:
             self.group_keys.discard(key.group)
         else:
@@ -162,6 +179,14 @@ class _Partition(CoordinatorShard[Op]):
                     offsets.pop(key.topic_partition, None)
                     if not offsets:
                         del self.offsets[key.group]
+        elif isinstance(key, ConsumerKey):
+            records = self.consumer.setdefault(key.group, {})
+            if value is None or isinstance(value, OffsetAndMetadata | StoredGroup):
+                records.pop(key, None)
+                if not records:
+                    del self.consumer[key.group]
+            else:
+                records[key] = value
         elif isinstance(value, StoredGroup):
             self.groups[key.group] = value
         else:
@@ -257,7 +282,7 @@ class _Partition(CoordinatorShard[Op]):
         return self.live_bytes + self.txn_latest.raw_bytes
 
     def count(self) -> int:
-        return len(self.group_ids())
+        return len(self.group_ids() | self.consumer.keys())
 
     def group_ids(self) -> Set[str]:
         return self.offsets.keys() | self.groups.keys() | self.txn_durable.groups()
@@ -352,6 +377,7 @@ class ClusterOffsetStore:
     def _loaded(self, part: _Partition) -> None:
         if self._coordinator is not None:
             self._coordinator.load_groups(part.group_ids())
+            self._coordinator.load_consumer_groups({g: dict(r) for g, r in part.consumer.items()})
 
     def _unloaded(self, part: _Partition) -> int:
         if self._coordinator is None:
@@ -457,6 +483,21 @@ class ClusterOffsetStore:
             if doomed:
                 futs.append(self.runtime.append(part, encode_ops((k, None) for k in doomed)))
         return all_of(futs)
+
+    def write_consumer(
+        self, group: str, items: list[tuple[ConsumerKey, ConsumerValue | None]]
+    ) -> asyncio.Future[None]:
+        """Append a KIP-848 group's changed records and tombstones (broker.groups.consumer_records)."""
+        return self._write(group, list(items))
+
+    def topic_id(self, name: str) -> uuid.UUID | None:
+        """The id the consumer group records name topic ``name`` by."""
+        tid: uuid.UUID | None = self.view.topic_id(name)
+        return tid
+
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        name: str | None = self.view.topic_name(topic_id)
+        return name
 
     def _serving(self, group: str) -> _Partition:
         part = self.runtime.shard_for(group)

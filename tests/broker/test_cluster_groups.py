@@ -29,6 +29,7 @@ from kclient import KafkaClient
 from kwire import ApiKey
 from kwire import error_table as E
 from kwire.address import HostPort
+from kwire.messages.consumer_group_describe import ConsumerGroupDescribeRequest
 from kwire.messages.create_topics import CreatableTopic, CreateTopicsRequest
 from kwire.messages.delete_topics import DeleteTopicsRequest
 from kwire.messages.find_coordinator import FindCoordinatorRequest
@@ -130,6 +131,8 @@ class GroupRun:
     commit_errors: list[str] = field(default_factory=list)
     threads: list[threading.Thread] = field(default_factory=list)
     protocol: str = "classic"  # or "consumer" (KIP-848: the coordinator's heartbeat interval)
+    # (monotonic time, consumer, partitions) of every revocation or loss
+    revoked: list[tuple[float, int, list[int]]] = field(default_factory=list)
 
     def start(self, consumers: int) -> GroupRun:
         for i in range(consumers):
@@ -145,6 +148,13 @@ class GroupRun:
 
         def on_assign(consumer: Any, partitions: list[Any]) -> None:
             fresh.update(tp.partition for tp in partitions)
+
+        def on_revoke(consumer: Any, partitions: list[Any]) -> None:
+            with self.lock:
+                self.revoked.append((time.monotonic(), index, [tp.partition for tp in partitions]))
+            if self.protocol == "consumer" and partitions:
+                # KIP-848 members still own what they revoke: commit it for the next owner
+                self._commit(consumer, 1)
 
         config: dict[str, Any] = {
             "bootstrap.servers": self.bootstrap,
@@ -163,7 +173,7 @@ class GroupRun:
         else:
             config["group.protocol"] = self.protocol
         consumer = Consumer(config)
-        consumer.subscribe([self.topic], on_assign=on_assign)
+        consumer.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
         since_commit = 0
         try:
             while not self.stop.is_set():
@@ -612,10 +622,11 @@ def test_cut_off_coordinator_acknowledges_nothing(cluster: Cluster) -> None:
     cluster.wait_fully_replicated(OFFSETS)
 
 
-def test_kip848_group_coordinator_failover_keeps_committed_offsets(cluster: Cluster) -> None:
-    """A ``group.protocol=consumer`` group through a kill of its coordinator: its members
-    are not persisted (the new coordinator answers UNKNOWN_MEMBER_ID and they rejoin), its
-    offsets are, so no acknowledged commit is lost and no record skipped."""
+def test_kip848_group_coordinator_failover_keeps_the_group(cluster: Cluster) -> None:
+    """A ``group.protocol=consumer`` group through a kill -9 of its coordinator: the group's
+    records in ``__consumer_offsets`` (epochs, members, assignments) are replicated like
+    its offsets, so the new coordinator goes on with them: the group epoch and every
+    member epoch stay, no partition is revoked, every record is read exactly once."""
     group, topic = "kip848-billing", "orders-kip848"
     cluster.create_topic(topic, PARTITIONS, rf=3, min_isr=2)
     _produce(cluster, topic, RECORDS)
@@ -631,8 +642,21 @@ def test_kip848_group_coordinator_failover_keeps_committed_offsets(cluster: Clus
     try:
         wait_until(lambda: run.processed_count() >= RECORDS // 4, "the group to process a quarter")
         victim = _coordinator(cluster, group)
+
+        def described() -> Any:
+            with _client(cluster, _coordinator(cluster, group)) as c:
+                r = c._call(
+                    ApiKey.CONSUMER_GROUP_DESCRIBE, 1, ConsumerGroupDescribeRequest(group_ids=(group,))
+                )
+            return r.groups[0]
+
+        wait_until(
+            lambda: (d := described()).group_state == "Stable" and len(d.members) == 3, "a stable group of 3"
+        )
+        before = described()
         p_off = partition_for(group, 8)
         epoch = cluster.state(OFFSETS, p_off).leader_epoch
+        killed_at = time.monotonic()
         cluster.nodes[victim].kill()
         cluster.wait_new_leader(OFFSETS, p_off, victim, epoch)
         wait_until(lambda: run.processed_count() >= RECORDS, "every record processed", timeout=WAIT * 2)
@@ -642,11 +666,28 @@ def test_kip848_group_coordinator_failover_keeps_committed_offsets(cluster: Clus
                 return all(run.acked.get(p, 0) >= end[p] for p in range(PARTITIONS))
 
         wait_until(committed_to_end, "commits acknowledged up to the end of every partition")
+        after = described()
+        done_at = time.monotonic()
     finally:
         run.close()
     cluster.nodes[victim].start()
+    assert after.group_epoch == before.group_epoch
+    epochs = {(m.member_id, m.member_epoch) for m in before.members}
+    assert {(m.member_id, m.member_epoch) for m in after.members} == epochs
+
+    def assignments(group: Any) -> set[tuple[str, str, tuple[int, ...]]]:
+        return {
+            (m.member_id, tp.topic_name, tuple(tp.partitions))
+            for m in group.members
+            for tp in m.assignment.topic_partitions
+        }
+
+    assert assignments(after) == assignments(before)
     with run.lock:
         processed, resumed, acked = list(run.processed), list(run.resumed), dict(run.acked)
+        revoked = [r for r in run.revoked if killed_at <= r[0] < done_at and r[2]]
+    assert not revoked, f"partitions revoked after the kill: {revoked}"
+    assert len(processed) == len({(p, o) for p, o, _ in processed}), "records read more than once"
     log.info("kip848: processed %d, commit errors %s", len(processed), sorted(set(run.commit_errors))[:5])
     for p in range(PARTITIONS):
         assert {o for q, o, _ in processed if q == p} == set(range(end[p])), f"partition {p}: records skipped"

@@ -31,11 +31,11 @@ class Image:
         return ["t"]
 
 
-def beat(h: Harness, group: str, member: str, epoch: int) -> int:
+async def beat(h: Harness, group: str, member: str, epoch: int) -> int:
     extra = (
         {"rebalance_timeout_ms": 10_000, "subscribed_topic_names": ("t",), "owned": {}} if epoch == 0 else {}
     )
-    r = h.coord.consumer_group_heartbeat(
+    r = await h.coord.consumer_group_heartbeat(
         HeartbeatCall(group_id=group, member_id=member, member_epoch=epoch, **extra),  # type: ignore[arg-type]
         Image(),
     )
@@ -49,7 +49,7 @@ def commit(group: str, member: str = "", epoch: int = -1, offset: int = 7) -> Of
 
 
 async def test_consumer_group_offsets_listing_and_deletion(h: Harness) -> None:
-    epoch = beat(h, "cg", "m1", 0)
+    epoch = await beat(h, "cg", "m1", 0)
     assert (await h.coord.commit_offsets(commit("cg", "m1", epoch), api_version=9)) == {TP0: None}
     with pytest.raises(StaleMemberEpochError):
         await h.coord.commit_offsets(commit("cg", "m1", epoch - 1), api_version=9)
@@ -84,16 +84,31 @@ async def test_consumer_group_offsets_listing_and_deletion(h: Harness) -> None:
 async def test_empty_groups_change_protocol(h: Harness) -> None:
     # a classic group with only committed offsets becomes a consumer group ...
     assert (await h.coord.commit_offsets(commit("g2"))) == {TP0: None}
-    epoch = beat(h, "g2", "m1", 0)
+    epoch = await beat(h, "g2", "m1", 0)
     assert h.coord.is_consumer_group("g2")
     with pytest.raises(InconsistentGroupProtocolError):
         await h.join("g2")
     # ... and back when its last member left and a classic member joins; offsets stay
-    assert beat(h, "g2", "m1", -1) == -1
+    assert await beat(h, "g2", "m1", -1) == -1
     results = await h.through_initial_delay(h.join("g2", await h.member_id("g2")))
     assert results[0].generation_id == 1 and not h.coord.is_consumer_group("g2")
     assert h.coord.committed_offsets("g2")[TP0].offset == 7
     assert epoch > 0
     # a consumer member cannot join the classic group while it has members
     with pytest.raises(GroupIdNotFoundError):
-        beat(h, "g2", "m2", 0)
+        await beat(h, "g2", "m2", 0)
+
+
+async def test_empty_consumer_group_without_offsets_is_cleaned_up(h: Harness) -> None:
+    """Kafka's periodic cleanup deletes an empty group with no offsets left, consumer
+    groups included; one with offsets stays."""
+    await beat(h, "gone", "m1", 0)
+    kept_epoch = await beat(h, "kept", "m1", 0)
+    assert (await h.coord.commit_offsets(commit("kept", "m1", kept_epoch), api_version=9)) == {TP0: None}
+    h.coord.expire_offsets()
+    assert {"gone", "kept"} <= {g.group_id for g in h.coord.list_groups()}  # members: kept
+    assert await beat(h, "gone", "m1", -1) == -1
+    assert await beat(h, "kept", "m1", -1) == -1
+    h.coord.expire_offsets()
+    ids = {g.group_id for g in h.coord.list_groups()}
+    assert "gone" not in ids and "kept" in ids

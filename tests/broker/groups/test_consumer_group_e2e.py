@@ -228,7 +228,13 @@ def test_the_protocol_at_the_wire(client: KafkaClient) -> None:
     lg = call(client, ApiKey.LIST_GROUPS, 5, ListGroupsRequest(types_filter=("classic",)))
     assert group in {x.group_id for x in lg.groups}
     # ... which a consumer member cannot join while it has members
-    assert heartbeat(client, group, mid, 0, subscribed_topic_names=("w",)).error_code == E.GROUP_ID_NOT_FOUND
+    # (Kafka 4 would upgrade it online under group.consumer.migration.policy=bidirectional;
+    # Strata answers as Kafka does under "disabled")
+    refused = heartbeat(client, group, mid, 0, subscribed_topic_names=("w",))
+    assert (refused.error_code, refused.error_message) == (
+        E.GROUP_ID_NOT_FOUND,
+        f"Group {group} is not a consumer group",
+    )
     # committed offsets survived both conversions
     f = call(
         client,
@@ -284,8 +290,14 @@ def wait_for(what: str, check: Callable[[], bool], timeout: float = 90.0) -> Non
 class Member(threading.Thread):
     """One ``group.protocol=consumer`` consumer committing each record synchronously."""
 
-    def __init__(self, bootstrap: str, group: str, seen: Counter[bytes], lock: threading.Lock) -> None:
+    def __init__(
+        self, bootstrap: str, group: str, seen: Counter[bytes], lock: threading.Lock, topic: str = "ex"
+    ) -> None:
         super().__init__(daemon=True)
+        self.topic = topic
+        # (monotonic time, partitions) of each assignment and each revocation or loss
+        self.assigned: list[tuple[float, list[int]]] = []
+        self.revoked: list[tuple[float, list[int]]] = []
         self.consumer = Consumer(
             {
                 "bootstrap.servers": bootstrap,
@@ -301,7 +313,14 @@ class Member(threading.Thread):
 
     def run(self) -> None:
         c = self.consumer
-        c.subscribe(["ex"])
+
+        def on_assign(_: Any, parts: list[Any]) -> None:
+            self.assigned.append((time.monotonic(), [tp.partition for tp in parts]))
+
+        def on_revoke(_: Any, parts: list[Any]) -> None:
+            self.revoked.append((time.monotonic(), [tp.partition for tp in parts]))
+
+        c.subscribe([self.topic], on_assign=on_assign, on_revoke=on_revoke, on_lost=on_revoke)
         try:
             while not self.stopping.is_set():
                 m = c.poll(0.1)
@@ -480,3 +499,77 @@ def test_regex_subscription_follows_new_topics(broker: BrokerProcess) -> None:
     finally:
         c.close()
     assert sorted(got) == [("rx-a", b"a"), ("rx-b", b"b")]
+
+
+def _describe(broker: BrokerProcess, group: str) -> Any:
+    with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port)) as c:
+        return call(c, ApiKey.CONSUMER_GROUP_DESCRIBE, 1, ConsumerGroupDescribeRequest(group_ids=(group,)))
+
+
+def _assignments(group: Any) -> set[tuple[str, str, tuple[int, ...]]]:
+    return {
+        (m.member_id, tp.topic_name, tuple(tp.partitions))
+        for m in group.members
+        for tp in m.assignment.topic_partitions
+    }
+
+
+def test_kill_and_restart_keeps_epochs_and_assignments(broker: BrokerProcess) -> None:
+    """kill -9 of the broker, restarted: the group's records in ``__consumer_offsets``
+    bring back its epoch, members and assignments, so the members go on with what they
+    had: no partition revoked, no rebalance, every record read exactly once. (Last in
+    the module: the shared broker restarts.)"""
+    create_topic(broker.bootstrap, "kr", 6)
+    seen: Counter[bytes] = Counter()
+    lock = threading.Lock()
+    produced: list[bytes] = []
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+
+    def produce(n: int) -> None:
+        for _ in range(n):
+            v = b"%d" % len(produced)
+            produced.append(v)
+            p.produce("kr", value=v, partition=len(produced) % 6)
+        assert p.flush(30) == 0
+
+    def count() -> int:
+        with lock:
+            return sum(seen.values())
+
+    members = [Member(broker.bootstrap, "survivor", seen, lock, topic="kr") for _ in range(2)]
+    try:
+        produce(300)
+        for m in members:
+            m.start()
+
+        def stable() -> bool:
+            d = _describe(broker, "survivor").groups[0]
+            return d.group_state == "Stable" and len(d.members) == 2 and count() >= 50
+
+        wait_for("a stable group of two, reading", stable)
+        before = _describe(broker, "survivor").groups[0]
+        killed_at = time.monotonic()
+        broker.kill()
+        broker.start()
+        produce(300)
+        wait_for("every record", lambda: count() >= len(produced), timeout=90)
+        time.sleep(HEARTBEAT_MS * 5 / 1000)  # a duplicate would show up now
+        after = _describe(broker, "survivor").groups[0]
+        done_at = time.monotonic()
+    finally:
+        for m in members:
+            m.stopping.set()
+        for m in members:
+            m.join(30)
+    assert after.group_epoch == before.group_epoch
+    assert {(m.member_id, m.member_epoch) for m in after.members} == {
+        (m.member_id, m.member_epoch) for m in before.members
+    }
+    assert _assignments(after) == _assignments(before)
+    for m in members:
+        lost = [r for r in m.revoked if killed_at <= r[0] < done_at and r[1]]
+        assert not lost, f"revoked after the kill: {lost}"
+    with lock:
+        dupes = {v: n for v, n in seen.items() if n != 1}
+        assert not dupes, f"read more than once: {sorted(dupes.items())[:10]}"
+        assert set(seen) == set(produced)

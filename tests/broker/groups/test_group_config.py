@@ -83,3 +83,12 @@ def test_consumer_instance_timeout_is_a_group_setting(tmp_path: Path) -> None:
     assert load_config(config_file=f, env=env).groups.consumer_instance_timeout_ms == 1500
     with pytest.raises(InvalidConfigError, match=r"consumer.instance.timeout.ms: must be in \[1"):
         load_config(env={"STRATA_CONSUMER_INSTANCE_TIMEOUT_MS": "0"})
+
+
+def test_consumer_migration_policy() -> None:
+    assert GroupConfig().consumer_migration_policy == "bidirectional"  # Kafka 4's default
+    g = load_config(env={"STRATA_GROUP_CONSUMER_MIGRATION_POLICY": "DISABLED"}).groups
+    assert g.consumer_migration_policy == "disabled" and not g.upgrade_enabled
+    assert g.to_kafka()["group.consumer.migration.policy"] == "disabled"
+    with pytest.raises(InvalidConfigError, match=r"group\.consumer\.migration\.policy: must be one of"):
+        GroupConfig.from_kafka({"group.consumer.migration.policy": "sideways"})

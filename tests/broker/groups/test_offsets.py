@@ -288,10 +288,10 @@ async def test_a_crash_after_moving_the_log_start_before_deleting_segments(tmp_p
 async def test_a_record_that_does_not_parse_refuses_the_log(tmp_path: Path) -> None:
     store = OffsetsLog.open(tmp_path)
     await store.commit("g", {TP0: om(1)})
-    store.log.append(build_batch([RecordInput(b"\x00\x07junk", b"")]))
+    store.log.append(build_batch([RecordInput(b"\x00\x63junk", b"")]))
     store.log.flush()
     store.close()
-    with pytest.raises(CorruptLogError, match=r"offset 1.*key version 7"):
+    with pytest.raises(CorruptLogError, match=r"offset 1.*key version 99"):
         OffsetsLog.open(tmp_path)
 
 
