@@ -75,6 +75,7 @@ class ClusterLogManager(LogManager):
         self.hw_checkpoint = HighWatermarkCheckpoint(self.meta_dir)
         self.on_flushed: FlushListener | None = None
         self._checkpointed: dict[TopicPartition, int] = {}
+        self._written: dict[TopicPartition, int] | None = None
         self._replica_committer: ReplicaCommitter | None = None
         self._replica_flush_workers = flush_workers
         # Whether this broker holds a replica of (topic, partition), per the cluster
@@ -185,11 +186,16 @@ class ClusterLogManager(LogManager):
             fsync_dir(self.logs_dir)
             return created
 
-    def checkpoint_high_watermarks(self) -> None:
-        """Write every open log's high watermark to the checkpoint (StorageError on failure)."""
+    def checkpoint_high_watermarks(self, *, if_changed: bool = False) -> None:
+        """Write every open log's high watermark to the checkpoint (StorageError on failure);
+        ``if_changed`` (the periodic write): not when every entry is as last written, so an
+        idle broker does not rewrite and fsync a file of every partition each interval."""
         entries = {(lg.topic, lg.partition): lg.high_watermark for lg in self.logs() if not lg.closed}
+        if if_changed and entries == self._written:
+            return
         self.hw_checkpoint.write(entries)
         self._checkpointed = entries
+        self._written = dict(entries)  # what the file holds (_checkpointed loses removed keys)
 
     def close(self, clean: bool = True) -> None:
         committer, self._replica_committer = self._replica_committer, None

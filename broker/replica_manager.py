@@ -924,7 +924,7 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(period)
             try:
-                await asyncio.to_thread(self.manager.checkpoint_high_watermarks)
+                await asyncio.to_thread(self.manager.checkpoint_high_watermarks, if_changed=True)
             except StrataError as exc:
                 log.error("high-watermark checkpoint failed: %s", exc)
 

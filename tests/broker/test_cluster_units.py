@@ -134,6 +134,28 @@ def test_log_manager_replicated_logs_and_checkpoint(tmp_path: Path) -> None:
         again.close()
 
 
+def test_periodic_hw_checkpoint_is_written_only_when_something_changed(tmp_path: Path) -> None:
+    mgr = ClusterLogManager(tmp_path, LogConfig(flush_mode="interval")).open()
+    try:
+        mgr.create_topic("orders", 3, {})
+        cp = tmp_path / "meta" / CHECKPOINT_FILE
+        mgr.checkpoint_high_watermarks(if_changed=True)
+        inode = cp.stat().st_ino  # a rewrite is a new file renamed over it (atomic_write)
+        mgr.checkpoint_high_watermarks(if_changed=True)  # idle: not rewritten
+        assert cp.stat().st_ino == inode
+        mgr.get_log("orders", 1).append(_batch(2), leader_epoch=0)
+        mgr.get_log("orders", 1).set_high_watermark(2)
+        mgr.checkpoint_high_watermarks(if_changed=True)
+        assert cp.stat().st_ino != inode
+        assert HighWatermarkCheckpoint(tmp_path / "meta").read()[("orders", 1)] == 2
+        # A removed partition leaves the file at the next periodic write.
+        assert mgr.remove_partition("orders", 2)
+        mgr.checkpoint_high_watermarks(if_changed=True)
+        assert ("orders", 2) not in HighWatermarkCheckpoint(tmp_path / "meta").read()
+    finally:
+        mgr.close()
+
+
 def test_truncation_at_log_end_drops_an_empty_epoch(tmp_path: Path) -> None:
     """KIP-279: a replica that took epoch 5 as leader and wrote nothing must lose that entry
     when it truncates as a follower, or it would ask for epoch 5 forever."""
