@@ -328,7 +328,7 @@ class ReplicaManager:
         rep.role = Role.NONE
         rep.leader = None
         self._fail_waiters(rep, NotLeaderError(f"{rep.name}: no longer a replica on broker {self.broker_id}"))
-        self._role_changed()
+        self._role_changed(rep)
 
     def _apply(self, rep: PartitionReplica, replicas: tuple[int, ...], vs: Versioned[PartitionState]) -> None:
         s = vs.value
@@ -429,7 +429,7 @@ class ReplicaManager:
         rep.leader = None
         rep.leader_id = NO_LEADER
         rep.leader_epoch = epoch
-        self._role_changed()
+        self._role_changed(rep)
 
     def _become_leader(self, rep: PartitionReplica, replicas: tuple[int, ...], s: PartitionState) -> None:
         self._stop_following(rep)
@@ -464,7 +464,7 @@ class ReplicaManager:
             lg.log_end_offset,
             lg.high_watermark,
         )
-        self._role_changed()
+        self._role_changed(rep)
         self.maybe_advance_hw(rep)
 
     def _eligible(self, broker: int) -> bool:
@@ -504,7 +504,7 @@ class ReplicaManager:
         rep.role = Role.FOLLOWER if leader_id != NO_LEADER else Role.NONE
         rep.leader_id = leader_id
         rep.leader_epoch = epoch
-        self._role_changed()
+        self._role_changed(rep)
         if leader_id == NO_LEADER:
             log.info("%s: offline (no leader) in epoch %d", rep.name, epoch)
             return
@@ -814,13 +814,20 @@ class ReplicaManager:
         if waiters is not None:
             waiters.discard(fut)
 
-    def _role_changed(self) -> None:
-        """A replica's role or epoch changed: wake every parked fetch and every
-        ``wait_roles_changed`` (the coordinators load and unload on it)."""
+    def _role_changed(self, rep: PartitionReplica | None = None) -> None:
+        """``rep``'s role or epoch changed (None: every replica's): wake the parked fetches
+        of its other replicas (a fetch parked on a partition this broker no longer leads
+        must answer now) and every ``wait_roles_changed`` (the coordinators load and unload
+        on it). Not every follower's fetches: a thousand new leaderships would make each
+        follower's session fetch spin through all its partitions a thousand times."""
         self.roles_seq += 1
         event, self._roles_event = self._roles_event, asyncio.Event()
         event.set()
-        self._wake_fetches(None)
+        va = self.view.topics.get(rep.topic) if rep is not None else None
+        if rep is None or va is None or not 0 <= rep.partition < len(va.value.partitions):
+            self._wake_fetches(None)
+        else:
+            self._wake_followers(va.value.partitions[rep.partition])
 
     async def wait_roles_changed(self, view_seq: int, roles_seq: int, timeout: float) -> None:
         """Until the view changes after ``view_seq``, a replica's role after ``roles_seq``
@@ -839,9 +846,11 @@ class ReplicaManager:
 
     def _wake_fetches(self, rep: PartitionReplica | None) -> None:
         """Wake the parked fetches of ``rep``'s followers (an append), or of every follower
-        (``None``: a role change, rare)."""
+        (``None``)."""
         lead = rep.leader if rep is not None else None
-        ids: Iterable[int] = lead.replicas if lead is not None else list(self._fetch_waiters)
+        self._wake_followers(lead.replicas if lead is not None else list(self._fetch_waiters))
+
+    def _wake_followers(self, ids: Iterable[int]) -> None:
         for b in ids:
             waiters = self._fetch_waiters.pop(b, None)
             if waiters:
