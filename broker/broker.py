@@ -39,7 +39,7 @@ from broker.fetch_sessions import FetchSessionCache
 from broker.groups.offsets import OFFSETS_TOPIC
 from broker.local_topics import log_configs
 from broker.log_manager import ClusterLogManager
-from broker.metadata import TopicAssignment
+from broker.metadata import ClusterView, TopicAssignment
 from broker.metrics import BrokerMetrics
 from broker.produce_path import ProducePath
 from broker.read_path import ReadPath, RemoteTier
@@ -52,6 +52,7 @@ from hot.errors import (
     CoordinatorNotAvailableError,
     InvalidRequestError,
     NotLeaderError,
+    RequestTimedOutError,
     TopicExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -217,20 +218,41 @@ class Broker:
                 partitions = self.config.num_partitions
             if replication_factor == -1:
                 replication_factor = self.replicas.config.default_replication_factor
-        res = await admin.create(
-            self.replicas.client,
-            name,
-            partitions,
-            replication_factor,
-            dict(configs or {}),
-            self.manager.defaults,
-            assignments=assignments,
-            validate_only=validate_only,
-        )
+        try:
+            res = await admin.create(
+                self.replicas.client,
+                name,
+                partitions,
+                replication_factor,
+                dict(configs or {}),
+                self.manager.defaults,
+                assignments=assignments,
+                validate_only=validate_only,
+            )
+        except TopicExistsError:
+            if not validate_only:
+                await self._await_whole(name)
+            raise
         if isinstance(res, TopicAssignment):
             return res, ZERO_UUID
         await self.await_leaders(name, res.mod_revision)
         return res.value, uuid.UUID(res.value.topic_id)
+
+    async def _await_whole(self, name: str, timeout: float = CREATE_VISIBLE_S) -> None:
+        """A CreateTopics retry of a topic that exists: answered TOPIC_ALREADY_EXISTS only
+        once the topic is whole, every partition's state written (a large topic is created
+        in steps, and the controller fills in what a creator that died left out), else
+        REQUEST_TIMED_OUT, so the client retries rather than use a half-made topic."""
+        view = self.replicas.view
+
+        def whole(v: ClusterView) -> bool:
+            va = v.topics.get(name)
+            return va is None or all((name, p) in v.partitions for p in range(va.value.partition_count))
+
+        try:
+            await view.wait_for(whole, timeout)
+        except TimeoutError:
+            raise RequestTimedOutError(f"topic {name!r} exists but is still being created; retry") from None
 
     async def auto_create_topic(self, name: str, *, wait_for_leaders: bool = True) -> TopicInfo:
         """Create a topic on first use (``auto.create.topics.enable``, checked by the

@@ -6,6 +6,7 @@ the local segments the leader uploaded, with every record readable after a failo
 
 from __future__ import annotations
 
+import asyncio
 import re
 import signal
 import time
@@ -207,6 +208,35 @@ def test_a_topic_too_large_to_build_inline_is_created_and_grown_in_sync(cluster:
         _produce(cluster, "wide", partition, 3)
         assert len(_consume(cluster, "wide", partition, 3)) == 3
     admin.delete_topics(["wide"], operation_timeout=60)["wide"].result(timeout=90)
+
+
+def test_a_create_retry_of_a_half_created_topic_is_answered_once_the_topic_is_whole(cluster: Cluster) -> None:
+    # A creator that died between the topic key and the partition states (a large topic is
+    # written in steps) leaves a topic without states; the controller fills them in, and a
+    # CreateTopics retry answers TOPIC_ALREADY_EXISTS only once every one is there.
+    from broker.etcd import EtcdClient
+    from broker.keys import KeyLayout
+    from broker.metadata import TopicAssignment
+    from broker.metadata_store import Put
+    from tests.broker.clusterlib import CLUSTER_NAME
+
+    n = 40
+    rotations = [(1, 2, 3), (2, 3, 1), (3, 1, 2)]
+    assignment = TopicAssignment(str(uuid.uuid4()), 3, tuple(rotations[p % 3] for p in range(n)), {})
+
+    async def claim_only() -> None:
+        async with EtcdClient(cluster.etcd.endpoint) as etcd:
+            await etcd.txn([], [Put(KeyLayout(CLUSTER_NAME).topic("half"), assignment.to_json())])
+
+    asyncio.run(claim_only())
+    admin = _admin(cluster)
+    assert _error_code(admin.create_topics([NewTopic("half", n, 3)])["half"]) == E.TOPIC_ALREADY_EXISTS
+    view = cluster.view()
+    assert all(view.partition_state("half", p) is not None for p in range(n))
+    wait_until(lambda: cluster.fully_replicated("half"), "the completed topic in sync")
+    _produce(cluster, "half", n - 1, 3)
+    assert len(_consume(cluster, "half", n - 1, 3)) == 3
+    admin.delete_topics(["half"], operation_timeout=60)["half"].result(timeout=90)
 
 
 def test_create_topics_with_replica_assignment(cluster: Cluster) -> None:
