@@ -34,7 +34,7 @@ import jsonschema.exceptions  # type: ignore[import-untyped]
 import jsonschema.validators  # type: ignore[import-untyped]
 
 from broker.schema_registry.errors import invalid_schema
-from broker.schema_registry.formats import JSON, ParsedSchema, ReferencedText, compact_json, load_json
+from broker.schema_registry.schema_base import JSON, ParsedSchema, ReferencedText, compact_json, load_json
 
 Doc = dict[str, Any] | bool
 

@@ -32,7 +32,7 @@ from google.protobuf import descriptor_pb2  # type: ignore[import-untyped]
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
 from broker.schema_registry.errors import invalid_schema
-from broker.schema_registry.formats import PROTOBUF, ParsedSchema, ReferencedText
+from broker.schema_registry.schema_base import PROTOBUF, ParsedSchema, ReferencedText
 
 FDP = descriptor_pb2.FileDescriptorProto
 FieldDP = descriptor_pb2.FieldDescriptorProto
