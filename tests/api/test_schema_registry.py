@@ -161,6 +161,51 @@ def test_compatibility_levels(reg_broker: BrokerProcess, level: str, ok: Any, ba
     assert call(f"{url}/subjects/{s}/versions")[1] == [1, 2]
 
 
+def _rec(*fields: dict[str, Any]) -> str:
+    return json.dumps({"type": "record", "name": "T", "fields": list(fields)})
+
+
+INT_A, INT_A0 = {"name": "a", "type": "int"}, {"name": "a", "type": "int", "default": 0}
+
+
+@pytest.mark.parametrize(
+    ("level", "history", "bad", "ok"),
+    [
+        # each "bad" is compatible with the latest version but not with the first
+        (
+            "BACKWARD_TRANSITIVE",
+            [_rec(INT_A), _rec()],
+            _rec({"name": "a", "type": "string", "default": ""}),
+            _rec(INT_A0 | {"name": "b"}),
+        ),
+        (
+            "FORWARD_TRANSITIVE",
+            [_rec(INT_A), _rec(INT_A0)],
+            _rec(),
+            _rec(INT_A, {"name": "c", "type": "int"}),
+        ),
+        ("FULL_TRANSITIVE", [_rec(INT_A), _rec(INT_A0)], _rec(), _rec(INT_A0, INT_A0 | {"name": "c"})),
+    ],
+)
+def test_transitive_levels(
+    reg_broker: BrokerProcess, level: str, history: list[str], bad: str, ok: str
+) -> None:
+    url = reg_broker.registry_url
+    s = subject()
+    assert call(f"{url}/config/{s}", "PUT", {"compatibility": level}) == (200, {"compatibility": level})
+    for text in history:
+        assert call(f"{url}/subjects/{s}/versions", "POST", {"schema": text})[0] == 200
+    non_transitive = level.removesuffix("_TRANSITIVE")
+    assert call(f"{url}/compatibility/subjects/{s}/versions/latest", "POST", {"schema": bad}) == (
+        200,
+        {"is_compatible": True},
+    ), f"{bad} is {non_transitive}-compatible with the latest version"
+    status, doc = call(f"{url}/subjects/{s}/versions", "POST", {"schema": bad})
+    assert (status, doc["error_code"]) == (409, 409), doc
+    assert call(f"{url}/subjects/{s}/versions", "POST", {"schema": ok})[0] == 200
+    assert call(f"{url}/subjects/{s}/versions")[1] == [1, 2, 3]
+
+
 def test_json_schema_compatibility(reg_broker: BrokerProcess) -> None:
     url = reg_broker.registry_url
     s = subject()
@@ -473,6 +518,28 @@ def test_broker_side_validation(reg_broker: BrokerProcess) -> None:
         'strata_schema_registry_requests_total{endpoint="POST /subjects/{subject}/versions",status="200"}'
         in text
     )
+
+
+def test_key_validation_with_redpanda_name(reg_broker: BrokerProcess) -> None:
+    """``redpanda.key.schema.id.validation``: keys are checked, values are not."""
+    from confluent_kafka import KafkaError
+
+    sr = SchemaRegistryClient({"url": reg_broker.registry_url})
+    topic = f"k-{uuid.uuid4().hex[:8]}"
+    create_topic(reg_broker.bootstrap, topic, 1, {"redpanda.key.schema.id.validation": "true"})
+    key_ser = AvroSerializer(sr, json.dumps({"type": "string"}))
+    key = key_ser("k1", SerializationContext(topic, MessageField.KEY))
+    p = Producer({"bootstrap.servers": reg_broker.bootstrap, "linger.ms": 0})
+    results: list[Any] = []
+    for k in (b"plain key", key):
+        p.produce(
+            topic, key=k, value=b"plain value", on_delivery=lambda err, msg, out=results: out.append(err)
+        )
+        p.flush(30)
+    assert [e.code() if e is not None else None for e in results] == [KafkaError.INVALID_RECORD, None], (
+        results
+    )
+    assert f"{topic}-key" in sr.get_subjects()
 
 
 def roundtrip_read(b: BrokerProcess, topic: str, n: int) -> list[bytes]:
