@@ -520,26 +520,40 @@ def test_broker_side_validation(reg_broker: BrokerProcess) -> None:
     )
 
 
-def test_key_validation_with_redpanda_name(reg_broker: BrokerProcess) -> None:
-    """``redpanda.key.schema.id.validation``: keys are checked, values are not."""
+def test_key_validation_with_redpanda_names(reg_broker: BrokerProcess) -> None:
+    """``redpanda.key.schema.id.validation`` with ``redpanda.key.subject.name.strategy =
+    topic_record_name``: keys are checked (values are not) and must carry an id registered
+    under ``<topic>-<record name>``."""
     from confluent_kafka import KafkaError
+    from confluent_kafka.schema_registry import topic_record_subject_name_strategy
 
     sr = SchemaRegistryClient({"url": reg_broker.registry_url})
     topic = f"k-{uuid.uuid4().hex[:8]}"
-    create_topic(reg_broker.bootstrap, topic, 1, {"redpanda.key.schema.id.validation": "true"})
-    key_ser = AvroSerializer(sr, json.dumps({"type": "string"}))
-    key = key_ser("k1", SerializationContext(topic, MessageField.KEY))
+    config = {
+        "redpanda.key.schema.id.validation": "true",
+        "redpanda.key.subject.name.strategy": "topic_record_name",
+    }
+    create_topic(reg_broker.bootstrap, topic, 1, config)
+    key_schema = json.dumps({"type": "record", "name": "Key", "fields": [{"name": "k", "type": "string"}]})
+    ctx = SerializationContext(topic, MessageField.KEY)
+    by_record = AvroSerializer(
+        sr, key_schema, conf={"subject.name.strategy": topic_record_subject_name_strategy}
+    )
+    # Another record registered as <topic>-key only: not under <topic>-Other, so refused.
+    by_topic = AvroSerializer(sr, key_schema.replace('"Key"', '"Other"'))
     p = Producer({"bootstrap.servers": reg_broker.bootstrap, "linger.ms": 0})
     results: list[Any] = []
-    for k in (b"plain key", key):
+    for k in (b"plain key", by_topic({"k": "a"}, ctx), by_record({"k": "b"}, ctx)):
         p.produce(
             topic, key=k, value=b"plain value", on_delivery=lambda err, msg, out=results: out.append(err)
         )
         p.flush(30)
-    assert [e.code() if e is not None else None for e in results] == [KafkaError.INVALID_RECORD, None], (
-        results
-    )
-    assert f"{topic}-key" in sr.get_subjects()
+    assert [e.code() if e is not None else None for e in results] == [
+        KafkaError.INVALID_RECORD,
+        KafkaError.INVALID_RECORD,
+        None,
+    ], results
+    assert {f"{topic}-Key", f"{topic}-key"} <= set(sr.get_subjects())
 
 
 def roundtrip_read(b: BrokerProcess, topic: str, n: int) -> list[bytes]:
