@@ -13,9 +13,7 @@ identity: the text less insignificant whitespace)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
 
 import avro.errors
 import avro.name
@@ -23,43 +21,33 @@ import avro.schema
 from avro.compatibility import ReaderWriterCompatibilityChecker, SchemaCompatibilityType
 
 from broker.schema_registry.errors import invalid_schema
+from broker.schema_registry.json_format import parse_json_schema
+from broker.schema_registry.protobuf_format import parse_protobuf
+from broker.schema_registry.schema_base import (
+    AVRO,
+    JSON,
+    PROTOBUF,
+    SCHEMA_TYPES,
+    ParsedSchema,
+    ReferencedText,
+    compact_json,
+    load_json,
+)
 
-AVRO: Final = "AVRO"
-JSON: Final = "JSON"
-PROTOBUF: Final = "PROTOBUF"
-SCHEMA_TYPES: Final = (JSON, PROTOBUF, AVRO)  # GET /schemas/types, in Confluent's order
-
-
-@dataclass(frozen=True, slots=True)
-class ReferencedText:
-    """A referenced schema as the parser needs it: the name it is imported by and its text
-    (its own references come before it in the list handed to ``parse``)."""
-
-    name: str
-    text: str
-
-
-class ParsedSchema(Protocol):
-    @property
-    def schema_type(self) -> str: ...
-
-    @property
-    def canonical(self) -> str: ...
-
-    def reads(self, writer: ParsedSchema) -> list[str]:
-        """Why data written with ``writer`` cannot be read with this schema (empty: it can)."""
-        ...
-
-
-def compact_json(doc: Any) -> str:
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False)
-
-
-def load_json(text: str, what: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise invalid_schema(f"{text[:200]}, details: {what} is not JSON: {exc}") from None
+# The shared names stay importable from here, where the rest of the registry takes them.
+__all__ = [
+    "AVRO",
+    "JSON",
+    "PROTOBUF",
+    "SCHEMA_TYPES",
+    "AvroSchema",
+    "ParsedSchema",
+    "ReferencedText",
+    "compact_json",
+    "load_json",
+    "parse",
+    "parse_avro",
+]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -105,11 +93,7 @@ def parse(schema_type: str, text: str, refs: list[ReferencedText]) -> ParsedSche
     if schema_type == AVRO:
         return parse_avro(text, refs)
     if schema_type == JSON:
-        from broker.schema_registry.json_format import parse_json_schema
-
         return parse_json_schema(text, refs)
     if schema_type == PROTOBUF:
-        from broker.schema_registry.protobuf_format import parse_protobuf
-
         return parse_protobuf(text, refs)
     raise invalid_schema(f"of unknown type {schema_type!r} (AVRO, JSON or PROTOBUF)")

@@ -5,15 +5,19 @@ descriptor set), so the ``protobuf`` library's descriptors are what every check 
 The canonical form is the descriptor (less its file name and ``json_name``s) serialized
 deterministically, so the same schema sent as text or as a descriptor is one schema.
 
-Compatibility rules are ours, after Confluent's documented Protobuf rules (reader R,
-writer W; both directions are alike for Protobuf but for required fields):
-PACKAGE_CHANGED; MESSAGE_REMOVED (a message of W missing in R); per field number present
-in both, FIELD_KIND_CHANGED (scalar <-> message/enum, or repeated <-> singular),
-FIELD_SCALAR_KIND_CHANGED unless both kinds are in one wire-compatible group
-({int32, uint32, int64, uint64, bool}, {sint32, sint64}, {fixed32, sfixed32},
-{fixed64, sfixed64}, {string, bytes}), FIELD_NAMED_TYPE_CHANGED (another message or
-enum); REQUIRED_FIELD_ADDED / REQUIRED_FIELD_REMOVED (proto2); MULTIPLE_FIELDS_MOVED_TO_ONEOF.
-Renaming or removing an optional field, adding one, and new messages are compatible."""
+Compatibility rules are ours, after Confluent's documented Protobuf difference types
+(reader R, writer W; both directions are alike but for required fields): PACKAGE_CHANGED;
+MESSAGE_REMOVED (a message of W missing in R); per field number present in both,
+FIELD_KIND_CHANGED (scalar <-> message/enum), FIELD_SCALAR_KIND_CHANGED unless both kinds
+are in one wire-compatible group ({int32, uint32, int64, uint64, bool}, {sint32,
+sint64}, {fixed32, sfixed32}, {fixed64, sfixed64}, {string, bytes}),
+FIELD_NAMED_TYPE_CHANGED (another message or enum), FIELD_NUMERIC_LABEL_CHANGED
+(repeated <-> singular but for string, bytes and messages, whose wire form is the same);
+REQUIRED_FIELD_ADDED / REQUIRED_FIELD_REMOVED (proto2); oneofs by name:
+ONEOF_FIELD_REMOVED, FIELD_MOVED_TO_EXISTING_ONEOF, MULTIPLE_FIELDS_MOVED_TO_ONEOF.
+Compatible, as Confluent has them: renaming, adding or removing an optional field, new
+messages, adding, removing or renumbering enum values (proto3 enums are open: an unknown
+number is kept), one field moved into a new oneof."""
 
 from __future__ import annotations
 
@@ -32,7 +36,7 @@ from google.protobuf import descriptor_pb2  # type: ignore[import-untyped]
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 
 from broker.schema_registry.errors import invalid_schema
-from broker.schema_registry.formats import PROTOBUF, ParsedSchema, ReferencedText
+from broker.schema_registry.schema_base import PROTOBUF, ParsedSchema, ReferencedText
 
 FDP = descriptor_pb2.FileDescriptorProto
 FieldDP = descriptor_pb2.FieldDescriptorProto
@@ -48,6 +52,7 @@ _GROUPS: Final = (
     {_T.TYPE_STRING, _T.TYPE_BYTES},
 )
 _NAMED: Final = {_T.TYPE_MESSAGE, _T.TYPE_ENUM, _T.TYPE_GROUP}
+_LENGTH_DELIMITED: Final = {_T.TYPE_STRING, _T.TYPE_BYTES, _T.TYPE_MESSAGE}
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -206,31 +211,66 @@ def _fields(
                 out.append(f"#/{name}/{num}: REQUIRED_FIELD_REMOVED")
             continue
         where = f"#/{name}/{num}"
-        if (rfield.label == FieldDP.LABEL_REPEATED) != (wfield.label == FieldDP.LABEL_REPEATED):
-            out.append(f"{where}: FIELD_KIND_CHANGED (repeated <-> singular)")
-        elif (rfield.type in _NAMED) != (wfield.type in _NAMED):
+        r_named, w_named = rfield.type in _NAMED, wfield.type in _NAMED
+        if r_named != w_named:
             out.append(f"{where}: FIELD_KIND_CHANGED")
-        elif rfield.type in _NAMED:
+        elif r_named:
             if rfield.type_name.lstrip(".") != wfield.type_name.lstrip("."):
                 out.append(f"{where}: FIELD_NAMED_TYPE_CHANGED ({wfield.type_name} -> {rfield.type_name})")
         elif rfield.type != wfield.type and not any(rfield.type in g and wfield.type in g for g in _GROUPS):
             out.append(f"{where}: FIELD_SCALAR_KIND_CHANGED")
+        relabelled = (rfield.label == FieldDP.LABEL_REPEATED) != (wfield.label == FieldDP.LABEL_REPEATED)
+        # optional <-> repeated keeps the wire format of length-delimited values (string,
+        # bytes, messages); numbers may be packed, which a singular field does not read.
+        if relabelled and not {rfield.type, wfield.type} <= _LENGTH_DELIMITED:
+            out.append(f"{where}: FIELD_NUMERIC_LABEL_CHANGED (repeated <-> singular)")
     for num, rfield in rf.items():
         if num not in wf and rfield.label == FieldDP.LABEL_REQUIRED:
             out.append(f"#/{name}/{num}: REQUIRED_FIELD_ADDED")
-    moved: dict[int, int] = {}
+    _oneofs(name, r, w, rf, wf, out)
+
+
+def _oneof_of(msg: descriptor_pb2.DescriptorProto, f: descriptor_pb2.FieldDescriptorProto) -> str | None:
+    """The name of the real oneof ``f`` is in (a proto3 ``optional``'s synthetic one is none)."""
+    if f.HasField("oneof_index") and not f.proto3_optional:
+        return str(msg.oneof_decl[f.oneof_index].name)
+    return None
+
+
+def _oneofs(
+    name: str,
+    r: descriptor_pb2.DescriptorProto,
+    w: descriptor_pb2.DescriptorProto,
+    rf: dict[int, descriptor_pb2.FieldDescriptorProto],
+    wf: dict[int, descriptor_pb2.FieldDescriptorProto],
+    out: list[str],
+) -> None:
+    """Oneofs, matched by name: a field of one of W's oneofs that R keeps must stay in a
+    oneof (ONEOF_FIELD_REMOVED otherwise: R would read two set fields where W wrote one);
+    fields of W outside any oneof may move into a new oneof one at a time
+    (MULTIPLE_FIELDS_MOVED_TO_ONEOF), never into one W had (FIELD_MOVED_TO_EXISTING_ONEOF)."""
+    r_oneofs = {_oneof_of(r, f) for f in rf.values()} - {None}
+    w_oneofs = {_oneof_of(w, f) for f in wf.values()} - {None}
+    for num, wfield in wf.items():
+        w_oneof = _oneof_of(w, wfield)
+        if w_oneof is None or w_oneof not in r_oneofs:
+            continue
+        rfield = rf.get(num)
+        if rfield is None or _oneof_of(r, rfield) is None:
+            out.append(f"#/{name}/{num}: ONEOF_FIELD_REMOVED (from oneof {w_oneof})")
+    moved: dict[str, int] = {}
     for num, rfield in rf.items():
+        r_oneof = _oneof_of(r, rfield)
         wfield = wf.get(num)
-        if (
-            rfield.HasField("oneof_index")
-            and not rfield.proto3_optional
-            and wfield is not None
-            and not wfield.HasField("oneof_index")
-        ):
-            moved[rfield.oneof_index] = moved.get(rfield.oneof_index, 0) + 1
-    for index, count in moved.items():
+        if r_oneof is None or wfield is None or _oneof_of(w, wfield) is not None:
+            continue
+        if r_oneof in w_oneofs:
+            out.append(f"#/{name}/{num}: FIELD_MOVED_TO_EXISTING_ONEOF ({r_oneof})")
+        else:
+            moved[r_oneof] = moved.get(r_oneof, 0) + 1
+    for oneof, count in sorted(moved.items()):
         if count > 1:
-            out.append(f"#/{name}/oneof {r.oneof_decl[index].name}: MULTIPLE_FIELDS_MOVED_TO_ONEOF")
+            out.append(f"#/{name}/oneof {oneof}: MULTIPLE_FIELDS_MOVED_TO_ONEOF")
 
 
 # --- descriptor -> .proto text ------------------------------------------------------------

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from broker.schema_registry import records as rec
 from broker.schema_registry.compat import DEFAULT_LEVEL, DEFAULT_MODE
 from broker.schema_registry.errors import (
+    RegistryError,
+    invalid_schema,
     invalid_version,
     schema_not_found,
     subject_not_found,
@@ -195,8 +197,6 @@ class RegistryState:
             try:
                 v = self.version(ref.subject, ref.version)
             except Exception:
-                from broker.schema_registry.errors import invalid_schema
-
                 raise invalid_schema(
                     f"reference {ref.name}: subject {ref.subject} version {ref.version} not found"
                 ) from None
@@ -231,8 +231,6 @@ def parse_version(version: str | int) -> int:
 
 
 def references_from_json(doc: object) -> list[Reference]:
-    from broker.schema_registry.errors import RegistryError
-
     if doc is None:
         return []
     if not isinstance(doc, list):

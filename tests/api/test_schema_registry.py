@@ -161,6 +161,51 @@ def test_compatibility_levels(reg_broker: BrokerProcess, level: str, ok: Any, ba
     assert call(f"{url}/subjects/{s}/versions")[1] == [1, 2]
 
 
+def _rec(*fields: dict[str, Any]) -> str:
+    return json.dumps({"type": "record", "name": "T", "fields": list(fields)})
+
+
+INT_A, INT_A0 = {"name": "a", "type": "int"}, {"name": "a", "type": "int", "default": 0}
+
+
+@pytest.mark.parametrize(
+    ("level", "history", "bad", "ok"),
+    [
+        # each "bad" is compatible with the latest version but not with the first
+        (
+            "BACKWARD_TRANSITIVE",
+            [_rec(INT_A), _rec()],
+            _rec({"name": "a", "type": "string", "default": ""}),
+            _rec(INT_A0 | {"name": "b"}),
+        ),
+        (
+            "FORWARD_TRANSITIVE",
+            [_rec(INT_A), _rec(INT_A0)],
+            _rec(),
+            _rec(INT_A, {"name": "c", "type": "int"}),
+        ),
+        ("FULL_TRANSITIVE", [_rec(INT_A), _rec(INT_A0)], _rec(), _rec(INT_A0, INT_A0 | {"name": "c"})),
+    ],
+)
+def test_transitive_levels(
+    reg_broker: BrokerProcess, level: str, history: list[str], bad: str, ok: str
+) -> None:
+    url = reg_broker.registry_url
+    s = subject()
+    assert call(f"{url}/config/{s}", "PUT", {"compatibility": level}) == (200, {"compatibility": level})
+    for text in history:
+        assert call(f"{url}/subjects/{s}/versions", "POST", {"schema": text})[0] == 200
+    non_transitive = level.removesuffix("_TRANSITIVE")
+    assert call(f"{url}/compatibility/subjects/{s}/versions/latest", "POST", {"schema": bad}) == (
+        200,
+        {"is_compatible": True},
+    ), f"{bad} is {non_transitive}-compatible with the latest version"
+    status, doc = call(f"{url}/subjects/{s}/versions", "POST", {"schema": bad})
+    assert (status, doc["error_code"]) == (409, 409), doc
+    assert call(f"{url}/subjects/{s}/versions", "POST", {"schema": ok})[0] == 200
+    assert call(f"{url}/subjects/{s}/versions")[1] == [1, 2, 3]
+
+
 def test_json_schema_compatibility(reg_broker: BrokerProcess) -> None:
     url = reg_broker.registry_url
     s = subject()
@@ -183,6 +228,110 @@ def test_json_schema_compatibility(reg_broker: BrokerProcess) -> None:
         f"{url}/subjects/{s}/versions", "POST", {"schema": json.dumps(v2), "schemaType": "JSON"}
     )
     assert status == 200, doc
+
+
+def test_compatibility_rules_over_the_wire(reg_broker: BrokerProcess) -> None:
+    """confluent-kafka's SchemaRegistryClient.test_compatibility against the registry's own
+    rules, one per format: JSON Schema (a $ref into a referenced subject, a pattern
+    property) and Protobuf (a oneof field removed, a wire-compatible type change)."""
+    from confluent_kafka.schema_registry import SchemaReference
+
+    sr = SchemaRegistryClient({"url": reg_broker.registry_url})
+    # JSON Schema: address.json referenced by the order schema.
+    addr_subject, order = subject(), subject()
+    zip_any = {"type": "object", "properties": {"zip": {"type": ["string", "integer"]}}}
+    sr.register_schema(addr_subject, Schema(json.dumps(zip_any), "JSON"))
+    order_doc = {
+        "type": "object",
+        "properties": {"to": {"$ref": "address.json"}},
+        "patternProperties": {"^x_": {"type": "number"}},
+    }
+    refs = [SchemaReference("address.json", addr_subject, 1)]
+    sr.register_schema(order, Schema(json.dumps(order_doc), "JSON", refs))
+    zip_int = {"type": "object", "properties": {"zip": {"type": "integer"}}}
+    call(f"{reg_broker.registry_url}/config/{addr_subject}", "PUT", {"compatibility": "NONE"})
+    sr.register_schema(addr_subject, Schema(json.dumps(zip_int), "JSON"))
+    narrowed_ref = [SchemaReference("address.json", addr_subject, 2)]
+    assert not sr.test_compatibility(order, Schema(json.dumps(order_doc), "JSON", narrowed_ref))
+    wider_pattern = {**order_doc, "patternProperties": {"^x_": {"type": ["number", "string"]}}}
+    assert sr.test_compatibility(order, Schema(json.dumps(wider_pattern), "JSON", refs))
+    narrower_pattern = {**order_doc, "patternProperties": {"^x_": {"type": "integer"}}}
+    assert not sr.test_compatibility(order, Schema(json.dumps(narrower_pattern), "JSON", refs))
+    # Protobuf: a oneof.
+    s = subject()
+    proto = (
+        'syntax = "proto3";\npackage w;\n'
+        "message Pay {\n  oneof how {\n    string card = 1;\n    int32 cash = 2;\n  }\n}\n"
+    )
+    sr.register_schema(s, Schema(proto, "PROTOBUF"))
+    assert not sr.test_compatibility(s, Schema(proto.replace("    int32 cash = 2;\n", ""), "PROTOBUF"))
+    assert sr.test_compatibility(s, Schema(proto.replace("int32 cash", "int64 cash"), "PROTOBUF"))
+    status, doc = call(
+        f"{reg_broker.registry_url}/compatibility/subjects/{s}/versions/latest?verbose=true",
+        "POST",
+        {"schema": proto.replace("    int32 cash = 2;\n", ""), "schemaType": "PROTOBUF"},
+    )
+    assert status == 200 and doc["is_compatible"] is False, doc
+    assert any("ONEOF_FIELD_REMOVED" in m for m in doc["messages"]), doc
+
+
+def test_import_mode_keeps_given_ids(reg_broker: BrokerProcess) -> None:
+    """IMPORT mode (Confluent's migration path): a schema registered with an explicit id
+    and version keeps them; an id taken by another schema is 42207; an explicit id outside
+    IMPORT is 42205; back in READWRITE, new ids continue above the imported ones."""
+    url = reg_broker.registry_url
+    s = subject()
+    v1, v2, bad = ({**v, "name": f"Imported{s[2:]}"} for v in (USER_V1, USER_V2, USER_BAD))  # new to it
+    status, doc = call(f"{url}/subjects/{s}/versions", "POST", {"schema": json.dumps(v1), "id": 5000})
+    assert (status, doc["error_code"]) == (422, 42205), doc
+    assert call(f"{url}/mode/{s}", "PUT", {"mode": "IMPORT"}) == (200, {"mode": "IMPORT"})
+    body = {"schema": json.dumps(v1), "id": 5000, "version": 3}
+    assert call(f"{url}/subjects/{s}/versions", "POST", body) == (200, {"id": 5000})
+    status, doc = call(
+        f"{url}/subjects/{s}/versions", "POST", {"schema": json.dumps(bad), "id": 5000, "version": 4}
+    )
+    assert (status, doc["error_code"]) == (422, 42207), doc
+    assert call(f"{url}/mode/{s}", "PUT", {"mode": "READWRITE"}) == (200, {"mode": "READWRITE"})
+    sr = SchemaRegistryClient({"url": url})
+    assert json.loads(sr.get_schema(5000).schema_str or "") == v1
+    latest = sr.get_latest_version(s)
+    assert (latest.version, latest.schema_id) == (3, 5000)
+    assert sr.register_schema(s, Schema(json.dumps(v2), "AVRO")) > 5000
+    assert sr.get_versions(s) == [3, 4]
+
+
+def test_documented_answers(reg_broker: BrokerProcess) -> None:
+    """Answers shaped as the examples of Confluent's API reference, key for key."""
+    url = reg_broker.registry_url
+    s = subject()
+    v1, v2 = ({**v, "name": f"Golden{s[2:]}"} for v in (USER_V1, USER_V2))  # ids of their own
+    text = json.dumps(v1)
+    _, reg = call(f"{url}/subjects/{s}/versions", "POST", {"schema": text})
+    sid = reg["id"]
+    assert reg == {"id": sid}
+    assert call(f"{url}/subjects/{s}/versions/1") == (
+        200,
+        {"subject": s, "version": 1, "id": sid, "schema": text},
+    )
+    assert call(f"{url}/subjects/{s}/versions/latest/schema") == (200, v1)
+    assert call(f"{url}/subjects/{s}", "POST", {"schema": text}) == (
+        200,
+        {"subject": s, "version": 1, "id": sid, "schema": text},
+    )
+    assert call(f"{url}/schemas/ids/{sid}/versions")[1] == [{"subject": s, "version": 1}]
+    assert s in call(f"{url}/schemas/ids/{sid}/subjects")[1]
+    assert call(f"{url}/compatibility/subjects/{s}/versions/latest", "POST", {"schema": json.dumps(v2)}) == (
+        200,
+        {"is_compatible": True},
+    )
+    assert call(f"{url}/config/{s}", "PUT", {"compatibility": "FULL"}) == (200, {"compatibility": "FULL"})
+    assert call(f"{url}/config/{s}") == (200, {"compatibilityLevel": "FULL"})
+    assert call(f"{url}/subjects/{s}/versions", "POST", {"schema": json.dumps(v2)})[0] == 200
+    assert call(f"{url}/subjects/{s}/versions/1", "DELETE") == (200, 1)
+    assert call(f"{url}/subjects/{s}/versions/1")[1] == {
+        "error_code": 40402,
+        "message": "Version 1 not found.",
+    }
 
 
 def test_references_deletes_and_documented_answers(reg_broker: BrokerProcess) -> None:
@@ -369,6 +518,42 @@ def test_broker_side_validation(reg_broker: BrokerProcess) -> None:
         'strata_schema_registry_requests_total{endpoint="POST /subjects/{subject}/versions",status="200"}'
         in text
     )
+
+
+def test_key_validation_with_redpanda_names(reg_broker: BrokerProcess) -> None:
+    """``redpanda.key.schema.id.validation`` with ``redpanda.key.subject.name.strategy =
+    topic_record_name``: keys are checked (values are not) and must carry an id registered
+    under ``<topic>-<record name>``."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.schema_registry import topic_record_subject_name_strategy
+
+    sr = SchemaRegistryClient({"url": reg_broker.registry_url})
+    topic = f"k-{uuid.uuid4().hex[:8]}"
+    config = {
+        "redpanda.key.schema.id.validation": "true",
+        "redpanda.key.subject.name.strategy": "topic_record_name",
+    }
+    create_topic(reg_broker.bootstrap, topic, 1, config)
+    key_schema = json.dumps({"type": "record", "name": "Key", "fields": [{"name": "k", "type": "string"}]})
+    ctx = SerializationContext(topic, MessageField.KEY)
+    by_record = AvroSerializer(
+        sr, key_schema, conf={"subject.name.strategy": topic_record_subject_name_strategy}
+    )
+    # Another record registered as <topic>-key only: not under <topic>-Other, so refused.
+    by_topic = AvroSerializer(sr, key_schema.replace('"Key"', '"Other"'))
+    p = Producer({"bootstrap.servers": reg_broker.bootstrap, "linger.ms": 0})
+    results: list[Any] = []
+    for k in (b"plain key", by_topic({"k": "a"}, ctx), by_record({"k": "b"}, ctx)):
+        p.produce(
+            topic, key=k, value=b"plain value", on_delivery=lambda err, msg, out=results: out.append(err)
+        )
+        p.flush(30)
+    assert [e.code() if e is not None else None for e in results] == [
+        KafkaError.INVALID_RECORD,
+        KafkaError.INVALID_RECORD,
+        None,
+    ], results
+    assert {f"{topic}-Key", f"{topic}-key"} <= set(sr.get_subjects())
 
 
 def roundtrip_read(b: BrokerProcess, topic: str, n: int) -> list[bytes]:

@@ -1,6 +1,6 @@
 """The console's schema pages and the message browser's decoding, in headless Chromium
 over one real broker with its registry: the subject list with versions, a diff between
-two versions, an Avro value shown decoded by its schema id."""
+two versions, Avro, Protobuf and JSON Schema values shown decoded by their schema ids."""
 
 from __future__ import annotations
 
@@ -37,9 +37,40 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
             TOPIC, value=ser({"name": "Ada", "age": 36}, SerializationContext(TOPIC, MessageField.VALUE))
         )
         assert p.flush(30) == 0
+        _produce_protobuf_json_unknown(b)
         yield b
     finally:
         b.kill()
+
+
+def _produce_protobuf_json_unknown(b: BrokerProcess) -> None:
+    """A Protobuf value (a nested message, so message indexes), a JSON Schema value and a
+    value naming an unknown id, each in a topic of its own."""
+    from confluent_kafka.schema_registry.json_schema import JSONSerializer
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # type: ignore[import-untyped]
+
+    fdp = descriptor_pb2.FileDescriptorProto(name="shop.proto", package="shop", syntax="proto3")
+    outer = fdp.message_type.add(name="Outer")
+    inner = outer.nested_type.add(name="Item")
+    inner.field.add(name="sku", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING, label=1)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fdp)
+    item = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Outer.Item"))
+    sr = SchemaRegistryClient({"url": b.registry_url})
+    js = JSONSerializer(json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}}), sr)
+    p = Producer({"bootstrap.servers": b.bootstrap})
+    for topic, make in (
+        (
+            "mixed",
+            lambda ctx: ProtobufSerializer(item, sr, {"use.deprecated.format": False})(item(sku="x-1"), ctx),
+        ),
+        ("mixed-json", lambda ctx: js({"n": 5}, ctx)),
+        ("mixed-unknown", lambda ctx: b"\x00\x00\x00\x03\xe7junk"),
+    ):
+        create_topic(b.bootstrap, topic, 1)
+        p.produce(topic, value=make(SerializationContext(topic, MessageField.VALUE)))
+        assert p.flush(30) == 0
 
 
 def _wait(driver: Any) -> Any:
@@ -77,13 +108,18 @@ def test_schema_pages_and_decoded_values(
             )
         )
         assert len(driver.find_elements(By.CSS_SELECTOR, "[data-testid=schema-version]")) == 2
-        driver.get(broker.http_url + f"/dashboard/topics/{TOPIC}")
-        wait = _wait(driver)
-        driver.find_element(By.CSS_SELECTOR, "[data-testid=browse-go]").click()
-        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=value-decoded]"))
-        decoded = driver.find_element(By.CSS_SELECTOR, "[data-testid=value-decoded]").text
-        assert json.loads(decoded) == {"name": "Ada", "age": 36}
-        assert "schema id 2 · AVRO" in driver.find_element(By.CSS_SELECTOR, "[data-testid=value-schema]").text
+        for topic, value, fmt in (
+            (TOPIC, {"name": "Ada", "age": 36}, "schema id 2 · AVRO"),
+            ("mixed", {"sku": "x-1"}, "· PROTOBUF"),
+            ("mixed-json", {"n": 5}, "· JSON"),
+        ):
+            driver.get(broker.http_url + f"/dashboard/topics/{topic}")
+            wait = _wait(driver)
+            driver.find_element(By.CSS_SELECTOR, "[data-testid=browse-go]").click()
+            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=value-decoded]"))
+            decoded = driver.find_element(By.CSS_SELECTOR, "[data-testid=value-decoded]").text
+            assert json.loads(decoded) == value, topic
+            assert fmt in driver.find_element(By.CSS_SELECTOR, "[data-testid=value-schema]").text, topic
 
 
 def test_protobuf_and_json_values_decoded(broker: BrokerProcess) -> None:
@@ -91,36 +127,11 @@ def test_protobuf_and_json_values_decoded(broker: BrokerProcess) -> None:
     values decoded by their ids; a value with an unknown id says so."""
     import urllib.request
 
-    from confluent_kafka.schema_registry.json_schema import JSONSerializer
-    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
-    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # type: ignore[import-untyped]
-
-    fdp = descriptor_pb2.FileDescriptorProto(name="shop.proto", package="shop", syntax="proto3")
-    outer = fdp.message_type.add(name="Outer")
-    inner = outer.nested_type.add(name="Item")
-    inner.field.add(name="sku", number=1, type=descriptor_pb2.FieldDescriptorProto.TYPE_STRING, label=1)
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fdp)
-    item = message_factory.GetMessageClass(pool.FindMessageTypeByName("shop.Outer.Item"))
-    sr = SchemaRegistryClient({"url": broker.registry_url})
-    js = JSONSerializer(json.dumps({"type": "object", "properties": {"n": {"type": "integer"}}}), sr)
-    p = Producer({"bootstrap.servers": broker.bootstrap})
-    decoded: list[Any] = []
-    for topic, make in (
-        (
-            "mixed",
-            lambda ctx: ProtobufSerializer(item, sr, {"use.deprecated.format": False})(item(sku="x-1"), ctx),
-        ),
-        ("mixed-json", lambda ctx: js({"n": 5}, ctx)),
-        ("mixed-unknown", lambda ctx: b"\x00\x00\x00\x03\xe7junk"),
-    ):
-        create_topic(broker.bootstrap, topic, 1)
-        p.produce(topic, value=make(SerializationContext(topic, MessageField.VALUE)))
-        assert p.flush(30) == 0
+    schemas: list[Any] = []
+    for topic in ("mixed", "mixed-json", "mixed-unknown"):
         url = f"{broker.http_url}/console/api/topics/{topic}/messages?mode=offset&offset=0"
         with urllib.request.urlopen(url, timeout=30) as resp:
-            decoded += [r.get("value_schema") for r in json.loads(resp.read())["records"]]
-    schemas = decoded
+            schemas += [r.get("value_schema") for r in json.loads(resp.read())["records"]]
     assert schemas[0]["schema_type"] == "PROTOBUF" and schemas[0]["decoded"] == {"sku": "x-1"}, schemas
     assert schemas[1]["schema_type"] == "JSON" and schemas[1]["decoded"] == {"n": 5}, schemas
     assert schemas[2] == {"schema_id": 999, "error": "Schema 999 not found"}, schemas

@@ -77,3 +77,25 @@ def test_subject_acls(broker: BrokerProcess) -> None:
         r = writer.post("/subjects/a-value/versions", json={"schema": SCHEMA.replace('"R"', '"Ra"')})
         assert r.status_code == 200 and r.json()["id"] == ids["a-value"], r.text
         assert writer.delete("/subjects/b-value").status_code == 403
+
+
+def test_confluent_client_with_basic_auth(broker: BrokerProcess) -> None:
+    """confluent-kafka's SchemaRegistryClient authenticates with ``basic.auth.user.info``
+    (the HTTP listener's users); without credentials it gets 401, refused by ACLs 403."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    from confluent_kafka.schema_registry.error import SchemaRegistryError
+
+    def sr(user: str | None) -> SchemaRegistryClient:
+        conf = {"url": broker.registry_url}
+        if user is not None:
+            conf["basic.auth.user.info"] = f"{user}:{PW[user]}"
+        return SchemaRegistryClient(conf)
+
+    sid = sr("writer").register_schema("a-key", Schema(SCHEMA, "AVRO"))
+    assert sr("reader").get_latest_version("a-key").schema_id == sid
+    with pytest.raises(SchemaRegistryError) as info:
+        sr(None).get_subjects()
+    assert info.value.http_status_code == 401
+    with pytest.raises(SchemaRegistryError) as info:
+        sr("reader").register_schema("a-key", Schema(SCHEMA.replace('"R"', '"Rd"'), "AVRO"))
+    assert (info.value.http_status_code, info.value.error_code) == (403, 40301)

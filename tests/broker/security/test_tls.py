@@ -29,9 +29,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 
 @pytest.fixture(scope="module")
 def tls_broker(tmp_path_factory: pytest.TempPathFactory, pki: Pki) -> Iterator[BrokerProcess]:
-    b = BrokerProcess(
-        tmp_path_factory.mktemp("tls-broker"), "--auto-create-topics", env=server_env(pki)
-    ).start()
+    env = {**server_env(pki), "STRATA_SCHEMA_REGISTRY_LISTEN": "127.0.0.1:0"}
+    b = BrokerProcess(tmp_path_factory.mktemp("tls-broker"), "--auto-create-topics", env=env).start()
     yield b
     b.kill()
 
@@ -133,6 +132,25 @@ def test_https(tls_broker: BrokerProcess, pki: Pki) -> None:
         httpx.get(f"{url}/topics", verify=ca_context(pki.other_ca), timeout=30)
     with pytest.raises(httpx.RemoteProtocolError):  # plain HTTP to the TLS port
         httpx.get(f"http://127.0.0.1:{tls_broker.http_port}/topics", timeout=30)
+
+
+def test_schema_registry_over_tls(tls_broker: BrokerProcess, pki: Pki) -> None:
+    """The registry listener takes the HTTP listener's certificate: confluent-kafka's
+    SchemaRegistryClient over https with the CA registers and reads back; plain HTTP and
+    a CA that did not sign it are refused."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+
+    url = f"https://127.0.0.1:{tls_broker.registry_port}"
+    sr = SchemaRegistryClient({"url": url, "ssl.ca.location": str(pki.ca)})
+    sid = sr.register_schema("tls-value", Schema('{"type": "string"}', "AVRO"))
+    assert sr.get_schema(sid).schema_str == '{"type": "string"}'
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{url}/subjects", verify=ca_context(pki.other_ca), timeout=30)
+    with pytest.raises(httpx.RemoteProtocolError):
+        httpx.get(f"http://127.0.0.1:{tls_broker.registry_port}/subjects", timeout=30)
+    other = SchemaRegistryClient({"url": url, "ssl.ca.location": str(pki.other_ca)})
+    with pytest.raises(Exception, match="CERTIFICATE_VERIFY_FAILED"):  # its own vendored httpx's error
+        other.get_subjects()
 
 
 def _api_versions_frame() -> bytes:
