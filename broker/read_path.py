@@ -486,7 +486,7 @@ class ReadPath:
                     out.append(FetchedPartition(topic, partition, exc))
             if failed or budget < max_bytes or not (served or quiet) or loop.time() >= deadline:
                 return out
-            waiter = replicas.data_waiter(follower_id)
+            waiter = replicas.wakeups.data_waiter(follower_id)
             try:
                 await asyncio.wait_for(waiter, deadline - loop.time())
             except TimeoutError:
@@ -510,7 +510,7 @@ class ReadPath:
                         )
                 return out
             finally:
-                replicas.drop_data_waiter(follower_id, waiter)
+                replicas.wakeups.drop_data_waiter(follower_id, waiter)
 
 
 def _marks_now(f: FetchedPartition, lg: Log) -> FetchedPartition:

@@ -45,7 +45,7 @@ import itertools
 import logging
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any
 
 from broker.cluster_config import ClusterConfig
@@ -55,6 +55,7 @@ from broker.local_topics import LocalTopics
 from broker.log_manager import ClusterLogManager
 from broker.metadata import NO_LEADER, MetadataClient, PartitionState, TopicAssignment, Versioned
 from broker.partition_replica import PartitionReplica, Role
+from broker.replica_wakeups import ReplicaWakeups
 from broker.replication.leader_state import (
     ACKS_ALL,
     LeaderState,
@@ -113,9 +114,8 @@ class ReplicaManager:
         self._new_epochs: dict[TopicPartition, tuple[PartitionReplica, Versioned[PartitionState]]] = {}
         self._taking_epochs = False
         self._reconciling = asyncio.Lock()
-        self._fetch_waiters: dict[int, set[asyncio.Future[None]]] = {}
-        self.roles_seq = 0  # bumped by every role or epoch change (_role_changed)
-        self._roles_event = asyncio.Event()
+        # Parked replica fetches and role-change waiters (coordinators).
+        self.wakeups = ReplicaWakeups(self.view)
         self._loop: asyncio.AbstractEventLoop | None = None
         # Metric hook (broker.cluster_metrics): (topic, partition, old ISR, new ISR) per ISR
         # change this leader wrote to etcd.
@@ -170,7 +170,7 @@ class ReplicaManager:
         self.fetchers.clear()
         for rep in self.replicas.values():
             self._fail_waiters(rep, NotLeaderError(f"{rep.name}: broker {self.broker_id} is shutting down"))
-        self._role_changed()
+        self.wakeups.role_changed()
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         assert self._loop is not None
@@ -328,7 +328,7 @@ class ReplicaManager:
         rep.role = Role.NONE
         rep.leader = None
         self._fail_waiters(rep, NotLeaderError(f"{rep.name}: no longer a replica on broker {self.broker_id}"))
-        self._role_changed(rep)
+        self.wakeups.role_changed(rep)
 
     def _apply(self, rep: PartitionReplica, replicas: tuple[int, ...], vs: Versioned[PartitionState]) -> None:
         s = vs.value
@@ -429,7 +429,7 @@ class ReplicaManager:
         rep.leader = None
         rep.leader_id = NO_LEADER
         rep.leader_epoch = epoch
-        self._role_changed(rep)
+        self.wakeups.role_changed(rep)
 
     def _become_leader(self, rep: PartitionReplica, replicas: tuple[int, ...], s: PartitionState) -> None:
         self._stop_following(rep)
@@ -464,7 +464,7 @@ class ReplicaManager:
             lg.log_end_offset,
             lg.high_watermark,
         )
-        self._role_changed(rep)
+        self.wakeups.role_changed(rep)
         self.maybe_advance_hw(rep)
 
     def _eligible(self, broker: int) -> bool:
@@ -504,7 +504,7 @@ class ReplicaManager:
         rep.role = Role.FOLLOWER if leader_id != NO_LEADER else Role.NONE
         rep.leader_id = leader_id
         rep.leader_epoch = epoch
-        self._role_changed(rep)
+        self.wakeups.role_changed(rep)
         if leader_id == NO_LEADER:
             log.info("%s: offline (no leader) in epoch %d", rep.name, epoch)
             return
@@ -579,7 +579,7 @@ class ReplicaManager:
     def appended(self, rep: PartitionReplica) -> None:
         """After a leader append: wake parked follower fetches; in interval mode the HW
         may move at once (an ISR of one)."""
-        self._wake_fetches(rep)
+        self.wakeups.appended(rep)
         if not rep.log.config.fsync_mode:
             self.maybe_advance_hw(rep)
 
@@ -799,64 +799,6 @@ class ReplicaManager:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(fut, min(left, 1.0))
             rep.low_watermark_waiters.discard(fut)
-
-    def data_waiter(self, follower_id: int) -> asyncio.Future[None]:
-        """A future completed by the next append to a partition led here of which
-        ``follower_id`` is a replica, or by any role change: a parked replica fetch. Kept
-        per follower, not per partition: parking costs the same for 10 partitions as for
-        10,000 (a follower fetches from a leader in one session). ``drop_data_waiter`` after."""
-        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._fetch_waiters.setdefault(follower_id, set()).add(fut)
-        return fut
-
-    def drop_data_waiter(self, follower_id: int, fut: asyncio.Future[None]) -> None:
-        waiters = self._fetch_waiters.get(follower_id)
-        if waiters is not None:
-            waiters.discard(fut)
-
-    def _role_changed(self, rep: PartitionReplica | None = None) -> None:
-        """``rep``'s role or epoch changed (None: every replica's): wake the parked fetches
-        of its other replicas (a fetch parked on a partition this broker no longer leads
-        must answer now) and every ``wait_roles_changed`` (the coordinators load and unload
-        on it). Not every follower's fetches: a thousand new leaderships would make each
-        follower's session fetch spin through all its partitions a thousand times."""
-        self.roles_seq += 1
-        event, self._roles_event = self._roles_event, asyncio.Event()
-        event.set()
-        va = self.view.topics.get(rep.topic) if rep is not None else None
-        if rep is None or va is None or not 0 <= rep.partition < len(va.value.partitions):
-            self._wake_fetches(None)
-        else:
-            self._wake_followers(va.value.partitions[rep.partition])
-
-    async def wait_roles_changed(self, view_seq: int, roles_seq: int, timeout: float) -> None:
-        """Until the view changes after ``view_seq``, a replica's role after ``roles_seq``
-        (``roles_seq`` counts them), or ``timeout`` seconds pass."""
-        if self.view.seq != view_seq or self.roles_seq != roles_seq:
-            return
-        waits = {
-            asyncio.ensure_future(self.view.wait_changed(view_seq, timeout)),
-            asyncio.ensure_future(self._roles_event.wait()),
-        }
-        try:
-            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waits:
-                w.cancel()
-
-    def _wake_fetches(self, rep: PartitionReplica | None) -> None:
-        """Wake the parked fetches of ``rep``'s followers (an append), or of every follower
-        (``None``)."""
-        lead = rep.leader if rep is not None else None
-        self._wake_followers(lead.replicas if lead is not None else list(self._fetch_waiters))
-
-    def _wake_followers(self, ids: Iterable[int]) -> None:
-        for b in ids:
-            waiters = self._fetch_waiters.pop(b, None)
-            if waiters:
-                for fut in waiters:
-                    if not fut.done():
-                        fut.set_result(None)
 
     # --- ISR changes ---------------------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ OpT = TypeVar("OpT")
 ShardT = TypeVar("ShardT", bound=CoordinatorShard[Any])
 
 # Replica roles change after the view does: the watch wakes on either
-# (ReplicaManager.wait_roles_changed), and looks again this often regardless (a lease's
+# (ReplicaWakeups.wait_roles_changed), and looks again this often regardless (a lease's
 # certainty can change with neither).
 POLL_S: Final = 1.0
 HW_POLL_S: Final = 0.02  # while a new leader waits for its high watermark
@@ -227,14 +227,14 @@ class CoordinatorLog(Generic[OpT, ShardT]):
     async def _watch(self) -> None:
         view = self.view
         while True:
-            seq, roles = view.seq, self.replicas.roles_seq
+            seq, roles = view.seq, self.replicas.wakeups.roles_seq
             try:
                 if self._on_watch is not None:
                     self._on_watch()
                 self.sync()
             except Exception:
                 self._log.exception("following the leaders of %s failed", self.topic.name)
-            await self.replicas.wait_roles_changed(seq, roles, POLL_S)
+            await self.replicas.wakeups.wait_roles_changed(seq, roles, POLL_S)
 
     def sync(self) -> None:
         """Unload partitions no longer led here; start loading newly led ones; delete the

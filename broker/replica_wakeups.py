@@ -1,0 +1,80 @@
+"""What wakes whom on a leader: parked replica fetches, and the coordinators that load
+and unload their partitions as this broker's replica roles change.
+
+A parked replica fetch waits on one future per follower, not per partition: parking
+costs the same for 10 partitions as for 10,000 (a follower fetches from a leader in one
+session), and an append wakes only the fetches of that partition's followers. Role
+changes are counted (``roles_seq``) and wake ``wait_roles_changed``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+
+from broker.metadata import ClusterView
+from broker.partition_replica import PartitionReplica
+
+
+class ReplicaWakeups:
+    def __init__(self, view: ClusterView) -> None:
+        self.view = view
+        self._fetch_waiters: dict[int, set[asyncio.Future[None]]] = {}
+        self.roles_seq = 0  # bumped by every role or epoch change (role_changed)
+        self._roles_event = asyncio.Event()
+
+    def data_waiter(self, follower_id: int) -> asyncio.Future[None]:
+        """A future completed by the next append to a partition led here of which
+        ``follower_id`` is a replica, or by a role change of one: a parked replica fetch.
+        ``drop_data_waiter`` after."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._fetch_waiters.setdefault(follower_id, set()).add(fut)
+        return fut
+
+    def drop_data_waiter(self, follower_id: int, fut: asyncio.Future[None]) -> None:
+        waiters = self._fetch_waiters.get(follower_id)
+        if waiters is not None:
+            waiters.discard(fut)
+
+    def appended(self, rep: PartitionReplica) -> None:
+        """Wake the parked fetches of ``rep``'s followers."""
+        lead = rep.leader
+        self._wake(lead.replicas if lead is not None else list(self._fetch_waiters))
+
+    def role_changed(self, rep: PartitionReplica | None = None) -> None:
+        """``rep``'s role or epoch changed (None: every replica's): wake the parked fetches
+        of its replicas (a fetch parked on a partition this broker no longer leads must
+        answer now) and every ``wait_roles_changed``. Not every follower's fetches: a
+        thousand new leaderships would make each follower's session fetch spin through all
+        its partitions a thousand times."""
+        self.roles_seq += 1
+        event, self._roles_event = self._roles_event, asyncio.Event()
+        event.set()
+        va = self.view.topics.get(rep.topic) if rep is not None else None
+        if rep is None or va is None or not 0 <= rep.partition < len(va.value.partitions):
+            self._wake(list(self._fetch_waiters))
+        else:
+            self._wake(va.value.partitions[rep.partition])
+
+    async def wait_roles_changed(self, view_seq: int, roles_seq: int, timeout: float) -> None:
+        """Until the view changes after ``view_seq``, a replica's role after ``roles_seq``,
+        or ``timeout`` seconds pass."""
+        if self.view.seq != view_seq or self.roles_seq != roles_seq:
+            return
+        waits = {
+            asyncio.ensure_future(self.view.wait_changed(view_seq, timeout)),
+            asyncio.ensure_future(self._roles_event.wait()),
+        }
+        try:
+            await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+
+    def _wake(self, ids: Iterable[int]) -> None:
+        for b in ids:
+            waiters = self._fetch_waiters.pop(b, None)
+            if waiters:
+                for fut in waiters:
+                    if not fut.done():
+                        fut.set_result(None)
