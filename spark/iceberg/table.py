@@ -4,6 +4,7 @@ made from the archive reader's Arrow rows (``spark.schema.ARROW_SCHEMA``)."""
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -121,7 +122,7 @@ class DataFile:
     """One Parquet file's bytes, its partition path (Hive-style, for the key) and row count."""
 
     partition_path: str
-    data: bytes
+    data: memoryview
     rows: int
     file_id: uuid.UUID
 
@@ -174,8 +175,12 @@ _ROW_GROUP_BYTES: Final = 8 << 20  # as strata export (spark.export.ROW_GROUP_BY
 
 
 class _OpenFile:
-    def __init__(self, path: str, compression: str, schema: pa.Schema) -> None:
+    def __init__(self, path: str, compression: str, schema: pa.Schema, encoder: Executor) -> None:
         self.path = path
+        # Row groups are encoded on ``encoder`` (one thread: in order) while the reader
+        # decodes the next batches: Parquet encoding and compression release the GIL.
+        self.encoder = encoder
+        self.encoding: Future[None] | None = None
         self.sink = pa.BufferOutputStream()  # native: a Python file object would take the GIL per write
         self.writer = pq.ParquetWriter(
             self.sink,
@@ -199,13 +204,24 @@ class _OpenFile:
 
     def flush(self) -> None:
         if self.pending:
-            self.writer.write_table(pa.concat_tables(self.pending).combine_chunks())
+            # chunks as they came: the writer cuts row groups by rows across chunks, and a
+            # combine_chunks() would copy every byte once more
+            group = pa.concat_tables(self.pending)
             self.pending, self.pending_bytes = [], 0
+            self._wait()  # one row group in flight: memory stays bounded
+            self.encoding = self.encoder.submit(self.writer.write_table, group)
+
+    def _wait(self) -> None:
+        if self.encoding is not None:
+            self.encoding.result()
+            self.encoding = None
 
     def close(self) -> DataFile:
         self.flush()
+        self._wait()
         self.writer.close()
-        return DataFile(self.path, self.sink.getvalue().to_pybytes(), self.rows, uuid.uuid4())
+        # the Arrow buffer itself: to_pybytes() would copy the whole file
+        return DataFile(self.path, memoryview(self.sink.getvalue()), self.rows, uuid.uuid4())
 
 
 class DataFileWriter:
@@ -219,6 +235,7 @@ class DataFileWriter:
         self.schema = schema
         self.compression = compression
         self._files: dict[str, _OpenFile] = {}
+        self._encoder = ThreadPoolExecutor(1, thread_name_prefix="iceberg-parquet")
 
     @property
     def rows(self) -> int:
@@ -231,16 +248,18 @@ class DataFileWriter:
         for key, path in groups:
             f = self._files.get(path)
             if f is None:
-                f = self._files[path] = _OpenFile(path, self.compression, self.schema)
+                f = self._files[path] = _OpenFile(path, self.compression, self.schema, self._encoder)
             f.add(rows if keys is None else rows.filter(pc.equal(keys, key)))
 
     def finish(self) -> list[DataFile]:
-        out = [f.close() for f in self._files.values()]
-        self._files.clear()
-        return out
+        try:
+            return [f.close() for f in self._files.values()]
+        finally:
+            self._files.clear()
+            self._encoder.shutdown()
 
 
-def iceberg_data_file(metadata: TableMetadata, url: str, data: bytes) -> IcebergDataFile:
+def iceberg_data_file(metadata: TableMetadata, url: str, data: bytes | memoryview) -> IcebergDataFile:
     """The manifest entry of a Parquet file written here (pyiceberg's
     ``parquet_file_to_data_file``, from the bytes in hand rather than a read of the footer)."""
     from pyiceberg.io.pyarrow import (

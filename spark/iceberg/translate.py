@@ -28,6 +28,7 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -214,11 +215,20 @@ class Translator:
             # only control records, aborted data or undecodable values: nothing to add now
             return PassResult(info.name, offsets=committed, ends=ends)
         assert table is not None
-        written = []
-        for f in files:
-            key = iceberg_data_key(info.name, info.topic_id, f.partition_path, f.file_id)
-            self.store.put(key, f.data)
-            written.append((object_url(self.store, key), f.data))
+        urls = {}
+        with ThreadPoolExecutor(min(len(files), 4), thread_name_prefix="iceberg-put") as uploads:
+            # the uploads (hash, write, fsync: mostly off the GIL) run while the manifest
+            # entries are made from the footers in hand
+            puts = []
+            for f in files:
+                key = iceberg_data_key(info.name, info.topic_id, f.partition_path, f.file_id)
+                urls[f.file_id] = object_url(self.store, key)
+                puts.append(uploads.submit(self.store.put, key, f.data))
+            entries = None
+            if evolved is None:
+                entries = [iceberg_data_file(table.metadata, urls[f.file_id], f.data) for f in files]
+            for put in puts:
+                put.result()
         if os.environ.get(CRASH_ENV):
             logger.warning("%s set: killing this process before the Iceberg commit", CRASH_ENV)
             os.kill(os.getpid(), signal.SIGKILL)
@@ -235,8 +245,10 @@ class Translator:
                 mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
                 tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
             with tx.update_snapshot(snapshot_properties=summary).fast_append() as append:
-                for url, data in written:
-                    append.append_data_file(iceberg_data_file(tx.table_metadata, url, data))
+                if entries is None:  # the schema changed in this transaction
+                    entries = [iceberg_data_file(tx.table_metadata, urls[f.file_id], f.data) for f in files]
+                for entry in entries:
+                    append.append_data_file(entry)
         snap = table.current_snapshot()
         return PassResult(
             info.name,
