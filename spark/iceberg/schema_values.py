@@ -168,23 +168,26 @@ class TypedValues:
         typ = avro_arrow_type(schema) if fmt == AVRO else json_arrow_type(schema)
         return typ if pa.types.is_struct(typ) else pa.struct([pa.field("value", typ)])
 
-    def decode(self, values: list[bytes | None]) -> tuple[list[int | None], list[Any]]:
-        """(schema id or None when invalid, decoded value) per value."""
+    def decode(self, values: list[bytes | None]) -> tuple[list[int | None], list[Any], list[str | None]]:
+        """(schema id or None when invalid, decoded value, why it is invalid) per value."""
         ids: list[int | None] = []
         out: list[Any] = []
+        reasons: list[str | None] = []
         for v in values:
             try:
                 schema_id, decoded = self.decoder.decode(v)
-            except InvalidRecordValue:
+            except InvalidRecordValue as e:
                 ids.append(None)
                 out.append(None)
+                reasons.append(str(e))
                 continue
+            reasons.append(None)
             typ = self.value_type(schema_id)
             if not isinstance(decoded, dict) or (typ.names == ["value"] and "value" not in decoded):
                 decoded = {"value": decoded}
             ids.append(schema_id)
             out.append(_conform(decoded, typ))
-        return ids, out
+        return ids, out, reasons
 
 
 def merge_struct(a: pa.DataType | None, b: pa.DataType) -> pa.DataType:

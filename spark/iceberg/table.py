@@ -55,6 +55,10 @@ KV_SCHEMA: Final = Schema(
     ),
 )
 
+# The dead-letter table (iceberg.invalid.record.action=dlq_table): the key_value columns,
+# the value as the raw bytes, and why it did not decode.
+DLQ_SCHEMA: Final = Schema(*KV_SCHEMA.fields, NestedField(11, "reason", StringType(), required=False))
+
 HEADERS_TYPE: Final = pa.list_(
     pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 )
@@ -69,6 +73,8 @@ KV_ARROW_SCHEMA: Final = pa.schema(
         pa.field("headers", HEADERS_TYPE),
     ]
 )
+
+DLQ_ARROW_SCHEMA: Final = KV_ARROW_SCHEMA.append(pa.field("reason", pa.string()))
 
 _SMALL_COLUMNS: Final = ("partition", "offset", "timestamp", "timestamp_type")
 _US_PER_HOUR: Final = 3_600_000_000
