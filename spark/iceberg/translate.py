@@ -421,15 +421,28 @@ def on_topic_deleted(
         table = None
     if table is not None and table.properties.get(TOPIC_ID_PROPERTY) not in (None, str(info.topic_id)):
         table = None  # not this topic's table
+    dlq = dlq_identifier(ident)
+    try:
+        dlq_table = catalog.load_table(dlq)
+    except Exception:
+        dlq_table = None
+    if dlq_table is not None and dlq_table.properties.get(TOPIC_ID_PROPERTY) != str(info.topic_id):
+        dlq_table = None
     if drop:
         if table is not None:
             catalog.drop_table(ident)
-        keys = [i.key for i in store.list(f"{root}/")]
+        if dlq_table is not None:
+            catalog.drop_table(dlq)
+        keys = [
+            i.key for r in (root, iceberg_dlq_root(info.name, info.topic_id)) for i in store.list(f"{r}/")
+        ]
         if keys:
             store.delete_many(keys)
         return "dropped"
     if table is not None:
         catalog.rename_table(ident, archived_identifier(ident, str(info.topic_id)))
+    if dlq_table is not None:
+        catalog.rename_table(dlq, dlq_identifier(archived_identifier(ident, str(info.topic_id))))
     return "kept"
 
 

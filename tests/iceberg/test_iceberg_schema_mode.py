@@ -24,6 +24,7 @@ from spark.iceberg.translate import Translator
 from tests.brokers import BrokerProcess, create_topic
 from tests.iceberg.icelib import duckdb_rows
 from tiering.iceberg_config import IcebergConfig
+from tiering.keys import iceberg_dlq_root
 from tiering.store import SyncObjectStore
 
 V1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
@@ -159,6 +160,10 @@ def _dead_letters(
     assert "wire format" in reasons[0] and "schema id 99 is not registered" in reasons[1]
     duck = duckdb_rows(dlq.metadata_location, "reason")
     assert [(r[1], r[3]) for r in duck] == [(1, reasons[0]), (2, reasons[1])]
+    # iceberg.delete=true: the topic's deletion drops the dead-letter table and its files too
+    assert translate.on_topic_deleted(catalog, t.store, "strata", info, drop=True) == "dropped"
+    assert not catalog.table_exists(("strata", "bad~dlq")) and not catalog.table_exists(("strata", "bad"))
+    assert not list(t.store.list(f"{iceberg_dlq_root(info.name, info.topic_id)}/"))
 
 
 def _topics(data: Path) -> list[object]:
