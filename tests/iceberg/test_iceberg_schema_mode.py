@@ -217,5 +217,46 @@ def test_the_broker_decodes_values_by_its_own_schema_registry(tmp_path: Path) ->
             {"id": 2, "note": None},
             {"id": 10, "note": "n"},
         ]
+
+        # a schema with a reference, registered through the registry's REST API: the
+        # committer fetches the referenced schema too, and the named type becomes a struct
+        from confluent_kafka.schema_registry import Schema, SchemaReference
+
+        address = {"type": "record", "name": "com.x.Address", "fields": [{"name": "city", "type": "string"}]}
+        shipment = {
+            "type": "record",
+            "name": "Shipment",
+            "fields": [{"name": "id", "type": "long"}, {"name": "to", "type": "com.x.Address"}],
+        }
+        sr.register_schema("address", Schema(json.dumps(address), "AVRO"))
+        ref = SchemaReference("com.x.Address", "address", 1)
+        schema_id = sr.register_schema("shipped-value", Schema(json.dumps(shipment), "AVRO", [ref]))
+        create_topic(
+            broker.bootstrap,
+            "shipped",
+            1,
+            {"iceberg.mode": "value_schema_id_prefix", "iceberg.target.lag.ms": "1000"},
+        )
+        named: dict[str, object] = {}
+        fastavro.parse_schema(address, named_schemas=named)
+        writer = fastavro.parse_schema(shipment, named_schemas=named)
+        framed = []
+        for i, city in enumerate(("Oslo", "Rome")):
+            buf = io.BytesIO()
+            fastavro.schemaless_writer(buf, writer, {"id": i, "to": {"city": city}})
+            framed.append(b"\x00" + struct.pack(">I", schema_id) + buf.getvalue())
+        _produce(broker.bootstrap, "shipped", framed)
+
+        def shipped() -> list[object] | None:
+            try:
+                rows = catalog.load_table(("strata", "shipped")).scan().to_arrow().sort_by("offset")
+            except Exception:
+                return None
+            return rows.column("value").to_pylist() if rows.num_rows >= 2 else None
+
+        assert wait_for(shipped, 90, "the translation of a schema with a reference") == [
+            {"id": 0, "to": {"city": "Oslo"}},
+            {"id": 1, "to": {"city": "Rome"}},
+        ]
     finally:
         broker.stop()
