@@ -231,13 +231,16 @@ class Translator:
             writer = DataFileWriter(config.iceberg_partition_spec, schema=evolved)
             writer.add(rows_in)
         files = writer.finish()
+        files = [f for f in files if f.rows]
         rows = sum(f.rows for f in files)
-        if rows == 0:
-            # only control records, aborted data or undecodable values: nothing to add now
+        if rows == 0 and (table is None or all(o <= committed.get(p, 0) for p, o in offsets.items())):
             return PassResult(info.name, offsets=committed, ends=ends)
+        # (no rows, but the offsets moved past control records, aborted data or invalid
+        # values: committed as a snapshot with no file, else every pass would read them
+        # again and the lag would never reach 0)
         assert table is not None
         urls = {}
-        with ThreadPoolExecutor(min(len(files), 4), thread_name_prefix="iceberg-put") as uploads:
+        with ThreadPoolExecutor(max(1, min(len(files), 4)), thread_name_prefix="iceberg-put") as uploads:
             # the uploads (hash, write, fsync: mostly off the GIL) run while the manifest
             # entries are made from the footers in hand
             puts = []

@@ -160,6 +160,11 @@ def _dead_letters(
     assert "wire format" in reasons[0] and "schema id 99 is not registered" in reasons[1]
     duck = duckdb_rows(dlq.metadata_location, "reason")
     assert [(r[1], r[3]) for r in duck] == [(1, reasons[0]), (2, reasons[1])]
+    # a pass with invalid values only still moves the table's offsets (a snapshot with no file)
+    _produce(bootstrap, "bad", [b"junk"])
+    assert t.run_pass(info, config).rows == 0
+    assert translate.committed_offsets(catalog.load_table(("strata", "bad"))) == {0: 5}
+    assert catalog.load_table(("strata", "bad~dlq")).scan().to_arrow().num_rows == 3
     # iceberg.delete=true: the topic's deletion drops the dead-letter table and its files too
     assert translate.on_topic_deleted(catalog, t.store, "strata", info, drop=True) == "dropped"
     assert not catalog.table_exists(("strata", "bad~dlq")) and not catalog.table_exists(("strata", "bad"))
