@@ -257,6 +257,11 @@ class DataFileWriter:
                 f = self._files[path] = _OpenFile(path, self.compression, self.schema, self._encoder)
             f.add(rows if keys is None else rows.filter(pc.equal(keys, key)))
 
+    def abort(self) -> None:
+        """Drops what was written (a failed pass) and stops the encoding thread."""
+        self._files.clear()
+        self._encoder.shutdown(wait=True, cancel_futures=True)
+
     def finish(self) -> list[DataFile]:
         try:
             return [f.close() for f in self._files.values()]

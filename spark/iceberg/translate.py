@@ -197,9 +197,13 @@ class Translator:
         evolved: pa.Schema | None = None
         if not typed:
             writer = DataFileWriter(config.iceberg_partition_spec)
-            for task in plan.tasks:
-                for batch in read_task(self._routed(task), options, store=self.store):
-                    writer.add(to_kv_rows(batch))
+            try:
+                for task in plan.tasks:
+                    for batch in read_task(self._routed(task), options, store=self.store):
+                        writer.add(to_kv_rows(batch))
+            except BaseException:
+                writer.abort()
+                raise
         else:
             assert self.schema_source is not None
             kv = [
