@@ -24,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from broker.config import BrokerConfig
 from broker.schema_registry.errors import RegistryError
-from broker.schema_registry.lookup import schema_by_id
+from broker.schema_registry.lookup import referenced_texts, schema_by_id
 from broker.schema_registry.store import SchemaStore
 from hot.config import ICEBERG_DISABLED, LogConfig
 from hot.errors import UnknownTopicOrPartitionError
@@ -73,15 +73,23 @@ class RegistrySchemaSource:
             raise RuntimeError("the schema registry is not running on this broker")
         fut = asyncio.run_coroutine_threadsafe(schema_by_id(store, schema_id), self._loop)
         try:
-            fmt, text, refs = fut.result(timeout=30)
+            fmt, text, _ = fut.result(timeout=30)
         except RegistryError as exc:
             if exc.code == 40403:
                 raise KeyError(schema_id) from exc
             raise
-        if refs:
-            # Decoding needs the referenced schemas parsed with it; not done yet.
-            return "UNSUPPORTED-WITH-REFERENCES", text
         return fmt, text
+
+    def references(self, schema_id: int) -> list[tuple[str, str]]:
+        store = self._store()
+        if store is None or self._loop is None:
+            raise RuntimeError("the schema registry is not running on this broker")
+
+        async def texts() -> list[tuple[str, str]]:
+            _, _, refs = await schema_by_id(store, schema_id)
+            return [(r.name, r.text) for r in await referenced_texts(store, refs)] if refs else []
+
+        return asyncio.run_coroutine_threadsafe(texts(), self._loop).result(timeout=30)
 
 
 class IcebergService:

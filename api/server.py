@@ -385,6 +385,7 @@ async def serve(
             schemas=lambda: broker.schema_store,
         )
         register_iceberg_metrics(iceberg, metrics.registry)
+        broker.iceberg_status = iceberg.status  # the console's tier view
         iceberg.start()
         # A process of a node takes connections on the node's address only now: while it
         # starts (or restarts) the others answer there.

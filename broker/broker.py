@@ -28,7 +28,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -127,6 +127,9 @@ class Broker:
         self.startup_restore: StartupRestore | None = None
         # The schema registry's store (broker.schema_registry), set by api.server.
         self.schema_store: SchemaStore | None = None
+        # The Iceberg committer's per-table status (api.iceberg_service), set by api.server:
+        # the console's tier view shows it.
+        self.iceberg_status: Callable[[], list[dict[str, object]]] | None = None
         # The read half (fetches) and the write half (produce, markers) of the request logic.
         self.reads = ReadPath(manager, replicas, self.metrics, tiering)
         self.fetch_sessions = FetchSessionCache()  # KIP-227: followers' and consumers' sessions

@@ -279,9 +279,19 @@ def iceberg_table_root(topic: str, topic_id: uuid.UUID) -> str:
     return f"{ICEBERG_PREFIX}{topic}-{topic_id.hex}"
 
 
-def iceberg_data_key(topic: str, topic_id: uuid.UUID, partition_path: str, file_id: uuid.UUID) -> str:
-    """A data file of the topic's table: ``<root>/data/[<partition path>/]<file_id>.parquet``;
-    a fresh ``file_id`` per write, so a rewrite after a crash never overwrites a file some
-    snapshot references."""
+def iceberg_dlq_root(topic: str, topic_id: uuid.UUID) -> str:
+    """``<table root>~dlq``: the topic's dead-letter table (``iceberg.invalid.record.action
+    = dlq_table``). A sibling of the table, never inside it: an engine's orphan-file
+    cleanup of the table lists everything under its location. No topic name has a ``~``."""
+    return f"{iceberg_table_root(topic, topic_id)}~dlq"
+
+
+def iceberg_data_key(
+    topic: str, topic_id: uuid.UUID, partition_path: str, file_id: uuid.UUID, *, dead_letters: bool = False
+) -> str:
+    """A data file of the topic's table (or of its dead-letter table):
+    ``<root>/data/[<partition path>/]<file_id>.parquet``; a fresh ``file_id`` per write, so
+    a rewrite after a crash never overwrites a file some snapshot references."""
     path = f"{partition_path.strip('/')}/" if partition_path.strip("/") else ""
-    return f"{iceberg_table_root(topic, topic_id)}/data/{path}{file_id.hex}.parquet"
+    root = iceberg_dlq_root(topic, topic_id) if dead_letters else iceberg_table_root(topic, topic_id)
+    return f"{root}/data/{path}{file_id.hex}.parquet"

@@ -428,6 +428,9 @@ def data_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRou
 
         topics = []
         lag_bytes = lag_segments = 0
+        # Iceberg tables this broker commits (api.iceberg_service; another broker commits
+        # the others: their column is empty here)
+        iceberg = {str(t["topic"]): t for t in (broker.iceberg_status() if broker.iceberg_status else [])}
         for name, va in sorted(broker.replicas.view.topics.items()):
             if not visible(name):
                 continue
@@ -446,6 +449,7 @@ def data_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRou
                     "local_bytes": sum(r["local_bytes"] for r in rows),
                     "upload_lag_bytes": tb,
                     "upload_lag_segments": ts,
+                    "iceberg": _iceberg_cell(iceberg.get(name)),
                 }
             )
         ages = []
@@ -552,3 +556,20 @@ def data_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRou
         )
 
     return router
+
+
+def _iceberg_cell(status: dict[str, object] | None) -> dict[str, object] | None:
+    """The tier view's Iceberg column of one topic: its table, committed offset (the sum
+    over its partitions of the next offset to translate) and lag; None when this broker
+    commits no table for it."""
+    if status is None:
+        return None
+    offsets = status.get("committed_offsets")
+    committed = sum(int(str(o)) for o in offsets.values()) if isinstance(offsets, dict) else 0
+    return {
+        "table": status.get("identifier"),
+        "committed_offset": committed,
+        "lag_records": status.get("lag_records"),
+        "lag_seconds": status.get("lag_seconds"),
+        "error": status.get("error"),
+    }

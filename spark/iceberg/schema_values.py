@@ -21,6 +21,7 @@ import pyarrow as pa
 MAGIC: Final = 0
 AVRO: Final = "AVRO"
 JSON: Final = "JSON"
+PROTOBUF: Final = "PROTOBUF"
 
 
 class InvalidRecordValue(ValueError):
@@ -29,18 +30,31 @@ class InvalidRecordValue(ValueError):
 
 class SchemaSource(Protocol):
     def schema_by_id(self, schema_id: int) -> tuple[str, str]:
-        """(format: "AVRO" | "JSON", schema text); KeyError for an unknown id."""
+        """(format: "AVRO" | "JSON" | "PROTOBUF", schema text); KeyError for an unknown id."""
+        ...
+
+    def references(self, schema_id: int) -> list[tuple[str, str]]:
+        """The schemas ``schema_id`` references, as (the name it imports them by, text),
+        their own references first; empty for most schemas."""
         ...
 
 
 class DictSchemaSource:
-    """A fixed map of schemas (tests; a registry snapshot)."""
+    """A fixed map of schemas (tests; a registry snapshot), with their references."""
 
-    def __init__(self, schemas: Mapping[int, tuple[str, str]]) -> None:
+    def __init__(
+        self,
+        schemas: Mapping[int, tuple[str, str]],
+        references: Mapping[int, list[tuple[str, str]]] | None = None,
+    ) -> None:
         self.schemas = dict(schemas)
+        self.refs = dict(references or {})
 
     def schema_by_id(self, schema_id: int) -> tuple[str, str]:
         return self.schemas[schema_id]
+
+    def references(self, schema_id: int) -> list[tuple[str, str]]:
+        return self.refs.get(schema_id, [])
 
 
 def split_wire(value: bytes | None) -> tuple[int, bytes]:
@@ -65,12 +79,26 @@ class ValueDecoder:
             except KeyError:
                 raise InvalidRecordValue(f"schema id {schema_id} is not registered") from None
             fmt = fmt.upper()
-            if fmt == AVRO:
-                got = (fmt, fastavro.parse_schema(json.loads(text)))
-            elif fmt == JSON:
-                got = (fmt, json.loads(text))
-            else:
+            if fmt == PROTOBUF:
+                raise InvalidRecordValue(
+                    f"schema id {schema_id}: Protobuf values are not decoded into columns "
+                    "(iceberg.mode=key_value keeps them as bytes)"
+                )
+            if fmt not in (AVRO, JSON):
                 raise InvalidRecordValue(f"schema id {schema_id}: format {fmt} is not supported")
+            refs = self.source.references(schema_id)
+            try:
+                if fmt == AVRO:
+                    # referenced named types parsed first, then inlined: the Arrow type and
+                    # the reader both see one self-contained schema
+                    named: dict[str, Any] = {}
+                    for _, ref in refs:
+                        fastavro.parse_schema(json.loads(ref), named_schemas=named)
+                    got = (fmt, fastavro.parse_schema(json.loads(text), named_schemas=named, expand=True))
+                else:
+                    got = (fmt, _inline_json_refs(json.loads(text), {n: json.loads(t) for n, t in refs}))
+            except (ValueError, TypeError, KeyError) as e:
+                raise InvalidRecordValue(f"schema id {schema_id}: cannot use the schema: {e}") from None
             self._parsed[schema_id] = got
         return got
 
@@ -84,6 +112,22 @@ class ValueDecoder:
             return schema_id, json.loads(body)
         except Exception as e:
             raise InvalidRecordValue(f"value does not decode with schema id {schema_id}: {e}") from None
+
+
+def _inline_json_refs(schema: Any, refs: Mapping[str, Any], depth: int = 0) -> Any:
+    """A JSON Schema with each ``{"$ref": <a reference's name>}`` replaced by the referenced
+    schema (the registry's references are imported by name); other ``$ref``s stay (their
+    column is JSON text)."""
+    if depth > 32:
+        raise ValueError("references nest deeper than 32")
+    if isinstance(schema, dict):
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and ref in refs:
+            return _inline_json_refs(refs[ref], refs, depth + 1)
+        return {k: _inline_json_refs(v, refs, depth) for k, v in schema.items()}
+    if isinstance(schema, list):
+        return [_inline_json_refs(v, refs, depth) for v in schema]
+    return schema
 
 
 # --- typed columns ----------------------------------------------------------------------------
@@ -168,23 +212,26 @@ class TypedValues:
         typ = avro_arrow_type(schema) if fmt == AVRO else json_arrow_type(schema)
         return typ if pa.types.is_struct(typ) else pa.struct([pa.field("value", typ)])
 
-    def decode(self, values: list[bytes | None]) -> tuple[list[int | None], list[Any]]:
-        """(schema id or None when invalid, decoded value) per value."""
+    def decode(self, values: list[bytes | None]) -> tuple[list[int | None], list[Any], list[str | None]]:
+        """(schema id or None when invalid, decoded value, why it is invalid) per value."""
         ids: list[int | None] = []
         out: list[Any] = []
+        reasons: list[str | None] = []
         for v in values:
             try:
                 schema_id, decoded = self.decoder.decode(v)
-            except InvalidRecordValue:
+            except InvalidRecordValue as e:
                 ids.append(None)
                 out.append(None)
+                reasons.append(str(e))
                 continue
+            reasons.append(None)
             typ = self.value_type(schema_id)
             if not isinstance(decoded, dict) or (typ.names == ["value"] and "value" not in decoded):
                 decoded = {"value": decoded}
             ids.append(schema_id)
             out.append(_conform(decoded, typ))
-        return ids, out
+        return ids, out, reasons
 
 
 def merge_struct(a: pa.DataType | None, b: pa.DataType) -> pa.DataType:

@@ -4,6 +4,7 @@ made from the archive reader's Arrow rows (``spark.schema.ARROW_SCHEMA``)."""
 from __future__ import annotations
 
 import uuid
+from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -54,6 +55,10 @@ KV_SCHEMA: Final = Schema(
     ),
 )
 
+# The dead-letter table (iceberg.invalid.record.action=dlq_table): the key_value columns,
+# the value as the raw bytes, and why it did not decode.
+DLQ_SCHEMA: Final = Schema(*KV_SCHEMA.fields, NestedField(11, "reason", StringType(), required=False))
+
 HEADERS_TYPE: Final = pa.list_(
     pa.field("element", pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
 )
@@ -68,6 +73,8 @@ KV_ARROW_SCHEMA: Final = pa.schema(
         pa.field("headers", HEADERS_TYPE),
     ]
 )
+
+DLQ_ARROW_SCHEMA: Final = KV_ARROW_SCHEMA.append(pa.field("reason", pa.string()))
 
 _SMALL_COLUMNS: Final = ("partition", "offset", "timestamp", "timestamp_type")
 _US_PER_HOUR: Final = 3_600_000_000
@@ -121,7 +128,7 @@ class DataFile:
     """One Parquet file's bytes, its partition path (Hive-style, for the key) and row count."""
 
     partition_path: str
-    data: bytes
+    data: memoryview
     rows: int
     file_id: uuid.UUID
 
@@ -174,8 +181,12 @@ _ROW_GROUP_BYTES: Final = 8 << 20  # as strata export (spark.export.ROW_GROUP_BY
 
 
 class _OpenFile:
-    def __init__(self, path: str, compression: str, schema: pa.Schema) -> None:
+    def __init__(self, path: str, compression: str, schema: pa.Schema, encoder: Executor) -> None:
         self.path = path
+        # Row groups are encoded on ``encoder`` (one thread: in order) while the reader
+        # decodes the next batches: Parquet encoding and compression release the GIL.
+        self.encoder = encoder
+        self.encoding: Future[None] | None = None
         self.sink = pa.BufferOutputStream()  # native: a Python file object would take the GIL per write
         self.writer = pq.ParquetWriter(
             self.sink,
@@ -199,13 +210,24 @@ class _OpenFile:
 
     def flush(self) -> None:
         if self.pending:
-            self.writer.write_table(pa.concat_tables(self.pending).combine_chunks())
+            # chunks as they came: the writer cuts row groups by rows across chunks, and a
+            # combine_chunks() would copy every byte once more
+            group = pa.concat_tables(self.pending)
             self.pending, self.pending_bytes = [], 0
+            self._wait()  # one row group in flight: memory stays bounded
+            self.encoding = self.encoder.submit(self.writer.write_table, group)
+
+    def _wait(self) -> None:
+        if self.encoding is not None:
+            self.encoding.result()
+            self.encoding = None
 
     def close(self) -> DataFile:
         self.flush()
+        self._wait()
         self.writer.close()
-        return DataFile(self.path, self.sink.getvalue().to_pybytes(), self.rows, uuid.uuid4())
+        # the Arrow buffer itself: to_pybytes() would copy the whole file
+        return DataFile(self.path, memoryview(self.sink.getvalue()), self.rows, uuid.uuid4())
 
 
 class DataFileWriter:
@@ -219,6 +241,7 @@ class DataFileWriter:
         self.schema = schema
         self.compression = compression
         self._files: dict[str, _OpenFile] = {}
+        self._encoder = ThreadPoolExecutor(1, thread_name_prefix="iceberg-parquet")
 
     @property
     def rows(self) -> int:
@@ -231,16 +254,23 @@ class DataFileWriter:
         for key, path in groups:
             f = self._files.get(path)
             if f is None:
-                f = self._files[path] = _OpenFile(path, self.compression, self.schema)
+                f = self._files[path] = _OpenFile(path, self.compression, self.schema, self._encoder)
             f.add(rows if keys is None else rows.filter(pc.equal(keys, key)))
 
-    def finish(self) -> list[DataFile]:
-        out = [f.close() for f in self._files.values()]
+    def abort(self) -> None:
+        """Drops what was written (a failed pass) and stops the encoding thread."""
         self._files.clear()
-        return out
+        self._encoder.shutdown(wait=True, cancel_futures=True)
+
+    def finish(self) -> list[DataFile]:
+        try:
+            return [f.close() for f in self._files.values()]
+        finally:
+            self._files.clear()
+            self._encoder.shutdown()
 
 
-def iceberg_data_file(metadata: TableMetadata, url: str, data: bytes) -> IcebergDataFile:
+def iceberg_data_file(metadata: TableMetadata, url: str, data: bytes | memoryview) -> IcebergDataFile:
     """The manifest entry of a Parquet file written here (pyiceberg's
     ``parquet_file_to_data_file``, from the bytes in hand rather than a read of the footer)."""
     from pyiceberg.io.pyarrow import (

@@ -28,10 +28,12 @@ import os
 import signal
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
 from pyiceberg.schema import assign_fresh_schema_ids
 from pyiceberg.table import Table, TableProperties
@@ -41,15 +43,25 @@ from hot.errors import InvalidConfigError
 from hot.topics import TopicInfo
 from spark.iceberg.catalog import object_url, sync_from_bucket
 from spark.iceberg.schema_values import SchemaSource, TypedValues, ValueDecoder, merge_struct
-from spark.iceberg.table import KV_SCHEMA, DataFileWriter, iceberg_data_file, partition_spec, to_kv_rows
+from spark.iceberg.table import (
+    DLQ_ARROW_SCHEMA,
+    DLQ_SCHEMA,
+    KV_SCHEMA,
+    DataFileWriter,
+    iceberg_data_file,
+    partition_spec,
+    to_kv_rows,
+)
 from spark.options import ReadOptions
 from spark.plan import BrokerClient, HotTask, ScanPlan, ScanTask, plan_scan
 from spark.scan import read_task
-from tiering.keys import iceberg_data_key, iceberg_table_root
+from tiering.keys import iceberg_data_key, iceberg_dlq_root, iceberg_table_root
 from tiering.store import SyncObjectStore
 
 OFFSET_PROPERTY: Final = "strata.offset."  # + partition: the next offset to translate
-TOPIC_ID_PROPERTY: Final = "strata.topic-id"  # table property: the topic the table belongs to
+TOPIC_ID_PROPERTY: Final = "strata.topic-id"
+DLQ_ACTION: Final = "dlq_table"  # iceberg.invalid.record.action: invalid records to <topic>~dlq
+DLQ_SUFFIX: Final = "~dlq"  # table property: the topic the table belongs to
 # No min/max for keys, values and headers (spark.iceberg.table writes none: mostly distinct
 # bytes, costly to collect, useless for pruning); said so, readers expect none.
 NO_METRICS: Final = {
@@ -97,6 +109,12 @@ def identifier(namespace: str, topic: str) -> tuple[str, str]:
 def archived_identifier(ident: tuple[str, str], topic_id: str) -> tuple[str, str]:
     """Where a deleted topic's kept table goes: ``<topic>_<topic id hex>``."""
     return (ident[0], f"{ident[1]}_{topic_id.replace('-', '')}")
+
+
+def dlq_identifier(ident: tuple[str, str]) -> tuple[str, str]:
+    """The dead-letter table of a topic's table: ``<topic>~dlq`` (Redpanda's name for it;
+    ``~`` is in no topic name, so it never collides with a topic's table)."""
+    return (ident[0], f"{ident[1]}{DLQ_SUFFIX}")
 
 
 class Translator:
@@ -179,9 +197,13 @@ class Translator:
         evolved: pa.Schema | None = None
         if not typed:
             writer = DataFileWriter(config.iceberg_partition_spec)
-            for task in plan.tasks:
-                for batch in read_task(self._routed(task), options, store=self.store):
-                    writer.add(to_kv_rows(batch))
+            try:
+                for task in plan.tasks:
+                    for batch in read_task(self._routed(task), options, store=self.store):
+                        writer.add(to_kv_rows(batch))
+            except BaseException:
+                writer.abort()
+                raise
         else:
             assert self.schema_source is not None
             kv = [
@@ -194,13 +216,17 @@ class Translator:
             base = None
             if table is not None:
                 base = table.schema().as_arrow().field("value").type
-            rows_in, dropped = _typed_rows(
+            rows_in, invalid = _typed_rows(
                 pa.concat_tables(kv), TypedValues(ValueDecoder(self.schema_source)), base
             )
-            if dropped:
-                # iceberg.invalid.record.action: drop (a dead-letter table is not built yet)
+            if invalid.num_rows and config.iceberg_invalid_record_action == DLQ_ACTION:
+                # committed before the table (no two-table atomic commit in Iceberg): the
+                # dead-letter table's own offsets keep a rerun after a crash from adding a
+                # record twice
+                self.dead_letters(info, config, invalid, offsets)
+            elif invalid.num_rows:
                 logger.warning(
-                    "iceberg: %s: dropped %d records whose value does not decode", info.name, dropped
+                    "iceberg: %s: dropped %d records whose value does not decode", info.name, invalid.num_rows
                 )
             evolved = rows_in.schema
             if table is None:
@@ -209,16 +235,28 @@ class Translator:
             writer = DataFileWriter(config.iceberg_partition_spec, schema=evolved)
             writer.add(rows_in)
         files = writer.finish()
+        files = [f for f in files if f.rows]
         rows = sum(f.rows for f in files)
-        if rows == 0:
-            # only control records, aborted data or undecodable values: nothing to add now
+        if rows == 0 and (table is None or all(o <= committed.get(p, 0) for p, o in offsets.items())):
             return PassResult(info.name, offsets=committed, ends=ends)
+        # (no rows, but the offsets moved past control records, aborted data or invalid
+        # values: committed as a snapshot with no file, else every pass would read them
+        # again and the lag would never reach 0)
         assert table is not None
-        written = []
-        for f in files:
-            key = iceberg_data_key(info.name, info.topic_id, f.partition_path, f.file_id)
-            self.store.put(key, f.data)
-            written.append((object_url(self.store, key), f.data))
+        urls = {}
+        with ThreadPoolExecutor(max(1, min(len(files), 4)), thread_name_prefix="iceberg-put") as uploads:
+            # the uploads (hash, write, fsync: mostly off the GIL) run while the manifest
+            # entries are made from the footers in hand
+            puts = []
+            for f in files:
+                key = iceberg_data_key(info.name, info.topic_id, f.partition_path, f.file_id)
+                urls[f.file_id] = object_url(self.store, key)
+                puts.append(uploads.submit(self.store.put, key, f.data))
+            entries = None
+            if evolved is None:
+                entries = [iceberg_data_file(table.metadata, urls[f.file_id], f.data) for f in files]
+            for put in puts:
+                put.result()
         if os.environ.get(CRASH_ENV):
             logger.warning("%s set: killing this process before the Iceberg commit", CRASH_ENV)
             os.kill(os.getpid(), signal.SIGKILL)
@@ -235,8 +273,10 @@ class Translator:
                 mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
                 tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
             with tx.update_snapshot(snapshot_properties=summary).fast_append() as append:
-                for url, data in written:
-                    append.append_data_file(iceberg_data_file(tx.table_metadata, url, data))
+                if entries is None:  # the schema changed in this transaction
+                    entries = [iceberg_data_file(tx.table_metadata, urls[f.file_id], f.data) for f in files]
+                for entry in entries:
+                    append.append_data_file(entry)
         snap = table.current_snapshot()
         return PassResult(
             info.name,
@@ -246,6 +286,71 @@ class Translator:
             ends=ends,
             snapshot_id=snap.snapshot_id if snap is not None else None,
         )
+
+    def dead_letters(
+        self, info: TopicInfo, config: LogConfig, rows: pa.Table, offsets: Mapping[int, int]
+    ) -> int:
+        """Adds the invalid records (key_value columns and the ``reason``) to the topic's
+        dead-letter table ``<topic>~dlq``, created on first use; those below the table's
+        own committed offsets are there already (a pass that crashed after this commit and
+        before the main one). Returns how many were added."""
+        ident = dlq_identifier(identifier(self.namespace, info.name))
+        root = iceberg_dlq_root(info.name, info.topic_id)
+        table: Table | None
+        if self.embedded:
+            table = sync_from_bucket(self.catalog, ident, self.store, root)
+        else:
+            table = self.catalog.load_table(ident) if self.catalog.table_exists(ident) else None
+        if table is not None and table.properties.get(TOPIC_ID_PROPERTY) != str(info.topic_id):
+            self.catalog.rename_table(
+                ident,
+                dlq_identifier(
+                    archived_identifier(
+                        identifier(self.namespace, info.name),
+                        table.properties.get(TOPIC_ID_PROPERTY, "unknown"),
+                    )
+                ),
+            )
+            table = None
+        if table is None:
+            self.catalog.create_namespace_if_not_exists(self.namespace)
+            table = self.catalog.create_table(
+                ident,
+                schema=DLQ_SCHEMA,
+                location=object_url(self.store, root),
+                partition_spec=partition_spec(config.iceberg_partition_spec, DLQ_SCHEMA),
+                properties={"strata.topic": info.name, TOPIC_ID_PROPERTY: str(info.topic_id), **NO_METRICS},
+            )
+        done = committed_offsets(table)
+        if done:
+            partitions = rows.column("partition").to_pylist()
+            floor = pa.array([done.get(p, 0) for p in partitions], pa.int64())
+            rows = rows.filter(pc.greater_equal(rows.column("offset"), floor))
+        if rows.num_rows == 0:
+            return 0
+        writer = DataFileWriter(config.iceberg_partition_spec, schema=DLQ_ARROW_SCHEMA)
+        writer.add(rows)
+        files = writer.finish()
+        entries = []
+        for f in files:
+            key = iceberg_data_key(info.name, info.topic_id, f.partition_path, f.file_id, dead_letters=True)
+            self.store.put(key, f.data)
+            entries.append(iceberg_data_file(table.metadata, object_url(self.store, key), f.data))
+        summary = {f"{OFFSET_PROPERTY}{p}": str(o) for p, o in offsets.items()}
+        with table.transaction() as tx:
+            if tx.table_metadata.name_mapping() is None:
+                mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
+                tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
+            with tx.update_snapshot(snapshot_properties=summary).fast_append() as append:
+                for entry in entries:
+                    append.append_data_file(entry)
+        logger.warning(
+            "iceberg: %s: %d records whose value does not decode added to %s",
+            info.name,
+            rows.num_rows,
+            ".".join(ident),
+        )
+        return int(rows.num_rows)
 
     def _routed(self, task: ScanTask) -> ScanTask:
         if isinstance(task, HotTask) and self.leader_address is not None:
@@ -323,34 +428,49 @@ def on_topic_deleted(
         table = None
     if table is not None and table.properties.get(TOPIC_ID_PROPERTY) not in (None, str(info.topic_id)):
         table = None  # not this topic's table
+    dlq = dlq_identifier(ident)
+    try:
+        dlq_table = catalog.load_table(dlq)
+    except Exception:
+        dlq_table = None
+    if dlq_table is not None and dlq_table.properties.get(TOPIC_ID_PROPERTY) != str(info.topic_id):
+        dlq_table = None
     if drop:
         if table is not None:
             catalog.drop_table(ident)
-        keys = [i.key for i in store.list(f"{root}/")]
+        if dlq_table is not None:
+            catalog.drop_table(dlq)
+        keys = [
+            i.key for r in (root, iceberg_dlq_root(info.name, info.topic_id)) for i in store.list(f"{r}/")
+        ]
         if keys:
             store.delete_many(keys)
         return "dropped"
     if table is not None:
         catalog.rename_table(ident, archived_identifier(ident, str(info.topic_id)))
+    if dlq_table is not None:
+        catalog.rename_table(dlq, dlq_identifier(archived_identifier(ident, str(info.topic_id))))
     return "kept"
 
 
-def _typed_rows(kv: pa.Table, values: TypedValues, base: pa.DataType | None) -> tuple[pa.Table, int]:
+def _typed_rows(kv: pa.Table, values: TypedValues, base: pa.DataType | None) -> tuple[pa.Table, pa.Table]:
     """The key_value rows with ``value`` decoded into a struct (the union of the table's
-    type and every schema seen: fields added by an evolution become new columns); rows
-    whose value does not decode are dropped. Returns (rows, dropped)."""
-    ids, decoded = values.decode(kv.column("value").to_pylist())
+    type and every schema seen: fields added by an evolution become new columns), and the
+    rows whose value does not decode (key_value columns and a ``reason``)."""
+    ids, decoded, reasons = values.decode(kv.column("value").to_pylist())
     typ = base
     for schema_id in sorted({i for i in ids if i is not None}):
         typ = merge_struct(typ, values.value_type(schema_id))
     keep = pa.array([i is not None for i in ids])
     kept = kv.filter(keep)
+    invalid = kv.filter(pc.invert(keep))
+    invalid = invalid.append_column(
+        pa.field("reason", pa.string()), pa.array([r for r in reasons if r is not None], pa.string())
+    )
     if typ is None:
         typ = pa.struct([pa.field("value", pa.string())])
     struct = pa.array([d for d, i in zip(decoded, ids, strict=True) if i is not None], type=typ)
-    return kept.set_column(kept.schema.get_field_index("value"), pa.field("value", typ), struct), len(
-        ids
-    ) - kept.num_rows
+    return kept.set_column(kept.schema.get_field_index("value"), pa.field("value", typ), struct), invalid
 
 
 def referenced_files(table: Table) -> set[str]:

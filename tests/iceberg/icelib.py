@@ -21,6 +21,7 @@ import json, sys
 import duckdb
 import duckdb_extension_avro, duckdb_extension_iceberg
 con = duckdb.connect()
+con.execute("SET enable_progress_bar = false")  # a slow scan (a loaded machine) prints one to stdout
 for mod in (duckdb_extension_avro, duckdb_extension_iceberg):
     import glob, os
     path = glob.glob(os.path.join(os.path.dirname(mod.__file__), "extensions", "*", "*.duckdb_extension"))[0]

@@ -11,8 +11,10 @@ import io
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 import fastavro
+import pytest
 from confluent_kafka import Producer
 
 from hot.config import LogConfig
@@ -22,6 +24,7 @@ from spark.iceberg.translate import Translator
 from tests.brokers import BrokerProcess, create_topic
 from tests.iceberg.icelib import duckdb_rows
 from tiering.iceberg_config import IcebergConfig
+from tiering.keys import iceberg_dlq_root
 from tiering.store import SyncObjectStore
 
 V1 = {"type": "record", "name": "Order", "fields": [{"name": "id", "type": "long"}]}
@@ -31,6 +34,10 @@ V2 = {
     "fields": [{"name": "id", "type": "long"}, {"name": "note", "type": ["null", "string"], "default": None}],
 }
 JSON_SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}, "tag": {"type": "string"}}}
+JSON_SCHEMA_V2 = {
+    "type": "object",
+    "properties": {"n": {"type": "integer"}, "tag": {"type": "string"}, "level": {"type": "integer"}},
+}
 
 
 def _avro(schema_id: int, schema: dict[str, object], value: dict[str, object]) -> bytes:
@@ -46,10 +53,17 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
     assert p.flush(30) == 0
 
 
-def test_avro_and_json_values_as_typed_columns_with_an_evolution(tmp_path: Path) -> None:
+def test_avro_and_json_values_as_typed_columns_with_an_evolution(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     data = tmp_path / "b"
     source = DictSchemaSource(
-        {1: ("AVRO", json.dumps(V1)), 2: ("AVRO", json.dumps(V2)), 7: ("JSON", json.dumps(JSON_SCHEMA))}
+        {
+            1: ("AVRO", json.dumps(V1)),
+            2: ("AVRO", json.dumps(V2)),
+            7: ("JSON", json.dumps(JSON_SCHEMA)),
+            8: ("JSON", json.dumps(JSON_SCHEMA_V2)),
+        }
     )
     # The translator runs here: the broker's own committer (which would take the same
     # table, and clean the files of a commit in flight as orphans) looks only in an hour.
@@ -59,6 +73,7 @@ def test_avro_and_json_values_as_typed_columns_with_an_evolution(tmp_path: Path)
     try:
         create_topic(broker.bootstrap, "orders", 1, {"iceberg.mode": "value_schema_id_prefix"})
         create_topic(broker.bootstrap, "events", 1, {"iceberg.mode": "value_schema_id_prefix"})
+        create_topic(broker.bootstrap, "bad", 1, {"iceberg.mode": "value_schema_id_prefix"})
         info = {t.name: t for t in _topics(data)}
         config = LogConfig.from_kafka({"iceberg.mode": "value_schema_id_prefix"})
         catalog = open_catalog(catalog_properties(IcebergConfig(), tmp_path / "mine", url))
@@ -90,9 +105,70 @@ def test_avro_and_json_values_as_typed_columns_with_an_evolution(tmp_path: Path)
         assert t.run_pass(info["events"], config).rows == 2
         events = catalog.load_table(("strata", "events")).scan().to_arrow().sort_by("offset")
         assert events.column("value").to_pylist() == [{"n": 0, "tag": "t"}, {"n": 1, "tag": "t"}]
+        # a JSON Schema evolution: the property version 8 adds becomes a column
+        body = [b"\x00" + struct.pack(">I", 8) + json.dumps({"n": 2, "tag": "u", "level": 3}).encode()]
+        _produce(broker.bootstrap, "events", body)
+        assert t.run_pass(info["events"], config).rows == 1
+        events_table = catalog.load_table(("strata", "events"))
+        assert events_table.scan().to_arrow().sort_by("offset").column("value").to_pylist() == [
+            {"n": 0, "tag": "t", "level": None},
+            {"n": 1, "tag": "t", "level": None},
+            {"n": 2, "tag": "u", "level": 3},
+        ]
+        duck = duckdb_rows(events_table.metadata_location, "value.level")
+        assert [(r[1], r[3]) for r in duck] == [(0, None), (1, None), (2, 3)]
+
+        _dead_letters(broker.bootstrap, t, info["bad"], catalog, monkeypatch)
     finally:
         store.close()
         broker.stop()
+
+
+def _dead_letters(
+    bootstrap: str, t: Translator, info: Any, catalog: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """iceberg.invalid.record.action=dlq_table: a value not in the wire format and one
+    naming an unknown schema id go to ``bad~dlq`` with their raw bytes and the reason,
+    exactly once across a pass that fails between the two tables' commits."""
+    import spark.iceberg.translate as translate
+
+    config = LogConfig.from_kafka(
+        {"iceberg.mode": "value_schema_id_prefix", "iceberg.invalid.record.action": "dlq_table"}
+    )
+    unknown = b"\x00" + struct.pack(">I", 99) + b"whatever"
+    _produce(bootstrap, "bad", [_avro(1, V1, {"id": 1}), b"plain text", unknown, _avro(1, V1, {"id": 2})])
+    real = translate.iceberg_data_file
+
+    def fail_main_commit(metadata: Any, url: str, data: Any) -> Any:
+        if "~dlq/" not in url:
+            raise OSError("injected: the main table's commit fails")
+        return real(metadata, url, data)
+
+    monkeypatch.setattr(translate, "iceberg_data_file", fail_main_commit)
+    with pytest.raises(OSError, match="injected"):
+        t.run_pass(info, config)  # the dead letters committed, the table not
+    monkeypatch.setattr(translate, "iceberg_data_file", real)
+    assert t.run_pass(info, config).rows == 2
+    main = catalog.load_table(("strata", "bad")).scan().to_arrow().sort_by("offset")
+    assert main.column("offset").to_pylist() == [0, 3]
+    dlq = catalog.load_table(("strata", "bad~dlq"))
+    got = dlq.scan().to_arrow().sort_by("offset")
+    assert got.column("offset").to_pylist() == [1, 2]  # once each, after the rerun
+    assert got.column("value").to_pylist() == [b"plain text", unknown]
+    assert got.column("key").to_pylist() == [b"k", b"k"]
+    reasons = got.column("reason").to_pylist()
+    assert "wire format" in reasons[0] and "schema id 99 is not registered" in reasons[1]
+    duck = duckdb_rows(dlq.metadata_location, "reason")
+    assert [(r[1], r[3]) for r in duck] == [(1, reasons[0]), (2, reasons[1])]
+    # a pass with invalid values only still moves the table's offsets (a snapshot with no file)
+    _produce(bootstrap, "bad", [b"junk"])
+    assert t.run_pass(info, config).rows == 0
+    assert translate.committed_offsets(catalog.load_table(("strata", "bad"))) == {0: 5}
+    assert catalog.load_table(("strata", "bad~dlq")).scan().to_arrow().num_rows == 3
+    # iceberg.delete=true: the topic's deletion drops the dead-letter table and its files too
+    assert translate.on_topic_deleted(catalog, t.store, "strata", info, drop=True) == "dropped"
+    assert not catalog.table_exists(("strata", "bad~dlq")) and not catalog.table_exists(("strata", "bad"))
+    assert not list(t.store.list(f"{iceberg_dlq_root(info.name, info.topic_id)}/"))
 
 
 def _topics(data: Path) -> list[object]:
@@ -145,6 +221,47 @@ def test_the_broker_decodes_values_by_its_own_schema_registry(tmp_path: Path) ->
             {"id": 1, "note": None},
             {"id": 2, "note": None},
             {"id": 10, "note": "n"},
+        ]
+
+        # a schema with a reference, registered through the registry's REST API: the
+        # committer fetches the referenced schema too, and the named type becomes a struct
+        from confluent_kafka.schema_registry import Schema, SchemaReference
+
+        address = {"type": "record", "name": "com.x.Address", "fields": [{"name": "city", "type": "string"}]}
+        shipment = {
+            "type": "record",
+            "name": "Shipment",
+            "fields": [{"name": "id", "type": "long"}, {"name": "to", "type": "com.x.Address"}],
+        }
+        sr.register_schema("address", Schema(json.dumps(address), "AVRO"))
+        ref = SchemaReference("com.x.Address", "address", 1)
+        schema_id = sr.register_schema("shipped-value", Schema(json.dumps(shipment), "AVRO", [ref]))
+        create_topic(
+            broker.bootstrap,
+            "shipped",
+            1,
+            {"iceberg.mode": "value_schema_id_prefix", "iceberg.target.lag.ms": "1000"},
+        )
+        named: dict[str, object] = {}
+        fastavro.parse_schema(address, named_schemas=named)
+        writer = fastavro.parse_schema(shipment, named_schemas=named)
+        framed = []
+        for i, city in enumerate(("Oslo", "Rome")):
+            buf = io.BytesIO()
+            fastavro.schemaless_writer(buf, writer, {"id": i, "to": {"city": city}})
+            framed.append(b"\x00" + struct.pack(">I", schema_id) + buf.getvalue())
+        _produce(broker.bootstrap, "shipped", framed)
+
+        def shipped() -> list[object] | None:
+            try:
+                rows = catalog.load_table(("strata", "shipped")).scan().to_arrow().sort_by("offset")
+            except Exception:
+                return None
+            return rows.column("value").to_pylist() if rows.num_rows >= 2 else None
+
+        assert wait_for(shipped, 90, "the translation of a schema with a reference") == [
+            {"id": 0, "to": {"city": "Oslo"}},
+            {"id": 1, "to": {"city": "Rome"}},
         ]
     finally:
         broker.stop()

@@ -55,6 +55,9 @@ def start_broker(
         "STRATA_TIERING_RETENTION_CHECK_INTERVAL_MS": "200",
         "STRATA_CONSOLE_SAMPLE_INTERVAL_S": str(sample_interval_s),
         "STRATA_QUOTAS_CONSUMER_BYTE_RATE": str(256 * 1024 * 1024),  # shown on the security page
+        # the Iceberg committer reads the hot tail through a plaintext internal listener: the
+        # SASL-only Kafka listener would refuse it (docs/iceberg.md)
+        "STRATA_INTERNAL_LISTEN": "127.0.0.1:0",
     }
     return BrokerProcess(data, "--object-store", f"s3://{bucket}/console", env=env).start()
 
@@ -101,7 +104,15 @@ def populate(b: BrokerProcess) -> None:
     admin = AdminClient(conf(b, "admin", ADMIN_PW))
     tiered = {"segment.bytes": str(SEGMENT), "local.retention.bytes": str(2 * SEGMENT)}
     futures = admin.create_topics(
-        [NewTopic(TOPIC, num_partitions=2, config=tiered), NewTopic(JSON_TOPIC, num_partitions=3)]
+        [
+            NewTopic(TOPIC, num_partitions=2, config=tiered),
+            # an Iceberg topic too: the tier view's Iceberg column
+            NewTopic(
+                JSON_TOPIC,
+                num_partitions=3,
+                config={"iceberg.mode": "key_value", "iceberg.target.lag.ms": "1000"},
+            ),
+        ]
     )
     for f in futures.values():
         f.result(timeout=30)

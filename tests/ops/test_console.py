@@ -113,6 +113,14 @@ def test_every_page_renders_real_data(broker: BrokerProcess, driver: Any) -> Non
         assert "nobody" in _text(driver, "[data-testid=users]")
         assert "nobody-group" in _text(driver, "[data-testid=acls]")
         assert "consumer_byte_rate = 256.0 MiB/s" in _text(driver, "[data-testid=quotas]")
+        # the tier view's Iceberg column: the payments topic's table with its 300 records
+        wait = _open(driver, broker, "/dashboard/tiering")
+        iceberg_cell = f"[data-row={JSON_TOPIC}] [data-field=iceberg]"
+        try:
+            wait.until(lambda d: _text(d, iceberg_cell).startswith("strata.payments @ 300, lag 0"))
+        except Exception:
+            raise AssertionError(f"the Iceberg column says {_text(driver, iceberg_cell)!r}") from None
+        assert _text(driver, f"[data-row={TOPIC}] [data-field=iceberg]") == ""
         # keyboard: the navigation's links take the focus and Enter follows them
         driver.find_element(By.CSS_SELECTOR, "nav a[data-section=groups]").send_keys(Keys.ENTER)
         WebDriverWait(driver, 30).until(lambda d: d.current_url.endswith("/dashboard/groups"))

@@ -165,6 +165,9 @@ export const tiering = {
         { key: "remote_segments", label: "Remote segs", num: true },
         { key: "local_bytes", label: "Local", num: true, render: (t) => bytes(t.local_bytes) },
         { key: "upload_lag_bytes", label: "Upload lag", num: true, render: (t) => `${bytes(t.upload_lag_bytes)} (${t.upload_lag_segments} seg)` },
+        // the Iceberg table this broker commits for the topic: committed offset and lag
+        { key: "iceberg", label: "Iceberg", sort: (t) => (t.iceberg ? t.iceberg.lag_records : -1),
+          render: (t) => (t.iceberg ? `${t.iceberg.table} @ ${num(t.iceberg.committed_offset)}, lag ${num(t.iceberg.lag_records)} (${duration(t.iceberg.lag_seconds * 1000)})${t.iceberg.error ? " — " + t.iceberg.error : ""}` : "") },
       ],
     });
     root.append(stats, el("div", { class: "grid2" }, card("Read cache", cache), card("Uploads and deletes (last hour)", charts)),
