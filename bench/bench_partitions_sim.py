@@ -26,6 +26,8 @@ Phases, each printed:
             partition (etcd's /metrics and /v3/maintenance/status)
   steady    ``--steady-seconds`` with nothing happening: etcd puts/s, txns/s and bytes/s
             received, the controller's reconcile passes and this process's CPU
+  listing   a fresh ``MetadataClient.start`` (what a starting broker does): the time to a
+            ready view (one range read of the whole cluster prefix, decoded) and its bytes
   failover  stand-in N's keeper stopped without revoking (a crash): its lease expires
             after the TTL; from the expiry (its key gone from the controller's view) to
             every partition led by a live broker, and to the dead broker out of every ISR;
@@ -301,6 +303,23 @@ async def simulate(
             f" process CPU {(k1 - k0) / dt * 100:.1f} % of a core"
         )
 
+        # --- listing: what a (re)starting broker reads --------------------------------------
+        m0, k0 = etcd_metrics(etcd), cpu()
+        t0 = time.monotonic()
+        fresh_store = await EtcdClient(etcd.endpoint, timeout=30.0).connect()
+        stores.append(fresh_store)
+        fresh = MetadataClient(fresh_store, layout, lease_ttl=LEASE_TTL_S)
+        await fresh.start(timeout=120)
+        t1 = time.monotonic()
+        m1, k1 = etcd_metrics(etcd), cpu()
+        await fresh.close(deregister=False)
+        sent = diff(m0, m1).get("etcd_network_client_grpc_sent_bytes_total", 0)
+        print(
+            f"listing   a starting broker's watch (one range of the whole prefix, then the"
+            f" watch): {t1 - t0:.2f} s to a ready view of {len(fresh.view.partitions):,} partitions,"
+            f" {sent / 2**20:.1f} MiB sent by etcd, process CPU {k1 - k0:.2f} s"
+        )
+
         # --- failover -------------------------------------------------------------------
         victim = brokers
         led = sum(1 for v in view.partitions.values() if v.value.leader == victim)
@@ -349,6 +368,18 @@ async def simulate(
             f" ({(passes.wall - p0.wall):.2f} s inside them, longest {passes.longest * 1000:.0f} ms);"
             f" process CPU {k1 - k0:.2f} s; load {load()}"
         )
+        lost = {c.broker_id: c.reregistrations for c in clients if c.reregistrations}
+        print(
+            f"leases    registrations lost (lease expired, registered again) by live brokers over the"
+            f" run: {lost or 'none'}"
+        )
+        if lost:
+            # etcd's own view of why: slow applies and lease revocations, from its log.
+            lines = etcd.log_tail(100000).splitlines()
+            slow = [ln for ln in lines if "took too long" in ln or "apply request" in ln]
+            print(f"          etcd log: {len(lines)} lines, {len(slow)} 'took too long' warnings; last:")
+            for ln in lines[-5:]:
+                print(f"            {ln[:300]}")
     finally:
         if ctl is not None:
             await ctl.stop(resign=False)
