@@ -368,6 +368,11 @@ async def simulate(
             f" ({(passes.wall - p0.wall):.2f} s inside them, longest {passes.longest * 1000:.0f} ms);"
             f" process CPU {k1 - k0:.2f} s; load {load()}"
         )
+        s2 = etcd_status(etcd)
+        print(
+            f"          etcd db after the failover {s2['dbSize'] / 2**20:.1f} MiB"
+            f" (in use {s2['dbSizeInUse'] / 2**20:.1f} MiB; nothing compacts etcd's history)"
+        )
         lost = {c.broker_id: c.reregistrations for c in clients if c.reregistrations}
         print(
             f"leases    registrations lost (lease expired, registered again) by live brokers over the"
