@@ -26,12 +26,15 @@ Phases, each printed:
             partition (etcd's /metrics and /v3/maintenance/status)
   steady    ``--steady-seconds`` with nothing happening: etcd puts/s, txns/s and bytes/s
             received, the controller's reconcile passes and this process's CPU
-  listing   a fresh ``MetadataClient.start`` (what a starting broker does): the time to a
-            ready view (one range read of the whole cluster prefix, decoded) and its bytes
   failover  stand-in N's keeper stopped without revoking (a crash): its lease expires
             after the TTL; from the expiry (its key gone from the controller's view) to
             every partition led by a live broker, and to the dead broker out of every ISR;
             etcd transactions, puts, bytes in and out, and CPU for it
+  listing   a fresh ``MetadataClient.start`` (what a starting broker does, and a watch
+            whose revision was compacted): the time to a ready view (one range read of the
+            whole cluster prefix, decoded on the event loop) and its bytes
+
+Each phase also prints the event loop's longest stall (the lease keepers share it).
 
 This process's CPU includes the stand-ins' keep-alives (a few per second, negligible) and
 the controller's watch decoding. Wall times are this machine's (2 shared cores): print the
@@ -175,6 +178,32 @@ async def wait_until(pred: Callable[[], bool], timeout: float, every: float = 0.
     return time.monotonic()
 
 
+class StallMonitor:
+    """The event loop's longest stall: a task that sleeps 50 ms and records how late it
+    woke. The lease keepers run on this loop: a stall over TTL - refresh interval
+    (10 - 3.3 s) loses every registration of the process."""
+
+    def __init__(self) -> None:
+        self.longest = 0.0
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def _run(self) -> None:
+        while True:
+            t = time.monotonic()
+            await asyncio.sleep(0.05)
+            self.longest = max(self.longest, time.monotonic() - t - 0.05)
+
+    def take(self) -> float:
+        """The longest stall since the last take."""
+        out, self.longest = self.longest, 0.0
+        return out
+
+    async def stop(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+
 def cpu() -> float:
     return time.process_time()
 
@@ -206,6 +235,7 @@ async def simulate(
     clients: list[MetadataClient] = []
     stores: list[EtcdClient] = []
     ctl: Controller | None = None
+    stalls = StallMonitor()
     try:
         store = await CountingEtcd(etcd.endpoint).connect()
         stores.append(store)
@@ -279,7 +309,10 @@ async def simulate(
             f" ({topic_bytes / 1024:.1f} KiB per {per:,}-partition topic),"
             f" db {(s1['dbSizeInUse'] - s0['dbSizeInUse']) / total:.0f} B in use"
         )
-        print(f"          controller passes so far {passes.count}, longest {passes.longest * 1000:.0f} ms")
+        print(
+            f"          controller passes so far {passes.count}, longest {passes.longest * 1000:.0f} ms;"
+            f" event loop's longest stall {stalls.take():.2f} s"
+        )
 
         # --- steady ---------------------------------------------------------------------
         p0 = Passes(passes.count, passes.wall, passes.written)
@@ -300,24 +333,8 @@ async def simulate(
         print(
             f"          controller: {n} passes ({(passes.wall - p0.wall) / max(n, 1) * 1000:.0f} ms each),"
             f" {passes.written - p0.written} states written;"
-            f" process CPU {(k1 - k0) / dt * 100:.1f} % of a core"
-        )
-
-        # --- listing: what a (re)starting broker reads --------------------------------------
-        m0, k0 = etcd_metrics(etcd), cpu()
-        t0 = time.monotonic()
-        fresh_store = await EtcdClient(etcd.endpoint, timeout=30.0).connect()
-        stores.append(fresh_store)
-        fresh = MetadataClient(fresh_store, layout, lease_ttl=LEASE_TTL_S)
-        await fresh.start(timeout=120)
-        t1 = time.monotonic()
-        m1, k1 = etcd_metrics(etcd), cpu()
-        await fresh.close(deregister=False)
-        sent = diff(m0, m1).get("etcd_network_client_grpc_sent_bytes_total", 0)
-        print(
-            f"listing   a starting broker's watch (one range of the whole prefix, then the"
-            f" watch): {t1 - t0:.2f} s to a ready view of {len(fresh.view.partitions):,} partitions,"
-            f" {sent / 2**20:.1f} MiB sent by etcd, process CPU {k1 - k0:.2f} s"
+            f" process CPU {(k1 - k0) / dt * 100:.1f} % of a core; event loop's longest stall"
+            f" {stalls.take():.2f} s"
         )
 
         # --- failover -------------------------------------------------------------------
@@ -366,13 +383,32 @@ async def simulate(
         print(
             f"          controller: {ctl.elections - e0:,} elections, {n} passes"
             f" ({(passes.wall - p0.wall):.2f} s inside them, longest {passes.longest * 1000:.0f} ms);"
-            f" process CPU {k1 - k0:.2f} s; load {load()}"
+            f" process CPU {k1 - k0:.2f} s; load {load()}; event loop's longest stall"
+            f" {stalls.take():.2f} s"
         )
         s2 = etcd_status(etcd)
         print(
             f"          etcd db after the failover {s2['dbSize'] / 2**20:.1f} MiB"
             f" (in use {s2['dbSizeInUse'] / 2**20:.1f} MiB; nothing compacts etcd's history)"
         )
+        # --- listing: what a (re)starting broker reads --------------------------------------
+        m0, k0 = etcd_metrics(etcd), cpu()
+        t0 = time.monotonic()
+        fresh_store = await EtcdClient(etcd.endpoint, timeout=30.0).connect()
+        stores.append(fresh_store)
+        fresh = MetadataClient(fresh_store, layout, lease_ttl=LEASE_TTL_S)
+        await fresh.start(timeout=120)
+        t1 = time.monotonic()
+        m1, k1 = etcd_metrics(etcd), cpu()
+        await fresh.close(deregister=False)
+        sent = diff(m0, m1).get("etcd_network_client_grpc_sent_bytes_total", 0)
+        print(
+            f"listing   a starting broker's watch (one range of the whole prefix, then the"
+            f" watch): {t1 - t0:.2f} s to a ready view of {len(fresh.view.partitions):,} partitions,"
+            f" {sent / 2**20:.1f} MiB sent by etcd, process CPU {k1 - k0:.2f} s;"
+            f" event loop's longest stall {stalls.take():.2f} s"
+        )
+
         lost = {c.broker_id: c.reregistrations for c in clients if c.reregistrations}
         print(
             f"leases    registrations lost (lease expired, registered again) by live brokers over the"
@@ -394,6 +430,7 @@ async def simulate(
         for s in stores:
             with contextlib.suppress(Exception):
                 await s.close()
+        await stalls.stop()
         etcd.kill()
 
 
