@@ -274,7 +274,7 @@ async def simulate(
         for i in range(topics):
             await create_topic(main, f"t{i}", per, RF)
         t_written = time.monotonic()
-        await wait_until(lambda: len(view.partitions) == per * topics, 600)
+        await wait_until(lambda: len(view.partitions) == per * topics, 1800)
         t_seen = time.monotonic()
         if ctl is None:
             ctl = await start_controller()
