@@ -81,7 +81,7 @@ class ReplicaCommitter(GroupCommitter):
             for lg in old.close():
                 super().request(lg)  # still wanting a flush: the worker's now
         if loop is not None and on_flushed is not None and loop_flush.available():
-            self._on_loop = loop_flush.LoopFlush(loop, on_flushed)
+            self._on_loop = loop_flush.LoopFlush(loop, on_flushed, super().request)
 
     def close(self) -> None:
         self.flush_on_loop(None, None)

@@ -63,12 +63,20 @@ class LoopFlush:
     """Group commit of fsync-mode logs for one event loop (module docstring). Every method
     but ``close`` runs on the loop's thread."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, on_flushed: Callable[[list[Log]], None]) -> None:
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        on_flushed: Callable[[list[Log]], None],
+        fallback: Callable[[Log], None],
+    ) -> None:
+        """``fallback(log)``: flush it another way (``GroupCommitter.request``), for a log
+        open and online whose descriptor cannot be duplicated (out of descriptors)."""
         if not available():
             raise RuntimeError("hot._syncer is not built")
         self.loop = loop
         self.thread = threading.get_ident()
         self._on_flushed = on_flushed
+        self._fallback = fallback
         self._efd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._syncer: Any = Syncer(self._efd)
         self._dirty: dict[int, Log] = {}  # insertion-ordered set keyed by id(log)
@@ -97,7 +105,10 @@ class LoopFlush:
             del self._dirty[key]
             job = _begin(log)
             if job is None:
-                failed.append(log)  # closed or offline: the listener fails its waiters
+                if log.is_online:
+                    self._fallback(log)
+                else:
+                    failed.append(log)  # closed or offline: the listener fails its waiters
                 continue
             token = next(self._tokens)
             self._jobs[token] = (log, *job)
@@ -152,7 +163,7 @@ class LoopFlush:
 
 def _begin(log: Log) -> tuple[int, int] | None:
     """(flush target, a duplicate of the active segment's write descriptor), or None when
-    the log is closed or offline."""
+    the log is closed or offline, or the descriptor cannot be duplicated."""
     with log._lock:
         try:
             log._check_usable()

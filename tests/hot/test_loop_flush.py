@@ -55,7 +55,8 @@ def test_loop_flush_moves_the_recovery_point_once_per_burst(tmp_path: Path) -> N
     async def run() -> None:
         loop = asyncio.get_running_loop()
         rounds: list[list[Log]] = []
-        lf = loop_flush.LoopFlush(loop, rounds.append)
+        fallback: list[Log] = []
+        lf = loop_flush.LoopFlush(loop, rounds.append, fallback.append)
         cfg = LogConfig(flush_mode="fsync")
         logs = [Log.open(tmp_path / f"t-{p}", cfg, topic="t", partition=p) for p in range(2)]
         try:
@@ -77,6 +78,7 @@ def test_loop_flush_moves_the_recovery_point_once_per_burst(tmp_path: Path) -> N
             lf.request(logs[0])
             await asyncio.sleep(0.05)
             assert [id(lg) for lg in rounds[-1]] == [id(logs[0])]
+            assert fallback == []
             logs[1].append(_batch(11), leader_epoch=0)
             lf.request(logs[1])
             left = lf.close()  # its round not submitted yet: handed back to the caller
