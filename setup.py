@@ -1,4 +1,5 @@
-"""Builds the optional C record walk (hot/_recordwalk.c); pyproject.toml holds everything else.
+"""Builds the optional C record walk (hot/_recordwalk.c) and fdatasync thread (hot/_syncer.c);
+pyproject.toml holds everything else.
 
 ``optional=True``: without a C compiler the install still succeeds and
 hot.record_validation uses its pure-Python walk. ``pip install -e .`` builds the module in
@@ -14,6 +15,13 @@ setup(
             ["hot/_recordwalk.c"],
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Werror=vla"],
             optional=True,
-        )
+        ),
+        # fdatasync off the GIL for fsync-mode group commit (hot.loop_flush).
+        Extension(
+            "hot._syncer",
+            ["hot/_syncer.c"],
+            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Werror=vla"],
+            optional=True,
+        ),
     ]
 )

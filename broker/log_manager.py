@@ -25,11 +25,14 @@ consumers until the leader advances the high watermark again.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from broker.hw_checkpoint import HighWatermarkCheckpoint, TopicPartition
+from hot import loop_flush
 from hot.config import LogConfig
 from hot.errors import (
     NotLeaderError,
@@ -54,10 +57,35 @@ class ReplicaCommitter(GroupCommitter):
 
     def __init__(self, on_flushed: FlushListener, *, workers: int = 1) -> None:
         self._on_flushed = on_flushed  # before the workers start
+        self._on_loop: loop_flush.LoopFlush | None = None
         super().__init__(workers=workers, name="strata-replica-commit")
 
     def flushed(self, logs: list[Log]) -> None:
         self._on_flushed(logs)
+
+    def request(self, log: Log) -> None:
+        # On the event loop's thread, with hot._syncer built: the loop's own group commit.
+        on_loop = self._on_loop
+        if on_loop is not None and threading.get_ident() == on_loop.thread:
+            on_loop.request(log)
+        else:
+            super().request(log)
+
+    def flush_on_loop(self, loop: asyncio.AbstractEventLoop | None, on_flushed: FlushListener | None) -> None:
+        """From now on (``loop`` None: no longer) the appends made on ``loop``'s thread
+        (called there) are flushed by ``hot.loop_flush.LoopFlush``, which reports each
+        round to ``on_flushed`` on the loop; other threads' appends still go to this
+        committer's worker. No-op where hot._syncer is not built."""
+        old, self._on_loop = self._on_loop, None
+        if old is not None:
+            for lg in old.close():
+                super().request(lg)  # still wanting a flush: the worker's now
+        if loop is not None and on_flushed is not None and loop_flush.available():
+            self._on_loop = loop_flush.LoopFlush(loop, on_flushed, super().request)
+
+    def close(self) -> None:
+        self.flush_on_loop(None, None)
+        super().close()
 
 
 class ClusterLogManager(LogManager):
@@ -98,6 +126,11 @@ class ClusterLogManager(LogManager):
         loop's thread, with ``loop.call_soon``; None to undo)."""
         if self._replica_committer is not None:
             self._replica_committer.defer_wakes(schedule)
+
+    def flush_on_loop(self, loop: asyncio.AbstractEventLoop | None, on_flushed: FlushListener | None) -> None:
+        """``ReplicaCommitter.flush_on_loop`` (fsync-mode flushes driven by the event loop)."""
+        if self._replica_committer is not None:
+            self._replica_committer.flush_on_loop(loop, on_flushed)
 
     def _flushed(self, logs: list[Log]) -> None:
         listener = self.on_flushed

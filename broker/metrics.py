@@ -24,6 +24,7 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from broker.latency_histogram import LatencyHistogram
 from broker.request_metrics import RequestErrors, ResponseErrors
 from hot.errors import StrataError
 
@@ -101,26 +102,26 @@ class BrokerMetrics:
             "strata_fetch_messages", "Records served (offsets the batches cover)", fetched, 0, r
         )
         self.fetched_bytes = TopicTotals("strata_fetch_bytes", "Record batch bytes served", fetched, 1, r)
-        self.produce_latency = Histogram(
+        self.produce_latency = LatencyHistogram(
             "strata_produce_latency_seconds",
             "Produce latency from request decode to acknowledgement, by source (kafka, rest)",
-            ["source"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
+            "source",
+            _LATENCY_BUCKETS,
+            r,
         )
-        self.fetch_latency = Histogram(
+        self.fetch_latency = LatencyHistogram(
             "strata_fetch_latency_seconds",
             "Fetch latency including long-poll wait, by source (kafka, rest, replica)",
-            ["source"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
+            "source",
+            _LATENCY_BUCKETS,
+            r,
         )
-        self.request_latency = Histogram(
+        self.request_latency = LatencyHistogram(
             "strata_request_latency_seconds",
             "Kafka request handling latency by API",
-            ["api"],
-            buckets=_LATENCY_BUCKETS,
-            registry=r,
+            "api",
+            _LATENCY_BUCKETS,
+            r,
         )
         # Call sites count with errors.labels(source, code); the listener counts whole
         # responses with response_errors.count(api, response) (broker.request_metrics).

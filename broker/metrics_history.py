@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter
 from prometheus_client.registry import Collector
 
 from broker.group_lag import all_group_lags, manager_end_offsets
@@ -242,7 +242,7 @@ def _sum(metric: Counter | Collector) -> tuple[float, dict[str, float]]:
     return total, by
 
 
-def _buckets(metric: Histogram, keep: Callable[[str], bool]) -> tuple[tuple[float, float], ...]:
+def _buckets(metric: Collector, keep: Callable[[str], bool]) -> tuple[tuple[float, float], ...]:
     """A histogram's cumulative buckets summed over the label values ``keep`` accepts (its
     one label: the API)."""
     acc: dict[float, float] = {}

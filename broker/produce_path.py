@@ -313,19 +313,46 @@ class ProducePath:
         """``append`` of one non-transactional request's batches to ``rep`` (from
         ``fast_leader``, no await since), without its PendingAppend: what the log wrote, or
         why it refused them (validation, the idempotent producer's checks)."""
-        lg = rep.log
-        try:
-            if rep.roll_before_append:  # a new leadership's first append (replica_manager)
-                lg.roll()
-                rep.roll_before_append = False
-            info = lg.append(records, leader_epoch=rep.leader_epoch)
-        except StrataError as exc:
-            return exc
-        self.replicas.appended(rep)
-        totals = self.metrics.produced(topic)
-        totals[0] += info.record_count
-        totals[1] += len(records)
+        info = _fast_write(rep, records)
+        if type(info) is AppendInfo:
+            self.replicas.appended(rep)
+            totals = self.metrics.produced(topic)
+            totals[0] += info.record_count
+            totals[1] += len(records)
         return info
+
+    def fast_append_all(
+        self, leaders: list[PartitionReplica], topics: list[tuple[str, list[tuple[int, memoryview]]]]
+    ) -> list[AppendInfo | StrataError]:
+        """``fast_append`` of every partition of one request (``leaders`` in request
+        order): the writes first, in order, then the after-append work once per request
+        (issue 34 §2, fan-out): the per-topic totals added once per topic, and the parked
+        fetches woken and the high watermarks advanced (``ReplicaManager.appended``) in
+        one pass over the partitions written, not between one partition's write and the
+        next's. Nothing awaits in between, so no reader sees the difference."""
+        outcomes: list[AppendInfo | StrataError] = []
+        written: list[PartitionReplica] = []
+        produced = self.metrics.produced
+        i = 0
+        for topic, parts in topics:
+            count = size = 0
+            for _, records in parts:
+                rep = leaders[i]
+                i += 1
+                info = _fast_write(rep, records)
+                outcomes.append(info)
+                if type(info) is AppendInfo:
+                    written.append(rep)
+                    count += info.record_count
+                    size += len(records)
+            if count:
+                totals = produced(topic)
+                totals[0] += count
+                totals[1] += size
+        appended = self.replicas.appended
+        for rep in written:
+            appended(rep)
+        return outcomes
 
     # -- one append -----------------------------------------------------------------------
 
@@ -499,3 +526,16 @@ class _Resumed:
 
 async def _finish(rest: _Resumed) -> ProduceResult:
     return await rest
+
+
+def _fast_write(rep: PartitionReplica, records: memoryview) -> AppendInfo | StrataError:
+    """The fast path's ``Log.append`` of ``records`` to the leader ``rep``: what the log
+    wrote, or why it refused them."""
+    lg = rep.log
+    try:
+        if rep.roll_before_append:  # a new leadership's first append (replica_manager)
+            lg.roll()
+            rep.roll_before_append = False
+        return lg.append(records, leader_epoch=rep.leader_epoch)
+    except StrataError as exc:
+        return exc

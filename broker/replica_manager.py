@@ -139,6 +139,8 @@ class ReplicaManager:
         self.manager.on_flushed = self._flushed_threadsafe
         # A burst of appends in one loop iteration wakes the flush thread once, after it.
         self.manager.defer_flush_wakes(self._loop.call_soon)
+        # The loop's own appends: fdatasync off the GIL, the round reported on the loop.
+        self.manager.flush_on_loop(self._loop, self._flushed_all)
         self._tasks = [
             self._loop.create_task(self._reconcile_loop(), name="replicas-reconcile"),
             self._loop.create_task(self._isr_loop(), name="replicas-isr"),
@@ -161,6 +163,7 @@ class ReplicaManager:
         self.shutting_down = True
         self.manager.on_flushed = None
         self.manager.defer_flush_wakes(None)
+        self.manager.flush_on_loop(None, None)
         for t in [*self._tasks, *self._background]:
             with contextlib.suppress(Exception):
                 await cancel_and_wait(t)

@@ -342,12 +342,11 @@ class FastProduce:
                 leaders.append(rep)
         # Every partition passed the checks: append them all, in request order.
         self.taken += 1
-        outcomes: list[AppendInfo | StrataError | ProduceResult] = []
-        i = 0
-        for name, parts in topics:
-            for _, records in parts:
-                outcomes.append(writes.fast_append(leaders[i], name, records))
-                i += 1
+        outcomes: list[AppendInfo | StrataError | ProduceResult]
+        if len(leaders) == 1:
+            outcomes = [writes.fast_append(leaders[0], topics[0][0], topics[0][1][0][1])]
+        else:  # fan-out: the writes, then the high-watermark pass once for the request
+            outcomes = list(writes.fast_append_all(leaders, topics))
         metrics = broker.metrics
         if acks == 0:
             metrics.labelled(metrics.request_latency, API_NAME).observe(time.perf_counter() - started)
