@@ -237,7 +237,7 @@ class Broker:
     def start(self, extra_env: dict[str, str] | None = None, timeout: float = 60.0) -> Broker:
         cmd = [
             sys.executable, "-m", "api.cli", "serve", "--data-dir", str(self.data_dir),
-            "--kafka-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+            "--kafka-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--schema-registry-listen", "none",
             "--object-store", f"s3://{BUCKET}/{PREFIX}",
         ]  # fmt: skip
         env = {
