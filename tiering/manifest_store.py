@@ -146,6 +146,7 @@ class ManifestStore:
         # manifest (no change, an error) is asked again of a fresh load, so callers see
         # exactly what a load-then-CAS would have shown them.
         cached = self._last.get(key)
+        etag_or_none: str | None
         attempt = 0
         while attempt < max_attempts:
             if cached is not None:
