@@ -112,6 +112,10 @@ _CRC_START: Final = 8
 _CRC_FIELDS: Final = struct.Struct(">IIHB")  # the header fields the CRC covers: index .. flags
 _ZERO_COPY_MIN_BYTES: Final = 64 << 10  # smaller payloads are copied (4 KiB of padding would not pay)
 _MAX_TRACKED_OBJECTS: Final = 4096  # objects whose last read chunk is remembered for prefetch
+# Chunk files kept mapped after a cache hit (``ChunkCache._maps``): a mapping costs an open
+# file and address space, not memory (its pages are the page cache's), so it is bounded by
+# count, apart from the in-memory LRU; 64 x 4 MiB chunks = 256 MiB of recent history.
+MAX_MAPPED_CHUNKS: Final = 64
 _tmp_ids = itertools.count()
 _NOGIL_COPY_BYTES: Final = 256 << 10  # smaller copies keep the GIL (a foreign call costs more)
 _MAX_KEY_BYTES: Final = 4096  # more than any key a store accepts (1024 bytes and a prefix)
@@ -554,6 +558,9 @@ class ChunkCache:
         self._size = 0
         self._mem: OrderedDict[str, _Chunk] = OrderedDict()  # chunk name -> payload, LRU first
         self._mem_size = 0
+        # Trusted chunk files mapped by a cache hit, LRU first: the next hit on one is served
+        # on the event loop, without a worker-thread hop to open and map the file again.
+        self._maps: OrderedDict[str, _Chunk] = OrderedDict()
         self._inflight: dict[str, asyncio.Future[_Chunk]] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # GETs (strong references while they run)
         self._prefetching: set[asyncio.Task[None]] = set()
@@ -774,16 +781,26 @@ class ChunkCache:
     def _from_memory(self, name: str) -> _Chunk | None:
         chunk = self._mem.get(name)
         if chunk is None:
-            return None
+            chunk = self._maps.get(name)
+            if chunk is None:
+                return None
+            self._maps.move_to_end(name)
+        else:
+            self._mem.move_to_end(name)
         self._hits += 1
-        self._mem.move_to_end(name)
         if name in self._index:
             self._index.move_to_end(name)
         return chunk
 
     def _remember(self, name: str, chunk: _Chunk) -> None:
         """Keep a chunk in the in-memory LRU (only with a disk cache: without one, every read
-        is a GET by definition)."""
+        is a GET by definition). A mapped chunk file goes to the LRU of mappings instead."""
+        if isinstance(chunk[0].obj, ChunkMap):
+            self._maps[name] = chunk
+            self._maps.move_to_end(name)
+            while len(self._maps) > MAX_MAPPED_CHUNKS:
+                self._maps.popitem(last=False)
+            return
         size = len(chunk[0])
         if self.memory_bytes <= 0 or size > self.memory_bytes:
             return
@@ -797,6 +814,7 @@ class ChunkCache:
             self._mem_size -= len(dropped[0])
 
     def _drop_from_memory(self, name: str) -> None:
+        self._maps.pop(name, None)
         old = self._mem.pop(name, None)
         if old is not None:
             self._mem_size -= len(old[0])
@@ -830,6 +848,7 @@ class ChunkCache:
 
     def _forget(self, name: str) -> None:
         self._trusted.discard(name)
+        self._maps.pop(name, None)  # the file goes: so does its mapping (and its disk space)
         size = self._index.pop(name, None)
         if size is not None:
             self._size -= size
@@ -1002,6 +1021,7 @@ class ChunkCache:
         while self._size > self.max_bytes and self._index:
             name, size = self._index.popitem(last=False)
             self._trusted.discard(name)
+            self._maps.pop(name, None)
             self._size -= size
             out.append(name)
         self._evictions += len(out)
@@ -1121,6 +1141,7 @@ class ChunkCache:
         await self.wait_writes()
         self._mem.clear()
         self._mem_size = 0
+        self._maps.clear()
 
 
 __all__ = [
