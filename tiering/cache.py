@@ -112,9 +112,9 @@ _CRC_START: Final = 8
 _CRC_FIELDS: Final = struct.Struct(">IIHB")  # the header fields the CRC covers: index .. flags
 _ZERO_COPY_MIN_BYTES: Final = 64 << 10  # smaller payloads are copied (4 KiB of padding would not pay)
 _MAX_TRACKED_OBJECTS: Final = 4096  # objects whose last read chunk is remembered for prefetch
-# Chunk files kept mapped after a cache hit (``ChunkCache._maps``): a mapping costs an open
-# file and address space, not memory (its pages are the page cache's), so it is bounded by
-# count, apart from the in-memory LRU; 64 x 4 MiB chunks = 256 MiB of recent history.
+# Chunk files kept mapped after a cache hit (``ChunkCache._maps``), at most: a mapping holds
+# an open file, and the pages the reader touched (batch headers) count in the process's RSS
+# while it is mapped, so the payload bytes kept mapped are bounded too (``mapped_bytes``).
 MAX_MAPPED_CHUNKS: Final = 64
 _tmp_ids = itertools.count()
 _NOGIL_COPY_BYTES: Final = 256 << 10  # smaller copies keep the GIL (a foreign call costs more)
@@ -542,6 +542,7 @@ class ChunkCache:
         prefetch_chunks: int = 2,
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
         whole_object_bytes: int = DEFAULT_WHOLE_OBJECT_BYTES,
+        mapped_bytes: int | None = None,
     ) -> None:
         if chunk_bytes < 1024:
             raise InvalidConfigError(f"cache chunk size must be at least 1024 bytes, got {chunk_bytes}")
@@ -561,6 +562,9 @@ class ChunkCache:
         # Trusted chunk files mapped by a cache hit, LRU first: the next hit on one is served
         # on the event loop, without a worker-thread hop to open and map the file again.
         self._maps: OrderedDict[str, _Chunk] = OrderedDict()
+        self._maps_size = 0
+        # Payload bytes kept mapped: as many as the in-memory LRU holds, unless told.
+        self.mapped_bytes = self.memory_bytes if mapped_bytes is None else max(0, mapped_bytes)
         self._inflight: dict[str, asyncio.Future[_Chunk]] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # GETs (strong references while they run)
         self._prefetching: set[asyncio.Task[None]] = set()
@@ -796,10 +800,14 @@ class ChunkCache:
         """Keep a chunk in the in-memory LRU (only with a disk cache: without one, every read
         is a GET by definition). A mapped chunk file goes to the LRU of mappings instead."""
         if isinstance(chunk[0].obj, ChunkMap):
+            if len(chunk[0]) > self.mapped_bytes:
+                return
+            self._unmap(name)
             self._maps[name] = chunk
-            self._maps.move_to_end(name)
-            while len(self._maps) > MAX_MAPPED_CHUNKS:
-                self._maps.popitem(last=False)
+            self._maps_size += len(chunk[0])
+            while len(self._maps) > MAX_MAPPED_CHUNKS or self._maps_size > self.mapped_bytes:
+                _, dropped = self._maps.popitem(last=False)
+                self._maps_size -= len(dropped[0])
             return
         size = len(chunk[0])
         if self.memory_bytes <= 0 or size > self.memory_bytes:
@@ -813,8 +821,13 @@ class ChunkCache:
             _, dropped = self._mem.popitem(last=False)
             self._mem_size -= len(dropped[0])
 
+    def _unmap(self, name: str) -> None:
+        old = self._maps.pop(name, None)
+        if old is not None:
+            self._maps_size -= len(old[0])
+
     def _drop_from_memory(self, name: str) -> None:
-        self._maps.pop(name, None)
+        self._unmap(name)
         old = self._mem.pop(name, None)
         if old is not None:
             self._mem_size -= len(old[0])
@@ -848,7 +861,7 @@ class ChunkCache:
 
     def _forget(self, name: str) -> None:
         self._trusted.discard(name)
-        self._maps.pop(name, None)  # the file goes: so does its mapping (and its disk space)
+        self._unmap(name)  # the file goes: so does its mapping (and its disk space)
         size = self._index.pop(name, None)
         if size is not None:
             self._size -= size
@@ -1021,7 +1034,7 @@ class ChunkCache:
         while self._size > self.max_bytes and self._index:
             name, size = self._index.popitem(last=False)
             self._trusted.discard(name)
-            self._maps.pop(name, None)
+            self._unmap(name)
             self._size -= size
             out.append(name)
         self._evictions += len(out)
@@ -1142,6 +1155,7 @@ class ChunkCache:
         self._mem.clear()
         self._mem_size = 0
         self._maps.clear()
+        self._maps_size = 0
 
 
 __all__ = [

@@ -203,7 +203,14 @@ async def test_hits_on_files_written_here_are_file_regions(tmp_path: Path) -> No
     data = bytes((i * 13 + i // 509) % 256 for i in range(3 * chunk))
     store = CountingStore(open_store(f"file://{tmp_path}/bucket"))
     await store.put(KEY, data)
-    cache = ChunkCache(store, tmp_path / "cache", max_bytes=16 * chunk, chunk_bytes=chunk, memory_bytes=0)
+    cache = ChunkCache(
+        store,
+        tmp_path / "cache",
+        max_bytes=16 * chunk,
+        chunk_bytes=chunk,
+        memory_bytes=0,
+        mapped_bytes=2 * chunk,
+    )
     try:
         await cache.read_views(KEY, 0, len(data), object_size=len(data))  # GETs, files written
         await cache.wait_writes()
@@ -224,8 +231,12 @@ async def test_hits_on_files_written_here_are_file_regions(tmp_path: Path) -> No
             return real(*args, **kwargs)
 
         cache._load_many = counting  # type: ignore[method-assign]
+        # ``mapped_bytes`` keeps the last two chunks mapped: only the first is loaded again.
         again = await cache.read_views(KEY, 0, len(data), object_size=len(data))
-        assert loads == 0 and b"".join(again) == data and all(isinstance(v.obj, ChunkMap) for v in again)
+        assert loads == 1 and b"".join(again) == data and all(isinstance(v.obj, ChunkMap) for v in again)
+        assert len(cache._maps) == 2 and cache._maps_size == 2 * chunk
+        await cache.read_views(KEY, 2 * chunk, len(data), object_size=len(data))
+        assert loads == 1
         # Invalidated: the mapping goes with the file.
         await cache.invalidate(KEY, object_size=len(data))
         assert not cache._maps
