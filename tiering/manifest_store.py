@@ -106,7 +106,10 @@ class ManifestStore:
                 f"{key}: holds {m.topic}-{m.partition} (topic id {m.topic_id.hex}), not "
                 f"{topic}-{partition} (topic id {topic_id.hex})"
             )
-        self._remember(key, m, etag)
+        known = self._last.get(key)
+        if known is None or known[0].revision <= m.revision:
+            # (a GET sent before our own write but answered after it is older: not kept)
+            self._remember(key, m, etag)
         return m, etag
 
     def _remember(self, key: str, m: PartitionManifest, etag: str) -> None:
