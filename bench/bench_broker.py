@@ -62,6 +62,8 @@ def start_broker(
             "127.0.0.1:0",
             "--http-listen",
             "127.0.0.1:0",
+            "--schema-registry-listen",
+            "none",  # its default port (8081) may be taken on a shared machine
         ],
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(cwd), **(env or {})},

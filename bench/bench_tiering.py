@@ -153,15 +153,22 @@ def cpu_split(pid: int) -> tuple[float, float]:
 
 
 class MotoServer:
-    """moto's S3 server as a separate process on a free loopback port."""
+    """moto's S3 server as a separate process on a free loopback port; or, with ``s3rver``
+    (the path of the npm package's ``s3rver`` script), that Node.js S3 server storing in
+    ``data_dir``: a second, independent implementation (it ignores conditional writes and
+    checksums, so it only serves a benchmark's single writer)."""
 
-    def __init__(self) -> None:
+    def __init__(self, s3rver: str | None = None, data_dir: Path | None = None) -> None:
         self.port = free_port()
+        self.key = "bench"
+        cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)]
+        if s3rver is not None:
+            assert data_dir is not None
+            data_dir.mkdir(parents=True, exist_ok=True)
+            self.key = "S3RVER"  # s3rver's built-in credentials
+            cmd = ["node", s3rver, "-d", str(data_dir), "-a", "127.0.0.1", "-p", str(self.port), "--silent"]
         self.proc: subprocess.Popen[bytes] | None = subprocess.Popen(
-            [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
+            cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
         )
         deadline = time.monotonic() + 60
         while True:
@@ -181,8 +188,8 @@ class MotoServer:
     def env(self) -> dict[str, str]:
         return {
             "AWS_ENDPOINT_URL": self.url,
-            "AWS_ACCESS_KEY_ID": "bench",
-            "AWS_SECRET_ACCESS_KEY": "bench",
+            "AWS_ACCESS_KEY_ID": self.key,
+            "AWS_SECRET_ACCESS_KEY": self.key,
             "AWS_DEFAULT_REGION": "us-east-1",
         }
 
@@ -194,8 +201,8 @@ class MotoServer:
         return boto3.client(
             "s3",
             endpoint_url=self.url,
-            aws_access_key_id="bench",
-            aws_secret_access_key="bench",
+            aws_access_key_id=self.key,
+            aws_secret_access_key=self.key,
             region_name="us-east-1",
             config=Config(
                 s3={"addressing_style": "path"},
@@ -238,6 +245,7 @@ class Broker:
         cmd = [
             sys.executable, "-m", "api.cli", "serve", "--data-dir", str(self.data_dir),
             "--kafka-listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
+            "--schema-registry-listen", "none",
             "--object-store", f"s3://{BUCKET}/{PREFIX}",
         ]  # fmt: skip
         env = {
@@ -552,7 +560,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
     lines = work / "records.txt"
     write_lines(lines, records, args.record_bytes)
 
-    moto = MotoServer()
+    moto = MotoServer(args.s3rver, work / "s3rver")
     broker: Broker | None = None
     try:
         s3 = moto.client()
@@ -561,7 +569,8 @@ def run(args: argparse.Namespace, work: Path) -> None:
         if args.chunk_kib:
             env["STRATA_TIERING_CACHE_CHUNK_BYTES"] = str(chunk_bytes)
         broker = Broker(work / "data", env).start()
-        print(f"moto S3 on {moto.url} (pid {moto.pid}); broker on {broker.bootstrap}")
+        server = "s3rver" if args.s3rver else "moto"
+        print(f"{server} S3 on {moto.url} (pid {moto.pid}); broker on {broker.bootstrap}")
         create_topic(broker.bootstrap, {"segment.bytes": str(seg_bytes), "remote.storage.enable": "false"})
         produce(broker.bootstrap, lines, records)
         lines.unlink()
@@ -673,12 +682,14 @@ def run(args: argparse.Namespace, work: Path) -> None:
 
         # 3. cache-hit reads
         with Profiler(args.profile, broker.pid, "cache-hit-read"):
-            warm = best(
-                [fetch_range(broker.bootstrap, 0, end, fetch_bytes, args.timeout) for _ in range(args.rounds)]
-            )
+            warms = [
+                fetch_range(broker.bootstrap, 0, end, fetch_bytes, args.timeout) for _ in range(args.rounds)
+            ]
+        warm = best(warms)
         assert warm.bytes == sealed_bytes, (warm.bytes, sealed_bytes)
         print(
-            f"cache-hit read: median fetch {warm.median_s * 1000:.0f} ms, hot {hot.median_s * 1000:.0f} ms; "
+            f"cache-hit read: {', '.join(f'{r.mb_s:.0f}' for r in warms)} MB/s (hot {hot.mb_s:.0f}); "
+            f"median fetch {warm.median_s * 1000:.0f} ms, hot {hot.median_s * 1000:.0f} ms; "
             f"{cache_counters(broker.metrics())} (since the restart)",
             flush=True,
         )
@@ -757,6 +768,9 @@ def main() -> None:
     ap.add_argument("--profile-rate", type=int, default=PROFILE_RATE, help="py-spy samples per second")
     ap.add_argument("--profile-gil", action="store_true", help="py-spy: only the thread holding the GIL")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument(
+        "--s3rver", metavar="PATH", help="the npm package s3rver's bin/s3rver.js: run against it, not moto"
+    )
     args = ap.parse_args()
     PROFILE_RATE, PROFILE_GIL = args.profile_rate, args.profile_gil
     # SIGTERM unwinds like Ctrl-C, so the finally blocks stop moto and the broker (they run

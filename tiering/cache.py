@@ -112,6 +112,10 @@ _CRC_START: Final = 8
 _CRC_FIELDS: Final = struct.Struct(">IIHB")  # the header fields the CRC covers: index .. flags
 _ZERO_COPY_MIN_BYTES: Final = 64 << 10  # smaller payloads are copied (4 KiB of padding would not pay)
 _MAX_TRACKED_OBJECTS: Final = 4096  # objects whose last read chunk is remembered for prefetch
+# Chunk files kept mapped after a cache hit (``ChunkCache._maps``), at most: a mapping holds
+# an open file, and the pages the reader touched (batch headers) count in the process's RSS
+# while it is mapped, so the payload bytes kept mapped are bounded too (``mapped_bytes``).
+MAX_MAPPED_CHUNKS: Final = 64
 _tmp_ids = itertools.count()
 _NOGIL_COPY_BYTES: Final = 256 << 10  # smaller copies keep the GIL (a foreign call costs more)
 _MAX_KEY_BYTES: Final = 4096  # more than any key a store accepts (1024 bytes and a prefix)
@@ -278,10 +282,10 @@ class ChunkFile:
             if head[CHUNK_HEADER.size : key_end] != key.encode("utf-8") or length == 0:
                 return None
             mm = ChunkMap(fd, 0, access=mmap.ACCESS_COPY)
-            # Chunk files are written with O_DIRECT (not in the page cache): start reading
-            # the payload in now, so the sendfile on the event loop finds it in memory.
-            if hasattr(os, "posix_fadvise"):
-                os.posix_fadvise(fd, start, length, os.POSIX_FADV_WILLNEED)
+            # Chunk files are written with O_DIRECT (not in the page cache): read the file
+            # in here, in the worker thread, so the sendfile on the event loop finds it in
+            # memory instead of waiting for the disk there (which stalls every connection).
+            _read_in(fd, size, start, length)
         except (OSError, ValueError) as e:
             logger.warning("cannot map cache file %s: %s", path, e)
             return None
@@ -430,6 +434,22 @@ def sendable(parts: Sequence[bytes | memoryview]) -> tuple[bytes | memoryview | 
     return tuple(out)
 
 
+_MAP_POPULATE: Final = getattr(mmap, "MAP_POPULATE", 0)
+
+
+def _read_in(fd: int, size: int, start: int, length: int) -> None:
+    """Bring the file's pages into the page cache and wait for them: a shared read-only
+    mapping with MAP_POPULATE (the kernel reads the file in before mmap returns), unmapped
+    at once, so the pages stay cached but are not counted in this process's RSS. Where
+    that is missing, only ask for read-ahead (POSIX_FADV_WILLNEED, which does not wait)."""
+    if _MAP_POPULATE and size > 0:
+        with contextlib.suppress(OSError, ValueError):
+            mmap.mmap(fd, size, flags=mmap.MAP_SHARED | _MAP_POPULATE, prot=mmap.PROT_READ).close()
+            return
+    if hasattr(os, "posix_fadvise"):
+        os.posix_fadvise(fd, start, length, os.POSIX_FADV_WILLNEED)
+
+
 def _pwrite_all(fd: int, data: memoryview, offset: int) -> None:
     done = 0
     while done < len(data):
@@ -522,6 +542,7 @@ class ChunkCache:
         prefetch_chunks: int = 2,
         memory_bytes: int = DEFAULT_MEMORY_BYTES,
         whole_object_bytes: int = DEFAULT_WHOLE_OBJECT_BYTES,
+        mapped_bytes: int | None = None,
     ) -> None:
         if chunk_bytes < 1024:
             raise InvalidConfigError(f"cache chunk size must be at least 1024 bytes, got {chunk_bytes}")
@@ -538,6 +559,12 @@ class ChunkCache:
         self._size = 0
         self._mem: OrderedDict[str, _Chunk] = OrderedDict()  # chunk name -> payload, LRU first
         self._mem_size = 0
+        # Trusted chunk files mapped by a cache hit, LRU first: the next hit on one is served
+        # on the event loop, without a worker-thread hop to open and map the file again.
+        self._maps: OrderedDict[str, _Chunk] = OrderedDict()
+        self._maps_size = 0
+        # Payload bytes kept mapped: as many as the in-memory LRU holds, unless told.
+        self.mapped_bytes = self.memory_bytes if mapped_bytes is None else max(0, mapped_bytes)
         self._inflight: dict[str, asyncio.Future[_Chunk]] = {}
         self._tasks: set[asyncio.Task[None]] = set()  # GETs (strong references while they run)
         self._prefetching: set[asyncio.Task[None]] = set()
@@ -758,16 +785,30 @@ class ChunkCache:
     def _from_memory(self, name: str) -> _Chunk | None:
         chunk = self._mem.get(name)
         if chunk is None:
-            return None
+            chunk = self._maps.get(name)
+            if chunk is None:
+                return None
+            self._maps.move_to_end(name)
+        else:
+            self._mem.move_to_end(name)
         self._hits += 1
-        self._mem.move_to_end(name)
         if name in self._index:
             self._index.move_to_end(name)
         return chunk
 
     def _remember(self, name: str, chunk: _Chunk) -> None:
         """Keep a chunk in the in-memory LRU (only with a disk cache: without one, every read
-        is a GET by definition)."""
+        is a GET by definition). A mapped chunk file goes to the LRU of mappings instead."""
+        if isinstance(chunk[0].obj, ChunkMap):
+            if len(chunk[0]) > self.mapped_bytes:
+                return
+            self._unmap(name)
+            self._maps[name] = chunk
+            self._maps_size += len(chunk[0])
+            while len(self._maps) > MAX_MAPPED_CHUNKS or self._maps_size > self.mapped_bytes:
+                _, dropped = self._maps.popitem(last=False)
+                self._maps_size -= len(dropped[0])
+            return
         size = len(chunk[0])
         if self.memory_bytes <= 0 or size > self.memory_bytes:
             return
@@ -780,7 +821,13 @@ class ChunkCache:
             _, dropped = self._mem.popitem(last=False)
             self._mem_size -= len(dropped[0])
 
+    def _unmap(self, name: str) -> None:
+        old = self._maps.pop(name, None)
+        if old is not None:
+            self._maps_size -= len(old[0])
+
     def _drop_from_memory(self, name: str) -> None:
+        self._unmap(name)
         old = self._mem.pop(name, None)
         if old is not None:
             self._mem_size -= len(old[0])
@@ -814,6 +861,7 @@ class ChunkCache:
 
     def _forget(self, name: str) -> None:
         self._trusted.discard(name)
+        self._unmap(name)  # the file goes: so does its mapping (and its disk space)
         size = self._index.pop(name, None)
         if size is not None:
             self._size -= size
@@ -986,6 +1034,7 @@ class ChunkCache:
         while self._size > self.max_bytes and self._index:
             name, size = self._index.popitem(last=False)
             self._trusted.discard(name)
+            self._unmap(name)
             self._size -= size
             out.append(name)
         self._evictions += len(out)
@@ -1105,6 +1154,8 @@ class ChunkCache:
         await self.wait_writes()
         self._mem.clear()
         self._mem_size = 0
+        self._maps.clear()
+        self._maps_size = 0
 
 
 __all__ = [

@@ -76,6 +76,7 @@ class ManifestStore:
         max_segments: int = DEFAULT_MAX_SEGMENTS,
         rng: random.Random | None = None,
         spill_cache: int = 64,
+        last_cache: int = 16384,
     ) -> None:
         if not isinstance(max_segments, int) or isinstance(max_segments, bool) or max_segments < 2:
             raise InvalidRequestError(f"max_segments must be at least 2, got {max_segments!r}")
@@ -84,6 +85,11 @@ class ManifestStore:
         self._rng = rng or random.Random()
         self._spill_cache: OrderedDict[str, tuple[RemoteSegment, ...]] = OrderedDict()
         self._spill_cache_size = spill_cache
+        # The last manifest this store read or wrote per key, with its ETag: ``update``
+        # tries its CAS on it first instead of reading the manifest again (one round trip
+        # per update instead of two); a stale entry only costs a 412 and the usual reload.
+        self._last: OrderedDict[str, tuple[PartitionManifest, str]] = OrderedDict()
+        self._last_size = last_cache
 
     async def load(
         self, topic: str, topic_id: uuid.UUID, partition: int
@@ -100,7 +106,17 @@ class ManifestStore:
                 f"{key}: holds {m.topic}-{m.partition} (topic id {m.topic_id.hex}), not "
                 f"{topic}-{partition} (topic id {topic_id.hex})"
             )
+        known = self._last.get(key)
+        if known is None or known[0].revision <= m.revision:
+            # (a GET sent before our own write but answered after it is older: not kept)
+            self._remember(key, m, etag)
         return m, etag
+
+    def _remember(self, key: str, m: PartitionManifest, etag: str) -> None:
+        self._last[key] = (m, etag)
+        self._last.move_to_end(key)
+        while len(self._last) > self._last_size:
+            self._last.popitem(last=False)
 
     async def update(
         self,
@@ -120,22 +136,46 @@ class ManifestStore:
         response was lost looks like a lost race, so it can be applied to a manifest that
         already holds its effect (``add_or_update`` and friends are). On
         PreconditionFailedError the manifest is reloaded and ``mutate`` re-applied after a
-        jittered backoff; after ``max_attempts`` losses RetriableObjectStoreError.
+        jittered backoff; after ``max_attempts`` losses RetriableObjectStoreError. The first
+        try is made on the manifest this store last read or wrote, without reading it again
+        (a stale one fails the CAS and is reloaded at once).
 
         ``leader_epoch`` (cluster mode: the writer's epoch as leader of the partition)
         fences stale writers: FencedLeaderEpochError, before ``mutate`` runs, if the stored
         manifest was written in a later epoch; a write raises the stored epoch to it."""
         key = manifest_key(topic, topic_id, partition)
-        for attempt in range(max_attempts):
-            current, etag = await self.load(topic, topic_id, partition)
-            base = current or PartitionManifest.empty(topic, topic_id, partition)
-            if leader_epoch is not None and base.leader_epoch > leader_epoch:
-                raise FencedLeaderEpochError(
-                    f"{key}: written in leader epoch {base.leader_epoch}, after ours ({leader_epoch})"
-                )
-            changed = mutate(base)
-            if changed is None or replace(changed, revision=base.revision) == base:
-                return base
+        # First try on the manifest this store last read or wrote (no GET). Only a real
+        # change is written that way: whatever else ``mutate`` says of a possibly stale
+        # manifest (no change, an error) is asked again of a fresh load, so callers see
+        # exactly what a load-then-CAS would have shown them.
+        cached = self._last.get(key)
+        etag_or_none: str | None
+        attempt = 0
+        while attempt < max_attempts:
+            if cached is not None:
+                base, etag_or_none = cached
+                cached = None
+                if leader_epoch is not None and base.leader_epoch > leader_epoch:
+                    continue  # the fresh load raises FencedLeaderEpochError
+                try:
+                    changed = mutate(base)
+                except Exception:
+                    changed = None
+                if changed is None or replace(changed, revision=base.revision) == base:
+                    continue  # decide on a fresh load
+                optimistic = True
+            else:
+                current, etag_or_none = await self.load(topic, topic_id, partition)
+                base = current or PartitionManifest.empty(topic, topic_id, partition)
+                if leader_epoch is not None and base.leader_epoch > leader_epoch:
+                    raise FencedLeaderEpochError(
+                        f"{key}: written in leader epoch {base.leader_epoch}, after ours ({leader_epoch})"
+                    )
+                changed = mutate(base)
+                if changed is None or replace(changed, revision=base.revision) == base:
+                    return base
+                optimistic = False
+            etag = etag_or_none
             if leader_epoch is not None:
                 changed = replace(changed, leader_epoch=max(base.leader_epoch, leader_epoch))
             if (changed.topic, changed.topic_id, changed.partition) != (topic, topic_id, partition):
@@ -144,12 +184,20 @@ class ManifestStore:
             new = await self._spill(new)
             try:
                 if etag is None:
-                    await self.store.put(key, new.to_json(), if_none_match=True)
+                    new_etag = await self.store.put(key, new.to_json(), if_none_match=True)
                 else:
-                    await self.store.put(key, new.to_json(), if_match=etag)
+                    new_etag = await self.store.put(key, new.to_json(), if_match=etag)
             except PreconditionFailedError:
+                self._last.pop(key, None)
+                if optimistic:
+                    continue  # our cached copy was stale: reload at once, not a lost race
                 await asyncio.sleep(self._rng.uniform(0, min(0.5, 0.005 * 2**attempt)))
+                attempt += 1
                 continue
+            except BaseException:
+                self._last.pop(key, None)  # the write may or may not have happened
+                raise
+            self._remember(key, new, new_etag)
             return new
         raise RetriableObjectStoreError(
             f"{key}: manifest update lost the compare-and-swap {max_attempts} times in a row"

@@ -13,6 +13,7 @@ import os
 import struct
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crc32c import crc32c
@@ -202,7 +203,14 @@ async def test_hits_on_files_written_here_are_file_regions(tmp_path: Path) -> No
     data = bytes((i * 13 + i // 509) % 256 for i in range(3 * chunk))
     store = CountingStore(open_store(f"file://{tmp_path}/bucket"))
     await store.put(KEY, data)
-    cache = ChunkCache(store, tmp_path / "cache", max_bytes=16 * chunk, chunk_bytes=chunk, memory_bytes=0)
+    cache = ChunkCache(
+        store,
+        tmp_path / "cache",
+        max_bytes=16 * chunk,
+        chunk_bytes=chunk,
+        memory_bytes=0,
+        mapped_bytes=2 * chunk,
+    )
     try:
         await cache.read_views(KEY, 0, len(data), object_size=len(data))  # GETs, files written
         await cache.wait_writes()
@@ -213,6 +221,25 @@ async def test_hits_on_files_written_here_are_file_regions(tmp_path: Path) -> No
         assert [type(p) for p in parts] == [FileRegion, FileRegion, FileRegion, bytes]
         assert b"".join(p.read() if isinstance(p, FileRegion) else p for p in parts) == data[100:-7] + b"tail"
         assert len(store.gets) == 3 and cache.stats().hits == 3  # one GET per chunk, then hits
+        # The mappings are kept: the next hits come without a worker thread (no disk load).
+        loads = 0
+        real = cache._load_many
+
+        def counting(*args: Any, **kwargs: Any) -> Any:
+            nonlocal loads
+            loads += 1
+            return real(*args, **kwargs)
+
+        cache._load_many = counting  # type: ignore[method-assign]
+        # ``mapped_bytes`` keeps the last two chunks mapped: only the first is loaded again.
+        again = await cache.read_views(KEY, 0, len(data), object_size=len(data))
+        assert loads == 1 and b"".join(again) == data and all(isinstance(v.obj, ChunkMap) for v in again)
+        assert len(cache._maps) == 2 and cache._maps_size == 2 * chunk
+        await cache.read_views(KEY, 2 * chunk, len(data), object_size=len(data))
+        assert loads == 1
+        # Invalidated: the mapping goes with the file.
+        await cache.invalidate(KEY, object_size=len(data))
+        assert not cache._maps
     finally:
         await cache.close()
         await store.close()

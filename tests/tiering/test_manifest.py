@@ -374,9 +374,38 @@ async def test_update_gives_up_after_max_attempts(store: ObjectStore) -> None:
             await ms.update(TOPIC, TID, 0, racing, max_attempts=3)
     finally:
         rival.close()
-    assert calls == 3
+    assert calls == 4  # a try on the manifest it last wrote (no GET), then 3 after reloads
     m, _ = await ms.load(TOPIC, TID, 0)
     assert m is not None and len(m.segments) == 1  # none of the losing writes landed
+
+
+async def test_update_after_own_write_needs_no_get_and_survives_a_rival(
+    store: ObjectStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An update CASes on the manifest this store last wrote without reading it again; when
+    a rival wrote in between, the 412 makes it reload, and both writes are kept."""
+    ms = ManifestStore(store)
+    gets = 0
+    real = store.get_with_etag
+
+    async def counting(key: str) -> tuple[bytes, str]:
+        nonlocal gets
+        gets += 1
+        return await real(key)
+
+    monkeypatch.setattr(store, "get_with_etag", counting)
+    await ms.update(TOPIC, TID, 0, lambda m: m.add_or_update(seg(0, 9)))
+    assert gets == 1  # the first update reads (nothing there yet)
+    await ms.update(TOPIC, TID, 0, lambda m: m.add_or_update(seg(10, 19)))
+    assert gets == 1
+    # A no-op on the remembered manifest is decided on a fresh read.
+    same = await ms.update(TOPIC, TID, 0, lambda m: m)
+    assert gets == 2 and [s.base_offset for s in same.segments] == [0, 10]
+    rival = ManifestStore(store)
+    await rival.update(TOPIC, TID, 0, lambda m: m.add_or_update(seg(20, 29)))
+    m = await ms.update(TOPIC, TID, 0, lambda m: m.add_or_update(seg(30, 39)))
+    assert [s.base_offset for s in m.segments] == [0, 10, 20, 30]
+    assert (await ms.load(TOPIC, TID, 0))[0] == m
 
 
 async def _writer(url: str, writer: int, count: int, go: Path | None = None) -> list[int]:
