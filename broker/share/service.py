@@ -302,13 +302,35 @@ class ShareService:
     ) -> None:
         """Apply one partition's acknowledgement batches (first, last, types) in order; the
         first error stops the rest and is raised. Persisted before returning."""
+        try:
+            error = await self.apply_acks(group_id, member_id, topic, partition, batches)
+        finally:
+            await self.persist(group_id, topic, partition)
+        if error is not None:
+            raise error
+
+    async def apply_acks(
+        self,
+        group_id: str,
+        member_id: str,
+        topic: str,
+        partition: int,
+        batches: Iterable[tuple[int, int, Sequence[int]]],
+    ) -> StrataError | None:
+        """Apply one partition's acknowledgement batches in memory, in order; the first
+        error stops the rest and is returned. The caller persists (``persist``) before it
+        answers, error or not (the batches before the error were applied): a ShareFetch
+        persists its partitions' acknowledgements together, while it fetches, as Kafka's
+        broker does. Raises when the share partition can't be loaded (nothing changed)."""
         sp = await self.share_partition(group_id, topic, partition)
         try:
             for first, last, types in batches:
                 sp.acknowledge(member_id, first, last, types)
+        except StrataError as exc:
+            return exc
         finally:
             self._drain(group_id, topic, partition, sp)
-            await self.persist(group_id, topic, partition)
+        return None
 
     def release(self, group_id: str, member_id: str, partitions: Iterable[tuple[str, int]]) -> None:
         for topic, partition in partitions:

@@ -46,7 +46,7 @@ def test_accept_release_reject_and_window_advance() -> None:
     assert sp.acquire("b", 2, [BatchSpan(0, 5)], 10) == [Acquired(2, 2, 2)]
     sp.acknowledge("b", 2, 2, [AckType.ACCEPT])
     sp.acknowledge("a", 5, 5, [AckType.ACCEPT])
-    assert sp.start == 6 and not sp.records
+    assert sp.start == 6 and not sp.runs
 
 
 def test_ack_of_records_not_held_is_invalid_and_changes_nothing() -> None:
@@ -118,4 +118,4 @@ def test_move_start_drops_records_below() -> None:
     sp = _sp(clock)
     sp.acquire("a", 0, [BatchSpan(0, 3)], 100)
     sp.move_start(2)
-    assert sp.start == 2 and set(sp.records) == {2, 3}
+    assert sp.start == 2 and [(r.first, r.last) for r in sp.runs] == [(2, 3)]
