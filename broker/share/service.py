@@ -45,6 +45,12 @@ from hot.txn_index import AbortedTxn
 
 Key = tuple[str, str, int]  # group, topic, partition
 
+# Bytes a share partition's read asks for (``_next_hint``): the first one (Kafka's default
+# max.partition.fetch.bytes), the least and the most.
+FIRST_READ_BYTES = 1 << 20
+MIN_READ_BYTES = 64 << 10
+MAX_READ_BYTES = 64 << 20
+
 
 def monotonic_ms() -> float:
     return time.monotonic() * 1000.0
@@ -101,6 +107,8 @@ class ShareService:
         # (broker.share.dead_letters); None: not copied.
         self.produce: Callable[[str, int, bytes], Awaitable[ProduceResult]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # How many bytes the next read of each share partition asks for (``_next_hint``).
+        self._read_hint: dict[Key, int] = {}
 
     def attach_store(self, store: ShareStateStore, topic_id: Callable[[str], uuid.UUID | None]) -> None:
         """Persist share partitions on ``__share_group_state`` (broker.share.state_store)."""
@@ -218,6 +226,7 @@ class ShareService:
         self.groups.pop(group_id, None)
         for key in [k for k in self.partitions if k[0] == group_id]:
             del self.partitions[key]
+            self._read_hint.pop(key, None)
 
     def expire(self) -> None:
         for gid, group in self.groups.items():
@@ -368,7 +377,8 @@ class ShareService:
                 sp.move_start(lg.log_start_offset)
             offset = sp.next_fetch_offset()
             if offset is not None:
-                reads.append(FetchRequestPartition(topic, partition, offset, max_bytes))
+                hint = self._read_hint.get((group_id, topic, partition), FIRST_READ_BYTES)
+                reads.append(FetchRequestPartition(topic, partition, offset, min(max_bytes, hint)))
         if not reads:
             return list(out.values())
         fetched = await self.reads.fetch(
@@ -393,6 +403,9 @@ class ShareService:
                 continue
             data = f.read()
             spans, positions = _spans(data, f.aborted if s.read_committed else None)
+            self._read_hint[(group_id, f.topic, f.partition)] = _next_hint(
+                req, f.high_watermark, len(data), positions, max_records
+            )
             # The read went where the partition said; another fetch may have acquired in the
             # meantime, which ``acquire`` sees (it only takes Available records).
             got = sp.acquire(member_id, req.offset, spans, budget)
@@ -483,6 +496,28 @@ class ShareService:
         except StrataError:
             return False
         return True
+
+
+def _next_hint(
+    req: FetchRequestPartition,
+    high_watermark: int,
+    got: int,
+    positions: list[tuple[int, int, int, int]],
+    max_records: int,
+) -> int:
+    """The bytes to read next time from a share partition: about ``max_records`` records
+    at the sizes just read (and at least its largest batch, read whole), since only that
+    many are acquired; reading up to the request's MaxBytes (librdkafka asks 50 MiB) each
+    time would read the whole log to hand out one batch per partition. Twice the last
+    limit when nothing whole fit though the log had more."""
+    if not positions:
+        if high_watermark > req.offset and got == 0:
+            return min(req.max_bytes * 2, MAX_READ_BYTES)
+        return req.max_bytes
+    records = positions[-1][1] - positions[0][0] + 1
+    per_record = got / max(1, records)
+    largest = max(size for _, _, _, size in positions)
+    return min(MAX_READ_BYTES, max(MIN_READ_BYTES, largest, int(per_record * max_records * 1.25)))
 
 
 def _spans(
