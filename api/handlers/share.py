@@ -95,7 +95,7 @@ def listed_share_groups(conn: Connection, states: Sequence[str]) -> list[ListedG
     ]
 
 
-def delete_share_groups(conn: Connection, names: Sequence[str]) -> dict[str, StrataError | None]:
+async def delete_share_groups(conn: Connection, names: Sequence[str]) -> dict[str, StrataError | None]:
     """DeleteGroups of the names that are share groups here (NON_EMPTY_GROUP with members);
     the others are left to the group coordinator."""
     svc: ShareService | None = getattr(conn.broker, "shares", None)
@@ -105,7 +105,7 @@ def delete_share_groups(conn: Connection, names: Sequence[str]) -> dict[str, Str
     for name in names:
         if name in svc.groups:
             try:
-                svc.delete_group(name)
+                await svc.delete_group(name)
                 out[name] = None
             except StrataError as exc:
                 out[name] = exc

@@ -13,6 +13,10 @@ from hot.errors import CoordinatorNotAvailableError, StrataError
 from kwire import RequestHeader
 from kwire.error_table import kafka_code
 from kwire.messages.share_group_state import (
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
+    DeleteStatePartitionResult,
+    DeleteStateResult,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
     ReadStatePartitionResult,
@@ -101,3 +105,23 @@ async def handle_write_share_group_state(
                 )
         results.append(WriteStateResult(topic_id=t.topic_id, partitions=tuple(parts)))
     return WriteShareGroupStateResponse(results=tuple(results))
+
+
+async def handle_delete_share_group_state(
+    conn: Connection, header: RequestHeader, req: DeleteShareGroupStateRequest
+) -> DeleteShareGroupStateResponse:
+    results = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                await _store(conn).local_delete(state_key(req.group_id, t.topic_id, p.partition))
+                parts.append(DeleteStatePartitionResult(partition=p.partition))
+            except StrataError as exc:
+                parts.append(
+                    DeleteStatePartitionResult(
+                        partition=p.partition, error_code=kafka_code(exc), error_message=str(exc)
+                    )
+                )
+        results.append(DeleteStateResult(topic_id=t.topic_id, partitions=tuple(parts)))
+    return DeleteShareGroupStateResponse(results=tuple(results))

@@ -325,15 +325,20 @@ class SharePartition:
     # -- persistence (ShareSnapshot) -----------------------------------------------------
 
     def snapshot(self) -> list[StateBatch]:
-        """The window as state batches; an Acquired record is persisted Available, since a
-        lock does not survive the broker that granted it."""
+        """The window as state batches. An Acquired record is persisted Available with its
+        in-flight delivery not counted, as KIP-932 specifies ("an Acquired record with a
+        delivery count of 1 is recorded as Available with a delivery count of 0"): the
+        acquisition is transient, a lock does not survive the broker that granted it, and
+        a leader crash loses the memory of that delivery."""
         out: list[StateBatch] = []
         for r in self.runs:
-            state = RecordState.AVAILABLE if r.state is RecordState.ACQUIRED else r.state
-            if out and out[-1].state is state and out[-1].delivery_count == r.delivery_count:
-                out[-1] = StateBatch(out[-1].first, r.last, state, r.delivery_count)
+            state, count = r.state, r.delivery_count
+            if state is RecordState.ACQUIRED:
+                state, count = RecordState.AVAILABLE, count - 1
+            if out and out[-1].state is state and out[-1].delivery_count == count:
+                out[-1] = StateBatch(out[-1].first, r.last, state, count)
             else:
-                out.append(StateBatch(r.first, r.last, state, r.delivery_count))
+                out.append(StateBatch(r.first, r.last, state, count))
         return out
 
     def restore(self, start: int, batches: Iterable[StateBatch]) -> None:

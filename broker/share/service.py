@@ -35,6 +35,7 @@ from broker.share.state_store import ShareStateStore, Snapshot
 from broker.share.stored_configs import StoredShareConfigs
 from hot.batch import parse_header
 from hot.errors import (
+    InvalidRequestError,
     NonEmptyGroupError,
     NotLeaderError,
     OffsetOutOfRangeError,
@@ -109,6 +110,9 @@ class ShareService:
         self._tasks: set[asyncio.Task[None]] = set()
         # How many bytes the next read of each share partition asks for (``_next_hint``).
         self._read_hint: dict[Key, int] = {}
+        # The topics each group's members subscribed to here (its coordinator): whose
+        # state DeleteGroups tombstones.
+        self._subscribed: dict[str, set[str]] = {}
 
     def attach_store(self, store: ShareStateStore, topic_id: Callable[[str], uuid.UUID | None]) -> None:
         """Persist share partitions on ``__share_group_state`` (broker.share.state_store)."""
@@ -198,6 +202,8 @@ class ShareService:
         client_host: str = "",
     ) -> HeartbeatResult:
         group = self.group(group_id)
+        if subscribed:
+            self._subscribed.setdefault(group_id, set()).update(subscribed)
         before = set(group.members)
         result = group.heartbeat(
             member_id,
@@ -219,14 +225,68 @@ class ShareService:
             if g == group_id:
                 sp.release_member(member_id)
 
-    def delete_group(self, group_id: str) -> None:
+    async def delete_group(self, group_id: str) -> None:
+        """DeleteGroups of an empty share group: its state on ``__share_group_state``
+        tombstoned (every partition of every topic it subscribed to or holds state for
+        here), so a group of the same name starts afresh per ``share.auto.offset.reset``."""
         group = self.groups.get(group_id)
         if group is not None and group.members:
             raise NonEmptyGroupError(f"share group {group_id} has members")
-        self.groups.pop(group_id, None)
+        topics = self._subscribed.get(group_id, set()) | {t for g, t, _ in self.partitions if g == group_id}
+        for topic in sorted(topics):
+            for partition in range(max(0, self.partition_count(topic))):
+                await self.delete_state(group_id, topic, partition)
         for key in [k for k in self.partitions if k[0] == group_id]:
-            del self.partitions[key]
-            self._read_hint.pop(key, None)
+            self._drop_local(key)
+        self.groups.pop(group_id, None)
+        self._subscribed.pop(group_id, None)
+
+    def check_empty(self, group_id: str) -> None:
+        """NON_EMPTY_GROUP while the share group has members (offsets can't change then)."""
+        self.expire()
+        group = self.groups.get(group_id)
+        if group is not None and group.members:
+            raise NonEmptyGroupError(f"share group {group_id} has members: its offsets can't change")
+
+    def _drop_local(self, key: Key) -> None:
+        """Forget this broker's copy of a share partition: the next fetch loads the state
+        the share coordinator has."""
+        self.partitions.pop(key, None)
+        self._epochs.pop(key, None)
+        self._read_hint.pop(key, None)
+
+    async def alter_start(self, group_id: str, topic: str, partition: int, offset: int) -> None:
+        """AlterShareGroupOffsets of one partition (the caller checked the group is empty):
+        the start offset persisted with nothing in flight and the next state epoch, as
+        Kafka's share coordinator initializes it; the group exists from then on."""
+        if offset < 0:
+            raise InvalidRequestError(f"start offset {offset} of {topic}-{partition} is negative")
+        key = (group_id, topic, partition)
+        self.group(group_id)
+        tid = self.topic_id(topic)
+        if self.store is None or tid is None:
+            sp = self.partitions.get(key)
+            if sp is not None:
+                sp.runs.clear()
+                sp.start = sp.end = offset
+            return
+        found = await self.store.read(group_id, tid, partition)
+        epoch = max(found.state_epoch if found is not None else 0, self._local_epoch(key)) + 1
+        await self.store.write(group_id, tid, partition, Snapshot(epoch, offset, ()))
+        self._drop_local(key)
+
+    async def delete_state(self, group_id: str, topic: str, partition: int) -> None:
+        """Tombstone one share partition's persisted state (DeleteShareGroupOffsets,
+        DeleteGroups): the group starts it again where ``share.auto.offset.reset`` says."""
+        key = (group_id, topic, partition)
+        tid = self.topic_id(topic)
+        if self.store is not None and tid is not None:
+            await self.store.delete(group_id, tid, partition)
+        self._drop_local(key)
+
+    def _local_epoch(self, key: Key) -> int:
+        sp = self.partitions.get(key)
+        return -1 if sp is None else sp.state_epoch
 
     def expire(self) -> None:
         for gid, group in self.groups.items():

@@ -42,6 +42,9 @@ from kwire import ApiKey
 from kwire import error_table as E
 from kwire.error_table import error_for_code
 from kwire.messages.share_group_state import (
+    DeleteShareGroupStateRequest,
+    DeleteStateData,
+    DeleteStatePartition,
     ReadShareGroupStateRequest,
     ReadStateData,
     ReadStatePartition,
@@ -188,6 +191,12 @@ class ShareStateStore:
         """Append the snapshot and wait for acks=all."""
         await self.runtime.append(self._local_shard(key), [(key, snapshot.encode())])
 
+    async def local_delete(self, key: str) -> None:
+        """Append a tombstone for ``key`` (when it has state) and wait for acks=all."""
+        shard = self._local_shard(key)
+        if key in shard.latest:
+            await self.runtime.append(shard, [(key, None)])
+
     def _local_shard(self, key: str) -> _StateShard:
         shard = self.runtime.shard_for(key)
         if shard is not None:
@@ -259,6 +268,29 @@ class ShareStateStore:
                 ),
             )
             resp = await call(node, ApiKey.WRITE_SHARE_GROUP_STATE, req, CALL_TIMEOUT_S)
+            r = resp.results[0].partitions[0]
+            _raise_for(r.error_code, r.error_message)
+
+        await self._retrying(key, local, remote)
+
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        """Tombstone (acks=all at the share coordinator) the share partition's state, as
+        Kafka's share coordinator does for DeleteGroups and DeleteShareGroupOffsets."""
+        key = state_key(group_id, topic_id, partition)
+
+        async def local() -> None:
+            await self.local_delete(key)
+
+        async def remote(call: RemoteCall, node: int) -> None:
+            req = DeleteShareGroupStateRequest(
+                group_id=group_id,
+                topics=(
+                    DeleteStateData(
+                        topic_id=topic_id, partitions=(DeleteStatePartition(partition=partition),)
+                    ),
+                ),
+            )
+            resp = await call(node, ApiKey.DELETE_SHARE_GROUP_STATE, req, CALL_TIMEOUT_S)
             r = resp.results[0].partitions[0]
             _raise_for(r.error_code, r.error_message)
 

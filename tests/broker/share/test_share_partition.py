@@ -101,6 +101,8 @@ def test_release_member_and_snapshot_restore() -> None:
     sp = _sp(clock)
     sp.acquire("a", 0, [BatchSpan(0, 3)], 100)
     sp.acknowledge("a", 1, 1, [AckType.ACCEPT])
+    # Still acquired: persisted Available without its in-flight delivery (KIP-932).
+    assert sp.snapshot()[0] == StateBatch(0, 0, RecordState.AVAILABLE, 0)
     assert sp.release_member("a") == 3
     snap = sp.snapshot()
     assert snap == [
