@@ -222,17 +222,21 @@ async def _acks(
     topic: str,
     partition: int,
     batches: Sequence[AcknowledgementBatch],
+    *,
+    renew: bool = False,
 ) -> tuple[int, str | None, bool]:
     """Apply one partition's acknowledgements in memory: (error code, message, whether
-    the share partition may have changed and must be persisted before the answer)."""
+    the share partition may have changed and must be persisted before the answer).
+    RENEW (KIP-1222) only where ``renew``: ShareAcknowledge v2 (ShareFetch answers it
+    INVALID_REQUEST, since a renewal that fetches would hand out more records)."""
     prev = -1
     converted = []
     for b in batches:
         if b.first_offset <= prev or b.last_offset < b.first_offset:
             return E.INVALID_REQUEST, "acknowledgement batches must be ascending and not overlap", False
         prev = b.last_offset
-        if RENEW in b.acknowledge_types:
-            return E.INVALID_REQUEST, "the RENEW acknowledge type is not supported", False
+        if RENEW in b.acknowledge_types and not renew:
+            return E.INVALID_REQUEST, "the RENEW acknowledge type needs ShareAcknowledge v2", False
         converted.append((b.first_offset, b.last_offset, b.acknowledge_types))
     try:
         error = await svc.apply_acks(group, member, topic, partition, converted)
@@ -434,7 +438,13 @@ async def handle_share_acknowledge(
                 parts.append((p.partition_index, E.UNKNOWN_TOPIC_ID, None))
                 continue
             code, msg, must_persist = await _acks(
-                svc, group, member, name, p.partition_index, p.acknowledgement_batches
+                svc,
+                group,
+                member,
+                name,
+                p.partition_index,
+                p.acknowledgement_batches,
+                renew=header.api_version >= 2,
             )
             if must_persist:
                 changed.append((name, p.partition_index))

@@ -6,7 +6,8 @@ The window runs from the share-partition start offset (SPSO, ``start``) to the e
 Available, Acquired (by one member, under a lock that expires), Acknowledged or Archived,
 with its delivery count. Records at or past ``end`` are Available with no delivery yet;
 records below ``start`` are done. Acknowledgements: ACCEPT (1) -> Acknowledged, RELEASE (2)
--> Available again, REJECT (3) -> Archived, GAP (0) -> Archived (no record at the offset).
+-> Available again, REJECT (3) -> Archived, GAP (0) -> Archived (no record at the offset),
+RENEW (4, KIP-1222) -> still Acquired, under a new lock.
 A record released (or whose lock expires) after ``delivery_limit`` deliveries is Archived
 instead: a poison record stops being redelivered. The window's start moves past every
 leading Acknowledged/Archived record.
@@ -49,6 +50,7 @@ class AckType(enum.IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4  # KIP-1222: the records stay acquired, their lock starts again
 
 
 @dataclass(slots=True)
@@ -266,7 +268,7 @@ class SharePartition:
                 f"acknowledgement batch {first}-{last}: {len(types)} types for {n} offsets"
             )
         for t in set(types):
-            if t not in (AckType.GAP, AckType.ACCEPT, AckType.RELEASE, AckType.REJECT):
+            if t not in (AckType.GAP, AckType.ACCEPT, AckType.RELEASE, AckType.REJECT, AckType.RENEW):
                 raise InvalidRequestError(f"unknown acknowledge type {t}")
         self.expire_locks()
         if first < self.start or last >= self.end:
@@ -373,6 +375,12 @@ class SharePartition:
         return i + 1
 
     def _apply(self, i: int, j: int, kind: int) -> None:
+        if kind == AckType.RENEW:
+            deadline = self.clock() + self.lock_ms
+            for r in self.runs[i:j]:
+                r.deadline = deadline
+            self.next_expiry = min(self.next_expiry, deadline)
+            return
         for r in self.runs[i:j]:
             if kind == AckType.ACCEPT:
                 r.state = RecordState.ACKNOWLEDGED

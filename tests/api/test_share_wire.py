@@ -547,3 +547,41 @@ def test_cli_resets_and_deletes_share_offsets(broker: BrokerProcess, wire: Wire)
     gone = cli("delete-share-offsets", group, "-t", "sw7")
     assert gone.returncode == 0 and "Successful" in gone.stdout, gone
     assert _start_offsets(wire, group, "sw7") == -1
+
+
+def test_renew_acknowledgements(broker: BrokerProcess, wire: Wire) -> None:
+    """RENEW (KIP-1222) keeps records acquired: in ShareAcknowledge v2 only."""
+    create_topic(broker.bootstrap, "sw9", 1)
+    tid = _topic_id(wire, "sw9")
+    group = "sw-g9"
+    assert _set_configs(wire, group, share_auto_offset_reset="earliest").error_code == 0
+    _produce(broker.bootstrap, "sw9", 2)
+    _join(wire, group, "a", "sw9")
+    assert _acquired(_fetch(wire, group, "a", 0, tid)) == [(0, 1, 1)]
+    renew = AcknowledgementBatch(first_offset=0, last_offset=1, acknowledge_types=(4,))
+    in_fetch = _fetch(wire, group, "a", 1, tid, (renew,), wait=0)
+    assert in_fetch.responses[0].partitions[0].acknowledge_error_code == E.INVALID_REQUEST
+
+    def acknowledge(version: int, epoch: int, batch: AcknowledgementBatch) -> int:
+        req = ShareAcknowledgeRequest(
+            group_id=group,
+            member_id="a",
+            share_session_epoch=epoch,
+            is_renew_ack=version >= 2 and 4 in batch.acknowledge_types,
+            topics=(
+                AcknowledgeTopic(
+                    topic_id=tid,
+                    partitions=(AcknowledgePartition(partition_index=0, acknowledgement_batches=(batch,)),),
+                ),
+            ),
+        )
+        resp = wire.call(ApiKey.SHARE_ACKNOWLEDGE, version, req)
+        assert resp.error_code == 0, resp
+        code: int = resp.responses[0].partitions[0].error_code
+        return code
+
+    assert acknowledge(1, 2, renew) == E.INVALID_REQUEST
+    assert acknowledge(2, 3, renew) == 0
+    accept = AcknowledgementBatch(first_offset=0, last_offset=1, acknowledge_types=(1,))
+    assert acknowledge(2, 4, accept) == 0  # still acquired by "a" after the renewal
+    _leave(wire, group, "a")

@@ -121,3 +121,17 @@ def test_move_start_drops_records_below() -> None:
     sp.acquire("a", 0, [BatchSpan(0, 3)], 100)
     sp.move_start(2)
     assert sp.start == 2 and [(r.first, r.last) for r in sp.runs] == [(2, 3)]
+
+
+def test_renew_restarts_the_lock() -> None:
+    clock = Clock()
+    sp = _sp(clock)  # lock 1 s
+    sp.acquire("a", 0, [BatchSpan(0, 3)], 100)
+    clock.now += 800
+    sp.acknowledge("a", 0, 1, [AckType.RENEW])  # 0-1 locked until now + 1 s; 2-3 not
+    clock.now += 500
+    assert sp.expire_locks() == 2
+    assert [sp.state_of(o) for o in range(4)] == [RecordState.ACQUIRED] * 2 + [RecordState.AVAILABLE] * 2
+    assert sp.delivery_count(0) == 1  # a renewal is no delivery
+    sp.acknowledge("a", 0, 1, [AckType.ACCEPT])
+    assert sp.start == 2
