@@ -2,6 +2,7 @@
 in one run.
 
     python -m bench.bench_share_groups [--messages 200000] [--partitions 4] [--rounds 3]
+        [--flush-mode fsync|interval] [--no-warmup]
 
 Setup: a real ``strata serve`` subprocess; ``--messages`` 100-byte records produced once
 (librdkafka, acks=all) into a ``--partitions`` topic; unless ``--no-warmup``, a classic and
@@ -125,6 +126,12 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument(
+        "--flush-mode",
+        choices=["fsync", "interval"],
+        default="fsync",
+        help="The broker's strata.flush.mode (interval: Kafka's durability model, by replication).",
+    )
+    ap.add_argument(
         "--no-warmup",
         dest="warmup",
         action="store_false",
@@ -132,7 +139,7 @@ def main() -> None:
     )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        proc, bootstrap = start_broker(Path(tmp) / "data")
+        proc, bootstrap = start_broker(Path(tmp) / "data", {"STRATA_LOG_STRATA_FLUSH_MODE": args.flush_mode})
         try:
             create_topic(bootstrap, "bench-share", args.partitions)
             produce(bootstrap, "bench-share", args.messages)
