@@ -167,3 +167,96 @@ def groups_delete_share_offsets(group: str, topics: tuple[str, ...], output: str
 def _top_error(client: Any, group: str, resp: Any) -> str:
     text = f"group {group!r}: {client.error_name(resp.error_code)}"
     return f"{text}: {resp.error_message}" if resp.error_message else text
+
+
+@groups.command("describe-share")
+@click.argument("group")
+@connection_options
+@output_option
+def groups_describe_share(group: str, output: str, **conn: Any) -> None:
+    """A share group (KIP-932), as kafka-share-groups --describe: per partition its start
+    offset (-1: no state yet), log end offset and lag (records from the start offset to
+    the end: in flight or not yet delivered), then the members and their assignments."""
+    from kwire.messages.describe_share_group_offsets import (
+        DescribeShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsRequestGroup,
+    )
+    from kwire.messages.share_group_describe import ShareGroupDescribeRequest
+
+    with connect(conn) as client:
+        try:
+            described = client.call(
+                ApiKey.SHARE_GROUP_DESCRIBE, ShareGroupDescribeRequest(group_ids=(group,))
+            ).groups[0]
+            if described.error_code:
+                fail(_top_error(client, group, described))
+            offsets = client.call(
+                ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+                DescribeShareGroupOffsetsRequest(
+                    groups=(DescribeShareGroupOffsetsRequestGroup(group_id=group),)
+                ),
+            ).groups[0]
+            starts = {
+                (t.topic_name, p.partition_index): p.start_offset
+                for t in offsets.topics
+                for p in t.partitions
+                if not p.error_code
+            }
+            ends = client.list_offsets(starts, -1)
+        except StrataError as exc:
+            fail(str(exc))
+    partitions = [
+        {
+            "topic": t,
+            "partition": p,
+            "start_offset": start,
+            "log_end_offset": ends.get((t, p)),
+            "lag": None if start < 0 or (t, p) not in ends else max(0, ends[(t, p)] - start),
+        }
+        for (t, p), start in sorted(starts.items())
+    ]
+    members = [
+        {
+            "member_id": m.member_id,
+            "member_epoch": m.member_epoch,
+            "client_id": m.client_id,
+            "host": m.client_host,
+            "partitions": [(tp.topic_name, p) for tp in m.assignment.topic_partitions for p in tp.partitions],
+        }
+        for m in described.members
+    ]
+    info = {
+        "group_id": group,
+        "type": "share",
+        "state": described.group_state,
+        "group_epoch": described.group_epoch,
+        "members": members,
+        "partitions": partitions,
+    }
+    if output == "json":
+        emit(output, info, "")
+        return
+    click.echo(
+        f"group {group}  type share  state {described.group_state}  members {len(members)}  "
+        f"group epoch {described.group_epoch}"
+    )
+    print_table(
+        None,
+        ["TOPIC", "PARTITION", "START-OFFSET", "LOG-END-OFFSET", "LAG"],
+        [[r["topic"], r["partition"], r["start_offset"], r["log_end_offset"], r["lag"]] for r in partitions],
+    )
+    if members:
+        print_table(
+            "members",
+            ["MEMBER-ID", "EPOCH", "HOST", "CLIENT-ID", "ASSIGNMENT"],
+            [
+                [
+                    m["member_id"],
+                    m["member_epoch"],
+                    m["host"],
+                    m["client_id"],
+                    ", ".join(f"{t}-{p}" for t, p in m["partitions"]),
+                ]
+                for m in members
+            ],
+        )

@@ -5,6 +5,7 @@ and DeleteGroups' removal of the group's state, encoded with kwire."""
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
 import subprocess
@@ -541,6 +542,14 @@ def test_cli_resets_and_deletes_share_offsets(broker: BrokerProcess, wire: Wire)
     assert done.returncode == 0 and "Successful" in done.stdout, done
     assert _start_offsets(wire, group, "sw7") == 2
     _join(wire, group, "a", "sw7")
+    described = cli("describe-share", group, "-o", "json")
+    assert described.returncode == 0, described
+    info = json.loads(described.stdout)
+    assert (info["type"], info["state"]) == ("share", "Stable")
+    assert info["partitions"] == [
+        {"topic": "sw7", "partition": 0, "start_offset": 2, "log_end_offset": 3, "lag": 1}
+    ]
+    assert [(m["member_id"], m["partitions"]) for m in info["members"]] == [("a", [["sw7", 0]])]
     busy = cli("delete-share-offsets", group, "-t", "sw7")
     assert busy.returncode == 1 and "NON_EMPTY_GROUP" in busy.stderr, busy
     _leave(wire, group, "a")
