@@ -550,6 +550,11 @@ def test_cli_resets_and_deletes_share_offsets(broker: BrokerProcess, wire: Wire)
         {"topic": "sw7", "partition": 0, "start_offset": 2, "log_end_offset": 3, "lag": 1}
     ]
     assert [(m["member_id"], m["partitions"]) for m in info["members"]] == [("a", [["sw7", 0]])]
+    listed = cli("list", "-o", "json")
+    assert listed.returncode == 0, listed
+    assert [(g["type"], g["state"]) for g in json.loads(listed.stdout) if g["group_id"] == group] == [
+        ("share", "Stable")
+    ]
     busy = cli("delete-share-offsets", group, "-t", "sw7")
     assert busy.returncode == 1 and "NON_EMPTY_GROUP" in busy.stderr, busy
     _leave(wire, group, "a")
