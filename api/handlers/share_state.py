@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.share.errors import ShareError
 from broker.share.partition import RecordState, StateBatch
 from broker.share.state_store import ShareStateStore, Snapshot, state_key
 from hot.errors import CoordinatorNotAvailableError, StrataError
@@ -99,7 +100,10 @@ async def handle_write_share_group_state(
                 await _store(conn).local_write(state_key(req.group_id, t.topic_id, p.partition), snap)
                 parts.append(WriteStatePartitionResult(partition=p.partition))
             except (StrataError, ValueError) as exc:
-                code = kafka_code(exc) if isinstance(exc, StrataError) else 42  # INVALID_REQUEST
+                if isinstance(exc, ShareError):
+                    code = exc.kafka_code  # FENCED_STATE_EPOCH
+                else:
+                    code = kafka_code(exc) if isinstance(exc, StrataError) else 42  # INVALID_REQUEST
                 parts.append(
                     WriteStatePartitionResult(partition=p.partition, error_code=code, error_message=str(exc))
                 )

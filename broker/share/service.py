@@ -28,6 +28,7 @@ from broker.share.config import (
     validate,
 )
 from broker.share.dead_letters import build_copy, log_skipped, read_records
+from broker.share.errors import FencedStateEpochError
 from broker.share.membership import HeartbeatResult, ShareGroup
 from broker.share.partition import Acquired, Archived, BatchSpan, SharePartition
 from broker.share.sessions import ShareSessions
@@ -353,13 +354,20 @@ class ShareService:
     async def persist(self, group_id: str, topic: str, partition: int) -> None:
         """Write the share partition's state (acks=all) before acknowledgements are
         answered: an accepted record is never delivered again, even after a failover."""
-        sp = self.partitions.get((group_id, topic, partition))
+        key = (group_id, topic, partition)
+        sp = self.partitions.get(key)
         tid = self.topic_id(topic)
         if self.store is None or sp is None or tid is None:
             return
-        await self.store.write(
-            group_id, tid, partition, Snapshot(sp.state_epoch, sp.start, tuple(sp.snapshot()))
-        )
+        try:
+            await self.store.write(
+                group_id, tid, partition, Snapshot(sp.state_epoch, sp.start, tuple(sp.snapshot()))
+            )
+        except FencedStateEpochError:
+            # Altered by an administrator through another broker: load the new state.
+            if self.partitions.get(key) is sp:
+                self._drop_local(key)
+            raise
 
     async def acknowledge(
         self,

@@ -30,6 +30,7 @@ from broker.coordinator_runtime.shard import CoordinatorShard, Naming, StateTopi
 from broker.partition_replica import PartitionReplica
 from broker.replica_manager import ReplicaManager
 from broker.share.config import SHARE_STATE_TOPIC
+from broker.share.errors import FencedStateEpochError
 from broker.share.partition import RecordState, StateBatch
 from broker.transactions.markers import MarkerSendError
 from hot.errors import (
@@ -188,8 +189,14 @@ class ShareStateStore:
         return None if data is None else Snapshot.decode(data)
 
     async def local_write(self, key: str, snapshot: Snapshot) -> None:
-        """Append the snapshot and wait for acks=all."""
-        await self.runtime.append(self._local_shard(key), [(key, snapshot.encode())])
+        """Append the snapshot and wait for acks=all; FENCED_STATE_EPOCH when the state
+        has a newer state epoch (AlterShareGroupOffsets wrote it): the writer's copy is
+        stale, as Kafka's share coordinator fences it."""
+        shard = self._local_shard(key)
+        current = shard.latest.get(key)
+        if current is not None and Snapshot.decode(current).state_epoch > snapshot.state_epoch:
+            raise FencedStateEpochError(f"share-group state of {key} has a newer state epoch")
+        await self.runtime.append(shard, [(key, snapshot.encode())])
 
     async def local_delete(self, key: str) -> None:
         """Append a tombstone for ``key`` (when it has state) and wait for acks=all."""
@@ -340,4 +347,6 @@ def _raise_for(code: int, message: str | None) -> None:
         raise CoordinatorLoadInProgressError(message or "share coordinator loading")
     if code == E.COORDINATOR_NOT_AVAILABLE:
         raise CoordinatorNotAvailableError(message or "share coordinator not available")
+    if code == FencedStateEpochError.kafka_code:
+        raise FencedStateEpochError(message or "fenced state epoch")
     raise error_for_code(code, message)
