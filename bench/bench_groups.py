@@ -68,6 +68,8 @@ def start_broker(data_dir: Path, env: dict[str, str] | None = None) -> tuple[sub
             "127.0.0.1:0",
             "--http-listen",
             "127.0.0.1:0",
+            "--schema-registry-listen",
+            "none",
         ],
         cwd=ROOT,
         env={

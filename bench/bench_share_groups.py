@@ -2,9 +2,13 @@
 in one run.
 
     python -m bench.bench_share_groups [--messages 200000] [--partitions 4] [--rounds 3]
+        [--flush-mode fsync|interval] [--no-warmup]
 
 Setup: a real ``strata serve`` subprocess; ``--messages`` 100-byte records produced once
-(librdkafka, acks=all) into a ``--partitions`` topic. Then, alternating ``--rounds`` times:
+(librdkafka, acks=all) into a ``--partitions`` topic; unless ``--no-warmup``, a classic and
+a share consumer read a 1,000-record topic first, unmeasured (the internal topics
+``__consumer_offsets`` and ``__share_group_state`` then exist and are loaded, as on a
+running broker). Then, alternating ``--rounds`` times:
 
   1. Classic (baseline): one confluent-kafka ``Consumer`` subscribed in a fresh group
      from the earliest offset, reading every record.
@@ -14,15 +18,17 @@ Setup: a real ``strata serve`` subprocess; ``--messages`` 100-byte records produ
      ShareFetch and persisted to ``__share_group_state`` before they are answered).
 
 Each consumer runs in its own process; the rate counts from its first record to the last.
-Prints both rates, the share/classic ratio of each round and their median (the target
-is >= 0.5: a share group does per-record bookkeeping and a state write per acknowledgement
-batch that a classic group does not).
+Prints both rates, the share/classic ratio of each round, their median (the target is
+>= 0.5: a share group keeps an in-flight window and writes its state, acks=all, before
+each acknowledgement is answered, which a classic group does not) and the load average
+(the figures are noisy on a shared machine: compare only within one run).
 """
 
 from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
+import os
 import statistics
 import tempfile
 import time
@@ -119,12 +125,32 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=200_000)
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--flush-mode",
+        choices=["fsync", "interval"],
+        default="fsync",
+        help="The broker's strata.flush.mode (interval: Kafka's durability model, by replication).",
+    )
+    ap.add_argument(
+        "--no-warmup",
+        dest="warmup",
+        action="store_false",
+        help="Measure from a broker whose internal topics are not created yet.",
+    )
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        proc, bootstrap = start_broker(Path(tmp) / "data")
+        proc, bootstrap = start_broker(Path(tmp) / "data", {"STRATA_LOG_STRATA_FLUSH_MODE": args.flush_mode})
         try:
             create_topic(bootstrap, "bench-share", args.partitions)
             produce(bootstrap, "bench-share", args.messages)
+            if args.warmup:
+                # Unmeasured: both kinds of group once over a small topic, so that the
+                # measured rounds find __consumer_offsets and __share_group_state created
+                # and loaded, as a running broker has them.
+                create_topic(bootstrap, "bench-warmup", 1)
+                produce(bootstrap, "bench-warmup", 1000)
+                run(bootstrap, "bench-warmup", 1000, False, -1)
+                run(bootstrap, "bench-warmup", 1000, True, -1)
             ratios = []
             for r in range(args.rounds):
                 classic = run(bootstrap, "bench-share", args.messages, False, r)
@@ -137,6 +163,7 @@ def main() -> None:
                 )
             median = statistics.median(ratios)
             print(f"median share/classic over {args.rounds} rounds: {median:.2f} (target >= 0.5)")
+            print("load average: " + " ".join(f"{x:.1f}" for x in os.getloadavg()))
         finally:
             stop_broker(proc)
 

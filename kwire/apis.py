@@ -97,7 +97,15 @@ from kwire.messages.share_acknowledge import ShareAcknowledgeRequest, ShareAckno
 from kwire.messages.share_fetch import ShareFetchRequest, ShareFetchResponse
 from kwire.messages.share_group_describe import ShareGroupDescribeRequest, ShareGroupDescribeResponse
 from kwire.messages.share_group_heartbeat import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
+from kwire.messages.share_group_offsets import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsResponse,
+)
 from kwire.messages.share_group_state import (
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
     WriteShareGroupStateRequest,
@@ -174,7 +182,10 @@ class ApiKey(enum.IntEnum):
     SHARE_ACKNOWLEDGE = 79
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
+    DELETE_SHARE_GROUP_STATE = 86
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 # (version, message) -> message; for the few wire quirks a table cannot express.
@@ -456,6 +467,20 @@ APIS: Final[dict[int, ApiSpec]] = {
             "0",
             "0+",
         ),
+        _api(
+            ApiKey.ALTER_SHARE_GROUP_OFFSETS,
+            AlterShareGroupOffsetsRequest,
+            AlterShareGroupOffsetsResponse,
+            "0",
+            "0+",
+        ),
+        _api(
+            ApiKey.DELETE_SHARE_GROUP_OFFSETS,
+            DeleteShareGroupOffsetsRequest,
+            DeleteShareGroupOffsetsResponse,
+            "0",
+            "0+",
+        ),
         # the share coordinator, between brokers (api.handlers.share_state)
         _api(
             ApiKey.READ_SHARE_GROUP_STATE, ReadShareGroupStateRequest, ReadShareGroupStateResponse, "0", "0+"
@@ -464,6 +489,13 @@ APIS: Final[dict[int, ApiSpec]] = {
             ApiKey.WRITE_SHARE_GROUP_STATE,
             WriteShareGroupStateRequest,
             WriteShareGroupStateResponse,
+            "0",
+            "0+",
+        ),
+        _api(
+            ApiKey.DELETE_SHARE_GROUP_STATE,
+            DeleteShareGroupStateRequest,
+            DeleteShareGroupStateResponse,
             "0",
             "0+",
         ),

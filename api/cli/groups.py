@@ -338,3 +338,7 @@ def groups_delete_offsets(group: str, topics: tuple[str, ...], output: str, **co
         )
     if any(r["error"] for r in rows):
         sys.exit(1)
+
+
+# The share-group commands (reset-share-offsets, delete-share-offsets) join this group.
+from api.cli import share_groups  # noqa: E402,F401

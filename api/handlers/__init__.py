@@ -81,7 +81,12 @@ from api.handlers.share import (
     handle_share_group_describe,
     handle_share_group_heartbeat,
 )
-from api.handlers.share_state import handle_read_share_group_state, handle_write_share_group_state
+from api.handlers.share_offsets import handle_alter_share_group_offsets, handle_delete_share_group_offsets
+from api.handlers.share_state import (
+    handle_delete_share_group_state,
+    handle_read_share_group_state,
+    handle_write_share_group_state,
+)
 from api.handlers.topic_partitions import handle_describe_topic_partitions
 from api.handlers.topics import (
     handle_create_partitions,
@@ -168,6 +173,9 @@ HANDLERS: dict[int, Handler] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: handle_describe_share_group_offsets,
     ApiKey.READ_SHARE_GROUP_STATE: handle_read_share_group_state,
     ApiKey.WRITE_SHARE_GROUP_STATE: handle_write_share_group_state,
+    ApiKey.DELETE_SHARE_GROUP_STATE: handle_delete_share_group_state,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: handle_alter_share_group_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: handle_delete_share_group_offsets,
 }
 
 # Every API the codec advertises must have a handler, and vice versa.

@@ -601,7 +601,7 @@ async def handle_describe_groups(
 async def handle_delete_groups(
     conn: Connection, header: RequestHeader, req: DeleteGroupsRequest
 ) -> DeleteGroupsResponse:
-    shares = delete_share_groups(conn, req.groups_names)  # KIP-932 (api.handlers.share)
+    shares = await delete_share_groups(conn, req.groups_names)  # KIP-932 (api.handlers.share)
     others = [g for g in req.groups_names if g not in shares]
     try:
         results = await _coordinator(conn).delete_groups(others) if others else {}

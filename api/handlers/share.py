@@ -9,14 +9,16 @@ the partition's ``acknowledge_error_code``), then the fetch over the session's p
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from broker.share.errors import InvalidShareSessionEpochError, ShareError
 from broker.share.partition import Acquired
 from broker.share.service import ShareService
-from broker.share.sessions import CLOSE_EPOCH, OPEN_EPOCH
+from broker.share.sessions import CLOSE_EPOCH, OPEN_EPOCH, ShareSession
 from hot.errors import InvalidRequestError, StrataError, UnknownTopicOrPartitionError
 from kwire import RequestHeader
 from kwire import error_table as E
@@ -93,7 +95,7 @@ def listed_share_groups(conn: Connection, states: Sequence[str]) -> list[ListedG
     ]
 
 
-def delete_share_groups(conn: Connection, names: Sequence[str]) -> dict[str, StrataError | None]:
+async def delete_share_groups(conn: Connection, names: Sequence[str]) -> dict[str, StrataError | None]:
     """DeleteGroups of the names that are share groups here (NON_EMPTY_GROUP with members);
     the others are left to the group coordinator."""
     svc: ShareService | None = getattr(conn.broker, "shares", None)
@@ -103,7 +105,7 @@ def delete_share_groups(conn: Connection, names: Sequence[str]) -> dict[str, Str
     for name in names:
         if name in svc.groups:
             try:
-                svc.delete_group(name)
+                await svc.delete_group(name)
                 out[name] = None
             except StrataError as exc:
                 out[name] = exc
@@ -220,22 +222,44 @@ async def _acks(
     topic: str,
     partition: int,
     batches: Sequence[AcknowledgementBatch],
-) -> tuple[int, str | None]:
-    """Apply one partition's acknowledgements: (error code, message)."""
+    *,
+    renew: bool = False,
+) -> tuple[int, str | None, bool]:
+    """Apply one partition's acknowledgements in memory: (error code, message, whether
+    the share partition may have changed and must be persisted before the answer).
+    RENEW (KIP-1222) only where ``renew``: ShareAcknowledge v2 (ShareFetch answers it
+    INVALID_REQUEST, since a renewal that fetches would hand out more records)."""
     prev = -1
     converted = []
     for b in batches:
         if b.first_offset <= prev or b.last_offset < b.first_offset:
-            return E.INVALID_REQUEST, "acknowledgement batches must be ascending and not overlap"
+            return E.INVALID_REQUEST, "acknowledgement batches must be ascending and not overlap", False
         prev = b.last_offset
-        if RENEW in b.acknowledge_types:
-            return E.INVALID_REQUEST, "the RENEW acknowledge type is not supported"
+        if RENEW in b.acknowledge_types and not renew:
+            return E.INVALID_REQUEST, "the RENEW acknowledge type needs ShareAcknowledge v2", False
         converted.append((b.first_offset, b.last_offset, b.acknowledge_types))
     try:
-        await svc.acknowledge(group, member, topic, partition, converted)
+        error = await svc.apply_acks(group, member, topic, partition, converted)
     except StrataError as exc:
-        return code_of(exc), str(exc)
-    return 0, None
+        return code_of(exc), str(exc), False
+    if error is not None:
+        return code_of(error), str(error), True
+    return 0, None, True
+
+
+async def _persist(
+    svc: ShareService, group: str, changed: Sequence[tuple[str, int]]
+) -> dict[tuple[str, int], StrataError]:
+    """Persist the acknowledged share partitions concurrently (their state writes share
+    the coordinator log's group commits): the failures, by partition."""
+    results = await asyncio.gather(*(svc.persist(group, t, p) for t, p in changed), return_exceptions=True)
+    out: dict[tuple[str, int], StrataError] = {}
+    for tp, r in zip(changed, results, strict=True):
+        if isinstance(r, StrataError):
+            out[tp] = r
+        elif isinstance(r, BaseException):
+            raise r
+    return out
 
 
 async def handle_share_fetch(
@@ -259,6 +283,7 @@ async def handle_share_fetch(
     partitions: dict[tuple[uuid.UUID, int], ShareFetchPartitionData] = {}
     names: dict[uuid.UUID, str] = {}
     requested: list[tuple[str, int]] = []
+    changed: list[tuple[str, int]] = []  # partitions whose acknowledgements must be persisted
     for t in req.topics:
         name = view.topic_name(t.topic_id)
         for p in t.partitions:
@@ -272,9 +297,11 @@ async def handle_share_fetch(
             requested.append((name, p.partition_index))
             ack_code, ack_msg = 0, None
             if p.acknowledgement_batches:
-                ack_code, ack_msg = await _acks(
+                ack_code, ack_msg, must_persist = await _acks(
                     svc, group, member, name, p.partition_index, p.acknowledgement_batches
                 )
+                if must_persist:
+                    changed.append((name, p.partition_index))
             partitions[key] = ShareFetchPartitionData(
                 partition_index=p.partition_index,
                 acknowledge_error_code=ack_code,
@@ -284,11 +311,43 @@ async def handle_share_fetch(
     forgotten = [
         (n, p) for f in req.forgotten_topics_data if (n := view.topic_name(f.topic_id)) for p in f.partitions
     ]
-    if req.share_session_epoch == CLOSE_EPOCH:
-        assert session is not None
-        svc.release(group, member, session.partitions)
-        svc.sessions.close(group, member)
-        return _fetch_answer(partitions, settings.lock_ms)
+    # The acknowledgements are persisted while the fetch runs; the answer waits for both.
+    persisting = asyncio.ensure_future(_persist(svc, group, changed)) if changed else None
+    try:
+        if req.share_session_epoch == CLOSE_EPOCH:
+            assert session is not None
+            svc.release(group, member, session.partitions)
+            svc.sessions.close(group, member)
+        else:
+            ids = {name: tid for tid, name in names.items()}
+
+            def topic_id(name: str) -> uuid.UUID:
+                return ids.get(name) or view.topic_id(name) or ZERO_UUID
+
+            await _fetch_into(svc, req, session, group, member, requested, forgotten, topic_id, partitions)
+    finally:
+        failed = await persisting if persisting is not None else {}
+    for (name, index), err in failed.items():
+        tid = view.topic_id(name) or ZERO_UUID
+        partitions[(tid, index)] = dataclasses.replace(
+            partitions[(tid, index)], acknowledge_error_code=code_of(err), acknowledge_error_message=str(err)
+        )
+    return _fetch_answer(partitions, settings.lock_ms)
+
+
+async def _fetch_into(
+    svc: ShareService,
+    req: ShareFetchRequest,
+    session: ShareSession | None,
+    group: str,
+    member: str,
+    requested: list[tuple[str, int]],
+    forgotten: list[tuple[str, int]],
+    topic_id: Callable[[str], uuid.UUID],
+    partitions: dict[tuple[uuid.UUID, int], ShareFetchPartitionData],
+) -> None:
+    """ShareFetch's fetch over the member's share session (opened or advanced here): the
+    answers go into ``partitions``."""
     if session is None:
         session = svc.sessions.open(group, member, [tp for tp in requested if tp not in forgotten])
     else:
@@ -304,10 +363,8 @@ async def handle_share_fetch(
         max_bytes=req.max_bytes,
         max_records=req.max_records if req.max_records > 0 else 500,
     )
-    ids = {name: tid for tid, name in names.items()}
     for f in fetched:
-        tid = ids.get(f.topic) or view.topic_id(f.topic) or ZERO_UUID
-        key = (tid, f.partition)
+        key = (topic_id(f.topic), f.partition)
         prev = partitions.get(key)
         if f.error is None and not f.acquired and prev is None:
             continue  # a session partition with nothing new: left out, as Kafka does
@@ -319,7 +376,6 @@ async def handle_share_fetch(
             partitions[key] = _replace(data, error_code=code, error_message=str(f.error))
         else:
             partitions[key] = _replace(data, records=tuple(f.records), acquired=f.acquired)
-    return _fetch_answer(partitions, settings.lock_ms)
 
 
 def _replace(
@@ -372,25 +428,40 @@ async def handle_share_acknowledge(
     except StrataError as exc:
         return ShareAcknowledgeResponse(error_code=code_of(exc), error_message=str(exc))
     lock_ms = svc.settings(group).lock_ms
-    responses = []
+    answers: list[tuple[uuid.UUID, str | None, list[tuple[int, int, str | None]]]] = []
+    changed: list[tuple[str, int]] = []
     for t in req.topics:
         name = view.topic_name(t.topic_id)
-        parts = []
+        parts: list[tuple[int, int, str | None]] = []
         for p in t.partitions:
             if name is None:
-                parts.append(
-                    ShareAcknowledgePartitionData(
-                        partition_index=p.partition_index, error_code=E.UNKNOWN_TOPIC_ID
-                    )
-                )
+                parts.append((p.partition_index, E.UNKNOWN_TOPIC_ID, None))
                 continue
-            code, msg = await _acks(svc, group, member, name, p.partition_index, p.acknowledgement_batches)
-            parts.append(
-                ShareAcknowledgePartitionData(
-                    partition_index=p.partition_index, error_code=code, error_message=msg
-                )
+            code, msg, must_persist = await _acks(
+                svc,
+                group,
+                member,
+                name,
+                p.partition_index,
+                p.acknowledgement_batches,
+                renew=header.api_version >= 2,
             )
-        responses.append(ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=tuple(parts)))
+            if must_persist:
+                changed.append((name, p.partition_index))
+            parts.append((p.partition_index, code, msg))
+        answers.append((t.topic_id, name, parts))
+    failed = await _persist(svc, group, changed) if changed else {}
+    responses = []
+    for tid, name, parts in answers:
+        out = []
+        for index, code, msg in parts:
+            err = failed.get((name, index)) if name is not None else None
+            if err is not None:
+                code, msg = code_of(err), str(err)
+            out.append(
+                ShareAcknowledgePartitionData(partition_index=index, error_code=code, error_message=msg)
+            )
+        responses.append(ShareAcknowledgeTopicResponse(topic_id=tid, partitions=tuple(out)))
     assert session is not None
     if req.share_session_epoch == CLOSE_EPOCH:
         svc.release(group, member, session.partitions)

@@ -7,12 +7,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.share.errors import ShareError
 from broker.share.partition import RecordState, StateBatch
 from broker.share.state_store import ShareStateStore, Snapshot, state_key
 from hot.errors import CoordinatorNotAvailableError, StrataError
 from kwire import RequestHeader
 from kwire.error_table import kafka_code
 from kwire.messages.share_group_state import (
+    DeleteShareGroupStateRequest,
+    DeleteShareGroupStateResponse,
+    DeleteStatePartitionResult,
+    DeleteStateResult,
     ReadShareGroupStateRequest,
     ReadShareGroupStateResponse,
     ReadStatePartitionResult,
@@ -95,9 +100,32 @@ async def handle_write_share_group_state(
                 await _store(conn).local_write(state_key(req.group_id, t.topic_id, p.partition), snap)
                 parts.append(WriteStatePartitionResult(partition=p.partition))
             except (StrataError, ValueError) as exc:
-                code = kafka_code(exc) if isinstance(exc, StrataError) else 42  # INVALID_REQUEST
+                if isinstance(exc, ShareError):
+                    code = exc.kafka_code  # FENCED_STATE_EPOCH
+                else:
+                    code = kafka_code(exc) if isinstance(exc, StrataError) else 42  # INVALID_REQUEST
                 parts.append(
                     WriteStatePartitionResult(partition=p.partition, error_code=code, error_message=str(exc))
                 )
         results.append(WriteStateResult(topic_id=t.topic_id, partitions=tuple(parts)))
     return WriteShareGroupStateResponse(results=tuple(results))
+
+
+async def handle_delete_share_group_state(
+    conn: Connection, header: RequestHeader, req: DeleteShareGroupStateRequest
+) -> DeleteShareGroupStateResponse:
+    results = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            try:
+                await _store(conn).local_delete(state_key(req.group_id, t.topic_id, p.partition))
+                parts.append(DeleteStatePartitionResult(partition=p.partition))
+            except StrataError as exc:
+                parts.append(
+                    DeleteStatePartitionResult(
+                        partition=p.partition, error_code=kafka_code(exc), error_message=str(exc)
+                    )
+                )
+        results.append(DeleteStateResult(topic_id=t.topic_id, partitions=tuple(parts)))
+    return DeleteShareGroupStateResponse(results=tuple(results))

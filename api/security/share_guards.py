@@ -4,8 +4,10 @@ DescribeShareGroupOffsets DESCRIBE on each group (the offsets: and DESCRIBE on e
 topic); ShareFetch and ShareAcknowledge READ on the group (else GROUP_AUTHORIZATION_FAILED
 for the whole request) and READ on each topic (else TOPIC_AUTHORIZATION_FAILED on its
 partitions, the others served). ReadShareGroupState and WriteShareGroupState (between
-brokers): CLUSTER_ACTION on the cluster, else CLUSTER_AUTHORIZATION_FAILED on every
-partition.
+brokers, and DeleteShareGroupState): CLUSTER_ACTION on the cluster, else
+CLUSTER_AUTHORIZATION_FAILED on every partition. AlterShareGroupOffsets: READ on the group
+and on each topic; DeleteShareGroupOffsets: DELETE on the group (as OffsetDelete) and READ
+on each topic.
 """
 
 from __future__ import annotations
@@ -31,7 +33,17 @@ from kwire.messages.share_fetch import (
 )
 from kwire.messages.share_group_describe import DescribedShareGroup, ShareGroupDescribeResponse
 from kwire.messages.share_group_heartbeat import ShareGroupHeartbeatResponse
+from kwire.messages.share_group_offsets import (
+    AlterShareGroupOffsetsResponse,
+    AlterShareGroupOffsetsResponsePartition,
+    AlterShareGroupOffsetsResponseTopic,
+    DeleteShareGroupOffsetsResponse,
+    DeleteShareGroupOffsetsResponseTopic,
+)
 from kwire.messages.share_group_state import (
+    DeleteShareGroupStateResponse,
+    DeleteStatePartitionResult,
+    DeleteStateResult,
     ReadShareGroupStateResponse,
     ReadStatePartitionResult,
     ReadStateResult,
@@ -39,6 +51,7 @@ from kwire.messages.share_group_state import (
     WriteStatePartitionResult,
     WriteStateResult,
 )
+from kwire.primitives import ZERO_UUID
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection
@@ -186,6 +199,87 @@ async def guard_describe_offsets(inner: Handler, conn: Connection, header: Reque
     return dataclasses.replace(resp, groups=(*groups, *refused))
 
 
+async def guard_delete_state(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    if allowed_cluster(conn, Operation.CLUSTER_ACTION):
+        return await inner(conn, header, req)
+    return DeleteShareGroupStateResponse(
+        results=tuple(
+            DeleteStateResult(
+                topic_id=t.topic_id,
+                partitions=tuple(
+                    DeleteStatePartitionResult(
+                        partition=p.partition, error_code=E.CLUSTER_AUTHORIZATION_FAILED
+                    )
+                    for p in t.partitions
+                ),
+            )
+            for t in req.topics
+        )
+    )
+
+
+async def guard_alter_offsets(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    """READ on the group (else GROUP_AUTHORIZATION_FAILED for the request and each
+    partition) and on each topic (else TOPIC_AUTHORIZATION_FAILED for its partitions)."""
+    if not _group_ok(conn, Operation.READ, req.group_id):
+        return AlterShareGroupOffsetsResponse(
+            error_code=GAF,
+            error_message="not authorized to READ the group",
+            responses=tuple(
+                AlterShareGroupOffsetsResponseTopic(
+                    topic_name=t.topic_name,
+                    topic_id=ZERO_UUID,
+                    partitions=tuple(
+                        AlterShareGroupOffsetsResponsePartition(
+                            partition_index=p.partition_index, error_code=GAF
+                        )
+                        for p in t.partitions
+                    ),
+                )
+                for t in req.topics
+            ),
+        )
+    ok = [t for t in req.topics if topic_ok(conn, Operation.READ, t.topic_name)]
+    refused = tuple(
+        AlterShareGroupOffsetsResponseTopic(
+            topic_name=t.topic_name,
+            topic_id=ZERO_UUID,
+            partitions=tuple(
+                AlterShareGroupOffsetsResponsePartition(partition_index=p.partition_index, error_code=TAF)
+                for p in t.partitions
+            ),
+        )
+        for t in req.topics
+        if t not in ok
+    )
+    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
+    return dataclasses.replace(resp, responses=(*resp.responses, *refused))
+
+
+async def guard_delete_offsets(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
+    """DELETE on the group (as Kafka's OffsetDelete; else GROUP_AUTHORIZATION_FAILED for
+    the request and each topic) and READ on each topic (else TOPIC_AUTHORIZATION_FAILED)."""
+    if not _group_ok(conn, Operation.DELETE, req.group_id):
+        return DeleteShareGroupOffsetsResponse(
+            error_code=GAF,
+            error_message="not authorized to DELETE the group",
+            responses=tuple(
+                DeleteShareGroupOffsetsResponseTopic(
+                    topic_name=t.topic_name, topic_id=ZERO_UUID, error_code=GAF
+                )
+                for t in req.topics
+            ),
+        )
+    ok = [t for t in req.topics if topic_ok(conn, Operation.READ, t.topic_name)]
+    refused = tuple(
+        DeleteShareGroupOffsetsResponseTopic(topic_name=t.topic_name, topic_id=ZERO_UUID, error_code=TAF)
+        for t in req.topics
+        if t not in ok
+    )
+    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
+    return dataclasses.replace(resp, responses=(*resp.responses, *refused))
+
+
 SHARE_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.SHARE_GROUP_HEARTBEAT: guard_heartbeat,
     ApiKey.SHARE_GROUP_DESCRIBE: guard_describe,
@@ -194,4 +288,7 @@ SHARE_GUARDS: Final[dict[int, Guard]] = {
     ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: guard_describe_offsets,
     ApiKey.READ_SHARE_GROUP_STATE: guard_read_state,
     ApiKey.WRITE_SHARE_GROUP_STATE: guard_write_state,
+    ApiKey.DELETE_SHARE_GROUP_STATE: guard_delete_state,
+    ApiKey.ALTER_SHARE_GROUP_OFFSETS: guard_alter_offsets,
+    ApiKey.DELETE_SHARE_GROUP_OFFSETS: guard_delete_offsets,
 }

@@ -37,3 +37,10 @@ class InvalidShareSessionEpochError(ShareError):
 
 class ShareSessionLimitReachedError(ShareError):
     kafka_code = 133
+
+
+class FencedStateEpochError(ShareError):
+    """A share partition's state written with an older state epoch than the share
+    coordinator has (an administrator altered it meanwhile): the writer reloads."""
+
+    kafka_code = 124

@@ -6,10 +6,17 @@ The window runs from the share-partition start offset (SPSO, ``start``) to the e
 Available, Acquired (by one member, under a lock that expires), Acknowledged or Archived,
 with its delivery count. Records at or past ``end`` are Available with no delivery yet;
 records below ``start`` are done. Acknowledgements: ACCEPT (1) -> Acknowledged, RELEASE (2)
--> Available again, REJECT (3) -> Archived, GAP (0) -> Archived (no record at the offset).
+-> Available again, REJECT (3) -> Archived, GAP (0) -> Archived (no record at the offset),
+RENEW (4, KIP-1222) -> still Acquired, under a new lock.
 A record released (or whose lock expires) after ``delivery_limit`` deliveries is Archived
 instead: a poison record stops being redelivered. The window's start moves past every
 leading Acknowledged/Archived record.
+
+The window is kept as offset ranges (``Run``), each with one state, delivery count, member
+and lock, as Kafka keeps an ``InFlightBatch`` per fetched batch: a batch is acquired whole
+as one range, and a range is split only where an operation covers part of it (an
+acknowledgement of some of its records, per-offset acknowledge types). The common case, a
+batch acquired and accepted whole, costs the same whatever the batch's record count.
 
 Pure: the clock is injected (milliseconds), nothing here does I/O.
 """
@@ -17,8 +24,11 @@ Pure: the clock is injected (milliseconds), nothing here does I/O.
 from __future__ import annotations
 
 import enum
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import groupby
+from typing import Final
 
 from broker.share.errors import InvalidRecordStateError
 from hot.errors import InvalidRequestError
@@ -40,14 +50,23 @@ class AckType(enum.IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4  # KIP-1222: the records stay acquired, their lock starts again
 
 
 @dataclass(slots=True)
-class InFlight:
+class Run:
+    """Offsets ``first``..``last`` of the window in one state (a Kafka in-flight batch)."""
+
+    first: int
+    last: int
     state: RecordState
     delivery_count: int = 0
     member: str | None = None
     deadline: float = 0.0  # lock expiry (ms), while Acquired
+
+    @property
+    def size(self) -> int:
+        return self.last - self.first + 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,16 +106,21 @@ class Archived:
     delivery_count: int
 
 
+_LIVE: Final = (RecordState.AVAILABLE, RecordState.ACQUIRED)
+_DONE: Final = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+
+
 @dataclass
 class SharePartition:
-    """One share partition (module docstring)."""
+    """One share partition (module docstring). ``runs`` cover ``start``..``end - 1``
+    contiguously, in offset order."""
 
     start: int
     clock: Clock
     lock_ms: int = 30_000
     delivery_limit: int = 5
     max_in_flight: int = 2_000
-    records: dict[int, InFlight] = field(default_factory=dict)
+    runs: list[Run] = field(default_factory=list)
     end: int = -1
     state_epoch: int = 0
     # Records archived by REJECT or the delivery-count limit since the last drain.
@@ -110,34 +134,37 @@ class SharePartition:
 
     # -- reading the state -------------------------------------------------------------
 
+    def _run_at(self, offset: int) -> Run | None:
+        if not self.start <= offset < self.end:
+            return None
+        return self.runs[bisect_right(self.runs, offset, key=_first) - 1]
+
     def state_of(self, offset: int) -> RecordState:
         if offset < self.start:
             return RecordState.ACKNOWLEDGED
-        rec = self.records.get(offset)
-        return RecordState.AVAILABLE if rec is None else rec.state
+        run = self._run_at(offset)
+        return RecordState.AVAILABLE if run is None else run.state
 
     def delivery_count(self, offset: int) -> int:
-        rec = self.records.get(offset)
-        return 0 if rec is None else rec.delivery_count
+        run = self._run_at(offset)
+        return 0 if run is None else run.delivery_count
 
     @property
     def in_flight(self) -> int:
         """Records in the window not yet done (Available inside the window, or Acquired)."""
-        live = (RecordState.AVAILABLE, RecordState.ACQUIRED)
-        return sum(1 for r in self.records.values() if r.state in live)
+        return sum(r.size for r in self.runs if r.state in _LIVE)
 
     @property
     def acquired(self) -> int:
-        return sum(1 for r in self.records.values() if r.state is RecordState.ACQUIRED)
+        return sum(r.size for r in self.runs if r.state is RecordState.ACQUIRED)
 
     def next_fetch_offset(self) -> int | None:
         """Where a fetch should read from: the first Available record of the window, else
         its end; None when the window is full of records still to be acknowledged."""
         self.expire_locks()
-        for off in range(self.start, self.end):
-            rec = self.records.get(off)
-            if rec is None or rec.state is RecordState.AVAILABLE:
-                return off
+        for r in self.runs:
+            if r.state is RecordState.AVAILABLE:
+                return r.first
         if self.end - self.start >= self.max_in_flight:
             return None
         return self.end
@@ -152,13 +179,13 @@ class SharePartition:
             return 0
         n = 0
         soonest = float("inf")
-        for off, rec in self.records.items():
-            if rec.state is RecordState.ACQUIRED:
-                if rec.deadline <= now:
-                    self._release(off, rec)
-                    n += 1
+        for r in self.runs:
+            if r.state is RecordState.ACQUIRED:
+                if r.deadline <= now:
+                    self._release(r)
+                    n += r.size
                 else:
-                    soonest = min(soonest, rec.deadline)
+                    soonest = min(soonest, r.deadline)
         self.next_expiry = soonest
         if n:
             self._advance()
@@ -172,10 +199,10 @@ class SharePartition:
         end of a batch as Kafka does."""
         self.expire_locks()
         deadline = self.clock() + self.lock_ms
-        runs: list[Acquired] = []
+        out: list[Acquired] = []
         count = 0
         expected = fetch_offset
-        records = self.records
+        runs = self.runs
         for b in batches:
             gap_from = max(expected, self.end)
             if b.first > gap_from:
@@ -185,40 +212,49 @@ class SharePartition:
             if count >= max_records:
                 break
             first = max(b.first, self.start)
-            # Inside the window: record by record (some may be held or done).
-            for off in range(first, min(b.last + 1, self.end)):
-                rec = records.get(off)
-                if rec is None:
-                    rec = records[off] = InFlight(RecordState.AVAILABLE)
-                if rec.state is not RecordState.AVAILABLE:
-                    continue
-                if b.skip:
-                    rec.state = RecordState.ARCHIVED
-                    continue
-                rec.state = RecordState.ACQUIRED
-                rec.delivery_count += 1
-                rec.member = member
-                rec.deadline = deadline
-                _add_run(runs, off, rec.delivery_count)
-                count += 1
-            # Past the window's end: new records, first delivery, all at once.
+            # Inside the window: range by range (some may be held or done).
+            in_last = min(b.last, self.end - 1)
+            if first <= in_last:
+                i, j = self._split(first), self._split(in_last + 1)
+                for r in runs[i:j]:
+                    if r.state is not RecordState.AVAILABLE:
+                        continue
+                    if b.skip:
+                        r.state = RecordState.ARCHIVED
+                        continue
+                    r.state = RecordState.ACQUIRED
+                    r.delivery_count += 1
+                    r.member = member
+                    r.deadline = deadline
+                    _add_range(out, r.first, r.last, r.delivery_count)
+                    count += r.size
+            # Past the window's end: new records, first delivery, one range for the batch.
             lo = max(first, self.end)
             hi = min(b.last, self.start + self.max_in_flight - 1)
             if lo > hi:
                 continue
             if b.skip:
-                for off in range(lo, hi + 1):
-                    records[off] = InFlight(RecordState.ARCHIVED)
+                runs.append(Run(lo, hi, RecordState.ARCHIVED))
             else:
-                for off in range(lo, hi + 1):
-                    records[off] = InFlight(RecordState.ACQUIRED, 1, member, deadline)
-                _add_range(runs, lo, hi, 1)
+                prev = runs[-1] if runs else None
+                if (
+                    prev is not None
+                    and prev.last == lo - 1
+                    and prev.state is RecordState.ACQUIRED
+                    and prev.delivery_count == 1
+                    and prev.member == member
+                    and prev.deadline == deadline
+                ):
+                    prev.last = hi  # acquired by this same call: one range
+                else:
+                    runs.append(Run(lo, hi, RecordState.ACQUIRED, 1, member, deadline))
+                _add_range(out, lo, hi, 1)
                 count += hi - lo + 1
             self.end = hi + 1
         if count:
             self.next_expiry = min(self.next_expiry, deadline)
         self._advance()
-        return runs
+        return out
 
     def acknowledge(self, member: str, first: int, last: int, types: Sequence[int]) -> None:
         """One acknowledgement batch: a single type for the whole range, or one per offset.
@@ -232,61 +268,56 @@ class SharePartition:
                 f"acknowledgement batch {first}-{last}: {len(types)} types for {n} offsets"
             )
         for t in set(types):
-            if t not in (AckType.GAP, AckType.ACCEPT, AckType.RELEASE, AckType.REJECT):
+            if t not in (AckType.GAP, AckType.ACCEPT, AckType.RELEASE, AckType.REJECT, AckType.RENEW):
                 raise InvalidRequestError(f"unknown acknowledge type {t}")
-        single = types[0] if len(types) == 1 else None
         self.expire_locks()
-        records = self.records
-        recs = [records.get(off) for off in range(first, last + 1)]
-        for i, rec in enumerate(recs):
-            if rec is None or rec.state is not RecordState.ACQUIRED or rec.member != member:
-                kind = single if single is not None else types[i]
-                if kind == AckType.GAP and rec is not None and rec.state is RecordState.ARCHIVED:
-                    continue
-                off = first + i
-                raise InvalidRecordStateError(
-                    f"offset {off} is not acquired by member {member} (state {self.state_of(off).name})"
-                )
-        if single == AckType.ACCEPT:  # the common case: a whole range accepted
-            for rec in recs:
-                assert rec is not None
-                rec.state = RecordState.ACKNOWLEDGED
-                rec.member = None
-            self._advance()
-            return
-        for i, rec in enumerate(recs):
-            assert rec is not None
-            kind = single if single is not None else types[i]
-            if kind == AckType.ACCEPT:
-                rec.state = RecordState.ACKNOWLEDGED
-            elif kind == AckType.RELEASE:
-                self._release(first + i, rec)
+        if first < self.start or last >= self.end:
+            off = first if first < self.start else max(first, self.end)
+            raise InvalidRecordStateError(
+                f"offset {off} is not acquired by member {member} (state {self.state_of(off).name})"
+            )
+        # Splitting changes no state: a failed check below still leaves the window as it was.
+        i, j = self._split(first), self._split(last + 1)
+        for r in self.runs[i:j]:
+            if r.state is RecordState.ACQUIRED and r.member == member:
                 continue
-            else:
-                if kind == AckType.REJECT:
-                    self.archived.append(Archived(first + i, rec.delivery_count))
-                rec.state = RecordState.ARCHIVED
-            rec.member = None
+            kinds = types if len(types) == 1 else types[r.first - first : r.last - first + 1]
+            if r.state is RecordState.ARCHIVED and all(k == AckType.GAP for k in kinds):
+                continue
+            raise InvalidRecordStateError(
+                f"offset {r.first} is not acquired by member {member} (state {r.state.name})"
+            )
+        if len(types) == 1:
+            self._apply(i, j, types[0])
+        else:
+            # Runs of equal types, each applied to its own (split) ranges.
+            at = first
+            for kind, group in groupby(types):
+                size = sum(1 for _ in group)
+                a, b = self._split(at), self._split(at + size)
+                self._apply(a, b, kind)
+                at += size
         self._advance()
 
     def release_member(self, member: str) -> int:
         """Everything ``member`` holds goes back (its session closed, it left the group)."""
         n = 0
-        for off, rec in self.records.items():
-            if rec.state is RecordState.ACQUIRED and rec.member == member:
-                self._release(off, rec)
-                n += 1
+        for r in self.runs:
+            if r.state is RecordState.ACQUIRED and r.member == member:
+                self._release(r)
+                n += r.size
         self._advance()
         return n
 
     def move_start(self, offset: int) -> None:
         """The log's start moved past the window (retention, DeleteRecords), or an operator
         reset the start (AlterShareGroupOffsets): records below ``offset`` are done."""
-        for off in [o for o in self.records if o < offset]:
-            del self.records[off]
-        self.start = offset
-        if self.end < offset:
+        if offset >= self.end:
+            self.runs.clear()
             self.end = offset
+        elif offset > self.start:
+            del self.runs[: self._split(offset)]
+        self.start = offset
         self._advance()
 
     def drain_archived(self) -> list[Archived]:
@@ -296,69 +327,105 @@ class SharePartition:
     # -- persistence (ShareSnapshot) -----------------------------------------------------
 
     def snapshot(self) -> list[StateBatch]:
-        """The window as state batches; an Acquired record is persisted Available, since a
-        lock does not survive the broker that granted it."""
+        """The window as state batches. An Acquired record is persisted Available with its
+        in-flight delivery not counted, as KIP-932 specifies ("an Acquired record with a
+        delivery count of 1 is recorded as Available with a delivery count of 0"): the
+        acquisition is transient, a lock does not survive the broker that granted it, and
+        a leader crash loses the memory of that delivery."""
         out: list[StateBatch] = []
-        for off in range(self.start, self.end):
-            rec = self.records.get(off)
-            state = RecordState.AVAILABLE if rec is None else rec.state
+        for r in self.runs:
+            state, count = r.state, r.delivery_count
             if state is RecordState.ACQUIRED:
-                state = RecordState.AVAILABLE
-            count = 0 if rec is None else rec.delivery_count
-            if out and out[-1].last == off - 1 and out[-1].state is state and out[-1].delivery_count == count:
-                prev = out[-1]
-                out[-1] = StateBatch(prev.first, off, state, count)
+                state, count = RecordState.AVAILABLE, count - 1
+            if out and out[-1].state is state and out[-1].delivery_count == count:
+                out[-1] = StateBatch(out[-1].first, r.last, state, count)
             else:
-                out.append(StateBatch(off, off, state, count))
+                out.append(StateBatch(r.first, r.last, state, count))
         return out
 
     def restore(self, start: int, batches: Iterable[StateBatch]) -> None:
-        self.records.clear()
+        self.runs.clear()
         self.start = self.end = start
-        for b in batches:
-            for off in range(max(b.first, start), b.last + 1):
-                self.records[off] = InFlight(b.state, b.delivery_count)
-                self.end = max(self.end, off + 1)
+        for b in sorted(batches, key=lambda b: b.first):
+            first = max(b.first, self.end)
+            if b.last < first:
+                continue
+            if first > self.end:  # offsets no batch names: Available, never delivered
+                self.runs.append(Run(self.end, first - 1, RecordState.AVAILABLE))
+            self.runs.append(Run(first, b.last, b.state, b.delivery_count))
+            self.end = b.last + 1
         self._advance()
 
     # -- internals ---------------------------------------------------------------------
 
-    def _release(self, offset: int, rec: InFlight) -> None:
-        rec.member = None
-        rec.deadline = 0.0
-        if rec.delivery_count >= self.delivery_limit:
-            rec.state = RecordState.ARCHIVED
-            self.archived.append(Archived(offset, rec.delivery_count))
-        else:
-            rec.state = RecordState.AVAILABLE
+    def _split(self, offset: int) -> int:
+        """The index of the run starting at ``offset`` (splitting the run holding it);
+        ``len(runs)`` at or past the end, 0 at or before the start."""
+        runs = self.runs
+        if offset >= self.end:
+            return len(runs)
+        if offset <= self.start:
+            return 0
+        i = bisect_right(runs, offset, key=_first) - 1
+        r = runs[i]
+        if r.first == offset:
+            return i
+        runs.insert(i + 1, Run(offset, r.last, r.state, r.delivery_count, r.member, r.deadline))
+        r.last = offset - 1
+        return i + 1
 
-    def _extend_to(self, offset: int) -> None:
-        for off in range(self.end, offset + 1):
-            self.records[off] = InFlight(RecordState.AVAILABLE)
-        self.end = max(self.end, offset + 1)
+    def _apply(self, i: int, j: int, kind: int) -> None:
+        if kind == AckType.RENEW:
+            deadline = self.clock() + self.lock_ms
+            for r in self.runs[i:j]:
+                r.deadline = deadline
+            self.next_expiry = min(self.next_expiry, deadline)
+            return
+        for r in self.runs[i:j]:
+            if kind == AckType.ACCEPT:
+                r.state = RecordState.ACKNOWLEDGED
+            elif kind == AckType.RELEASE:
+                self._release(r)
+                continue
+            else:
+                if kind == AckType.REJECT:
+                    self.archived.extend(Archived(o, r.delivery_count) for o in range(r.first, r.last + 1))
+                r.state = RecordState.ARCHIVED
+            r.member = None
+            r.deadline = 0.0
+
+    def _release(self, r: Run) -> None:
+        r.member = None
+        r.deadline = 0.0
+        if r.delivery_count >= self.delivery_limit:
+            r.state = RecordState.ARCHIVED
+            self.archived.extend(Archived(o, r.delivery_count) for o in range(r.first, r.last + 1))
+        else:
+            r.state = RecordState.AVAILABLE
 
     def _archive_range(self, first: int, last: int) -> None:
+        """Offsets no batch holds, from ``first`` (at or past the window's end)."""
         if last - self.start >= self.max_in_flight:
             last = self.start + self.max_in_flight - 1
         if last < first:
             return
-        self._extend_to(last)
-        for off in range(first, last + 1):
-            rec = self.records.setdefault(off, InFlight(RecordState.AVAILABLE))
-            if rec.state is RecordState.AVAILABLE:
-                rec.state = RecordState.ARCHIVED
+        if first > self.end:
+            self.runs.append(Run(self.end, first - 1, RecordState.AVAILABLE))
+        self.runs.append(Run(max(first, self.end), last, RecordState.ARCHIVED))
+        self.end = last + 1
 
     def _advance(self) -> None:
-        while self.start < self.end:
-            rec = self.records.get(self.start)
-            if rec is None or rec.state not in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
-                break
-            del self.records[self.start]
-            self.start += 1
+        runs = self.runs
+        k = 0
+        while k < len(runs) and runs[k].state in _DONE:
+            k += 1
+        if k:
+            self.start = runs[k - 1].last + 1
+            del runs[:k]
 
 
-def _add_run(runs: list[Acquired], offset: int, delivery_count: int) -> None:
-    _add_range(runs, offset, offset, delivery_count)
+def _first(r: Run) -> int:
+    return r.first
 
 
 def _add_range(runs: list[Acquired], first: int, last: int, delivery_count: int) -> None:

@@ -28,6 +28,7 @@ from broker.share.config import (
     validate,
 )
 from broker.share.dead_letters import build_copy, log_skipped, read_records
+from broker.share.errors import FencedStateEpochError
 from broker.share.membership import HeartbeatResult, ShareGroup
 from broker.share.partition import Acquired, Archived, BatchSpan, SharePartition
 from broker.share.sessions import ShareSessions
@@ -35,6 +36,7 @@ from broker.share.state_store import ShareStateStore, Snapshot
 from broker.share.stored_configs import StoredShareConfigs
 from hot.batch import parse_header
 from hot.errors import (
+    InvalidRequestError,
     NonEmptyGroupError,
     NotLeaderError,
     OffsetOutOfRangeError,
@@ -44,6 +46,12 @@ from hot.errors import (
 from hot.txn_index import AbortedTxn
 
 Key = tuple[str, str, int]  # group, topic, partition
+
+# Bytes a share partition's read asks for (``_next_hint``): the first one (Kafka's default
+# max.partition.fetch.bytes), the least and the most.
+FIRST_READ_BYTES = 1 << 20
+MIN_READ_BYTES = 64 << 10
+MAX_READ_BYTES = 64 << 20
 
 
 def monotonic_ms() -> float:
@@ -101,6 +109,11 @@ class ShareService:
         # (broker.share.dead_letters); None: not copied.
         self.produce: Callable[[str, int, bytes], Awaitable[ProduceResult]] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # How many bytes the next read of each share partition asks for (``_next_hint``).
+        self._read_hint: dict[Key, int] = {}
+        # The topics each group's members subscribed to here (its coordinator): whose
+        # state DeleteGroups tombstones.
+        self._subscribed: dict[str, set[str]] = {}
 
     def attach_store(self, store: ShareStateStore, topic_id: Callable[[str], uuid.UUID | None]) -> None:
         """Persist share partitions on ``__share_group_state`` (broker.share.state_store)."""
@@ -190,6 +203,8 @@ class ShareService:
         client_host: str = "",
     ) -> HeartbeatResult:
         group = self.group(group_id)
+        if subscribed:
+            self._subscribed.setdefault(group_id, set()).update(subscribed)
         before = set(group.members)
         result = group.heartbeat(
             member_id,
@@ -211,13 +226,68 @@ class ShareService:
             if g == group_id:
                 sp.release_member(member_id)
 
-    def delete_group(self, group_id: str) -> None:
+    async def delete_group(self, group_id: str) -> None:
+        """DeleteGroups of an empty share group: its state on ``__share_group_state``
+        tombstoned (every partition of every topic it subscribed to or holds state for
+        here), so a group of the same name starts afresh per ``share.auto.offset.reset``."""
         group = self.groups.get(group_id)
         if group is not None and group.members:
             raise NonEmptyGroupError(f"share group {group_id} has members")
-        self.groups.pop(group_id, None)
+        topics = self._subscribed.get(group_id, set()) | {t for g, t, _ in self.partitions if g == group_id}
+        for topic in sorted(topics):
+            for partition in range(max(0, self.partition_count(topic))):
+                await self.delete_state(group_id, topic, partition)
         for key in [k for k in self.partitions if k[0] == group_id]:
-            del self.partitions[key]
+            self._drop_local(key)
+        self.groups.pop(group_id, None)
+        self._subscribed.pop(group_id, None)
+
+    def check_empty(self, group_id: str) -> None:
+        """NON_EMPTY_GROUP while the share group has members (offsets can't change then)."""
+        self.expire()
+        group = self.groups.get(group_id)
+        if group is not None and group.members:
+            raise NonEmptyGroupError(f"share group {group_id} has members: its offsets can't change")
+
+    def _drop_local(self, key: Key) -> None:
+        """Forget this broker's copy of a share partition: the next fetch loads the state
+        the share coordinator has."""
+        self.partitions.pop(key, None)
+        self._epochs.pop(key, None)
+        self._read_hint.pop(key, None)
+
+    async def alter_start(self, group_id: str, topic: str, partition: int, offset: int) -> None:
+        """AlterShareGroupOffsets of one partition (the caller checked the group is empty):
+        the start offset persisted with nothing in flight and the next state epoch, as
+        Kafka's share coordinator initializes it; the group exists from then on."""
+        if offset < 0:
+            raise InvalidRequestError(f"start offset {offset} of {topic}-{partition} is negative")
+        key = (group_id, topic, partition)
+        self.group(group_id)
+        tid = self.topic_id(topic)
+        if self.store is None or tid is None:
+            sp = self.partitions.get(key)
+            if sp is not None:
+                sp.runs.clear()
+                sp.start = sp.end = offset
+            return
+        found = await self.store.read(group_id, tid, partition)
+        epoch = max(found.state_epoch if found is not None else 0, self._local_epoch(key)) + 1
+        await self.store.write(group_id, tid, partition, Snapshot(epoch, offset, ()))
+        self._drop_local(key)
+
+    async def delete_state(self, group_id: str, topic: str, partition: int) -> None:
+        """Tombstone one share partition's persisted state (DeleteShareGroupOffsets,
+        DeleteGroups): the group starts it again where ``share.auto.offset.reset`` says."""
+        key = (group_id, topic, partition)
+        tid = self.topic_id(topic)
+        if self.store is not None and tid is not None:
+            await self.store.delete(group_id, tid, partition)
+        self._drop_local(key)
+
+    def _local_epoch(self, key: Key) -> int:
+        sp = self.partitions.get(key)
+        return -1 if sp is None else sp.state_epoch
 
     def expire(self) -> None:
         for gid, group in self.groups.items():
@@ -284,13 +354,20 @@ class ShareService:
     async def persist(self, group_id: str, topic: str, partition: int) -> None:
         """Write the share partition's state (acks=all) before acknowledgements are
         answered: an accepted record is never delivered again, even after a failover."""
-        sp = self.partitions.get((group_id, topic, partition))
+        key = (group_id, topic, partition)
+        sp = self.partitions.get(key)
         tid = self.topic_id(topic)
         if self.store is None or sp is None or tid is None:
             return
-        await self.store.write(
-            group_id, tid, partition, Snapshot(sp.state_epoch, sp.start, tuple(sp.snapshot()))
-        )
+        try:
+            await self.store.write(
+                group_id, tid, partition, Snapshot(sp.state_epoch, sp.start, tuple(sp.snapshot()))
+            )
+        except FencedStateEpochError:
+            # Altered by an administrator through another broker: load the new state.
+            if self.partitions.get(key) is sp:
+                self._drop_local(key)
+            raise
 
     async def acknowledge(
         self,
@@ -302,13 +379,35 @@ class ShareService:
     ) -> None:
         """Apply one partition's acknowledgement batches (first, last, types) in order; the
         first error stops the rest and is raised. Persisted before returning."""
+        try:
+            error = await self.apply_acks(group_id, member_id, topic, partition, batches)
+        finally:
+            await self.persist(group_id, topic, partition)
+        if error is not None:
+            raise error
+
+    async def apply_acks(
+        self,
+        group_id: str,
+        member_id: str,
+        topic: str,
+        partition: int,
+        batches: Iterable[tuple[int, int, Sequence[int]]],
+    ) -> StrataError | None:
+        """Apply one partition's acknowledgement batches in memory, in order; the first
+        error stops the rest and is returned. The caller persists (``persist``) before it
+        answers, error or not (the batches before the error were applied): a ShareFetch
+        persists its partitions' acknowledgements together, while it fetches, as Kafka's
+        broker does. Raises when the share partition can't be loaded (nothing changed)."""
         sp = await self.share_partition(group_id, topic, partition)
         try:
             for first, last, types in batches:
                 sp.acknowledge(member_id, first, last, types)
+        except StrataError as exc:
+            return exc
         finally:
             self._drain(group_id, topic, partition, sp)
-            await self.persist(group_id, topic, partition)
+        return None
 
     def release(self, group_id: str, member_id: str, partitions: Iterable[tuple[str, int]]) -> None:
         for topic, partition in partitions:
@@ -346,7 +445,8 @@ class ShareService:
                 sp.move_start(lg.log_start_offset)
             offset = sp.next_fetch_offset()
             if offset is not None:
-                reads.append(FetchRequestPartition(topic, partition, offset, max_bytes))
+                hint = self._read_hint.get((group_id, topic, partition), FIRST_READ_BYTES)
+                reads.append(FetchRequestPartition(topic, partition, offset, min(max_bytes, hint)))
         if not reads:
             return list(out.values())
         fetched = await self.reads.fetch(
@@ -371,6 +471,9 @@ class ShareService:
                 continue
             data = f.read()
             spans, positions = _spans(data, f.aborted if s.read_committed else None)
+            self._read_hint[(group_id, f.topic, f.partition)] = _next_hint(
+                req, f.high_watermark, len(data), positions, max_records
+            )
             # The read went where the partition said; another fetch may have acquired in the
             # meantime, which ``acquire`` sees (it only takes Available records).
             got = sp.acquire(member_id, req.offset, spans, budget)
@@ -461,6 +564,28 @@ class ShareService:
         except StrataError:
             return False
         return True
+
+
+def _next_hint(
+    req: FetchRequestPartition,
+    high_watermark: int,
+    got: int,
+    positions: list[tuple[int, int, int, int]],
+    max_records: int,
+) -> int:
+    """The bytes to read next time from a share partition: about ``max_records`` records
+    at the sizes just read (and at least its largest batch, read whole), since only that
+    many are acquired; reading up to the request's MaxBytes (librdkafka asks 50 MiB) each
+    time would read the whole log to hand out one batch per partition. Twice the last
+    limit when nothing whole fit though the log had more."""
+    if not positions:
+        if high_watermark > req.offset and got == 0:
+            return min(req.max_bytes * 2, MAX_READ_BYTES)
+        return req.max_bytes
+    records = positions[-1][1] - positions[0][0] + 1
+    per_record = got / max(1, records)
+    largest = max(size for _, _, _, size in positions)
+    return min(MAX_READ_BYTES, max(MIN_READ_BYTES, largest, int(per_record * max_records * 1.25)))
 
 
 def _spans(

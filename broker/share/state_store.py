@@ -30,6 +30,7 @@ from broker.coordinator_runtime.shard import CoordinatorShard, Naming, StateTopi
 from broker.partition_replica import PartitionReplica
 from broker.replica_manager import ReplicaManager
 from broker.share.config import SHARE_STATE_TOPIC
+from broker.share.errors import FencedStateEpochError
 from broker.share.partition import RecordState, StateBatch
 from broker.transactions.markers import MarkerSendError
 from hot.errors import (
@@ -42,6 +43,9 @@ from kwire import ApiKey
 from kwire import error_table as E
 from kwire.error_table import error_for_code
 from kwire.messages.share_group_state import (
+    DeleteShareGroupStateRequest,
+    DeleteStateData,
+    DeleteStatePartition,
     ReadShareGroupStateRequest,
     ReadStateData,
     ReadStatePartition,
@@ -185,8 +189,20 @@ class ShareStateStore:
         return None if data is None else Snapshot.decode(data)
 
     async def local_write(self, key: str, snapshot: Snapshot) -> None:
-        """Append the snapshot and wait for acks=all."""
-        await self.runtime.append(self._local_shard(key), [(key, snapshot.encode())])
+        """Append the snapshot and wait for acks=all; FENCED_STATE_EPOCH when the state
+        has a newer state epoch (AlterShareGroupOffsets wrote it): the writer's copy is
+        stale, as Kafka's share coordinator fences it."""
+        shard = self._local_shard(key)
+        current = shard.latest.get(key)
+        if current is not None and Snapshot.decode(current).state_epoch > snapshot.state_epoch:
+            raise FencedStateEpochError(f"share-group state of {key} has a newer state epoch")
+        await self.runtime.append(shard, [(key, snapshot.encode())])
+
+    async def local_delete(self, key: str) -> None:
+        """Append a tombstone for ``key`` (when it has state) and wait for acks=all."""
+        shard = self._local_shard(key)
+        if key in shard.latest:
+            await self.runtime.append(shard, [(key, None)])
 
     def _local_shard(self, key: str) -> _StateShard:
         shard = self.runtime.shard_for(key)
@@ -264,6 +280,29 @@ class ShareStateStore:
 
         await self._retrying(key, local, remote)
 
+    async def delete(self, group_id: str, topic_id: uuid.UUID, partition: int) -> None:
+        """Tombstone (acks=all at the share coordinator) the share partition's state, as
+        Kafka's share coordinator does for DeleteGroups and DeleteShareGroupOffsets."""
+        key = state_key(group_id, topic_id, partition)
+
+        async def local() -> None:
+            await self.local_delete(key)
+
+        async def remote(call: RemoteCall, node: int) -> None:
+            req = DeleteShareGroupStateRequest(
+                group_id=group_id,
+                topics=(
+                    DeleteStateData(
+                        topic_id=topic_id, partitions=(DeleteStatePartition(partition=partition),)
+                    ),
+                ),
+            )
+            resp = await call(node, ApiKey.DELETE_SHARE_GROUP_STATE, req, CALL_TIMEOUT_S)
+            r = resp.results[0].partitions[0]
+            _raise_for(r.error_code, r.error_message)
+
+        await self._retrying(key, local, remote)
+
     async def _retrying(
         self,
         key: str,
@@ -308,4 +347,6 @@ def _raise_for(code: int, message: str | None) -> None:
         raise CoordinatorLoadInProgressError(message or "share coordinator loading")
     if code == E.COORDINATOR_NOT_AVAILABLE:
         raise CoordinatorNotAvailableError(message or "share coordinator not available")
+    if code == FencedStateEpochError.kafka_code:
+        raise FencedStateEpochError(message or "fenced state epoch")
     raise error_for_code(code, message)

@@ -1,6 +1,7 @@
-"""ReadShareGroupState (key 84) and WriteShareGroupState (key 85), version 0, flexible 0+:
-between brokers, a share partition's leader reading and writing its state at the share
-coordinator (KIP-932's persister; broker.share.state_store)."""
+"""ReadShareGroupState (key 84), WriteShareGroupState (key 85) and DeleteShareGroupState
+(key 86), version 0, flexible 0+: between brokers, a share partition's leader reading and
+writing its state at the share coordinator, and tombstones for it (KIP-932's persister;
+broker.share.state_store)."""
 
 import uuid
 from collections.abc import Sequence
@@ -94,3 +95,42 @@ class WriteStateResult:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WriteShareGroupStateResponse:
     results: Annotated[Sequence[WriteStateResult], W(ARRAY(WriteStateResult))] = ()
+
+
+# DeleteShareGroupState (key 86), version 0, flexible 0+: tombstones for share partitions'
+# state (DeleteGroups, DeleteShareGroupOffsets).
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteStatePartition:
+    partition: Annotated[int, W(INT32)]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteStateData:
+    topic_id: Annotated[uuid.UUID, W(UUID)]
+    partitions: Annotated[Sequence[DeleteStatePartition], W(ARRAY(DeleteStatePartition))] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteShareGroupStateRequest:
+    group_id: Annotated[str, W(STRING)]
+    topics: Annotated[Sequence[DeleteStateData], W(ARRAY(DeleteStateData))] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteStatePartitionResult:
+    partition: Annotated[int, W(INT32)]
+    error_code: Annotated[int, W(INT16)] = 0
+    error_message: Annotated[str | None, W(STRING, nullable="0+")] = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteStateResult:
+    topic_id: Annotated[uuid.UUID, W(UUID)]
+    partitions: Annotated[Sequence[DeleteStatePartitionResult], W(ARRAY(DeleteStatePartitionResult))] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeleteShareGroupStateResponse:
+    results: Annotated[Sequence[DeleteStateResult], W(ARRAY(DeleteStateResult))] = ()

@@ -1,11 +1,15 @@
 """Share groups (KIP-932) at the wire level against a real broker: ShareGroupHeartbeat,
-ShareFetch (sessions, piggybacked acknowledgements), ShareAcknowledge, ShareGroupDescribe
-and the group's share configs on the GROUP config resource, encoded with kwire."""
+ShareFetch (sessions, piggybacked acknowledgements), ShareAcknowledge, ShareGroupDescribe,
+the group's share configs on the GROUP config resource, Alter/Delete/DescribeShareGroupOffsets
+and DeleteGroups' removal of the group's state, encoded with kwire."""
 
 from __future__ import annotations
 
+import json
 import socket
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -40,6 +44,14 @@ from kwire.messages.share_fetch import (
 )
 from kwire.messages.share_group_describe import ShareGroupDescribeRequest
 from kwire.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
+from kwire.messages.share_group_offsets import (
+    AlterShareGroupOffsetsRequest,
+    AlterShareGroupOffsetsRequestPartition,
+    AlterShareGroupOffsetsRequestTopic,
+    DeleteShareGroupOffsetsRequest,
+    DeleteShareGroupOffsetsRequestTopic,
+)
+from kwire.primitives import ZERO_UUID
 from tests.brokers import BrokerProcess, create_topic
 
 LOCK_MS = 2_000
@@ -393,3 +405,197 @@ def test_read_committed_share_group_skips_aborted_transactions(broker: BrokerPro
     assert _acquired(_fetch(wire, "sw-g5rc", "m", 0, tid, wait=0)) == [(4, 5, 1)]
     # read_uncommitted: the aborted records too (never the markers)
     assert _acquired(_fetch(wire, "sw-g5ru", "m", 0, tid, wait=0)) == [(0, 2, 1), (4, 5, 1)]
+
+
+def _join(wire: Wire, group: str, member: str, topic: str) -> None:
+    join = ShareGroupHeartbeatRequest(
+        group_id=group, member_id=member, member_epoch=0, subscribed_topic_names=(topic,)
+    )
+    assert wire.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, join).error_code == 0
+
+
+def _leave(wire: Wire, group: str, member: str) -> None:
+    leave = ShareGroupHeartbeatRequest(group_id=group, member_id=member, member_epoch=-1)
+    assert wire.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, leave).member_epoch == -1
+
+
+def _start_offsets(wire: Wire, group: str, topic: str) -> Any:
+    req = DescribeShareGroupOffsetsRequest(
+        groups=(
+            DescribeShareGroupOffsetsRequestGroup(
+                group_id=group,
+                topics=(DescribeShareGroupOffsetsRequestTopic(topic_name=topic, partitions=(0,)),),
+            ),
+        )
+    )
+    g = wire.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, req).groups[0]
+    return g.error_code or g.topics[0].partitions[0].start_offset
+
+
+def test_alter_and_delete_share_group_offsets(broker: BrokerProcess, wire: Wire) -> None:
+    create_topic(broker.bootstrap, "sw8", 1)
+    tid = _topic_id(wire, "sw8")
+    group = "sw-g8"
+    assert _set_configs(wire, group, share_auto_offset_reset="earliest").error_code == 0
+    _produce(broker.bootstrap, "sw8", 6)
+    _join(wire, group, "a", "sw8")
+    assert _acquired(_fetch(wire, group, "a", 0, tid)) == [(0, 5, 1)]
+    accept = AcknowledgementBatch(first_offset=0, last_offset=1, acknowledge_types=(1,))
+    assert (
+        _fetch(wire, group, "a", 1, tid, (accept,), wait=0).responses[0].partitions[0].acknowledge_error_code
+        == 0
+    )
+
+    def alter(*topics: tuple[str, tuple[tuple[int, int], ...]]) -> Any:
+        req = AlterShareGroupOffsetsRequest(
+            group_id=group,
+            topics=tuple(
+                AlterShareGroupOffsetsRequestTopic(
+                    topic_name=t,
+                    partitions=tuple(
+                        AlterShareGroupOffsetsRequestPartition(partition_index=p, start_offset=o)
+                        for p, o in ps
+                    ),
+                )
+                for t, ps in topics
+            ),
+        )
+        return wire.call(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, req)
+
+    # Not while the group has a member.
+    busy = alter(("sw8", ((0, 4),)))
+    assert busy.error_code == E.NON_EMPTY_GROUP
+    assert busy.responses[0].partitions[0].error_code == E.NON_EMPTY_GROUP
+    assert _start_offsets(wire, group, "sw8") == 2
+    _leave(wire, group, "a")
+    done = alter(("sw8", ((0, 4), (9, 0))), ("no-such-topic", ((0, 0),)))
+    assert done.error_code == 0
+    assert [
+        (t.topic_name, t.topic_id, [(p.partition_index, p.error_code) for p in t.partitions])
+        for t in done.responses
+    ] == [
+        ("sw8", tid, [(0, 0), (9, E.UNKNOWN_TOPIC_OR_PARTITION)]),
+        ("no-such-topic", ZERO_UUID, [(0, E.UNKNOWN_TOPIC_OR_PARTITION)]),
+    ]
+    assert _start_offsets(wire, group, "sw8") == 4
+    # The group starts at the new offset with nothing in flight: 4-5 delivered a first time.
+    _join(wire, group, "b", "sw8")
+    assert _acquired(_fetch(wire, group, "b", 0, tid)) == [(4, 5, 1)]
+    _leave(wire, group, "b")
+
+    def delete(g: str, *topics: str) -> Any:
+        req = DeleteShareGroupOffsetsRequest(
+            group_id=g, topics=tuple(DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics)
+        )
+        return wire.call(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, req)
+
+    assert delete("no-such-share-group", "sw8").error_code == E.GROUP_ID_NOT_FOUND
+    deleted = delete(group, "sw8", "no-such-topic")
+    assert deleted.error_code == 0
+    assert [(t.topic_name, t.error_code) for t in deleted.responses] == [
+        ("sw8", 0),
+        ("no-such-topic", E.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
+    assert _start_offsets(wire, group, "sw8") == -1  # no state: share.auto.offset.reset again
+    _join(wire, group, "c", "sw8")
+    assert _acquired(_fetch(wire, group, "c", 0, tid)) == [(0, 5, 1)]
+    _leave(wire, group, "c")
+
+
+def test_delete_groups_removes_the_share_groups_state(broker: BrokerProcess, wire: Wire) -> None:
+    create_topic(broker.bootstrap, "sw6", 1)
+    tid = _topic_id(wire, "sw6")
+    group = "sw-g6"
+    assert _set_configs(wire, group, share_auto_offset_reset="earliest").error_code == 0
+    _produce(broker.bootstrap, "sw6", 3)
+    _join(wire, group, "a", "sw6")
+    assert _acquired(_fetch(wire, group, "a", 0, tid)) == [(0, 2, 1)]
+    accept = AcknowledgementBatch(first_offset=0, last_offset=2, acknowledge_types=(1,))
+    assert (
+        _fetch(wire, group, "a", 1, tid, (accept,), wait=0).responses[0].partitions[0].acknowledge_error_code
+        == 0
+    )
+    assert _start_offsets(wire, group, "sw6") == 3
+    _leave(wire, group, "a")
+    deleted = wire.call(ApiKey.DELETE_GROUPS, 2, DeleteGroupsRequest(groups_names=(group,)))
+    assert deleted.results[0].error_code == 0
+    assert _start_offsets(wire, group, "sw6") == -1  # its state tombstoned
+    # A group of the same name starts afresh (share.auto.offset.reset): everything again.
+    _join(wire, group, "b", "sw6")
+    assert _acquired(_fetch(wire, group, "b", 0, tid)) == [(0, 2, 1)]
+    _leave(wire, group, "b")
+
+
+def test_cli_resets_and_deletes_share_offsets(broker: BrokerProcess, wire: Wire) -> None:
+    create_topic(broker.bootstrap, "sw7", 1)
+    group = "sw-g7"
+    _produce(broker.bootstrap, "sw7", 3)
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        cmd = (sys.executable, "-m", "api.cli", "groups", *args, "-b", broker.bootstrap)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+
+    dry = cli("reset-share-offsets", group, "-t", "sw7", "--to-offset", "2")
+    assert dry.returncode == 0 and "dry run" in dry.stdout, dry
+    assert _start_offsets(wire, group, "sw7") == -1
+    done = cli("reset-share-offsets", group, "-t", "sw7", "--to-offset", "2", "--execute")
+    assert done.returncode == 0 and "Successful" in done.stdout, done
+    assert _start_offsets(wire, group, "sw7") == 2
+    _join(wire, group, "a", "sw7")
+    described = cli("describe-share", group, "-o", "json")
+    assert described.returncode == 0, described
+    info = json.loads(described.stdout)
+    assert (info["type"], info["state"]) == ("share", "Stable")
+    assert info["partitions"] == [
+        {"topic": "sw7", "partition": 0, "start_offset": 2, "log_end_offset": 3, "lag": 1}
+    ]
+    assert [(m["member_id"], m["partitions"]) for m in info["members"]] == [("a", [["sw7", 0]])]
+    listed = cli("list", "-o", "json")
+    assert listed.returncode == 0, listed
+    assert [(g["type"], g["state"]) for g in json.loads(listed.stdout) if g["group_id"] == group] == [
+        ("share", "Stable")
+    ]
+    busy = cli("delete-share-offsets", group, "-t", "sw7")
+    assert busy.returncode == 1 and "NON_EMPTY_GROUP" in busy.stderr, busy
+    _leave(wire, group, "a")
+    gone = cli("delete-share-offsets", group, "-t", "sw7")
+    assert gone.returncode == 0 and "Successful" in gone.stdout, gone
+    assert _start_offsets(wire, group, "sw7") == -1
+
+
+def test_renew_acknowledgements(broker: BrokerProcess, wire: Wire) -> None:
+    """RENEW (KIP-1222) keeps records acquired: in ShareAcknowledge v2 only."""
+    create_topic(broker.bootstrap, "sw9", 1)
+    tid = _topic_id(wire, "sw9")
+    group = "sw-g9"
+    assert _set_configs(wire, group, share_auto_offset_reset="earliest").error_code == 0
+    _produce(broker.bootstrap, "sw9", 2)
+    _join(wire, group, "a", "sw9")
+    assert _acquired(_fetch(wire, group, "a", 0, tid)) == [(0, 1, 1)]
+    renew = AcknowledgementBatch(first_offset=0, last_offset=1, acknowledge_types=(4,))
+    in_fetch = _fetch(wire, group, "a", 1, tid, (renew,), wait=0)
+    assert in_fetch.responses[0].partitions[0].acknowledge_error_code == E.INVALID_REQUEST
+
+    def acknowledge(version: int, epoch: int, batch: AcknowledgementBatch) -> int:
+        req = ShareAcknowledgeRequest(
+            group_id=group,
+            member_id="a",
+            share_session_epoch=epoch,
+            is_renew_ack=version >= 2 and 4 in batch.acknowledge_types,
+            topics=(
+                AcknowledgeTopic(
+                    topic_id=tid,
+                    partitions=(AcknowledgePartition(partition_index=0, acknowledgement_batches=(batch,)),),
+                ),
+            ),
+        )
+        resp = wire.call(ApiKey.SHARE_ACKNOWLEDGE, version, req)
+        assert resp.error_code == 0, resp
+        code: int = resp.responses[0].partitions[0].error_code
+        return code
+
+    assert acknowledge(1, 2, renew) == E.INVALID_REQUEST
+    assert acknowledge(2, 3, renew) == 0
+    accept = AcknowledgementBatch(first_offset=0, last_offset=1, acknowledge_types=(1,))
+    assert acknowledge(2, 4, accept) == 0  # still acquired by "a" after the renewal
+    _leave(wire, group, "a")

@@ -237,7 +237,10 @@ def test_advertised_ranges_are_exactly_the_brief() -> None:
         79: (1, 2, 1),  # ShareAcknowledge
         84: (0, 0, 0),  # ReadShareGroupState (between brokers)
         85: (0, 0, 0),  # WriteShareGroupState
+        86: (0, 0, 0),  # DeleteShareGroupState
         90: (0, 0, 0),  # DescribeShareGroupOffsets
+        91: (0, 0, 0),  # AlterShareGroupOffsets
+        92: (0, 0, 0),  # DeleteShareGroupOffsets
         43: (0, 2, 2),  # ElectLeaders (KIP-460)
     }
 

@@ -46,7 +46,7 @@ def test_accept_release_reject_and_window_advance() -> None:
     assert sp.acquire("b", 2, [BatchSpan(0, 5)], 10) == [Acquired(2, 2, 2)]
     sp.acknowledge("b", 2, 2, [AckType.ACCEPT])
     sp.acknowledge("a", 5, 5, [AckType.ACCEPT])
-    assert sp.start == 6 and not sp.records
+    assert sp.start == 6 and not sp.runs
 
 
 def test_ack_of_records_not_held_is_invalid_and_changes_nothing() -> None:
@@ -101,6 +101,8 @@ def test_release_member_and_snapshot_restore() -> None:
     sp = _sp(clock)
     sp.acquire("a", 0, [BatchSpan(0, 3)], 100)
     sp.acknowledge("a", 1, 1, [AckType.ACCEPT])
+    # Still acquired: persisted Available without its in-flight delivery (KIP-932).
+    assert sp.snapshot()[0] == StateBatch(0, 0, RecordState.AVAILABLE, 0)
     assert sp.release_member("a") == 3
     snap = sp.snapshot()
     assert snap == [
@@ -118,4 +120,18 @@ def test_move_start_drops_records_below() -> None:
     sp = _sp(clock)
     sp.acquire("a", 0, [BatchSpan(0, 3)], 100)
     sp.move_start(2)
-    assert sp.start == 2 and set(sp.records) == {2, 3}
+    assert sp.start == 2 and [(r.first, r.last) for r in sp.runs] == [(2, 3)]
+
+
+def test_renew_restarts_the_lock() -> None:
+    clock = Clock()
+    sp = _sp(clock)  # lock 1 s
+    sp.acquire("a", 0, [BatchSpan(0, 3)], 100)
+    clock.now += 800
+    sp.acknowledge("a", 0, 1, [AckType.RENEW])  # 0-1 locked until now + 1 s; 2-3 not
+    clock.now += 500
+    assert sp.expire_locks() == 2
+    assert [sp.state_of(o) for o in range(4)] == [RecordState.ACQUIRED] * 2 + [RecordState.AVAILABLE] * 2
+    assert sp.delivery_count(0) == 1  # a renewal is no delivery
+    sp.acknowledge("a", 0, 1, [AckType.ACCEPT])
+    assert sp.start == 2
