@@ -34,7 +34,14 @@ from typing import TYPE_CHECKING
 
 from broker import admin
 from broker.config import BrokerConfig
-from broker.controller import CLUSTER_TOPIC_CONFIGS, UNCLEAN_LEADER_ELECTION, create_topic, machines_of
+from broker.controller import (
+    CLUSTER_TOPIC_CONFIGS,
+    IDLE_PASS_S,
+    REPAIR_GRACE_S,
+    UNCLEAN_LEADER_ELECTION,
+    create_topic,
+    machines_of,
+)
 from broker.fetch_sessions import FetchSessionCache
 from broker.groups.offsets import OFFSETS_TOPIC
 from broker.local_topics import log_configs
@@ -241,11 +248,12 @@ class Broker:
         await self.await_leaders(name, res.mod_revision)
         return res.value, uuid.UUID(res.value.topic_id)
 
-    async def _await_whole(self, name: str, timeout: float = CREATE_VISIBLE_S) -> None:
+    async def _await_whole(self, name: str, timeout: float = REPAIR_GRACE_S + IDLE_PASS_S + 5.0) -> None:
         """A CreateTopics retry of a topic that exists: answered TOPIC_ALREADY_EXISTS only
         once the topic is whole, every partition's state written (a large topic is created
         in steps, and the controller fills in what a creator that died left out), else
-        REQUEST_TIMED_OUT, so the client retries rather than use a half-made topic."""
+        REQUEST_TIMED_OUT, so the client retries rather than use a half-made topic. The
+        wait covers the controller's repair of a creator that died (``REPAIR_GRACE_S``)."""
         view = self.replicas.view
 
         def whole(v: ClusterView) -> bool:

@@ -69,6 +69,13 @@ from hot.topics import MAX_PARTITIONS, validate_topic_name
 
 # An idle controller's pass with nothing changed in the view, as a safety net (seconds).
 IDLE_PASS_S: Final = 5.0
+# A topic whose partition states are still being written (a creation in steps) is left to
+# its creator while the count of missing states moves; the controller fills in what is
+# missing only after it stood still this long (the creator died), in batches.
+REPAIR_GRACE_S: Final = 5.0
+# Passes at most this often: a creation in steps or a failover changes the view once per
+# batch, and each pass looks at every partition.
+PASS_MIN_GAP_S: Final = 0.2
 
 log = logging.getLogger("strata.cluster.controller")
 
@@ -275,6 +282,8 @@ class Controller:
         self.token: ControllerToken | None = None
         self.elections = 0
         self.reassignments_completed = 0
+        # Topics with partition states missing: ((topic revision, missing count), since).
+        self._creating: dict[str, tuple[tuple[int, int], float]] = {}
         # Metric hooks (broker.cluster_metrics): ISR changes and leader elections written here.
         self.on_isr_change: Callable[[str, int, tuple[int, ...], tuple[int, ...]], None] = (
             lambda topic, partition, old, new: None
@@ -375,6 +384,7 @@ class Controller:
         view = c.view
         won_with = c.lease_id
         settled_at: tuple[int, float] | None = None  # (seq, when) of a pass that wrote nothing
+        last_pass: float | None = None
         while True:
             if c.lease_id != won_with:
                 return
@@ -393,6 +403,10 @@ class Controller:
                 await view.wait_changed(seq, self.poll_interval)
                 continue
             settled_at = None
+            if last_pass is not None:
+                # Coalesce a burst of view changes (a creation's batches) into fewer passes.
+                await asyncio.sleep(max(0.0, last_pass + PASS_MIN_GAP_S - time.monotonic()))
+            last_pass = time.monotonic()
             try:
                 if controller is None and view.ready and view.revision > token.create_revision:
                     # Gone from the watched view: confirm with etcd before stepping down.
@@ -427,13 +441,11 @@ class Controller:
                 log.warning("topic %s: %s; treating it as false", topic, exc)
                 unclean = False
             reassigning = assignment.value.reassigning
+            missing: list[tuple[int, PartitionState]] = []
             for p, replicas in enumerate(assignment.value.partitions):
                 current = view.partitions.get((topic, p))
                 if current is None:
-                    if await c.create_partition_state_if_absent(
-                        topic, p, assignment, initial_state(replicas, token.epoch), token
-                    ):
-                        written += 1
+                    missing.append((p, initial_state(replicas, token.epoch)))
                     continue
                 if p in reassigning and await self._complete_reassignment(
                     token, topic, p, assignment, current, live
@@ -448,6 +460,10 @@ class Controller:
                 )
                 if new is not None:
                     decided.append((topic, p, current, new, replicas, unclean))
+            if missing:
+                written += await self._repair(token, topic, assignment, missing)
+            else:
+                self._creating.pop(topic, None)
         step = max(1, c.max_txn_ops // 2 - 1)
         for i in range(0, len(decided), step):
             batch = decided[i : i + step]
@@ -460,6 +476,39 @@ class Controller:
                 continue
             for t, p, cur, new, replicas, unclean in batch:
                 written += await self._elect_one(token, t, p, cur, new, replicas, unclean, live)
+        return written
+
+    async def _repair(
+        self,
+        token: ControllerToken,
+        topic: str,
+        assignment: Versioned[TopicAssignment],
+        missing: list[tuple[int, PartitionState]],
+    ) -> int:
+        """Fill in the partition states a creation left out, once the creator stopped:
+        the count of missing states unchanged for ``REPAIR_GRACE_S`` (before, the creator's
+        own batches would meet the controller's one-partition writes and both fall back to
+        a transaction per partition). In batches; a batch that meets a conflict, one by one."""
+        now = time.monotonic()
+        seen = self._creating.get(topic)
+        if seen is None or seen[0] != (assignment.mod_revision, len(missing)):
+            self._creating[topic] = ((assignment.mod_revision, len(missing)), now)
+            return 0
+        if now - seen[1] < REPAIR_GRACE_S:
+            return 0
+        c = self.client
+        written = 0
+        step = max(1, c.max_txn_ops - 2)  # the compares: the topic, the controller, each state
+        for i in range(0, len(missing), step):
+            batch = missing[i : i + step]
+            if len(batch) > 1 and await c.create_partition_states_if_absent(topic, batch, assignment, token):
+                written += len(batch)
+                continue
+            for p, state in batch:
+                if await c.create_partition_state_if_absent(topic, p, assignment, state, token):
+                    written += 1
+        if written:
+            log.info("topic %s: filled in %d partition states its creation left out", topic, written)
         return written
 
     async def _elect_one(

@@ -973,6 +973,30 @@ class MetadataClient:
             self._check_controller(res.reads[0] if res.reads else (), token)
         return res.succeeded
 
+    async def create_partition_states_if_absent(
+        self,
+        topic: str,
+        states: Sequence[tuple[int, PartitionState]],
+        assignment: Versioned[TopicAssignment],
+        token: ControllerToken,
+    ) -> bool:
+        """``create_partition_state_if_absent`` for several partitions in one transaction
+        (at most ``max_txn_ops - 2``): all written, or none (False) if one exists, the topic
+        changed or the controller did."""
+        keys = [self.layout.partition_state(topic, p) for p, _ in states]
+        res = await self.etcd.txn(
+            [
+                Compare.mod_revision(self.layout.topic(topic), assignment.mod_revision),
+                Compare.create_revision(self.layout.controller, token.create_revision),
+                *(Compare.absent(k) for k in keys),
+            ],
+            [Put(k, st.to_json()) for k, (_, st) in zip(keys, states, strict=True)],
+            [Get(self.layout.controller)],
+        )
+        if not res.succeeded:
+            self._check_controller(res.reads[0] if res.reads else (), token)
+        return res.succeeded
+
     async def update_topic(
         self,
         name: str,
