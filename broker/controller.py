@@ -76,6 +76,8 @@ REPAIR_GRACE_S: Final = 5.0
 # Passes at most this often: a creation in steps or a failover changes the view once per
 # batch, and each pass looks at every partition.
 PASS_MIN_GAP_S: Final = 0.2
+# Partitions looked at between two hand-backs of the event loop in a pass.
+PASS_YIELD_EVERY: Final = 1024
 
 log = logging.getLogger("strata.cluster.controller")
 
@@ -426,7 +428,7 @@ class Controller:
         """One pass over every partition in the view; returns the number of states written.
 
         Elections are decided for every partition first, then written in batches, one
-        etcd transaction per ``max_txn_ops // 2`` partitions (a broker's death changes
+        etcd transaction per ``max_txn_ops - 1`` partitions (a broker's death changes
         thousands of states at once: one write and one view update per batch, not per
         partition); a batch that meets a conflict is written partition by partition."""
         c = self.client
@@ -434,6 +436,7 @@ class Controller:
         live = view.live_broker_ids()
         written = 0
         decided: list[tuple[str, int, Versioned[PartitionState], PartitionState, tuple[int, ...], bool]] = []
+        looked = 0
         for topic, assignment in list(view.topics.items()):
             try:
                 unclean = unclean_election_enabled(assignment.value.configs)
@@ -443,6 +446,12 @@ class Controller:
             reassigning = assignment.value.reassigning
             missing: list[tuple[int, PartitionState]] = []
             for p, replicas in enumerate(assignment.value.partitions):
+                looked += 1
+                if looked % PASS_YIELD_EVERY == 0:
+                    # Hand the loop back (lease renewals, requests): a pass over 100,000
+                    # partitions is seconds of work. Decisions stay safe: each write compares
+                    # the state's revision it was decided on.
+                    await asyncio.sleep(0)
                 current = view.partitions.get((topic, p))
                 if current is None:
                     missing.append((p, initial_state(replicas, token.epoch)))
@@ -464,7 +473,9 @@ class Controller:
                 written += await self._repair(token, topic, assignment, missing)
             else:
                 self._creating.pop(topic, None)
-        step = max(1, c.max_txn_ops // 2 - 1)
+        # etcd bounds each of a transaction's lists (compares, puts) by --max-txn-ops, not
+        # their sum: a state's compare and put, plus the controller's compare.
+        step = max(1, c.max_txn_ops - 1)
         for i in range(0, len(decided), step):
             batch = decided[i : i + step]
             if len(batch) > 1 and await c.update_partition_states(
