@@ -49,6 +49,7 @@ from hot.errors import (
     FencedInstanceIdError,
     FencedMemberEpochError,
     GroupMaxSizeReachedError,
+    IllegalGenerationError,
     InvalidRegularExpressionError,
     InvalidRequestError,
     StaleMemberEpochError,
@@ -143,6 +144,16 @@ class ConsumerGroupView:
     members: tuple[MemberView, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class ClassicMetadata:
+    """What a classic-protocol member of a consumer group joined with (Kafka's
+    ClassicMemberMetadata): its session timeout and its (protocol name, metadata)
+    list, in its order of preference (broker.groups.classic_bridge)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
 @dataclass(slots=True)
 class ConsumerMember:
     member_id: str
@@ -161,6 +172,9 @@ class ConsumerMember:
     revoking: Assignment = field(default_factory=dict)
     session_timer: Timer | None = None
     rebalance_timer: Timer | None = None
+    # Set for a member of the classic protocol (JoinGroup/SyncGroup/Heartbeat) that the
+    # group keeps through an online upgrade (broker.groups.classic_bridge).
+    classic: ClassicMetadata | None = None
 
 
 class ConsumerGroup:
@@ -186,6 +200,10 @@ class ConsumerGroup:
             if m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE:
                 return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
+
+    def consumer_protocol_members(self) -> list[ConsumerMember]:
+        """The members that speak ConsumerGroupHeartbeat (not the classic ones)."""
+        return [m for m in self.members.values() if m.classic is None]
 
     def subscribed_topics(self, image: TopicsImage) -> set[str]:
         return {t for m in self.members.values() for t in _member_topics(m, image)}
@@ -593,9 +611,13 @@ class ConsumerGroups:
         if member.session_timer is not None:
             member.session_timer.cancel()
         gid, mid = group.group_id, member.member_id
-        member.session_timer = self._timers.call_later(
-            self.config.consumer_session_timeout_ms, lambda: self._expire(gid, mid, "session")
+        # A classic member keeps the session timeout it joined with, as in Kafka.
+        timeout = (
+            member.classic.session_timeout_ms
+            if member.classic is not None
+            else self.config.consumer_session_timeout_ms
         )
+        member.session_timer = self._timers.call_later(timeout, lambda: self._expire(gid, mid, "session"))
 
     def _arm_rebalance(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.rebalance_timer is not None:
@@ -631,6 +653,14 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             raise UnknownMemberIdError(f"member {member_id!r} is not in group {group_id}")
+        if member.classic is not None:
+            # A classic member commits with its generation, any version; a mismatch is
+            # the classic protocol's ILLEGAL_GENERATION, as Kafka answers it.
+            if member_epoch != member.member_epoch:
+                raise IllegalGenerationError(
+                    f"generation {member_epoch} is not member {member_id}'s {member.member_epoch}"
+                )
+            return
         if api_version < 9:
             raise UnsupportedVersionError(
                 "OffsetCommit version 9 or above must be used by members using the consumer group protocol"
@@ -654,6 +684,10 @@ class ConsumerGroups:
         if member is None:
             raise UnknownMemberIdError(f"member {member_id!r} is not in group {group_id}")
         if member_epoch != member.member_epoch:
+            if member.classic is not None:
+                raise IllegalGenerationError(
+                    f"generation {member_epoch} is not member {member_id}'s {member.member_epoch}"
+                )
             raise StaleMemberEpochError(
                 f"member {member_id} epoch {member_epoch} is not its current {member.member_epoch}"
             )
