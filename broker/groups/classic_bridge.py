@@ -319,8 +319,8 @@ class ClassicBridge:
             if member.classic is None:
                 raise UnknownMemberIdError(f"member {member_id!r} uses the consumer protocol")
             return member
-        if not unknown:
-            raise UnknownMemberIdError(f"member {member_id!r} is not in group {group.group_id!r}")
+        # A new member (the id MEMBER_ID_REQUIRED handed out, which Kafka does not keep
+        # either) joins.
         member = ConsumerMember(member_id=member_id, instance_id=iid)
         group.members[member_id] = member
         if iid is not None:

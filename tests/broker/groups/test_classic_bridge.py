@@ -211,3 +211,20 @@ def test_classic_member_metadata_round_trips_in_the_records() -> None:
     assert isinstance(records[ConsumerKey(5, "g", "m")], MemberMetadataValue)
     restored = restore_group("g", records, lambda i: "t")
     assert restored is not None and restored.members["m"].classic == m.classic
+
+
+async def test_a_new_classic_member_joins_a_consumer_group(hb: Harness) -> None:
+    h = hb
+    c = await beat(h, "c1", 0)
+    assert c.assignment == {"t": frozenset(range(TOPIC_PARTITIONS))}
+    mid = await h.member_id("g")  # KIP-394's first round, through the bridge
+    j = await h.coord.join_group(jreq("g", mid))
+    assert members(h)[mid].classic is not None and await sync(h, mid, j.generation_id) == set()
+    with pytest.raises(RebalanceInProgressError):  # its partitions are still c1's
+        h.coord.heartbeat("g", mid, j.generation_id)
+    revoking = await beat(h, "c1", c.member_epoch, {"t": frozenset(range(TOPIC_PARTITIONS))})
+    assert revoking.assignment is not None and len(revoking.assignment["t"]) == 2
+    await beat(h, "c1", c.member_epoch, revoking.assignment)  # revoked
+    j2 = await h.coord.join_group(jreq("g", mid))
+    assert len(await sync(h, mid, j2.generation_id)) == 2
+    h.coord.heartbeat("g", mid, j2.generation_id)  # stable
