@@ -132,6 +132,7 @@ class MemberView:
     subscribed_topic_regex: str | None
     assignment: Assignment
     target_assignment: Assignment
+    classic: bool = False  # a classic-protocol member (broker.groups.classic_bridge)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,6 +239,7 @@ class ConsumerGroup:
                     subscribed_topic_regex=m.subscribed_topic_regex,
                     assignment=dict(m.assigned),
                     target_assignment=dict(self.target.get(m.member_id, {})),
+                    classic=m.classic is not None,
                 )
                 for m in sorted(self.members.values(), key=lambda m: m.member_id)
             ),

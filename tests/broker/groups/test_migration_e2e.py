@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from kclient import KafkaClient
 from kwire import ApiKey
 from kwire.address import HostPort
+from kwire.messages.consumer_group_describe import ConsumerGroupDescribeRequest
 from kwire.messages.find_coordinator import FindCoordinatorRequest
 from kwire.messages.list_groups import ListGroupsRequest
 from tests.brokers import BrokerProcess, create_topic
@@ -156,6 +157,13 @@ def group_type(broker: BrokerProcess) -> str:
     return str(types.get(GROUP, ""))
 
 
+def member_types(broker: BrokerProcess) -> list[int]:
+    """ConsumerGroupDescribe v1's MemberType of each member (0 classic, 1 consumer)."""
+    with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port)) as c:
+        d = c._call(ApiKey.CONSUMER_GROUP_DESCRIBE, 1, ConsumerGroupDescribeRequest(group_ids=(GROUP,)))
+    return sorted(m.member_type for m in d.groups[0].members)
+
+
 def test_rolling_upgrade_and_downgrade_read_every_record_once_in_order(broker: BrokerProcess) -> None:
     reads = Reads()
     flow = Flow(broker.bootstrap, 3000)
@@ -188,6 +196,8 @@ def test_rolling_upgrade_and_downgrade_read_every_record_once_in_order(broker: B
             consumers.append(start("consumer"))
             progress(f"upgrade step {i}")
             assert group_type(broker) == "consumer"
+            if i == 0:  # the classic members stay in the consumer group
+                assert member_types(broker) == [0, 0, 1]
         back = []
         for i, old in enumerate(consumers):  # and the rolling downgrade
             stop(old)
