@@ -495,11 +495,12 @@ class GroupCoordinator:
     #
     # A group id names a classic group or a consumer group. The classic group under the id
     # holds the committed offsets of both (an Empty classic group for a consumer group).
-    # As Kafka 4 does with group.consumer.migration.policy for empty groups: a consumer
-    # member joining an empty classic group makes it a consumer group, a classic member
-    # joining an empty consumer group makes it classic again. A non-empty group of the
-    # other protocol is refused (Kafka 4 would upgrade or downgrade it online):
-    # GROUP_ID_NOT_FOUND to the heartbeat, INCONSISTENT_GROUP_PROTOCOL to JoinGroup.
+    # As Kafka 4 does with group.consumer.migration.policy: a consumer member joining an
+    # empty classic group makes it a consumer group, a classic member joining an empty
+    # consumer group makes it classic again. Groups with members convert online where the
+    # policy allows (broker.groups.classic_bridge): a consumer member joining a classic
+    # group upgrades it, its classic members bridged; the last consumer member leaving a
+    # group of classic members downgrades it. A refused upgrade answers GROUP_ID_NOT_FOUND.
 
     async def consumer_group_heartbeat(self, call: HeartbeatCall, image: TopicsImage) -> HeartbeatResult:
         """ConsumerGroupHeartbeat; raises its request-level errors. What it changed is
