@@ -27,7 +27,8 @@ Values are INT16 version 0, then flexible (compact strings and arrays, tagged fi
 
 A null value is the key's tombstone. The only tagged field Strata writes and reads is
 record 5's ClassicMemberMetadata (SessionTimeoutMs INT32, SupportedProtocols [Name,
-Metadata BYTES]) of a classic member kept through an online upgrade; it skips the others. It writes record 4 as Kafka 4.0 does (4.1 replaced it by a MetadataHash tag on
+Metadata BYTES]) of a classic member kept through an online upgrade; it skips the
+others. It writes record 4 as Kafka 4.0 does (4.1 replaced it by a MetadataHash tag on
 record 3, KIP-1101): it is what tells a loaded group which subscribed-topic partition
 counts its epoch saw, so that loading does not bump the epoch. Kafka's regular
 expression records (ConsumerGroupRegularExpression, 4.1) are not written: the
