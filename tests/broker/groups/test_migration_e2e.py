@@ -74,11 +74,14 @@ class Member(threading.Thread):
     """One consumer of either protocol, committing each record synchronously before it
     polls the next (so a partition handed over resumes right after the last record read)."""
 
-    def __init__(self, bootstrap: str, protocol: str, reads: Reads) -> None:
+    def __init__(
+        self, bootstrap: str, protocol: str, reads: Reads, group: str = GROUP, topic: str = "roll"
+    ) -> None:
         super().__init__(daemon=True)
+        self.topic = topic
         conf: dict[str, Any] = {
             "bootstrap.servers": bootstrap,
-            "group.id": GROUP,
+            "group.id": group,
             "group.protocol": protocol,
             "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
@@ -99,7 +102,7 @@ class Member(threading.Thread):
             if parts:
                 self.assigned.set()
 
-        c.subscribe(["roll"], on_assign=on_assign)
+        c.subscribe([self.topic], on_assign=on_assign)
         try:
             while not self.stopping.is_set():
                 m = c.poll(0.1)
@@ -130,8 +133,9 @@ class Member(threading.Thread):
 class Flow(threading.Thread):
     """Produces ``total`` records, partition by partition in turn, a few every 50 ms."""
 
-    def __init__(self, bootstrap: str, total: int) -> None:
+    def __init__(self, bootstrap: str, total: int, topic: str = "roll") -> None:
         super().__init__(daemon=True)
+        self.topic = topic
         self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
         self.total = total
         self.sent: dict[int, int] = dict.fromkeys(range(PARTITIONS), 0)
@@ -141,7 +145,7 @@ class Flow(threading.Thread):
         while n < self.total:
             for _ in range(6):
                 p = n % PARTITIONS
-                self.producer.produce("roll", value=b"%d" % self.sent[p], partition=p)
+                self.producer.produce(self.topic, value=b"%d" % self.sent[p], partition=p)
                 self.sent[p] += 1
                 n += 1
             self.producer.poll(0)
@@ -224,3 +228,57 @@ def test_rolling_upgrade_and_downgrade_read_every_record_once_in_order(broker: B
                 f"repeated (first differences: {[s for i, s in enumerate(seqs) if s != i][:10]}); "
                 f"errors: {errors[:10]}"
             )
+
+
+def describe(broker: BrokerProcess, group: str) -> Any:
+    with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port)) as c:
+        return c._call(
+            ApiKey.CONSUMER_GROUP_DESCRIBE, 1, ConsumerGroupDescribeRequest(group_ids=(group,))
+        ).groups[0]
+
+
+def test_a_classic_member_of_a_consumer_group_survives_a_restart(broker: BrokerProcess) -> None:
+    """kill -9 and restart: the group's records bring back its classic member (its
+    ClassicMemberMetadata) with its epoch and assignment, and both members go on reading
+    with no record read twice. (Last in the module: the shared broker restarts.)"""
+    group = "survivor"
+    create_topic(broker.bootstrap, "kr", PARTITIONS)
+    reads = Reads()
+    flow = Flow(broker.bootstrap, 1200, "kr")
+    members = [Member(broker.bootstrap, proto, reads, group, "kr") for proto in ("classic", "consumer")]
+    try:
+        members[0].start()
+        wait_for("the classic member's partitions", members[0].assigned.is_set, 60)
+        members[1].start()
+        flow.start()
+
+        def stable() -> bool:
+            d = describe(broker, group)
+            return (
+                d.error_code == 0
+                and d.group_state == "Stable"
+                and sorted(m.member_type for m in d.members) == [0, 1]
+                and all(m.assignment.topic_partitions for m in d.members)
+            )
+
+        wait_for("a stable group of a classic and a consumer member", stable)
+        before = describe(broker, group)
+        broker.kill()
+        broker.start()
+        flow.join(120)
+        total = sum(flow.sent.values())
+        wait_for("every record", lambda: reads.count() >= total, 120)
+        time.sleep(2)  # a duplicate would show up now
+        after = describe(broker, group)
+    finally:
+        for m in members:
+            m.stopping.set()
+        for m in members:
+            m.join(30)
+    assert after.group_epoch == before.group_epoch
+    assert {(m.member_id, m.member_epoch, m.member_type) for m in after.members} == {
+        (m.member_id, m.member_epoch, m.member_type) for m in before.members
+    }
+    with reads.lock:
+        for p, seqs in reads.by_partition.items():
+            assert seqs == list(range(flow.sent[p])), f"partition {p}: not each record once, in order"
