@@ -283,6 +283,7 @@ class ClassicBridge:
             # A classic member revoked what it no longer declares before rejoining.
             cg._reconcile(group, member, owned)
         cg._arm_session(group, member)
+        cg.arm_sync(group, member)
         return JoinGroupResult(
             member_id=member_id,
             generation_id=member.member_epoch,
@@ -342,6 +343,9 @@ class ClassicBridge:
             raise InconsistentGroupProtocolError(f"protocol {req.protocol_name!r} is not the member's")
         group = self._groups.groups[req.group_id]
         self._groups._arm_session(group, member)
+        if member.sync_timer is not None:
+            member.sync_timer.cancel()
+            member.sync_timer = None
         return SyncGroupResult(
             PROTOCOL_TYPE, req.protocol_name or names[0], encode_member_assignment(member.assigned)
         )

@@ -176,6 +176,7 @@ class ConsumerMember:
     # Set for a member of the classic protocol (JoinGroup/SyncGroup/Heartbeat) that the
     # group keeps through an online upgrade (broker.groups.classic_bridge).
     classic: ClassicMetadata | None = None
+    sync_timer: Timer | None = None  # a classic member's SyncGroup deadline after its JoinGroup
 
 
 class ConsumerGroup:
@@ -604,10 +605,10 @@ class ConsumerGroups:
 
     @staticmethod
     def _cancel_timers(member: ConsumerMember) -> None:
-        for t in (member.session_timer, member.rebalance_timer):
+        for t in (member.session_timer, member.rebalance_timer, member.sync_timer):
             if t is not None:
                 t.cancel()
-        member.session_timer = member.rebalance_timer = None
+        member.session_timer = member.rebalance_timer = member.sync_timer = None
 
     def _arm_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
@@ -627,6 +628,16 @@ class ConsumerGroups:
         gid, mid = group.group_id, member.member_id
         member.rebalance_timer = self._timers.call_later(
             member.rebalance_timeout_ms, lambda: self._expire(gid, mid, "rebalance")
+        )
+
+    def arm_sync(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """A classic member must send SyncGroup within its rebalance timeout after its
+        JoinGroup, or it is removed (Kafka's consumer group sync timeout)."""
+        if member.sync_timer is not None:
+            member.sync_timer.cancel()
+        gid, mid = group.group_id, member.member_id
+        member.sync_timer = self._timers.call_later(
+            member.rebalance_timeout_ms, lambda: self._expire(gid, mid, "sync")
         )
 
     def _expire(self, group_id: str, member_id: str, why: str) -> None:

@@ -228,3 +228,16 @@ async def test_a_new_classic_member_joins_a_consumer_group(hb: Harness) -> None:
     j2 = await h.coord.join_group(jreq("g", mid))
     assert len(await sync(h, mid, j2.generation_id)) == 2
     h.coord.heartbeat("g", mid, j2.generation_id)  # stable
+
+
+async def test_a_classic_member_that_does_not_sync_is_removed(hb: Harness) -> None:
+    """Kafka's sync timeout: SyncGroup within the rebalance timeout after JoinGroup."""
+    h = hb
+    await beat(h, "c1", 0)
+    synced, silent = await h.member_id("g"), await h.member_id("g")
+    for mid in (synced, silent):
+        j = await h.coord.join_group(jreq("g", mid, rebalance=5_000))
+    await sync(h, synced, members(h)[synced].member_epoch)
+    await h.advance(5_001)
+    assert synced in members(h) and silent not in members(h)
+    assert j.member_id == silent
