@@ -20,6 +20,8 @@ Pure state, no I/O, over the state machine of broker.groups.consumer_group:
   ConsumerProtocolAssignment bytes; Heartbeat answers REBALANCE_IN_PROGRESS while its
   assignment must change (its epoch is behind the group's, or it is not yet stable);
   generations that are not its epoch get ILLEGAL_GENERATION, and LeaveGroup removes it.
+  It keeps its own session timeout, and is removed when it does not send SyncGroup within
+  its rebalance timeout after a JoinGroup (Kafka's sync timeout).
 * **Downgrade** (``downgradable`` / ``to_classic``): when the last member of the
   consumer protocol leaves (or is fenced) and classic members remain (policy
   ``bidirectional`` or ``downgrade``, no more than ``group.max.size``), the group is a
