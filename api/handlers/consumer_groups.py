@@ -17,6 +17,7 @@ from hot.errors import InvalidGroupIdError, StrataError
 from kwire import RequestHeader
 from kwire.error_table import kafka_code
 from kwire.messages.consumer_group_describe import (
+    MEMBER_TYPE_CLASSIC,
     MEMBER_TYPE_CONSUMER,
     ConsumerGroupDescribed,
     ConsumerGroupDescribeRequest,
@@ -119,12 +120,16 @@ def _described(view: Any, assignment: Mapping[str, frozenset[int]]) -> Described
     )
 
 
+def _member_type(classic: bool) -> int:
+    return MEMBER_TYPE_CLASSIC if classic else MEMBER_TYPE_CONSUMER
+
+
 async def handle_consumer_group_describe(
     conn: Connection, header: RequestHeader, req: ConsumerGroupDescribeRequest
 ) -> ConsumerGroupDescribeResponse:
     view = conn.broker.replicas.view
     ops = GROUP_AUTHORIZED_OPERATIONS if req.include_authorized_operations else NO_AUTHORIZED_OPERATIONS
-    member_type = MEMBER_TYPE_CONSUMER if header.api_version >= 1 else -1
+    typed = header.api_version >= 1
     out = []
     for gid in req.group_ids:
         try:
@@ -155,7 +160,7 @@ async def handle_consumer_group_describe(
                         subscribed_topic_regex=m.subscribed_topic_regex,
                         assignment=_described(view, m.assignment),
                         target_assignment=_described(view, m.target_assignment),
-                        member_type=member_type,
+                        member_type=_member_type(m.classic) if typed else -1,
                     )
                     for m in g.members
                 ),

@@ -161,6 +161,12 @@ async def handle_join_group(
     no_protocol = None if v >= 7 else ""
     try:
         coord = _coordinator(conn)
+        if coord.topics is None:
+            # A classic member may join a consumer group (KIP-848's online migration):
+            # the coordinator resolves its subscription against the cluster's topics.
+            from api.handlers.consumer_groups import ViewTopics
+
+            coord.topics = ViewTopics(conn.broker.replicas.view)
         r = await coord.join_group(
             JoinGroupCall(
                 group_id=req.group_id,

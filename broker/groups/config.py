@@ -102,6 +102,11 @@ class GroupConfig:
         """Whether the migration policy lets a classic group with members upgrade."""
         return self.consumer_migration_policy in ("bidirectional", "upgrade")
 
+    @property
+    def downgrade_enabled(self) -> bool:
+        """Whether the migration policy lets a consumer group of classic members downgrade."""
+        return self.consumer_migration_policy in ("bidirectional", "downgrade")
+
 
 def _int(lo: int, hi: int = INT32_MAX) -> Callable[[str, str], int]:
     def parse(raw: str, name: str) -> int:

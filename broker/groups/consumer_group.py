@@ -49,6 +49,7 @@ from hot.errors import (
     FencedInstanceIdError,
     FencedMemberEpochError,
     GroupMaxSizeReachedError,
+    IllegalGenerationError,
     InvalidRegularExpressionError,
     InvalidRequestError,
     StaleMemberEpochError,
@@ -131,6 +132,7 @@ class MemberView:
     subscribed_topic_regex: str | None
     assignment: Assignment
     target_assignment: Assignment
+    classic: bool = False  # a classic-protocol member (broker.groups.classic_bridge)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +143,16 @@ class ConsumerGroupView:
     assignment_epoch: int
     assignor: str
     members: tuple[MemberView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClassicMetadata:
+    """What a classic-protocol member of a consumer group joined with (Kafka's
+    ClassicMemberMetadata): its session timeout and its (protocol name, metadata)
+    list, in its order of preference (broker.groups.classic_bridge)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
 
 
 @dataclass(slots=True)
@@ -161,6 +173,10 @@ class ConsumerMember:
     revoking: Assignment = field(default_factory=dict)
     session_timer: Timer | None = None
     rebalance_timer: Timer | None = None
+    # Set for a member of the classic protocol (JoinGroup/SyncGroup/Heartbeat) that the
+    # group keeps through an online upgrade (broker.groups.classic_bridge).
+    classic: ClassicMetadata | None = None
+    sync_timer: Timer | None = None  # a classic member's SyncGroup deadline after its JoinGroup
 
 
 class ConsumerGroup:
@@ -186,6 +202,10 @@ class ConsumerGroup:
             if m.member_epoch != self.assignment_epoch or m.state is not MemberState.STABLE:
                 return ConsumerGroupState.RECONCILING
         return ConsumerGroupState.STABLE
+
+    def consumer_protocol_members(self) -> list[ConsumerMember]:
+        """The members that speak ConsumerGroupHeartbeat (not the classic ones)."""
+        return [m for m in self.members.values() if m.classic is None]
 
     def subscribed_topics(self, image: TopicsImage) -> set[str]:
         return {t for m in self.members.values() for t in _member_topics(m, image)}
@@ -220,6 +240,7 @@ class ConsumerGroup:
                     subscribed_topic_regex=m.subscribed_topic_regex,
                     assignment=dict(m.assigned),
                     target_assignment=dict(self.target.get(m.member_id, {})),
+                    classic=m.classic is not None,
                 )
                 for m in sorted(self.members.values(), key=lambda m: m.member_id)
             ),
@@ -584,18 +605,22 @@ class ConsumerGroups:
 
     @staticmethod
     def _cancel_timers(member: ConsumerMember) -> None:
-        for t in (member.session_timer, member.rebalance_timer):
+        for t in (member.session_timer, member.rebalance_timer, member.sync_timer):
             if t is not None:
                 t.cancel()
-        member.session_timer = member.rebalance_timer = None
+        member.session_timer = member.rebalance_timer = member.sync_timer = None
 
     def _arm_session(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.session_timer is not None:
             member.session_timer.cancel()
         gid, mid = group.group_id, member.member_id
-        member.session_timer = self._timers.call_later(
-            self.config.consumer_session_timeout_ms, lambda: self._expire(gid, mid, "session")
+        # A classic member keeps the session timeout it joined with, as in Kafka.
+        timeout = (
+            member.classic.session_timeout_ms
+            if member.classic is not None
+            else self.config.consumer_session_timeout_ms
         )
+        member.session_timer = self._timers.call_later(timeout, lambda: self._expire(gid, mid, "session"))
 
     def _arm_rebalance(self, group: ConsumerGroup, member: ConsumerMember) -> None:
         if member.rebalance_timer is not None:
@@ -603,6 +628,16 @@ class ConsumerGroups:
         gid, mid = group.group_id, member.member_id
         member.rebalance_timer = self._timers.call_later(
             member.rebalance_timeout_ms, lambda: self._expire(gid, mid, "rebalance")
+        )
+
+    def arm_sync(self, group: ConsumerGroup, member: ConsumerMember) -> None:
+        """A classic member must send SyncGroup within its rebalance timeout after its
+        JoinGroup, or it is removed (Kafka's consumer group sync timeout)."""
+        if member.sync_timer is not None:
+            member.sync_timer.cancel()
+        gid, mid = group.group_id, member.member_id
+        member.sync_timer = self._timers.call_later(
+            member.rebalance_timeout_ms, lambda: self._expire(gid, mid, "sync")
         )
 
     def _expire(self, group_id: str, member_id: str, why: str) -> None:
@@ -631,6 +666,14 @@ class ConsumerGroups:
         member = group.members.get(member_id)
         if member is None:
             raise UnknownMemberIdError(f"member {member_id!r} is not in group {group_id}")
+        if member.classic is not None:
+            # A classic member commits with its generation, any version; a mismatch is
+            # the classic protocol's ILLEGAL_GENERATION, as Kafka answers it.
+            if member_epoch != member.member_epoch:
+                raise IllegalGenerationError(
+                    f"generation {member_epoch} is not member {member_id}'s {member.member_epoch}"
+                )
+            return
         if api_version < 9:
             raise UnsupportedVersionError(
                 "OffsetCommit version 9 or above must be used by members using the consumer group protocol"
@@ -654,6 +697,10 @@ class ConsumerGroups:
         if member is None:
             raise UnknownMemberIdError(f"member {member_id!r} is not in group {group_id}")
         if member_epoch != member.member_epoch:
+            if member.classic is not None:
+                raise IllegalGenerationError(
+                    f"generation {member_epoch} is not member {member_id}'s {member.member_epoch}"
+                )
             raise StaleMemberEpochError(
                 f"member {member_id} epoch {member_epoch} is not its current {member.member_epoch}"
             )

@@ -25,8 +25,10 @@ Values are INT16 version 0, then flexible (compact strings and arrays, tagged fi
        1 unrevoked_partitions, 2 unreleased_partitions), AssignedPartitions [TopicId,
        Partitions], PartitionsPendingRevocation [TopicId, Partitions]
 
-A null value is the key's tombstone. Strata writes no tagged field and skips any it
-reads. It writes record 4 as Kafka 4.0 does (4.1 replaced it by a MetadataHash tag on
+A null value is the key's tombstone. The only tagged field Strata writes and reads is
+record 5's ClassicMemberMetadata (SessionTimeoutMs INT32, SupportedProtocols [Name,
+Metadata BYTES]) of a classic member kept through an online upgrade; it skips the
+others. It writes record 4 as Kafka 4.0 does (4.1 replaced it by a MetadataHash tag on
 record 3, KIP-1101): it is what tells a loaded group which subscribed-topic partition
 counts its epoch saw, so that loading does not bump the epoch. Kafka's regular
 expression records (ConsumerGroupRegularExpression, 4.1) are not written: the
@@ -43,6 +45,7 @@ from typing import Final
 from broker.groups.assignors import DEFAULT_ASSIGNOR
 from broker.groups.consumer_group import (
     Assignment,
+    ClassicMetadata,
     ConsumerGroup,
     ConsumerMember,
     MemberState,
@@ -102,6 +105,9 @@ class MemberMetadataValue:
     subscribed_topic_regex: str | None
     rebalance_timeout_ms: int
     server_assignor: str | None
+    # Tag 0, ClassicMemberMetadata: (SessionTimeoutMs, SupportedProtocols [(Name,
+    # Metadata)]) for a classic-protocol member (KIP-848's online migration).
+    classic: tuple[int, tuple[tuple[str, bytes], ...]] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +176,30 @@ def _assignment(w: Writer, a: IdAssignment) -> None:
         w.tagged_fields([])
 
 
+def _classic_metadata(classic: tuple[int, tuple[tuple[str, bytes], ...]]) -> bytes:
+    w = Writer()
+    w.int32(classic[0])
+    w.compact_array_count(len(classic[1]))
+    for name, metadata in classic[1]:
+        w.compact_string(name)
+        w.compact_bytes(metadata)
+        w.tagged_fields([])
+    w.tagged_fields([])
+    return w.getvalue()
+
+
+def _read_classic_metadata(data: bytes) -> tuple[int, tuple[tuple[str, bytes], ...]]:
+    r = Reader(data)
+    session = r.int32()
+    protocols = []
+    for _ in range(_read_count(r, 3)):
+        name = r.compact_string()
+        protocols.append((name, bytes(r.compact_bytes())))
+        r.tagged_fields()
+    r.tagged_fields()
+    return session, tuple(protocols)
+
+
 def encode_consumer_value(v: ConsumerValue) -> bytes:
     w = Writer()
     w.int16(0)
@@ -194,6 +224,9 @@ def encode_consumer_value(v: ConsumerValue) -> bytes:
         w.compact_nullable_string(v.subscribed_topic_regex)
         w.int32(v.rebalance_timeout_ms)
         w.compact_nullable_string(v.server_assignor)
+        if v.classic is not None:
+            w.tagged_fields([(0, _classic_metadata(v.classic))])
+            return w.getvalue()
     elif isinstance(v, TargetMetadataValue):
         w.int32(v.assignment_epoch)
     elif isinstance(v, TargetMemberValue):
@@ -252,16 +285,18 @@ def decode_consumer_value(kind: int, data: bytes) -> ConsumerValue:
             client_id = r.compact_string()
             client_host = r.compact_string()
             names = tuple(r.compact_string() for _ in range(_read_count(r, 1)))
+            regex, timeout, assignor = r.compact_nullable_string(), r.int32(), r.compact_nullable_string()
+            tags = r.tagged_fields()
+            classic = None
+            if 0 in tags:
+                start, end = tags[0]
+                classic = _read_classic_metadata(bytes(data[start:end]))
             v = MemberMetadataValue(
-                instance_id,
-                rack_id,
-                client_id,
-                client_host,
-                names,
-                r.compact_nullable_string(),
-                r.int32(),
-                r.compact_nullable_string(),
+                instance_id, rack_id, client_id, client_host, names, regex, timeout, assignor, classic
             )
+            if r.remaining:
+                raise ConsumerRecordError(f"consumer group record {kind}: {r.remaining} trailing bytes")
+            return v
         elif kind == TARGET_METADATA:
             v = TargetMetadataValue(r.int32())
         elif kind == TARGET_MEMBER:
@@ -325,6 +360,7 @@ def group_records(
             m.subscribed_topic_regex,
             m.rebalance_timeout_ms,
             m.server_assignor,
+            None if m.classic is None else (m.classic.session_timeout_ms, m.classic.protocols),
         )
         out[ConsumerKey(CURRENT_ASSIGNMENT, gid, mid)] = CurrentAssignmentValue(
             m.member_epoch,
@@ -370,6 +406,7 @@ def restore_group(
                 subscribed_topic_names=value.subscribed_topic_names,
                 subscribed_topic_regex=value.subscribed_topic_regex,
                 server_assignor=value.server_assignor,
+                classic=None if value.classic is None else ClassicMetadata(*value.classic),
             )
             current = records.get(ConsumerKey(CURRENT_ASSIGNMENT, group_id, key.member))
             if isinstance(current, CurrentAssignmentValue):

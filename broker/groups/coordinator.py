@@ -32,6 +32,13 @@ import logging
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from broker.groups.classic_bridge import (
+    ClassicBridge,
+    downgradable,
+    from_classic,
+    to_classic,
+    upgrade_refusal,
+)
 from broker.groups.config import GroupConfig
 from broker.groups.consumer_group import (
     ConsumerGroups,
@@ -39,6 +46,7 @@ from broker.groups.consumer_group import (
     HeartbeatCall,
     HeartbeatResult,
     TopicsImage,
+    validate,
 )
 from broker.groups.consumer_records import (
     ConsumerKey,
@@ -74,10 +82,10 @@ from hot.errors import (
     CoordinatorNotAvailableError,
     GroupIdNotFoundError,
     GroupSubscribedToTopicError,
-    InconsistentGroupProtocolError,
     NonEmptyGroupError,
     NotCoordinatorError,
     NotLeaderError,
+    RebalanceInProgressError,
     StrataError,
     UnknownTopicOrPartitionError,
 )
@@ -177,7 +185,12 @@ class GroupCoordinator:
         # KIP-848 consumer groups, beside the classic ones under the same ids: a group id
         # is one or the other (rules: the "consumer groups" section below).
         self.consumer = ConsumerGroups(config, self._clock, self._timers)
-        self.consumer.on_change = self._persist_in_background
+        self.consumer.on_change = self._on_consumer_timeout
+        # Classic members of consumer groups (KIP-848's online migration).
+        self.bridge = ClassicBridge(self.consumer)
+        # The cluster's topics, for a classic member's JoinGroup to a consumer group (set
+        # by the Kafka handlers; the groups' own view of their topics until then).
+        self.topics: TopicsImage | None = None
         self._offsets.consumer_topics = self.consumer.active_topics
         # Each consumer group's records as last appended (encoded): what the next write diffs.
         self._consumer_written: dict[str, dict[ConsumerKey, bytes]] = {}
@@ -286,9 +299,11 @@ class GroupCoordinator:
         self._serving(req.group_id)
         if req.group_id in self.consumer.groups:
             if not self.consumer.is_empty(req.group_id):
-                raise InconsistentGroupProtocolError(
-                    f"group {req.group_id!r} is a consumer group (KIP-848) with members"
-                )
+                # A classic member of a consumer group (the online migration's bridge).
+                group = self.consumer.groups[req.group_id]
+                result = self.bridge.join(req, self.topics or _GroupTopics(group.subscribed_partitions))
+                await self._write_consumer(req.group_id)
+                return result
             self.consumer.drop(req.group_id)  # an empty consumer group becomes classic
             self._persist_in_background(req.group_id)  # its records' tombstones
         return await self._groups.join_group(req)
@@ -297,6 +312,8 @@ class GroupCoordinator:
         """The member's assignment for the current generation; followers wait for the
         leader's SyncGroup."""
         self._serving(req.group_id)
+        if req.group_id in self.consumer.groups:
+            return self.bridge.sync(req)
         return await self._groups.sync_group(req)
 
     def heartbeat(
@@ -304,12 +321,20 @@ class GroupCoordinator:
     ) -> None:
         """Keep the member alive. RebalanceInProgressError: rejoin."""
         self._serving(group_id)
+        if group_id in self.consumer.groups:
+            self.bridge.heartbeat(group_id, member_id, generation_id, group_instance_id)
+            return
         self._groups.heartbeat(group_id, member_id, generation_id, group_instance_id)
 
     def leave_group(self, group_id: str, members: Sequence[MemberIdentity]) -> list[LeaveResult]:
         """Remove members (by member id, or by group.instance.id with an empty member id);
         one result per identity, in order."""
         self._serving(group_id)
+        if group_id in self.consumer.groups:
+            results = self.bridge.leave(group_id, members)
+            self._maybe_downgrade(group_id)
+            self._persist_in_background(group_id)
+            return results
         return self._groups.leave_group(group_id, members)
 
     def list_groups(self, states: Collection[str | GroupState] | None = None) -> list[GroupListing]:
@@ -470,44 +495,85 @@ class GroupCoordinator:
     #
     # A group id names a classic group or a consumer group. The classic group under the id
     # holds the committed offsets of both (an Empty classic group for a consumer group).
-    # As Kafka 4 does with group.consumer.migration.policy for empty groups: a consumer
-    # member joining an empty classic group makes it a consumer group, a classic member
-    # joining an empty consumer group makes it classic again. A non-empty group of the
-    # other protocol is refused (Kafka 4 would upgrade or downgrade it online):
-    # GROUP_ID_NOT_FOUND to the heartbeat, INCONSISTENT_GROUP_PROTOCOL to JoinGroup.
+    # As Kafka 4 does with group.consumer.migration.policy: a consumer member joining an
+    # empty classic group makes it a consumer group, a classic member joining an empty
+    # consumer group makes it classic again. Groups with members convert online where the
+    # policy allows (broker.groups.classic_bridge): a consumer member joining a classic
+    # group upgrades it, its classic members bridged; the last consumer member leaving a
+    # group of classic members downgrades it. A refused upgrade answers GROUP_ID_NOT_FOUND.
 
     async def consumer_group_heartbeat(self, call: HeartbeatCall, image: TopicsImage) -> HeartbeatResult:
         """ConsumerGroupHeartbeat; raises its request-level errors. What it changed is
         written to the store (Kafka's ConsumerGroup* records) and acknowledged before the
         answer, as Kafka answers once its records are committed."""
         self._serving(call.group_id)
+        self.topics = image
         classic = self._groups.groups.get(call.group_id)
         if (
             call.group_id not in self.consumer.groups
             and classic is not None
             and classic.state not in (Empty, Dead)
         ):
-            # Kafka would upgrade the group online where group.consumer.migration.policy
-            # allows; Strata does not (yet): refused with the answer Kafka gives when the
-            # policy does not allow it.
-            why = (
-                "the online upgrade of a group with members is not supported"
-                if self.config.upgrade_enabled
-                else "the online upgrade is disabled"
-            )
-            logger.info("Cannot upgrade classic group %s to consumer group because %s.", call.group_id, why)
-            raise GroupIdNotFoundError(f"Group {call.group_id} is not a consumer group")
+            validate(call)
+            self._upgrade(classic, image)
         try:
             result = self.consumer.heartbeat(call, image)
         except StrataError:
             self._persist_in_background(call.group_id)  # a refused heartbeat may change nothing, or a little
             raise
-        fut = self._persist_consumer(call.group_id)
+        if call.member_epoch < 0:
+            self._maybe_downgrade(call.group_id)
+        await self._write_consumer(call.group_id)
+        return result
+
+    async def _write_consumer(self, group_id: str) -> None:
+        """Write what changed in a consumer group and wait until it is durable."""
+        fut = self._persist_consumer(group_id)
         if fut is not None:
-            error = await self._offsets.wait_durable(fut, f"group {call.group_id}'s state")
+            error = await self._offsets.wait_durable(fut, f"group {group_id}'s state")
             if error is not None:
                 raise error
-        return result
+
+    def _upgrade(self, classic: Group, image: TopicsImage) -> None:
+        """A consumer-protocol member joins a classic group with members: Kafka's online
+        upgrade where group.consumer.migration.policy allows it (broker.groups.classic_bridge),
+        otherwise refused as Kafka refuses it."""
+        gid = classic.group_id
+        why = upgrade_refusal(classic, self.config.consumer_max_size, self.config.upgrade_enabled)
+        if why is not None:
+            logger.info("Cannot upgrade classic group %s to consumer group because %s.", gid, why)
+            raise GroupIdNotFoundError(f"Group {gid} is not a consumer group")
+        converted = from_classic(classic, image)
+        self._groups.detach_members(classic, RebalanceInProgressError(f"group {gid!r} was upgraded: rejoin"))
+        self.consumer.adopt(converted)
+        logger.info(
+            "classic group %s upgraded to a consumer group: epoch %d, %d classic members",
+            gid,
+            converted.group_epoch,
+            len(converted.members),
+        )
+
+    def _maybe_downgrade(self, group_id: str) -> bool:
+        """The last consumer-protocol member left a group of classic members: it becomes a
+        classic group again where group.consumer.migration.policy allows (a rebalance)."""
+        group = self.consumer.groups.get(group_id)
+        if group is None or not downgradable(group, self.config.max_size, self.config.downgrade_enabled):
+            return False
+        generation, members = to_classic(group)
+        self.consumer.drop(group_id)
+        self._groups.adopt_converted(group_id, generation, [(m.request, m.assignment) for m in members])
+        logger.info(
+            "consumer group %s downgraded to a classic group: generation %d, %d members",
+            group_id,
+            generation,
+            len(members),
+        )
+        return True
+
+    def _on_consumer_timeout(self, group_id: str) -> None:
+        """A member was removed by a timer: maybe downgrade, then write the change."""
+        self._maybe_downgrade(group_id)
+        self._persist_in_background(group_id)
 
     def load_consumer_groups(self, records: Mapping[str, Mapping[ConsumerKey, ConsumerValue]]) -> None:
         """Take over the consumer groups a loaded offsets partition holds (cluster mode:
@@ -606,6 +672,20 @@ def _consumer_description(v: ConsumerGroupView) -> GroupDescription:
         group_type="consumer",
         assignment_epoch=v.assignment_epoch,
     )
+
+
+class _GroupTopics:
+    """A TopicsImage of the partition counts a consumer group last saw (a classic
+    member's JoinGroup before the Kafka handlers set the cluster's)."""
+
+    def __init__(self, partitions: Mapping[str, int]) -> None:
+        self._partitions = dict(partitions)
+
+    def partition_count(self, topic: str) -> int | None:
+        return self._partitions.get(topic)
+
+    def topic_names(self) -> Iterable[str]:
+        return list(self._partitions)
 
 
 class _Persistence:

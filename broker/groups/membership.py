@@ -123,6 +123,46 @@ class GroupMembership:
             del self.groups[g.group_id]
         return len(doomed)
 
+    def detach_members(self, group: Group, error: StrataError) -> None:
+        """The group became a consumer group (an online upgrade, broker.groups.classic_bridge):
+        its members move there; this group stays Empty, the holder of its offsets. Parked
+        JoinGroup/SyncGroup requests fail with ``error`` (their clients rejoin, through
+        the bridge), as Kafka completes them with REBALANCE_IN_PROGRESS."""
+        group.cancel_timers()
+        for m in list(group.members.values()):
+            m.fail_waiters(error)
+            group.remove(m)
+        group.pending_sync.clear()
+        group.initial_delay = False
+        group.leader_id = None
+        self._transition(group, Empty)
+
+    def adopt_converted(
+        self, group_id: str, generation: int, members: Sequence[tuple[JoinGroupRequest, bytes]]
+    ) -> Group:
+        """A consumer group whose last consumer-protocol member left becomes classic again
+        (an online downgrade): its classic members, with ``generation`` and their current
+        assignments, in a Stable group that starts a rebalance at once, as Kafka's."""
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.new_group(group_id)
+        group.cancel_timers()
+        for m in list(group.members.values()):
+            group.remove(m)
+        group.generation = generation
+        now = self._clock.monotonic()
+        for req, assignment in members:
+            member = Member(req.member_id, req, now)
+            member.assignment = assignment
+            member.is_new = False
+            group.add(member)
+            self.touch(group, member)
+        group.protocol_type = members[0][0].protocol_type if members else None
+        group.protocol_name = group.select_protocol() if group.members else None
+        self._transition(group, Stable)
+        self._prepare_rebalance(group, "the group was downgraded to the classic protocol")
+        return group
+
     def fail_all(self, error: StrataError) -> None:
         """Shutting down: stop every group's timers and fail the parked requests."""
         for g in self.groups.values():

@@ -13,6 +13,7 @@ from typing import Annotated
 from kwire.messages.metadata import NO_AUTHORIZED_OPERATIONS
 from kwire.schema import ARRAY, BOOL, INT8, INT16, INT32, STRING, STRUCT, UUID, W
 
+MEMBER_TYPE_CLASSIC = 0  # a classic-protocol member of a consumer group (KIP-848 migration)
 MEMBER_TYPE_CONSUMER = 1
 
 

@@ -212,7 +212,8 @@ def test_the_protocol_at_the_wire(client: KafkaClient) -> None:
     assert (dg.groups[0].error_code, dg.groups[0].group_state) == (0, "Dead")
     dg = call(client, ApiKey.DESCRIBE_GROUPS, 6, DescribeGroupsRequest(groups=(group,)))
     assert dg.groups[0].error_code == E.GROUP_ID_NOT_FOUND
-    # a classic member cannot join while consumer members are in the group
+    # a classic member joins a consumer group with members through the online migration's
+    # bridge (test_migration_e2e.py), but not with a subscription that does not parse
     join = JoinGroupRequest(
         group_id=group,
         session_timeout_ms=10_000,
@@ -227,9 +228,8 @@ def test_the_protocol_at_the_wire(client: KafkaClient) -> None:
     assert call(client, ApiKey.JOIN_GROUP, 3, join).error_code == 0
     lg = call(client, ApiKey.LIST_GROUPS, 5, ListGroupsRequest(types_filter=("classic",)))
     assert group in {x.group_id for x in lg.groups}
-    # ... which a consumer member cannot join while it has members
-    # (Kafka 4 would upgrade it online under group.consumer.migration.policy=bidirectional;
-    # Strata answers as Kafka does under "disabled")
+    # ... which a consumer member cannot upgrade online while its member's subscription
+    # does not parse (the answer Kafka gives when the upgrade is not possible)
     refused = heartbeat(client, group, mid, 0, subscribed_topic_names=("w",))
     assert (refused.error_code, refused.error_message) == (
         E.GROUP_ID_NOT_FOUND,
