@@ -78,6 +78,8 @@ REPAIR_GRACE_S: Final = 5.0
 PASS_MIN_GAP_S: Final = 0.2
 # Partitions looked at between two hand-backs of the event loop in a pass.
 PASS_YIELD_EVERY: Final = 1024
+# Election batches written concurrently by one pass.
+ELECTION_BATCHES_IN_FLIGHT: Final = 8
 
 log = logging.getLogger("strata.cluster.controller")
 
@@ -476,17 +478,32 @@ class Controller:
         # etcd bounds each of a transaction's lists (compares, puts) by --max-txn-ops, not
         # their sum: a state's compare and put, plus the controller's compare.
         step = max(1, c.max_txn_ops - 1)
-        for i in range(0, len(decided), step):
-            batch = decided[i : i + step]
-            if len(batch) > 1 and await c.update_partition_states(
-                [(t, p, cur, new) for t, p, cur, new, _, _ in batch], controller=token
-            ):
-                for t, p, cur, new, _, _ in batch:
-                    self._written(t, p, cur.value, new)
-                written += len(batch)
-                continue
-            for t, p, cur, new, replicas, unclean in batch:
-                written += await self._elect_one(token, t, p, cur, new, replicas, unclean, live)
+        batches = [decided[i : i + step] for i in range(0, len(decided), step)]
+        # Several batches in flight: each compares only its own partitions' revisions, so
+        # they commute, and a failover's time is no longer its batch count times etcd's
+        # commit latency (50,000 states: 394 transactions one after another took 14 s).
+        sem = asyncio.Semaphore(ELECTION_BATCHES_IN_FLIGHT)
+
+        async def write(
+            batch: list[tuple[str, int, Versioned[PartitionState], PartitionState, tuple[int, ...], bool]],
+        ) -> int:
+            async with sem:
+                if len(batch) > 1 and await c.update_partition_states(
+                    [(t, p, cur, new) for t, p, cur, new, _, _ in batch], controller=token
+                ):
+                    for t, p, cur, new, _, _ in batch:
+                        self._written(t, p, cur.value, new)
+                    return len(batch)
+                done = 0
+                for t, p, cur, new, replicas, unclean in batch:
+                    done += await self._elect_one(token, t, p, cur, new, replicas, unclean, live)
+                return done
+
+        results = await asyncio.gather(*(write(b) for b in batches), return_exceptions=True)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r  # deposed, or etcd failing: the pass ends as a sequential one would
+            written += r
         return written
 
     async def _repair(
