@@ -142,3 +142,35 @@ def http_json(
         )
     except ValueError:
         fail(f"{url}: the answer is not JSON (is this a Strata HTTP listener?)")
+
+
+def partition_specs(
+    client: Any, group: str, specs: tuple[str, ...], all_topics: bool
+) -> list[tuple[str, int]]:
+    """The (topic, partition) pairs of ``--topic T`` / ``--topic T:0,2`` or, with
+    ``--all-topics``, of every topic the group has committed offsets for."""
+    from hot.errors import UnknownTopicOrPartitionError
+
+    if all_topics == bool(specs):
+        fail("give --topic T[:P,...] (repeatable) or --all-topics")
+    if all_topics:
+        return sorted(client.committed_offsets(group))
+    out: list[tuple[str, int]] = []
+    for spec in specs:
+        name, sep, plist = spec.partition(":")
+        try:
+            count = client.partition_count(name)
+        except UnknownTopicOrPartitionError:
+            fail(no_topic(name))
+        if not sep:
+            out.extend((name, p) for p in range(count))
+            continue
+        try:
+            chosen = [int(x) for x in plist.split(",")]
+        except ValueError:
+            fail(f"--topic: expected TOPIC or TOPIC:P[,P...], got {spec!r}")
+        for p in chosen:
+            if not 0 <= p < count:
+                fail(f"--topic {spec}: partition {p} out of range: {name} has partitions 0 to {count - 1}")
+        out.extend((name, p) for p in chosen)
+    return sorted(set(out))

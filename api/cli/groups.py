@@ -12,8 +12,8 @@ from api.cli.common import (
     cell,
     emit,
     fail,
-    no_topic,
     output_option,
+    partition_specs,
     print_table,
 )
 from api.cli.connect import connect, connection_options
@@ -169,38 +169,6 @@ def groups_delete(group: str, bootstrap: str, output: str, **conn: Any) -> None:
     emit(output, {"deleted": group}, f"deleted group {group}")
 
 
-def _partition_specs(
-    client: Any, group: str, specs: tuple[str, ...], all_topics: bool
-) -> list[tuple[str, int]]:
-    """The (topic, partition) pairs of ``--topic T`` / ``--topic T:0,2`` or, with
-    ``--all-topics``, of every topic the group has committed offsets for."""
-    from hot.errors import UnknownTopicOrPartitionError
-
-    if all_topics == bool(specs):
-        fail("give --topic T[:P,...] (repeatable) or --all-topics")
-    if all_topics:
-        return sorted(client.committed_offsets(group))
-    out: list[tuple[str, int]] = []
-    for spec in specs:
-        name, sep, plist = spec.partition(":")
-        try:
-            count = client.partition_count(name)
-        except UnknownTopicOrPartitionError:
-            fail(no_topic(name))
-        if not sep:
-            out.extend((name, p) for p in range(count))
-            continue
-        try:
-            chosen = [int(x) for x in plist.split(",")]
-        except ValueError:
-            fail(f"--topic: expected TOPIC or TOPIC:P[,P...], got {spec!r}")
-        for p in chosen:
-            if not 0 <= p < count:
-                fail(f"--topic {spec}: partition {p} out of range: {name} has partitions 0 to {count - 1}")
-        out.extend((name, p) for p in chosen)
-    return sorted(set(out))
-
-
 def _timestamp_ms(text: str) -> int:
     from api.cli.records import CliError, timestamp_ms
 
@@ -252,7 +220,7 @@ def groups_reset_offsets(
                     f"group {group!r} has {len(state['members'])} member(s) (state {state['state']}): "
                     "offsets can be reset only while it is inactive; stop its consumers first"
                 )
-            parts = _partition_specs(client, group, topics, all_topics)
+            parts = partition_specs(client, group, topics, all_topics)
             current = client.committed_offsets(group)
             earliest = client.list_offsets(parts, -2)
             latest = client.list_offsets(parts, -1)
@@ -320,7 +288,7 @@ def groups_delete_offsets(group: str, topics: tuple[str, ...], output: str, **co
     group consumes the topic."""
     with connect(conn) as client:
         try:
-            parts = _partition_specs(client, group, topics, False)
+            parts = partition_specs(client, group, topics, False)
             codes = client.delete_offsets(group, parts)
         except StrataError as exc:
             fail(str(exc))
@@ -340,5 +308,9 @@ def groups_delete_offsets(group: str, topics: tuple[str, ...], output: str, **co
         sys.exit(1)
 
 
-# The share-group commands (reset-share-offsets, delete-share-offsets) join this group.
-from api.cli import share_groups  # noqa: E402,F401
+# The share-group commands join this group (their module does not import this one).
+from api.cli import share_groups  # noqa: E402
+
+groups.add_command(share_groups.groups_reset_share_offsets)
+groups.add_command(share_groups.groups_delete_share_offsets)
+groups.add_command(share_groups.groups_describe_share)

@@ -10,21 +10,16 @@ from typing import Any
 
 import click
 
-from api.cli.common import emit, fail, output_option, print_table
+from api.cli.common import emit, fail, output_option, partition_specs, print_table
 from api.cli.connect import connect, connection_options
-from api.cli.groups import _partition_specs, groups
 from hot.errors import StrataError
-from kwire import ApiKey
-from kwire.messages.share_group_offsets import (
-    AlterShareGroupOffsetsRequest,
-    AlterShareGroupOffsetsRequestPartition,
-    AlterShareGroupOffsetsRequestTopic,
-    DeleteShareGroupOffsetsRequest,
-    DeleteShareGroupOffsetsRequestTopic,
-)
+
+# Registered on `strata groups` by api.cli.groups (add_command), which this module does not
+# import at load time; the wire codec is imported inside the commands, so `strata groups
+# --help` loads neither (tests/ops/test_cli_startup.py).
 
 
-@groups.command("reset-share-offsets")
+@click.command("reset-share-offsets")
 @click.argument("group")
 @click.option(
     "--topic",
@@ -54,11 +49,18 @@ def groups_reset_share_offsets(
     """Set a share group's start offsets (nothing in flight from there), as
     kafka-share-groups --reset-offsets: a dry run unless --execute; the broker refuses
     while the group has members."""
+    from kwire import ApiKey
+    from kwire.messages.share_group_offsets import (
+        AlterShareGroupOffsetsRequest,
+        AlterShareGroupOffsetsRequestPartition,
+        AlterShareGroupOffsetsRequestTopic,
+    )
+
     if sum([to_earliest, to_latest, to_offset is not None]) != 1:
         fail("give exactly one of --to-earliest, --to-latest, --to-offset")
     with connect(conn) as client:
         try:
-            parts = _partition_specs(client, group, topics, False)
+            parts = partition_specs(client, group, topics, False)
             earliest = client.list_offsets(parts, -2)
             latest = client.list_offsets(parts, -1)
             rows: list[dict[str, Any]] = []
@@ -128,7 +130,7 @@ def groups_reset_share_offsets(
         sys.exit(1)
 
 
-@groups.command("delete-share-offsets")
+@click.command("delete-share-offsets")
 @click.argument("group")
 @click.option(
     "--topic", "-t", "topics", multiple=True, required=True, metavar="TOPIC", help="Topic (repeatable)."
@@ -139,6 +141,12 @@ def groups_delete_share_offsets(group: str, topics: tuple[str, ...], output: str
     """Delete a share group's state of whole topics (DeleteShareGroupOffsets, as
     kafka-share-groups --delete-offsets): the group starts them again where
     share.auto.offset.reset says. Refused while the group has members."""
+    from kwire import ApiKey
+    from kwire.messages.share_group_offsets import (
+        DeleteShareGroupOffsetsRequest,
+        DeleteShareGroupOffsetsRequestTopic,
+    )
+
     with connect(conn) as client:
         try:
             req = DeleteShareGroupOffsetsRequest(
@@ -169,7 +177,7 @@ def _top_error(client: Any, group: str, resp: Any) -> str:
     return f"{text}: {resp.error_message}" if resp.error_message else text
 
 
-@groups.command("describe-share")
+@click.command("describe-share")
 @click.argument("group")
 @connection_options
 @output_option
@@ -177,6 +185,7 @@ def groups_describe_share(group: str, output: str, **conn: Any) -> None:
     """A share group (KIP-932), as kafka-share-groups --describe: per partition its start
     offset (-1: no state yet), log end offset and lag (records from the start offset to
     the end: in flight or not yet delivered), then the members and their assignments."""
+    from kwire import ApiKey
     from kwire.messages.describe_share_group_offsets import (
         DescribeShareGroupOffsetsRequest,
         DescribeShareGroupOffsetsRequestGroup,

@@ -8,9 +8,10 @@ what it is told)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from api.handlers.group_topics import ViewTopics
 from api.handlers.groups import GROUP_AUTHORIZED_OPERATIONS, _client_host, _coordinator
 from broker.groups.consumer_group import HeartbeatCall
 from hot.errors import InvalidGroupIdError, StrataError
@@ -36,20 +37,6 @@ from kwire.messages.metadata import NO_AUTHORIZED_OPERATIONS
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection
-
-
-class ViewTopics:
-    """The coordinator's TopicsImage over the broker's metadata view."""
-
-    def __init__(self, view: Any) -> None:
-        self._view = view
-
-    def partition_count(self, topic: str) -> int | None:
-        va = self._view.topics.get(topic)
-        return None if va is None else int(va.value.partition_count)
-
-    def topic_names(self) -> Iterable[str]:
-        return list(self._view.topics)
 
 
 def _by_id(view: Any, assignment: Mapping[str, frozenset[int]]) -> list[tuple[uuid.UUID, str, list[int]]]:

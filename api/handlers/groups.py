@@ -164,7 +164,7 @@ async def handle_join_group(
         if coord.topics is None:
             # A classic member may join a consumer group (KIP-848's online migration):
             # the coordinator resolves its subscription against the cluster's topics.
-            from api.handlers.consumer_groups import ViewTopics
+            from api.handlers.group_topics import ViewTopics
 
             coord.topics = ViewTopics(conn.broker.replicas.view)
         r = await coord.join_group(

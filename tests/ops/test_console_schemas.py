@@ -116,10 +116,25 @@ def test_schema_pages_and_decoded_values(
             driver.get(broker.http_url + f"/dashboard/topics/{topic}")
             wait = _wait(driver)
             driver.find_element(By.CSS_SELECTOR, "[data-testid=browse-go]").click()
-            wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "[data-testid=value-decoded]"))
-            decoded = driver.find_element(By.CSS_SELECTOR, "[data-testid=value-decoded]").text
-            assert json.loads(decoded) == value, topic
-            assert fmt in driver.find_element(By.CSS_SELECTOR, "[data-testid=value-schema]").text, topic
+            # The browser may render the rows more than once (the first answer, then the
+            # decoded one): read both cells together, again while a render replaces them.
+            shown = wait.until(lambda d: _decoded_cells(d, By))
+            assert json.loads(shown[0]) == value, (topic, shown)
+            assert fmt in shown[1], (topic, shown)
+
+
+def _decoded_cells(driver: Any, by: Any) -> tuple[str, str] | None:
+    """The first row's decoded value and schema cells once both are rendered and the value
+    is JSON; None (wait on) while they are missing, being replaced, or not decoded yet."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+
+    try:
+        decoded = driver.find_element(by.CSS_SELECTOR, "[data-testid=value-decoded]").text
+        schema = driver.find_element(by.CSS_SELECTOR, "[data-testid=value-schema]").text
+        json.loads(decoded)
+    except (NoSuchElementException, StaleElementReferenceException, ValueError):
+        return None
+    return decoded, schema
 
 
 def test_protobuf_and_json_values_decoded(broker: BrokerProcess) -> None:
