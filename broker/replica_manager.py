@@ -219,13 +219,9 @@ class ReplicaManager:
         if not self.shutting_down:
             await self.reconcile_yielding()
 
-    def reconcile(self) -> None:
-        """Bring local topics and replica roles in line with the view (synchronous)."""
-        for _ in self._reconcile_steps():
-            pass
-
     async def reconcile_yielding(self) -> None:
-        """``reconcile``, handing the event loop back every ``RECONCILE_CHUNK`` partitions:
+        """Bring local topics and replica roles in line with the view, handing the event
+        loop back every ``RECONCILE_CHUNK`` partitions:
         taking the roles of thousands of new replicas is seconds of work that must not hold
         up the loop's etcd lease renewals, heartbeats and requests (a broker whose loop
         stalls past the session timeout loses its registration). One at a time."""
