@@ -22,6 +22,14 @@ min.insync.replicas 2:
 
 Figures are wall seconds measured on the machine at hand; ``--roots`` runs several code
 trees in turn, at each count, and prints each figure's ratio to the first tree's.
+
+    python -m bench.bench_partitions --single [--partitions 1000,3000] [--roots A,B]
+
+``--single``: the single node instead (``strata serve`` on its embedded store, product
+defaults, tiering on: one topic of that many partitions with ``remote.storage.enable``,
+a few records in each so every partition has data and a manifest), its CPU per wall
+second over ``--idle-seconds`` after ``--settle`` seconds, as % of a core and µs per
+second per partition; with ``--rounds`` the trees alternate that many times.
 """
 
 from __future__ import annotations
@@ -164,6 +172,81 @@ def one(partitions: int, idle_seconds: float, settle: float) -> Figures:
     return fig
 
 
+def one_single(partitions: int, idle_seconds: float, settle: float) -> Figures:
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.brokers import BrokerProcess
+
+    fig = Figures()
+    with tempfile.TemporaryDirectory(prefix="bench-partitions-single-") as tmp:
+        b = BrokerProcess(Path(tmp) / "data", env={"STRATA_LOG_REMOTE_STORAGE_ENABLE": "true"})
+        b.start(timeout=120)
+        try:
+            admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
+            t0 = time.monotonic()
+            topic = NewTopic(TOPIC, num_partitions=partitions, replication_factor=1)
+            admin.create_topics([topic], request_timeout=120)[TOPIC].result(timeout=180)
+            fig.answered_s = time.monotonic() - t0
+            prod = Producer({"bootstrap.servers": b.bootstrap, "log_level": 0, "linger.ms": 50})
+            for p in range(partitions):
+                prod.produce(TOPIC, b"x" * 100, partition=p)
+            prod.flush(120)
+            fig.in_sync_s = time.monotonic() - t0
+            del prod, admin
+            time.sleep(settle)
+            assert b.proc is not None
+            c0, w0 = cpu_seconds(b.proc.pid), time.monotonic()
+            time.sleep(idle_seconds)
+            used, wall = cpu_seconds(b.proc.pid) - c0, time.monotonic() - w0
+            fig.idle_pct = (round(100 * used / wall, 2),)
+            fig.idle_us_per_replica = (round(1e6 * used / wall / partitions, 2),)
+        finally:
+            b.kill()
+    return fig
+
+
+def _single(trees: list[Path], args: argparse.Namespace) -> None:
+    print(
+        f"single node, tiering on, product defaults; idle {args.idle_seconds:.0f} s after {args.settle:.0f} s"
+    )
+    for n in (int(x) for x in args.partitions.split(",")):
+        for r in range(args.rounds):
+            for tree in trees:
+                out = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "bench.bench_partitions",
+                        "--one-single",
+                        str(n),
+                        "--idle-seconds",
+                        str(args.idle_seconds),
+                        "--settle",
+                        str(args.settle),
+                    ],
+                    cwd=tree,
+                    env={**os.environ, "PYTHONPATH": str(tree)},
+                    capture_output=True,
+                    text=True,
+                    timeout=args.timeout,
+                )
+                figs = [ln for ln in out.stdout.splitlines() if ln.startswith("FIGURES ")]
+                name = tree.name or str(tree)
+                if not figs:
+                    why = (out.stderr.strip().splitlines() or ["?"])[-1][:200]
+                    print(f"{n:>6} partitions  round {r + 1} {name}: {why}")
+                    continue
+                f = eval(figs[0][len("FIGURES ") :], {"Figures": Figures, "nan": float("nan")})
+                load = os.getloadavg()[0]
+                print(
+                    f"{n:>6} partitions  round {r + 1} {name}: created {f.answered_s:.1f} s; idle "
+                    f"{f.idle_pct[0]:.2f} % of a core ({f.idle_us_per_replica[0]:.1f} µs/s per partition), "
+                    f"load {load:.1f}",
+                    flush=True,
+                )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", default="1000,3000,10000")
@@ -171,12 +254,21 @@ def main() -> None:
     ap.add_argument("--idle-seconds", type=float, default=10.0)
     ap.add_argument("--settle", type=float, default=5.0)
     ap.add_argument("--timeout", type=float, default=900.0, help="bound of one tree at one count")
+    ap.add_argument("--single", action="store_true", help="the single node's idle CPU instead")
+    ap.add_argument("--rounds", type=int, default=1, help="--single: alternations of the trees")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--one-single", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
         print("FIGURES", repr(one(args.one, args.idle_seconds, args.settle)), flush=True)
         return
+    if args.one_single:
+        print("FIGURES", repr(one_single(args.one_single, args.idle_seconds, args.settle)), flush=True)
+        return
     trees = [Path(r).resolve() for r in args.roots.split(",")]
+    if args.single:
+        _single(trees, args)
+        return
     print(
         f"3 brokers on etcd, RF=3, product defaults (session timeout {SESSION_TIMEOUT_S:.0f} s), no tiering"
     )

@@ -68,7 +68,10 @@ from hot.tasks import cancel_and_wait
 from hot.topics import MAX_PARTITIONS, validate_topic_name
 
 # An idle controller's pass with nothing changed in the view, as a safety net (seconds).
-IDLE_PASS_S: Final = 5.0
+# Its decisions depend on the view alone (live brokers included), and a pass that wrote
+# something or failed is followed by another within ``poll_interval``: a safety net every
+# 5 s walked 10,000 partitions for nothing (issue 35).
+IDLE_PASS_S: Final = 60.0
 # A topic whose partition states are still being written (a creation in steps) is left to
 # its creator while the count of missing states moves; the controller fills in what is
 # missing only after it stood still this long (the creator died), in batches.
@@ -417,7 +420,8 @@ class Controller:
                     kv = await c.etcd.get(c.layout.controller)
                     if kv is None or kv.create_revision != token.create_revision:
                         return
-                if await self.reconcile(token) == 0:
+                # Settled: nothing written and no repair waiting out its grace period.
+                if await self.reconcile(token) == 0 and not self._creating:
                     settled_at = (seq, time.monotonic())
             except StaleControllerEpochError as exc:
                 log.info("controller epoch %d deposed: %s", token.epoch, exc)
@@ -475,6 +479,8 @@ class Controller:
                 written += await self._repair(token, topic, assignment, missing)
             else:
                 self._creating.pop(topic, None)
+        for topic in [t for t in self._creating if t not in view.topics]:
+            del self._creating[topic]  # deleted while being created
         # etcd bounds each of a transaction's lists (compares, puts) by --max-txn-ops, not
         # their sum: a state's compare and put, plus the controller's compare.
         step = max(1, c.max_txn_ops - 1)

@@ -57,6 +57,7 @@ class LocalTopics:
         self._spawn = spawn
         self._built = built
         self.creating: set[str] = set()  # topics being built in a thread
+        self.failed = False  # a creation failed: the replica manager's next pass comes soon
 
     def create_missing(self) -> None:
         """Create (or grow) the local topics the view places replicas of here."""
@@ -79,6 +80,7 @@ class LocalTopics:
                     self.mirror(name, a)
                 except StrataError as exc:
                     log.warning("creating local replicas of topic %s failed: %s", name, exc)
+                    self.failed = True
                 continue
             self.creating.add(name)
             self._spawn(self._build(name, a), f"create-local-{name}")
@@ -88,6 +90,7 @@ class LocalTopics:
             await asyncio.to_thread(self.mirror, name, a)
         except StrataError as exc:
             log.warning("creating local replicas of topic %s failed: %s", name, exc)
+            self.failed = True
         finally:
             self.creating.discard(name)
         try:

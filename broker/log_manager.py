@@ -179,6 +179,7 @@ class ClusterLogManager(LogManager):
             lg = self._logs.pop(key, None)
             self._failed.pop(key, None)
             self._checkpointed.pop(key, None)
+            self.generation += 1
             path = self.partition_dir(topic, partition)
             if lg is not None:
                 lg.delete()

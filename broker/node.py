@@ -279,6 +279,7 @@ class ClusterNode:
         """Only partition leaders upload and apply remote retention, and each manifest
         write carries the leader epoch (a deposed leader's writes are refused)."""
         tiering.is_leader = self.is_leader
+        tiering.roles_key = lambda: (self.replicas.wakeups.roles_seq, self.replicas.lease_alive())
         tiering.uploader.leader_epoch = self.leader_epoch
 
         def deleted() -> None:

@@ -73,8 +73,11 @@ from hot.errors import (
 from hot.log import Log
 from hot.tasks import cancel_and_wait
 
-# An idle broker's reconcile pass with nothing changed, as a safety net (seconds).
-RECONCILE_IDLE_S = 5.0
+# An idle broker's reconcile pass with nothing changed, as a safety net (seconds); sooner
+# when the last pass left something to retry (a log it could not open, an epoch it could
+# not take): a clean idle pass over 1,000 replicas every 5 s was most of an idle broker.
+RECONCILE_IDLE_S = 60.0
+RECONCILE_RETRY_S = 5.0
 # Partitions reconciled between two hand-backs of the event loop (reconcile_yielding).
 RECONCILE_CHUNK = 64
 
@@ -114,6 +117,7 @@ class ReplicaManager:
         self._new_epochs: dict[TopicPartition, tuple[PartitionReplica, Versioned[PartitionState]]] = {}
         self._taking_epochs = False
         self._reconciling = asyncio.Lock()
+        self.retry_reconcile = False  # set by a failure a later pass should retry
         # Parked replica fetches and role-change waiters (coordinators).
         self.wakeups = ReplicaWakeups(self.view)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -206,12 +210,16 @@ class ReplicaManager:
         while True:
             seq = self.view.seq
             state = (seq, self.lease_alive())
-            if state != last or time.monotonic() - since >= RECONCILE_IDLE_S:
+            retry = self.retry_reconcile or self.local.failed or self.local.creating
+            idle_s = RECONCILE_RETRY_S if retry else RECONCILE_IDLE_S
+            if state != last or time.monotonic() - since >= idle_s:
                 last, since = state, time.monotonic()
+                self.retry_reconcile = self.local.failed = False
                 try:
                     self.local.create_missing()
                     await self.reconcile_yielding()
                 except Exception:
+                    self.retry_reconcile = True
                     log.exception("reconciling replicas with the cluster metadata failed")
             await self.view.wait_changed(seq, 1.0)
 
@@ -277,6 +285,7 @@ class ReplicaManager:
             lg = self.manager.ensure_log(topic, partition)
         except StrataError as exc:
             log.warning("%s-%d: no usable local log: %s", topic, partition, exc)
+            self.retry_reconcile = True
             self._drop_replica(key)
             return None
         rep = self.replicas.get(key)
@@ -311,6 +320,7 @@ class ReplicaManager:
                 self._spawn(self._checkpoint_now(), f"hw-checkpoint-{key[0]}-{key[1]}")
         except StrataError as exc:
             log.error("%s-%d: cannot delete the local replica: %s", key[0], key[1], exc)
+            self.retry_reconcile = True
 
     async def _checkpoint_now(self) -> None:
         try:
@@ -415,6 +425,7 @@ class ReplicaManager:
                 log.info("%s: took leader epoch %d after restarting", rep.name, new.leader_epoch)
         except (MetadataStoreError, StrataError) as exc:
             log.warning("%s: could not take a new leader epoch: %s", rep.name, exc)
+            self.retry_reconcile = True
         finally:
             rep.taking_epoch = False
 
@@ -437,6 +448,7 @@ class ReplicaManager:
             lg.assign_leader_epoch(s.leader_epoch)
         except StrataError as exc:
             log.error("%s: cannot lead in epoch %d: %s", rep.name, s.leader_epoch, exc)
+            self.retry_reconcile = True
             self._resign(rep, s.leader_epoch)
             return
         rep.leader = LeaderState(

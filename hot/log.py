@@ -139,6 +139,7 @@ RetentionGuard = Callable[[Segment], bool]
 # DiskHighWaterError) to refuse it. Installed by the LogManager.
 AppendGuard = Callable[[int], None]
 StorageErrorListener = Callable[[StorageError], None]
+RollListener = Callable[["Log"], None]
 
 
 # --- results --------------------------------------------------------------------------------------
@@ -214,6 +215,7 @@ class Log:
         self.append_guard: AppendGuard | None = None
         # Told of every I/O failure of a write, fsync or roll (hot.disk_health: disk full).
         self.storage_error_listener: StorageErrorListener | None = None
+        self.roll_listener: RollListener | None = None  # under the lock, after each roll
         # Compaction (hot.cleaner). With a cleaner attached, a compacted tiered log uploads
         # only cleaned segments, and the cleaner never rewrites one handed to the uploader.
         self.cleaner_attached = False

@@ -65,6 +65,9 @@ def roll_locked(log: Log) -> tuple[Segment, list[Future[None]]]:
     # the directory for this rename too.
     log._pstate.take_locked(new.base_offset, local.active.base_offset, sync_dir=False)
     local.add_segment_locked(new)
+    listener = log.roll_listener
+    if listener is not None:
+        listener(log)  # a sealed segment to upload (tiering.pass_schedule)
     done: list[Future[None]] = []
     if new.base_offset > local.recovery_point:
         local.recovery_point = new.base_offset

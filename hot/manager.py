@@ -54,7 +54,7 @@ from hot.errors import (
     UnknownTopicOrPartitionError,
 )
 from hot.flush import GroupCommitter, IntervalFlusher
-from hot.log import Log, RetentionGuard, atomic_write, fsync_dir
+from hot.log import Log, RetentionGuard, RollListener, atomic_write, fsync_dir
 from hot.log_loader import create_directory_at
 from hot.naming import is_delete_dir, parse_partition_dir, partition_dir_name
 from hot.producer_ids import PRODUCER_IDS_FILE, ProducerIdAllocator
@@ -218,6 +218,10 @@ class LogManager:
         self._flush_workers = flush_workers
         self._lock = threading.RLock()
         self._logs: dict[tuple[str, int], Log] = {}
+        # Bumped whenever a log is opened or removed or a topic is created, deleted,
+        # altered or grown: periodic passes (tiering) list the partitions again only then.
+        self.generation = 0
+        self._roll_listener: RollListener | None = None
         self._failed: dict[tuple[str, int], StorageError] = {}
         self._registry: TopicRegistry | None = None
         self._committer: GroupCommitter | None = None
@@ -419,7 +423,9 @@ class LogManager:
         log.cleaner_attached = self.cleaner_config.enable
         log.append_guard = self._guard_append if self._disk_guard is not None else None
         log.storage_error_listener = self.disk_health.storage_error
+        log.roll_listener = self._roll_listener
         self._logs[key] = log
+        self.generation += 1
         self._failed.pop(key, None)
         return log
 
@@ -661,6 +667,7 @@ class LogManager:
             if info is None:
                 info = registry.create(name, partition + 1, configs)
             old = self._logs.pop((name, partition), None)
+            self.generation += 1
             if old is not None:
                 if old.log_end_offset > old.log_start_offset:
                     raise StorageError(f"{name}-{partition} already holds data; not adopting {staged}")
@@ -681,6 +688,7 @@ class LogManager:
         with self._lock:
             registry = self._require_open()
             info = registry.delete(name)
+            self.generation += 1
             # The topic is gone once the registry says so: a directory that cannot be
             # removed now is one of an unregistered topic, which ``open`` and a later
             # ``create_topic`` of the same name remove. So the other partitions and the
@@ -728,6 +736,7 @@ class LogManager:
         with self._lock:
             registry = self._require_open()
             info = registry.alter_configs(name, configs, replace=replace)
+            self.generation += 1
             config = registry.config(name)
             for p in range(info.partitions):
                 log = self._logs.get((name, p))
@@ -744,6 +753,7 @@ class LogManager:
             new = range(before.partitions, new_total)
             self._build_partitions(name, new, config, before.topic_id, {})
             info = registry.add_partitions(name, new_total)
+            self.generation += 1
             self._open_new(info, new)
             return info
 
@@ -769,6 +779,14 @@ class LogManager:
 
     def failed_partitions(self) -> dict[tuple[str, int], StorageError]:
         return dict(self._failed)
+
+    def set_roll_listener(self, listener: RollListener | None) -> None:
+        """Tell ``listener`` of every segment roll of every log, present and future
+        (``Log.roll_listener``: called under the log's lock, keep it short)."""
+        with self._lock:
+            self._roll_listener = listener
+            for log in self._logs.values():
+                log.roll_listener = listener
 
     def set_retention_guard(self, guard: RetentionGuard | None) -> None:
         """Install the tiering hook on every log, present and future (see Log.apply_retention)."""

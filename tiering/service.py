@@ -32,7 +32,7 @@ import random
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -52,6 +52,7 @@ from tiering.config import TieringConfig
 from tiering.manifest import PartitionManifest
 from tiering.manifest_store import ManifestStore
 from tiering.metrics import CacheStatsCollector, DirectGetCollector, S3RequestCollector, TieringMetrics
+from tiering.pass_schedule import PassSchedule, upload_lag_due
 from tiering.remote_read import RemoteReader
 from tiering.s3_store import S3Store
 from tiering.store import ObjectStore
@@ -64,6 +65,10 @@ logger = logging.getLogger(__name__)
 PENDING_DELETES_FILE: Final = "tiering-deletes.json"
 _RECOVERY_WAIT_S: Final = 1.0  # how long ``start`` waits for the recovery of every partition
 _PENDING_VERSION: Final = 1
+# A quiet partition without sealed local segments is looked at again after this many
+# quiet periods at the latest (a roll, its upload-lag bound or a changed set of
+# partitions brings it back sooner): nothing else about it comes due with time.
+QUIET_LONG_FACTOR: Final = 10
 
 
 def _now_ms() -> int:
@@ -231,10 +236,20 @@ class TieringService:
         # when nothing time-based can come due (local retention by time). A pass skips them
         # while their shape stands still, so an idle broker's pass costs what changed, not
         # what it holds (issue 35).
-        self._quiet: dict[tuple[str, int], tuple[tuple[int, ...], int]] = {}
+        self._quiet: dict[tuple[str, int], tuple[tuple[int, ...], float]] = {}
         # Cluster mode: whether this broker leads a partition (only the leader uploads and
-        # applies local and total retention; followers keep their data).
+        # applies local and total retention; followers keep their data), and a value that
+        # changes whenever that may have changed (roles, epochs, the lease).
         self.is_leader: Callable[[str, int], bool] | None = None
+        self.roles_key: Callable[[], Hashable] | None = None
+        # Which partitions a periodic pass looks at (tiering.pass_schedule), and those a
+        # full pass found tiered and led here.
+        self._schedule = PassSchedule(self.config.retention_check_interval_ms, self._scan_key)
+        self._tiered: dict[tuple[str, int], tuple[TopicInfo, Log]] = {}
+        self._all_cache: tuple[Hashable, list[tuple[TopicInfo, Log]]] | None = None
+        # Total retention: partitions whose last pass deleted nothing, with what that
+        # depended on and when their oldest remote segment expires by time.
+        self._retention_idle: dict[tuple[str, int], tuple[tuple[int, ...], float]] = {}
 
     # --- lifecycle -----------------------------------------------------------------------------
 
@@ -249,6 +264,7 @@ class TieringService:
         )
         m.remove_delete_listener(self._on_topic_deleted)
         m.add_delete_listener(self._on_topic_deleted)
+        m.set_roll_listener(self._schedule.rolled)
 
     async def start(self) -> None:
         """Attach to the manager and start the background loop."""
@@ -375,6 +391,8 @@ class TieringService:
                 raise
             except Exception:
                 logger.exception("tiering pass failed")
+            if self.store_failing or backoff:
+                self._schedule.invalidate()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
             self._wake.clear()
@@ -414,9 +432,9 @@ class TieringService:
             retention is None and now - self._last_retention_ms >= cfg.retention_check_interval_ms
         ):
             self._last_retention_ms = now
-            result.remote_deleted = await self._retention_all(now)
+            result.remote_deleted, moved = await self._retention_all(now)
             # Total retention may have moved log starts past local segments.
-            await self._local_retention_all(now, result)
+            await self._local_retention_all(moved, now, result)
         if compact or (
             compact is None and now - self._last_compaction_ms >= cfg.remote_compaction_interval_ms
         ):
@@ -428,6 +446,16 @@ class TieringService:
         return result
 
     def _all_logs(self) -> list[tuple[TopicInfo, Log]]:
+        """Every partition led here (cached while the scan key stands: listing 10,000
+        partitions for each periodic duty was an idle broker's largest cost)."""
+        key = self._scan_key()
+        if key is not None and self._all_cache is not None and self._all_cache[0] == key:
+            return self._all_cache[1]
+        out = self._list_logs()
+        self._all_cache = None if key is None else (key, out)
+        return out
+
+    def _list_logs(self) -> list[tuple[TopicInfo, Log]]:
         out: list[tuple[TopicInfo, Log]] = []
         leads = self.is_leader
         for info in self.manager.topics():
@@ -441,30 +469,53 @@ class TieringService:
                 out.append((info, log))
         return out
 
+    def _scan_key(self) -> Hashable | None:
+        """What the set of tiered partitions led here depends on (None: unknown)."""
+        gen = getattr(self.manager, "generation", None)
+        if gen is None:
+            return None
+        return (gen, None if self.roles_key is None else self.roles_key())
+
     async def _upload_all(self, now: int, result: PassResult, *, quiet: bool = False) -> None:
-        tiered: list[tuple[TopicInfo, Log]] = []
-        for info, log in self._all_logs():
-            if log.config.remote_storage_enable:
-                tiered.append((info, log))
+        sched = self._schedule
+        if not quiet or sched.full_due(now):
+            sched.full(now)
+            listed = self._list_logs()  # afresh: the full pass is also the safety net
+            key = self._scan_key()
+            self._all_cache = None if key is None else (key, listed)
+            self._tiered = {
+                (info.name, log.partition): (info, log)
+                for info, log in listed
+                if log.config.remote_storage_enable
+            }
+            tiered = list(self._tiered.values())
+            partial = False
+        else:
+            tiered = [self._tiered[k] for k in sched.take(now) if k in self._tiered]
+            partial = True
         # Before the upload scan, so a segment rolled for its age goes up in this pass.
         await roll_aged_segments((log for _, log in tiered), now, self.metrics)
-        for info in {i.name: i for i, _ in tiered}.values():
-            await self.uploader.sync_topic_manifest(info)
+        if not partial:  # a topic's creation or change bumps the scan key: a full pass
+            for info in {i.name: i for i, _ in tiered}.values():
+                await self.uploader.sync_topic_manifest(info)
         sem = asyncio.Semaphore(self.config.upload_concurrency)
         failure: list[ObjectStoreError] = []
 
         quiet_for = self.config.retention_check_interval_ms
 
         def still_quiet(info: TopicInfo, log: Log) -> bool:
-            q = self._quiet.get((info.name, log.partition)) if quiet else None
+            key = (info.name, log.partition)
+            q = self._quiet.get(key) if quiet and not partial else None
             if q is not None and now < q[1] and q[0] == self._shape(log):
                 result.skipped += 1
+                sched.quiet(key, q[1])
                 return True
             return False
 
         async def one(info: TopicInfo, log: Log) -> None:
             key = (info.name, log.partition)
             self._quiet.pop(key, None)
+            sched.busy((key,))  # until this visit finds nothing to do
             async with sem:
                 if failure:
                     return  # the store is failing: do not hammer it with every partition
@@ -502,11 +553,17 @@ class TieringService:
                         and self.uploader.pending_segments(*key) == 0
                         and not any(seg.replaced for seg in m.segments)
                     ):
-                        self._quiet[key] = (self._shape(log), now + quiet_for)
+                        # Local retention by time can come due only with sealed local
+                        # segments; otherwise a long safety net (the roll brings it back).
+                        period = quiet_for if len(log.segments()) > 1 else QUIET_LONG_FACTOR * quiet_for
+                        until = min(now + period, upload_lag_due(log, now))
+                        self._quiet[key] = (self._shape(log), until)
+                        sched.quiet(key, until)
 
         # Quiet partitions are not even given a task: an idle pass costs one look each.
         await asyncio.gather(*(one(info, log) for info, log in tiered if not still_quiet(info, log)))
         if failure:
+            sched.invalidate()
             raise failure[0]
 
     def _shape(self, log: Log) -> tuple[int, ...]:
@@ -744,14 +801,54 @@ class TieringService:
                 done += 1
         return done
 
-    async def _local_retention_all(self, now: int, result: PassResult) -> None:
-        for _, log in self._all_logs():
+    async def _local_retention_all(self, logs: list[Log], now: int, result: PassResult) -> None:
+        for log in logs:
             if log.config.remote_storage_enable:
                 result.local_deleted += len(await self.uploader.apply_local_retention(log, now))
 
-    async def _retention_all(self, now: int) -> int:
+    def _retention_shape(self, info: TopicInfo, log: Log) -> tuple[int, ...]:
+        """What a total-retention pass's outcome depends on besides the clock: the manifest
+        (uploads, deletions), the log's start, local start and end (retention.bytes counts
+        the local-only tail), the topic's configuration, this broker's leader epoch."""
+        st = self.uploader.cached_state(info.name, log.partition)
+        m = st.manifest if st is not None and st.topic_id == info.topic_id else None
+        epoch = self.uploader.led_epoch(log.topic, log.partition)
+        return (
+            id(log),
+            id(log.config),
+            -1 if m is None else m.revision,
+            log.log_start_offset,
+            log.local_log_start_offset,
+            log.log_end_offset,
+            -2 if epoch is None else epoch,
+        )
+
+    def _retention_due(self, info: TopicInfo, log: Log) -> float:
+        """When the oldest remote data of ``log`` expires by ``retention.ms`` (total
+        retention deletes oldest first and stops at the first segment it keeps, so only
+        the oldest one's expiry can change its outcome while nothing else does)."""
+        ms = log.config.retention_ms
+        st = self.uploader.cached_state(info.name, log.partition)
+        m = st.manifest if st is not None else None
+        if ms < 0 or m is None:
+            return float("inf")
+        if m.spillover:
+            return m.spillover[0].max_timestamp + ms + 1
+        for s in m.copied():
+            return (s.max_timestamp if s.max_timestamp >= 0 else s.created_ms) + ms + 1
+        return float("inf")
+
+    async def _retention_all(self, now: int) -> tuple[int, list[Log]]:
+        """Total retention of every partition led here whose outcome may have changed
+        since its last pass; returns the remote segments deleted and the logs whose log
+        start moved (their local segments below it go next)."""
         deleted = 0
+        moved: list[Log] = []
+        idle = self._retention_idle
+        seen: set[tuple[str, int]] = set()
         for info, log in self._all_logs():
+            key = (info.name, log.partition)
+            seen.add(key)
             st = self.uploader.cached_state(info.name, log.partition)
             known_empty = (
                 st is not None
@@ -761,8 +858,13 @@ class TieringService:
             )
             if known_empty and not log.config.remote_storage_enable:
                 continue  # never tiered: nothing remote to expire
+            shape = self._retention_shape(info, log)
+            last = idle.get(key)
+            if last is not None and last[0] == shape and now < last[1]:
+                continue  # nothing it depends on changed, and nothing expired since
+            start = log.log_start_offset
             try:
-                deleted += await self.uploader.apply_total_retention(log, info.topic_id, now)
+                n = await self.uploader.apply_total_retention(log, info.topic_id, now)
             except ObjectStoreError:
                 raise
             except PartitionStoppedError:
@@ -770,7 +872,17 @@ class TieringService:
             except StrataError as e:
                 if not (log.closed or not log.is_online):
                     logger.error("total retention of %s failed: %s", log.name, e)
-        return deleted
+                continue
+            deleted += n
+            if log.log_start_offset != start:
+                moved.append(log)
+            if n == 0:
+                idle[key] = (self._retention_shape(info, log), self._retention_due(info, log))
+            else:
+                idle.pop(key, None)
+        for key in [k for k in idle if k not in seen]:
+            del idle[key]
+        return deleted, moved
 
     async def _delete_pending_topics(self) -> int:
         done = 0

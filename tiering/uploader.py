@@ -657,6 +657,13 @@ class Uploader:
             return False
         return self._clock_ms() - mtime >= lag_ms
 
+    def _local_bytes(self, key: tuple[str, int]) -> float:
+        try:
+            log = self.manager.get_log(*key)
+        except StrataError:
+            return 0.0
+        return float(sum(s.size for s in log.segments()))
+
     def _observe_lag(self, st: PartitionState, log: Log, remote_next: int) -> None:
         segs = log.segments()
         pending = [s for s in segs[:-1] if s.next_offset > remote_next]
@@ -673,11 +680,13 @@ class Uploader:
                 m.local_bytes.labels(*labels),
                 m.upload_lag_seconds.labels(*labels),
             )
-        lag_segments, lag_bytes, local_bytes, lag_seconds = series
+            # Read at scrape time: an idle partition is visited seldom (tiering.pass_schedule)
+            # while appends to its active segment go on.
+            series[2].set_function(lambda: self._local_bytes(key))
+        lag_segments, lag_bytes, _, lag_seconds = series
         self._pending[key] = len(pending)
         lag_segments.set(len(pending))
         lag_bytes.set(sum(s.size for s in pending))
-        local_bytes.set(sum(s.size for s in segs))
         age_ms = 0
         if pending:  # sealed when last written: its mtime is when it stopped growing
             with contextlib.suppress(StorageError):
