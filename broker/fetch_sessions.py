@@ -93,6 +93,7 @@ class FetchContext:
     incremental: bool
     fetch: list[tuple[TopicPartition, SessionPartition]]
     session: Session | None = None
+    asked: tuple[TopicPartition, ...] = ()  # an incremental request's stated partitions
 
     def include(
         self,
@@ -189,8 +190,10 @@ class FetchSessionCache:
         session.last_used_ms = now
         for tp in forgotten:
             session.partitions.pop(tp, None)
+        stated: list[TopicPartition] = []
         for a in asked:
             tp = (a.topic, a.partition)
+            stated.append(tp)
             sp = session.partitions.get(tp)
             if sp is None:
                 session.partitions[tp] = _partition(a)
@@ -199,7 +202,9 @@ class FetchSessionCache:
                 sp.max_bytes = a.max_bytes
                 sp.current_leader_epoch = a.current_leader_epoch
                 sp.log_start_offset = a.log_start_offset
-        return FetchContext(E.NONE, session.session_id, True, list(session.partitions.items()), session)
+        return FetchContext(
+            E.NONE, session.session_id, True, list(session.partitions.items()), session, tuple(stated)
+        )
 
     def _create(
         self, parts: dict[TopicPartition, SessionPartition], replica: bool, now: int

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from broker.fetch_sessions import SessionPartition, TopicPartition
+from broker.fetch_sessions import Session, SessionPartition, TopicPartition
 from broker.log_manager import ClusterLogManager
 from broker.metrics import BrokerMetrics
 from broker.partition_replica import PartitionReplica, Role
@@ -102,6 +102,8 @@ class ReadPath:
         self.manager = manager
         self.replicas = replicas
         self.metrics = metrics
+        # How often an incremental follower fetch looks at its whole session (ReplicaWakeups).
+        self.walk_s = replicas.config.replica_lag_time_max_ms / 8000
         self.tiering = tiering
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
@@ -399,6 +401,8 @@ class ReadPath:
         max_wait_ms: int,
         max_bytes: int,
         incremental: bool = False,
+        session: Session | None = None,
+        asked: Sequence[TopicPartition] = (),
     ) -> list[FetchedPartition]:
         """A follower's fetch: whole batches up to the log end, in request order within
         ``max_bytes`` (the first partition with data gets at least one batch); waits up to
@@ -408,17 +412,37 @@ class ReadPath:
         nothing to say is left out of the answer, and one that is *quiet* (the follower at
         the log end, already recorded there recently, and the marks last sent to it still
         the log's: ``SessionPartition``) is not even recorded (``LeaderState.quiet_fetch``):
-        an idle follower's fetch costs a few attribute reads per partition."""
+        an idle follower's fetch costs a few attribute reads per partition.
+
+        With the incremental request's ``session``, not even that: only the partitions
+        the request states (``asked``) and those marked for this follower since its last
+        fetch (``ReplicaWakeups.dirty``: appended, high watermark moved, role changed) are
+        looked at, and the whole session every ``walk_s`` (``walk_due``)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, max_wait_ms) / 1000
         replicas = self.replicas
         by_key = replicas.replicas
+        wakeups = replicas.wakeups
+        if incremental and session is not None:
+            in_session = session.partitions
+
+            def pick(extra: Sequence[TopicPartition] = ()) -> list[tuple[TopicPartition, SessionPartition]]:
+                now = loop.time()
+                if wakeups.walk_due(follower_id, now):
+                    wakeups.walked(follower_id, now + self.walk_s)
+                    return list(in_session.items())
+                keys = wakeups.take_dirty(follower_id)
+                keys.update(extra)
+                return [(tp, sp) for tp in keys if (sp := in_session.get(tp)) is not None]
+
+            parts = pick(asked)
         while True:
             out: list[FetchedPartition] = []
             served: list[PartitionReplica] = []
             quiet: list[tuple[TopicPartition, SessionPartition, Log]] = []
             budget = max_bytes
             failed = False
+            behind: list[TopicPartition] = []  # had something to read, or failed: look again
             for (topic, partition), sp in parts:
                 if incremental:
                     rep = by_key.get((topic, partition))
@@ -460,6 +484,7 @@ class ReadPath:
                         )
                         served.append(rep)
                         continue
+                    behind.append((topic, partition))
                     r = lg.read(
                         sp.fetch_offset,
                         max(0, min(sp.max_bytes, budget)),
@@ -483,13 +508,27 @@ class ReadPath:
                     served.append(rep)
                 except StrataError as exc:
                     failed = True
+                    behind.append((topic, partition))
                     out.append(FetchedPartition(topic, partition, exc))
             if failed or budget < max_bytes or not (served or quiet) or loop.time() >= deadline:
+                wakeups.remark(follower_id, behind)
                 return out
             waiter = replicas.wakeups.data_waiter(follower_id)
             try:
                 await asyncio.wait_for(waiter, deadline - loop.time())
+                if incremental and session is not None:
+                    # Woken by an append (or a role change): what was looked at, and what
+                    # was marked since.
+                    parts = _again(in_session, quiet, served, pick())
             except TimeoutError:
+                if incremental and session is not None:
+                    marked = pick()
+                    if marked:
+                        # Marks moved meanwhile (a high watermark, by another follower's
+                        # fetch): one more look at those and at what was looked at, then
+                        # the answer (the deadline has passed).
+                        parts = _again(in_session, quiet, served, marked)
+                        continue
                 # Nothing was appended to any of them: the answer is the one read above,
                 # with the offsets that may have moved meanwhile (not a second pass over
                 # every partition, which doubled an idle follower's cost), and the quiet
@@ -511,6 +550,20 @@ class ReadPath:
                 return out
             finally:
                 replicas.wakeups.drop_data_waiter(follower_id, waiter)
+
+
+def _again(
+    in_session: dict[TopicPartition, SessionPartition],
+    quiet: list[tuple[TopicPartition, SessionPartition, Log]],
+    served: list[PartitionReplica],
+    marked: list[tuple[TopicPartition, SessionPartition]],
+) -> list[tuple[TopicPartition, SessionPartition]]:
+    """A session fetch's partitions for another look: those looked at, then those marked
+    since, each once (a partition twice in an answer would be appended twice)."""
+    keys = dict.fromkeys(tp for tp, _, _ in quiet)
+    keys.update(dict.fromkeys((rep.topic, rep.partition) for rep in served))
+    keys.update(dict.fromkeys(tp for tp, _ in marked))
+    return [(tp, sp) for tp in keys if (sp := in_session.get(tp)) is not None]
 
 
 def _marks_now(f: FetchedPartition, lg: Log) -> FetchedPartition:

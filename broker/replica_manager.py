@@ -724,6 +724,7 @@ class ReplicaManager:
                 log.error("%s: cannot advance the high watermark: %s", rep.name, exc)
                 self._fail_waiters(rep, exc)
                 return
+            self.wakeups.mark(rep)  # the followers hear of it in their next fetch
         self._complete_ack_waiters(rep)
 
     def _flushed_threadsafe(self, logs: list[Log]) -> None:
@@ -806,6 +807,7 @@ class ReplicaManager:
                 )
             fut: asyncio.Future[None] = loop.create_future()
             rep.low_watermark_waiters.add(fut)
+            self.wakeups.mark(rep)  # the followers' next fetches carry the new log start
             # A follower that stopped fetching wakes nobody: look again at least every second.
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(fut, min(left, 1.0))

@@ -5,6 +5,13 @@ A parked replica fetch waits on one future per follower, not per partition: park
 costs the same for 10 partitions as for 10,000 (a follower fetches from a leader in one
 session), and an append wakes only the fetches of that partition's followers. Role
 changes are counted (``roles_seq``) and wake ``wait_roles_changed``.
+
+It also keeps, per follower, the partitions to look at in its next incremental session
+fetch (``dirty``): those appended to, whose high watermark moved, whose role or epoch
+changed, or that a DeleteRecords waits on. An idle follower's fetch then looks at what
+changed, not at every partition of its session (issue 35); ``walk_due`` asks for a walk
+over the whole session now and then, for what no mark reports (a log start moved by
+retention, the fetch records that keep a quiet follower's caught-up time recent).
 """
 
 from __future__ import annotations
@@ -22,6 +29,9 @@ class ReplicaWakeups:
         self._fetch_waiters: dict[int, set[asyncio.Future[None]]] = {}
         self.roles_seq = 0  # bumped by every role or epoch change (role_changed)
         self._roles_event = asyncio.Event()
+        self._dirty: dict[int, set[tuple[str, int]]] = {}
+        self._walk_all_seq = 0  # bumped when every follower's next fetch must walk it all
+        self._walked: dict[int, tuple[int, float]] = {}  # follower: (walk_all_seq, next walk at)
 
     def data_waiter(self, follower_id: int) -> asyncio.Future[None]:
         """A future completed by the next append to a partition led here of which
@@ -39,7 +49,44 @@ class ReplicaWakeups:
     def appended(self, rep: PartitionReplica) -> None:
         """Wake the parked fetches of ``rep``'s followers."""
         lead = rep.leader
-        self._wake(lead.replicas if lead is not None else list(self._fetch_waiters))
+        if lead is None:
+            self._wake(list(self._fetch_waiters))
+            return
+        key = (rep.topic, rep.partition)
+        for b in lead.replicas:
+            self._dirty.setdefault(b, set()).add(key)
+        self._wake(lead.replicas)
+
+    def mark(self, rep: PartitionReplica) -> None:
+        """Something a follower of ``rep`` must hear of changed (the high watermark, the
+        log start a DeleteRecords waits on): look at it in their next fetch."""
+        lead = rep.leader
+        if lead is None:
+            self._walk_all_seq += 1
+            return
+        key = (rep.topic, rep.partition)
+        for b in lead.replicas:
+            self._dirty.setdefault(b, set()).add(key)
+
+    def remark(self, follower_id: int, keys: list[tuple[str, int]]) -> None:
+        """Look at ``keys`` again in ``follower_id``'s next fetch (it is behind on them: an
+        answer bounded by its byte budget, an error)."""
+        if keys:
+            self._dirty.setdefault(follower_id, set()).update(keys)
+
+    def take_dirty(self, follower_id: int) -> set[tuple[str, int]]:
+        """The partitions marked for ``follower_id`` since the last call (then forgotten)."""
+        return self._dirty.pop(follower_id, None) or set()
+
+    def walk_due(self, follower_id: int, now: float) -> bool:
+        """Whether ``follower_id``'s fetch must look at its whole session now."""
+        last = self._walked.get(follower_id)
+        return last is None or last[0] != self._walk_all_seq or now >= last[1]
+
+    def walked(self, follower_id: int, next_at: float) -> None:
+        """``follower_id``'s fetch looks at its whole session; the next such walk at ``next_at``."""
+        self._walked[follower_id] = (self._walk_all_seq, next_at)
+        self._dirty.pop(follower_id, None)
 
     def role_changed(self, rep: PartitionReplica | None = None) -> None:
         """``rep``'s role or epoch changed (None: every replica's): wake the parked fetches
@@ -52,9 +99,14 @@ class ReplicaWakeups:
         event.set()
         va = self.view.topics.get(rep.topic) if rep is not None else None
         if rep is None or va is None or not 0 <= rep.partition < len(va.value.partitions):
+            self._walk_all_seq += 1
             self._wake(list(self._fetch_waiters))
         else:
-            self._wake(va.value.partitions[rep.partition])
+            replicas = va.value.partitions[rep.partition]
+            key = (rep.topic, rep.partition)
+            for b in replicas:
+                self._dirty.setdefault(b, set()).add(key)
+            self._wake(replicas)
 
     async def wait_roles_changed(self, view_seq: int, roles_seq: int, timeout: float) -> None:
         """Until the view changes after ``view_seq``, a replica's role after ``roles_seq``,

@@ -251,6 +251,8 @@ async def _replica_fetch(
         max_wait_ms=req.max_wait_ms,
         max_bytes=req.max_bytes,
         incremental=ctx.incremental,
+        session=ctx.session,
+        asked=ctx.asked,
     )
     states = ctx.session.partitions if ctx.session is not None else dict(ctx.fetch)
     by_topic: dict[str, list[FetchPartitionData]] = {}
