@@ -510,7 +510,10 @@ class ReadPath:
                     failed = True
                     behind.append((topic, partition))
                     out.append(FetchedPartition(topic, partition, exc))
-            if failed or budget < max_bytes or not (served or quiet) or loop.time() >= deadline:
+            # Nothing to wait for: no partition (an empty session's look at what changed
+            # finds none, yet waits like any idle session).
+            empty = not (served or quiet) and not (incremental and session is not None and session.partitions)
+            if failed or budget < max_bytes or empty or loop.time() >= deadline:
                 wakeups.remark(follower_id, behind)
                 return out
             waiter = replicas.wakeups.data_waiter(follower_id)
