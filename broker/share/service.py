@@ -36,6 +36,7 @@ from broker.share.state_store import ShareStateStore, Snapshot
 from broker.share.stored_configs import StoredShareConfigs
 from hot.batch import parse_header
 from hot.errors import (
+    FencedLeaderEpochError,
     InvalidRequestError,
     NonEmptyGroupError,
     NotLeaderError,
@@ -314,7 +315,7 @@ class ShareService:
         fut: asyncio.Future[SharePartition] = asyncio.get_running_loop().create_future()
         self._loading[key] = fut
         try:
-            sp = await self._load(group_id, topic, partition)
+            sp = await self._load(group_id, topic, partition, epoch)
             self.partitions[key] = sp
             self._epochs[key] = epoch
             fut.set_result(sp)
@@ -332,7 +333,7 @@ class ShareService:
         except StrataError:
             return -1
 
-    async def _load(self, group_id: str, topic: str, partition: int) -> SharePartition:
+    async def _load(self, group_id: str, topic: str, partition: int, leader_epoch: int) -> SharePartition:
         s = self.settings(group_id)
         lg = self.reads.log(topic, partition)
         sp = SharePartition(
@@ -345,7 +346,9 @@ class ShareService:
         tid = self.topic_id(topic)
         if self.store is None or tid is None:
             return sp
-        found = await self.store.read(group_id, tid, partition)
+        # In this leader epoch: from now on the share coordinator fences an older leader's
+        # writes (FENCED_LEADER_EPOCH), one that has not noticed it lost the partition.
+        found = await self.store.read(group_id, tid, partition, leader_epoch=leader_epoch)
         if found is not None:
             sp.state_epoch = found.state_epoch + 1
             sp.restore(max(found.start, lg.log_start_offset), found.batches)
@@ -361,10 +364,14 @@ class ShareService:
             return
         try:
             await self.store.write(
-                group_id, tid, partition, Snapshot(sp.state_epoch, sp.start, tuple(sp.snapshot()))
+                group_id,
+                tid,
+                partition,
+                Snapshot(sp.state_epoch, sp.start, tuple(sp.snapshot()), self._epochs.get(key, -1)),
             )
-        except FencedStateEpochError:
-            # Altered by an administrator through another broker: load the new state.
+        except (FencedStateEpochError, FencedLeaderEpochError):
+            # Altered by an administrator, or taken over by a newer leader of the partition:
+            # the next fetch loads the state the share coordinator has.
             if self.partitions.get(key) is sp:
                 self._drop_local(key)
             raise
