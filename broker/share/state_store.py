@@ -227,7 +227,27 @@ class ShareStateStore:
         newer state epoch (AlterShareGroupOffsets wrote it): the writer's copy is stale, as
         Kafka's share coordinator fences it. Leader epoch -1: AlterShareGroupOffsets
         (module docstring)."""
-        shard = self._local_shard(key)
+        await self._append_checked(self._local_shard(key), key, snapshot)
+
+    def write_now(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, snapshot: Snapshot
+    ) -> asyncio.Future[None] | None:
+        """``write`` begun at once where this broker is the key's share coordinator (its
+        state partition loaded): the snapshot is appended before this returns, so the flush
+        round of the caller's loop iteration covers it while the caller goes on; the future
+        completes once it is acknowledged. None where the write must go the long way
+        (``write``: another coordinator, a loading or moving one). FENCED_* raised."""
+        key = state_key(group_id, topic_id, partition)
+        shard = self.runtime.shard_for(key)
+        if shard is None:
+            return None
+        try:
+            return self._append_checked(shard, key, snapshot)
+        except (NotCoordinatorError, CoordinatorNotAvailableError, CoordinatorLoadInProgressError):
+            return None
+
+    def _append_checked(self, shard: _StateShard, key: str, snapshot: Snapshot) -> asyncio.Future[None]:
+        """``local_write``'s fencing, then the append (the future: its acknowledgement)."""
         current = shard.latest.get(key)
         if current is not None:
             stored = Snapshot.decode(current)
@@ -240,7 +260,7 @@ class ShareStateStore:
                 )
             if stored.state_epoch > snapshot.state_epoch:
                 raise FencedStateEpochError(f"share-group state of {key} has a newer state epoch")
-        await self.runtime.append(shard, [(key, snapshot.encode())])
+        return self.runtime.append(shard, [(key, snapshot.encode())])
 
     async def local_delete(self, key: str) -> None:
         """Append a tombstone for ``key`` (when it has state) and wait for acks=all."""
