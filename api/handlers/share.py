@@ -252,7 +252,14 @@ async def _persist(
 ) -> dict[tuple[str, int], StrataError]:
     """Persist the acknowledged share partitions concurrently (their state writes share
     the coordinator log's group commits): the failures, by partition."""
-    results = await asyncio.gather(*(svc.persist(group, t, p) for t, p in changed), return_exceptions=True)
+    return await _persisted(changed, [svc.persist_now(group, t, p) for t, p in changed])
+
+
+async def _persisted(
+    changed: Sequence[tuple[str, int]], started: Sequence[asyncio.Future[None]]
+) -> dict[tuple[str, int], StrataError]:
+    """The failures, by partition, of the state writes ``started`` (``persist_now``)."""
+    results = await asyncio.gather(*started, return_exceptions=True)
     out: dict[tuple[str, int], StrataError] = {}
     for tp, r in zip(changed, results, strict=True):
         if isinstance(r, StrataError):
@@ -312,7 +319,13 @@ async def handle_share_fetch(
         (n, p) for f in req.forgotten_topics_data if (n := view.topic_name(f.topic_id)) for p in f.partitions
     ]
     # The acknowledgements are persisted while the fetch runs; the answer waits for both.
-    persisting = asyncio.ensure_future(_persist(svc, group, changed)) if changed else None
+    # Their state is appended now, and one yield lets the flush round start (its fdatasync
+    # on the flush threads) before the fetch takes the loop.
+    persisting = None
+    if changed:
+        started = [svc.persist_now(group, t, p) for t, p in changed]
+        persisting = asyncio.ensure_future(_persisted(changed, started))
+        await asyncio.sleep(0)
     try:
         if req.share_session_epoch == CLOSE_EPOCH:
             assert session is not None

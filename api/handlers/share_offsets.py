@@ -3,6 +3,11 @@ broker.share: an administrator setting a share group's start offsets (persisted 
 share coordinator with nothing in flight) or deleting its state for whole topics. As Kafka:
 only while the group has no members (NON_EMPTY_GROUP, for the request and each entry), a
 topic or partition the cluster does not have is UNKNOWN_TOPIC_OR_PARTITION for its entry.
+Both are group-coordinator requests: a broker that does not coordinate the group (the
+leader of its ``__consumer_offsets`` partition, where its members' heartbeats land and
+so where "no members" can be known) answers NOT_COORDINATOR, as Kafka's does; a state
+write from a share partition's copy the change made stale is fenced at the share
+coordinator (FENCED_STATE_EPOCH, broker.share.state_store).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from api.handlers.share import code_of, shares
 from hot.errors import (
     GroupIdNotFoundError,
     InvalidGroupIdError,
+    NotCoordinatorError,
     StrataError,
     UnknownTopicOrPartitionError,
 )
@@ -32,6 +38,17 @@ if TYPE_CHECKING:
     from api.handlers.context import Connection
 
 
+def _check_coordinator(conn: Connection, group_id: str) -> None:
+    """NOT_COORDINATOR unless this broker coordinates ``group_id`` (module docstring);
+    COORDINATOR_LOAD_IN_PROGRESS while it is loading the group's offsets partition."""
+    coord = getattr(conn.broker, "groups", None)
+    if coord is None:
+        return
+    node = coord.find_coordinator(group_id)
+    if node != coord.node_id:
+        raise NotCoordinatorError(f"share group {group_id!r} is coordinated by broker {node}")
+
+
 async def handle_alter_share_group_offsets(
     conn: Connection, header: RequestHeader, req: AlterShareGroupOffsetsRequest
 ) -> AlterShareGroupOffsetsResponse:
@@ -40,6 +57,7 @@ async def handle_alter_share_group_offsets(
     try:
         if not req.group_id:
             raise InvalidGroupIdError("GroupId can't be empty")
+        _check_coordinator(conn, req.group_id)
         svc = shares(conn)
         svc.check_empty(req.group_id)
     except StrataError as exc:
@@ -84,6 +102,7 @@ async def handle_delete_share_group_offsets(
     try:
         if not req.group_id:
             raise InvalidGroupIdError("GroupId can't be empty")
+        _check_coordinator(conn, req.group_id)
         svc = shares(conn)
         if req.group_id not in svc.groups:
             raise GroupIdNotFoundError(f"group {req.group_id} is not a share group")

@@ -1,7 +1,9 @@
 """ReadShareGroupState and WriteShareGroupState: the share coordinator's side of the
 share-partition state (broker.share.state_store), asked by the brokers leading the share
 partitions. A key whose state partition this broker does not lead (or is still loading)
-is NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS); the asking broker follows it."""
+is NOT_COORDINATOR (COORDINATOR_LOAD_IN_PROGRESS); the asking broker follows it. A read or
+write from an older leader epoch is FENCED_LEADER_EPOCH, a write with an older state
+epoch FENCED_STATE_EPOCH (broker.share.state_store)."""
 
 from __future__ import annotations
 
@@ -48,7 +50,9 @@ async def handle_read_share_group_state(
         parts = []
         for p in t.partitions:
             try:
-                snap = _store(conn).local_read(state_key(req.group_id, t.topic_id, p.partition))
+                snap = await _store(conn).local_read_as_leader(
+                    state_key(req.group_id, t.topic_id, p.partition), p.leader_epoch
+                )
             except StrataError as exc:
                 parts.append(
                     ReadStatePartitionResult(
@@ -96,6 +100,7 @@ async def handle_write_share_group_state(
                         )
                         for b in p.state_batches
                     ),
+                    p.leader_epoch,
                 )
                 await _store(conn).local_write(state_key(req.group_id, t.topic_id, p.partition), snap)
                 parts.append(WriteStatePartitionResult(partition=p.partition))

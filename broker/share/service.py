@@ -36,8 +36,12 @@ from broker.share.state_store import ShareStateStore, Snapshot
 from broker.share.stored_configs import StoredShareConfigs
 from hot.batch import parse_header
 from hot.errors import (
+    CoordinatorLoadInProgressError,
+    CoordinatorNotAvailableError,
+    FencedLeaderEpochError,
     InvalidRequestError,
     NonEmptyGroupError,
+    NotCoordinatorError,
     NotLeaderError,
     OffsetOutOfRangeError,
     StrataError,
@@ -314,7 +318,7 @@ class ShareService:
         fut: asyncio.Future[SharePartition] = asyncio.get_running_loop().create_future()
         self._loading[key] = fut
         try:
-            sp = await self._load(group_id, topic, partition)
+            sp = await self._load(group_id, topic, partition, epoch)
             self.partitions[key] = sp
             self._epochs[key] = epoch
             fut.set_result(sp)
@@ -332,7 +336,7 @@ class ShareService:
         except StrataError:
             return -1
 
-    async def _load(self, group_id: str, topic: str, partition: int) -> SharePartition:
+    async def _load(self, group_id: str, topic: str, partition: int, leader_epoch: int) -> SharePartition:
         s = self.settings(group_id)
         lg = self.reads.log(topic, partition)
         sp = SharePartition(
@@ -345,7 +349,9 @@ class ShareService:
         tid = self.topic_id(topic)
         if self.store is None or tid is None:
             return sp
-        found = await self.store.read(group_id, tid, partition)
+        # In this leader epoch: from now on the share coordinator fences an older leader's
+        # writes (FENCED_LEADER_EPOCH), one that has not noticed it lost the partition.
+        found = await self.store.read(group_id, tid, partition, leader_epoch=leader_epoch)
         if found is not None:
             sp.state_epoch = found.state_epoch + 1
             sp.restore(max(found.start, lg.log_start_offset), found.batches)
@@ -360,14 +366,50 @@ class ShareService:
         if self.store is None or sp is None or tid is None:
             return
         try:
-            await self.store.write(
-                group_id, tid, partition, Snapshot(sp.state_epoch, sp.start, tuple(sp.snapshot()))
-            )
-        except FencedStateEpochError:
-            # Altered by an administrator through another broker: load the new state.
-            if self.partitions.get(key) is sp:
-                self._drop_local(key)
+            await self.store.write(group_id, tid, partition, self._snapshot(key, sp))
+        except (FencedStateEpochError, FencedLeaderEpochError):
+            self._fenced(key, sp)
             raise
+
+    def persist_now(self, group_id: str, topic: str, partition: int) -> asyncio.Future[None]:
+        """``persist`` begun at once: where this broker is the share coordinator the state
+        is appended before this returns, so the flush round at the end of this loop
+        iteration makes it durable while the caller goes on (a ShareFetch's fetch); else
+        (and when that append is not acknowledged: the coordinator moved) ``persist``."""
+        key = (group_id, topic, partition)
+        sp = self.partitions.get(key)
+        tid = self.topic_id(topic)
+        if self.store is None or sp is None or tid is None:
+            return asyncio.ensure_future(self.persist(group_id, topic, partition))
+        try:
+            fut = self.store.write_now(group_id, tid, partition, self._snapshot(key, sp))
+        except (FencedStateEpochError, FencedLeaderEpochError) as exc:
+            self._fenced(key, sp)
+            failed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            failed.set_exception(exc)
+            return failed
+        if fut is None:
+            return asyncio.ensure_future(self.persist(group_id, topic, partition))
+        return asyncio.ensure_future(self._acknowledged(fut, group_id, topic, partition))
+
+    async def _acknowledged(
+        self, fut: asyncio.Future[None], group_id: str, topic: str, partition: int
+    ) -> None:
+        try:
+            await fut
+        except (NotCoordinatorError, CoordinatorNotAvailableError, CoordinatorLoadInProgressError):
+            # The state partition moved before the append was acknowledged: written again
+            # (the current state) the long way, following the coordinator.
+            await self.persist(group_id, topic, partition)
+
+    def _snapshot(self, key: Key, sp: SharePartition) -> Snapshot:
+        return Snapshot(sp.state_epoch, sp.start, tuple(sp.snapshot()), self._epochs.get(key, -1))
+
+    def _fenced(self, key: Key, sp: SharePartition) -> None:
+        """Altered by an administrator, or taken over by a newer leader of the partition:
+        the next fetch loads the state the share coordinator has."""
+        if self.partitions.get(key) is sp:
+            self._drop_local(key)
 
     async def acknowledge(
         self,

@@ -13,6 +13,16 @@ it answers acknowledgements) and read when it starts serving it, at the share
 coordinator: the leader of the key's state partition, this broker or another one reached
 with ReadShareGroupState / WriteShareGroupState over the replica listener. A coordinator
 that moves or is loading is followed for up to ``RETRY_S``.
+
+Fencing, as Kafka's share coordinator (ShareCoordinatorShard): each snapshot carries the
+user partition's leader epoch of its writer and the state epoch. A read by a partition
+leader in a newer leader epoch records that epoch (persisted, so it survives a failover
+of the share coordinator); a read or write from an older leader epoch is
+FENCED_LEADER_EPOCH (a deposed leader that has not noticed yet), a write with an older
+state epoch than the stored one FENCED_STATE_EPOCH (AlterShareGroupOffsets reset the state
+meanwhile). Unlike Kafka, a write with leader epoch -1 is the group coordinator's
+AlterShareGroupOffsets (Kafka's InitializeShareGroupState, which Strata does not have as
+a separate API): it is not leader-fenced and keeps the stored leader epoch.
 """
 
 from __future__ import annotations
@@ -22,7 +32,7 @@ import json
 import logging
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, TypeVar
 
 from broker.coordinator_runtime.runtime import CoordinatorLog
@@ -37,6 +47,7 @@ from hot.errors import (
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
     CorruptRecordError,
+    FencedLeaderEpochError,
     NotCoordinatorError,
 )
 from kwire import ApiKey
@@ -78,6 +89,8 @@ class Snapshot:
     state_epoch: int
     start: int
     batches: tuple[StateBatch, ...]
+    # The user partition's leader epoch of the writer (-1: none, module docstring).
+    leader_epoch: int = -1
 
     def encode(self) -> bytes:
         return json.dumps(
@@ -85,6 +98,7 @@ class Snapshot:
                 "e": self.state_epoch,
                 "s": self.start,
                 "b": [[b.first, b.last, int(b.state), b.delivery_count] for b in self.batches],
+                "l": self.leader_epoch,
             },
             separators=(",", ":"),
         ).encode()
@@ -97,6 +111,7 @@ class Snapshot:
                 int(d["e"]),
                 int(d["s"]),
                 tuple(StateBatch(int(f), int(la), RecordState(int(st)), int(c)) for f, la, st, c in d["b"]),
+                int(d.get("l", -1)),  # absent in records written before leader epochs were kept
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise CorruptRecordError(f"bad share-group state record: {exc}") from exc
@@ -188,15 +203,64 @@ class ShareStateStore:
         data = self._local_shard(key).durable.get(key)
         return None if data is None else Snapshot.decode(data)
 
-    async def local_write(self, key: str, snapshot: Snapshot) -> None:
-        """Append the snapshot and wait for acks=all; FENCED_STATE_EPOCH when the state
-        has a newer state epoch (AlterShareGroupOffsets wrote it): the writer's copy is
-        stale, as Kafka's share coordinator fences it."""
+    async def local_read_as_leader(self, key: str, leader_epoch: int) -> Snapshot | None:
+        """``local_read`` for the partition leader in ``leader_epoch`` (-1: unfenced):
+        FENCED_LEADER_EPOCH when a leader in a newer epoch read or wrote the state already;
+        a newer epoch is recorded (appended, acks=all) before the state is returned, so
+        the older leader's writes are fenced from then on."""
         shard = self._local_shard(key)
         current = shard.latest.get(key)
-        if current is not None and Snapshot.decode(current).state_epoch > snapshot.state_epoch:
-            raise FencedStateEpochError(f"share-group state of {key} has a newer state epoch")
-        await self.runtime.append(shard, [(key, snapshot.encode())])
+        if current is not None and leader_epoch >= 0:
+            snap = Snapshot.decode(current)
+            if snap.leader_epoch > leader_epoch:
+                raise FencedLeaderEpochError(
+                    f"share-group state of {key} is held by leader epoch {snap.leader_epoch}, "
+                    f"not {leader_epoch}"
+                )
+            if snap.leader_epoch < leader_epoch:
+                await self.runtime.append(shard, [(key, replace(snap, leader_epoch=leader_epoch).encode())])
+        return self.local_read(key)
+
+    async def local_write(self, key: str, snapshot: Snapshot) -> None:
+        """Append the snapshot and wait for acks=all. FENCED_LEADER_EPOCH when a newer
+        leader epoch read or wrote the state, then FENCED_STATE_EPOCH when the state has a
+        newer state epoch (AlterShareGroupOffsets wrote it): the writer's copy is stale, as
+        Kafka's share coordinator fences it. Leader epoch -1: AlterShareGroupOffsets
+        (module docstring)."""
+        await self._append_checked(self._local_shard(key), key, snapshot)
+
+    def write_now(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, snapshot: Snapshot
+    ) -> asyncio.Future[None] | None:
+        """``write`` begun at once where this broker is the key's share coordinator (its
+        state partition loaded): the snapshot is appended before this returns, so the flush
+        round of the caller's loop iteration covers it while the caller goes on; the future
+        completes once it is acknowledged. None where the write must go the long way
+        (``write``: another coordinator, a loading or moving one). FENCED_* raised."""
+        key = state_key(group_id, topic_id, partition)
+        shard = self.runtime.shard_for(key)
+        if shard is None:
+            return None
+        try:
+            return self._append_checked(shard, key, snapshot)
+        except (NotCoordinatorError, CoordinatorNotAvailableError, CoordinatorLoadInProgressError):
+            return None
+
+    def _append_checked(self, shard: _StateShard, key: str, snapshot: Snapshot) -> asyncio.Future[None]:
+        """``local_write``'s fencing, then the append (the future: its acknowledgement)."""
+        current = shard.latest.get(key)
+        if current is not None:
+            stored = Snapshot.decode(current)
+            if snapshot.leader_epoch < 0:
+                snapshot = replace(snapshot, leader_epoch=stored.leader_epoch)
+            elif stored.leader_epoch > snapshot.leader_epoch:
+                raise FencedLeaderEpochError(
+                    f"share-group state of {key} is held by leader epoch {stored.leader_epoch}, "
+                    f"not {snapshot.leader_epoch}"
+                )
+            if stored.state_epoch > snapshot.state_epoch:
+                raise FencedStateEpochError(f"share-group state of {key} has a newer state epoch")
+        return self.runtime.append(shard, [(key, snapshot.encode())])
 
     async def local_delete(self, key: str) -> None:
         """Append a tombstone for ``key`` (when it has state) and wait for acks=all."""
@@ -213,17 +277,24 @@ class ShareStateStore:
 
     # -- the share-partition leader's side ---------------------------------------------------
 
-    async def read(self, group_id: str, topic_id: uuid.UUID, partition: int) -> Snapshot | None:
+    async def read(
+        self, group_id: str, topic_id: uuid.UUID, partition: int, *, leader_epoch: int = -1
+    ) -> Snapshot | None:
+        """The persisted snapshot (None: none); ``leader_epoch``: the reader leads the user
+        partition in that epoch (``local_read_as_leader``), -1 for a summary read."""
         key = state_key(group_id, topic_id, partition)
 
         async def local() -> Snapshot | None:
-            return self.local_read(key)
+            return await self.local_read_as_leader(key, leader_epoch)
 
         async def remote(call: RemoteCall, node: int) -> Snapshot | None:
             req = ReadShareGroupStateRequest(
                 group_id=group_id,
                 topics=(
-                    ReadStateData(topic_id=topic_id, partitions=(ReadStatePartition(partition=partition),)),
+                    ReadStateData(
+                        topic_id=topic_id,
+                        partitions=(ReadStatePartition(partition=partition, leader_epoch=leader_epoch),),
+                    ),
                 ),
             )
             resp = await call(node, ApiKey.READ_SHARE_GROUP_STATE, req, CALL_TIMEOUT_S)
@@ -259,6 +330,7 @@ class ShareStateStore:
                             WriteStatePartition(
                                 partition=partition,
                                 state_epoch=snapshot.state_epoch,
+                                leader_epoch=snapshot.leader_epoch,
                                 start_offset=snapshot.start,
                                 state_batches=tuple(
                                     ShareStateBatch(

@@ -90,3 +90,34 @@ def test_loop_flush_moves_the_recovery_point_once_per_burst(tmp_path: Path) -> N
                     lg.close()
 
     asyncio.run(run())
+
+
+def test_a_rounds_logs_are_synced_side_by_side(tmp_path: Path) -> None:
+    """A round of several logs goes to several Syncer threads (their fdatasyncs share one
+    journal commit), each handed back once."""
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        rounds: list[list[Log]] = []
+        lf = loop_flush.LoopFlush(loop, rounds.append, lambda lg: None)
+        cfg = LogConfig(flush_mode="fsync")
+        logs = [Log.open(tmp_path / f"s-{p}", cfg, topic="s", partition=p) for p in range(3)]
+        try:
+            for i, lg in enumerate(logs):
+                lg.append(_batch(i), leader_epoch=0)
+                lf.request(lg)
+            lf._submit()  # the round, now rather than at the end of the iteration
+            assert sorted(lf._queued) == [0] * (loop_flush.SYNC_THREADS - 3) + [1] * 3
+            for _ in range(500):
+                await asyncio.sleep(0.01)
+                if all(lg.recovery_point == 1 for lg in logs):
+                    break
+            assert [lg.recovery_point for lg in logs] == [1, 1, 1]
+            assert lf._queued == [0] * loop_flush.SYNC_THREADS
+            assert sorted(id(lg) for r in rounds for lg in r) == sorted(id(lg) for lg in logs)
+        finally:
+            lf.close()
+            for lg in logs:
+                lg.close()
+
+    asyncio.run(run())
