@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 import pytest
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka import AcknowledgeType, Consumer, Producer, ShareConsumer
 
 from tests.api.test_rest import assert_error
 from tests.api.test_share_consumer import _configure
@@ -65,7 +65,16 @@ def consumer(broker: BrokerProcess) -> Iterator[ShareConsumer]:
             c.acknowledge(m, AcknowledgeType.ACCEPT)
     c.commit_sync(30)
     yield c
-    c.close()
+    try:
+        c.close()
+    except Exception:  # closed by the last test already
+        pass
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    with chromium(tmp_path_factory.mktemp("profile"), 1280, 1000) as d:
+        yield d
 
 
 def _get(url: str) -> Any:
@@ -94,7 +103,8 @@ def test_rest_v3_share_group(cluster: str, consumer: ShareConsumer) -> None:
     assert consumers["kind"] == "KafkaShareConsumerList"
     [c] = consumers["data"]
     assert (c["kind"], c["group_id"], c["client_id"]) == ("KafkaShareGroupConsumer", GROUP, "sv-client")
-    assert c["member_epoch"] >= 1 and c == _get(f"{cluster}/share-groups/{GROUP}/consumers/{c['consumer_id']}")
+    assert c["member_epoch"] >= 1
+    assert c == _get(f"{cluster}/share-groups/{GROUP}/consumers/{c['consumer_id']}")
     assignments = _get(c["assignments"]["related"])["data"]
     assert [(a["kind"], a["topic_name"], a["partition_id"]) for a in assignments] == [
         ("KafkaShareGroupConsumerAssignment", TOPIC, 0),
@@ -121,6 +131,87 @@ def test_rest_v3_share_group(cluster: str, consumer: ShareConsumer) -> None:
         f"{cluster}/share-groups/{GROUP}/lags/{TOPIC}/partitions/7",
     ):
         assert_error(httpx.get(url, timeout=10), 404, 404)
+
+
+def _cell(driver: Any, css: str, want: str) -> None:
+    """Wait until the element ``css`` reads ``want`` (pages re-render every few seconds)."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    def read(d: Any) -> bool:
+        try:
+            return bool(d.find_element(By.CSS_SELECTOR, css).text == want)
+        except (NoSuchElementException, StaleElementReferenceException):
+            return False
+
+    try:
+        WebDriverWait(driver, 30, poll_frequency=0.2).until(read)
+    except Exception as exc:
+        raise AssertionError(f"{css}: never read {want!r}") from exc
+
+
+def test_console_shows_share_and_kip848_groups(
+    broker: BrokerProcess, consumer: ShareConsumer, driver: Any
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    listed = _get(f"{broker.http_url}/console/api/groups")["groups"]
+    [row] = [g for g in listed if g["group_id"] == GROUP]
+    assert (row["type"], row["state"], row["members"], row["total_lag"]) == ("share", "Stable", 1, 10)
+    page = _get(f"{broker.http_url}/console/api/groups/{GROUP}")
+    assert (page["type"], page["total_lag"], page["total_in_flight"]) == ("share", 10, 10)
+    assert page["members"][0]["assignments"] == [f"{TOPIC}-0", f"{TOPIC}-1"]
+
+    # a KIP-848 consumer group next to it: the console shows its protocol and epochs
+    kip848 = Consumer(
+        {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": "sv-kip848",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    kip848.subscribe([TOPIC])
+    try:
+        deadline = time.monotonic() + 30
+        while not kip848.assignment() and time.monotonic() < deadline:
+            kip848.poll(0.5)
+        assert kip848.assignment()
+        epoch = _get(f"{broker.http_url}/console/api/groups/sv-kip848")["members"][0]["member_epoch"]
+
+        driver.get(f"{broker.http_url}/dashboard/groups")
+        _cell(driver, f"[data-row=group-{GROUP}] [data-field=type]", "share")
+        _cell(driver, f"[data-row=group-{GROUP}] [data-field=total_lag]", "10")
+        _cell(driver, "[data-row=group-sv-kip848] [data-field=type]", "consumer")
+
+        driver.get(f"{broker.http_url}/dashboard/groups/{GROUP}")
+        _cell(driver, f"[data-row={TOPIC}-0] [data-field=start_offset]", "0")
+        _cell(driver, f"[data-row={TOPIC}-0] [data-field=in_flight]", "10")
+        _cell(driver, f"[data-row={TOPIC}-0] [data-field=acquired]", "10")
+        _cell(driver, f"[data-row={TOPIC}-0] [data-field=lag]", "10")
+        _cell(driver, f"[data-row={TOPIC}-1] [data-field=start_offset]", "4")
+        _cell(driver, f"[data-row={TOPIC}-1] [data-field=lag]", "0")
+        _cell(driver, "[data-testid=total-in-flight]", "10")
+        members = driver.find_element(By.CSS_SELECTOR, "[data-testid=members]").text
+        assert "sv-client" in members and f"{TOPIC}-0, {TOPIC}-1" in members
+
+        driver.get(f"{broker.http_url}/dashboard/groups/sv-kip848")
+        _cell(driver, "[data-testid=members] [data-field=member_epoch]", str(epoch))
+        info = driver.find_element(By.CSS_SELECTOR, ".kv").text
+        assert "consumer (KIP-848)" in info and "assignment epoch" in info
+    finally:
+        kip848.close()
+
+
+def test_after_the_consumer_leaves(cluster: str, consumer: ShareConsumer) -> None:
+    consumer.close()  # leaves the group: its held records are Available again
+    g = _get(f"{cluster}/share-groups/{GROUP}")
+    assert (g["state"], g["consumer_count"], g["assigned_topic_partitions"]) == ("EMPTY", 0, [])
+    rows = {x["partition_id"]: x for x in _get(f"{cluster}/share-groups/{GROUP}/lags")["data"]}
+    fields = ("start_offset", "in_flight", "acquired", "lag")
+    assert tuple(rows[0][f] for f in fields) == (0, 10, 0, 10)
+    assert tuple(rows[1][f] for f in fields) == (4, 0, 0, 0)
 
 
 def _links(doc: Any) -> list[str]:
