@@ -24,6 +24,9 @@ brokers for the share partitions they serve (``?held=true``, answered from memor
 forwarded), whose figures win. A group this broker does not know as a share group is a 404
 (Confluent's error body).
 
+A share consumer's id may hold ``/`` (librdkafka's are base64): the consumer routes take
+the rest of the path as the id, the more specific ones (assignments) matched first.
+
 Authorization as ShareGroupDescribe: the list shows the groups the user may DESCRIBE, a
 named group needs DESCRIBE (403 whether it exists or not), the assignments and lag rows
 show only topics it may DESCRIBE.
@@ -32,6 +35,7 @@ show only topics it may DESCRIBE.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Path, Request
 from fastapi.responses import Response
@@ -111,7 +115,7 @@ async def share_partitions(
     if svc is None:
         return []
     end_offsets = manager_end_offsets(broker.manager)
-    path = f"/v3/clusters/{cluster_id}/share-groups/{group}/lags?held=true"
+    path = f"/v3/clusters/{quote(cluster_id, safe='')}/share-groups/{quote(group, safe='')}/lags?held=true"
     answers, _ = await peers.json_of_each(request, path)
     theirs: dict[tuple[str, int], SharePartitionView] = {}
     for doc in answers.values():
@@ -282,25 +286,7 @@ def v3_share_groups_router(ctx: V3Context, peers: Peers) -> APIRouter:
         return ctx.listing("KafkaShareConsumerList", request, ["share-groups", group, "consumers"], data)
 
     @router.get(
-        "/v3/clusters/{cluster_id}/share-groups/{group}/consumers/{consumer}", response_model=ShareConsumerV3
-    )
-    async def get_consumer(request: Request, cluster_id: str, group: str, consumer: str) -> Response:
-        g = await described(request, cluster_id, group)
-        return JSONBody(consumer_v3(request, group, member(g, consumer)))
-
-    @router.get(
-        "/v3/clusters/{cluster_id}/share-groups/{group}/consumers/{consumer}/assignments",
-        response_model=ShareConsumerAssignmentListV3,
-    )
-    async def list_assignments(request: Request, cluster_id: str, group: str, consumer: str) -> Response:
-        m = member(await described(request, cluster_id, group), consumer)
-        base = ["share-groups", group, "consumers", consumer, "assignments"]
-        return ctx.listing(
-            "KafkaShareGroupConsumerAssignmentList", request, base, assignments_v3(request, group, m)
-        )
-
-    @router.get(
-        "/v3/clusters/{cluster_id}/share-groups/{group}/consumers/{consumer}/assignments/{topic}"
+        "/v3/clusters/{cluster_id}/share-groups/{group}/consumers/{consumer:path}/assignments/{topic}"
         "/partitions/{partition}",
         response_model=ShareConsumerAssignmentV3,
     )
@@ -318,6 +304,25 @@ def v3_share_groups_router(ctx: V3Context, peers: Peers) -> APIRouter:
         if not found:
             raise RestError(404, 404, f"consumer {consumer!r} is not assigned {topic}-{partition}")
         return JSONBody(found[0])
+
+    @router.get(
+        "/v3/clusters/{cluster_id}/share-groups/{group}/consumers/{consumer:path}/assignments",
+        response_model=ShareConsumerAssignmentListV3,
+    )
+    async def list_assignments(request: Request, cluster_id: str, group: str, consumer: str) -> Response:
+        m = member(await described(request, cluster_id, group), consumer)
+        base = ["share-groups", group, "consumers", consumer, "assignments"]
+        return ctx.listing(
+            "KafkaShareGroupConsumerAssignmentList", request, base, assignments_v3(request, group, m)
+        )
+
+    @router.get(
+        "/v3/clusters/{cluster_id}/share-groups/{group}/consumers/{consumer:path}",
+        response_model=ShareConsumerV3,
+    )
+    async def get_consumer(request: Request, cluster_id: str, group: str, consumer: str) -> Response:
+        g = await described(request, cluster_id, group)
+        return JSONBody(consumer_v3(request, group, member(g, consumer)))
 
     async def lags_of(request: Request, cluster_id: str, group: str, held: bool) -> list[SharePartitionView]:
         ctx.check(cluster_id)
