@@ -2,7 +2,7 @@
 API, and their share partitions' start offsets, in-flight records and lag.
 
     GET /v3/clusters/{id}/share-groups
-    GET /v3/clusters/{id}/share-groups/{g}
+    GET, DELETE /v3/clusters/{id}/share-groups/{g}
     GET /v3/clusters/{id}/share-groups/{g}/assigned-topic-partitions/{topic}/{p}
     GET /v3/clusters/{id}/share-groups/{g}/consumers[/{consumer}[/assignments[/{topic}/partitions/{p}]]]
     GET /v3/clusters/{id}/share-groups/{g}/lags[/{topic}/partitions/{p}]     (Strata's)
@@ -263,6 +263,20 @@ def v3_share_groups_router(ctx: V3Context, peers: Peers) -> APIRouter:
     @router.get("/v3/clusters/{cluster_id}/share-groups/{group}", response_model=ShareGroupV3)
     async def get_group(request: Request, cluster_id: str, group: str) -> Response:
         return JSONBody(group_v3(request, await described(request, cluster_id, group)))
+
+    @router.delete("/v3/clusters/{cluster_id}/share-groups/{group}", status_code=204)
+    async def delete_group(request: Request, cluster_id: str, group: str) -> Response:
+        """DeleteGroups of a share group (DELETE on the group): its state on
+        ``__share_group_state`` goes too; 409 while it has members."""
+        ctx.check(cluster_id)
+        require(broker, request, Operation.DELETE, ResourceType.GROUP, group)
+        answered_here(request, group)
+        svc = shares_of(broker)
+        if svc is None or group not in svc.groups:
+            raise RestError(404, 404, f"share group {group!r} not found")
+        svc.expire()
+        await svc.delete_group(group)
+        return Response(status_code=204)
 
     @router.get(
         "/v3/clusters/{cluster_id}/share-groups/{group}/assigned-topic-partitions/{topic}/{partition}",

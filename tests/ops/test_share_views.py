@@ -126,6 +126,9 @@ def test_rest_v3_share_group(cluster: str, consumer: ShareConsumer) -> None:
         for link in _links(doc):
             assert httpx.get(link, timeout=10).status_code == 200, link
 
+    # not while it has members
+    assert httpx.delete(f"{cluster}/share-groups/{GROUP}", timeout=10).status_code == 409
+
     # not a share group, no such consumer or partition: Confluent's 404 body
     for url in (
         f"{cluster}/share-groups/nope",
@@ -214,6 +217,10 @@ def test_after_the_consumer_leaves(cluster: str, consumer: ShareConsumer) -> Non
     fields = ("start_offset", "in_flight", "acquired", "lag")
     assert tuple(rows[0][f] for f in fields) == (0, 10, 0, 10)
     assert tuple(rows[1][f] for f in fields) == (4, 0, 0, 0)
+    # DELETE (Confluent's; DeleteGroups): the group and its state go
+    assert httpx.delete(f"{cluster}/share-groups/{GROUP}", timeout=10).status_code == 204
+    assert_error(httpx.get(f"{cluster}/share-groups/{GROUP}", timeout=10), 404, 404)
+    assert_error(httpx.delete(f"{cluster}/share-groups/{GROUP}", timeout=10), 404, 404)
 
 
 def _links(doc: Any) -> list[str]:
