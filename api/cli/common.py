@@ -7,9 +7,12 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Final, NoReturn
+from collections.abc import Callable
+from typing import Any, Final, NoReturn, TypeVar
 
 import click
+
+FC = TypeVar("FC", bound=Callable[..., Any])
 
 # Said when a listener closes the connection on a client that spoke neither TLS nor SASL:
 # that is what a SASL or TLS listener does to a plaintext client.
@@ -142,6 +145,20 @@ def http_json(
         )
     except ValueError:
         fail(f"{url}: the answer is not JSON (is this a Strata HTTP listener?)")
+
+
+def topic_specs_option(*, required: bool = False) -> Callable[[FC], FC]:
+    """The ``--topic T[:P,...]`` option (repeatable, as ``topics``) that ``partition_specs``
+    reads: the commands that move or delete a group's offsets take it."""
+    return click.option(
+        "--topic",
+        "-t",
+        "topics",
+        multiple=True,
+        required=required,
+        metavar="T[:P,...]",
+        help="Topic (or some of its partitions).",
+    )
 
 
 def partition_specs(

@@ -15,6 +15,7 @@ from api.cli.common import (
     output_option,
     partition_specs,
     print_table,
+    topic_specs_option,
 )
 from api.cli.connect import connect, connection_options
 from hot.errors import StrataError
@@ -181,9 +182,7 @@ def _timestamp_ms(text: str) -> int:
 
 @groups.command("reset-offsets")
 @click.argument("group")
-@click.option(
-    "--topic", "-t", "topics", multiple=True, metavar="T[:P,...]", help="Topic (or some of its partitions)."
-)
+@topic_specs_option()
 @click.option("--all-topics", is_flag=True, help="Every topic the group has committed offsets for.")
 @click.option("--to-earliest", is_flag=True, help="The log start offset.")
 @click.option("--to-latest", is_flag=True, help="The log end offset (high watermark).")
@@ -271,15 +270,7 @@ def groups_reset_offsets(
 
 @groups.command("delete-offsets")
 @click.argument("group")
-@click.option(
-    "--topic",
-    "-t",
-    "topics",
-    multiple=True,
-    required=True,
-    metavar="T[:P,...]",
-    help="Topic (or some of its partitions).",
-)
+@topic_specs_option(required=True)
 @connection_options
 @output_option
 def groups_delete_offsets(group: str, topics: tuple[str, ...], output: str, **conn: Any) -> None:

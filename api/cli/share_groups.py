@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from api.cli.common import emit, fail, output_option, partition_specs, print_table
+from api.cli.common import emit, fail, output_option, partition_specs, print_table, topic_specs_option
 from api.cli.connect import connect, connection_options
 from hot.errors import StrataError
 
@@ -21,15 +21,7 @@ from hot.errors import StrataError
 
 @click.command("reset-share-offsets")
 @click.argument("group")
-@click.option(
-    "--topic",
-    "-t",
-    "topics",
-    multiple=True,
-    required=True,
-    metavar="T[:P,...]",
-    help="Topic (or some of its partitions).",
-)
+@topic_specs_option(required=True)
 @click.option("--to-earliest", is_flag=True, help="The log start offset.")
 @click.option("--to-latest", is_flag=True, help="The log end offset (high watermark).")
 @click.option("--to-offset", type=click.IntRange(min=0), help="This offset (kept within the log).")

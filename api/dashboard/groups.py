@@ -22,6 +22,12 @@ topic, Kafka's OffsetCommit rule. ``earliest`` is the log start (the remote tier
 watermark when none is), ``offset`` is clamped into [log start, high watermark] as Kafka's
 tool does; a named topic means all its partitions, none every partition the group committed.
 
+Share groups (KIP-932) are listed too (``type`` "share", their lag the records not yet
+acknowledged); a share group's page has its members with their assignments and epochs and,
+per share partition, the start offset, the records in flight and acquired, the log end
+offset and the lag (api.rest.v3_share_groups.share_partitions: the partitions' leaders'
+figures in a cluster). Share groups have no committed offsets to reset.
+
 In a cluster the list merges the groups every broker coordinates, and a group's page and
 its reset are answered by its coordinator (api.rest.peers).
 """
@@ -40,12 +46,20 @@ from pydantic import BaseModel, Field
 from api.rest.authz import allowed, require, topic_filter
 from api.rest.codec import JSONBody, RestError, check_partition, parse_body, read_records
 from api.rest.peers import Peers, forwarded
+from api.rest.v3_share_groups import share_partitions, shares_of
 from broker.broker import EARLIEST_TIMESTAMP as EARLIEST
 from broker.broker import LATEST_TIMESTAMP as LATEST
 from broker.group_lag import GroupLag, all_group_lags, coordinator_of, group_lag, manager_end_offsets
 from broker.groups.types import GroupState, OffsetCommitRequest, TopicPartition
 from broker.metrics_history import MetricsHistory
 from broker.read_path import FetchRequestPartition
+from broker.share.describe import (
+    ASSIGNOR,
+    ShareGroupView,
+    SharePartitionView,
+    describe_group,
+    partition_views,
+)
 from hot.errors import StrataError
 from kwire.acl import Operation, ResourceType
 
@@ -94,6 +108,7 @@ def groups_console_router(broker: Broker, history: MetricsHistory, peers: Peers)
             for doc in answers.values():
                 out.extend(doc["groups"])
         if broker.groups is None:
+            out += await share_rows(request)
             return JSONBody({"broker_id": broker.node_id, "groups": out, "unreachable": unreachable})
         coordinator = coordinator_of(broker)
         visible = topic_filter(broker, request)
@@ -117,12 +132,84 @@ def groups_console_router(broker: Broker, history: MetricsHistory, peers: Peers)
                     "total_lag": lag.total_lag,
                 }
             )
+        local += await share_rows(request)
         # A group moving between coordinators may be listed twice: this broker's answer stays.
         unique: dict[str, dict[str, Any]] = {}
         for g in local + out:
             unique.setdefault(g["group_id"], g)
         rows = [unique[k] for k in sorted(unique)]
         return JSONBody({"broker_id": broker.node_id, "groups": rows, "unreachable": unreachable})
+
+    async def share_rows(request: Request) -> list[dict[str, Any]]:
+        """The share groups this broker coordinates, as the list shows them."""
+        svc = shares_of(broker)
+        if svc is None:
+            return []
+        svc.expire()
+        visible = topic_filter(broker, request)
+        rows = []
+        for gid in sorted(svc.groups):
+            g = describe_group(svc, gid)
+            if g is None or not group_allowed(request, Operation.DESCRIBE, gid):
+                continue
+            views = [v for v in await partition_views(svc, gid, end_offsets) if visible(v.topic)]
+            rows.append(
+                {
+                    "group_id": gid,
+                    "state": g.state,
+                    "type": "share",
+                    "protocol_type": "share",
+                    "protocol": ASSIGNOR,
+                    "members": len(g.members),
+                    "topics": sorted({v.topic for v in views}),
+                    "partitions": len(views),
+                    "total_lag": sum(v.lag or 0 for v in views),
+                }
+            )
+        return rows
+
+    def share_page(request: Request, g: ShareGroupView, views: list[SharePartitionView]) -> dict[str, Any]:
+        visible = topic_filter(broker, request)
+        return {
+            "broker_id": broker.node_id,
+            "group_id": g.group_id,
+            "state": g.state,
+            "type": "share",
+            "protocol_type": "share",
+            "protocol": ASSIGNOR,
+            "generation_id": g.group_epoch,
+            "assignment_epoch": g.assignment_epoch,
+            "leader_id": None,
+            "total_lag": sum(v.lag or 0 for v in views),
+            "total_in_flight": sum(v.in_flight or 0 for v in views),
+            "max_time_lag_ms": None,
+            "members": [
+                {
+                    "member_id": m.member_id,
+                    "group_instance_id": None,
+                    "client_id": m.client_id,
+                    "host": m.client_host,
+                    "assignments": [f"{t}-{p}" for t, p in m.assignment if visible(t)],
+                    "member_epoch": m.member_epoch,
+                    "target": [],
+                }
+                for m in g.members
+            ],
+            "partitions": [
+                {
+                    "topic": v.topic,
+                    "partition": v.partition,
+                    "start_offset": v.start_offset,
+                    "in_flight": v.in_flight,
+                    "acquired": v.acquired,
+                    "log_end_offset": v.log_end_offset,
+                    "lag": v.lag,
+                }
+                for v in views
+            ],
+            "history": [],
+            "may_reset": False,
+        }
 
     async def first_timestamp(topic: str, partition: int, offset: int) -> int | None:
         try:
@@ -146,6 +233,12 @@ def groups_console_router(broker: Broker, history: MetricsHistory, peers: Peers)
         owner = coordinator_id(group)
         if owner != broker.node_id and not forwarded(request):
             return await peers.relay(request, owner)
+        svc = shares_of(broker)
+        shared = None if svc is None else describe_group(svc, group)
+        if shared is not None:
+            views = await share_partitions(broker, peers, request, broker.config.cluster_id, group)
+            visible = topic_filter(broker, request)
+            return JSONBody(share_page(request, shared, [v for v in views if visible(v.topic)]))
         lag = _visible_lag(
             group_lag(coordinator_of(broker), end_offsets, group), topic_filter(broker, request)
         )

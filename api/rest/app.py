@@ -107,6 +107,7 @@ from api.rest.v3 import V3Context, v3_router
 from api.rest.v3_configs import v3_configs_router
 from api.rest.v3_groups import v3_groups_router
 from api.rest.v3_records import v3_records_router
+from api.rest.v3_share_groups import v3_share_groups_router
 from api.rest_consumers import ConsumerInstances
 from api.security.basic_auth import BasicAuthMiddleware
 from api.security.same_origin import SameOriginWrites
@@ -449,6 +450,7 @@ def create_app(broker: Broker) -> FastAPI:
     app.include_router(v3_router(v3))
     app.include_router(v3_configs_router(v3))
     app.include_router(v3_groups_router(v3, peers))
+    app.include_router(v3_share_groups_router(v3, peers))
     app.include_router(v3_records_router(v3, producer))
 
     # -- consumer groups: lag (v1) and REST Proxy v2 consumer instances ------------------------

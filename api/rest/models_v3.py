@@ -1,5 +1,5 @@
 """Response and request bodies of the Confluent REST v3 resources beyond clusters and topics
-(partitions, replicas, reassignments, brokers, configs, ACLs, consumer groups, produce).
+(partitions, replicas, reassignments, brokers, configs, ACLs, consumer groups, share groups, produce).
 
 The shapes are Confluent REST Proxy v3's: every resource has ``kind``, ``metadata.self``
 and ``metadata.resource_name`` (a CRN), every list ``kind``, ``metadata.self`` and
@@ -294,6 +294,100 @@ class ConsumerGroupLagSummaryV3(BaseModel):
     total_lag: int
     max_lag_consumer: Related | None = Field(description="null when the partition has no member")
     max_lag_partition: Related | None = Field(description="null when the group has no partition")
+
+
+# --- share groups (KIP-932; Confluent's Share Group v3 shapes, api.rest.v3_share_groups) -------
+
+
+class ShareGroupTopicPartitionV3(BaseModel):
+    kind: Literal["KafkaShareGroupTopicPartition"] = "KafkaShareGroupTopicPartition"
+    metadata: ResourceMetadata
+    cluster_id: str
+    topic_name: str
+    partition_id: int
+    partition: Related
+
+
+class ShareGroupV3(BaseModel):
+    kind: Literal["KafkaShareGroup"] = "KafkaShareGroup"
+    metadata: ResourceMetadata
+    cluster_id: str
+    share_group_id: str
+    state: str = Field(description="EMPTY or STABLE")
+    coordinator: Related
+    consumers: Related
+    consumer_count: int
+    partition_count: int = Field(description="topic-partitions assigned to the group's consumers")
+    assigned_topic_partitions: list[ShareGroupTopicPartitionV3]
+    partition_assignor: str = Field(description="Strata's: the share assignor (simple)")
+    group_epoch: int = Field(description="Strata's")
+    assignment_epoch: int = Field(description="Strata's")
+    lags: Related = Field(description="Strata's: start offset, in-flight records and lag per share partition")
+
+
+class ShareGroupListV3(BaseModel):
+    kind: Literal["KafkaShareGroupList"] = "KafkaShareGroupList"
+    metadata: ListMetadata
+    data: list[ShareGroupV3]
+
+
+class ShareConsumerV3(BaseModel):
+    kind: Literal["KafkaShareGroupConsumer"] = "KafkaShareGroupConsumer"
+    metadata: ResourceMetadata
+    cluster_id: str
+    group_id: str
+    consumer_id: str
+    client_id: str
+    member_epoch: int = Field(description="Strata's")
+    host: str = Field(description="Strata's: the consumer's address")
+    assignments: Related
+
+
+class ShareConsumerListV3(BaseModel):
+    kind: Literal["KafkaShareConsumerList"] = "KafkaShareConsumerList"
+    metadata: ListMetadata
+    data: list[ShareConsumerV3]
+
+
+class ShareConsumerAssignmentV3(BaseModel):
+    kind: Literal["KafkaShareGroupConsumerAssignment"] = "KafkaShareGroupConsumerAssignment"
+    metadata: ResourceMetadata
+    cluster_id: str
+    group_id: str
+    consumer_id: str
+    topic_name: str
+    partition_id: int
+    partition: Related
+    lag: Related = Field(description="Strata's")
+
+
+class ShareConsumerAssignmentListV3(BaseModel):
+    kind: Literal["KafkaShareGroupConsumerAssignmentList"] = "KafkaShareGroupConsumerAssignmentList"
+    metadata: ListMetadata
+    data: list[ShareConsumerAssignmentV3]
+
+
+class ShareGroupLagV3(BaseModel):
+    """Strata's (Confluent's API has no share-group lag)."""
+
+    kind: Literal["KafkaShareGroupLag"] = "KafkaShareGroupLag"
+    metadata: ResourceMetadata
+    cluster_id: str
+    group_id: str
+    topic_name: str
+    partition_id: int
+    start_offset: int = Field(description="the share-partition start offset; -1: no state yet")
+    in_flight: int | None = Field(description="records of the window not yet acknowledged; null: unknown")
+    acquired: int | None = Field(description="records held by a consumer now; null: not served here")
+    log_end_offset: int | None = Field(description="the high watermark; null when not known here")
+    lag: int | None = Field(description="records from the start offset to the end not yet acknowledged")
+    partition: Related
+
+
+class ShareGroupLagListV3(BaseModel):
+    kind: Literal["KafkaShareGroupLagList"] = "KafkaShareGroupLagList"
+    metadata: ListMetadata
+    data: list[ShareGroupLagV3]
 
 
 # --- produce ----------------------------------------------------------------------------------

@@ -30,8 +30,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from api.handlers.fetch import named_topics
 from api.security.conn_authz import allowed, allowed_cluster, authorized_operations, principal
@@ -134,7 +134,56 @@ def _split(items: Any, ok: Callable[[Any], bool]) -> tuple[list[Any], list[Any]]
     return yes, no
 
 
+_T = TypeVar("_T")
+_P = TypeVar("_P")
+
+
+def refused_topics(
+    topics: Iterable[_T],
+    partitions: Callable[[_T], Iterable[_P]],
+    topic_answer: Callable[[_T, tuple[Any, ...]], Any],
+    partition_answer: Callable[[_P], Any],
+) -> tuple[Any, ...]:
+    """The answer entries of topics refused whole, every API's shape: per requested topic
+    ``topic_answer(topic, answers)`` with ``answers`` each of its requested ``partitions``
+    refused (``partition_answer``, which carries the error code)."""
+    return tuple(topic_answer(t, tuple(partition_answer(p) for p in partitions(t))) for t in topics)
+
+
+async def with_refused(
+    inner: Handler,
+    conn: Connection,
+    header: RequestHeader,
+    req: Any,
+    *,
+    ok: Sequence[Any],
+    refused: tuple[Any, ...],
+    request_field: str,
+    response_field: str,
+    only_refused: Callable[[tuple[Any, ...]], Any] | None = None,
+) -> Any:
+    """The handler's answer to the permitted entries (``ok``, the request's
+    ``request_field``) with the ``refused`` answers appended to its ``response_field``: the
+    request as it came when nothing is refused, and, when everything is and
+    ``only_refused`` is given, its answer without calling the handler."""
+    if not refused:
+        return await inner(conn, header, req)
+    if not ok and only_refused is not None:
+        return only_refused(refused)
+    resp = await inner(conn, header, dataclasses.replace(req, **{request_field: tuple(ok)}))
+    return dataclasses.replace(resp, **{response_field: (*getattr(resp, response_field), *refused)})
+
+
 # --- per-partition data APIs --------------------------------------------------------------------
+
+
+def _refused_produce(topics: Iterable[Any], code: int) -> tuple[Any, ...]:
+    return refused_topics(
+        topics,
+        lambda t: t.partition_data,
+        lambda t, ps: ProduceTopicResponse(name=t.name, partition_responses=ps),
+        lambda p: ProducePartitionResponse(index=p.index, error_code=code),
+    )
 
 
 async def guard_produce(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
@@ -145,33 +194,13 @@ async def guard_produce(inner: Handler, conn: Connection, header: RequestHeader,
         if req.acks == 0:
             return None
         return ProduceResponse(
-            responses=tuple(
-                ProduceTopicResponse(
-                    name=t.name,
-                    partition_responses=tuple(
-                        ProducePartitionResponse(
-                            index=p.index, error_code=E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-                        )
-                        for p in t.partition_data
-                    ),
-                )
-                for t in req.topic_data
-            )
+            responses=_refused_produce(req.topic_data, E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         )
     ok, no = _split(req.topic_data, lambda t: topic_ok(conn, Operation.WRITE, t.name))
     resp = await inner(conn, header, dataclasses.replace(req, topic_data=tuple(ok))) if ok else None
     if req.acks == 0:
         return None
-    refused = tuple(
-        ProduceTopicResponse(
-            name=t.name,
-            partition_responses=tuple(
-                ProducePartitionResponse(index=p.index, error_code=E.TOPIC_AUTHORIZATION_FAILED)
-                for p in t.partition_data
-            ),
-        )
-        for t in no
-    )
+    refused = _refused_produce(no, E.TOPIC_AUTHORIZATION_FAILED)
     if resp is None:
         return ProduceResponse(responses=refused)
     return dataclasses.replace(resp, responses=(*resp.responses, *refused))
@@ -189,62 +218,54 @@ async def guard_fetch(inner: Handler, conn: Connection, header: RequestHeader, r
     else:
         ok, no = _split(topics, lambda nt: not nt[0] or topic_ok(conn, Operation.READ, nt[0]))
         code = E.TOPIC_AUTHORIZATION_FAILED
-    refused = tuple(
-        FetchableTopicResponse(
-            topic=name,
-            topic_id=t.topic_id,
-            partitions=tuple(
-                FetchPartitionData(partition_index=p.partition, error_code=code, records=b"")
-                for p in t.partitions
-            ),
-        )
-        for name, t in no
+    refused = refused_topics(
+        no,
+        lambda nt: nt[1].partitions,
+        lambda nt, ps: FetchableTopicResponse(topic=nt[0], topic_id=nt[1].topic_id, partitions=ps),
+        lambda p: FetchPartitionData(partition_index=p.partition, error_code=code, records=b""),
     )
-    if not no:
-        return await inner(conn, header, req)
-    if not ok:
-        return FetchResponse(responses=refused)
-    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(t for _, t in ok)))
-    return dataclasses.replace(resp, responses=(*resp.responses, *refused))
+    return await with_refused(
+        inner,
+        conn,
+        header,
+        req,
+        ok=[t for _, t in ok],
+        refused=refused,
+        request_field="topics",
+        response_field="responses",
+        only_refused=lambda r: FetchResponse(responses=r),
+    )
 
 
 async def guard_list_offsets(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
     ok, no = _split(req.topics, lambda t: topic_ok(conn, Operation.DESCRIBE, t.name))
-    if not no:
-        return await inner(conn, header, req)
-    refused = tuple(
-        ListOffsetsTopicResponse(
-            name=t.name,
-            partitions=tuple(
-                ListOffsetsPartitionResponse(
-                    partition_index=p.partition_index, error_code=E.TOPIC_AUTHORIZATION_FAILED
-                )
-                for p in t.partitions
-            ),
-        )
-        for t in no
+    refused = refused_topics(
+        no,
+        lambda t: t.partitions,
+        lambda t, ps: ListOffsetsTopicResponse(name=t.name, partitions=ps),
+        lambda p: ListOffsetsPartitionResponse(
+            partition_index=p.partition_index, error_code=E.TOPIC_AUTHORIZATION_FAILED
+        ),
     )
-    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
-    return dataclasses.replace(resp, topics=(*resp.topics, *refused))
+    return await with_refused(
+        inner, conn, header, req, ok=ok, refused=refused, request_field="topics", response_field="topics"
+    )
 
 
 async def guard_describe_producers(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
     """READ on the topic, as Kafka's DescribeProducers asks."""
     ok, no = _split(req.topics, lambda t: topic_ok(conn, Operation.READ, t.name))
-    if not no:
-        return await inner(conn, header, req)
-    refused = tuple(
-        DescribeProducersTopicResponse(
-            name=t.name,
-            partitions=tuple(
-                DescribeProducersPartitionResponse(partition_index=p, error_code=E.TOPIC_AUTHORIZATION_FAILED)
-                for p in t.partition_indexes
-            ),
-        )
-        for t in no
+    refused = refused_topics(
+        no,
+        lambda t: t.partition_indexes,
+        lambda t, ps: DescribeProducersTopicResponse(name=t.name, partitions=ps),
+        lambda p: DescribeProducersPartitionResponse(
+            partition_index=p, error_code=E.TOPIC_AUTHORIZATION_FAILED
+        ),
     )
-    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
-    return dataclasses.replace(resp, topics=(*resp.topics, *refused))
+    return await with_refused(
+        inner, conn, header, req, ok=ok, refused=refused, request_field="topics", response_field="topics"
+    )
 
 
 async def guard_offset_for_leader_epoch(
@@ -257,19 +278,15 @@ async def guard_offset_for_leader_epoch(
     else:
         ok, no = _split(req.topics, lambda t: topic_ok(conn, Operation.DESCRIBE, t.topic))
         code = E.TOPIC_AUTHORIZATION_FAILED
-    if not no:
-        return await inner(conn, header, req)
-    refused = tuple(
-        OffsetForLeaderTopicResult(
-            topic=t.topic,
-            partitions=tuple(
-                OffsetForLeaderPartitionResult(partition=p.partition, error_code=code) for p in t.partitions
-            ),
-        )
-        for t in no
+    refused = refused_topics(
+        no,
+        lambda t: t.partitions,
+        lambda t, ps: OffsetForLeaderTopicResult(topic=t.topic, partitions=ps),
+        lambda p: OffsetForLeaderPartitionResult(partition=p.partition, error_code=code),
     )
-    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
-    return dataclasses.replace(resp, topics=(*resp.topics, *refused))
+    return await with_refused(
+        inner, conn, header, req, ok=ok, refused=refused, request_field="topics", response_field="topics"
+    )
 
 
 # --- metadata and topic administration ----------------------------------------------------------
@@ -380,22 +397,17 @@ async def guard_delete_records(
 ) -> Any:
     """DELETE on the topic, as Kafka's DeleteRecords asks."""
     ok, no = _split(req.topics, lambda t: topic_ok(conn, Operation.DELETE, t.name))
-    if not no:
-        return await inner(conn, header, req)
-    refused = tuple(
-        DeleteRecordsTopicResult(
-            name=t.name,
-            partitions=tuple(
-                DeleteRecordsPartitionResult(
-                    partition_index=p.partition_index, error_code=E.TOPIC_AUTHORIZATION_FAILED
-                )
-                for p in t.partitions
-            ),
-        )
-        for t in no
+    refused = refused_topics(
+        no,
+        lambda t: t.partitions,
+        lambda t, ps: DeleteRecordsTopicResult(name=t.name, partitions=ps),
+        lambda p: DeleteRecordsPartitionResult(
+            partition_index=p.partition_index, error_code=E.TOPIC_AUTHORIZATION_FAILED
+        ),
     )
-    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
-    return dataclasses.replace(resp, topics=(*resp.topics, *refused))
+    return await with_refused(
+        inner, conn, header, req, ok=ok, refused=refused, request_field="topics", response_field="topics"
+    )
 
 
 def _config_ok(conn: Connection, op: Operation, res: Any) -> bool:

@@ -16,7 +16,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any, Final
 
 from api.security.conn_authz import allowed, allowed_cluster
-from api.security.guards import Guard, Handler, topic_ok
+from api.security.guards import Guard, Handler, refused_topics, topic_ok, with_refused
 from kwire import ApiKey, RequestHeader
 from kwire import error_table as E
 from kwire.acl import Operation, ResourceType
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
 GAF: Final = E.GROUP_AUTHORIZATION_FAILED
 TAF: Final = E.TOPIC_AUTHORIZATION_FAILED
+CAF: Final = E.CLUSTER_AUTHORIZATION_FAILED
 
 
 def _group_ok(conn: Connection, op: Operation, group: str | None) -> bool:
@@ -92,57 +93,41 @@ async def guard_share_fetch(inner: Handler, conn: Connection, header: RequestHea
     if not _group_ok(conn, Operation.READ, req.group_id):
         return ShareFetchResponse(error_code=GAF, error_message="not authorized to READ the group")
     ok = [t for t in req.topics if _topic_readable(conn, t.topic_id)]
-    if len(ok) == len(req.topics):
-        return await inner(conn, header, req)
-    refused = tuple(
-        ShareFetchableTopicResponse(
-            topic_id=t.topic_id,
-            partitions=tuple(
-                ShareFetchPartitionData(partition_index=p.partition_index, error_code=TAF, records=b"")
-                for p in t.partitions
-            ),
-        )
-        for t in req.topics
-        if t not in ok
+    refused = refused_topics(
+        (t for t in req.topics if t not in ok),
+        lambda t: t.partitions,
+        lambda t, ps: ShareFetchableTopicResponse(topic_id=t.topic_id, partitions=ps),
+        lambda p: ShareFetchPartitionData(partition_index=p.partition_index, error_code=TAF, records=b""),
     )
-    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
-    return dataclasses.replace(resp, responses=(*resp.responses, *refused))
+    return await with_refused(
+        inner, conn, header, req, ok=ok, refused=refused, request_field="topics", response_field="responses"
+    )
 
 
 async def guard_share_acknowledge(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
     if not _group_ok(conn, Operation.READ, req.group_id):
         return ShareAcknowledgeResponse(error_code=GAF, error_message="not authorized to READ the group")
     ok = [t for t in req.topics if _topic_readable(conn, t.topic_id)]
-    if len(ok) == len(req.topics):
-        return await inner(conn, header, req)
-    refused = tuple(
-        ShareAcknowledgeTopicResponse(
-            topic_id=t.topic_id,
-            partitions=tuple(
-                ShareAcknowledgePartitionData(partition_index=p.partition_index, error_code=TAF)
-                for p in t.partitions
-            ),
-        )
-        for t in req.topics
-        if t not in ok
+    refused = refused_topics(
+        (t for t in req.topics if t not in ok),
+        lambda t: t.partitions,
+        lambda t, ps: ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=ps),
+        lambda p: ShareAcknowledgePartitionData(partition_index=p.partition_index, error_code=TAF),
     )
-    resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
-    return dataclasses.replace(resp, responses=(*resp.responses, *refused))
+    return await with_refused(
+        inner, conn, header, req, ok=ok, refused=refused, request_field="topics", response_field="responses"
+    )
 
 
 async def guard_read_state(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:
     if allowed_cluster(conn, Operation.CLUSTER_ACTION):
         return await inner(conn, header, req)
     return ReadShareGroupStateResponse(
-        results=tuple(
-            ReadStateResult(
-                topic_id=t.topic_id,
-                partitions=tuple(
-                    ReadStatePartitionResult(partition=p.partition, error_code=E.CLUSTER_AUTHORIZATION_FAILED)
-                    for p in t.partitions
-                ),
-            )
-            for t in req.topics
+        results=refused_topics(
+            req.topics,
+            lambda t: t.partitions,
+            lambda t, ps: ReadStateResult(topic_id=t.topic_id, partitions=ps),
+            lambda p: ReadStatePartitionResult(partition=p.partition, error_code=CAF),
         )
     )
 
@@ -151,17 +136,11 @@ async def guard_write_state(inner: Handler, conn: Connection, header: RequestHea
     if allowed_cluster(conn, Operation.CLUSTER_ACTION):
         return await inner(conn, header, req)
     return WriteShareGroupStateResponse(
-        results=tuple(
-            WriteStateResult(
-                topic_id=t.topic_id,
-                partitions=tuple(
-                    WriteStatePartitionResult(
-                        partition=p.partition, error_code=E.CLUSTER_AUTHORIZATION_FAILED
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in req.topics
+        results=refused_topics(
+            req.topics,
+            lambda t: t.partitions,
+            lambda t, ps: WriteStateResult(topic_id=t.topic_id, partitions=ps),
+            lambda p: WriteStatePartitionResult(partition=p.partition, error_code=CAF),
         )
     )
 
@@ -203,17 +182,11 @@ async def guard_delete_state(inner: Handler, conn: Connection, header: RequestHe
     if allowed_cluster(conn, Operation.CLUSTER_ACTION):
         return await inner(conn, header, req)
     return DeleteShareGroupStateResponse(
-        results=tuple(
-            DeleteStateResult(
-                topic_id=t.topic_id,
-                partitions=tuple(
-                    DeleteStatePartitionResult(
-                        partition=p.partition, error_code=E.CLUSTER_AUTHORIZATION_FAILED
-                    )
-                    for p in t.partitions
-                ),
-            )
-            for t in req.topics
+        results=refused_topics(
+            req.topics,
+            lambda t: t.partitions,
+            lambda t, ps: DeleteStateResult(topic_id=t.topic_id, partitions=ps),
+            lambda p: DeleteStatePartitionResult(partition=p.partition, error_code=CAF),
         )
     )
 
@@ -225,35 +198,23 @@ async def guard_alter_offsets(inner: Handler, conn: Connection, header: RequestH
         return AlterShareGroupOffsetsResponse(
             error_code=GAF,
             error_message="not authorized to READ the group",
-            responses=tuple(
-                AlterShareGroupOffsetsResponseTopic(
-                    topic_name=t.topic_name,
-                    topic_id=ZERO_UUID,
-                    partitions=tuple(
-                        AlterShareGroupOffsetsResponsePartition(
-                            partition_index=p.partition_index, error_code=GAF
-                        )
-                        for p in t.partitions
-                    ),
-                )
-                for t in req.topics
-            ),
+            responses=_refused_alter(req.topics, GAF),
         )
     ok = [t for t in req.topics if topic_ok(conn, Operation.READ, t.topic_name)]
-    refused = tuple(
-        AlterShareGroupOffsetsResponseTopic(
-            topic_name=t.topic_name,
-            topic_id=ZERO_UUID,
-            partitions=tuple(
-                AlterShareGroupOffsetsResponsePartition(partition_index=p.partition_index, error_code=TAF)
-                for p in t.partitions
-            ),
-        )
-        for t in req.topics
-        if t not in ok
-    )
+    refused = _refused_alter((t for t in req.topics if t not in ok), TAF)
     resp = await inner(conn, header, dataclasses.replace(req, topics=tuple(ok)))
     return dataclasses.replace(resp, responses=(*resp.responses, *refused))
+
+
+def _refused_alter(topics: Any, code: int) -> tuple[Any, ...]:
+    return refused_topics(
+        topics,
+        lambda t: t.partitions,
+        lambda t, ps: AlterShareGroupOffsetsResponseTopic(
+            topic_name=t.topic_name, topic_id=ZERO_UUID, partitions=ps
+        ),
+        lambda p: AlterShareGroupOffsetsResponsePartition(partition_index=p.partition_index, error_code=code),
+    )
 
 
 async def guard_delete_offsets(inner: Handler, conn: Connection, header: RequestHeader, req: Any) -> Any:

@@ -20,6 +20,8 @@ Pure state, no I/O, over the state machine of broker.groups.consumer_group:
   ConsumerProtocolAssignment bytes; Heartbeat answers REBALANCE_IN_PROGRESS while its
   assignment must change (its epoch is behind the group's, or it is not yet stable);
   generations that are not its epoch get ILLEGAL_GENERATION, and LeaveGroup removes it.
+  A classic member joining with the ``group.instance.id`` of a member, of either protocol,
+  replaces it (its assignment and epochs), as Kafka's static membership does.
   It keeps its own session timeout, and is removed when it does not send SyncGroup within
   its rebalance timeout after a JoinGroup (Kafka's sync timeout).
 * **Downgrade** (``downgradable`` / ``to_classic``): when the last member of the
@@ -306,9 +308,12 @@ class ClassicBridge:
                         f"group.instance.id {iid!r} is member {held}, not {member_id}"
                     )
                 old = group.members[held]
-                if old.classic is None:
-                    raise UnknownMemberIdError(f"group.instance.id {iid!r} uses the consumer protocol")
-                # The static member's new incarnation takes its place and assignment.
+                # The static member's new incarnation takes its place and assignment, also
+                # when the old one used the consumer protocol (Kafka's
+                # getOrMaybeSubscribeStaticConsumerGroupMember: only a consumer member
+                # replacing a consumer member must wait for it to leave); it is a classic
+                # member from this join on, and the caller downgrades the group when it
+                # replaced the last consumer-protocol member.
                 self._groups._cancel_timers(old)
                 del group.members[held]
                 old.member_id = member_id

@@ -389,7 +389,9 @@ class ConsumerGroups:
             held = group.static_members.get(call.instance_id)
             if held is not None:
                 old = group.members[held]
-                if old.member_epoch != STATIC_LEAVE_EPOCH:
+                # Kafka: a consumer member replacing a consumer member must wait for it to
+                # leave; a classic member (the online migration's) is replaced at once.
+                if old.classic is None and old.member_epoch != STATIC_LEAVE_EPOCH:
                     raise UnreleasedInstanceIdError(
                         f"static member {call.instance_id} of group {group.group_id} has not left "
                         f"(member {held} holds it)"

@@ -302,6 +302,8 @@ class GroupCoordinator:
                 # A classic member of a consumer group (the online migration's bridge).
                 group = self.consumer.groups[req.group_id]
                 result = self.bridge.join(req, self.topics or _GroupTopics(group.subscribed_partitions))
+                # it may have replaced the last consumer-protocol member (same instance id)
+                self._maybe_downgrade(req.group_id, joined=result)
                 await self._write_consumer(req.group_id)
                 return result
             self.consumer.drop(req.group_id)  # an empty consumer group becomes classic
@@ -553,15 +555,24 @@ class GroupCoordinator:
             len(converted.members),
         )
 
-    def _maybe_downgrade(self, group_id: str) -> bool:
+    def _maybe_downgrade(self, group_id: str, joined: JoinGroupResult | None = None) -> bool:
         """The last consumer-protocol member left a group of classic members: it becomes a
-        classic group again where group.consumer.migration.policy allows (a rebalance)."""
+        classic group again where group.consumer.migration.policy allows (a rebalance).
+        ``joined``: the downgrade comes from a classic static member's join that replaced
+        the last consumer-protocol member; as Kafka, no rebalance then, when every member
+        is at the classic group's generation and the joiner's protocol is the group's
+        (otherwise a rebalance, which the members join at their next heartbeat)."""
         group = self.consumer.groups.get(group_id)
         if group is None or not downgradable(group, self.config.max_size, self.config.downgrade_enabled):
             return False
         generation, members = to_classic(group)
+        settled = joined is not None and all(m.member_epoch == generation for m in group.members.values())
         self.consumer.drop(group_id)
-        self._groups.adopt_converted(group_id, generation, [(m.request, m.assignment) for m in members])
+        classic = self._groups.adopt_converted(
+            group_id, generation, [(m.request, m.assignment) for m in members], rebalance=not settled
+        )
+        if settled and joined is not None and classic.protocol_name != joined.protocol_name:
+            self._groups.rebalance(classic, "the joining member's protocol is not the group's")
         logger.info(
             "consumer group %s downgraded to a classic group: generation %d, %d members",
             group_id,

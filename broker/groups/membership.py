@@ -138,11 +138,18 @@ class GroupMembership:
         self._transition(group, Empty)
 
     def adopt_converted(
-        self, group_id: str, generation: int, members: Sequence[tuple[JoinGroupRequest, bytes]]
+        self,
+        group_id: str,
+        generation: int,
+        members: Sequence[tuple[JoinGroupRequest, bytes]],
+        *,
+        rebalance: bool = True,
     ) -> Group:
         """A consumer group whose last consumer-protocol member left becomes classic again
         (an online downgrade): its classic members, with ``generation`` and their current
-        assignments, in a Stable group that starts a rebalance at once, as Kafka's."""
+        assignments, in a Stable group that starts a rebalance at once, as Kafka's (not
+        when ``rebalance`` is false: a static member's join replaced the last
+        consumer-protocol member, after which Kafka keeps the group Stable)."""
         group = self.groups.get(group_id)
         if group is None:
             group = self.new_group(group_id)
@@ -160,8 +167,12 @@ class GroupMembership:
         group.protocol_type = members[0][0].protocol_type if members else None
         group.protocol_name = group.select_protocol() if group.members else None
         self._transition(group, Stable)
-        self._prepare_rebalance(group, "the group was downgraded to the classic protocol")
+        if rebalance:
+            self._prepare_rebalance(group, "the group was downgraded to the classic protocol")
         return group
+
+    def rebalance(self, group: Group, reason: str) -> None:
+        self._prepare_rebalance(group, reason)
 
     def fail_all(self, error: StrataError) -> None:
         """Shutting down: stop every group's timers and fail the parked requests."""

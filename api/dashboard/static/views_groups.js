@@ -1,5 +1,6 @@
 // Consumer-group pages: the list (one request for every group) and one group with its
-// members, lag per partition, lag in time, lag history and the offset reset.
+// members, lag per partition, lag in time, lag history and the offset reset; a share group
+// (KIP-932) shows its share partitions instead: start offset, in flight, acquired, lag.
 import { api, card, confirmDialog, dataTable, dl, duration, el, link, num, pill } from "./ui.js";
 import { lineChart } from "./chart.js";
 
@@ -97,13 +98,47 @@ export const groupDetail = {
         { key: "client_id", label: "Consumer", render: (p) => p.client_id || "–" },
       ],
     });
+    const shares = dataTable({
+      testid: "share-partitions", search: "Filter partitions", rowId: (p) => `${p.topic}-${p.partition}`,
+      columns: [
+        { key: "topic", label: "Topic", render: (p) => link(`/dashboard/topics/${enc(p.topic)}`, p.topic) },
+        { key: "partition", label: "Partition", num: true },
+        { key: "start_offset", label: "Start offset", num: true, render: (p) => (p.start_offset < 0 ? "–" : num(p.start_offset)) },
+        { key: "in_flight", label: "In flight", num: true, render: (p) => num(p.in_flight) },
+        { key: "acquired", label: "Acquired", num: true, render: (p) => num(p.acquired) },
+        { key: "log_end_offset", label: "End", num: true, render: (p) => num(p.log_end_offset) },
+        { key: "lag", label: "Lag", num: true, render: (p) => num(p.lag) },
+      ],
+    });
     const chart = lineChart({ title: "Total lag (last hour)", testid: "chart-group-lag", format: (v) => num(v), series: [], logToggle: true, integer: true });
     const reset = el("div");
-    root.append(card(null, info), card("Lag per partition", lag.node), el("div", { class: "grid2" }, card("Members", members.node), card(null, chart.node)),
-      card("Reset offsets", reset));
-    return { group, info, members, lag, chart, reset, topics: "" };
+    const lagCard = card("Lag per partition", lag.node);
+    const shareCard = card("Share partitions", shares.node);
+    const chartCard = card(null, chart.node);
+    const resetCard = card("Reset offsets", reset);
+    shareCard.hidden = true;
+    root.append(card(null, info), lagCard, shareCard, el("div", { class: "grid2" }, card("Members", members.node), chartCard),
+      resetCard);
+    return { group, info, members, lag, shares, chart, reset, lagCard, shareCard, chartCard, resetCard, topics: "" };
   },
   update(s, d) {
+    const share = d.type === "share";
+    s.shareCard.hidden = !share;
+    s.lagCard.hidden = s.chartCard.hidden = s.resetCard.hidden = share;
+    if (share) {
+      s.info.replaceChildren(dl([
+        ["state", pill(d.state, STATE_KIND[d.state] || "idle")],
+        ["type", "share (KIP-932)"],
+        ["lag", el("span", { "data-testid": "total-lag" }, num(d.total_lag))],
+        ["in flight", el("span", { "data-testid": "total-in-flight" }, num(d.total_in_flight))],
+        ["members", num(d.members.length)],
+        ["assignor", d.protocol],
+        ["group epoch", d.generation_id], ["assignment epoch", d.assignment_epoch],
+      ]));
+      s.members.setRows(d.members);
+      s.shares.setRows(d.partitions);
+      return;
+    }
     s.info.replaceChildren(dl([
       ["state", pill(d.state, STATE_KIND[d.state] || "idle")],
       ["total lag", el("span", { "data-testid": "total-lag" }, num(d.total_lag))],

@@ -30,7 +30,13 @@ from broker.groups.consumer_records import (
 )
 from broker.groups.group import Preparing
 from broker.groups.types import GroupProtocol, OffsetCommitRequest, SyncGroupRequest, TopicPartition
-from hot.errors import GroupIdNotFoundError, IllegalGenerationError, RebalanceInProgressError
+from hot.errors import (
+    FencedInstanceIdError,
+    GroupIdNotFoundError,
+    IllegalGenerationError,
+    RebalanceInProgressError,
+    UnknownMemberIdError,
+)
 from kwire.consumer_protocol import Subscription, TopicPartitions, decode_assignment, encode_subscription
 from tests.broker.groups.grouplib import DELAY_MS, Harness, assignment, jreq
 
@@ -241,3 +247,60 @@ async def test_a_classic_member_that_does_not_sync_is_removed(hb: Harness) -> No
     await h.advance(5_001)
     assert synced in members(h) and silent not in members(h)
     assert j.member_id == silent
+
+
+async def test_a_classic_static_member_replaces_a_consumer_member(hb: Harness) -> None:
+    """Kafka 4: a classic member joining with the group.instance.id of a consumer-protocol
+    member replaces it (its assignment and epoch); it was the last consumer-protocol
+    member, so the group is classic again, Stable, the joiner's SyncGroup answering the
+    replaced member's partitions; the replaced member is gone (UNKNOWN_MEMBER_ID)."""
+    h = hb
+    c = await h.coord.consumer_group_heartbeat(
+        HeartbeatCall(
+            group_id="g",
+            member_id="c1",
+            member_epoch=0,
+            instance_id="i1",
+            rebalance_timeout_ms=10_000,
+            subscribed_topic_names=("t",),
+            owned={},
+        ),
+        Image(),
+    )
+    assert c.assignment == {"t": frozenset(range(TOPIC_PARTITIONS))}
+    j = await h.coord.join_group(jreq("g", instance="i1"))
+    assert j.member_id != "c1" and j.generation_id == c.member_epoch
+    assert not h.coord.is_consumer_group("g")
+    classic = h.coord._groups.groups["g"]
+    assert classic.state.value == "Stable" and set(classic.members) == {j.member_id}
+    assert classic.static == {"i1": j.member_id}
+    assert await sync(h, j.member_id, j.generation_id) == set(range(TOPIC_PARTITIONS))
+    h.coord.heartbeat("g", j.member_id, j.generation_id, "i1")  # stable: no rebalance
+    with pytest.raises(UnknownMemberIdError):
+        await beat(h, "c1", c.member_epoch, {})
+
+
+async def test_a_consumer_member_replaces_a_classic_static_member(hb: Harness) -> None:
+    """The other way: a consumer-protocol member with the instance id of a classic member
+    (Kafka replaces it without waiting for it to leave, which only a consumer-protocol
+    predecessor must): the group is upgraded and the new member keeps the partitions."""
+    h = hb
+    (a,) = await h.through_initial_delay(h.join("g", instance="i2"))  # static: no KIP-394 round
+    await h.sync("g", a.member_id, a.generation_id, {a.member_id: assignment(t=[0, 1])}, instance="i2")
+    r = await h.coord.consumer_group_heartbeat(
+        HeartbeatCall(
+            group_id="g",
+            member_id="c2",
+            member_epoch=0,
+            instance_id="i2",
+            rebalance_timeout_ms=10_000,
+            subscribed_topic_names=("t",),
+            owned={},
+        ),
+        Image(),
+    )
+    assert h.coord.is_consumer_group("g") and set(members(h)) == {"c2"}
+    assert members(h)["c2"].classic is None and r.member_epoch >= a.generation_id
+    assert r.assignment is not None and r.assignment["t"] >= {0, 1}
+    with pytest.raises((UnknownMemberIdError, FencedInstanceIdError)):
+        h.coord.heartbeat("g", a.member_id, a.generation_id, "i2")

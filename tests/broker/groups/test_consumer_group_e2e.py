@@ -276,6 +276,59 @@ def test_static_member_rejoins_with_its_partitions(client: KafkaClient) -> None:
     assert again.error_code == E.UNRELEASED_INSTANCE_ID
 
 
+def test_a_static_member_changes_protocol(client: KafkaClient) -> None:
+    """Kafka 4's static membership across the protocols: a classic JoinGroup with the
+    group.instance.id of the group's only consumer-protocol member replaces it (the group
+    is classic again, the joiner's SyncGroup answers the replaced member's partitions); a
+    consumer-protocol member with that instance id then replaces the classic one (the group
+    is upgraded) without waiting for it to leave, which only a consumer-protocol
+    predecessor must."""
+    from kwire.consumer_protocol import Subscription, decode_assignment, encode_subscription
+    from kwire.messages.heartbeat import HeartbeatRequest
+    from kwire.messages.sync_group import SyncGroupRequest
+
+    group, iid = "xproto", "i-x"
+    first = heartbeat(client, group, str(uuid.uuid4()), 0, subscribed_topic_names=("w",), instance_id=iid)
+    assert first.error_code == 0 and first.assignment is not None
+    join = JoinGroupRequest(
+        group_id=group,
+        session_timeout_ms=10_000,
+        rebalance_timeout_ms=10_000,
+        member_id="",
+        group_instance_id=iid,
+        protocol_type="consumer",
+        protocols=(
+            JoinGroupRequestProtocol(name="range", metadata=encode_subscription(Subscription(1, ("w",)))),
+        ),
+    )
+    j = call(client, ApiKey.JOIN_GROUP, 5, join)
+    assert (j.error_code, j.generation_id) == (0, first.member_epoch), j
+    lg = call(client, ApiKey.LIST_GROUPS, 5, ListGroupsRequest(types_filter=("classic",)))
+    assert (group, "Stable") in {(x.group_id, x.group_state) for x in lg.groups}
+    sync = SyncGroupRequest(
+        group_id=group, generation_id=j.generation_id, member_id=j.member_id, group_instance_id=iid
+    )
+    s = call(client, ApiKey.SYNC_GROUP, 3, sync)
+    assert s.error_code == 0
+    assert {p for tp in decode_assignment(s.assignment).partitions for p in tp.partitions} == {0, 1, 2, 3}
+    beat = HeartbeatRequest(
+        group_id=group, generation_id=j.generation_id, member_id=j.member_id, group_instance_id=iid
+    )
+    assert call(client, ApiKey.HEARTBEAT, 3, beat).error_code == 0  # stable: no rebalance
+
+    again = heartbeat(client, group, str(uuid.uuid4()), 0, subscribed_topic_names=("w",), instance_id=iid)
+    assert again.error_code == 0, again
+    assert again.assignment is not None and sorted(again.assignment.topic_partitions[0].partitions) == [
+        0,
+        1,
+        2,
+        3,
+    ]
+    lg = call(client, ApiKey.LIST_GROUPS, 5, ListGroupsRequest(types_filter=("consumer",)))
+    assert group in {x.group_id for x in lg.groups}
+    assert call(client, ApiKey.HEARTBEAT, 3, beat).error_code in (E.FENCED_INSTANCE_ID, E.UNKNOWN_MEMBER_ID)
+
+
 # --- confluent-kafka ------------------------------------------------------------------------------
 
 

@@ -300,3 +300,44 @@ def test_a_classic_member_of_a_consumer_group_survives_a_restart(broker: BrokerP
                 f"{list(zip(seqs, reads.who[p], strict=True))[max(bad - 3, 0) : bad + 3]}; "
                 f"errors: {[e for m in members for e in m.errors][:10]}"
             )
+
+
+def test_a_static_member_restarts_with_the_other_protocol(broker: BrokerProcess) -> None:
+    """One ``group.instance.id`` restarted with the other protocol each time, as Kafka 4
+    allows (consumer -> classic -> consumer): each incarnation replaces the previous one
+    and goes on from its committed offsets, every record read once. The classic one ends
+    without leaving (librdkafka's static members don't): the consumer-protocol one that
+    follows replaces it at once."""
+    topic, group, total = "static-x", "static-x-g", 30
+    create_topic(broker.bootstrap, topic, 2)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 5})
+    for i in range(total):
+        p.produce(topic, value=b"%d" % i, partition=i % 2)
+    assert p.flush(30) == 0
+    seen: list[int] = []
+    for protocol, upto in (("consumer", 10), ("classic", 20), ("consumer", total)):
+        conf: dict[str, Any] = {
+            "bootstrap.servers": broker.bootstrap,
+            "group.id": group,
+            "group.protocol": protocol,
+            "group.instance.id": "sx-1",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+        if protocol == "classic":
+            conf |= {"session.timeout.ms": 30_000, "heartbeat.interval.ms": 200}
+        c = Consumer(conf)
+        c.subscribe([topic])
+        try:
+            deadline = time.monotonic() + 60
+            while len(seen) < upto and time.monotonic() < deadline:
+                m = c.poll(0.2)
+                if m is None:
+                    continue
+                assert m.error() is None, f"{protocol}: {m.error()}"
+                seen.append(int(m.value() or b"-1"))
+                c.commit(message=m, asynchronous=False)
+            assert len(seen) >= upto, (protocol, len(seen))
+        finally:
+            c.close()
+    assert sorted(seen) == list(range(total))

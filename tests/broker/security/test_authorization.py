@@ -5,6 +5,7 @@ authorization off answers SECURITY_DISABLED; no password reaches the broker's ou
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import time
@@ -1011,3 +1012,149 @@ def test_kip848_consumer_group_needs_read_on_the_group(broker: BrokerProcess) ->
     finally:
         c.close()
     assert got == 3
+
+
+def test_share_group_apis_need_acls(broker: BrokerProcess) -> None:
+    """The share-group APIs' refusals, each in its API's shape (api.security.share_guards):
+    ShareGroupHeartbeat and AlterShareGroupOffsets GROUP_AUTHORIZATION_FAILED without READ
+    on the group (Alter: on every partition too); ShareFetch and ShareAcknowledge
+    TOPIC_AUTHORIZATION_FAILED on the partitions of a topic without READ, the readable one
+    served; Read/Write/DeleteShareGroupState CLUSTER_AUTHORIZATION_FAILED on every partition;
+    DeleteShareGroupOffsets GROUP_AUTHORIZATION_FAILED without DELETE on the group."""
+    from kclient import KafkaClient
+    from kclient.security import ClientSecurity
+    from kwire import ApiKey
+    from kwire import error_table as E
+    from kwire.address import HostPort
+    from kwire.messages.metadata import MetadataRequest, MetadataRequestTopic
+    from kwire.messages.share_acknowledge import (
+        AcknowledgePartition,
+        AcknowledgeTopic,
+        ShareAcknowledgeRequest,
+    )
+    from kwire.messages.share_fetch import ShareFetchPartition, ShareFetchRequest, ShareFetchTopic
+    from kwire.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
+    from kwire.messages.share_group_offsets import (
+        AlterShareGroupOffsetsRequest,
+        AlterShareGroupOffsetsRequestPartition,
+        AlterShareGroupOffsetsRequestTopic,
+        DeleteShareGroupOffsetsRequest,
+        DeleteShareGroupOffsetsRequestTopic,
+    )
+    from kwire.messages.share_group_state import (
+        DeleteShareGroupStateRequest,
+        DeleteStateData,
+        DeleteStatePartition,
+        ReadShareGroupStateRequest,
+        ReadStateData,
+        ReadStatePartition,
+        WriteShareGroupStateRequest,
+        WriteStateData,
+        WriteStatePartition,
+    )
+
+    tag = uuid.uuid4().hex[:6]
+    readable, hidden, group = f"sh-a-{tag}", f"sh-b-{tag}", f"sh-g-{tag}"
+    create_topics(broker, readable, hidden)
+    add_acls(broker, binding("TOPIC", readable, "User:bob", "READ"))
+
+    def client(user: str, pw: str) -> KafkaClient:
+        props = {k: str(v) for k, v in conf(broker, user, pw).items() if k != "bootstrap.servers"}
+        return KafkaClient.connect(
+            HostPort.parse(broker.bootstrap), security=ClientSecurity.from_properties(props)
+        )
+
+    with client("admin", ADMIN_PW) as admin:  # bob may not see the hidden topic's id
+        md = MetadataRequest(topics=tuple(MetadataRequestTopic(name=t) for t in (readable, hidden)))
+        ids = {t.name: t.topic_id for t in admin.call(ApiKey.METADATA, md).topics}
+    bob = client("bob", BOB_PW)
+    try:
+        hb = ShareGroupHeartbeatRequest(
+            group_id=group, member_id=uuid.uuid4().hex, member_epoch=0, subscribed_topic_names=(readable,)
+        )
+        assert bob.call(ApiKey.SHARE_GROUP_HEARTBEAT, hb).error_code == E.GROUP_AUTHORIZATION_FAILED
+        alter = AlterShareGroupOffsetsRequest(
+            group_id=group,
+            topics=tuple(
+                AlterShareGroupOffsetsRequestTopic(
+                    topic_name=t,
+                    partitions=(AlterShareGroupOffsetsRequestPartition(partition_index=0, start_offset=0),),
+                )
+                for t in (readable, hidden)
+            ),
+        )
+        resp = bob.call(ApiKey.ALTER_SHARE_GROUP_OFFSETS, alter)
+        assert resp.error_code == E.GROUP_AUTHORIZATION_FAILED
+        assert {(t.topic_name, p.error_code) for t in resp.responses for p in t.partitions} == {
+            (readable, E.GROUP_AUTHORIZATION_FAILED),
+            (hidden, E.GROUP_AUTHORIZATION_FAILED),
+        }
+        delete = DeleteShareGroupOffsetsRequest(
+            group_id=group, topics=(DeleteShareGroupOffsetsRequestTopic(topic_name=readable),)
+        )
+        resp = bob.call(ApiKey.DELETE_SHARE_GROUP_OFFSETS, delete)
+        assert resp.error_code == E.GROUP_AUTHORIZATION_FAILED
+        assert [t.error_code for t in resp.responses] == [E.GROUP_AUTHORIZATION_FAILED]
+
+        add_acls(broker, binding("GROUP", group, "User:bob", "READ"))
+        r = bob.call(ApiKey.SHARE_GROUP_HEARTBEAT, hb)
+        assert r.error_code == 0, r
+        resp = bob.call(ApiKey.ALTER_SHARE_GROUP_OFFSETS, alter)
+        assert resp.error_code == E.NON_EMPTY_GROUP and {
+            (t.topic_name, p.error_code) for t in resp.responses for p in t.partitions
+        } == {(readable, E.NON_EMPTY_GROUP), (hidden, E.TOPIC_AUTHORIZATION_FAILED)}
+
+        fetch = ShareFetchRequest(
+            group_id=group,
+            member_id=hb.member_id,
+            share_session_epoch=0,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_records=10,
+            batch_size=10,
+            topics=tuple(
+                ShareFetchTopic(topic_id=ids[t], partitions=(ShareFetchPartition(partition_index=0),))
+                for t in (readable, hidden)
+            ),
+        )
+        resp = bob.call(ApiKey.SHARE_FETCH, fetch)
+        assert resp.error_code == 0, resp
+        codes = {t.topic_id: [p.error_code for p in t.partitions] for t in resp.responses}
+        assert codes == {ids[readable]: [0], ids[hidden]: [E.TOPIC_AUTHORIZATION_FAILED]}
+        ack = ShareAcknowledgeRequest(
+            group_id=group,
+            member_id=hb.member_id,
+            share_session_epoch=1,
+            topics=(
+                AcknowledgeTopic(topic_id=ids[hidden], partitions=(AcknowledgePartition(partition_index=0),)),
+            ),
+        )
+        resp = bob.call(ApiKey.SHARE_ACKNOWLEDGE, ack)
+        assert [(t.topic_id, [p.error_code for p in t.partitions]) for t in resp.responses] == [
+            (ids[hidden], [E.TOPIC_AUTHORIZATION_FAILED])
+        ]
+
+        caf = E.CLUSTER_AUTHORIZATION_FAILED
+        read = ReadShareGroupStateRequest(
+            group_id=group,
+            topics=(ReadStateData(topic_id=ids[readable], partitions=(ReadStatePartition(partition=0),)),),
+        )
+        resp = bob.call(ApiKey.READ_SHARE_GROUP_STATE, read)
+        assert [p.error_code for r in resp.results for p in r.partitions] == [caf]
+        write = WriteShareGroupStateRequest(
+            group_id=group,
+            topics=(WriteStateData(topic_id=ids[readable], partitions=(WriteStatePartition(partition=0),)),),
+        )
+        resp = bob.call(ApiKey.WRITE_SHARE_GROUP_STATE, write)
+        assert [p.error_code for r in resp.results for p in r.partitions] == [caf]
+        gone = DeleteShareGroupStateRequest(
+            group_id=group,
+            topics=(
+                DeleteStateData(topic_id=ids[readable], partitions=(DeleteStatePartition(partition=0),)),
+            ),
+        )
+        resp = bob.call(ApiKey.DELETE_SHARE_GROUP_STATE, gone)
+        assert [p.error_code for r in resp.results for p in r.partitions] == [caf]
+        bob.call(ApiKey.SHARE_GROUP_HEARTBEAT, dataclasses.replace(hb, member_epoch=-1))
+    finally:
+        bob.close()
