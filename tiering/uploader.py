@@ -331,6 +331,24 @@ def _check_extends(m: PartitionManifest, base: int, last: int) -> None:
         )
 
 
+# A segment of a batch: the local file, what its verification found, its manifest entry.
+_Entry = tuple[Segment, LocalSegmentInfo, RemoteSegment]
+
+
+def _mark_copied(m: PartitionManifest, copied: list[_Entry], now: int) -> PartitionManifest:
+    """``m`` with ``copied`` (our COPY_STARTED entries, their objects all up) COPIED; raises
+    _Abandoned if one is gone or no longer ours, or what ``_check_extends`` raises."""
+    for _, _, entry in copied:
+        cur = m.get(entry.segment_id)
+        if cur is None or cur.state not in (SegmentState.COPY_STARTED, SegmentState.COPIED):
+            raise _Abandoned()
+        if cur.state is SegmentState.COPIED:
+            continue  # our own write, replayed after a lost response
+        _check_extends(m, cur.base_offset, cur.last_offset)
+        m = m.add_or_update(cur.with_state(SegmentState.COPIED, now))
+    return m
+
+
 class Uploader:
     """Upload, retention and cleanup logic over one LogManager and one bucket (see module
     docstring). Coroutines run on the broker's event loop; file work goes to threads."""
@@ -571,7 +589,9 @@ class Uploader:
 
         Segments go up in batches of up to ``upload_segments_in_flight`` (and
         ``upload_memory_bytes``): one COPY_STARTED manifest write for the batch, every
-        object of it uploaded concurrently, one COPIED write for the batch."""
+        object of it uploaded concurrently; the batch's COPIED is written together with the
+        next batch's COPY_STARTED (one manifest write per batch, not two: each is a round
+        trip the uploads wait for), or alone when no batch follows."""
         st = self.state(log.topic, log.partition, topic_id)
         if st.stopped is not None or not log.is_online:
             return 0
@@ -585,51 +605,75 @@ class Uploader:
         # Verifications (CRC scan + SHA-256, worker threads) of the next batch start while
         # the current one uploads; each result, or error, is taken at its own turn.
         ahead: dict[Segment, asyncio.Task[LocalSegmentInfo]] = {}
+        # The last batch's segments whose objects are all up: their COPIED goes into the next
+        # batch's COPY_STARTED write, or into a write of its own when no batch follows.
+        pending: list[_Entry] = []
         try:
-            while st.stopped is None and log.is_online:
-                if self._led_epoch(st) != epoch:
-                    break  # leadership moved mid-pass: a deposed leader stops uploading
-                m = st.manifest
-                assert m is not None
-                nxt = max(m.next_offset(), log.log_start_offset)
-                candidates = log.sealed_segments_for_upload(log.last_stable_offset, from_offset=nxt)
-                self._observe_lag(st, log, nxt)
-                batch = self._batch(candidates, lag_ms)
-                if not batch:
-                    break
-                following = self._batch(candidates[len(batch) :], lag_ms)
-                inspections: list[asyncio.Task[LocalSegmentInfo]] = []
-                for seg in batch:
-                    task = ahead.pop(seg, None)
-                    if task is None:
-                        task = asyncio.ensure_future(asyncio.to_thread(inspect_segment, log, seg))
-                    inspections.append(task)
+            try:
+                while st.stopped is None and log.is_online:
+                    if self._led_epoch(st) != epoch:
+                        break  # leadership moved mid-pass: a deposed leader stops uploading
+                    m = st.manifest
+                    assert m is not None
+                    nxt = max(m.next_offset(), log.log_start_offset)
+                    if pending:
+                        nxt = max(nxt, pending[-1][2].last_offset + 1)
+                    candidates = log.sealed_segments_for_upload(log.last_stable_offset, from_offset=nxt)
+                    self._observe_lag(st, log, nxt)
+                    batch = self._batch(candidates, lag_ms)
+                    if not batch:
+                        break
+                    following = self._batch(candidates[len(batch) :], lag_ms)
+                    inspections: list[asyncio.Task[LocalSegmentInfo]] = []
+                    for seg in batch:
+                        task = ahead.pop(seg, None)
+                        if task is None:
+                            task = asyncio.ensure_future(asyncio.to_thread(inspect_segment, log, seg))
+                        inspections.append(task)
+                    for task in ahead.values():
+                        _drop(task)
+                    ahead = {
+                        seg: asyncio.ensure_future(asyncio.to_thread(inspect_segment, log, seg))
+                        for seg in following
+                    }
+                    try:
+                        done, pending = await self._upload_batch(st, log, batch, inspections, pending)
+                    except CorruptLogError as e:
+                        self._stop(
+                            st, "corrupt", f"local segment {e.path} is corrupt and will not be uploaded: {e}"
+                        )
+                        break
+                    except _Gap as e:
+                        self._stop(st, "gap", str(e))
+                        break
+                    uploaded += done
+                    if not pending:
+                        # Nothing of this batch went up. Superseded: ``st.manifest`` is the newer
+                        # one that said so, go on from its end. Vanished (or no progress): the
+                        # next pass looks again.
+                        newer = st.manifest
+                        if newer is not m and newer is not None and newer.next_offset() > nxt:
+                            continue
+                        break
+            except BaseException as e:
+                if pending:
+                    if isinstance(e, Exception):
+                        # The batch after them failed; these are up: record them all the same.
+                        try:
+                            uploaded += await self._finish(st, pending)
+                        except Exception:
+                            st.recovered = False  # the next visit cleans their COPY_STARTED up
+                            logger.warning("%s-%d: COPIED write failed after %s", st.topic, st.partition, e)
+                    else:
+                        st.recovered = False  # cancelled: the next visit cleans up first
+                    pending = []
+                raise
+            finally:
                 for task in ahead.values():
                     _drop(task)
-                ahead = {
-                    seg: asyncio.ensure_future(asyncio.to_thread(inspect_segment, log, seg))
-                    for seg in following
-                }
-                try:
-                    done = await self._upload_batch(st, log, batch, inspections)
-                except CorruptLogError as e:
-                    self._stop(
-                        st, "corrupt", f"local segment {e.path} is corrupt and will not be uploaded: {e}"
-                    )
-                    break
-                except _Gap as e:
-                    self._stop(st, "gap", str(e))
-                    break
-                if not done:
-                    # Superseded: ``st.manifest`` is the newer one that said so, go on from
-                    # its end. Vanished (or no progress): the next pass looks again.
-                    if st.manifest is not m and st.manifest is not None and st.manifest.next_offset() > nxt:
-                        continue
-                    break
-                uploaded += done
+            if pending:
+                uploaded += await self._finish(st, pending)
         finally:
-            for task in ahead.values():
-                _drop(task)
             # Every pass, failed ones too (a store outage): the lag's age keeps growing.
             if st.manifest is not None:
                 self._observe_lag(st, log, st.remote_next_offset)
@@ -717,15 +761,22 @@ class Uploader:
         log: Log,
         batch: list[Segment],
         inspections: list[asyncio.Task[LocalSegmentInfo]],
-    ) -> int:
-        """Upload ``batch`` (contiguous segments) through the state machine; how many were
-        COPIED, 0 if they were superseded or disappeared (nothing left behind).
-        ``inspections``: their verifications, already started."""
+        finishing: list[_Entry],
+    ) -> tuple[int, list[_Entry]]:
+        """Upload ``batch`` (contiguous segments) through the state machine. ``inspections``:
+        their verifications, already started. ``finishing``: the previous batch's segments
+        whose objects are all up; their COPIED goes into this batch's COPY_STARTED write.
+
+        Returns how many of ``finishing`` were COPIED, and this batch's segments whose
+        objects all went up (a prefix of it), whose COPIED the caller writes next (with the
+        following batch, or by ``_finish``); none if the batch was superseded or its files
+        disappeared (nothing left behind). If this raises, ``finishing`` is not COPIED yet
+        unless the error came after this batch's COPY_STARTED write."""
         verified = await self._inspected(st, log, batch, inspections)
         if not verified:
-            return 0
+            return (await self._finish(st, finishing) if finishing else 0), []
         now = self._clock_ms()
-        entries: list[tuple[Segment, LocalSegmentInfo, RemoteSegment]] = []
+        entries: list[_Entry] = []
         for seg, local in verified:
             sid = uuid.uuid4()
             keys = segment_keys(st.topic, st.topic_id, st.partition, seg.base_offset, sid)
@@ -754,18 +805,35 @@ class Uploader:
             entries.append((seg, local, entry))
         log_start = log.log_start_offset
         seen: list[PartitionManifest] = []
+        refused: list[Exception] = []  # why this batch was not started, its previous one finished
 
         def start(m: PartitionManifest) -> PartitionManifest:
             seen[:] = [m]
+            refused.clear()
+            if finishing:
+                m = _mark_copied(m, finishing, now)
             m = m.advance_log_start(log_start)
-            _check_extends(m, entries[0][2].base_offset, entries[0][2].last_offset)
+            try:
+                _check_extends(m, entries[0][2].base_offset, entries[0][2].last_offset)
+            except (_Superseded, _Gap) as e:
+                if not finishing:
+                    raise
+                refused.append(e)  # the previous batch's COPIED is still written
+                return m
             for _, _, entry in entries:  # contiguous among themselves (``_batch``)
                 m = m.add_or_update(entry)
             return m
 
         try:
             await self._update(st, start)
-        except _Superseded:
+        except (_Superseded, _Abandoned, _Gap, SegmentOverlapError) as e:
+            if finishing:
+                # Raised by the previous batch's COPIED (this batch's refusal is in
+                # ``refused``): another uploader recorded that range first.
+                await self._lost(st, finishing, e)
+                return 0, []
+            if not isinstance(e, _Superseded):
+                raise
             # Another writer (a deposed leader finishing its pass, a concurrent uploader)
             # got further than our cached manifest: take theirs, or every later pass would
             # pick this same segment again and never upload anything.
@@ -773,7 +841,13 @@ class Uploader:
                 st.manifest = seen[0]
                 st.loaded = True
                 self._observe(st)
-            return 0
+            return 0, []
+        if finishing:
+            self._copied(st, finishing)
+        if refused:
+            if isinstance(refused[0], _Gap):
+                raise refused[0]
+            return len(finishing), []
         fault("after_copy_started")
         try:
             await self._bucket.take(
@@ -812,45 +886,43 @@ class Uploader:
         elif error is not None:
             st.recovered = False  # the next visit cleans the COPY_STARTED entries up first
         copied = entries[:ok]
-        if copied:
-            copied_at = self._clock_ms()
-
-            def finish(m: PartitionManifest) -> PartitionManifest:
-                for _, _, entry in copied:
-                    cur = m.get(entry.segment_id)
-                    if cur is None or cur.state not in (SegmentState.COPY_STARTED, SegmentState.COPIED):
-                        raise _Abandoned()
-                    if cur.state is SegmentState.COPIED:
-                        continue  # our own write, replayed after a lost response
-                    _check_extends(m, cur.base_offset, cur.last_offset)
-                    m = m.add_or_update(cur.with_state(SegmentState.COPIED, copied_at))
-                return m
-
-            try:
-                await self._update(st, finish)
-            except (_Superseded, _Abandoned, _Gap, SegmentOverlapError) as e:
-                logger.info(
-                    "%s-%d: upload of [%d, %d] lost to another uploader (%s); removing its objects",
-                    st.topic,
-                    st.partition,
-                    copied[0][2].base_offset,
-                    copied[-1][2].last_offset,
-                    type(e).__name__.strip("_"),
-                )
-                await self._abandon(
-                    st, {e.segment_id for _, _, e in entries}, [e.keys for _, _, e in entries]
-                )
-                return 0
-            fault("after_copied")
-            for _, local, entry in copied:
-                self.metrics.uploaded_segments.labels(st.topic).inc()
-                self.metrics.uploaded_bytes.labels(st.topic).inc(local.size)
-                logger.debug(
-                    "%s-%d: uploaded [%d, %d]", st.topic, st.partition, entry.base_offset, entry.last_offset
-                )
         if error is not None:
+            if copied:
+                await self._finish(st, copied)
             raise error
+        return len(finishing), copied
+
+    async def _finish(self, st: PartitionState, copied: list[_Entry]) -> int:
+        """Write COPIED for ``copied`` (their objects are all up) in a manifest write of its
+        own; how many were COPIED (0: lost to another uploader, objects removed)."""
+        now = self._clock_ms()
+        try:
+            await self._update(st, lambda m: _mark_copied(m, copied, now))
+        except (_Superseded, _Abandoned, _Gap, SegmentOverlapError) as e:
+            await self._lost(st, copied, e)
+            return 0
+        self._copied(st, copied)
         return len(copied)
+
+    async def _lost(self, st: PartitionState, entries: list[_Entry], why: Exception) -> None:
+        logger.info(
+            "%s-%d: upload of [%d, %d] lost to another uploader (%s); removing its objects",
+            st.topic,
+            st.partition,
+            entries[0][2].base_offset,
+            entries[-1][2].last_offset,
+            type(why).__name__.strip("_"),
+        )
+        await self._abandon(st, {e.segment_id for _, _, e in entries}, [e.keys for _, _, e in entries])
+
+    def _copied(self, st: PartitionState, copied: list[_Entry]) -> None:
+        fault("after_copied")
+        for _, local, entry in copied:
+            self.metrics.uploaded_segments.labels(st.topic).inc()
+            self.metrics.uploaded_bytes.labels(st.topic).inc(local.size)
+            logger.debug(
+                "%s-%d: uploaded [%d, %d]", st.topic, st.partition, entry.base_offset, entry.last_offset
+            )
 
     async def _put_segment(self, seg: Segment, local: LocalSegmentInfo, keys: SegmentKeys) -> None:
         """Every object of one segment, at once; the ``.log`` with the CRC-32C its

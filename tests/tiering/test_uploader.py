@@ -8,6 +8,7 @@ import asyncio
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crc32c import crc32c
@@ -33,7 +34,7 @@ from tests.tiering.uplib import (
 )
 from tiering.config import TieringConfig
 from tiering.keys import topic_manifest_key
-from tiering.manifest import SegmentState
+from tiering.manifest import PartitionManifest, SegmentState
 from tiering.manifest_store import ManifestStore
 from tiering.service import TieringService
 from tiering.uploader import FAULT_POINTS, PartitionState, PartitionStoppedError
@@ -51,7 +52,15 @@ def local_ranges(manager: LogManager, topic: str) -> tuple[list[int], list[int]]
 
 async def test_segments_uploaded_in_order_byte_identical(tmp_path: Path, url: str) -> None:
     m = new_manager(tmp_path / "data")
-    svc = new_service(m, url)
+    svc = new_service(m, url, upload_segments_in_flight=2)
+    writes: list[int] = []
+    update = svc.uploader.manifests.update
+
+    async def counting_update(*args: Any, **kwargs: Any) -> PartitionManifest:
+        writes.append(1)
+        return await update(*args, **kwargs)
+
+    svc.uploader.manifests.update = counting_update  # type: ignore[method-assign]
     try:
         m.create_topic("orders", 1, {"retention.ms": "-1"})
         log = m.get_log("orders", 0)
@@ -61,6 +70,9 @@ async def test_segments_uploaded_in_order_byte_identical(tmp_path: Path, url: st
         assert len(sealed) >= 5
         result = await svc.run_once(retention=False, sweep=False)
         assert result.uploaded == len(sealed)
+        # One manifest write per batch of two (each batch's COPY_STARTED carries the previous
+        # batch's COPIED), and the last batch's COPIED.
+        assert len(writes) == (len(sealed) + 1) // 2 + 1
         man = await load_manifest(url, m, "orders")
         assert_contiguous_copied(man, *local_ranges(m, "orders"))
         assert svc.uploaded("orders", 0) == sealed[-1].next_offset == man.next_offset()
@@ -335,9 +347,10 @@ async def test_uploads_stop_when_leadership_moves_mid_pass(tmp_path: Path) -> No
 
         svc.uploader.recover = counting_recover  # type: ignore[method-assign]
         led["epoch"] = 3
-        # The epoch changes (to 4) as soon as the first segment is COPIED.
+        # The epoch changes (to 4) as soon as the first segment is COPIED: in the write that
+        # starts the second batch, which the pass still finishes, and starts no third.
         svc.uploader.leader_epoch = lambda topic, partition: 3 if svc.uploaded("t", 0) == 0 else 4
-        assert (await svc.run_once(retention=False, sweep=False)).uploaded == 1
+        assert (await svc.run_once(retention=False, sweep=False)).uploaded == 2
         st = svc.uploader.cached_state("t", 0)
         assert st is not None and st.term == 3
         assert (await svc.run_once(retention=False, sweep=False)).uploaded >= 2
