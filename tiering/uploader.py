@@ -12,11 +12,11 @@ Per partition of a topic with ``remote.storage.enable`` (docs/tiering.md is the 
 * Each segment: full CRC verification and SHA-256 of the ``.log`` (a corrupt segment is
   never uploaded, KAFKA-15401; the partition stops; the next segment is verified while
   the current one uploads), CAS ``COPY_STARTED`` with a fresh segment id, upload
-  ``.log`` / ``.index`` / ``.timeindex`` / producer snapshot / ``.txnindex`` (where the
-  segment has aborted transactions) under keys holding that id (concurrently), CAS
-  ``COPIED``. The COPIED CAS re-checks contiguity against the stored
-  manifest, so two uploaders of one partition never record overlapping COPIED segments:
-  the loser cleans its copy up.
+  ``.log``, ``.indexes`` (``.index`` + ``.timeindex`` + producer snapshot in one object)
+  and ``.txnindex`` (where the segment has aborted transactions) under keys holding that
+  id (concurrently), CAS ``COPIED`` (in the next batch's COPY_STARTED write). The
+  COPIED CAS re-checks contiguity against the stored manifest, so two uploaders of one
+  partition never record overlapping COPIED segments: the loser cleans its copy up.
 * Crash recovery (first visit of a partition, and after a failed upload): leftover
   ``COPY_STARTED`` entries are moved to ``DELETE_STARTED``, their objects deleted and the
   entries dropped; ``DELETE_STARTED`` leftovers are finished the same way.
@@ -105,7 +105,7 @@ def fault(point: str) -> None:
         os._exit(FAULT_EXIT_CODE)
 
 
-async def _all_or_first_error(aws: list[Coroutine[Any, Any, Any]]) -> None:
+async def _all_or_first_error(aws: list[Coroutine[Any, Any, object]]) -> None:
     """Run ``aws`` concurrently and wait for all of them; then raise the first error (in
     ``aws`` order), so no put is still running when the caller cleans up after a failure."""
     results = await asyncio.gather(*aws, return_exceptions=True)
@@ -235,6 +235,25 @@ def _dense(seg: Segment) -> bool:
             return False
         expect = last + 1
     return expect == seg.next_offset
+
+
+def _read_indexes(seg: Segment, local: LocalSegmentInfo) -> bytes:
+    """The ``.indexes`` object of ``seg``: its .index, .timeindex and producer snapshot, as
+    long as its verification measured them. Blocking: run in a worker thread."""
+    parts = [(seg.index_path, local.index_size), (seg.timeindex_path, local.timeindex_size)]
+    if local.snapshot_path is not None:
+        parts.append((local.snapshot_path, local.snapshot_size))
+    out = bytearray()
+    for path, size in parts:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(size)
+        except OSError as e:
+            raise StorageError(f"cannot read {path} for upload: {e}") from e
+        if len(data) != size:
+            raise StorageError(f"{path} has {len(data)} bytes, {size} expected: it changed during the upload")
+        out += data
+    return bytes(out)
 
 
 def inspect_segment(log: Log, seg: Segment) -> LocalSegmentInfo:
@@ -801,6 +820,7 @@ class Uploader:
                 record_count=None if not local.dense else seg.next_offset - seg.base_offset,
                 compacted=not local.dense,
                 txnindex_size=local.txnindex_size or None,
+                indexes_size=local.index_size + local.timeindex_size + local.snapshot_size,
             )
             entries.append((seg, local, entry))
         log_start = log.log_start_offset
@@ -936,16 +956,14 @@ class Uploader:
                 )
             fault("after_log_upload")
 
-        # The small objects go up while the .log does (one round trip each, not in a row).
-        puts = [
-            put_log(),
-            self.store.put_file(keys.index, seg.index_path, length=local.index_size),
-            self.store.put_file(keys.timeindex, seg.timeindex_path, length=local.timeindex_size),
-        ]
-        if local.snapshot_path is not None:
-            puts.append(
-                self.store.put_file(keys.producer_snapshot, local.snapshot_path, length=local.snapshot_size)
-            )
+        async def put_indexes() -> None:
+            data = await asyncio.to_thread(_read_indexes, seg, local)
+            await self.store.put(keys.indexes, data)
+
+        # The indexes and the snapshot go up as one object (``.indexes``: a request per
+        # segment instead of three, each costing the endpoint as much as a manifest write),
+        # while the .log does.
+        puts: list[Coroutine[Any, Any, object]] = [put_log(), put_indexes()]
         if local.txnindex_size:
             puts.append(self.store.put_file(keys.txnindex, seg.txnindex_path, length=local.txnindex_size))
         await _all_or_first_error(puts)

@@ -86,15 +86,20 @@ async def test_segments_uploaded_in_order_byte_identical(tmp_path: Path, url: st
                 assert remote.record_count == seg.next_offset - seg.base_offset
                 with open(seg.log_path, "rb") as f:
                     assert await store.get(remote.keys.log) == f.read()
+                # The indexes and the snapshot, in one object (``.indexes``).
                 with open(seg.index_path, "rb") as f:
-                    assert await store.get(remote.keys.index) == f.read()
+                    assert await remote.index_part().get(store) == f.read()
                 with open(seg.timeindex_path, "rb") as f:
-                    assert await store.get(remote.keys.timeindex) == f.read()
+                    assert await remote.timeindex_part().get(store) == f.read()
                 snap = log.producer_snapshot_after(seg)
                 assert remote.has_producer_snapshot == (snap is not None)
+                part = remote.snapshot_part()
                 if snap is not None:
+                    assert part is not None
                     with open(snap, "rb") as f:
-                        assert await store.get(remote.keys.producer_snapshot) == f.read()
+                        assert await part.get(store) == f.read()
+                assert remote.indexes_size == len(await store.get(remote.keys.indexes))
+                assert not await store.exists(remote.keys.index)
             topic_doc = await ManifestStore(store).load_topic_manifest("orders")
             assert topic_doc == {
                 "name": "orders",
