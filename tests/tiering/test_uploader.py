@@ -37,7 +37,7 @@ from tiering.keys import topic_manifest_key
 from tiering.manifest import PartitionManifest, SegmentState
 from tiering.manifest_store import ManifestStore
 from tiering.service import TieringService
-from tiering.uploader import FAULT_POINTS, PartitionState, PartitionStoppedError
+from tiering.uploader import FAULT_POINTS, ByteBudget, PartitionState, PartitionStoppedError
 
 
 @pytest.fixture(params=["file", "s3"])
@@ -475,3 +475,32 @@ async def test_bandwidth_cap_still_uploads_everything(tmp_path: Path) -> None:
     finally:
         await svc.close()
         m.close()
+
+
+async def test_upload_memory_budget_bounds_bodies_in_flight() -> None:
+    """``ByteBudget`` (``upload_memory_bytes``): holders wait until their bytes fit; a body
+    larger than the budget counts as all of it (it goes up alone); the gauge follows."""
+    seen: list[int] = []
+    budget = ByteBudget(100, seen.append)
+    order: list[str] = []
+
+    async def hold(name: str, n: int, release: asyncio.Event) -> None:
+        async with budget.hold(n):
+            order.append(name)
+            await release.wait()
+
+    a, b, c = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    ta = asyncio.create_task(hold("a", 60, a))
+    tb = asyncio.create_task(hold("b", 60, b))  # does not fit beside a
+    tc = asyncio.create_task(hold("c", 500, c))  # more than the budget: alone
+    await asyncio.sleep(0.05)
+    assert order == ["a"] and budget.used == 60
+    a.set()
+    await asyncio.sleep(0.05)
+    assert order == ["a", "b"] and budget.used == 60
+    b.set()
+    await asyncio.sleep(0.05)
+    assert order == ["a", "b", "c"] and budget.used == 100
+    c.set()
+    await asyncio.gather(ta, tb, tc)
+    assert budget.used == 0 and max(seen) == 100 and seen[-1] == 0
