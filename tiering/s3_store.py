@@ -563,14 +563,10 @@ class S3Store(ObjectStore):
         resp["_crc32c"] = crc
         return resp
 
-    def _put_small_file(
-        self, args: dict[str, Any], body: bytes | None, source: tuple[str, int, int] | None, crc: int | None
-    ) -> Any:
-        """An unconditional PUT of a small body, or file (``source``): a direct PUT first,
-        the blocking client's ``put_object`` (retries, errors) for anything but success."""
-        if body is None:
-            assert source is not None
-            body = bytes(_pread_exact(*source))
+    def _put_small_file(self, args: dict[str, Any], source: tuple[str, int, int], crc: int | None) -> Any:
+        """An unconditional PUT of a small file: a direct PUT first, the blocking client's
+        ``put_object`` (retries, errors) for anything but success."""
+        body = bytes(_pread_exact(*source))
         checksum = _crc32c_b64(body, crc)
         client = self._sync_client()  # made with its direct path
         direct = self._direct
@@ -705,11 +701,10 @@ class S3Store(ObjectStore):
                     if body is not None:
                         args["Body"] = body
                     resp = await self._in_pool(self._put_blocking, "put_object", args, source, crc)
-                elif if_match is None and not if_none_match:
-                    # A small file or body (a segment's indexes): read, checksummed and sent
-                    # directly in the pool (``DirectGet.put``), the client's put_object only
-                    # if that fails.
-                    resp = await self._in_pool(self._put_small_file, args, body, source, crc)
+                elif source is not None and if_match is None and not if_none_match:
+                    # A small file (an index): read, checksummed and sent directly in the
+                    # pool (``DirectGet.put``), the client's put_object only if that fails.
+                    resp = await self._in_pool(self._put_small_file, args, source, crc)
                 else:
                     if body is None:
                         assert source is not None
