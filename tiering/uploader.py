@@ -691,7 +691,11 @@ class Uploader:
                 for task in ahead.values():
                     _drop(task)
             if pending:
-                uploaded += await self._finish(st, pending)
+                try:
+                    uploaded += await self._finish(st, pending)
+                except Exception:
+                    st.recovered = False  # the next visit cleans their COPY_STARTED up first
+                    raise
         finally:
             # Every pass, failed ones too (a store outage): the lag's age keeps growing.
             if st.manifest is not None:
@@ -851,6 +855,7 @@ class Uploader:
                 # Raised by the previous batch's COPIED (this batch's refusal is in
                 # ``refused``): another uploader recorded that range first.
                 await self._lost(st, finishing, e)
+                finishing.clear()
                 return 0, []
             if not isinstance(e, _Superseded):
                 raise
@@ -862,12 +867,14 @@ class Uploader:
                 st.loaded = True
                 self._observe(st)
             return 0, []
+        finished = len(finishing)
         if finishing:
             self._copied(st, finishing)
+            finishing.clear()  # done: the caller's list, so an error below does not redo it
         if refused:
             if isinstance(refused[0], _Gap):
                 raise refused[0]
-            return len(finishing), []
+            return finished, []
         fault("after_copy_started")
         try:
             await self._bucket.take(
@@ -910,19 +917,23 @@ class Uploader:
             if copied:
                 await self._finish(st, copied)
             raise error
-        return len(finishing), copied
+        return finished, copied
 
     async def _finish(self, st: PartitionState, copied: list[_Entry]) -> int:
         """Write COPIED for ``copied`` (their objects are all up) in a manifest write of its
-        own; how many were COPIED (0: lost to another uploader, objects removed)."""
+        own, and empty the list; how many were COPIED (0: lost to another uploader, objects
+        removed)."""
         now = self._clock_ms()
         try:
             await self._update(st, lambda m: _mark_copied(m, copied, now))
         except (_Superseded, _Abandoned, _Gap, SegmentOverlapError) as e:
             await self._lost(st, copied, e)
+            copied.clear()
             return 0
         self._copied(st, copied)
-        return len(copied)
+        n = len(copied)
+        copied.clear()
+        return n
 
     async def _lost(self, st: PartitionState, entries: list[_Entry], why: Exception) -> None:
         logger.info(

@@ -504,3 +504,47 @@ async def test_upload_memory_budget_bounds_bodies_in_flight() -> None:
     c.set()
     await asyncio.gather(ta, tb, tc)
     assert budget.used == 0 and max(seen) == 100 and seen[-1] == 0
+
+
+async def test_failed_batch_after_a_merged_write_counts_each_segment_once(tmp_path: Path) -> None:
+    """A batch's COPIED rides on the next batch's COPY_STARTED write; when that next batch's
+    upload then fails, the first stays COPIED (counted once), the failed one is cleaned up
+    on the next visit, and the partition catches up."""
+    url = f"file://{tmp_path / 'bucket'}"
+    m = new_manager(tmp_path / "data")
+    svc = new_service(m, url, upload_segments_in_flight=1)
+    put = svc.uploader.store.put_file_checked
+    try:
+        m.create_topic("t", 1)
+        log = m.get_log("t", 0)
+        produce(log, 4 * 65536)
+        sealed = log.segments()[:-1]
+        assert len(sealed) >= 3
+        third = f"/{sealed[2].base_offset:020d}-"  # the third segment's .log fails
+
+        async def failing_third(key: str, *args: Any, **kwargs: Any) -> str:
+            if third in key:
+                raise ObjectStoreError(f"injected failure of {key}")
+            return await put(key, *args, **kwargs)
+
+        svc.uploader.store.put_file_checked = failing_third  # type: ignore[method-assign]
+        tid = m.topic("t").topic_id
+        with pytest.raises(ObjectStoreError, match="injected"):
+            await svc.uploader.upload_partition(log, tid, min_age_ms=0)
+        man = await load_manifest(url, m, "t")
+        assert [(s.base_offset, s.state) for s in man.segments] == [
+            (sealed[0].base_offset, SegmentState.COPIED),
+            (sealed[1].base_offset, SegmentState.COPIED),
+            (sealed[2].base_offset, SegmentState.COPY_STARTED),
+        ]
+        assert sample(svc, "strata_tiering_uploaded_segments_total", topic="t") == 2
+        svc.uploader.store.put_file_checked = put  # type: ignore[method-assign]
+        assert await svc.uploader.upload_partition(log, tid, min_age_ms=0) == len(sealed) - 2
+        man = await load_manifest(url, m, "t")
+        assert_contiguous_copied(man, *local_ranges(m, "t"))
+        assert sample(svc, "strata_tiering_uploaded_segments_total", topic="t") == len(sealed)
+        root = root_of(m, "t")
+        assert set(segment_objects(await object_keys(url, root), root)) == referenced(man)
+    finally:
+        await svc.close()
+        m.close()
