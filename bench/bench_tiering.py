@@ -588,11 +588,15 @@ def run(args: argparse.Namespace, work: Path) -> None:
         assert hot.bytes == sealed_bytes, (hot.bytes, sealed_bytes)
 
         # 1. uploads
-        put_s = min(put_baseline(s3, sealed) for _ in range(args.rounds))
+        moto_put0 = cpu_seconds(moto.pid)
+        with Profiler(args.profile, moto.pid, "put-baseline-server"):
+            put_s = min(put_baseline(s3, sealed) for _ in range(args.rounds))
+        moto_put = (cpu_seconds(moto.pid) - moto_put0) / args.rounds
         delete_prefix(s3, "baseline/")
         cpu0 = cpu_seconds(broker.pid), cpu_seconds(moto.pid)
         t_enable = time.perf_counter()
         prof = Profiler(args.profile, broker.pid, "upload")
+        prof_server = Profiler(args.profile, moto.pid, "upload-server")
         alter_topic(broker.bootstrap, {"remote.storage.enable": "true", "local.retention.bytes": "1"})
 
         def tiered() -> bool:
@@ -603,7 +607,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
             copied = m.copied() if m is not None else []
             return bool(copied) and copied[-1].last_offset == end - 1
 
-        with prof:
+        with prof, prof_server:
             t_done = wait_for(tiered, "all sealed segments COPIED and deleted locally", args.timeout, 0.05)
         cpu1 = cpu_seconds(broker.pid), cpu_seconds(moto.pid)
         manifest = load_manifest(s3)
@@ -625,7 +629,8 @@ def run(args: argparse.Namespace, work: Path) -> None:
             f"(baseline put_object: {put_s / len(sealed) * 1000:.0f} ms per segment); per segment median "
             f"{in_copy[len(in_copy) // 2]} ms COPY_STARTED->COPIED, "
             f"{gaps[len(gaps) // 2] if gaps else 0} ms COPIED->next COPY_STARTED; "
-            f"CPU broker {cpu1[0] - cpu0[0]:.1f} s, moto {cpu1[1] - cpu0[1]:.1f} s",
+            f"CPU broker {cpu1[0] - cpu0[0]:.1f} s, {server} {cpu1[1] - cpu0[1]:.1f} s "
+            f"({server} {moto_put:.1f} s per round of the put_object baseline)",
             flush=True,
         )
 

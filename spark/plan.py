@@ -59,7 +59,7 @@ from kclient.security import ClientSecurity
 from spark.columnar import frame
 from spark.options import ReadOptions, StoreOptions, TopicPartition
 from spark.txn import aborted_between, first_unstable, overlapping
-from tiering.manifest import PartitionManifest, RemoteSegment, SegmentState
+from tiering.manifest import ObjectPart, PartitionManifest, RemoteSegment, SegmentState
 from tiering.manifest_store import ManifestStore
 from tiering.store import InvalidRangeError, ObjectStore, open_store
 
@@ -273,6 +273,13 @@ async def _get(
         raise ObjectNotFoundError(f"{what}: object {key} is missing from {store.url} ({e})") from None
     except InvalidRangeError as e:
         raise CorruptLogError(key, start or 0, f"object is shorter than the manifest says ({e})") from None
+
+
+async def _get_part(store: ObjectStore, part: ObjectPart, what: str) -> bytes:
+    """``_get`` of one of a segment's indexes (alone, or in its ``.indexes`` object)."""
+    if part.name == part.key:
+        return await _get(store, part.key, what)
+    return await _get(store, part.key, what, start=part.start, end=part.end)
 
 
 # --- the planner --------------------------------------------------------------------------------
@@ -630,7 +637,7 @@ class Planner:
         if seg.index_size == 0:
             return RemoteOffsetIndex((), ())
         async with self._sem:
-            data = await _get(self.store, seg.keys.index, f"offset index of segment {seg.base_offset}")
+            data = await _get_part(self.store, seg.index_part(), f"offset index of segment {seg.base_offset}")
         return parse_offset_index(data, seg)
 
     async def _slice(self, seg: RemoteSegment, start: int, end: int) -> SegmentSlice:
@@ -688,7 +695,9 @@ class Planner:
         pos = 0
         if seg.timeindex_size and seg.index_size:
             async with self._sem:
-                raw = await _get(self.store, seg.keys.timeindex, f"time index of segment {seg.base_offset}")
+                raw = await _get_part(
+                    self.store, seg.timeindex_part(), f"time index of segment {seg.base_offset}"
+                )
             stamps, offsets = parse_time_index(raw, seg)
             i = bisect.bisect_left(stamps, ts) - 1
             if i >= 0:

@@ -32,11 +32,12 @@ async def first_unstable(store: ObjectStore, last: RemoteSegment | None) -> int 
     its snapshot, which a warning reports)."""
     from hot.producer_state import ProducerSnapshotFile  # read_committed only: not on every plan's import
 
-    if last is None or not last.has_producer_snapshot:
+    snap = last.snapshot_part() if last is not None else None
+    if last is None or snap is None:
         return None
-    key = last.keys.producer_snapshot
+    key = snap.name
     try:
-        entries = ProducerSnapshotFile.decode(await store.get(key), last.last_offset + 1, key)
+        entries = ProducerSnapshotFile.decode(await snap.get(store), last.last_offset + 1, key)
     except (ObjectNotFoundError, CorruptLogError) as e:
         logger.warning("producer snapshot %s unusable (%s): open transactions unknown", key, e)
         return None

@@ -167,6 +167,8 @@ class CacheStats:
     corrupt: int  # damaged chunk files found and deleted
     entries: int  # chunk files currently cached
     size: int  # bytes of those files
+    memory: int = 0  # bytes of chunks in the in-memory LRU
+    memory_limit: int = 0  # its bound (``read_memory_bytes``)
 
 
 # --- chunk files ------------------------------------------------------------------------------
@@ -1127,6 +1129,8 @@ class ChunkCache:
             corrupt=self._corrupt,
             entries=len(self._index),
             size=self._size,
+            memory=self._mem_size,
+            memory_limit=self.memory_bytes,
         )
 
     async def wait_writes(self) -> None:

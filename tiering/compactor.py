@@ -420,16 +420,17 @@ class RemoteCompactor:
         if not segments:
             return None
         last = segments[-1]
-        if last.has_producer_snapshot:
+        snap = last.snapshot_part()
+        if snap is not None:
             try:
-                data = await self.store.get(last.keys.producer_snapshot)
-                entries = ProducerSnapshotFile.decode(data, last.last_offset + 1, last.keys.producer_snapshot)
+                data = await snap.get(self.store)
+                entries = ProducerSnapshotFile.decode(data, last.last_offset + 1, snap.name)
                 return min(
                     (e.current_txn_first_offset for e in entries if e.current_txn_first_offset >= 0),
                     default=None,
                 )
             except (ObjectNotFoundError, CorruptLogError) as e:
-                logger.warning("producer snapshot %s unusable (%s); scanning", last.keys.producer_snapshot, e)
+                logger.warning("producer snapshot %s unusable (%s); scanning", snap.name, e)
         open_txns: dict[int, int] = {}
         path = str(work / "txns.log")
         for seg in segments:
@@ -445,13 +446,14 @@ class RemoteCompactor:
         producer snapshot uploaded with the last one (the state after it, as the local
         cleaner uses the log's producer state), else by scanning every segment's headers."""
         last = segments[-1]
-        if last.has_producer_snapshot:
+        snap = last.snapshot_part()
+        if snap is not None:
             try:
-                data = await self.store.get(last.keys.producer_snapshot)
-                entries = ProducerSnapshotFile.decode(data, last.last_offset + 1, last.keys.producer_snapshot)
+                data = await snap.get(self.store)
+                entries = ProducerSnapshotFile.decode(data, last.last_offset + 1, snap.name)
                 return {e.producer_id: e.last_offset for e in entries if e.batches}
             except (ObjectNotFoundError, CorruptLogError) as e:
-                logger.warning("producer snapshot %s unusable (%s); scanning", last.keys.producer_snapshot, e)
+                logger.warning("producer snapshot %s unusable (%s); scanning", snap.name, e)
         out: dict[int, int] = {}
         path = str(work / "producers.log")
         for seg in segments:
@@ -584,8 +586,9 @@ class RemoteCompactor:
         ]
         if rw.txnindex_size:
             puts.append(self.store.put_file(keys.txnindex, rw.stem + ".txnindex", length=rw.txnindex_size))
-        if last_src.has_producer_snapshot:
-            snapshot = await self.store.get(last_src.keys.producer_snapshot)
+        src_snap = last_src.snapshot_part()
+        if src_snap is not None:
+            snapshot = await src_snap.get(self.store)
             puts.append(self.store.put(keys.producer_snapshot, snapshot))
         results = await asyncio.gather(*puts, return_exceptions=True)
         for r in results:

@@ -8,7 +8,9 @@ Keys are relative to the store's prefix (``s3://bucket/<prefix>/`` or ``file:///
                                                              immutable spillover manifest (older segments)
     <h>/<topic>-<topic_id>/<partition>/segments/<base>-<segment_id>.log
                                                   ... .index, .timeindex, .snapshot, .leader-epoch-checkpoint,
-                                                      .txnindex (only where the segment has one)
+                                                      .txnindex (only where the segment has one),
+                                                      .indexes (.index + .timeindex + .snapshot in one
+                                                      object: segments uploaded since issue 39)
 
 - ``<h>`` is the first ``HASH_PREFIX_LEN`` hex characters of
   ``sha256("<topic>-<topic_id>/<partition>")``. S3 partitions its key space by prefix,
@@ -64,6 +66,10 @@ class SegmentFileKind(StrEnum):
     # Kafka's transaction index (hot.txn_index): uploaded only for a segment holding an
     # aborted transaction's marker (the manifest's ``txnindex_size`` says so).
     TXNINDEX = "txnindex"
+    # The .index, .timeindex and producer snapshot in one object, in that order (the
+    # manifest's ``indexes_size`` says a segment has one): one PUT per segment instead of
+    # three, and one GET serves both indexes of a remote read.
+    INDEXES = "indexes"
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +90,13 @@ class SegmentKeys:
             self.producer_snapshot,
             self.leader_epoch_checkpoint,
             self.txnindex,
+            self.indexes,
         )
+
+    @property
+    def indexes(self) -> str:
+        """The ``.indexes`` key beside the ``.log`` key (derived, so no manifest stores it)."""
+        return _sibling(self.log, SegmentFileKind.INDEXES)
 
     def for_kind(self, kind: SegmentFileKind) -> str:
         return {
@@ -94,6 +106,7 @@ class SegmentKeys:
             SegmentFileKind.PRODUCER_SNAPSHOT: self.producer_snapshot,
             SegmentFileKind.LEADER_EPOCH_CHECKPOINT: self.leader_epoch_checkpoint,
             SegmentFileKind.TXNINDEX: self.txnindex,
+            SegmentFileKind.INDEXES: self.indexes,
         }[kind]
 
 
@@ -196,10 +209,14 @@ def segment_keys(
 def txnindex_key_of(log_key: str) -> str:
     """The ``.txnindex`` key beside a segment's ``.log`` key: for manifest entries written
     before the transaction index was tiered, whose ``keys`` lack it."""
+    return _sibling(log_key, SegmentFileKind.TXNINDEX)
+
+
+def _sibling(log_key: str, kind: SegmentFileKind) -> str:
     suffix = f".{SegmentFileKind.LOG.value}"
     if not log_key.endswith(suffix):
         raise InvalidRequestError(f"segment log key {log_key!r} does not end with {suffix}")
-    return f"{log_key[: -len(suffix)]}.{SegmentFileKind.TXNINDEX.value}"
+    return f"{log_key[: -len(suffix)]}.{kind.value}"
 
 
 def topic_manifest_key(topic: str) -> str:

@@ -41,6 +41,14 @@ from ``keys.log`` (``tiering.keys.txnindex_key_of``). Like the offset index, the
 checked against its recorded size and parsed strictly by its readers
 (``tiering.remote_txn``).
 
+One object for the small files (``indexes_size``, issue 39): a segment uploaded since then
+has its ``.index``, ``.timeindex`` and producer snapshot concatenated in that order in one
+object, ``keys.indexes`` (derived from ``keys.log``, ``tiering.keys``); ``indexes_size`` is
+its size, the snapshot being what follows the two indexes. Readers take each part by
+``index_part()`` / ``timeindex_part()`` / ``snapshot_part()``, which name the separate
+objects of older entries (no ``indexes_size``): both layouts stay readable. A broker older
+than this cannot read the indexes of such segments.
+
 Segment lifecycle (``SegmentState``): COPY_STARTED -> COPIED -> DELETE_STARTED -> DELETED,
 plus COPY_STARTED -> DELETE_STARTED for an abandoned copy. The state is recorded
 *before* the side effect it announces (upload, deletion), so after a crash the manifest
@@ -68,7 +76,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from hot.errors import (
     InvalidRequestError,
@@ -80,6 +88,9 @@ from tiering.keys import (
     SegmentKeys,
     txnindex_key_of,
 )
+
+if TYPE_CHECKING:
+    from tiering.store_base import ObjectStore
 
 _SHA256_HEX: Final = re.compile(r"[0-9a-f]{64}")
 _U32_MAX: Final = (1 << 32) - 1
@@ -143,6 +154,26 @@ def _is_int(v: object) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
+class ObjectPart:
+    """Bytes ``[start, end)`` of the object ``key`` (``object_size`` bytes): one of a
+    segment's indexes, alone or in its ``.indexes`` object. ``start``/``end``/``object_size``
+    None: the whole object, size unknown. ``name``: unique per part (caches key on it)."""
+
+    key: str
+    start: int | None
+    end: int | None
+    object_size: int | None
+    name: str
+
+    async def get(self, store: ObjectStore) -> bytes:
+        """The part's bytes: the whole object where the part is one (an older entry's
+        index or snapshot, checked against the manifest by its parser), else a range."""
+        if self.name == self.key:
+            return await store.get(self.key)
+        return await store.get(self.key, start=self.start, end=self.end)
+
+
+@dataclass(frozen=True, slots=True)
 class RemoteSegment:
     segment_id: uuid.UUID
     base_offset: int
@@ -171,6 +202,10 @@ class RemoteSegment:
     replaced: bool = False
     # Bytes of the uploaded .txnindex; None: the segment has none (no aborted transaction).
     txnindex_size: int | None = None
+    # The .index, .timeindex and producer snapshot went up as one object (``keys.indexes``:
+    # index_size bytes of offset index, timeindex_size of time index, the rest the
+    # snapshot) of this size; None: as objects of their own (entries written before it).
+    indexes_size: int | None = None
 
     def __post_init__(self) -> None:
         sid = self.segment_id.hex if isinstance(self.segment_id, uuid.UUID) else repr(self.segment_id)
@@ -232,6 +267,13 @@ class RemoteSegment:
                 f"segment {sid}: txnindex_size must be a positive multiple of {TXN_ENTRY_SIZE} "
                 f"or absent, got {self.txnindex_size!r}"
             )
+        if self.indexes_size is not None and (
+            not _is_int(self.indexes_size) or self.indexes_size < self.index_size + self.timeindex_size
+        ):
+            raise InvalidSegmentError(
+                f"segment {sid}: indexes_size must be an integer of at least index_size + "
+                f"timeindex_size, or absent, got {self.indexes_size!r}"
+            )
         if self.record_count is not None and (not _is_int(self.record_count) or self.record_count < 0):
             raise InvalidSegmentError(f"segment {sid}: record_count must be a non-negative integer or null")
 
@@ -241,6 +283,39 @@ class RemoteSegment:
 
     def contains(self, offset: int) -> bool:
         return self.base_offset <= offset <= self.last_offset
+
+    def index_part(self) -> ObjectPart:
+        """Where the segment's offset index is: its own object, or the head of ``.indexes``."""
+        if self.indexes_size is None:
+            return ObjectPart(self.keys.index, 0, self.index_size, self.index_size, self.keys.index)
+        return ObjectPart(
+            self.keys.indexes, 0, self.index_size, self.indexes_size, self.keys.indexes + "#index"
+        )
+
+    def timeindex_part(self) -> ObjectPart:
+        if self.indexes_size is None:
+            size = self.timeindex_size
+            return ObjectPart(self.keys.timeindex, 0, size, size, self.keys.timeindex)
+        start = self.index_size
+        return ObjectPart(
+            self.keys.indexes,
+            start,
+            start + self.timeindex_size,
+            self.indexes_size,
+            self.keys.indexes + "#timeindex",
+        )
+
+    def snapshot_part(self) -> ObjectPart | None:
+        """Where the producer snapshot is (None: the segment has none); ``end`` None: the
+        whole object (its size is not in the manifest)."""
+        if not self.has_producer_snapshot:
+            return None
+        if self.indexes_size is None:
+            return ObjectPart(self.keys.producer_snapshot, None, None, None, self.keys.producer_snapshot)
+        start = self.index_size + self.timeindex_size
+        return ObjectPart(
+            self.keys.indexes, start, self.indexes_size, self.indexes_size, self.keys.indexes + "#snapshot"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -278,6 +353,8 @@ class RemoteSegment:
             out["replaced"] = True
         if self.txnindex_size is not None:
             out["txnindex_size"] = self.txnindex_size
+        if self.indexes_size is not None:
+            out["indexes_size"] = self.indexes_size
         return out
 
     @classmethod
@@ -295,6 +372,7 @@ class RemoteSegment:
                 "cleaned_ms",
                 "replaced",
                 "txnindex_size",
+                "indexes_size",
             ),
         )
         keys = _fields(obj["keys"], _KEY_FIELDS, "segment keys", optional=("txnindex",))
@@ -328,6 +406,7 @@ class RemoteSegment:
             cleaned_ms=obj.get("cleaned_ms"),
             replaced=obj.get("replaced", False),
             txnindex_size=_optional_int(obj, "txnindex_size"),
+            indexes_size=_optional_int(obj, "indexes_size"),
         )
 
     def _identity(self) -> tuple[int, int, SegmentKeys]:
@@ -356,6 +435,7 @@ _SEGMENT_FIELDS: Final = (
     "cleaned_ms",
     "replaced",
     "txnindex_size",
+    "indexes_size",
 )
 _KEY_FIELDS: Final = (
     "log",

@@ -185,6 +185,14 @@ class CacheStatsCollector(Collector):
         )
         yield GaugeMetricFamily("strata_tiering_cache_size_bytes", "Bytes of cached chunks", value=s.size)
         yield GaugeMetricFamily("strata_tiering_cache_entries", "Cached chunk files", value=s.entries)
+        yield GaugeMetricFamily(
+            "strata_tiering_cache_memory_bytes", "Bytes of chunks in the in-memory LRU", value=s.memory
+        )
+        yield GaugeMetricFamily(
+            "strata_tiering_cache_memory_limit_bytes",
+            "tiering.read_memory_bytes: the bound of strata_tiering_cache_memory_bytes",
+            value=s.memory_limit,
+        )
 
 
 class S3RequestCollector(Collector):

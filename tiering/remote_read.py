@@ -74,7 +74,7 @@ from hot.txn_index import AbortedTxn, TxnSearch
 from tiering.cache import ChunkCache, RemoteCorruptObjectError, RemoteObjectMissingError, sendable
 from tiering.config import TieringConfig
 from tiering.keys import manifest_key
-from tiering.manifest import ManifestError, PartitionManifest, RemoteSegment, SegmentState
+from tiering.manifest import ManifestError, ObjectPart, PartitionManifest, RemoteSegment, SegmentState
 from tiering.manifest_store import ManifestStore
 from tiering.remote_txn import ENTRY_MEMORY_BYTES, collect_remote, parse_txn_index
 from tiering.store import ObjectStore
@@ -593,35 +593,40 @@ class RemoteReader:
             task.add_done_callback(lambda t: t.cancelled() or t.exception())
         return await asyncio.shield(task)
 
+    async def _read_part(self, part: ObjectPart) -> bytes:
+        """An index's bytes through the chunk cache: with ``.indexes`` (one small object),
+        the GET for the offset index also brings the time index in."""
+        assert part.start is not None and part.end is not None and part.object_size is not None
+        try:
+            return await self.cache.read(part.key, part.start, part.end, object_size=part.object_size)
+        except ObjectNotFoundError:
+            raise _SegmentGone(part.key) from None
+
     async def offset_index(self, seg: RemoteSegment) -> RemoteOffsetIndex:
+        part = seg.index_part()
+
         async def load() -> tuple[object, int]:
-            try:
-                data = await self.cache.read(seg.keys.index, 0, seg.index_size, object_size=seg.index_size)
-            except ObjectNotFoundError:
-                raise _SegmentGone(seg.keys.index) from None
+            data = await self._read_part(part)
             idx = await asyncio.to_thread(parse_offset_index, data, seg)
             return idx, idx.nbytes
 
         if seg.index_size == 0:
             return RemoteOffsetIndex(seg.base_offset, (), ())
-        value = await self._cached_index(seg.keys.index, load)
+        value = await self._cached_index(part.name, load)
         assert isinstance(value, RemoteOffsetIndex)
         return value
 
     async def time_index(self, seg: RemoteSegment) -> RemoteTimeIndex:
+        part = seg.timeindex_part()
+
         async def load() -> tuple[object, int]:
-            try:
-                data = await self.cache.read(
-                    seg.keys.timeindex, 0, seg.timeindex_size, object_size=seg.timeindex_size
-                )
-            except ObjectNotFoundError:
-                raise _SegmentGone(seg.keys.timeindex) from None
+            data = await self._read_part(part)
             idx = await asyncio.to_thread(parse_time_index, data, seg)
             return idx, idx.nbytes
 
         if seg.timeindex_size == 0:
             return RemoteTimeIndex((), ())
-        value = await self._cached_index(seg.keys.timeindex, load)
+        value = await self._cached_index(part.name, load)
         assert isinstance(value, RemoteTimeIndex)
         return value
 

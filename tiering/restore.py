@@ -46,7 +46,7 @@ from hot.errors import CorruptLogError, ObjectNotFoundError, StrataError, TopicE
 from hot.manager import LogManager
 from hot.producer_state import ProducerSnapshotFile, snapshot_name
 from hot.topics import TOPICS_FILE, TopicRegistry
-from tiering.manifest import ManifestError, RemoteSegment, SegmentState
+from tiering.manifest import ManifestError, ObjectPart, RemoteSegment, SegmentState
 from tiering.manifest_store import ManifestStore
 from tiering.service import PENDING_DELETES_FILE, PendingDeletes
 from tiering.store import ObjectStore
@@ -65,7 +65,7 @@ class PartitionPlan:
     next_offset: int
     remote_segments: int
     remote_bytes: int
-    snapshot_key: str | None  # producer snapshot as of ``next_offset``, if uploaded
+    snapshot: ObjectPart | None  # producer snapshot as of ``next_offset``, if uploaded
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +132,8 @@ async def plan_topic(manifests: ManifestStore, name: str) -> TopicPlan:
         nxt = m.next_offset()
         last = _last_segment(segs)
         snap = None
-        if last is not None and last.has_producer_snapshot and last.last_offset + 1 == nxt:
-            snap = last.keys.producer_snapshot
+        if last is not None and last.last_offset + 1 == nxt:
+            snap = last.snapshot_part()
         copied = [s for s in segs if s.state is SegmentState.COPIED]
         return PartitionPlan(p, m.log_start_offset, nxt, len(copied), sum(s.size for s in copied), snap)
 
@@ -149,13 +149,13 @@ async def plan_restore(manifests: ManifestStore, topics: Sequence[str] | None = 
 
 async def _snapshot(store: ObjectStore, plan: TopicPlan, pp: PartitionPlan) -> bytes | None:
     """The validated producer snapshot of a partition, None if absent or damaged."""
-    if pp.snapshot_key is None:
+    if pp.snapshot is None:
         return None
     try:
-        data = await store.get(pp.snapshot_key)
-        entries = ProducerSnapshotFile.decode(data, pp.next_offset, pp.snapshot_key)
+        data = await pp.snapshot.get(store)
+        entries = ProducerSnapshotFile.decode(data, pp.next_offset, pp.snapshot.name)
     except ObjectNotFoundError:
-        logger.warning("%s-%d: producer snapshot %s is missing", plan.name, pp.partition, pp.snapshot_key)
+        logger.warning("%s-%d: producer snapshot %s is missing", plan.name, pp.partition, pp.snapshot.name)
         return None
     except CorruptLogError as e:
         logger.warning("%s-%d: ignoring damaged producer snapshot: %s", plan.name, pp.partition, e)

@@ -12,11 +12,11 @@ Per partition of a topic with ``remote.storage.enable`` (docs/tiering.md is the 
 * Each segment: full CRC verification and SHA-256 of the ``.log`` (a corrupt segment is
   never uploaded, KAFKA-15401; the partition stops; the next segment is verified while
   the current one uploads), CAS ``COPY_STARTED`` with a fresh segment id, upload
-  ``.log`` / ``.index`` / ``.timeindex`` / producer snapshot / ``.txnindex`` (where the
-  segment has aborted transactions) under keys holding that id (concurrently), CAS
-  ``COPIED``. The COPIED CAS re-checks contiguity against the stored
-  manifest, so two uploaders of one partition never record overlapping COPIED segments:
-  the loser cleans its copy up.
+  ``.log``, ``.indexes`` (``.index`` + ``.timeindex`` + producer snapshot in one object)
+  and ``.txnindex`` (where the segment has aborted transactions) under keys holding that
+  id (concurrently), CAS ``COPIED`` (in the next batch's COPY_STARTED write). The
+  COPIED CAS re-checks contiguity against the stored manifest, so two uploaders of one
+  partition never record overlapping COPIED segments: the loser cleans its copy up.
 * Crash recovery (first visit of a partition, and after a failed upload): leftover
   ``COPY_STARTED`` entries are moved to ``DELETE_STARTED``, their objects deleted and the
   entries dropped; ``DELETE_STARTED`` leftovers are finished the same way.
@@ -105,7 +105,7 @@ def fault(point: str) -> None:
         os._exit(FAULT_EXIT_CODE)
 
 
-async def _all_or_first_error(aws: list[Coroutine[Any, Any, Any]]) -> None:
+async def _all_or_first_error(aws: list[Coroutine[Any, Any, object]]) -> None:
     """Run ``aws`` concurrently and wait for all of them; then raise the first error (in
     ``aws`` order), so no put is still running when the caller cleans up after a failure."""
     results = await asyncio.gather(*aws, return_exceptions=True)
@@ -237,6 +237,25 @@ def _dense(seg: Segment) -> bool:
     return expect == seg.next_offset
 
 
+def _read_indexes(seg: Segment, local: LocalSegmentInfo) -> bytes:
+    """The ``.indexes`` object of ``seg``: its .index, .timeindex and producer snapshot, as
+    long as its verification measured them. Blocking: run in a worker thread."""
+    parts = [(seg.index_path, local.index_size), (seg.timeindex_path, local.timeindex_size)]
+    if local.snapshot_path is not None:
+        parts.append((local.snapshot_path, local.snapshot_size))
+    out = bytearray()
+    for path, size in parts:
+        try:
+            with open(path, "rb") as f:
+                data = f.read(size)
+        except OSError as e:
+            raise StorageError(f"cannot read {path} for upload: {e}") from e
+        if len(data) != size:
+            raise StorageError(f"{path} has {len(data)} bytes, {size} expected: it changed during the upload")
+        out += data
+    return bytes(out)
+
+
 def inspect_segment(log: Log, seg: Segment) -> LocalSegmentInfo:
     """Verify ``seg`` (full CRC scan: CorruptLogError if any batch is bad) and checksum it
     whole (SHA-256 and CRC-32C in one pass over the file). Blocking: run in a worker thread."""
@@ -329,6 +348,24 @@ def _check_extends(m: PartitionManifest, base: int, last: int) -> None:
             f"local segment starts at {base} but the remote data ends at {nxt}: "
             "uploading it would leave a hole"
         )
+
+
+# A segment of a batch: the local file, what its verification found, its manifest entry.
+_Entry = tuple[Segment, LocalSegmentInfo, RemoteSegment]
+
+
+def _mark_copied(m: PartitionManifest, copied: list[_Entry], now: int) -> PartitionManifest:
+    """``m`` with ``copied`` (our COPY_STARTED entries, their objects all up) COPIED; raises
+    _Abandoned if one is gone or no longer ours, or what ``_check_extends`` raises."""
+    for _, _, entry in copied:
+        cur = m.get(entry.segment_id)
+        if cur is None or cur.state not in (SegmentState.COPY_STARTED, SegmentState.COPIED):
+            raise _Abandoned()
+        if cur.state is SegmentState.COPIED:
+            continue  # our own write, replayed after a lost response
+        _check_extends(m, cur.base_offset, cur.last_offset)
+        m = m.add_or_update(cur.with_state(SegmentState.COPIED, now))
+    return m
 
 
 class Uploader:
@@ -571,7 +608,9 @@ class Uploader:
 
         Segments go up in batches of up to ``upload_segments_in_flight`` (and
         ``upload_memory_bytes``): one COPY_STARTED manifest write for the batch, every
-        object of it uploaded concurrently, one COPIED write for the batch."""
+        object of it uploaded concurrently; the batch's COPIED is written together with the
+        next batch's COPY_STARTED (one manifest write per batch, not two: each is a round
+        trip the uploads wait for), or alone when no batch follows."""
         st = self.state(log.topic, log.partition, topic_id)
         if st.stopped is not None or not log.is_online:
             return 0
@@ -585,51 +624,79 @@ class Uploader:
         # Verifications (CRC scan + SHA-256, worker threads) of the next batch start while
         # the current one uploads; each result, or error, is taken at its own turn.
         ahead: dict[Segment, asyncio.Task[LocalSegmentInfo]] = {}
+        # The last batch's segments whose objects are all up: their COPIED goes into the next
+        # batch's COPY_STARTED write, or into a write of its own when no batch follows.
+        pending: list[_Entry] = []
         try:
-            while st.stopped is None and log.is_online:
-                if self._led_epoch(st) != epoch:
-                    break  # leadership moved mid-pass: a deposed leader stops uploading
-                m = st.manifest
-                assert m is not None
-                nxt = max(m.next_offset(), log.log_start_offset)
-                candidates = log.sealed_segments_for_upload(log.last_stable_offset, from_offset=nxt)
-                self._observe_lag(st, log, nxt)
-                batch = self._batch(candidates, lag_ms)
-                if not batch:
-                    break
-                following = self._batch(candidates[len(batch) :], lag_ms)
-                inspections: list[asyncio.Task[LocalSegmentInfo]] = []
-                for seg in batch:
-                    task = ahead.pop(seg, None)
-                    if task is None:
-                        task = asyncio.ensure_future(asyncio.to_thread(inspect_segment, log, seg))
-                    inspections.append(task)
+            try:
+                while st.stopped is None and log.is_online:
+                    if self._led_epoch(st) != epoch:
+                        break  # leadership moved mid-pass: a deposed leader stops uploading
+                    m = st.manifest
+                    assert m is not None
+                    nxt = max(m.next_offset(), log.log_start_offset)
+                    if pending:
+                        nxt = max(nxt, pending[-1][2].last_offset + 1)
+                    candidates = log.sealed_segments_for_upload(log.last_stable_offset, from_offset=nxt)
+                    self._observe_lag(st, log, nxt)
+                    batch = self._batch(candidates, lag_ms)
+                    if not batch:
+                        break
+                    following = self._batch(candidates[len(batch) :], lag_ms)
+                    inspections: list[asyncio.Task[LocalSegmentInfo]] = []
+                    for seg in batch:
+                        task = ahead.pop(seg, None)
+                        if task is None:
+                            task = asyncio.ensure_future(asyncio.to_thread(inspect_segment, log, seg))
+                        inspections.append(task)
+                    for task in ahead.values():
+                        _drop(task)
+                    ahead = {
+                        seg: asyncio.ensure_future(asyncio.to_thread(inspect_segment, log, seg))
+                        for seg in following
+                    }
+                    try:
+                        done, pending = await self._upload_batch(st, log, batch, inspections, pending)
+                    except CorruptLogError as e:
+                        self._stop(
+                            st, "corrupt", f"local segment {e.path} is corrupt and will not be uploaded: {e}"
+                        )
+                        break
+                    except _Gap as e:
+                        self._stop(st, "gap", str(e))
+                        break
+                    uploaded += done
+                    if not pending:
+                        # Nothing of this batch went up. Superseded: ``st.manifest`` is the newer
+                        # one that said so, go on from its end. Vanished (or no progress): the
+                        # next pass looks again.
+                        newer = st.manifest
+                        if newer is not m and newer is not None and newer.next_offset() > nxt:
+                            continue
+                        break
+            except BaseException as e:
+                if pending:
+                    if isinstance(e, Exception):
+                        # The batch after them failed; these are up: record them all the same.
+                        try:
+                            uploaded += await self._finish(st, pending)
+                        except Exception:
+                            st.recovered = False  # the next visit cleans their COPY_STARTED up
+                            logger.warning("%s-%d: COPIED write failed after %s", st.topic, st.partition, e)
+                    else:
+                        st.recovered = False  # cancelled: the next visit cleans up first
+                    pending = []
+                raise
+            finally:
                 for task in ahead.values():
                     _drop(task)
-                ahead = {
-                    seg: asyncio.ensure_future(asyncio.to_thread(inspect_segment, log, seg))
-                    for seg in following
-                }
+            if pending:
                 try:
-                    done = await self._upload_batch(st, log, batch, inspections)
-                except CorruptLogError as e:
-                    self._stop(
-                        st, "corrupt", f"local segment {e.path} is corrupt and will not be uploaded: {e}"
-                    )
-                    break
-                except _Gap as e:
-                    self._stop(st, "gap", str(e))
-                    break
-                if not done:
-                    # Superseded: ``st.manifest`` is the newer one that said so, go on from
-                    # its end. Vanished (or no progress): the next pass looks again.
-                    if st.manifest is not m and st.manifest is not None and st.manifest.next_offset() > nxt:
-                        continue
-                    break
-                uploaded += done
+                    uploaded += await self._finish(st, pending)
+                except Exception:
+                    st.recovered = False  # the next visit cleans their COPY_STARTED up first
+                    raise
         finally:
-            for task in ahead.values():
-                _drop(task)
             # Every pass, failed ones too (a store outage): the lag's age keeps growing.
             if st.manifest is not None:
                 self._observe_lag(st, log, st.remote_next_offset)
@@ -726,15 +793,22 @@ class Uploader:
         log: Log,
         batch: list[Segment],
         inspections: list[asyncio.Task[LocalSegmentInfo]],
-    ) -> int:
-        """Upload ``batch`` (contiguous segments) through the state machine; how many were
-        COPIED, 0 if they were superseded or disappeared (nothing left behind).
-        ``inspections``: their verifications, already started."""
+        finishing: list[_Entry],
+    ) -> tuple[int, list[_Entry]]:
+        """Upload ``batch`` (contiguous segments) through the state machine. ``inspections``:
+        their verifications, already started. ``finishing``: the previous batch's segments
+        whose objects are all up; their COPIED goes into this batch's COPY_STARTED write.
+
+        Returns how many of ``finishing`` were COPIED, and this batch's segments whose
+        objects all went up (a prefix of it), whose COPIED the caller writes next (with the
+        following batch, or by ``_finish``); none if the batch was superseded or its files
+        disappeared (nothing left behind). If this raises, ``finishing`` is not COPIED yet
+        unless the error came after this batch's COPY_STARTED write."""
         verified = await self._inspected(st, log, batch, inspections)
         if not verified:
-            return 0
+            return (await self._finish(st, finishing) if finishing else 0), []
         now = self._clock_ms()
-        entries: list[tuple[Segment, LocalSegmentInfo, RemoteSegment]] = []
+        entries: list[_Entry] = []
         for seg, local in verified:
             sid = uuid.uuid4()
             keys = segment_keys(st.topic, st.topic_id, st.partition, seg.base_offset, sid)
@@ -759,22 +833,41 @@ class Uploader:
                 record_count=None if not local.dense else seg.next_offset - seg.base_offset,
                 compacted=not local.dense,
                 txnindex_size=local.txnindex_size or None,
+                indexes_size=local.index_size + local.timeindex_size + local.snapshot_size,
             )
             entries.append((seg, local, entry))
         log_start = log.log_start_offset
         seen: list[PartitionManifest] = []
+        refused: list[Exception] = []  # why this batch was not started, its previous one finished
 
         def start(m: PartitionManifest) -> PartitionManifest:
             seen[:] = [m]
+            refused.clear()
+            if finishing:
+                m = _mark_copied(m, finishing, now)
             m = m.advance_log_start(log_start)
-            _check_extends(m, entries[0][2].base_offset, entries[0][2].last_offset)
+            try:
+                _check_extends(m, entries[0][2].base_offset, entries[0][2].last_offset)
+            except (_Superseded, _Gap) as e:
+                if not finishing:
+                    raise
+                refused.append(e)  # the previous batch's COPIED is still written
+                return m
             for _, _, entry in entries:  # contiguous among themselves (``_batch``)
                 m = m.add_or_update(entry)
             return m
 
         try:
             await self._update(st, start)
-        except _Superseded:
+        except (_Superseded, _Abandoned, _Gap, SegmentOverlapError) as e:
+            if finishing:
+                # Raised by the previous batch's COPIED (this batch's refusal is in
+                # ``refused``): another uploader recorded that range first.
+                await self._lost(st, finishing, e)
+                finishing.clear()
+                return 0, []
+            if not isinstance(e, _Superseded):
+                raise
             # Another writer (a deposed leader finishing its pass, a concurrent uploader)
             # got further than our cached manifest: take theirs, or every later pass would
             # pick this same segment again and never upload anything.
@@ -782,7 +875,15 @@ class Uploader:
                 st.manifest = seen[0]
                 st.loaded = True
                 self._observe(st)
-            return 0
+            return 0, []
+        finished = len(finishing)
+        if finishing:
+            self._copied(st, finishing)
+            finishing.clear()  # done: the caller's list, so an error below does not redo it
+        if refused:
+            if isinstance(refused[0], _Gap):
+                raise refused[0]
+            return finished, []
         fault("after_copy_started")
         try:
             await self._bucket.take(
@@ -821,45 +922,47 @@ class Uploader:
         elif error is not None:
             st.recovered = False  # the next visit cleans the COPY_STARTED entries up first
         copied = entries[:ok]
-        if copied:
-            copied_at = self._clock_ms()
-
-            def finish(m: PartitionManifest) -> PartitionManifest:
-                for _, _, entry in copied:
-                    cur = m.get(entry.segment_id)
-                    if cur is None or cur.state not in (SegmentState.COPY_STARTED, SegmentState.COPIED):
-                        raise _Abandoned()
-                    if cur.state is SegmentState.COPIED:
-                        continue  # our own write, replayed after a lost response
-                    _check_extends(m, cur.base_offset, cur.last_offset)
-                    m = m.add_or_update(cur.with_state(SegmentState.COPIED, copied_at))
-                return m
-
-            try:
-                await self._update(st, finish)
-            except (_Superseded, _Abandoned, _Gap, SegmentOverlapError) as e:
-                logger.info(
-                    "%s-%d: upload of [%d, %d] lost to another uploader (%s); removing its objects",
-                    st.topic,
-                    st.partition,
-                    copied[0][2].base_offset,
-                    copied[-1][2].last_offset,
-                    type(e).__name__.strip("_"),
-                )
-                await self._abandon(
-                    st, {e.segment_id for _, _, e in entries}, [e.keys for _, _, e in entries]
-                )
-                return 0
-            fault("after_copied")
-            for _, local, entry in copied:
-                self.metrics.uploaded_segments.labels(st.topic).inc()
-                self.metrics.uploaded_bytes.labels(st.topic).inc(local.size)
-                logger.debug(
-                    "%s-%d: uploaded [%d, %d]", st.topic, st.partition, entry.base_offset, entry.last_offset
-                )
         if error is not None:
+            if copied:
+                await self._finish(st, copied)
             raise error
-        return len(copied)
+        return finished, copied
+
+    async def _finish(self, st: PartitionState, copied: list[_Entry]) -> int:
+        """Write COPIED for ``copied`` (their objects are all up) in a manifest write of its
+        own, and empty the list; how many were COPIED (0: lost to another uploader, objects
+        removed)."""
+        now = self._clock_ms()
+        try:
+            await self._update(st, lambda m: _mark_copied(m, copied, now))
+        except (_Superseded, _Abandoned, _Gap, SegmentOverlapError) as e:
+            await self._lost(st, copied, e)
+            copied.clear()
+            return 0
+        self._copied(st, copied)
+        n = len(copied)
+        copied.clear()
+        return n
+
+    async def _lost(self, st: PartitionState, entries: list[_Entry], why: Exception) -> None:
+        logger.info(
+            "%s-%d: upload of [%d, %d] lost to another uploader (%s); removing its objects",
+            st.topic,
+            st.partition,
+            entries[0][2].base_offset,
+            entries[-1][2].last_offset,
+            type(why).__name__.strip("_"),
+        )
+        await self._abandon(st, {e.segment_id for _, _, e in entries}, [e.keys for _, _, e in entries])
+
+    def _copied(self, st: PartitionState, copied: list[_Entry]) -> None:
+        fault("after_copied")
+        for _, local, entry in copied:
+            self.metrics.uploaded_segments.labels(st.topic).inc()
+            self.metrics.uploaded_bytes.labels(st.topic).inc(local.size)
+            logger.debug(
+                "%s-%d: uploaded [%d, %d]", st.topic, st.partition, entry.base_offset, entry.last_offset
+            )
 
     async def _put_segment(self, seg: Segment, local: LocalSegmentInfo, keys: SegmentKeys) -> None:
         """Every object of one segment, at once; the ``.log`` with the CRC-32C its
@@ -873,16 +976,14 @@ class Uploader:
                 )
             fault("after_log_upload")
 
-        # The small objects go up while the .log does (one round trip each, not in a row).
-        puts = [
-            put_log(),
-            self.store.put_file(keys.index, seg.index_path, length=local.index_size),
-            self.store.put_file(keys.timeindex, seg.timeindex_path, length=local.timeindex_size),
-        ]
-        if local.snapshot_path is not None:
-            puts.append(
-                self.store.put_file(keys.producer_snapshot, local.snapshot_path, length=local.snapshot_size)
-            )
+        async def put_indexes() -> None:
+            data = await asyncio.to_thread(_read_indexes, seg, local)
+            await self.store.put(keys.indexes, data)
+
+        # The indexes and the snapshot go up as one object (``.indexes``: a request per
+        # segment instead of three, each costing the endpoint as much as a manifest write),
+        # while the .log does.
+        puts: list[Coroutine[Any, Any, object]] = [put_log(), put_indexes()]
         if local.txnindex_size:
             puts.append(self.store.put_file(keys.txnindex, seg.txnindex_path, length=local.txnindex_size))
         await _all_or_first_error(puts)

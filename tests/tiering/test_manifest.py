@@ -25,6 +25,7 @@ from tiering.manifest import (
     CorruptManifestError,
     InvalidSegmentError,
     InvalidStateTransitionError,
+    ObjectPart,
     PartitionManifest,
     RemoteSegment,
     SegmentOverlapError,
@@ -211,6 +212,35 @@ def test_entry_without_crc32c_round_trips() -> None:
     m2 = add_copied(m, seg(311, 320, crc=12345))
     doc2 = json.loads(m2.to_json())
     assert [s.get("log_crc32c") for s in doc2["segments"]] == [None, None, None, 12345]
+
+
+def test_indexes_object_parts_and_round_trip() -> None:
+    """``indexes_size``: the indexes and snapshot in one object, each part a range of it;
+    without it (older entries) each part is an object of its own."""
+    old = replace(seg(0, 9), has_producer_snapshot=True)
+    assert old.index_part() == ObjectPart(old.keys.index, 0, 8, 8, old.keys.index)
+    assert old.timeindex_part() == ObjectPart(old.keys.timeindex, 0, 12, 12, old.keys.timeindex)
+    snap = old.snapshot_part()
+    assert snap is not None and (snap.key, snap.start, snap.end) == (old.keys.producer_snapshot, None, None)
+    new = replace(old, indexes_size=50)
+    key = new.keys.indexes
+    assert key == new.keys.log.removesuffix(".log") + ".indexes" and key in new.keys.all()
+    assert [(p.key, p.start, p.end, p.object_size) for p in (new.index_part(), new.timeindex_part())] == [
+        (key, 0, 8, 50),
+        (key, 8, 20, 50),
+    ]
+    snap = new.snapshot_part()
+    assert snap is not None and (snap.start, snap.end) == (20, 50)
+    assert replace(new, has_producer_snapshot=False).snapshot_part() is None
+    assert len({new.index_part().name, new.timeindex_part().name, snap.name}) == 3
+    m = empty().add_or_update(new).add_or_update(replace(seg(10, 19), has_producer_snapshot=True))
+    doc = json.loads(m.to_json())
+    assert [d.get("indexes_size") for d in doc["segments"]] == [50, None]
+    assert "indexes_size" not in doc["segments"][1]  # older entries are written as they were
+    assert "indexes" not in doc["segments"][0]["keys"]  # derived from keys.log, never stored
+    assert PartitionManifest.from_json(m.to_json()) == m
+    with pytest.raises(InvalidSegmentError, match="indexes_size"):
+        replace(old, indexes_size=19)  # shorter than the two indexes
 
 
 @given(

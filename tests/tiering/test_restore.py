@@ -102,8 +102,8 @@ async def test_plan_reads_manifests(bucket: Bucket) -> None:
     assert (plan.name, plan.topic_id, plan.partitions, plan.configs) == (TOPIC, TID, 2, CONFIGS)
     p0, p1 = plan.parts
     assert (p0.log_start_offset, p0.next_offset) == (bucket.lso, bucket.next_offset)
-    assert p0.snapshot_key == bucket.segs[-1].keys.producer_snapshot
-    assert (p1.log_start_offset, p1.next_offset, p1.snapshot_key) == (0, 0, None)
+    assert p0.snapshot is not None and p0.snapshot.key == bucket.segs[-1].keys.producer_snapshot
+    assert (p1.log_start_offset, p1.next_offset, p1.snapshot) == (0, 0, None)
 
 
 async def test_restore_data_dir_keeps_offsets_and_producer_state(bucket: Bucket, tmp_path: Path) -> None:

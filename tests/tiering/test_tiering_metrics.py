@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,16 @@ async def test_cache_and_upload_metrics_exported(tmp_path: Path) -> None:
         ):
             assert name in text, name
         assert service.cache.stats().hits == 0
+
+        # The memory budgets of uploads and remote reads, and what is held against them.
+        def value(name: str) -> float:
+            m = re.search(rf"^{name} (\S+)$", text, re.M)
+            assert m is not None, name
+            return float(m.group(1))
+
+        assert value("strata_tiering_upload_memory_limit_bytes") == service.config.upload_memory_bytes
+        assert value("strata_tiering_cache_memory_limit_bytes") == service.cache.memory_bytes > 0
+        assert value("strata_tiering_upload_memory_bytes") == value("strata_tiering_cache_memory_bytes") == 0
     finally:
         await store.close()
         manager.close()

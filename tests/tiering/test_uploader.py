@@ -8,6 +8,7 @@ import asyncio
 import logging
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from crc32c import crc32c
@@ -33,10 +34,10 @@ from tests.tiering.uplib import (
 )
 from tiering.config import TieringConfig
 from tiering.keys import topic_manifest_key
-from tiering.manifest import SegmentState
+from tiering.manifest import PartitionManifest, SegmentState
 from tiering.manifest_store import ManifestStore
 from tiering.service import TieringService
-from tiering.uploader import FAULT_POINTS, PartitionState, PartitionStoppedError
+from tiering.uploader import FAULT_POINTS, ByteBudget, PartitionState, PartitionStoppedError
 
 
 @pytest.fixture(params=["file", "s3"])
@@ -51,7 +52,15 @@ def local_ranges(manager: LogManager, topic: str) -> tuple[list[int], list[int]]
 
 async def test_segments_uploaded_in_order_byte_identical(tmp_path: Path, url: str) -> None:
     m = new_manager(tmp_path / "data")
-    svc = new_service(m, url)
+    svc = new_service(m, url, upload_segments_in_flight=2)
+    writes: list[int] = []
+    update = svc.uploader.manifests.update
+
+    async def counting_update(*args: Any, **kwargs: Any) -> PartitionManifest:
+        writes.append(1)
+        return await update(*args, **kwargs)
+
+    svc.uploader.manifests.update = counting_update  # type: ignore[method-assign]
     try:
         m.create_topic("orders", 1, {"retention.ms": "-1"})
         log = m.get_log("orders", 0)
@@ -61,6 +70,9 @@ async def test_segments_uploaded_in_order_byte_identical(tmp_path: Path, url: st
         assert len(sealed) >= 5
         result = await svc.run_once(retention=False, sweep=False)
         assert result.uploaded == len(sealed)
+        # One manifest write per batch of two (each batch's COPY_STARTED carries the previous
+        # batch's COPIED), and the last batch's COPIED.
+        assert len(writes) == (len(sealed) + 1) // 2 + 1
         man = await load_manifest(url, m, "orders")
         assert_contiguous_copied(man, *local_ranges(m, "orders"))
         assert svc.uploaded("orders", 0) == sealed[-1].next_offset == man.next_offset()
@@ -74,15 +86,20 @@ async def test_segments_uploaded_in_order_byte_identical(tmp_path: Path, url: st
                 assert remote.record_count == seg.next_offset - seg.base_offset
                 with open(seg.log_path, "rb") as f:
                     assert await store.get(remote.keys.log) == f.read()
+                # The indexes and the snapshot, in one object (``.indexes``).
                 with open(seg.index_path, "rb") as f:
-                    assert await store.get(remote.keys.index) == f.read()
+                    assert await remote.index_part().get(store) == f.read()
                 with open(seg.timeindex_path, "rb") as f:
-                    assert await store.get(remote.keys.timeindex) == f.read()
+                    assert await remote.timeindex_part().get(store) == f.read()
                 snap = log.producer_snapshot_after(seg)
                 assert remote.has_producer_snapshot == (snap is not None)
+                part = remote.snapshot_part()
                 if snap is not None:
+                    assert part is not None
                     with open(snap, "rb") as f:
-                        assert await store.get(remote.keys.producer_snapshot) == f.read()
+                        assert await part.get(store) == f.read()
+                assert remote.indexes_size == len(await store.get(remote.keys.indexes))
+                assert not await store.exists(remote.keys.index)
             topic_doc = await ManifestStore(store).load_topic_manifest("orders")
             assert topic_doc == {
                 "name": "orders",
@@ -335,9 +352,10 @@ async def test_uploads_stop_when_leadership_moves_mid_pass(tmp_path: Path) -> No
 
         svc.uploader.recover = counting_recover  # type: ignore[method-assign]
         led["epoch"] = 3
-        # The epoch changes (to 4) as soon as the first segment is COPIED.
+        # The epoch changes (to 4) as soon as the first segment is COPIED: in the write that
+        # starts the second batch, which the pass still finishes, and starts no third.
         svc.uploader.leader_epoch = lambda topic, partition: 3 if svc.uploaded("t", 0) == 0 else 4
-        assert (await svc.run_once(retention=False, sweep=False)).uploaded == 1
+        assert (await svc.run_once(retention=False, sweep=False)).uploaded == 2
         st = svc.uploader.cached_state("t", 0)
         assert st is not None and st.term == 3
         assert (await svc.run_once(retention=False, sweep=False)).uploaded >= 2
@@ -454,6 +472,79 @@ async def test_bandwidth_cap_still_uploads_everything(tmp_path: Path) -> None:
         produce(m.get_log("t", 0), 3 * 65536)
         await svc.run_once(retention=False, sweep=False)
         assert_contiguous_copied(await load_manifest(url, m, "t"), *local_ranges(m, "t"))
+    finally:
+        await svc.close()
+        m.close()
+
+
+async def test_upload_memory_budget_bounds_bodies_in_flight() -> None:
+    """``ByteBudget`` (``upload_memory_bytes``): holders wait until their bytes fit; a body
+    larger than the budget counts as all of it (it goes up alone); the gauge follows."""
+    seen: list[int] = []
+    budget = ByteBudget(100, seen.append)
+    order: list[str] = []
+
+    async def hold(name: str, n: int, release: asyncio.Event) -> None:
+        async with budget.hold(n):
+            order.append(name)
+            await release.wait()
+
+    a, b, c = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    ta = asyncio.create_task(hold("a", 60, a))
+    tb = asyncio.create_task(hold("b", 60, b))  # does not fit beside a
+    tc = asyncio.create_task(hold("c", 500, c))  # more than the budget: alone
+    await asyncio.sleep(0.05)
+    assert order == ["a"] and budget.used == 60
+    a.set()
+    await asyncio.sleep(0.05)
+    assert order == ["a", "b"] and budget.used == 60
+    b.set()
+    await asyncio.sleep(0.05)
+    assert order == ["a", "b", "c"] and budget.used == 100
+    c.set()
+    await asyncio.gather(ta, tb, tc)
+    assert budget.used == 0 and max(seen) == 100 and seen[-1] == 0
+
+
+async def test_failed_batch_after_a_merged_write_counts_each_segment_once(tmp_path: Path) -> None:
+    """A batch's COPIED rides on the next batch's COPY_STARTED write; when that next batch's
+    upload then fails, the first stays COPIED (counted once), the failed one is cleaned up
+    on the next visit, and the partition catches up."""
+    url = f"file://{tmp_path / 'bucket'}"
+    m = new_manager(tmp_path / "data")
+    svc = new_service(m, url, upload_segments_in_flight=1)
+    put = svc.uploader.store.put_file_checked
+    try:
+        m.create_topic("t", 1)
+        log = m.get_log("t", 0)
+        produce(log, 4 * 65536)
+        sealed = log.segments()[:-1]
+        assert len(sealed) >= 3
+        third = f"/{sealed[2].base_offset:020d}-"  # the third segment's .log fails
+
+        async def failing_third(key: str, *args: Any, **kwargs: Any) -> str:
+            if third in key:
+                raise ObjectStoreError(f"injected failure of {key}")
+            return await put(key, *args, **kwargs)
+
+        svc.uploader.store.put_file_checked = failing_third  # type: ignore[method-assign]
+        tid = m.topic("t").topic_id
+        with pytest.raises(ObjectStoreError, match="injected"):
+            await svc.uploader.upload_partition(log, tid, min_age_ms=0)
+        man = await load_manifest(url, m, "t")
+        assert [(s.base_offset, s.state) for s in man.segments] == [
+            (sealed[0].base_offset, SegmentState.COPIED),
+            (sealed[1].base_offset, SegmentState.COPIED),
+            (sealed[2].base_offset, SegmentState.COPY_STARTED),
+        ]
+        assert sample(svc, "strata_tiering_uploaded_segments_total", topic="t") == 2
+        svc.uploader.store.put_file_checked = put  # type: ignore[method-assign]
+        assert await svc.uploader.upload_partition(log, tid, min_age_ms=0) == len(sealed) - 2
+        man = await load_manifest(url, m, "t")
+        assert_contiguous_copied(man, *local_ranges(m, "t"))
+        assert sample(svc, "strata_tiering_uploaded_segments_total", topic="t") == len(sealed)
+        root = root_of(m, "t")
+        assert set(segment_objects(await object_keys(url, root), root)) == referenced(man)
     finally:
         await svc.close()
         m.close()

@@ -106,7 +106,11 @@ def referenced(m: PartitionManifest) -> set[str]:
     out: set[str] = set()
     for s in m.segments:
         keys: SegmentKeys = s.keys
-        out.update(k for k in (keys.log, keys.index, keys.timeindex))
+        out.add(keys.log)
+        if s.indexes_size is not None:  # the indexes and snapshot in one object
+            out.add(keys.indexes)
+            continue
+        out.update(k for k in (keys.index, keys.timeindex))
         if s.has_producer_snapshot:
             out.add(keys.producer_snapshot)
         if s.txnindex_size is not None:
