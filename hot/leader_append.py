@@ -128,8 +128,17 @@ def append_as_leader(
         off = seg.next_offset
         if plan is None:
             reported_first = off
-        iov, tracked, max_ts, off = leader_iov(mv, batches, off, leader_epoch, now_ms, log_append)
-        done += log_write.write_locked(log, seg, iov, total, tracked, off, records, now_ms)
+        if len(batches) == 1 and batches[0].attributes < 0 and not log_append and STAMPED_WRITE:
+            # One batch whose header is kept (an idempotent producer's, usually): one C call.
+            b = batches[0]
+            max_ts = b.max_timestamp
+            done += log_write.write_stamped_locked(
+                log, seg, mv, b.position, b.size, leader_epoch, max_ts, b.last_offset_delta, now_ms
+            )
+            off += b.last_offset_delta + 1
+        else:
+            iov, tracked, max_ts, off = leader_iov(mv, batches, off, leader_epoch, now_ms, log_append)
+            done += log_write.write_locked(log, seg, iov, total, tracked, off, records, now_ms)
         if plan is not None:
             plan.commit()
         lso = log._log_start_offset
