@@ -24,6 +24,9 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <errno.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <nmmintrin.h>
@@ -575,6 +578,95 @@ error:
     return NULL;
 }
 
+/* The 16 bytes a leader rewrites in front of a batch: baseOffset, batchLength, partitionLeaderEpoch. */
+static inline void put_be64(unsigned char *p, uint64_t v) {
+    for (int k = 7; k >= 0; k--) {
+        p[k] = (unsigned char)(v & 0xFF);
+        v >>= 8;
+    }
+}
+
+static inline void put_be32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)(v >> 24);
+    p[1] = (unsigned char)(v >> 16);
+    p[2] = (unsigned char)(v >> 8);
+    p[3] = (unsigned char)v;
+}
+
+/* Writes above this size release the GIL (a small write to the page cache takes less time
+ * than handing the GIL over and taking it back). */
+#define WRITE_NOGIL_ABOVE (64 * 1024)
+
+/*
+ * write_stamped(fd, data, position, size, file_position, base_offset, leader_epoch) -> None
+ *
+ * A leader's write of one validated batch (hot.leader_append's one-batch path): the batch at
+ * data[position:position + size] with baseOffset and partitionLeaderEpoch replaced (both
+ * outside the CRC; batchLength kept), written at file_position by pwritev, a short write
+ * continued until every byte is written. OSError on failure (the caller undoes the write).
+ * The same bytes as hot.log_append.leader_iov's plain case followed by hot.segment's append.
+ */
+static PyObject *write_stamped(PyObject *module, PyObject *args) {
+    Py_buffer buf;
+    int fd;
+    long long position, size, file_pos, base_offset;
+    int leader_epoch;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "iy*LLLLi:write_stamped", &fd, &buf, &position, &size, &file_pos,
+                          &base_offset, &leader_epoch)) {
+        return NULL;
+    }
+    if (position < 0 || size < 16 || position > (long long)buf.len - size || file_pos < 0) {
+        PyBuffer_Release(&buf);
+        PyErr_SetString(PyExc_ValueError, "write_stamped: batch out of the buffer's bounds");
+        return NULL;
+    }
+    const unsigned char *batch = (const unsigned char *)buf.buf + position;
+    unsigned char prefix[16];
+    put_be64(prefix, (uint64_t)base_offset);
+    memcpy(prefix + 8, batch + 8, 4);
+    put_be32(prefix + 12, (uint32_t)leader_epoch);
+    struct iovec iov[2];
+    iov[0].iov_base = prefix;
+    iov[0].iov_len = 16;
+    iov[1].iov_base = (void *)(batch + 16);
+    iov[1].iov_len = (size_t)(size - 16);
+    int nogil = size > WRITE_NOGIL_ABOVE;
+    int err = 0;
+    long long done = 0;
+    PyThreadState *ts = nogil ? PyEval_SaveThread() : NULL;
+    while (done < size) {
+        ssize_t n;
+        if (done < 16) {
+            struct iovec rest[2] = {{prefix + done, (size_t)(16 - done)}, iov[1]};
+            n = pwritev(fd, rest, 2, (off_t)(file_pos + done));
+        } else {
+            n = pwrite(fd, batch + done, (size_t)(size - done), (off_t)(file_pos + done));
+        }
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            err = errno;
+            break;
+        }
+        if (n == 0) {
+            err = EIO;
+            break;
+        }
+        done += n;
+    }
+    if (ts != NULL) {
+        PyEval_RestoreThread(ts);
+    }
+    PyBuffer_Release(&buf);
+    if (err) {
+        errno = err;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *crc(PyObject *module, PyObject *args) {
     Py_buffer buf;
     (void)module;
@@ -595,6 +687,10 @@ static PyMethodDef methods[] = {
      "scan(data, max_size, log_append_time, require_keys, max_uncompressed) -> list[tuple] | None\n\n"
      "Every batch of a produce payload checked and walked, AppendBatch's fields per batch; None\n"
      "when the Python path must judge it (any error, compression, client LogAppendTime)."},
+    {"write_stamped", write_stamped, METH_VARARGS,
+     "write_stamped(fd, data, position, size, file_position, base_offset, leader_epoch) -> None\n\n"
+     "One batch of data written at file_position with baseOffset and partitionLeaderEpoch\n"
+     "replaced (pwritev, short writes continued); OSError on failure."},
     {"crc32c", crc, METH_VARARGS, "crc32c(data) -> int: the CRC-32C scan computes (tests)."},
     {NULL, NULL, 0, NULL},
 };

@@ -22,3 +22,13 @@ def scan(
     /,
 ) -> list[tuple[Any, ...]] | None: ...
 def crc32c(data: bytes | bytearray | memoryview, /) -> int: ...
+def write_stamped(
+    fd: int,
+    data: bytes | bytearray | memoryview,
+    position: int,
+    size: int,
+    file_position: int,
+    base_offset: int,
+    leader_epoch: int,
+    /,
+) -> None: ...

@@ -102,6 +102,12 @@ class LogConfig:
     iceberg_invalid_record_action: str = "drop"  # iceberg.invalid.record.action: drop | dlq_table
     iceberg_delete: bool = False  # iceberg.delete: deleting the topic drops its table too
 
+    # Derived from the settings above once, in __post_init__ (read on every append):
+    # cleanup.policy includes compact; strata.flush.mode is fsync; LogAppendTime topic.
+    compact: bool = dataclasses.field(init=False, repr=False, compare=False)
+    fsync_mode: bool = dataclasses.field(init=False, repr=False, compare=False)
+    log_append_time: bool = dataclasses.field(init=False, repr=False, compare=False)
+
     @property
     def schema_validation(self) -> bool:
         """Whether produced records are checked against the schema registry."""
@@ -139,6 +145,9 @@ class LogConfig:
                 f"local.retention.bytes {self.local_retention_bytes} must not exceed retention.bytes "
                 f"{self.retention_bytes}"
             )
+        object.__setattr__(self, "compact", "compact" in self.cleanup_policy.split(","))
+        object.__setattr__(self, "fsync_mode", self.flush_mode == FLUSH_FSYNC)
+        object.__setattr__(self, "log_append_time", self.message_timestamp_type == LOG_APPEND_TIME)
 
     # --- Kafka names ---------------------------------------------------------------------
 
@@ -178,22 +187,9 @@ class LogConfig:
     # --- derived ---------------------------------------------------------------------------
 
     @property
-    def compact(self) -> bool:
-        """cleanup.policy includes compact (the log cleaner keeps the latest record per key)."""
-        return "compact" in self.cleanup_policy.split(",")
-
-    @property
     def delete(self) -> bool:
         """cleanup.policy includes delete (time/size retention applies)."""
         return "delete" in self.cleanup_policy.split(",")
-
-    @property
-    def fsync_mode(self) -> bool:
-        return self.flush_mode == FLUSH_FSYNC
-
-    @property
-    def log_append_time(self) -> bool:
-        return self.message_timestamp_type == LOG_APPEND_TIME
 
     @property
     def effective_local_retention_ms(self) -> int:

@@ -53,11 +53,20 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Final
 
 from hot import log_write
-from hot.log_append import AppendInfo, byte_view, check_producers, leader_iov, validate_batches
+from hot.log_append import AppendInfo, byte_view, check_producers, leader_iov, leader_scan, validate_batches
 from hot.producer_state import BatchMetadata, ProducerAppend, VerificationGuard
+from hot.segment import STAMPED_WRITE
+
+# Fields of a scanned batch (hot.log_append.AppendBatch's order, hot/_recordwalk.c scan).
+_POSITION: Final = 0
+_SIZE: Final = 1
+_LAST_DELTA: Final = 3
+_MAX_TS: Final = 4
+_PRODUCER_ID: Final = 7
+_ATTRIBUTES: Final = 13
 
 if TYPE_CHECKING:
     from hot.log import Log
@@ -76,7 +85,15 @@ def append_as_leader(
     """``Log.append``."""
     mv = byte_view(data)
     cfg = log.config
-    batches, idempotent = validate_batches(mv, cfg, leader=True, coordinator=origin_coordinator)
+    scanned = leader_scan(mv, cfg)
+    if scanned is not None and len(scanned) == 1 and STAMPED_WRITE:
+        one = scanned[0]
+        # No producer id, the client's header kept, CreateTime: what most producers send.
+        if one[_PRODUCER_ID] < 0 and one[_ATTRIBUTES] < 0 and not cfg.log_append_time:
+            return _append_plain(log, mv, one, leader_epoch, now_ms)
+    batches, idempotent = validate_batches(
+        mv, cfg, leader=True, coordinator=origin_coordinator, prescanned=True, scanned=scanned
+    )
     if log.append_guard is not None:
         log.append_guard(len(mv))
     if now_ms is None:
@@ -111,8 +128,17 @@ def append_as_leader(
         off = seg.next_offset
         if plan is None:
             reported_first = off
-        iov, tracked, max_ts, off = leader_iov(mv, batches, off, leader_epoch, now_ms, log_append)
-        done += log_write.write_locked(log, seg, iov, total, tracked, off, records, now_ms)
+        if len(batches) == 1 and batches[0].attributes < 0 and not log_append and STAMPED_WRITE:
+            # One batch whose header is kept (an idempotent producer's, usually): one C call.
+            b = batches[0]
+            max_ts = b.max_timestamp
+            done += log_write.write_stamped_locked(
+                log, seg, mv, b.position, b.size, leader_epoch, max_ts, b.last_offset_delta, now_ms
+            )
+            off += b.last_offset_delta + 1
+        else:
+            iov, tracked, max_ts, off = leader_iov(mv, batches, off, leader_epoch, now_ms, log_append)
+            done += log_write.write_locked(log, seg, iov, total, tracked, off, records, now_ms)
         if plan is not None:
             plan.commit()
         lso = log._log_start_offset
@@ -129,6 +155,35 @@ def append_as_leader(
         log_append_time_ms=now_ms if log_append else -1,
         log_start_offset=lso,
     )
+
+
+def _append_plain(
+    log: Log, mv: memoryview, one: tuple[Any, ...], leader_epoch: int, now_ms: int | None
+) -> AppendInfo:
+    """``append_as_leader`` of one validated batch that needs no producer-state check and
+    no header rewrite: the same steps in the same order (the append guard, the epoch,
+    the roll, the write, the high watermark), the batch stamped and written in one C call
+    (hot.log_write.write_stamped_locked). Tested equal to the general path:
+    tests/hot/test_leader_append_plain.py."""
+    size = one[_SIZE]
+    last_delta = one[_LAST_DELTA]
+    max_ts = one[_MAX_TS]
+    if log.append_guard is not None:
+        log.append_guard(size)
+    if now_ms is None:
+        now_ms = time.time_ns() // 1_000_000
+    with log._lock:
+        log._check_usable()
+        if leader_epoch >= 0 and leader_epoch != log._epochs.latest_epoch:
+            log._assign_epoch_locked(leader_epoch, log.log_end_offset, leader=True)
+        seg, done = log_write.maybe_roll_locked(log, size, last_delta + 1, now_ms)
+        first = seg.next_offset
+        done += log_write.write_stamped_locked(
+            log, seg, mv, one[_POSITION], size, leader_epoch, max_ts, last_delta, now_ms
+        )
+        lso = log._log_start_offset
+    log_write.after_append(log, done)
+    return AppendInfo(first, first + last_delta, 1, last_delta + 1, max_ts, -1, lso)
 
 
 def _duplicate_info(dups: Sequence[BatchMetadata], log_append: bool, log_start_offset: int) -> AppendInfo:

@@ -1,13 +1,14 @@
 """One partition's log: an ordered list of segments plus its offset bookkeeping.
 
 Structure (Kafka's UnifiedLog / LocalLog / LogLoader): ``Log`` here is the public API and
-owns the offsets (log start, local log start, high watermark), the flush, reads, leader
-epochs and the locks; each other responsibility is a module of functions over the ``Log``
+owns the offsets (log start, local log start, high watermark), reads, leader epochs and
+the locks; each other responsibility is a module of functions over the ``Log``
 (or a helper object it holds), always called with ``Log._lock`` held:
 
 * appending: a leader's append ``hot.leader_append``, a follower's ``hot.follower_append``,
-  their pure batch checks and stamping ``hot.log_append``, rolling and the write itself
-  ``hot.log_write``;
+  their pure batch checks and stamping ``hot.log_append``, rolling, the write itself and
+  the flush ``hot.log_write`` (a leader's plain one-batch append stamps and writes its
+  batch in one C call, ``hot/_recordwalk.c`` ``write_stamped``);
 * the log start offset (DeleteRecords, remote retention) and deleting segments by
   retention ``hot.log_start`` (which segments: ``hot.retention``);
 * follower truncation ``hot.log_truncation``;
@@ -621,32 +622,8 @@ class Log:
         """fsync everything appended so far (one fsync per dirty segment covers every batch
         since the last flush: group commit); advance the recovery point and, in fsync
         mode, the high watermark. Returns the recovery point. A failure takes the log
-        offline."""
-        with self._flush_lock:
-            with self._lock:
-                self._check_usable()
-                target = self.log_end_offset
-                try:
-                    dirty = self._local.start_flush_locked(self._report_storage_error)
-                except StorageError as e:
-                    self._go_offline(e)
-                    raise
-                self._unflushed_messages = 0
-                self._last_flush = time.monotonic()
-            try:
-                LocalLog.sync_segments(dirty)
-            except StorageError as e:
-                self._go_offline(e)
-                raise
-            with self._lock:
-                if target > self._local.recovery_point:
-                    self._local.recovery_point = target
-                auto = self._config.fsync_mode and not self._hw_external
-                done = self._advance_hw_locked(target) if auto else []
-                rp = self._local.recovery_point
-        if done:
-            self._fire(done)
-        return rp
+        offline. (hot.log_write.flush)"""
+        return log_write.flush(self)
 
     def flush_due(self) -> float | None:
         """Monotonic time at which flush.ms requires a flush (interval mode), None if never."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from crc32c import crc32c
 
@@ -92,23 +92,38 @@ def byte_view(data: bytes | bytearray | memoryview) -> memoryview:
     return mv
 
 
+def leader_scan(mv: memoryview, config: LogConfig) -> list[tuple[Any, ...]] | None:
+    """A leader's check of every batch in one C call (hot.record_validation
+    ``scan_client_batches``): AppendBatch's fields per batch, or None when the Python path
+    of ``validate_batches`` must judge the payload."""
+    return scan_client_batches(
+        mv,
+        max_size=config.max_message_bytes,
+        log_append_time=config.log_append_time,
+        require_keys=config.compact,
+    )
+
+
 def validate_batches(
-    mv: memoryview, config: LogConfig, *, leader: bool, coordinator: bool = False
+    mv: memoryview,
+    config: LogConfig,
+    *,
+    leader: bool,
+    coordinator: bool = False,
+    prescanned: bool = False,
+    scanned: list[tuple[Any, ...]] | None = None,
 ) -> tuple[list[AppendBatch], bool]:
     """Validate every batch before anything is written: structure, size and CRC; as
     leader also every record (hot.record_validation, Kafka's LogValidator), which gives
-    the maxTimestamp to store. Returns the batches and whether any carries a producer id."""
+    the maxTimestamp to store. Returns the batches and whether any carries a producer id.
+    ``prescanned``: ``scanned`` is ``leader_scan``'s answer already (not asked again)."""
     if len(mv) == 0:
         raise InvalidRecordError("produce payload holds no record batch")
     if len(mv) > _MAX_APPEND_BYTES:
         raise RecordTooLargeError(f"append of {len(mv)} bytes is too large")
     if leader:
-        scanned = scan_client_batches(
-            mv,
-            max_size=config.max_message_bytes,
-            log_append_time=config.log_append_time,
-            require_keys=config.compact,
-        )
+        if not prescanned:
+            scanned = leader_scan(mv, config)
         if scanned is not None:  # accepted in one C call; the same batches as below
             accepted = [AppendBatch(*fields) for fields in scanned]
             return accepted, any(b.producer_id >= 0 for b in accepted)
@@ -258,4 +273,4 @@ def check_producers(
     return kept, dups, reported
 
 
-__all__ = ["AppendBatch", "byte_view", "check_producers", "leader_iov", "validate_batches"]
+__all__ = ["AppendBatch", "byte_view", "check_producers", "leader_iov", "leader_scan", "validate_batches"]

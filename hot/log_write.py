@@ -1,7 +1,7 @@
 """Writing a partition log's active segment, shared by the leader and follower appends
 (hot.leader_append, hot.follower_append): rolling to a new segment (Kafka's
-``UnifiedLog.roll`` / ``maybeRoll``), the write itself, and what follows an append (the
-high watermark in interval mode, a flush request).
+``UnifiedLog.roll`` / ``maybeRoll``), the write itself, what follows an append (the
+high watermark in interval mode, a flush request), and the flush (``Log.flush``).
 
 A roll happens before an append that would not fit the active segment (``segment.bytes``,
 ``segment.ms``, or relative offsets past the index's int32 range), on request
@@ -20,15 +20,18 @@ there (the log stays online; the client may retry) unless the undo fails
 offline.
 
 Locking: none of its own; the ``*_locked`` functions run with ``Log._lock`` held and
-return the high-watermark futures to complete; ``after_append`` runs after it is released.
+return the high-watermark futures to complete; ``after_append`` runs after it is released;
+``flush`` takes ``Log._flush_lock`` and ``Log._lock`` itself, fsyncing outside the latter.
 """
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING
 
 from hot.errors import StorageError
+from hot.local_log import LocalLog
 from hot.segment import WriteUndoFailedError
 
 if TYPE_CHECKING:
@@ -108,6 +111,36 @@ def write_locked(
     return log._advance_hw_locked(next_offset)
 
 
+def write_stamped_locked(
+    log: Log,
+    seg: Segment,
+    data: memoryview,
+    position: int,
+    size: int,
+    leader_epoch: int,
+    max_ts: int,
+    last_offset_delta: int,
+    now_ms: int,
+) -> list[Future[None]]:
+    """``write_locked`` of one batch of ``data`` (a leader's one-batch append whose header
+    is kept but for its baseOffset and partitionLeaderEpoch) at ``seg``'s next offset, in
+    one C call (hot.segment.Segment.append_stamped)."""
+    base = seg.next_offset
+    next_offset = base + last_offset_delta + 1
+    try:
+        seg.append_stamped(data, position, size, base, leader_epoch, next_offset, max_ts, now_ms)
+    except WriteUndoFailedError as e:
+        log._go_offline(e)
+        raise
+    except StorageError as e:  # undone: the log stays online, the client may retry
+        log._report_storage_error(e)
+        raise
+    log._unflushed_messages += last_offset_delta + 1
+    if log._hw_external or log.config.fsync_mode:
+        return []
+    return log._advance_hw_locked(next_offset)
+
+
 def after_append(log: Log, done: list[Future[None]]) -> None:
     """After the lock is released: complete ``done``, tell the listeners, and ask for a
     flush (fsync mode: always, through the group committer; interval mode: once
@@ -128,3 +161,34 @@ def after_append(log: Log, done: list[Future[None]]) -> None:
             flusher.request(log)
         else:
             log.flush()
+
+
+def flush(log: Log) -> int:
+    """``Log.flush``: fsync every dirty segment outside the log's lock (under its flush
+    lock), then move the recovery point to the log end taken before the fsyncs and, in
+    fsync mode on a log that keeps its own high watermark, the high watermark with it."""
+    with log._flush_lock:
+        with log._lock:
+            log._check_usable()
+            target = log.log_end_offset
+            try:
+                dirty = log._local.start_flush_locked(log._report_storage_error)
+            except StorageError as e:
+                log._go_offline(e)
+                raise
+            log._unflushed_messages = 0
+            log._last_flush = time.monotonic()
+        try:
+            LocalLog.sync_segments(dirty)
+        except StorageError as e:
+            log._go_offline(e)
+            raise
+        with log._lock:
+            if target > log._local.recovery_point:
+                log._local.recovery_point = target
+            auto = log.config.fsync_mode and not log._hw_external
+            done = log._advance_hw_locked(target) if auto else []
+            rp = log._local.recovery_point
+    if done:
+        log._fire(done)
+    return rp

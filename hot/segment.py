@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
@@ -77,6 +77,14 @@ _H_BASE_SEQUENCE: Final = 11
 _TRANSACTIONAL_BIT: Final = 0x10
 _CONTROL_BIT: Final = 0x20
 _HEADER_SCAN_CHUNK: Final = 256 * 1024  # read size of the producer-state header scan
+
+_write_stamped: Callable[[int, Buffer, int, int, int, int, int], None] | None
+try:  # one batch stamped and written in one call (LogFile.append_stamped)
+    from hot._recordwalk import write_stamped as _write_stamped
+except ImportError:  # installed without a C compiler, or a module built before it existed
+    _write_stamped = None
+# Whether LogFile.append_stamped can be used (hot.leader_append's one-batch path).
+STAMPED_WRITE: bool = _write_stamped is not None
 
 
 def segment_name(base_offset: int) -> str:
@@ -240,15 +248,32 @@ class LogFile:
                         self._write_rest(fd, chunk, at, done)
                     at += want
         except OSError as e:
-            try:
-                os.ftruncate(fd, start)
-            except OSError as e2:
-                raise WriteUndoFailedError(
-                    f"write to {self.path} failed ({e}) and could not be undone ({e2})"
-                ) from e
-            raise StorageError(f"write to {self.path} failed: {e}") from e
+            raise self._undo(fd, start, e) from e
         self.size = start + total
         return start
+
+    def append_stamped(
+        self, data: Buffer, position: int, size: int, base_offset: int, leader_epoch: int
+    ) -> int:
+        """``append`` of the one batch ``data[position:position + size]`` with its
+        baseOffset and partitionLeaderEpoch replaced, in one C call (hot/_recordwalk.c
+        ``write_stamped``; only called when it is loaded). Returns the position."""
+        fd = self._writer()
+        start = self.size
+        try:
+            _write_stamped(fd, data, position, size, start, base_offset, leader_epoch)  # type: ignore[misc]
+        except OSError as e:
+            raise self._undo(fd, start, e) from e
+        self.size = start + size
+        return start
+
+    def _undo(self, fd: int, start: int, e: OSError) -> StorageError:
+        """Cut the file back to ``start`` after a failed write: the error to raise."""
+        try:
+            os.ftruncate(fd, start)
+        except OSError as e2:
+            return WriteUndoFailedError(f"write to {self.path} failed ({e}) and could not be undone ({e2})")
+        return StorageError(f"write to {self.path} failed: {e}")
 
     @staticmethod
     def _write_rest(fd: int, iov: Sequence[Buffer], at: int, done: int) -> None:
@@ -450,6 +475,28 @@ class Segment:
         if self.created_ms is None:
             self.created_ms = now_ms
         return position
+
+    def append_stamped(
+        self,
+        data: Buffer,
+        position: int,
+        size: int,
+        base_offset: int,
+        leader_epoch: int,
+        next_offset: int,
+        max_ts: int,
+        now_ms: int,
+    ) -> int:
+        """``append`` of one validated batch of ``data`` (at ``position``, ``size``
+        bytes) whose header is stored as the client sent it but for baseOffset and
+        partitionLeaderEpoch (hot.leader_append's one-batch path; LogFile.append_stamped)."""
+        pos = self.file.append_stamped(data, position, size, base_offset, leader_epoch)
+        self._track(base_offset, pos, size, max_ts)
+        self.next_offset = next_offset
+        self.dirty = True
+        if self.created_ms is None:
+            self.created_ms = now_ms
+        return pos
 
     # --- reading headers -----------------------------------------------------------------
 

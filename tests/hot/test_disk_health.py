@@ -105,15 +105,16 @@ def test_enospc_on_append_is_undone_and_reported(tmp_path: Path, monkeypatch: py
     seen: list[StorageError] = []
     log.storage_error_listener = seen.append
     log.append(batch_at(0, 3))
-    real = log.active_segment.file.append
 
     def full(*_a: object, **_k: object) -> int:
         raise _enospc()
 
+    # Both writes: the general one and the one-batch stamped write (hot.leader_append).
     monkeypatch.setattr(log.active_segment.file, "append", full)
+    monkeypatch.setattr(log.active_segment.file, "append_stamped", full)
     with pytest.raises(StorageError, match="No space left"):
         log.append(batch_at(3, 3))
     assert log.is_online and log.log_end_offset == 3 and len(seen) == 1
-    monkeypatch.setattr(log.active_segment.file, "append", real)
+    monkeypatch.undo()
     assert log.append(batch_at(3, 3)).first_offset == 3
     log.close()
