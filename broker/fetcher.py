@@ -262,6 +262,15 @@ class ReplicaFetcher:
         self._session_epoch = 0
         self._in_session: dict[tuple[str, int], tuple[int, int, int]] = {}
         self._changed = asyncio.Event()
+        # What an incremental fetch looks at (issue 35: an idle follower's fetch costs what
+        # changed, not what it follows): partitions whose stated position may have moved
+        # (appended, truncated, added, removed, backed off or back), those still to be
+        # truncated, those backing off (until when); and, every ``walk_s``, all of them.
+        self._dirty: set[tuple[str, int]] = set()
+        self._untruncated: set[tuple[str, int]] = set()
+        self._backing: dict[tuple[str, int], float] = {}
+        self.walk_s = self.config.replica_lag_time_max_ms / 8000
+        self._walk_at = 0.0
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"fetcher-{leader_id}")
         self.fetches = 0
 
@@ -270,13 +279,21 @@ class ReplicaFetcher:
         return not self._parts
 
     def add(self, rep: PartitionReplica, epoch: int) -> None:
-        self._parts[(rep.topic, rep.partition)] = _Fetching(rep, epoch)
+        tp = (rep.topic, rep.partition)
+        self._parts[tp] = _Fetching(rep, epoch)
+        self._untruncated.add(tp)
+        self._backing.pop(tp, None)
+        self._dirty.add(tp)
         self._changed.set()
 
     def remove(self, rep: PartitionReplica) -> None:
-        f = self._parts.get((rep.topic, rep.partition))
+        tp = (rep.topic, rep.partition)
+        f = self._parts.get(tp)
         if f is not None and f.rep is rep:
-            del self._parts[(rep.topic, rep.partition)]
+            del self._parts[tp]
+            self._untruncated.discard(tp)
+            self._backing.pop(tp, None)
+            self._dirty.add(tp)  # forgotten in the next incremental request
 
     async def stop(self) -> None:
         with contextlib.suppress(Exception):
@@ -328,28 +345,49 @@ class ReplicaFetcher:
 
     def _ready(self) -> bool:
         now = asyncio.get_running_loop().time()
-        return any(f.retry_at <= now for f in self._parts.values())
+        for tp, at in list(self._backing.items()):
+            if at <= now:  # back in the session
+                del self._backing[tp]
+                self._dirty.add(tp)
+        return len(self._parts) > len(self._backing)
 
     def _next_retry(self) -> float | None:
         now = asyncio.get_running_loop().time()
-        waits = [f.retry_at - now for f in self._parts.values() if f.retry_at > now]
+        waits = [at - now for at in self._backing.values() if at > now]
         return max(min(waits), 0.001) if waits else None
+
+    def _retry_later(self, f: _Fetching) -> None:
+        f.retry_at = asyncio.get_running_loop().time() + self.config.replica_fetch_backoff_ms / 1000.0
+        tp = (f.rep.topic, f.rep.partition)
+        if self._parts.get(tp) is f:
+            self._backing[tp] = f.retry_at
+            self._dirty.add(tp)  # forgotten in the next request, stated again once back
 
     def _back_off(self, f: _Fetching, action: Backoff) -> None:
         # With refresh_metadata the answer changes once etcd shows a new leader or epoch,
         # which re-adds the partition (no back-off); until then retrying is harmless.
-        f.retry_at = asyncio.get_running_loop().time() + self.config.replica_fetch_backoff_ms / 1000.0
+        self._retry_later(f)
         log.info("%s: fetch from broker %d backs off: %s", f.rep.name, self.leader_id, action.reason)
 
-    def _active(self) -> list[_Fetching]:
-        now = asyncio.get_running_loop().time()
-        return [f for f in self._parts.values() if f.retry_at <= now]
+    def _set_truncated(self, f: _Fetching, done: bool) -> None:
+        f.truncated = done
+        tp = (f.rep.topic, f.rep.partition)
+        self._dirty.add(tp)
+        if done:
+            self._untruncated.discard(tp)
+        elif self._parts.get(tp) is f:
+            self._untruncated.add(tp)
 
     # --- truncation ---------------------------------------------------------------------------
 
     async def _truncate_all(self, conn: BrokerConnection) -> None:
         for _ in range(64):  # one round per epoch the leader lacks; a bound, never reached
-            pending = [f for f in self._active() if not f.truncated]
+            now = asyncio.get_running_loop().time()
+            pending = [
+                f
+                for tp in list(self._untruncated)
+                if (f := self._parts.get(tp)) is not None and not f.truncated and f.retry_at <= now
+            ]
             if not pending:
                 return
             ask: list[_Fetching] = []
@@ -358,7 +396,7 @@ class ReplicaFetcher:
                 if lg.latest_epoch < 0:
                     t = truncation_without_epochs(lg.high_watermark, lg.log_end_offset)
                     self._truncate(f, t.offset)
-                    f.truncated = True
+                    self._set_truncated(f, True)
                 else:
                     ask.append(f)
             if not ask:
@@ -394,10 +432,11 @@ class ReplicaFetcher:
                     a.leader_epoch, a.end_offset, lg.leader_epochs(), lg.log_end_offset, lg.high_watermark
                 )
                 self._truncate(f, t.offset)
-                f.truncated = t.complete
+                self._set_truncated(f, t.complete)
 
     def _truncate(self, f: _Fetching, offset: int) -> None:
         lg = f.rep.log
+        self._dirty.add((f.rep.topic, f.rep.partition))
         if offset < lg.log_end_offset:
             log.info(
                 "%s: truncating from %d to %d (leader %d, epoch %d)",
@@ -414,25 +453,41 @@ class ReplicaFetcher:
     # --- fetching --------------------------------------------------------------------------------
 
     async def _fetch_once(self, conn: BrokerConnection) -> None:
-        active = [f for f in self._active() if f.truncated]
-        if not active:
-            return
         cfg = self.config
+        now = asyncio.get_running_loop().time()
         full = self._session_id == 0
+        # A full request, or every ``walk_s``: every partition followed. Otherwise only the
+        # marked ones; the leader's session holds the others where they were.
+        if full or now >= self._walk_at:
+            self._walk_at = now + self.walk_s
+            self._dirty.clear()
+            looked = list(self._parts.items())
+            gone = [tp for tp in self._in_session if tp not in self._parts] if not full else []
+        else:
+            marked, self._dirty = self._dirty, set()
+            looked = [(tp, f) for tp in marked if (f := self._parts.get(tp)) is not None]
+            gone = [tp for tp in marked if tp not in self._parts and tp in self._in_session]
         by_topic: dict[str, list[FetchPartition]] = {}
-        # Every active partition at the position it is fetched from; in a session only
-        # those whose position changed go in the request, the leader has the others.
-        sent: dict[tuple[str, int], tuple[_Fetching, int]] = {}
+        # In a session only those whose position changed go in the request, the leader
+        # has the others; one that cannot be fetched now (backing off, to be truncated)
+        # leaves the session until it can.
         stated: dict[tuple[str, int], tuple[int, int, int]] = {}
-        for f in active:
+        forgotten: dict[str, list[int]] = {}
+        for topic, partition in gone:
+            forgotten.setdefault(topic, []).append(partition)
+        fetching = 0
+        for tp, f in looked:
+            if not f.truncated or f.retry_at > now:
+                if not full and tp in self._in_session:
+                    forgotten.setdefault(tp[0], []).append(tp[1])
+                continue
+            fetching += 1
             lg = f.rep.log
             offset = lg.log_end_offset
-            tp = (f.rep.topic, f.rep.partition)
-            sent[tp] = (f, offset)
             state = (offset, f.epoch, lg.log_start_offset)
-            stated[tp] = state
             if not full and self._in_session.get(tp) == state:
                 continue
+            stated[tp] = state
             by_topic.setdefault(f.rep.topic, []).append(
                 FetchPartition(
                     partition=f.rep.partition,
@@ -443,10 +498,8 @@ class ReplicaFetcher:
                     partition_max_bytes=cfg.replica_fetch_max_bytes,
                 )
             )
-        forgotten: dict[str, list[int]] = {}
-        if not full:
-            for topic, partition in self._in_session.keys() - stated.keys():
-                forgotten.setdefault(topic, []).append(partition)
+        if full and not fetching:
+            return
         req = FetchRequest(
             replica_id=self.manager.broker_id,
             max_wait_ms=cfg.replica_fetch_wait_max_ms,
@@ -478,14 +531,23 @@ class ReplicaFetcher:
         else:
             self._session_id = resp.session_id
             self._session_epoch = 1 if full or self._session_epoch >= 0x7FFFFFFF else self._session_epoch + 1
-            self._in_session = stated
+            if full:
+                self._in_session = stated
+            else:
+                for topic, ps in forgotten.items():
+                    for p in ps:
+                        self._in_session.pop((topic, p), None)
+                self._in_session.update(stated)
         flush: list[_Fetching] = []
         for t in resp.responses:
             for p in t.partitions:
-                entry = sent.get((t.topic, p.partition_index))
-                if entry is None:
-                    continue
-                f, offset = entry
+                tp = (t.topic, p.partition_index)
+                f = self._parts.get(tp)
+                held = self._in_session.get(tp) if resp.session_id != 0 else stated.get(tp)
+                if f is None or held is None or held[1] != f.epoch:
+                    continue  # not fetched (any more) in this epoch
+                offset = held[0]  # where the leader read it from
+                self._dirty.add(tp)  # its position or marks move: state it next time
                 if not self._live(f) or f.rep.log.log_end_offset != offset:
                     continue  # role changed or truncated meanwhile: this answer is stale
                 if p.error_code != NONE:
@@ -503,11 +565,11 @@ class ReplicaFetcher:
                         log.warning(
                             "%s: cannot append fetched batches (%s); truncating again", f.rep.name, exc
                         )
-                        f.truncated = False
+                        self._set_truncated(f, False)
                         continue
                     except StrataError as exc:
                         log.error("%s: follower append failed: %s", f.rep.name, exc)
-                        f.retry_at = asyncio.get_running_loop().time() + cfg.replica_fetch_backoff_ms / 1000
+                        self._retry_later(f)
                         continue
                     if lg.config.fsync_mode:
                         flush.append(f)

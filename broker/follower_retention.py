@@ -105,6 +105,11 @@ class FollowerRetention:
         """One pass over the followed tiered partitions; the number of segments deleted."""
         deleted = 0
         for rep in list(self.replicas.replicas.values()):
+            lg = rep.log
+            # The cheap refusals first, without a coroutine per replica: an idle broker
+            # runs this every second over every replica it holds (issue 35).
+            if rep.role is not Role.FOLLOWER or not lg.config.remote_storage_enable:
+                continue
             try:
                 deleted += await self._one(rep)
             except ObjectStoreError as exc:
