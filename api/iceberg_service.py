@@ -11,6 +11,7 @@ archive reader block.
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import contextlib
 import logging
@@ -25,6 +26,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from broker.config import BrokerConfig
 from broker.schema_registry.errors import RegistryError
 from broker.schema_registry.lookup import referenced_texts, schema_by_id
+from broker.schema_registry.protobuf_format import ProtobufSchema
+from broker.schema_registry.schema_base import PROTOBUF, ReferencedText
+from broker.schema_registry.state import parse_cached
 from broker.schema_registry.store import SchemaStore
 from hot.config import ICEBERG_DISABLED, LogConfig
 from hot.errors import UnknownTopicOrPartitionError
@@ -78,6 +82,11 @@ class RegistrySchemaSource:
             if exc.code == 40403:
                 raise KeyError(schema_id) from exc
             raise
+        if fmt == PROTOBUF:
+            try:
+                return fmt, self._protobuf(schema_id, text).serialized()
+            except RegistryError as exc:  # its values are invalid, naming why (not the pass's failure)
+                logger.warning("iceberg: Protobuf schema id %d does not compile: %s", schema_id, exc.message)
         return fmt, text
 
     def references(self, schema_id: int) -> list[tuple[str, str]]:
@@ -85,9 +94,39 @@ class RegistrySchemaSource:
         if store is None or self._loop is None:
             raise RuntimeError("the schema registry is not running on this broker")
 
-        async def texts() -> list[tuple[str, str]]:
+        async def texts() -> tuple[str, str, list[ReferencedText]]:
+            fmt, text, refs = await schema_by_id(store, schema_id)
+            return fmt, text, (await referenced_texts(store, refs) if refs else [])
+
+        fmt, text, refs = asyncio.run_coroutine_threadsafe(texts(), self._loop).result(timeout=30)
+        if fmt == PROTOBUF:
+            # the files it imports, compiled as the schema was (names as it imports them)
+            try:
+                parsed = self._protobuf(schema_id, text, refs)
+            except RegistryError:
+                return [(r.name, r.text) for r in refs]
+            return [(d.name, base64.standard_b64encode(d.SerializeToString()).decode()) for d in parsed.deps]
+        return [(r.name, r.text) for r in refs]
+
+    def _protobuf(
+        self, schema_id: int, text: str, refs: list[ReferencedText] | None = None
+    ) -> ProtobufSchema:
+        """A Protobuf schema as descriptors (spark.iceberg.protobuf_values takes a base64
+        FileDescriptorProto; a schema registered as .proto text is compiled here, by the
+        registry's own parser, cached)."""
+        if refs is None:
+            refs = self.references_of(schema_id)
+        parsed = parse_cached(PROTOBUF, text, tuple(refs))
+        assert isinstance(parsed, ProtobufSchema)
+        return parsed
+
+    def references_of(self, schema_id: int) -> list[ReferencedText]:
+        store = self._store()
+        assert store is not None and self._loop is not None
+
+        async def texts() -> list[ReferencedText]:
             _, _, refs = await schema_by_id(store, schema_id)
-            return [(r.name, r.text) for r in await referenced_texts(store, refs)] if refs else []
+            return await referenced_texts(store, refs) if refs else []
 
         return asyncio.run_coroutine_threadsafe(texts(), self._loop).result(timeout=30)
 

@@ -523,8 +523,8 @@ def _typed_rows(kv: pa.Table, values: TypedValues, base: pa.DataType | None) -> 
     rows whose value does not decode (key_value columns and a ``reason``)."""
     ids, decoded, reasons = values.decode(kv.column("value").to_pylist())
     typ = base
-    for schema_id in sorted({i for i in ids if i is not None}):
-        typ = merge_struct(typ, values.value_type(schema_id))
+    for key in sorted(values.types):  # older schemas first: their columns keep their places
+        typ = merge_struct(typ, values.types[key])
     keep = pa.array([i is not None for i in ids])
     kept = kv.filter(keep)
     invalid = kv.filter(pc.invert(keep))
