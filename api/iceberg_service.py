@@ -18,6 +18,7 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -175,6 +176,8 @@ class IcebergService:
             # value_schema_id_prefix: values decoded by the broker's schema registry
             schema_source=None if self.schemas is None else RegistrySchemaSource(self.schemas, self._loop),
             leader_address=self.leader_address,
+            # data files are written here before they are put (cleared of a crashed pass's)
+            spool_dir=str(Path(self.config.data_dir) / "iceberg" / "spool"),
         )
 
     def _pass(self, info: TopicInfo) -> Any:

@@ -3,6 +3,10 @@ made from the archive reader's Arrow rows (``spark.schema.ARROW_SCHEMA``)."""
 
 from __future__ import annotations
 
+import contextlib
+import mmap
+import os
+import tempfile
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
@@ -185,6 +189,7 @@ def _group_keys(rows: pa.Table, spec_text: str) -> tuple[pa.Array | None, list[t
     return (None if len(out) == 1 else pa.array(key)), out
 
 
+SPOOL_PREFIX: Final = "strata-iceberg-"
 _ROW_GROUP_BYTES: Final = 8 << 20  # as strata export (spark.export.ROW_GROUP_BYTES)
 # A data file is closed (and handed on, to be uploaded while the next is written) once this
 # much Parquet is in it: the upload of a pass's files overlaps its reading and encoding, and
@@ -195,7 +200,13 @@ FILE_BYTES: Final = 32 << 20
 
 class _OpenFile:
     def __init__(
-        self, path: str, compression: str, schema: pa.Schema, encoder: Executor, group_bytes: int
+        self,
+        path: str,
+        compression: str,
+        schema: pa.Schema,
+        encoder: Executor,
+        group_bytes: int,
+        spool_dir: str | None,
     ) -> None:
         self.path = path
         self.group_bytes = group_bytes
@@ -203,7 +214,13 @@ class _OpenFile:
         # decodes the next batches: Parquet encoding and compression release the GIL.
         self.encoder = encoder
         self.encoding: Future[None] | None = None
-        self.sink = pa.BufferOutputStream()  # native: a Python file object would take the GIL per write
+        # A spool file, not a growing buffer in memory: a BufferOutputStream reallocates (a
+        # copy and fresh pages) as it doubles, which cost more CPU than the file's encoding;
+        # the page cache takes the bytes, the upload reads them back through a mapping. A
+        # native file: a Python file object would take the GIL on every write.
+        fd, self.spool = tempfile.mkstemp(prefix=SPOOL_PREFIX, suffix=".parquet", dir=spool_dir)
+        os.close(fd)
+        self.sink = pa.OSFile(self.spool, "wb")
         self.writer = pq.ParquetWriter(
             self.sink,
             schema,
@@ -248,8 +265,23 @@ class _OpenFile:
         self.flush()
         self._wait()
         self.writer.close()
-        # the Arrow buffer itself: to_pybytes() would copy the whole file
-        return DataFile(self.path, memoryview(self.sink.getvalue()), self.rows, uuid.uuid4())
+        self.sink.close()
+        try:
+            with open(self.spool, "rb") as f:
+                # mapped, not read: no copy, and the pages are the page cache's (released
+                # with the last reference to the view)
+                data = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+        finally:
+            os.unlink(self.spool)  # the mapping keeps the bytes while they are needed
+        return DataFile(self.path, data, self.rows, uuid.uuid4())
+
+    def discard(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()  # (else its __del__ closes it onto a closed sink)
+        with contextlib.suppress(Exception):
+            self.sink.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.spool)
 
 
 class DataFileWriter:
@@ -268,12 +300,14 @@ class DataFileWriter:
         schema: pa.Schema = KV_ARROW_SCHEMA,
         file_bytes: int = FILE_BYTES,
         on_file: Callable[[DataFile], None] | None = None,
+        spool_dir: str | None = None,
     ) -> None:
         self.spec_text = spec_text
         self.schema = schema
         self.compression = compression
         self.file_bytes = file_bytes
         self.on_file = on_file
+        self.spool_dir = spool_dir  # where files are written before they are put (None: $TMPDIR)
         self._files: dict[str, _OpenFile] = {}  # in order of their last write
         self._closed: list[DataFile] = []
         self._rows_closed = 0
@@ -300,7 +334,7 @@ class DataFileWriter:
             if f is None:
                 # (row groups no larger than a file)
                 group = min(_ROW_GROUP_BYTES, self.file_bytes)
-                f = _OpenFile(path, self.compression, self.schema, self._encoder, group)
+                f = _OpenFile(path, self.compression, self.schema, self._encoder, group, self.spool_dir)
             self._files[path] = f  # now the most recently written
             f.add(rows if keys is None else rows.filter(pc.equal(keys, key)))
             if f.encoded >= self.file_bytes:
@@ -310,9 +344,11 @@ class DataFileWriter:
 
     def abort(self) -> None:
         """Drops what was written (a failed pass) and stops the encoding thread."""
+        self._encoder.shutdown(wait=True, cancel_futures=True)
+        for f in self._files.values():
+            f.discard()
         self._files.clear()
         self._closed.clear()
-        self._encoder.shutdown(wait=True, cancel_futures=True)
 
     def finish(self) -> list[DataFile]:
         """Closes the open files: all the files closed, less those given to ``on_file``

@@ -21,6 +21,7 @@ from the old offsets again (no gap) and the orphans are never read (no duplicate
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -49,6 +50,7 @@ from spark.iceberg.table import (
     DLQ_ARROW_SCHEMA,
     DLQ_SCHEMA,
     KV_SCHEMA,
+    SPOOL_PREFIX,
     DataFile,
     DataFileWriter,
     iceberg_data_file,
@@ -135,6 +137,7 @@ class Translator:
         read_options: Mapping[str, str] | None = None,
         schema_source: SchemaSource | None = None,
         leader_address: Callable[[str, int], str | None] | None = None,
+        spool_dir: str | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -149,6 +152,15 @@ class Translator:
         # In a cluster: where each partition's hot tail is fetched (its leader); the archive
         # reader's hot tasks otherwise all go to ``broker``, which leads only some of them.
         self.leader_address = leader_address
+        # Data files are written into spool files before they are put (None: $TMPDIR). A
+        # directory of the committer's own: what a crashed pass left there is removed now.
+        self.spool_dir = spool_dir
+        if spool_dir is not None:
+            os.makedirs(spool_dir, exist_ok=True)
+            for name in os.listdir(spool_dir):
+                if name.startswith(SPOOL_PREFIX):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(spool_dir, name))
 
     def table(
         self, info: TopicInfo, config: LogConfig, *, create: bool, schema: pa.Schema | None = None
@@ -202,7 +214,9 @@ class Translator:
         uploads = _Uploads(self.store, info, None if typed else table)
         try:
             if not typed:
-                writer = DataFileWriter(config.iceberg_partition_spec, on_file=uploads.submit)
+                writer = DataFileWriter(
+                    config.iceberg_partition_spec, on_file=uploads.submit, spool_dir=self.spool_dir
+                )
                 try:
                     for task in plan.tasks:
                         for batch in read_task(self._routed(task), options, store=self.store):
@@ -241,7 +255,12 @@ class Translator:
                 if table is None:
                     table = self.table(info, config, create=True, schema=evolved)
                     assert table is not None
-                writer = DataFileWriter(config.iceberg_partition_spec, schema=evolved, on_file=uploads.submit)
+                writer = DataFileWriter(
+                    config.iceberg_partition_spec,
+                    schema=evolved,
+                    on_file=uploads.submit,
+                    spool_dir=self.spool_dir,
+                )
                 writer.add(rows_in)
             for f in writer.finish():
                 uploads.submit(f)
@@ -327,7 +346,9 @@ class Translator:
             rows = rows.filter(pc.greater_equal(rows.column("offset"), floor))
         if rows.num_rows == 0:
             return 0
-        writer = DataFileWriter(config.iceberg_partition_spec, schema=DLQ_ARROW_SCHEMA)
+        writer = DataFileWriter(
+            config.iceberg_partition_spec, schema=DLQ_ARROW_SCHEMA, spool_dir=self.spool_dir
+        )
         writer.add(rows)
         files = writer.finish()
         entries = []

@@ -3,6 +3,8 @@ rows all in its partition (what add_files-style commits require), paths Hive-sty
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -57,7 +59,7 @@ def test_one_file_per_table_partition(spec: str, paths: dict[str, int]) -> None:
     partition_spec(spec)  # a valid Iceberg spec
 
 
-def test_files_roll_at_their_size_and_go_out_as_closed() -> None:
+def test_files_roll_at_their_size_and_go_out_as_closed(tmp_path: Path) -> None:
     """A file is closed once it holds ``file_bytes`` of Parquet (handed to ``on_file`` then,
     to be uploaded while the next is written); the open files together stay under twice
     that, older hours closed first. No row is lost or doubled across the files."""
@@ -67,6 +69,7 @@ def test_files_roll_at_their_size_and_go_out_as_closed() -> None:
     w = DataFileWriter(
         "hour(timestamp)",
         file_bytes=256 << 10,
+        spool_dir=str(tmp_path),
         on_file=lambda f: out.append((f.partition_path, f.rows, w.rows)),
     )
     n = 0
@@ -86,6 +89,12 @@ def test_files_roll_at_their_size_and_go_out_as_closed() -> None:
     assert len(out) > 3  # rolled: about 2 MiB an hour in files of about 0.5 MiB
     # handed on while rows were still coming, not all at the end
     assert out[0][2] < n
+    assert not os.listdir(tmp_path)  # the spool files: gone once mapped (and after a failure)
+    w = DataFileWriter("none", spool_dir=str(tmp_path))
+    w.add(_rows([0], [0]))
+    assert os.listdir(tmp_path)
+    w.abort()
+    assert not os.listdir(tmp_path)
 
 
 def test_unknown_transform_is_refused() -> None:
