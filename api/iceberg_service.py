@@ -250,6 +250,7 @@ class IcebergService:
         if now < self._due.get(info.name, 0.0):
             return
         state = self.tables.setdefault(info.name, TableState(info.name))
+        started = time.monotonic()
         try:
             result = await asyncio.get_running_loop().run_in_executor(self._pool, self._pass, info)
         except asyncio.CancelledError:
@@ -276,7 +277,10 @@ class IcebergService:
                 result.files,
                 result.offsets,
             )
-        self._due[info.name] = time.monotonic() + cfg.iceberg_target_lag_ms / 2000
+        # every half of the target lag from the pass's start, not its end: a record waits at
+        # most a pass and the rest of the period (a period counted from the end would add
+        # the pass's duration again, and a slow pass on a loaded broker would overshoot)
+        self._due[info.name] = started + cfg.iceberg_target_lag_ms / 2000
 
     async def close(self) -> None:
         if self._task is not None:

@@ -2,7 +2,7 @@
 under a steady produce rate; same run, same machine.
 
     python -m bench.bench_iceberg [--records 500000] [--rounds 3] [--rate 20000]
-                                  [--seconds 30] [--lag-ms 10000] [--skip-lag]
+                                  [--seconds 30] [--lag-ms 10000] [--skip-lag] [--skip-throughput]
 
 1. Throughput: ``--records`` records of 100-byte random values tiered into a ``file://``
    bucket (bench.bench_spark.build_topic); ``--rounds`` rounds, each ``strata export``
@@ -163,6 +163,23 @@ def lag(base: Path, rate: int, seconds: float, lag_ms: int) -> dict[str, float]:
         broker.stop()
 
 
+def report(rounds: list[dict[str, float]], records: int) -> None:
+    print(f"throughput, {records:,} records of 100 B, {len(rounds)} rounds (export, translate):")
+    print("  round  load  export rec/s  translate rec/s  ratio  | per CPU s: export  translate  ratio")
+    for i, r in enumerate(rounds):
+        wall = r["translate"] / r["export"]
+        cpu_ratio = r["translate_cpu"] / r["export_cpu"]
+        print(
+            f"  {i + 1:5d} {r['load']:5.1f} {r['export']:13,.0f} {r['translate']:16,.0f} {wall:6.2f}  "
+            f"| {r['export_cpu']:17,.0f} {r['translate_cpu']:10,.0f} {cpu_ratio:6.2f}"
+        )
+    ratios = sorted(r["translate"] / r["export"] for r in rounds)
+    cpu = sorted(r["translate_cpu"] / r["export_cpu"] for r in rounds)
+    best = max(r["translate"] for r in rounds) / max(r["export"] for r in rounds)
+    print(f"  translate/export: median {statistics.median(ratios):.2f} of rounds, best-of {best:.2f}")
+    print(f"  translate/export per CPU second: median {statistics.median(cpu):.2f}   (target >= 0.8)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=500_000)
@@ -171,26 +188,14 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--lag-ms", type=int, default=10_000)
     ap.add_argument("--skip-lag", action="store_true")
+    ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--dir", default=None)
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-iceberg-", dir=args.dir))
     try:
         print(f"load average before: {os.getloadavg()[0]:.2f}")
-        rounds = throughput(base / "tp", args.records, args.rounds)
-        print(f"throughput, {args.records:,} records of 100 B, {args.rounds} rounds (export, translate):")
-        print("  round  load  export rec/s  translate rec/s  ratio  | per CPU s: export  translate  ratio")
-        for i, r in enumerate(rounds):
-            wall = r["translate"] / r["export"]
-            cpu_ratio = r["translate_cpu"] / r["export_cpu"]
-            print(
-                f"  {i + 1:5d} {r['load']:5.1f} {r['export']:13,.0f} {r['translate']:16,.0f} {wall:6.2f}  "
-                f"| {r['export_cpu']:17,.0f} {r['translate_cpu']:10,.0f} {cpu_ratio:6.2f}"
-            )
-        ratios = sorted(r["translate"] / r["export"] for r in rounds)
-        cpu = sorted(r["translate_cpu"] / r["export_cpu"] for r in rounds)
-        best = max(r["translate"] for r in rounds) / max(r["export"] for r in rounds)
-        print(f"  translate/export: median {statistics.median(ratios):.2f} of rounds, best-of {best:.2f}")
-        print(f"  translate/export per CPU second: median {statistics.median(cpu):.2f}   (target >= 0.8)")
+        if not args.skip_throughput:
+            report(throughput(base / "tp", args.records, args.rounds), args.records)
         if not args.skip_lag:
             r = lag(base / "lag", args.rate, args.seconds, args.lag_ms)
             print(
