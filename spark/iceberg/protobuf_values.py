@@ -126,8 +126,6 @@ def _descriptor_proto(text: str, what: str) -> descriptor_pb2.FileDescriptorProt
             f"{what} is not a base64 FileDescriptorProto (.proto text is compiled by the broker's "
             "schema registry source, not here)"
         ) from None
-    if not file.message_type and not file.enum_type:
-        raise ProtobufValueError(f"{what} declares no message")
     return file
 
 
@@ -160,6 +158,8 @@ class ProtobufSchema:
                 if dep.name not in _WELL_KNOWN_NAMES:
                     self.pool.Add(dep)
             self.file = _descriptor_proto(text, "the schema")
+            if not self.file.message_type:
+                raise ProtobufValueError("the schema declares no message")
             if not self.file.name:
                 self.file.name = "schema.proto"
             self.pool.Add(self.file)
