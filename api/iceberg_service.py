@@ -11,12 +11,14 @@ archive reader block.
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
 import contextlib
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry
@@ -25,6 +27,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from broker.config import BrokerConfig
 from broker.schema_registry.errors import RegistryError
 from broker.schema_registry.lookup import referenced_texts, schema_by_id
+from broker.schema_registry.protobuf_format import ProtobufSchema
+from broker.schema_registry.schema_base import PROTOBUF, ReferencedText
+from broker.schema_registry.state import parse_cached
 from broker.schema_registry.store import SchemaStore
 from hot.config import ICEBERG_DISABLED, LogConfig
 from hot.errors import UnknownTopicOrPartitionError
@@ -78,6 +83,11 @@ class RegistrySchemaSource:
             if exc.code == 40403:
                 raise KeyError(schema_id) from exc
             raise
+        if fmt == PROTOBUF:
+            try:
+                return fmt, self._protobuf(schema_id, text).serialized()
+            except RegistryError as exc:  # its values are invalid, naming why (not the pass's failure)
+                logger.warning("iceberg: Protobuf schema id %d does not compile: %s", schema_id, exc.message)
         return fmt, text
 
     def references(self, schema_id: int) -> list[tuple[str, str]]:
@@ -85,9 +95,39 @@ class RegistrySchemaSource:
         if store is None or self._loop is None:
             raise RuntimeError("the schema registry is not running on this broker")
 
-        async def texts() -> list[tuple[str, str]]:
+        async def texts() -> tuple[str, str, list[ReferencedText]]:
+            fmt, text, refs = await schema_by_id(store, schema_id)
+            return fmt, text, (await referenced_texts(store, refs) if refs else [])
+
+        fmt, text, refs = asyncio.run_coroutine_threadsafe(texts(), self._loop).result(timeout=30)
+        if fmt == PROTOBUF:
+            # the files it imports, compiled as the schema was (names as it imports them)
+            try:
+                parsed = self._protobuf(schema_id, text, refs)
+            except RegistryError:
+                return [(r.name, r.text) for r in refs]
+            return [(d.name, base64.standard_b64encode(d.SerializeToString()).decode()) for d in parsed.deps]
+        return [(r.name, r.text) for r in refs]
+
+    def _protobuf(
+        self, schema_id: int, text: str, refs: list[ReferencedText] | None = None
+    ) -> ProtobufSchema:
+        """A Protobuf schema as descriptors (spark.iceberg.protobuf_values takes a base64
+        FileDescriptorProto; a schema registered as .proto text is compiled here, by the
+        registry's own parser, cached)."""
+        if refs is None:
+            refs = self.references_of(schema_id)
+        parsed = parse_cached(PROTOBUF, text, tuple(refs))
+        assert isinstance(parsed, ProtobufSchema)
+        return parsed
+
+    def references_of(self, schema_id: int) -> list[ReferencedText]:
+        store = self._store()
+        assert store is not None and self._loop is not None
+
+        async def texts() -> list[ReferencedText]:
             _, _, refs = await schema_by_id(store, schema_id)
-            return [(r.name, r.text) for r in await referenced_texts(store, refs)] if refs else []
+            return await referenced_texts(store, refs) if refs else []
 
         return asyncio.run_coroutine_threadsafe(texts(), self._loop).result(timeout=30)
 
@@ -136,6 +176,8 @@ class IcebergService:
             # value_schema_id_prefix: values decoded by the broker's schema registry
             schema_source=None if self.schemas is None else RegistrySchemaSource(self.schemas, self._loop),
             leader_address=self.leader_address,
+            # data files are written here before they are put (cleared of a crashed pass's)
+            spool_dir=str(Path(self.config.data_dir) / "iceberg" / "spool"),
         )
 
     def _pass(self, info: TopicInfo) -> Any:
@@ -208,6 +250,7 @@ class IcebergService:
         if now < self._due.get(info.name, 0.0):
             return
         state = self.tables.setdefault(info.name, TableState(info.name))
+        started = time.monotonic()
         try:
             result = await asyncio.get_running_loop().run_in_executor(self._pool, self._pass, info)
         except asyncio.CancelledError:
@@ -234,7 +277,10 @@ class IcebergService:
                 result.files,
                 result.offsets,
             )
-        self._due[info.name] = time.monotonic() + cfg.iceberg_target_lag_ms / 2000
+        # every half of the target lag from the pass's start, not its end: a record waits at
+        # most a pass and the rest of the period (a period counted from the end would add
+        # the pass's duration again, and a slow pass on a loaded broker would overshoot)
+        self._due[info.name] = started + cfg.iceberg_target_lag_ms / 2000
 
     async def close(self) -> None:
         if self._task is not None:

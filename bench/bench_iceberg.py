@@ -2,14 +2,16 @@
 under a steady produce rate; same run, same machine.
 
     python -m bench.bench_iceberg [--records 500000] [--rounds 3] [--rate 20000]
-                                  [--seconds 30] [--lag-ms 10000] [--skip-lag]
+                                  [--seconds 30] [--lag-ms 10000] [--skip-lag] [--skip-throughput]
 
 1. Throughput: ``--records`` records of 100-byte random values tiered into a ``file://``
-   bucket (bench.bench_spark.build_topic); alternating, best of ``--rounds``:
-   ``strata export`` (spark.export, Parquet) and one translation pass into a fresh table
+   bucket (bench.bench_spark.build_topic); ``--rounds`` rounds, each ``strata export``
+   (spark.export, Parquet, one job) then one translation pass into a fresh table
    (spark.iceberg.translate: read, Parquet data files through the store, pyiceberg commit).
-   Prints records/s of both and translate/export (target >= 0.8), and the same per CPU
-   second of the process (all threads; steadier than wall time on a loaded machine).
+   Prints each round's records/s of both, by wall and per CPU second of the process (all
+   threads), with the load average, then the median of the rounds' translate/export ratios
+   (target >= 0.8) and the best-of ratio: on a loaded machine two rounds differ more than
+   the two sides of one round.
 2. Lag: a broker (``strata serve``) with a key_value topic of ``iceberg.target.lag.ms =
    --lag-ms``; a producer at ``--rate`` msg/s for ``--seconds``; every 0.5 s the table's
    committed offsets are read with pyiceberg. Prints the produced rate reached, the highest
@@ -23,6 +25,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -34,9 +37,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def throughput(base: Path, records: int, rounds: int) -> tuple[float, float, float, float]:
-    """(export records/s, translation records/s, both per CPU second of this process, all
-    threads): the CPU figures move far less with the machine's load than the wall ones."""
+def throughput(base: Path, records: int, rounds: int) -> list[dict[str, float]]:
+    """Per round (an export, then a translation pass, in turn): records/s of both, by wall
+    and per CPU second of this process (all threads), and the load average. Compared round
+    by round: on a loaded machine the figures move between rounds far more than within one."""
     from bench.bench_spark import TOPIC, build_topic
     from hot.config import LogConfig
     from hot.topics import TopicInfo
@@ -54,16 +58,15 @@ def throughput(base: Path, records: int, rounds: int) -> tuple[float, float, flo
     doc = json.loads(store.get(f"topics/{TOPIC}.json"))
     info = TopicInfo(TOPIC, 1, {}, uuid.UUID(doc["topic_id"]))
     config = LogConfig.from_kafka({"iceberg.mode": "key_value"})
-    best_export = best_translate = cpu_export = cpu_translate = float("inf")
+    out: list[dict[str, float]] = []
     try:
         for r in range(rounds):
-            out = base / f"export-{r}"
+            dest = base / f"export-{r}"
             t0, c0 = time.perf_counter(), time.process_time()
-            result = export(parse_options(url, TOPIC), out, jobs=1)
-            best_export = min(best_export, time.perf_counter() - t0)
-            cpu_export = min(cpu_export, time.process_time() - c0)
+            result = export(parse_options(url, TOPIC), dest, jobs=1)
+            export_s, export_cpu = time.perf_counter() - t0, time.process_time() - c0
             assert result.rows == archived, (result.rows, archived)
-            shutil.rmtree(out)
+            shutil.rmtree(dest)
 
             root = iceberg_table_root(TOPIC, info.topic_id)
             keys = [i.key for i in store.list(f"{root}/")]
@@ -74,12 +77,20 @@ def throughput(base: Path, records: int, rounds: int) -> tuple[float, float, flo
             translator = Translator(store, catalog, namespace="strata", broker=None)
             t0, c0 = time.perf_counter(), time.process_time()
             passed = translator.run_pass(info, config)
-            best_translate = min(best_translate, time.perf_counter() - t0)
-            cpu_translate = min(cpu_translate, time.process_time() - c0)
+            translate_s, translate_cpu = time.perf_counter() - t0, time.process_time() - c0
             assert passed.rows == archived, (passed.rows, archived)
+            out.append(
+                {
+                    "export": archived / export_s,
+                    "translate": archived / translate_s,
+                    "export_cpu": archived / export_cpu,
+                    "translate_cpu": archived / translate_cpu,
+                    "load": os.getloadavg()[0],
+                }
+            )
     finally:
         store.close()
-    return archived / best_export, archived / best_translate, archived / cpu_export, archived / cpu_translate
+    return out
 
 
 def lag(base: Path, rate: int, seconds: float, lag_ms: int) -> dict[str, float]:
@@ -152,6 +163,23 @@ def lag(base: Path, rate: int, seconds: float, lag_ms: int) -> dict[str, float]:
         broker.stop()
 
 
+def report(rounds: list[dict[str, float]], records: int) -> None:
+    print(f"throughput, {records:,} records of 100 B, {len(rounds)} rounds (export, translate):")
+    print("  round  load  export rec/s  translate rec/s  ratio  | per CPU s: export  translate  ratio")
+    for i, r in enumerate(rounds):
+        wall = r["translate"] / r["export"]
+        cpu_ratio = r["translate_cpu"] / r["export_cpu"]
+        print(
+            f"  {i + 1:5d} {r['load']:5.1f} {r['export']:13,.0f} {r['translate']:16,.0f} {wall:6.2f}  "
+            f"| {r['export_cpu']:17,.0f} {r['translate_cpu']:10,.0f} {cpu_ratio:6.2f}"
+        )
+    ratios = sorted(r["translate"] / r["export"] for r in rounds)
+    cpu = sorted(r["translate_cpu"] / r["export_cpu"] for r in rounds)
+    best = max(r["translate"] for r in rounds) / max(r["export"] for r in rounds)
+    print(f"  translate/export: median {statistics.median(ratios):.2f} of rounds, best-of {best:.2f}")
+    print(f"  translate/export per CPU second: median {statistics.median(cpu):.2f}   (target >= 0.8)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=500_000)
@@ -160,20 +188,14 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--lag-ms", type=int, default=10_000)
     ap.add_argument("--skip-lag", action="store_true")
+    ap.add_argument("--skip-throughput", action="store_true")
     ap.add_argument("--dir", default=None)
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="bench-iceberg-", dir=args.dir))
     try:
         print(f"load average before: {os.getloadavg()[0]:.2f}")
-        export_rps, translate_rps, export_cpu, translate_cpu = throughput(
-            base / "tp", args.records, args.rounds
-        )
-        print(f"throughput, {args.records:,} records of 100 B, best of {args.rounds}:")
-        print(f"  strata export (Parquet)   {export_rps:12,.0f} records/s")
-        print(f"  iceberg translation       {translate_rps:12,.0f} records/s")
-        print(f"  translate/export          {translate_rps / export_rps:12.2f}   (target >= 0.8)")
-        print(f"  per CPU second: export {export_cpu:,.0f}, translation {translate_cpu:,.0f} records")
-        print(f"  translate/export (CPU)    {translate_cpu / export_cpu:12.2f}")
+        if not args.skip_throughput:
+            report(throughput(base / "tp", args.records, args.rounds), args.records)
         if not args.skip_lag:
             r = lag(base / "lag", args.rate, args.seconds, args.lag_ms)
             print(

@@ -1,7 +1,8 @@
 """value_schema_id_prefix mode: values in Confluent's wire format decoded by their schema.
 
 Wire format: magic byte 0, the schema id as 4 bytes big-endian, then the encoded value
-(Avro binary for an Avro schema; JSON text for a JSON Schema). The schema comes from a
+(Avro binary for an Avro schema; JSON text for a JSON Schema; message indexes and the
+message for Protobuf, ``spark.iceberg.protobuf_values``). The schema comes from a
 ``SchemaSource`` (schema id -> (format, schema text)); the broker's schema registry
 (issue 37) is one, a dict is another (tests). Decoding failures raise
 ``InvalidRecordValue`` so the translator can apply ``iceberg.invalid.record.action``.
@@ -17,6 +18,8 @@ from typing import Any, Final, Protocol
 
 import fastavro
 import pyarrow as pa
+
+from spark.iceberg.protobuf_values import ProtobufSchema, ProtoValue
 
 MAGIC: Final = 0
 AVRO: Final = "AVRO"
@@ -79,12 +82,7 @@ class ValueDecoder:
             except KeyError:
                 raise InvalidRecordValue(f"schema id {schema_id} is not registered") from None
             fmt = fmt.upper()
-            if fmt == PROTOBUF:
-                raise InvalidRecordValue(
-                    f"schema id {schema_id}: Protobuf values are not decoded into columns "
-                    "(iceberg.mode=key_value keeps them as bytes)"
-                )
-            if fmt not in (AVRO, JSON):
+            if fmt not in (AVRO, JSON, PROTOBUF):
                 raise InvalidRecordValue(f"schema id {schema_id}: format {fmt} is not supported")
             refs = self.source.references(schema_id)
             try:
@@ -95,18 +93,22 @@ class ValueDecoder:
                     for _, ref in refs:
                         fastavro.parse_schema(json.loads(ref), named_schemas=named)
                     got = (fmt, fastavro.parse_schema(json.loads(text), named_schemas=named, expand=True))
+                elif fmt == PROTOBUF:
+                    got = (fmt, ProtobufSchema(text, refs))
                 else:
                     got = (fmt, _inline_json_refs(json.loads(text), {n: json.loads(t) for n, t in refs}))
-            except (ValueError, TypeError, KeyError) as e:
+            except (ValueError, TypeError, KeyError) as e:  # (ProtobufValueError is a ValueError)
                 raise InvalidRecordValue(f"schema id {schema_id}: cannot use the schema: {e}") from None
             self._parsed[schema_id] = got
         return got
 
     def decode(self, value: bytes | None) -> tuple[int, Any]:
-        """(schema id, decoded value: a dict for records)."""
+        """(schema id, decoded value: a dict for records, a ``ProtoValue`` for Protobuf)."""
         schema_id, body = split_wire(value)
         fmt, schema = self.schema(schema_id)
         try:
+            if fmt == PROTOBUF:
+                return schema_id, schema.decode(body)
             if fmt == AVRO:
                 return schema_id, fastavro.schemaless_reader(io.BytesIO(body), schema, None)
             return schema_id, json.loads(body)
@@ -206,9 +208,14 @@ class TypedValues:
 
     def __init__(self, decoder: ValueDecoder) -> None:
         self.decoder = decoder
+        # the column type of every (schema id, Protobuf message indexes) decoded so far: a
+        # Protobuf schema's file may hold several messages, each a type of its own
+        self.types: dict[tuple[int, tuple[int, ...]], pa.DataType] = {}
 
     def value_type(self, schema_id: int) -> pa.DataType:
         fmt, schema = self.decoder.schema(schema_id)
+        if fmt == PROTOBUF:  # the file's first message (values name theirs: ``types``)
+            return schema.message((0,))[1]
         typ = avro_arrow_type(schema) if fmt == AVRO else json_arrow_type(schema)
         return typ if pa.types.is_struct(typ) else pa.struct([pa.field("value", typ)])
 
@@ -226,10 +233,15 @@ class TypedValues:
                 reasons.append(str(e))
                 continue
             reasons.append(None)
+            ids.append(schema_id)
+            if isinstance(decoded, ProtoValue):  # shaped for its type already
+                self.types.setdefault((schema_id, decoded.indexes), decoded.type)
+                out.append(decoded.row)
+                continue
             typ = self.value_type(schema_id)
+            self.types.setdefault((schema_id, ()), typ)
             if not isinstance(decoded, dict) or (typ.names == ["value"] and "value" not in decoded):
                 decoded = {"value": decoded}
-            ids.append(schema_id)
             out.append(_conform(decoded, typ))
         return ids, out, reasons
 

@@ -3,7 +3,12 @@ made from the archive reader's Arrow rows (``spark.schema.ARROW_SCHEMA``)."""
 
 from __future__ import annotations
 
+import contextlib
+import mmap
+import os
+import tempfile
 import uuid
+from collections.abc import Callable
 from concurrent.futures import Executor, Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Final
@@ -141,6 +146,13 @@ def _group_keys(rows: pa.Table, spec_text: str) -> tuple[pa.Array | None, list[t
         return None, [(0, "")]
     parts: list[tuple[str, np.ndarray]] = []
     ts = rows.column("timestamp")
+    if spec_text in ("hour(timestamp)", "day(timestamp)"):
+        # the default spec, and a pass's batches mostly within one hour: two C scans say so
+        span = _US_PER_HOUR if spec_text[0] == "h" else _US_PER_DAY
+        bounds = pc.min_max(ts)
+        lo, hi = bounds["min"].value, bounds["max"].value
+        if lo is not None and hi is not None and lo // span == hi // span:  # (.value: micros)
+            return None, [(0, f"timestamp_{spec_text.partition('(')[0]}={lo // span}")]
     for item in spec_text.split(","):
         transform = item.partition("(")[0]
         if transform == "identity":
@@ -177,17 +189,38 @@ def _group_keys(rows: pa.Table, spec_text: str) -> tuple[pa.Array | None, list[t
     return (None if len(out) == 1 else pa.array(key)), out
 
 
+SPOOL_PREFIX: Final = "strata-iceberg-"
 _ROW_GROUP_BYTES: Final = 8 << 20  # as strata export (spark.export.ROW_GROUP_BYTES)
+# A data file is closed (and handed on, to be uploaded while the next is written) once this
+# much Parquet is in it: the upload of a pass's files overlaps its reading and encoding, and
+# memory holds a few files rather than a whole pass (a backfill's can be the topic's history).
+# Engines' compaction (docs/iceberg.md) merges them into their own target size later.
+FILE_BYTES: Final = 32 << 20
 
 
 class _OpenFile:
-    def __init__(self, path: str, compression: str, schema: pa.Schema, encoder: Executor) -> None:
+    def __init__(
+        self,
+        path: str,
+        compression: str,
+        schema: pa.Schema,
+        encoder: Executor,
+        group_bytes: int,
+        spool_dir: str | None,
+    ) -> None:
         self.path = path
+        self.group_bytes = group_bytes
         # Row groups are encoded on ``encoder`` (one thread: in order) while the reader
         # decodes the next batches: Parquet encoding and compression release the GIL.
         self.encoder = encoder
         self.encoding: Future[None] | None = None
-        self.sink = pa.BufferOutputStream()  # native: a Python file object would take the GIL per write
+        # A spool file, not a growing buffer in memory: a BufferOutputStream reallocates (a
+        # copy and fresh pages) as it doubles, which cost more CPU than the file's encoding;
+        # the page cache takes the bytes, the upload reads them back through a mapping. A
+        # native file: a Python file object would take the GIL on every write.
+        fd, self.spool = tempfile.mkstemp(prefix=SPOOL_PREFIX, suffix=".parquet", dir=spool_dir)
+        os.close(fd)
+        self.sink = pa.OSFile(self.spool, "wb")
         self.writer = pq.ParquetWriter(
             self.sink,
             schema,
@@ -200,12 +233,17 @@ class _OpenFile:
         self.pending: list[pa.Table] = []
         self.pending_bytes = 0
         self.rows = 0
+        self.encoded = 0  # Parquet bytes of the row groups encoded so far (a row group behind)
+
+    @property
+    def buffered(self) -> int:
+        return self.encoded + self.pending_bytes
 
     def add(self, rows: pa.Table) -> None:
         self.pending.append(rows)
         self.pending_bytes += rows.nbytes
         self.rows += rows.num_rows
-        if self.pending_bytes >= _ROW_GROUP_BYTES:
+        if self.pending_bytes >= self.group_bytes:
             self.flush()
 
     def flush(self) -> None:
@@ -215,6 +253,7 @@ class _OpenFile:
             group = pa.concat_tables(self.pending)
             self.pending, self.pending_bytes = [], 0
             self._wait()  # one row group in flight: memory stays bounded
+            self.encoded = self.sink.tell()  # nothing is being encoded into it now
             self.encoding = self.encoder.submit(self.writer.write_table, group)
 
     def _wait(self) -> None:
@@ -226,47 +265,101 @@ class _OpenFile:
         self.flush()
         self._wait()
         self.writer.close()
-        # the Arrow buffer itself: to_pybytes() would copy the whole file
-        return DataFile(self.path, memoryview(self.sink.getvalue()), self.rows, uuid.uuid4())
+        self.sink.close()
+        try:
+            with open(self.spool, "rb") as f:
+                # mapped, not read: no copy, and the pages are the page cache's (released
+                # with the last reference to the view)
+                data = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+        finally:
+            os.unlink(self.spool)  # the mapping keeps the bytes while they are needed
+        return DataFile(self.path, data, self.rows, uuid.uuid4())
+
+    def discard(self) -> None:
+        with contextlib.suppress(Exception):
+            self.writer.close()  # (else its __del__ closes it onto a closed sink)
+        with contextlib.suppress(Exception):
+            self.sink.close()
+        with contextlib.suppress(OSError):
+            os.unlink(self.spool)
 
 
 class DataFileWriter:
-    """Rows in, one Parquet file per table partition out, written as the rows come (row
-    groups of about 8 MiB, as ``strata export`` writes them)."""
+    """Rows in, Parquet files per table partition out, written as the rows come (row
+    groups of about 8 MiB, as ``strata export`` writes them). A file is closed once it
+    holds ``file_bytes`` of Parquet, or when the open files together hold over twice that
+    (the least recently written first: a backfill's older hours); closed files go to
+    ``on_file`` as they are closed (the translator uploads them while the next ones are
+    written), or are all returned by ``finish`` without one."""
 
     def __init__(
-        self, spec_text: str, *, compression: str = "snappy", schema: pa.Schema = KV_ARROW_SCHEMA
+        self,
+        spec_text: str,
+        *,
+        compression: str = "snappy",
+        schema: pa.Schema = KV_ARROW_SCHEMA,
+        file_bytes: int = FILE_BYTES,
+        on_file: Callable[[DataFile], None] | None = None,
+        spool_dir: str | None = None,
     ) -> None:
         self.spec_text = spec_text
         self.schema = schema
         self.compression = compression
-        self._files: dict[str, _OpenFile] = {}
+        self.file_bytes = file_bytes
+        self.on_file = on_file
+        self.spool_dir = spool_dir  # where files are written before they are put (None: $TMPDIR)
+        self._files: dict[str, _OpenFile] = {}  # in order of their last write
+        self._closed: list[DataFile] = []
+        self._rows_closed = 0
         self._encoder = ThreadPoolExecutor(1, thread_name_prefix="iceberg-parquet")
 
     @property
     def rows(self) -> int:
-        return sum(f.rows for f in self._files.values())
+        return self._rows_closed + sum(f.rows for f in self._files.values())
+
+    def _close(self, path: str) -> None:
+        done = self._files.pop(path).close()
+        self._rows_closed += done.rows
+        if self.on_file is not None:
+            self.on_file(done)
+        else:
+            self._closed.append(done)
 
     def add(self, rows: pa.Table) -> None:
         if rows.num_rows == 0:
             return
         keys, groups = _group_keys(rows, self.spec_text)
         for key, path in groups:
-            f = self._files.get(path)
+            f = self._files.pop(path, None)
             if f is None:
-                f = self._files[path] = _OpenFile(path, self.compression, self.schema, self._encoder)
+                # (row groups no larger than a file)
+                group = min(_ROW_GROUP_BYTES, self.file_bytes)
+                f = _OpenFile(path, self.compression, self.schema, self._encoder, group, self.spool_dir)
+            self._files[path] = f  # now the most recently written
             f.add(rows if keys is None else rows.filter(pc.equal(keys, key)))
+            if f.encoded >= self.file_bytes:
+                self._close(path)
+        while len(self._files) > 1 and sum(f.buffered for f in self._files.values()) > 2 * self.file_bytes:
+            self._close(next(iter(self._files)))
 
     def abort(self) -> None:
         """Drops what was written (a failed pass) and stops the encoding thread."""
-        self._files.clear()
         self._encoder.shutdown(wait=True, cancel_futures=True)
+        for f in self._files.values():
+            f.discard()
+        self._files.clear()
+        self._closed.clear()
 
     def finish(self) -> list[DataFile]:
+        """Closes the open files: all the files closed, less those given to ``on_file``
+        (to which the ones closed now go too)."""
         try:
-            return [f.close() for f in self._files.values()]
+            for path in list(self._files):
+                self._close(path)
+            return self._closed
         finally:
             self._files.clear()
+            self._closed = []
             self._encoder.shutdown()
 
 

@@ -21,20 +21,23 @@ from the old offsets again (no gap) and the orphans are never read (no duplicate
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
 import os
 import signal
 import time
+from collections import deque
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.catalog import Catalog
+from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.schema import assign_fresh_schema_ids
 from pyiceberg.table import Table, TableProperties
 
@@ -47,6 +50,8 @@ from spark.iceberg.table import (
     DLQ_ARROW_SCHEMA,
     DLQ_SCHEMA,
     KV_SCHEMA,
+    SPOOL_PREFIX,
+    DataFile,
     DataFileWriter,
     iceberg_data_file,
     partition_spec,
@@ -132,6 +137,7 @@ class Translator:
         read_options: Mapping[str, str] | None = None,
         schema_source: SchemaSource | None = None,
         leader_address: Callable[[str, int], str | None] | None = None,
+        spool_dir: str | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -146,6 +152,15 @@ class Translator:
         # In a cluster: where each partition's hot tail is fetched (its leader); the archive
         # reader's hot tasks otherwise all go to ``broker``, which leads only some of them.
         self.leader_address = leader_address
+        # Data files are written into spool files before they are put (None: $TMPDIR). A
+        # directory of the committer's own: what a crashed pass left there is removed now.
+        self.spool_dir = spool_dir
+        if spool_dir is not None:
+            os.makedirs(spool_dir, exist_ok=True)
+            for name in os.listdir(spool_dir):
+                if name.startswith(SPOOL_PREFIX):
+                    with contextlib.suppress(OSError):
+                        os.unlink(os.path.join(spool_dir, name))
 
     def table(
         self, info: TopicInfo, config: LogConfig, *, create: bool, schema: pa.Schema | None = None
@@ -195,68 +210,71 @@ class Translator:
         if all(ends.get(p, 0) <= committed.get(p, -1) for p in range(info.partitions)):
             return PassResult(info.name, offsets=committed, ends=ends)
         evolved: pa.Schema | None = None
-        if not typed:
-            writer = DataFileWriter(config.iceberg_partition_spec)
-            try:
-                for task in plan.tasks:
-                    for batch in read_task(self._routed(task), options, store=self.store):
-                        writer.add(to_kv_rows(batch))
-            except BaseException:
-                writer.abort()
-                raise
-        else:
-            assert self.schema_source is not None
-            kv = [
-                to_kv_rows(b)
-                for t in plan.tasks
-                for b in read_task(self._routed(t), options, store=self.store)
-            ]
-            if not kv:
-                return PassResult(info.name, offsets=committed, ends=ends)
-            base = None
-            if table is not None:
-                base = table.schema().as_arrow().field("value").type
-            rows_in, invalid = _typed_rows(
-                pa.concat_tables(kv), TypedValues(ValueDecoder(self.schema_source)), base
-            )
-            if invalid.num_rows and config.iceberg_invalid_record_action == DLQ_ACTION:
-                # committed before the table (no two-table atomic commit in Iceberg): the
-                # dead-letter table's own offsets keep a rerun after a crash from adding a
-                # record twice
-                self.dead_letters(info, config, invalid, offsets)
-            elif invalid.num_rows:
-                logger.warning(
-                    "iceberg: %s: dropped %d records whose value does not decode", info.name, invalid.num_rows
+        # key_value: the table is known, so each file's manifest entry is made with its upload
+        uploads = _Uploads(self.store, info, None if typed else table)
+        try:
+            if not typed:
+                writer = DataFileWriter(
+                    config.iceberg_partition_spec, on_file=uploads.submit, spool_dir=self.spool_dir
                 )
-            evolved = rows_in.schema
-            if table is None:
-                table = self.table(info, config, create=True, schema=evolved)
-                assert table is not None
-            writer = DataFileWriter(config.iceberg_partition_spec, schema=evolved)
-            writer.add(rows_in)
-        files = writer.finish()
-        files = [f for f in files if f.rows]
-        rows = sum(f.rows for f in files)
+                try:
+                    for task in plan.tasks:
+                        for batch in read_task(self._routed(task), options, store=self.store):
+                            writer.add(to_kv_rows(batch))
+                except BaseException:
+                    writer.abort()
+                    raise
+            else:
+                assert self.schema_source is not None
+                kv = [
+                    to_kv_rows(b)
+                    for t in plan.tasks
+                    for b in read_task(self._routed(t), options, store=self.store)
+                ]
+                if not kv:
+                    uploads.close()
+                    return PassResult(info.name, offsets=committed, ends=ends)
+                base = None
+                if table is not None:
+                    base = table.schema().as_arrow().field("value").type
+                rows_in, invalid = _typed_rows(
+                    pa.concat_tables(kv), TypedValues(ValueDecoder(self.schema_source)), base
+                )
+                if invalid.num_rows and config.iceberg_invalid_record_action == DLQ_ACTION:
+                    # committed before the table (no two-table atomic commit in Iceberg): the
+                    # dead-letter table's own offsets keep a rerun after a crash from adding a
+                    # record twice
+                    self.dead_letters(info, config, invalid, offsets)
+                elif invalid.num_rows:
+                    logger.warning(
+                        "iceberg: %s: dropped %d records whose value does not decode",
+                        info.name,
+                        invalid.num_rows,
+                    )
+                evolved = rows_in.schema
+                if table is None:
+                    table = self.table(info, config, create=True, schema=evolved)
+                    assert table is not None
+                writer = DataFileWriter(
+                    config.iceberg_partition_spec,
+                    schema=evolved,
+                    on_file=uploads.submit,
+                    spool_dir=self.spool_dir,
+                )
+                writer.add(rows_in)
+            for f in writer.finish():
+                uploads.submit(f)
+            done = uploads.wait()
+        except BaseException:
+            uploads.abort()
+            raise
+        rows = sum(u.file.rows for u in done)
         if rows == 0 and (table is None or all(o <= committed.get(p, 0) for p, o in offsets.items())):
             return PassResult(info.name, offsets=committed, ends=ends)
         # (no rows, but the offsets moved past control records, aborted data or invalid
         # values: committed as a snapshot with no file, else every pass would read them
         # again and the lag would never reach 0)
         assert table is not None
-        urls = {}
-        with ThreadPoolExecutor(max(1, min(len(files), 4)), thread_name_prefix="iceberg-put") as uploads:
-            # the uploads (hash, write, fsync: mostly off the GIL) run while the manifest
-            # entries are made from the footers in hand
-            puts = []
-            for f in files:
-                key = iceberg_data_key(info.name, info.topic_id, f.partition_path, f.file_id)
-                urls[f.file_id] = object_url(self.store, key)
-                puts.append(uploads.submit(self.store.put, key, f.data))
-            entries = None
-            if evolved is None:
-                entries = [iceberg_data_file(table.metadata, urls[f.file_id], f.data) for f in files]
-            for put in puts:
-                put.result()
         if os.environ.get(CRASH_ENV):
             logger.warning("%s set: killing this process before the Iceberg commit", CRASH_ENV)
             os.kill(os.getpid(), signal.SIGKILL)
@@ -273,15 +291,15 @@ class Translator:
                 mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
                 tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
             with tx.update_snapshot(snapshot_properties=summary).fast_append() as append:
-                if entries is None:  # the schema changed in this transaction
-                    entries = [iceberg_data_file(tx.table_metadata, urls[f.file_id], f.data) for f in files]
-                for entry in entries:
+                for u in done:
+                    # schema mode: made here, from the schema this transaction evolved
+                    entry = u.entry or iceberg_data_file(tx.table_metadata, u.url, u.file.data)
                     append.append_data_file(entry)
         snap = table.current_snapshot()
         return PassResult(
             info.name,
             rows=rows,
-            files=len(files),
+            files=len(done),
             offsets=offsets,
             ends=ends,
             snapshot_id=snap.snapshot_id if snap is not None else None,
@@ -328,7 +346,9 @@ class Translator:
             rows = rows.filter(pc.greater_equal(rows.column("offset"), floor))
         if rows.num_rows == 0:
             return 0
-        writer = DataFileWriter(config.iceberg_partition_spec, schema=DLQ_ARROW_SCHEMA)
+        writer = DataFileWriter(
+            config.iceberg_partition_spec, schema=DLQ_ARROW_SCHEMA, spool_dir=self.spool_dir
+        )
         writer.add(rows)
         files = writer.finish()
         entries = []
@@ -381,6 +401,71 @@ class Translator:
             else None
         )
         return options, plan_scan(options, broker=broker)
+
+
+@dataclass(frozen=True, slots=True)
+class _Uploaded:
+    file: DataFile  # its bytes dropped once the entry is made
+    url: str
+    entry: IcebergDataFile | None  # None: made at the commit (schema mode)
+
+
+class _Uploads:
+    """A pass's data files put into the bucket as the writer closes them, while the next
+    ones are read and encoded (the put hashes, writes and fsyncs: mostly off the GIL);
+    at most ``depth`` in flight, so memory holds a few files, not the pass. With ``table``
+    (key_value: its schema is fixed) each file's manifest entry is made after its put and
+    its bytes let go."""
+
+    def __init__(self, store: SyncObjectStore, info: TopicInfo, table: Table | None, depth: int = 2) -> None:
+        self.store = store
+        self.info = info
+        self.metadata = table.metadata if table is not None else None
+        self.depth = depth
+        self._pool = ThreadPoolExecutor(depth, thread_name_prefix="iceberg-put")
+        self._pending: deque[Future[_Uploaded]] = deque()
+        self._done: list[_Uploaded] = []
+        self._keys: list[str] = []
+
+    def submit(self, f: DataFile) -> None:
+        if not f.rows:
+            return
+        while len(self._pending) >= self.depth:
+            self._done.append(self._pending.popleft().result())
+        key = iceberg_data_key(self.info.name, self.info.topic_id, f.partition_path, f.file_id)
+        self._keys.append(key)
+        self._pending.append(self._pool.submit(self._put, f, key))
+
+    def _put(self, f: DataFile, key: str) -> _Uploaded:
+        self.store.put(key, f.data)
+        url = object_url(self.store, key)
+        if self.metadata is None:
+            return _Uploaded(f, url, None)
+        entry = iceberg_data_file(self.metadata, url, f.data)
+        return _Uploaded(dataclasses.replace(f, data=memoryview(b"")), url, entry)
+
+    def wait(self) -> list[_Uploaded]:
+        """Every file put (in the order submitted); raises the first failed put's error."""
+        try:
+            while self._pending:
+                self._done.append(self._pending.popleft().result())
+            return self._done
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def abort(self) -> None:
+        """A failed pass: the files it put are deleted (best effort; ``remove_orphans``
+        deletes what is left when the committer starts). No snapshot references them."""
+        self.close()
+        self._pending.clear()
+        if self._keys:
+            try:
+                self.store.delete_many(self._keys)
+            except Exception as e:  # the pass's own error is the one to report
+                logger.warning("iceberg: %s: could not delete the failed pass's files: %s", self.info.name, e)
 
 
 class _LeaderRouted(BrokerClient):
@@ -459,8 +544,8 @@ def _typed_rows(kv: pa.Table, values: TypedValues, base: pa.DataType | None) -> 
     rows whose value does not decode (key_value columns and a ``reason``)."""
     ids, decoded, reasons = values.decode(kv.column("value").to_pylist())
     typ = base
-    for schema_id in sorted({i for i in ids if i is not None}):
-        typ = merge_struct(typ, values.value_type(schema_id))
+    for key in sorted(values.types):  # older schemas first: their columns keep their places
+        typ = merge_struct(typ, values.types[key])
     keep = pa.array([i is not None for i in ids])
     kept = kv.filter(keep)
     invalid = kv.filter(pc.invert(keep))

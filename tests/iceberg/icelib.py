@@ -72,3 +72,21 @@ def wait_for(check: Callable[[], Any], timeout: float = 60.0, what: str = "condi
         if time.monotonic() > deadline:
             raise TimeoutError(f"timed out waiting for {what}")
         time.sleep(0.5)
+
+
+def compiled_proto(text: str) -> tuple[Any, Any]:
+    """``.proto`` text compiled by the registry's own parser (protoc): (the
+    ``ProtobufSchema``: ``.serialized()`` is the base64 FileDescriptorProto the registry
+    source hands the translator; a pool holding it and the well-known types, for message
+    classes: ``message_factory.GetMessageClass(pool.FindMessageTypeByName(name))``)."""
+    from google.protobuf import descriptor_pool  # type: ignore[import-untyped]
+
+    from broker.schema_registry.protobuf_format import parse_protobuf
+    from spark.iceberg.protobuf_values import _WELL_KNOWN
+
+    schema = parse_protobuf(text, [])
+    pool = descriptor_pool.DescriptorPool()
+    for d in _WELL_KNOWN:
+        pool.AddSerializedFile(d.serialized_pb)
+    pool.Add(schema.file)
+    return schema, pool

@@ -263,5 +263,100 @@ def test_the_broker_decodes_values_by_its_own_schema_registry(tmp_path: Path) ->
             {"id": 0, "to": {"city": "Oslo"}},
             {"id": 1, "to": {"city": "Rome"}},
         ]
+        _protobuf(broker, sr, catalog)
     finally:
         broker.stop()
+
+
+PROTO_V1 = """
+syntax = "proto3";
+package shop;
+import "google/protobuf/timestamp.proto";
+enum Kind { KIND_UNKNOWN = 0; BOOK = 1; }
+message Order {
+  int64 id = 1;
+  repeated string tags = 2;
+  Line first = 3;
+  Kind kind = 4;
+  google.protobuf.Timestamp at = 5;
+  oneof pay { string card = 6; int64 voucher = 7; }
+  message Line { string sku = 1; double price = 2; }
+}
+"""
+# version 2 adds a field (BACKWARD-compatible): a new column, null in the older rows
+PROTO_V2 = PROTO_V1.replace("  message Line", "  optional string note = 8;\n  message Line")
+
+
+def _protobuf(broker: BrokerProcess, sr: Any, catalog: Any) -> None:
+    """Protobuf values by the broker's registry: version 1 registered as .proto text through
+    the REST API (the committer compiles it), version 2 by confluent-kafka's
+    ProtobufSerializer (a base64 descriptor, a nested message so message indexes); typed
+    columns read back by pyiceberg and DuckDB."""
+    import datetime
+
+    from confluent_kafka.schema_registry import Schema
+    from confluent_kafka.schema_registry.protobuf import ProtobufSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    from google.protobuf import message_factory  # type: ignore[import-untyped]
+
+    from tests.iceberg.icelib import compiled_proto, wait_for
+
+    topic = "pb"
+    create_topic(
+        broker.bootstrap,
+        topic,
+        1,
+        {"iceberg.mode": "value_schema_id_prefix", "iceberg.target.lag.ms": "1000"},
+    )
+    v1_id = sr.register_schema(f"{topic}-value", Schema(PROTO_V1, "PROTOBUF"))
+    _, pool1 = compiled_proto(PROTO_V1)
+    order1 = message_factory.GetMessageClass(pool1.FindMessageTypeByName("shop.Order"))
+    line2 = message_factory.GetMessageClass(
+        compiled_proto(PROTO_V2)[1].FindMessageTypeByName("shop.Order.Line")
+    )
+    order2 = message_factory.GetMessageClass(line2.DESCRIPTOR.containing_type)
+    first = order1(id=1, tags=["a", "b"], kind=1, card="visa")
+    first.first.sku = "s1"
+    first.at.seconds = 1_700_000_000
+    framed = [
+        b"\x00" + struct.pack(">I", v1_id) + b"\x00" + m.SerializeToString() for m in (first, order1(id=2))
+    ]
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    ser = ProtobufSerializer(order2, sr, {"use.deprecated.format": False})
+    later = order2(id=3, voucher=9, note="n")
+    framed.append(ser(later, ctx))
+    # the same file, registered again (the same id), with message indexes [0, 0]: a Line
+    line_ser = ProtobufSerializer(line2, sr, {"use.deprecated.format": False})
+    framed.append(line_ser(line2(sku="s9", price=2.5), ctx))
+    assert framed[3][:5] == framed[2][:5] and framed[3][5:8] == b"\x04\x00\x00"
+    _produce(broker.bootstrap, topic, framed)
+
+    def rows() -> list[object] | None:
+        try:
+            got = catalog.load_table(("strata", topic)).scan().to_arrow().sort_by("offset")
+        except Exception:
+            return None
+        return got.column("value").to_pylist() if got.num_rows >= 4 else None
+
+    values = wait_for(rows, 90, "the Protobuf translation")
+    at = datetime.datetime(2023, 11, 14, 22, 13, 20, tzinfo=datetime.UTC)
+    assert values[0] == {
+        "id": 1,
+        "tags": ["a", "b"],
+        "first": {"sku": "s1", "price": 0.0},
+        "kind": "BOOK",
+        "at": at,
+        "card": "visa",
+        "voucher": None,
+        "note": None,
+        "sku": None,
+        "price": None,
+    }
+    assert values[1]["id"] == 2 and values[1]["first"] is None and values[1]["kind"] == "KIND_UNKNOWN"
+    assert (values[2]["id"], values[2]["voucher"], values[2]["card"], values[2]["note"]) == (3, 9, None, "n")
+    assert (values[3]["sku"], values[3]["price"], values[3]["id"]) == ("s9", 2.5, None)
+    table = catalog.load_table(("strata", topic))
+    duck = duckdb_rows(table.metadata_location, "value.note")
+    assert [(r[1], r[3]) for r in duck] == [(0, None), (1, None), (2, "n"), (3, None)]
+    duck = duckdb_rows(table.metadata_location, "value.first.sku")
+    assert [r[3] for r in duck] == ["s1", None, None, None]
