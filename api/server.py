@@ -63,6 +63,7 @@ from broker.share.state_store import ShareStateStore
 from broker.share.stored_configs import StoredShareConfigs
 from broker.transactions.coordinator import TransactionCoordinator
 from broker.txn_metrics import register_txn_metrics
+from core.limits import FDS_PER_PARTITION, raise_open_files
 from hot import record_validation
 from hot.errors import InvalidConfigError
 from hot.topics import TopicInfo
@@ -602,6 +603,12 @@ def run(
         level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     spec = WorkerSpec.from_json(worker) if worker is not None else None
+    soft, _ = raise_open_files()
+    log.info(
+        "open files: up to %d (about %d partitions of one segment each; ulimit -n raises it)",
+        soft,
+        soft // FDS_PER_PARTITION,
+    )
     processes = 1 if spec is not None else resolve_processes(config.processes)
     if spec is not None:
         die_with_parent(spec.parent)
