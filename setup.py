@@ -16,6 +16,13 @@ setup(
             extra_compile_args=["-O2", "-Wall", "-Wextra", "-Werror=vla"],
             optional=True,
         ),
+        # Record decoding into Arrow buffers for the Spark scan (spark.columnar; optional too).
+        Extension(
+            "spark._decode",
+            ["spark/_decode.c"],
+            extra_compile_args=["-O2", "-Wall", "-Wextra", "-Werror=vla"],
+            optional=True,
+        ),
         # fdatasync off the GIL for fsync-mode group commit (hot.loop_flush).
         Extension(
             "hot._syncer",
