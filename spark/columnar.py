@@ -35,6 +35,7 @@ import struct
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Final
 
 import numpy as np
@@ -49,6 +50,12 @@ from hot.records import DEFAULT_MAX_UNCOMPRESSED, decode_batch
 from hot.txn_cleaning import AbortedRanges
 from hot.txn_index import AbortedTxn
 from spark.schema import ARROW_SCHEMA, HEADER_TYPE, HEADERS_TYPE, TIMESTAMP_TYPE
+
+_decode: ModuleType | None
+try:  # the C record decoder (setup.py builds it; optional: the vectorized path decodes all)
+    from spark import _decode
+except ImportError:  # pragma: no cover - depends on the build
+    _decode = None
 
 Buffer = bytes | bytearray | memoryview
 I64 = npt.NDArray[np.int64]
@@ -545,6 +552,10 @@ def _decode_group(
     if nb == 0:
         return empty_batch()
     gi = np.asarray(group, dtype=np.int64)
+    if _decode is not None:
+        fast = _decode_group_c(fr, gi, payloads, topic, partition, start_offset, end_offset)
+        if fast is not None:
+            return fast
     data = b"".join([*payloads, _PAD])
     d: U8 = np.frombuffer(data, dtype=np.uint8)
     d16 = _u16_view(data)
@@ -705,6 +716,79 @@ def _decode_group(
         headers,
     ]
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+def _decode_group_c(
+    fr: Frames,
+    gi: I64,
+    payloads: list[bytes | memoryview],
+    topic: str,
+    partition: int,
+    start_offset: int,
+    end_offset: int,
+) -> pa.RecordBatch | None:
+    """``_decode_group`` by ``spark._decode`` (C): one pass over the records writing the Arrow
+    buffers, for groups of well-formed records without headers; None otherwise (a header,
+    or anything malformed: the vectorized path decodes or refuses it exactly)."""
+    assert _decode is not None
+    counts = fr.counts[gi]
+    n = int(counts.sum())
+    total = sum(len(x) for x in payloads)
+    bitmap = (n + 7) // 8
+    # From Arrow's pool (mimalloc/jemalloc), which reuses freed pages: see spark/_decode.c.
+    out = [
+        pa.allocate_buffer(size, resizable=True)
+        for size in (8 * n, 8 * n, 4 * n, 4 * n + 4, total, bitmap, 4 * n + 4, total, bitmap)
+    ]
+    got = _decode.decode_records(
+        payloads,
+        counts,
+        fr.base_offsets[gi],
+        fr.last_deltas[gi],
+        fr.base_timestamps[gi],
+        fr.max_timestamps[gi],
+        ((fr.attributes[gi] & _LOG_APPEND_BIT) != 0).view(np.uint8),
+        start_offset,
+        end_offset,
+        out,
+    )
+    if got is None:
+        return None
+    m, k_bytes, k_nulls, v_bytes, v_nulls = got
+    offsets, ts, ts_type, k_off, k_data, k_valid, v_off, v_data, v_valid = out
+    if m < n:  # rows out of range: no larger buffers than the columns need
+        for b, width in ((offsets, 8), (ts, 8), (ts_type, 4)):
+            b.resize(width * m)
+        k_off.resize(4 * m + 4)
+        v_off.resize(4 * m + 4)
+    k_data.resize(k_bytes, shrink_to_fit=True)
+    v_data.resize(v_bytes, shrink_to_fit=True)
+    columns = [
+        _binary(m, k_off, k_data, k_valid, k_nulls),
+        _binary(m, v_off, v_data, v_valid, v_nulls),
+        _constant_string(topic, m),
+        pa.array(np.full(m, partition, dtype=np.int32)),
+        pa.Array.from_buffers(pa.int64(), m, [None, offsets]),
+        pa.Array.from_buffers(TIMESTAMP_TYPE, m, [None, ts]),
+        pa.Array.from_buffers(pa.int32(), m, [None, ts_type]),
+        _no_headers(m),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+
+
+def _binary(m: int, offsets: pa.Buffer, data: pa.Buffer, valid: pa.Buffer, nulls: int) -> pa.Array:
+    if nulls == m:  # null keys are common: the same array as the vectorized path's
+        return pa.nulls(m, pa.binary())
+    return pa.Array.from_buffers(pa.binary(), m, [valid if nulls else None, offsets, data], null_count=nulls)
+
+
+def _no_headers(m: int) -> pa.Array:
+    """A headers column of ``m`` nulls (records without headers), without a mask array."""
+    zeros = pa.py_buffer(bytes(4 * (m + 1)))
+    validity = pa.py_buffer(bytes((m + 7) // 8))
+    return pa.Array.from_buffers(
+        HEADERS_TYPE, m, [validity, zeros], null_count=m, children=[pa.array([], type=HEADER_TYPE)]
+    )
 
 
 def _headers_array(

@@ -292,8 +292,11 @@ class FileStore(ObjectStore):
             if start >= size and not (start == 0 and size == 0) and end != start:
                 raise range_error(key, start, end, size)
             stop = size if end is None else min(end, size)
-            out = bytearray()
-            pos = start
+            first = os.pread(fd, max(stop - start, 0), start)
+            if len(first) >= stop - start or not first:
+                return first  # one read, nearly always: no copies (a Spark scan's chunks are MiBs)
+            out = bytearray(first)
+            pos = start + len(first)
             while pos < stop:
                 chunk = os.pread(fd, stop - pos, pos)
                 if not chunk:
