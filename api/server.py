@@ -604,7 +604,7 @@ def run(
     )
     spec = WorkerSpec.from_json(worker) if worker is not None else None
     soft, _ = raise_open_files()
-    log.info(
+    log.debug(  # debug: a start that fails must print one line only
         "open files: up to %d (about %d partitions of one segment each; ulimit -n raises it)",
         soft,
         soft // FDS_PER_PARTITION,

@@ -498,6 +498,33 @@ class KafkaClient:
             }
         return out
 
+    def coordinator_of(self, group: str) -> HostPort:
+        """Where ``group``'s coordinator listens (FindCoordinator; retried for up to ~5 s
+        while it loads, as Kafka's admin client does)."""
+        for attempt in range(20):
+            if self.versions.get(ApiKey.FIND_COORDINATOR, 0) >= 4:
+                resp = self.call(
+                    ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(coordinator_keys=(group,), key_type=0)
+                )
+                c = resp.coordinators[0]
+                code, host, port = c.error_code, c.host, c.port
+            else:
+                old = self.call(ApiKey.FIND_COORDINATOR, FindCoordinatorRequest(key=group, key_type=0))
+                code, host, port = old.error_code, old.host, old.port
+            if code in (COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS) and attempt < 19:
+                time.sleep(0.25)
+                continue
+            if code:
+                raise error_for_code(code, f"group {group!r}: no coordinator ({_code_name(code)})")
+            return HostPort(host, port)
+        raise AssertionError("unreachable")
+
+    def at_coordinator(self, group: str) -> KafkaClient:
+        """A client of ``group``'s coordinator: the group requests of share groups and
+        KIP-848 groups are answered there only (NOT_COORDINATOR elsewhere). A new
+        connection with this client's settings; close it (``with``) after use."""
+        return KafkaClient.connect(self.coordinator_of(group), self._timeout, self._security)
+
     def _find_coordinators(self, groups: Sequence[str]) -> None:
         """FindCoordinator for ``groups`` (answers ignored: asking is what matters)."""
         if self.versions.get(ApiKey.FIND_COORDINATOR, 0) >= 4:

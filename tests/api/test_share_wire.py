@@ -76,6 +76,22 @@ class Wire:
         self.sock.close()
 
     def call(self, key: int, version: int, req: Any) -> Any:
+        # The group requests go to the group's coordinator, which answers "loading" (or
+        # "not available" while it creates __consumer_offsets) at first: retried, as a
+        # client does. Every other answer is returned as it is.
+        deadline = time.monotonic() + 20
+        while True:
+            resp = self._call(key, version, req)
+            if (
+                key == ApiKey.SHARE_GROUP_HEARTBEAT
+                and resp.error_code in (E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE)
+                and time.monotonic() < deadline
+            ):
+                time.sleep(0.1)
+                continue
+            return resp
+
+    def _call(self, key: int, version: int, req: Any) -> Any:
         self.correlation += 1
         self.sock.sendall(frame_bytes(encode_request(key, version, self.correlation, "wire-test", req)))
         (size,) = struct.unpack(">i", self._recv(4))

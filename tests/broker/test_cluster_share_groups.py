@@ -26,6 +26,7 @@ from kwire import ApiKey
 from kwire import error_table as E
 from kwire.messages.find_coordinator import FindCoordinatorRequest
 from kwire.messages.share_fetch import AcknowledgementBatch
+from kwire.messages.share_group_describe import ShareGroupDescribeRequest
 from kwire.messages.share_group_heartbeat import ShareGroupHeartbeatRequest
 from kwire.messages.share_group_offsets import (
     AlterShareGroupOffsetsRequest,
@@ -67,11 +68,23 @@ def _wire_to(cluster: Cluster, broker_id: int) -> Wire:
     return Wire(cluster.nodes[broker_id].bootstrap)
 
 
-def _join(wire: Wire, group: str, member: str) -> None:
+def _join(cluster: Cluster, group: str, member: str) -> None:
+    """Join at the group's coordinator (as clients do: only it answers heartbeats), found
+    again while the group moves."""
     req = ShareGroupHeartbeatRequest(
         group_id=group, member_id=member, member_epoch=0, subscribed_topic_names=(TOPIC,)
     )
-    assert wire.call(ApiKey.SHARE_GROUP_HEARTBEAT, 1, req).error_code == 0
+    deadline = time.monotonic() + WAIT
+    while True:
+        c = _coordinator(cluster, group)
+        code = -1
+        if c != -1 and cluster.nodes[c].running:
+            code = _call(cluster, c, ApiKey.SHARE_GROUP_HEARTBEAT, 1, req).error_code
+            if code == 0:
+                return
+            assert code in _MOVING, code
+        assert time.monotonic() < deadline, f"no coordinator took the heartbeat (last error {code})"
+        time.sleep(0.2)
 
 
 def test_coordinator_kill_loses_no_acknowledgement(cluster: Cluster) -> None:
@@ -101,7 +114,7 @@ def test_coordinator_kill_loses_no_acknowledgement(cluster: Cluster) -> None:
             ).error_code
             == 0
         )
-        _join(wire, group, "m1")
+        _join(cluster, group, "m1")
         got: list[tuple[int, int, int]] = []
         epoch = 0
         deadline = time.monotonic() + WAIT
@@ -125,7 +138,7 @@ def test_coordinator_kill_loses_no_acknowledgement(cluster: Cluster) -> None:
     wire = _wire_to(cluster, leader)
     seen: list[tuple[int, int, int]] = []
     try:
-        _join(wire, group, "m2")
+        _join(cluster, group, "m2")
         epoch = 0
         deadline = time.monotonic() + WAIT
         while sum(b - a + 1 for a, b, _ in seen) < N // 2 and time.monotonic() < deadline:
@@ -234,11 +247,16 @@ def test_share_offsets_at_the_coordinator_only_and_fenced_after_its_kill(cluster
             ).error_code
             == 0
         )
-        at_coordinator = _wire_to(cluster, coordinator)
-        try:
-            _join(at_coordinator, group, "m1")
-        finally:
-            at_coordinator.close()
+        # Only the group's coordinator answers the group's heartbeats and descriptions.
+        hb = ShareGroupHeartbeatRequest(
+            group_id=group, member_id="m0", member_epoch=0, subscribed_topic_names=(topic,)
+        )
+        assert _call(cluster, other, ApiKey.SHARE_GROUP_HEARTBEAT, 1, hb).error_code == E.NOT_COORDINATOR
+        described = _call(
+            cluster, other, ApiKey.SHARE_GROUP_DESCRIBE, 1, ShareGroupDescribeRequest(group_ids=(group,))
+        )
+        assert described.groups[0].error_code == E.NOT_COORDINATOR
+        _join(cluster, group, "m1")
         assert _acquired(_fetch(wire, group, "m1", 0, tid, wait=500)) == [(0, 9, 1)]
         accept = AcknowledgementBatch(first_offset=0, last_offset=4, acknowledge_types=(1,))
         r = _fetch(wire, group, "m1", 1, tid, (accept,), wait=0)
