@@ -21,12 +21,13 @@ time comes due at its own pace) and the moment its active segment's first record
 (or the quiet period), so data appended meanwhile rolls on time. A partition whose shape
 changed otherwise (DeleteRecords moved its log start, say) is seen at the latest when its
 quiet period ends, as before this schedule. Thread-safety: ``rolled`` is the only part
-touched off the event loop (a set's ``add`` under the GIL, swapped out whole by ``take``).
+touched off the event loop (added to and swapped out under its own lock).
 """
 
 from __future__ import annotations
 
 import heapq
+import threading
 from collections.abc import Callable, Hashable, Iterable
 
 from hot.log import Log
@@ -60,10 +61,12 @@ class PassSchedule:
         self._due: list[tuple[float, Key]] = []  # heap; stale entries skipped (see ``_quiet_until``)
         self._quiet_until: dict[Key, float] = {}
         self._rolled: set[Key] = set()
+        self._rolled_lock = threading.Lock()  # a roll's notice is never added to a set taken
 
     def rolled(self, log: Log) -> None:
-        """``Log.roll_listener``: any thread, under the log's lock; keep it to a set add."""
-        self._rolled.add((log.topic, log.partition))
+        """``Log.roll_listener``: any thread, under the log's lock; keep it short."""
+        with self._rolled_lock:
+            self._rolled.add((log.topic, log.partition))
 
     def invalidate(self) -> None:
         """The next pass looks at everything (a pass failed, or the caller cannot say
@@ -82,14 +85,16 @@ class PassSchedule:
         self._busy.clear()
         self._due.clear()
         self._quiet_until.clear()
-        self._rolled = set()
+        with self._rolled_lock:
+            self._rolled = set()
 
     def take(self, now_ms: int) -> set[Key]:
         """The partitions a partial pass looks at: busy, due and rolled ones (each then
         reported again through ``busy`` or ``quiet``, or dropped)."""
         out = self._busy
         self._busy = set()
-        rolled, self._rolled = self._rolled, set()
+        with self._rolled_lock:
+            rolled, self._rolled = self._rolled, set()
         out |= rolled
         due = self._due
         while due and due[0][0] <= now_ms:
