@@ -512,9 +512,13 @@ class ReplicaFetcher:
                 ForgottenTopic(topic=t, partitions=tuple(ps)) for t, ps in forgotten.items()
             ),
         )
-        resp = await conn.call(
-            ApiKey.FETCH, req, cfg.replica_fetch_wait_max_ms / 1000.0 + 30.0, version=REPLICA_FETCH_VERSION
-        )
+        try:
+            timeout = cfg.replica_fetch_wait_max_ms / 1000.0 + 30.0
+            resp = await conn.call(ApiKey.FETCH, req, timeout, version=REPLICA_FETCH_VERSION)
+        except BaseException:
+            self._dirty.update(tp for tp, _ in looked)  # not stated after all: next time
+            self._dirty.update(gone)
+            raise
         self.fetches += 1
         if resp.error_code != NONE:
             # FETCH_SESSION_ID_NOT_FOUND (the leader restarted or evicted it),
