@@ -76,7 +76,7 @@ class Figures:
     error: str = ""
 
 
-def _measure(tree: Path, partitions: int, args: argparse.Namespace) -> Figures:
+def _measure(tree: Path, partitions: int, args: argparse.Namespace, *, single: bool = False) -> Figures:
     """Run one tree at one count in a child process whose sys.path starts at the tree (the
     brokers it starts run that tree's code)."""
     out = subprocess.run(
@@ -84,7 +84,7 @@ def _measure(tree: Path, partitions: int, args: argparse.Namespace) -> Figures:
             sys.executable,
             "-m",
             "bench.bench_partitions",
-            "--one",
+            "--one-single" if single else "--one",
             str(partitions),
             "--idle-seconds",
             str(args.idle_seconds),
@@ -213,31 +213,11 @@ def _single(trees: list[Path], args: argparse.Namespace) -> None:
     for n in (int(x) for x in args.partitions.split(",")):
         for r in range(args.rounds):
             for tree in trees:
-                out = subprocess.run(
-                    [
-                        sys.executable,
-                        "-m",
-                        "bench.bench_partitions",
-                        "--one-single",
-                        str(n),
-                        "--idle-seconds",
-                        str(args.idle_seconds),
-                        "--settle",
-                        str(args.settle),
-                    ],
-                    cwd=tree,
-                    env={**os.environ, "PYTHONPATH": str(tree)},
-                    capture_output=True,
-                    text=True,
-                    timeout=args.timeout,
-                )
-                figs = [ln for ln in out.stdout.splitlines() if ln.startswith("FIGURES ")]
+                f = _measure(tree, n, args, single=True)
                 name = tree.name or str(tree)
-                if not figs:
-                    why = (out.stderr.strip().splitlines() or ["?"])[-1][:200]
-                    print(f"{n:>6} partitions  round {r + 1} {name}: {why}")
+                if f.error:
+                    print(f"{n:>6} partitions  round {r + 1} {name}: {f.error}")
                     continue
-                f = eval(figs[0][len("FIGURES ") :], {"Figures": Figures, "nan": float("nan")})
                 load = os.getloadavg()[0]
                 print(
                     f"{n:>6} partitions  round {r + 1} {name}: created {f.answered_s:.1f} s; idle "
