@@ -54,6 +54,7 @@ from broker.inter_broker import InterBrokerClient
 from broker.local_topics import LocalTopics
 from broker.log_manager import ClusterLogManager
 from broker.metadata import NO_LEADER, MetadataClient, PartitionState, TopicAssignment, Versioned
+from broker.new_epochs import NewEpochs
 from broker.partition_replica import PartitionReplica, Role
 from broker.replica_wakeups import ReplicaWakeups
 from broker.replication.leader_state import (
@@ -112,12 +113,10 @@ class ReplicaManager:
         self._seq = itertools.count()
         self._tasks: list[asyncio.Task[None]] = []
         self._background: set[asyncio.Task[None]] = set()
-        # Partitions whose leader epoch this broker renews after its restart (_apply),
-        # written in batches by one task (_take_new_epochs).
-        self._new_epochs: dict[TopicPartition, tuple[PartitionReplica, Versioned[PartitionState]]] = {}
-        self._taking_epochs = False
         self._reconciling = asyncio.Lock()
         self.retry_reconcile = False  # set by a failure a later pass should retry
+        # A restarted leader's new epochs, written in batches (broker.new_epochs).
+        self.new_epochs = NewEpochs(broker_id, client, self._spawn, self._retry_soon)
         # Parked replica fetches and role-change waiters (coordinators).
         self.wakeups = ReplicaWakeups(self.view)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -178,6 +177,9 @@ class ReplicaManager:
         for rep in self.replicas.values():
             self._fail_waiters(rep, NotLeaderError(f"{rep.name}: broker {self.broker_id} is shutting down"))
         self.wakeups.role_changed()
+
+    def _retry_soon(self) -> None:
+        self.retry_reconcile = True
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
         assert self._loop is not None
@@ -350,13 +352,7 @@ class ReplicaManager:
                     return  # ours: the lease check on writes covers the doubt
                 self._resign(rep, s.leader_epoch)
                 if self.lease_alive() and not rep.taking_epoch:
-                    rep.taking_epoch = True
-                    # Queued, and written in batches once this reconcile pass is done: a
-                    # restarted broker takes thousands of epochs at once (issue 35).
-                    self._new_epochs[(rep.topic, rep.partition)] = (rep, vs)
-                    if not self._taking_epochs:
-                        self._taking_epochs = True
-                        self._spawn(self._take_new_epochs(), "take-epochs")
+                    self.new_epochs.queue(rep, vs)  # written in batches (broker.new_epochs)
                 return
             if rep.role is Role.LEADER and rep.leader_epoch == s.leader_epoch and rep.leader is not None:
                 self._sync_leader(rep, replicas, vs)
@@ -366,68 +362,6 @@ class ReplicaManager:
             if rep.role is Role.FOLLOWER and rep.leader_id == s.leader and rep.leader_epoch == s.leader_epoch:
                 return
             self._become_follower(rep, s.leader, s.leader_epoch)
-
-    async def _take_new_epochs(self) -> None:
-        """The queued partitions' new leader epochs, ``max_txn_ops / 2`` per transaction
-        (one etcd write and one view update per batch); a batch that meets a conflict is
-        written partition by partition."""
-        try:
-            await asyncio.sleep(0)  # after the reconcile pass that queued them
-            step = max(1, self.client.max_txn_ops // 2 - 1)
-            while self._new_epochs:
-                queued = list(self._new_epochs.values())
-                self._new_epochs.clear()
-                for i in range(0, len(queued), step):
-                    batch = queued[i : i + step]
-                    changes = [
-                        (
-                            rep.topic,
-                            rep.partition,
-                            vs,
-                            PartitionState(
-                                self.broker_id,
-                                vs.value.leader_epoch + 1,
-                                vs.value.isr,
-                                vs.value.controller_epoch,
-                            ),
-                        )
-                        for rep, vs in batch
-                    ]
-                    written = None
-                    if len(batch) > 1:
-                        try:
-                            written = await self.client.update_partition_states(changes, controller=None)
-                        except (MetadataStoreError, StrataError) as exc:
-                            log.warning("could not take %d new leader epochs at once: %s", len(batch), exc)
-                    if written is None:
-                        for rep, vs in batch:
-                            await self._take_new_epoch(rep, vs)
-                        continue
-                    for rep, _ in batch:
-                        rep.taking_epoch = False
-                    log.info(
-                        "took new leader epochs of %d partitions after restarting (%s, ...)",
-                        len(batch),
-                        batch[0][0].name,
-                    )
-        finally:
-            for rep, _ in self._new_epochs.values():
-                rep.taking_epoch = False
-            self._new_epochs.clear()
-            self._taking_epochs = False
-
-    async def _take_new_epoch(self, rep: PartitionReplica, vs: Versioned[PartitionState]) -> None:
-        try:
-            s = vs.value
-            new = PartitionState(self.broker_id, s.leader_epoch + 1, s.isr, s.controller_epoch)
-            res = await self.client.update_partition_state(rep.topic, rep.partition, vs, new)
-            if res.ok:
-                log.info("%s: took leader epoch %d after restarting", rep.name, new.leader_epoch)
-        except (MetadataStoreError, StrataError) as exc:
-            log.warning("%s: could not take a new leader epoch: %s", rep.name, exc)
-            self.retry_reconcile = True
-        finally:
-            rep.taking_epoch = False
 
     def _resign(self, rep: PartitionReplica, epoch: int) -> None:
         self._stop_following(rep)
