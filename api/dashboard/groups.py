@@ -45,7 +45,7 @@ from pydantic import BaseModel, Field
 
 from api.rest.authz import allowed, require, topic_filter
 from api.rest.codec import JSONBody, RestError, check_partition, parse_body, read_records
-from api.rest.peers import Peers, forwarded
+from api.rest.peers import Peers, forwarded, group_coordinator_id
 from api.rest.v3_share_groups import share_partitions, shares_of
 from broker.broker import EARLIEST_TIMESTAMP as EARLIEST
 from broker.broker import LATEST_TIMESTAMP as LATEST
@@ -84,17 +84,6 @@ def groups_console_router(broker: Broker, history: MetricsHistory, peers: Peers)
     router = APIRouter(prefix="/console/api", tags=["console"], include_in_schema=False)
     end_offsets = manager_end_offsets(broker.manager)
     limit = broker.config.max_request_bytes
-
-    def coordinator_id(group: str) -> int:
-        """The broker coordinating ``group`` (this one when it cannot tell yet: the local
-        coordinator then answers with the usual error)."""
-        store = broker.offset_store
-        if store is None:
-            return broker.node_id
-        try:
-            return store.coordinator_for(group)
-        except StrataError:
-            return broker.node_id
 
     def group_allowed(request: Request, op: Operation, group: str) -> bool:
         return allowed(broker, request, op, ResourceType.GROUP, group, quiet=True)
@@ -230,7 +219,7 @@ def groups_console_router(broker: Broker, history: MetricsHistory, peers: Peers)
     async def group(request: Request, group: str) -> Response:
         require(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group)
         await broker.prepare_group(group)
-        owner = coordinator_id(group)
+        owner = group_coordinator_id(broker, group)
         if owner != broker.node_id and not forwarded(request):
             return await peers.relay(request, owner)
         svc = shares_of(broker)
@@ -302,7 +291,7 @@ def groups_console_router(broker: Broker, history: MetricsHistory, peers: Peers)
         if req.to in ("timestamp", "offset") and req.value is None:
             raise RestError(422, 422, f"resetting to a {req.to} needs a value")
         await broker.prepare_group(group)
-        owner = coordinator_id(group)
+        owner = group_coordinator_id(broker, group)
         if owner != broker.node_id and not forwarded(request):
             return await peers.relay(request, owner, method="POST", body=req.model_dump_json().encode())
         coordinator = coordinator_of(broker)

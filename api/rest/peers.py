@@ -29,6 +29,7 @@ from fastapi import Request
 from fastapi.responses import Response
 
 from api.rest.codec import JSON, RestError, loads_strict
+from hot.errors import StrataError
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -54,6 +55,46 @@ def forwarded(request: Request) -> bool:
 
 def other_live_brokers(broker: Broker) -> list[int]:
     return sorted(b for b in broker.replicas.view.brokers if b != broker.node_id)
+
+
+def group_coordinator_id(broker: Broker, group: str) -> int:
+    """The broker coordinating ``group`` (consumer and share groups are placed alike): this
+    one when it cannot tell yet, so that the local coordinator answers with the usual error."""
+    store = broker.offset_store
+    if store is None:
+        return broker.node_id
+    try:
+        return store.coordinator_for(group)
+    except StrataError:
+        return broker.node_id  # loading: this broker is the one asked
+
+
+def answered_at_coordinator(broker: Broker, request: Request, group: str) -> None:
+    """Raise ``AnsweredBy`` when another broker coordinates ``group`` and this request was
+    not relayed already (a relayed one is answered here, whatever this broker knows)."""
+    coordinator = group_coordinator_id(broker, group)
+    if coordinator != broker.node_id and not forwarded(request):
+        raise AnsweredBy(coordinator)
+
+
+async def with_peers_listing(
+    peers: Peers, request: Request, data: list[dict[str, Any]], key: str
+) -> list[dict[str, Any]]:
+    """``data`` (this broker's rows of a v3 listing) merged with the rows every other live
+    broker answers for the same request (unless this one was relayed), each id once, sorted
+    by ``key``. A broker that does not answer is left out."""
+    if forwarded(request):
+        return data
+    answers, _ = await peers.json_of_each(request, request.url.path)
+    out = list(data)
+    seen = {row[key] for row in out}
+    for doc in answers.values():
+        for row in doc.get("data", []) if isinstance(doc, dict) else []:
+            if isinstance(row, dict) and row.get(key) not in seen:
+                seen.add(row.get(key))
+                out.append(row)
+    out.sort(key=lambda row: str(row.get(key)))
+    return out
 
 
 class Peers:

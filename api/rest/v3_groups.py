@@ -49,7 +49,7 @@ from api.rest.models_v3 import (
     ConsumerListV3,
     ConsumerV3,
 )
-from api.rest.peers import AnsweredBy, Peers, forwarded
+from api.rest.peers import Peers, answered_at_coordinator, group_coordinator_id, with_peers_listing
 from api.rest.v3 import V3Context
 from broker.group_lag import GroupLag, PartitionLag, coordinator_of, group_lag, manager_end_offsets
 from hot.config import INT32_MAX
@@ -65,15 +65,6 @@ def v3_groups_router(ctx: V3Context, peers: Peers) -> APIRouter:
     broker = ctx.broker
     end_offsets = manager_end_offsets(broker.manager)
 
-    def coordinator_id(group: str) -> int:
-        store = broker.offset_store
-        if store is None:
-            return broker.node_id
-        try:
-            return store.coordinator_for(group)
-        except StrataError:
-            return broker.node_id  # loading: this broker is the one asked
-
     def group_v3(request: Request, d: GroupDescription) -> dict[str, Any]:
         g = d.group_id
         return {
@@ -83,7 +74,7 @@ def v3_groups_router(ctx: V3Context, peers: Peers) -> APIRouter:
             "partition_assignor": d.protocol_name,
             "state": d.state.name,
             "type": d.group_type.upper(),
-            "coordinator": ctx.related(request, "brokers", coordinator_id(g)),
+            "coordinator": ctx.related(request, "brokers", group_coordinator_id(broker, g)),
             "consumers": ctx.related(request, "consumer-groups", g, "consumers"),
             "lag_summary": ctx.related(request, "consumer-groups", g, "lag-summary"),
         }
@@ -118,22 +109,17 @@ def v3_groups_router(ctx: V3Context, peers: Peers) -> APIRouter:
             "client_id": p.client_id or "",
         }
 
-    def answered_here(request: Request, group: str) -> None:
-        coordinator = coordinator_id(group)
-        if coordinator != broker.node_id and not forwarded(request):
-            raise AnsweredBy(coordinator)
-
     async def described(request: Request, cluster_id: str, group: str) -> GroupDescription:
         ctx.check(cluster_id)
         require(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group)
-        answered_here(request, group)
+        answered_at_coordinator(broker, request, group)
         await broker.prepare_group(group)  # what FindCoordinator does for a Kafka client
         return coordinator_of(broker).describe_group(group)
 
     async def lag_of(request: Request, cluster_id: str, group: str) -> GroupLag:
         ctx.check(cluster_id)
         require(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group)
-        answered_here(request, group)
+        answered_at_coordinator(broker, request, group)
         await broker.prepare_group(group)
         lag = group_lag(coordinator_of(broker), end_offsets, group)
         visible = topic_filter(broker, request)
@@ -157,17 +143,8 @@ def v3_groups_router(ctx: V3Context, peers: Peers) -> APIRouter:
                 data.append(group_v3(request, coordinator.describe_group(listing.group_id)))
             except StrataError:
                 continue  # deleted (or moved) since the listing
-        if not forwarded(request):
-            # the groups the other brokers coordinate, each answered for the same principal
-            path = request.url.path
-            answers, _ = await peers.json_of_each(request, path)
-            seen = {g["consumer_group_id"] for g in data}
-            for doc in answers.values():
-                for g in doc.get("data", []) if isinstance(doc, dict) else []:
-                    if isinstance(g, dict) and g.get("consumer_group_id") not in seen:
-                        seen.add(g.get("consumer_group_id"))
-                        data.append(g)
-            data.sort(key=lambda g: str(g.get("consumer_group_id")))
+        # the groups the other brokers coordinate, each answered for the same principal
+        data = await with_peers_listing(peers, request, data, "consumer_group_id")
         return ctx.listing("KafkaConsumerGroupList", request, ["consumer-groups"], data)
 
     @router.get("/v3/clusters/{cluster_id}/consumer-groups/{group}", response_model=ConsumerGroupV3)

@@ -53,7 +53,7 @@ from api.rest.models_v3 import (
     ShareGroupTopicPartitionV3,
     ShareGroupV3,
 )
-from api.rest.peers import AnsweredBy, Peers, forwarded
+from api.rest.peers import Peers, answered_at_coordinator, forwarded, group_coordinator_id, with_peers_listing
 from api.rest.v3 import V3Context
 from broker.group_lag import manager_end_offsets
 from broker.share.describe import (
@@ -66,7 +66,6 @@ from broker.share.describe import (
     partition_views,
 )
 from hot.config import INT32_MAX
-from hot.errors import StrataError
 from kwire.acl import Operation, ResourceType
 
 if TYPE_CHECKING:
@@ -76,17 +75,6 @@ if TYPE_CHECKING:
 
 def shares_of(broker: Broker) -> ShareService | None:
     return getattr(broker, "shares", None)
-
-
-def share_coordinator_id(broker: Broker, group: str) -> int:
-    """The broker coordinating ``group`` (share groups are placed as consumer groups)."""
-    store = broker.offset_store
-    if store is None:
-        return broker.node_id
-    try:
-        return store.coordinator_for(group)
-    except StrataError:
-        return broker.node_id  # loading: this broker is the one asked
 
 
 def _view_of(row: dict[str, Any]) -> SharePartitionView | None:
@@ -141,7 +129,7 @@ def v3_share_groups_router(ctx: V3Context, peers: Peers) -> APIRouter:
             **ctx.resource("KafkaShareGroup", request, ["share-groups", gid], [("share-group", gid)]),
             "share_group_id": gid,
             "state": g.state.upper(),
-            "coordinator": ctx.related(request, "brokers", share_coordinator_id(broker, gid)),
+            "coordinator": ctx.related(request, "brokers", group_coordinator_id(broker, gid)),
             "consumers": ctx.related(request, "share-groups", gid, "consumers"),
             "consumer_count": len(g.members),
             "partition_count": len(assigned),
@@ -217,15 +205,10 @@ def v3_share_groups_router(ctx: V3Context, peers: Peers) -> APIRouter:
             "partition": ctx.related(request, "topics", v.topic, "partitions", v.partition),
         }
 
-    def answered_here(request: Request, group: str) -> None:
-        coordinator = share_coordinator_id(broker, group)
-        if coordinator != broker.node_id and not forwarded(request):
-            raise AnsweredBy(coordinator)
-
     async def described(request: Request, cluster_id: str, group: str) -> ShareGroupView:
         ctx.check(cluster_id)
         require(broker, request, Operation.DESCRIBE, ResourceType.GROUP, group)
-        answered_here(request, group)
+        answered_at_coordinator(broker, request, group)
         svc = shares_of(broker)
         g = None if svc is None else describe_group(svc, group)
         if g is None:
@@ -249,15 +232,8 @@ def v3_share_groups_router(ctx: V3Context, peers: Peers) -> APIRouter:
                 g = describe_group(svc, gid)
                 if g is not None and group_visible(broker, request, gid):
                     data.append(group_v3(request, g))
-        if not forwarded(request):  # the share groups the other brokers coordinate
-            answers, _ = await peers.json_of_each(request, request.url.path)
-            seen = {g["share_group_id"] for g in data}
-            for doc in answers.values():
-                for g in doc.get("data", []) if isinstance(doc, dict) else []:
-                    if isinstance(g, dict) and g.get("share_group_id") not in seen:
-                        seen.add(g.get("share_group_id"))
-                        data.append(g)
-            data.sort(key=lambda g: str(g.get("share_group_id")))
+        # the share groups the other brokers coordinate
+        data = await with_peers_listing(peers, request, data, "share_group_id")
         return ctx.listing("KafkaShareGroupList", request, ["share-groups"], data)
 
     @router.get("/v3/clusters/{cluster_id}/share-groups/{group}", response_model=ShareGroupV3)
@@ -270,7 +246,7 @@ def v3_share_groups_router(ctx: V3Context, peers: Peers) -> APIRouter:
         ``__share_group_state`` goes too; 409 while it has members."""
         ctx.check(cluster_id)
         require(broker, request, Operation.DELETE, ResourceType.GROUP, group)
-        answered_here(request, group)
+        answered_at_coordinator(broker, request, group)
         svc = shares_of(broker)
         if svc is None or group not in svc.groups:
             raise RestError(404, 404, f"share group {group!r} not found")
