@@ -46,6 +46,8 @@ transaction whose marker is not uploaded yet is undecided here. Batches of abort
 transactions (the remote transaction indexes from the first cleaned segment on, Kafka's
 stop rule) are neither mapped nor kept; markers are kept, and the rewritten segment's
 ``.txnindex`` holds every entry of its sources (uploaded beside it, as the uploader does).
+Its ``.index``, ``.timeindex`` and the last source's producer snapshot go up as one
+``.indexes`` object, the uploader's layout.
 
 A crash leaves either the old manifest (new objects are orphans: the sweeper deletes them
 after ``orphan_grace_ms``) or the new one (old objects are deleted after the grace period).
@@ -88,7 +90,7 @@ from hot.txn_index import AbortedTxn
 from tiering.keys import segment_keys
 from tiering.manifest import CompactionConflictError, PartitionManifest, RemoteSegment, SegmentState
 from tiering.remote_txn import collect_remote, parse_txn_index
-from tiering.uploader import PartitionState, PartitionStoppedError, Uploader, fault
+from tiering.uploader import PartitionState, PartitionStoppedError, Uploader, fault, read_concatenated
 
 logger = logging.getLogger(__name__)
 
@@ -579,17 +581,18 @@ class RemoteCompactor:
             await self.store.put_file(keys.log, rw.stem + ".log", length=rw.size)
             fault("compact_after_log_upload")
 
-        puts = [
-            put_log(),
-            self.store.put_file(keys.index, rw.stem + ".index", length=rw.index_size),
-            self.store.put_file(keys.timeindex, rw.stem + ".timeindex", length=rw.timeindex_size),
-        ]
+        # The indexes and the snapshot in one ``.indexes`` object, as the uploader writes
+        # them (one PUT, and one GET for a reader); the snapshot is the last source's.
+        src_snap = last_src.snapshot_part()
+        snapshot = b"" if src_snap is None else await src_snap.get(self.store)
+        indexes = await asyncio.to_thread(
+            read_concatenated,
+            [(rw.stem + ".index", rw.index_size), (rw.stem + ".timeindex", rw.timeindex_size)],
+        )
+        indexes += snapshot
+        puts = [put_log(), self.store.put(keys.indexes, indexes)]
         if rw.txnindex_size:
             puts.append(self.store.put_file(keys.txnindex, rw.stem + ".txnindex", length=rw.txnindex_size))
-        src_snap = last_src.snapshot_part()
-        if src_snap is not None:
-            snapshot = await src_snap.get(self.store)
-            puts.append(self.store.put(keys.producer_snapshot, snapshot))
         results = await asyncio.gather(*puts, return_exceptions=True)
         for r in results:
             if isinstance(r, BaseException):
@@ -617,6 +620,7 @@ class RemoteCompactor:
             compacted=True,
             cleaned_ms=rw.cleaned_ms,
             txnindex_size=rw.txnindex_size or None,
+            indexes_size=len(indexes),
         )
 
 

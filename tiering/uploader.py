@@ -43,7 +43,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -243,6 +243,12 @@ def _read_indexes(seg: Segment, local: LocalSegmentInfo) -> bytes:
     parts = [(seg.index_path, local.index_size), (seg.timeindex_path, local.timeindex_size)]
     if local.snapshot_path is not None:
         parts.append((local.snapshot_path, local.snapshot_size))
+    return read_concatenated(parts)
+
+
+def read_concatenated(parts: Sequence[tuple[str | os.PathLike[str], int]]) -> bytes:
+    """The first ``size`` bytes of each file, one after another (an ``.indexes`` object);
+    StorageError when one cannot be read or is shorter. Blocking: run in a worker thread."""
     out = bytearray()
     for path, size in parts:
         try:

@@ -573,6 +573,14 @@ def test_producer_last_batch_header_survives_remote_compaction(tmp_path: Path) -
                     pos += 12 + h[1]
             mine = [h for h in headers if h[1] == pid]
             assert mine == [(last_pid_offset, pid, 0)]  # only the last, as a bare header
+            # The rewritten segments' indexes and snapshot went up as one ``.indexes``
+            # object, as the uploader writes them, and the snapshot reads back whole.
+            rewritten = [s for s in m.copied() if s.compacted]
+            assert rewritten and all(s.indexes_size is not None for s in rewritten)
+            snap, src_snap = rewritten[-1].snapshot_part(), m0.copied()[-1].snapshot_part()
+            assert snap is not None and src_snap is not None
+            assert await snap.get(service.store) == await src_snap.get(service.store)
+            assert not await service.store.exists(rewritten[-1].keys.index)
         finally:
             await service.close()
 
