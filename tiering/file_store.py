@@ -272,6 +272,45 @@ class FileStore(ObjectStore):
         finally:
             os.close(sfd)
 
+    def _put_file_moved_sync(self, key: str, src: str) -> str:
+        # The file becomes the object, with no copy of its bytes: renamed into the temp
+        # directory, then hashed (read back from the page cache), its ETag xattr set and
+        # fsynced as ``_write_temp`` does with a temp file, and renamed onto the key by
+        # ``_commit``. On another file system (EXDEV, also a bind mount of the same one):
+        # copied as ``put_file``, then removed.
+        tmp = os.path.join(self._tmp, f"{uuid.uuid4().hex}.tmp")
+        try:
+            os.rename(src, tmp)
+        except OSError as e:
+            if e.errno != errno.EXDEV:
+                with contextlib.suppress(OSError):
+                    os.unlink(src)
+                raise StorageError(f"put_file_moved: cannot take source file {src}: {e.strerror or e}") from e
+            try:
+                return self._put_file_sync(key, src, 0, None)
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(src)
+        try:
+            fd = os.open(tmp, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                with open(fd, "rb", closefd=False) as f:
+                    digest = hashlib.file_digest(f, "sha256").hexdigest()
+                os.fchmod(fd, 0o644)  # (a spool file is made 0600)
+                with contextlib.suppress(OSError):  # no user xattrs here: etags get recomputed
+                    os.setxattr(fd, ETAG_XATTR, digest.encode("ascii"))
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise self._os_error(e, "put_file_moved", key) from e
+        try:
+            return self._commit(key, tmp, digest, None, False)
+        except OSError as e:
+            raise self._os_error(e, "put_file_moved", key) from e
+
     def _open_object(self, key: str, op: str) -> int:
         path = self._path(key)
         try:
@@ -429,6 +468,10 @@ class FileStore(ObjectStore):
     ) -> str:
         validate_key(key)
         return await asyncio.to_thread(self._put_file_sync, key, os.fspath(path), offset, length)
+
+    async def put_file_moved(self, key: str, path: str | os.PathLike[str]) -> str:
+        validate_key(key)
+        return await asyncio.to_thread(self._put_file_moved_sync, key, os.fspath(path))
 
     async def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
         validate_key(key)

@@ -201,6 +201,9 @@ class SyncObjectStore:
     ) -> str:
         return self._run(lambda: self.store.put_file(key, path, offset=offset, length=length))
 
+    def put_file_moved(self, key: str, path: str | os.PathLike[str]) -> str:
+        return self._run(lambda: self.store.put_file_moved(key, path))
+
     def get(self, key: str, *, start: int | None = None, end: int | None = None) -> bytes:
         return self._run(lambda: self.store.get(key, start=start, end=end))
 

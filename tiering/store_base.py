@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import contextlib
 import os
 import re
 from collections.abc import Callable, Sequence
@@ -153,6 +154,18 @@ class ObjectStore(abc.ABC):
     ) -> str:
         """Upload ``length`` bytes (default: to the end) of a local file from ``offset``;
         multipart above the part size. Overwrites; returns the ETag."""
+
+    async def put_file_moved(self, key: str, path: str | os.PathLike[str]) -> str:
+        """Store the whole local file ``path`` under ``key`` and take the file: it is gone
+        afterwards, whether the put succeeded or not. The file store renames it into place
+        (no copy of its bytes into fresh pages) when it is on the same file system; other
+        stores upload it and delete it. For files written only to be put (the Iceberg
+        translator's data files). Returns the ETag."""
+        try:
+            return await self.put_file(key, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
 
     async def put_file_checked(
         self,

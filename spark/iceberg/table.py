@@ -136,6 +136,9 @@ class DataFile:
     data: memoryview
     rows: int
     file_id: uuid.UUID
+    # The spool file ``data`` maps, left for the taker to put with ``put_file_moved`` (the
+    # file store renames it into the bucket: no copy into fresh pages) or remove; None: removed.
+    spool: str | None = None
 
 
 def _group_keys(rows: pa.Table, spec_text: str) -> tuple[pa.Array | None, list[tuple[int, str]]]:
@@ -261,7 +264,7 @@ class _OpenFile:
             self.encoding.result()
             self.encoding = None
 
-    def close(self) -> DataFile:
+    def close(self, keep_spool: bool = False) -> DataFile:
         self.flush()
         self._wait()
         self.writer.close()
@@ -272,8 +275,9 @@ class _OpenFile:
                 # with the last reference to the view)
                 data = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
         finally:
-            os.unlink(self.spool)  # the mapping keeps the bytes while they are needed
-        return DataFile(self.path, data, self.rows, uuid.uuid4())
+            if not keep_spool:
+                os.unlink(self.spool)  # the mapping keeps the bytes while they are needed
+        return DataFile(self.path, data, self.rows, uuid.uuid4(), self.spool if keep_spool else None)
 
     def discard(self) -> None:
         with contextlib.suppress(Exception):
@@ -290,7 +294,8 @@ class DataFileWriter:
     holds ``file_bytes`` of Parquet, or when the open files together hold over twice that
     (the least recently written first: a backfill's older hours); closed files go to
     ``on_file`` as they are closed (the translator uploads them while the next ones are
-    written), or are all returned by ``finish`` without one."""
+    written), or are all returned by ``finish`` without one. ``keep_spool``: the files'
+    spool files are left to the taker (``DataFile.spool``)."""
 
     def __init__(
         self,
@@ -301,8 +306,10 @@ class DataFileWriter:
         file_bytes: int = FILE_BYTES,
         on_file: Callable[[DataFile], None] | None = None,
         spool_dir: str | None = None,
+        keep_spool: bool = False,
     ) -> None:
         self.spec_text = spec_text
+        self.keep_spool = keep_spool
         self.schema = schema
         self.compression = compression
         self.file_bytes = file_bytes
@@ -318,7 +325,7 @@ class DataFileWriter:
         return self._rows_closed + sum(f.rows for f in self._files.values())
 
     def _close(self, path: str) -> None:
-        done = self._files.pop(path).close()
+        done = self._files.pop(path).close(self.keep_spool)
         self._rows_closed += done.rows
         if self.on_file is not None:
             self.on_file(done)
@@ -347,6 +354,10 @@ class DataFileWriter:
         self._encoder.shutdown(wait=True, cancel_futures=True)
         for f in self._files.values():
             f.discard()
+        for done in self._closed:
+            if done.spool is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(done.spool)
         self._files.clear()
         self._closed.clear()
 

@@ -215,7 +215,10 @@ class Translator:
         try:
             if not typed:
                 writer = DataFileWriter(
-                    config.iceberg_partition_spec, on_file=uploads.submit, spool_dir=self.spool_dir
+                    config.iceberg_partition_spec,
+                    on_file=uploads.submit,
+                    spool_dir=self.spool_dir,
+                    keep_spool=True,
                 )
                 try:
                     for task in plan.tasks:
@@ -260,6 +263,7 @@ class Translator:
                     schema=evolved,
                     on_file=uploads.submit,
                     spool_dir=self.spool_dir,
+                    keep_spool=True,
                 )
                 writer.add(rows_in)
             for f in writer.finish():
@@ -412,7 +416,8 @@ class _Uploaded:
 
 class _Uploads:
     """A pass's data files put into the bucket as the writer closes them, while the next
-    ones are read and encoded (the put hashes, writes and fsyncs: mostly off the GIL);
+    ones are read and encoded (the put hashes and fsyncs: mostly off the GIL; a file
+    with its spool file kept is moved into a file store's bucket, not copied);
     at most ``depth`` in flight, so memory holds a few files, not the pass. With ``table``
     (key_value: its schema is fixed) each file's manifest entry is made after its put and
     its bytes let go."""
@@ -426,9 +431,14 @@ class _Uploads:
         self._pending: deque[Future[_Uploaded]] = deque()
         self._done: list[_Uploaded] = []
         self._keys: list[str] = []
+        self._spools: list[str] = []  # removed by abort if not taken by their put yet
 
     def submit(self, f: DataFile) -> None:
+        if f.spool is not None:
+            self._spools.append(f.spool)
         if not f.rows:
+            if f.spool is not None:
+                os.unlink(f.spool)
             return
         while len(self._pending) >= self.depth:
             self._done.append(self._pending.popleft().result())
@@ -437,7 +447,12 @@ class _Uploads:
         self._pending.append(self._pool.submit(self._put, f, key))
 
     def _put(self, f: DataFile, key: str) -> _Uploaded:
-        self.store.put(key, f.data)
+        if f.spool is not None:
+            # the bytes the page cache holds become the object: writing them into a new
+            # file cost as much as encoding them (fresh pages), and all of it was wait
+            self.store.put_file_moved(key, f.spool)
+        else:
+            self.store.put(key, f.data)
         url = object_url(self.store, key)
         if self.metadata is None:
             return _Uploaded(f, url, None)
@@ -461,6 +476,9 @@ class _Uploads:
         deletes what is left when the committer starts). No snapshot references them."""
         self.close()
         self._pending.clear()
+        for spool in self._spools:
+            with contextlib.suppress(OSError):
+                os.unlink(spool)
         if self._keys:
             try:
                 self.store.delete_many(self._keys)

@@ -242,6 +242,42 @@ async def test_put_file_source_errors(store: ObjectStore, tmp_path: Path) -> Non
     assert await store.head("k") is None
 
 
+async def test_put_file_moved_takes_the_file(
+    store: ObjectStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The Iceberg translator's data files: the object holds the file's bytes (in the file
+    store with the ETag a put of them gives) and the file is gone; the file store renames it in (its
+    inode is the object's), or copies it from another file system (EXDEV)."""
+    import errno
+
+    data = _data(6 * 1024 * 1024 + 5)
+    expected = await store.put("ref", data)
+    src = tmp_path / "spool.parquet"
+    src.write_bytes(data)
+    inode = src.stat().st_ino
+    etag = await store.put_file_moved("data/one.parquet", src)
+    assert await store.get("data/one.parquet") == data and not src.exists()
+    info = await store.head("data/one.parquet")
+    assert info is not None and info.etag == etag
+    if isinstance(store, FileStore):
+        assert etag == expected  # (S3: a multipart upload's ETag is of its parts)
+        moved = Path(store.root) / "data" / "one.parquet"
+        assert moved.stat().st_ino == inode and moved.stat().st_mode & 0o777 == 0o644
+        real_rename = os.rename
+
+        def cross_device(a: str, b: str) -> None:
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+        src.write_bytes(data)
+        monkeypatch.setattr(os, "rename", cross_device)
+        assert await store.put_file_moved("data/two.parquet", src) == expected
+        monkeypatch.setattr(os, "rename", real_rename)
+        assert await store.get("data/two.parquet") == data and not src.exists()
+    with pytest.raises(StorageError, match=r"missing\.parquet"):
+        await store.put_file_moved("k", tmp_path / "missing.parquet")
+    assert await store.head("k") is None
+
+
 async def test_conditional_puts(store: ObjectStore) -> None:
     e1 = await store.put("m.json", b"v1", if_none_match=True)
     with pytest.raises(PreconditionFailedError):
