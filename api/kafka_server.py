@@ -50,6 +50,7 @@ import socket
 import ssl
 import time
 import weakref
+from collections.abc import Coroutine
 from typing import Any
 
 from api.handlers import GUARDS, HANDLERS, Handler
@@ -377,8 +378,30 @@ class Connection:
         ready = self.server.fetch_fast.answer_frame(self, frame, started)
         if ready is None:
             return False
-        await self._enqueue(ready[0], _done(ready[1]))
+        header, answer = ready
+        if isinstance(answer, list):
+            await self._enqueue(header, _done(answer))
+            return True
+        # A long poll parked on the fast path: its task, as a handler's would be.
+        task = asyncio.create_task(self._fetch_parked(answer, frame, started))
+        self._last_task = weakref.ref(task)
+        await self._enqueue(header, task)
         return True
+
+    async def _fetch_parked(
+        self, parked: Coroutine[Any, Any, list[Any] | None], frame: bytes, started: float
+    ) -> Any:
+        """A long poll's answer from the fast path, or, when what woke it is the general
+        path's to answer (a partition moved, a topic went), the handler's."""
+        parts = await parked
+        if parts is not None:
+            return parts
+        header, request = decode_request(frame)
+        handler = self.server.handlers[header.api_key]
+        admit = getattr(handler, "admit", None)
+        if admit is not None:
+            admit(self, request)
+        return await self._run_handler(handler, header, request, started)
 
     async def _enqueue(self, header: RequestHeader, task: Answer) -> None:
         if self.pending.full():  # MAX_IN_FLIGHT reached: reading waits for the writer

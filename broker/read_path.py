@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -119,6 +119,50 @@ class ReadPath:
         """Wake every parked fetch (a topic was deleted: its fetches answer now)."""
         for key in list(self._waiters):
             self._wake_key(key)
+
+    def park(self, fut: asyncio.Future[None], logs: Iterable[Log]) -> list[int]:
+        """Wake ``fut`` when the high watermark of any of ``logs`` (each had from ``log``,
+        so listened to) moves, or a topic is deleted: a parked long poll. Register before
+        reading, or check the marks again after: a move in between wakes nobody. Undone
+        by ``unpark`` with the keys returned."""
+        keys = []
+        waiters = self._waiters
+        for lg in logs:
+            key = id(lg)
+            waiting = waiters.get(key)
+            if waiting is None:
+                waiters[key] = {fut}
+            else:
+                waiting.add(fut)
+            keys.append(key)
+        return keys
+
+    def unpark(self, fut: asyncio.Future[None], keys: Iterable[int]) -> None:
+        waiters = self._waiters
+        for key in keys:
+            waiting = waiters.get(key)
+            if waiting is not None:
+                waiting.discard(fut)
+                if not waiting:
+                    del waiters[key]
+
+    def at_end(self, lg: Log, offset: int, read_committed: bool) -> tuple[int, int, int] | None:
+        """(high watermark, last stable offset, log start offset) when ``offset`` is the end
+        of what the reader may see of ``lg`` (the HW, or the LSO for ``read_committed``)
+        in its local tier, so that ``lg.read`` would answer nothing: what an idle
+        consumer asks of every partition, answered without the read's lock, segment
+        lookup and result. None: read it."""
+        lso = lg.last_stable_offset
+        hw = lg.high_watermark
+        start = lg.log_start_offset
+        if (
+            offset == (lso if read_committed else hw)
+            and start <= offset
+            and lg.local_log_start_offset <= offset
+            and lg.is_online
+        ):
+            return hw, lso, start
+        return None
 
     def log(self, topic: str, partition: int) -> Log:
         """The partition's log, its high-watermark advances waking the fetches parked on it."""
@@ -224,6 +268,20 @@ class ReadPath:
                     r = task.result().truncate(limit, min_one=first_with_data)
                     fp = await self._remote_fetched(p, lg, r, read_committed)
                 else:
+                    end = self.at_end(lg, p.offset, read_committed)
+                    if end is not None:
+                        out.append(
+                            FetchedPartition(
+                                p.topic,
+                                p.partition,
+                                None,
+                                high_watermark=end[0],
+                                last_stable_offset=end[1],
+                                log_start_offset=end[2],
+                                aborted=() if read_committed else None,
+                            )
+                        )
+                        continue
                     lso = lg.last_stable_offset
                     try:
                         result = lg.read(
@@ -312,10 +370,20 @@ class ReadPath:
         min_bytes: int,
         max_bytes: int,
         read_committed: bool = False,
+        leaders_checked: bool = False,
     ) -> list[FetchedPartition]:
         """Consumer fetch: leaders only, below the high watermark (below the last stable
         offset for ``read_committed``); long-polls, and the HW listener wakes it when the HW
-        (and so the LSO) moves."""
+        (and so the LSO) moves. ``leaders_checked``: the caller has just checked that this
+        broker leads every partition (the Fetch handler, with the request's leader epochs)."""
+        if leaders_checked:
+            return await self._fetch_led(
+                parts,
+                max_wait_ms=max_wait_ms,
+                min_bytes=min_bytes,
+                max_bytes=max_bytes,
+                read_committed=read_committed,
+            )
         errors: dict[int, FetchedPartition] = {}
         ok: list[FetchRequestPartition] = []
         for i, p in enumerate(parts):
@@ -351,20 +419,20 @@ class ReadPath:
         """Read every (led) partition; long-poll until ``min_bytes`` are available or ``max_wait_ms`` passes.
 
         Waiters are registered before each read, so an append landing between the read
-        and the wait still wakes us.
+        and the wait still wakes us. A wait that expires unwoken answers what was read
+        before it (the log start offsets in it as of that read).
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, max_wait_ms) / 1000
         while True:
             fut: asyncio.Future[None] = loop.create_future()
-            keys = []
+            logs = []
             for p in parts:
                 try:
-                    key = id(self.log(p.topic, p.partition))
+                    logs.append(self.log(p.topic, p.partition))
                 except StrataError:
                     continue
-                self._waiters.setdefault(key, set()).add(fut)
-                keys.append(key)
+            keys = self.park(fut, logs)
             try:
                 results = await self._read_all(parts, max_bytes, read_committed=read_committed)
                 total = sum(r.size for r in results)
@@ -384,14 +452,12 @@ class ReadPath:
                 try:
                     await asyncio.wait_for(fut, timeout=remaining)
                 except TimeoutError:
-                    pass
+                    # Nothing woke it: no high watermark (so no LSO) of these partitions
+                    # moved and no topic went, so reading them all again would answer the
+                    # same (an idle consumer's long poll reads its partitions once, not twice).
+                    return results
             finally:
-                for key in keys:
-                    waiters = self._waiters.get(key)
-                    if waiters is not None:
-                        waiters.discard(fut)
-                        if not waiters:
-                            self._waiters.pop(key, None)
+                self.unpark(fut, keys)
 
     async def replica_fetch(
         self,

@@ -192,6 +192,7 @@ async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchReques
             min_bytes=req.min_bytes,
             max_bytes=req.max_bytes,
             read_committed=req.isolation_level == READ_COMMITTED,
+            leaders_checked=True,  # just above, with the request's leader epochs
         )
         for f in fetched:
             key = (f.topic, f.partition)

@@ -21,8 +21,14 @@ Answered here, all of:
     the local log start: a remote-tier read; not out of range);
   * no ACL guard refusing anything (with an authorizer on, every topic allowed to the
     principal), no byte-rate quota for the principal, a connection never throttled;
-  * the answer ready now: at least ``min_bytes`` (at least one byte) read, or
-    ``max_wait_ms`` <= 0 (a long poll with no data waits on the general path);
+  * a long poll (``max_wait_ms`` > 0) with less than ``min_bytes`` (at least one byte)
+    to answer now is parked here (``answer_frame`` gives a coroutine, which the listener
+    runs as the request's task): woken when a high watermark of its partitions moves
+    (``ReadPath.park``, as the general path's long poll), it reads again and answers
+    once ``min_bytes`` are there; at ``max_wait_ms`` it answers what it read last (no
+    second read of every partition: an idle consumer of many partitions, librdkafka's
+    sessionless full fetch, reads each once per poll). Woken into anything else (a
+    partition no longer led here, a topic gone), it gives the frame to the general path;
   * the connection's latest handler task done (the listener checks): what an earlier
     request's handler does before its first wait (a Produce's append) is seen by this
     fetch, as by the general path's task, which would run after it.
@@ -37,9 +43,11 @@ writer would have copied it, so the answer is one bytes part batched with its ne
 
 from __future__ import annotations
 
+import asyncio
 import struct
 import time
 import uuid
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, Final
 
 from api.security.guards import topic_ok
@@ -54,6 +62,7 @@ from kwire.primitives import ZERO_UUID
 if TYPE_CHECKING:
     from api.handlers.context import Connection
     from broker.metadata import ClusterView
+    from hot.log import Log
     from hot.region import FileRegion
     from hot.txn_index import AbortedTxn
 
@@ -77,6 +86,27 @@ MAX_IDS: Final = 4096  # topic ids remembered per view seq (bounded memory)
 
 class _Fallback(Exception):
     """Not for the fast path: the general path answers this frame."""
+
+
+class _Gathered:
+    """What a fetch read: its rows by topic, the partitions with data, and each
+    partition's log with the mark (HW, or LSO for read_committed) it was read at. A long
+    poll with less than ``min_bytes`` of it waits on those marks (``_parked``) and answers
+    it if nothing moves before ``max_wait_ms``."""
+
+    __slots__ = ("by_topic", "spans", "total", "watched")
+
+    def __init__(
+        self,
+        by_topic: dict[str, list[Read]],
+        spans: list[tuple[str, int, int]],
+        total: int,
+        watched: list[tuple[Log, int]],
+    ) -> None:
+        self.by_topic = by_topic
+        self.spans = spans  # (topic, offsets, bytes) of each partition with data
+        self.total = total
+        self.watched = watched
 
 
 # One partition asked: (partition, current_leader_epoch, fetch_offset, partition_max_bytes).
@@ -253,17 +283,55 @@ class FetchFastPath:
 
     def answer_frame(
         self, conn: Connection, frame: bytes, started: float
-    ) -> tuple[RequestHeader, list[Any]] | None:
+    ) -> tuple[RequestHeader, list[Any] | Coroutine[Any, Any, list[Any] | None]] | None:
         """The answer to the Fetch request ``frame`` if it is one for the fast path (module
-        doc), with the metrics counted as the general path counts them; None: decode it
-        and run the handler."""
+        doc), with the metrics counted as the general path counts them; for a long poll
+        with nothing to answer yet, a coroutine giving the answer (or None: the general
+        path answers the frame after all); None: decode it and run the handler."""
         if conn.ever_throttled:
             return None
         try:
             req = _Request(frame)
-            return req.header, self._answer(conn, req, started)
+            answer = self._answer(conn, req, started)
         except (_Fallback, StrataError, struct.error, IndexError, UnicodeDecodeError):
             return None
+        if isinstance(answer, _Gathered):
+            return req.header, self._parked(conn, req, started, answer)
+        return req.header, answer
+
+    async def _parked(
+        self, conn: Connection, req: _Request, started: float, pending: _Gathered
+    ) -> list[Any] | None:
+        """A parked long poll's answer (``answer_frame``); None: the general path's."""
+        reads = conn.broker.reads
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + req.max_wait_ms / 1000
+        committed = req.read_committed
+        while True:
+            fut: asyncio.Future[None] = loop.create_future()
+            keys = reads.park(fut, (lg for lg, _ in pending.watched))
+            try:
+                # Registered after the read: a mark moved in between (a group-commit
+                # thread's fsync) woke nobody, so look once before waiting.
+                if all(
+                    (lg.last_stable_offset if committed else lg.high_watermark) == mark
+                    for lg, mark in pending.watched
+                ):
+                    try:
+                        await asyncio.wait_for(fut, deadline - loop.time())
+                    except TimeoutError:
+                        return self._finish(conn, req, started, pending)
+            finally:
+                reads.unpark(fut, keys)
+            try:
+                answer = self._answer(conn, req, started)
+            except (_Fallback, StrataError):
+                return None
+            if not isinstance(answer, _Gathered):
+                return answer
+            if loop.time() >= deadline:
+                return self._finish(conn, req, started, answer)
+            pending = answer
 
     def _names(self, conn: Connection, req: _Request) -> list[str]:
         """The request's topic names, in its order (v13+: resolved from their ids)."""
@@ -285,7 +353,7 @@ class FetchFastPath:
             names.append(name)
         return names
 
-    def _answer(self, conn: Connection, req: _Request, started: float) -> list[Any]:
+    def _answer(self, conn: Connection, req: _Request, started: float) -> list[Any] | _Gathered:
         broker = conn.broker
         names = self._names(conn, req)
         if getattr(broker, "access", None) is not None and not conn.server.inter_broker:
@@ -304,38 +372,54 @@ class FetchFastPath:
         # asked twice is answered once); partitions read in the request's order (the budget).
         by_topic: dict[str, list[Read]] = {}
         spans: list[tuple[str, int, int]] = []
+        watched: list[tuple[Log, int]] = []
         for name, (_, _, asked) in zip(names, req.topics, strict=True):
             for partition, epoch, offset, max_bytes in asked:
                 replicas.leader_replica(name, partition, epoch)
                 lg = reads.log(name, partition)
-                if reads.remote_bound(lg, offset) is not None:
-                    raise _Fallback  # the bucket's (tiering)
-                lso = lg.last_stable_offset
-                r = lg.read(
-                    offset,
-                    max(0, min(max_bytes, budget)),
-                    min_one=first_with_data,
-                    max_offset=lso if read_committed else None,
-                )
-                size = r.size
-                aborted: list[AbortedTxn] | None = None
-                if read_committed:
-                    aborted = lg.collect_aborted_transactions(offset, r.next_offset) if size else []
-                row = (partition, lg.high_watermark, lso, lg.log_start_offset, aborted, r.regions, size)
+                end = reads.at_end(lg, offset, read_committed)
+                row: Read
+                if end is not None:  # nothing to read (an idle consumer's partition)
+                    hw, lso, start = end
+                    row = (partition, hw, lso, start, [] if read_committed else None, (), 0)
+                    size = 0
+                else:
+                    if reads.remote_bound(lg, offset) is not None:
+                        raise _Fallback  # the bucket's (tiering)
+                    lso = lg.last_stable_offset
+                    r = lg.read(
+                        offset,
+                        max(0, min(max_bytes, budget)),
+                        min_one=first_with_data,
+                        max_offset=lso if read_committed else None,
+                    )
+                    size = r.size
+                    aborted: list[AbortedTxn] | None = None
+                    if read_committed:
+                        aborted = lg.collect_aborted_transactions(offset, r.next_offset) if size else []
+                    hw = lg.high_watermark
+                    row = (partition, hw, lso, lg.log_start_offset, aborted, r.regions, size)
+                    if size:
+                        first_with_data = False
+                        budget -= size
+                        total += size
+                        spans.append((name, r.next_offset - r.first_offset, size))
+                watched.append((lg, lso if read_committed else hw))
                 rows = by_topic.get(name)
                 if rows is None:
                     by_topic[name] = [row]
                 else:
                     rows.append(row)
-                if size:
-                    first_with_data = False
-                    budget -= size
-                    total += size
-                    spans.append((name, r.next_offset - r.first_offset, size))
         if total < max(req.min_bytes, 1) and req.max_wait_ms > 0:
-            raise _Fallback  # a long poll: the general path parks it
+            return _Gathered(by_topic, spans, total, watched)  # a long poll: parked (``_parked``)
+        return self._finish(conn, req, started, _Gathered(by_topic, spans, total, watched))
+
+    def _finish(self, conn: Connection, req: _Request, started: float, read: _Gathered) -> list[Any]:
+        """The answer's parts for what was ``read``, with what it serves and its latency
+        counted."""
+        broker = conn.broker
         metrics = broker.metrics
-        for name, span, size in spans:
+        for name, span, size in read.spans:
             totals = metrics.fetched(name)
             totals[0] += span
             totals[1] += size
@@ -347,8 +431,8 @@ class FetchFastPath:
         latency[1].observe(elapsed)
         latency[2].observe(elapsed)
         self.hits += 1
-        copy = total < self.copy_below
-        return _encode(req.header.correlation_id, req.version, broker.replicas.view, by_topic, copy=copy)
+        copy = read.total < self.copy_below
+        return _encode(req.header.correlation_id, req.version, broker.replicas.view, read.by_topic, copy=copy)
 
 
 def _encode(

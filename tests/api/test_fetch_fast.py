@@ -8,6 +8,7 @@ segments; requests encoded with kwire as clients send them, at every Fetch versi
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import struct
 import time
@@ -242,9 +243,9 @@ def _fallbacks(broker: Broker) -> dict[str, tuple[int, FetchRequest]]:
 
 FALLBACKS = [
     "follower", "incremental session", "forgotten topics", "unknown topic", "unknown topic id",
-    "no such partition", "newer leader epoch", "offset out of range", "long poll without data",
-    "not enough data yet",
+    "no such partition", "newer leader epoch", "offset out of range",
 ]  # fmt: skip
+PARKED = ["long poll without data", "not enough data yet"]
 
 
 @pytest.mark.parametrize("case", FALLBACKS)
@@ -254,6 +255,94 @@ def test_everything_else_goes_the_general_way(tb: ThreadedBroker, case: str) -> 
     version, req = _fallbacks(broker)[case]
     conn = _conn(broker)
     assert conn.server.fetch_fast.answer_frame(conn, _frame(version, req), time.perf_counter()) is None
+
+
+@pytest.mark.parametrize("case", PARKED)
+def test_a_long_poll_parks_on_the_fast_path_and_answers_as_the_general_path(
+    tb: ThreadedBroker, case: str
+) -> None:
+    """Nothing (or less than ``min_bytes``) to answer and nothing appended: at
+    ``max_wait_ms`` the parked fast path answers the same bytes as the general path."""
+    broker = tb.broker
+    assert broker is not None
+    version, req = _fallbacks(broker)[case]
+    conn = _conn(broker)
+    frame = _frame(version, req)
+
+    async def both() -> tuple[list[Any] | None, list[Any]]:
+        ready = conn.server.fetch_fast.answer_frame(conn, frame, time.perf_counter())
+        assert ready is not None and not isinstance(ready[1], list)  # parked, not answered
+        fast = await ready[1]
+        header, request = decode_request(frame)
+        response = await conn.server.handlers[ApiKey.FETCH](conn, header, request)
+        return fast, encode_response(header, response)
+
+    hits = conn.server.fetch_fast.hits
+    fast, general = tb.call(both())
+    assert fast is not None and _bytes(fast) == _bytes(general)
+    assert conn.server.fetch_fast.hits == hits + 1
+
+
+def _parked_fetch(broker: Broker, topic: str, partitions: int) -> bytes:
+    """A sessionless long poll (librdkafka's) of every partition of ``topic`` at its end."""
+    parts = [
+        FetchPartition(partition=p, fetch_offset=_ends(broker, topic, p)[1], partition_max_bytes=1 << 20)
+        for p in range(partitions)
+    ]
+    req = FetchRequest(
+        max_wait_ms=30_000, min_bytes=1, topics=(FetchTopic(topic=topic, partitions=tuple(parts)),)
+    )
+    return _frame(12, req)
+
+
+def test_a_parked_long_poll_wakes_on_an_append_and_answers_it(tb: ThreadedBroker) -> None:
+    broker = tb.broker
+    assert broker is not None
+    topic, n = "parked-wake", 20
+    tb.call(create_topic(broker, topic, n, {"strata.flush.mode": "interval"}))
+    conn = _conn(broker)
+    frame = _parked_fetch(broker, topic, n)
+    batch = _batch(2, 30)
+
+    async def go() -> list[Any] | None:
+        ready = conn.server.fetch_fast.answer_frame(conn, frame, time.perf_counter())
+        assert ready is not None and not isinstance(ready[1], list)
+        task = asyncio.ensure_future(ready[1])
+        await asyncio.sleep(0.05)
+        assert not task.done()  # parked: nothing to answer
+        rep = broker.replicas.writable_leader(topic, 7, 1)
+        rep.log.append(batch, leader_epoch=rep.leader_epoch)
+        broker.replicas.maybe_advance_hw(rep)
+        return await asyncio.wait_for(task, 20)  # well before its 30 s
+
+    parts = tb.call(go())
+    assert parts is not None
+    _, resp = decode_response(ApiKey.FETCH, 12, _bytes(parts))
+    got = {p.partition_index: p for t in resp.responses for p in t.partitions}
+    assert sorted(got) == list(range(n))  # sessionless: every partition answered
+    records = bytes(got[7].records)
+    assert len(records) == len(batch) and records[:8] == batch[:8]  # the batch, at offset 0
+    assert got[7].high_watermark == 2
+    assert all(not bytes(got[p].records) and got[p].high_watermark == 0 for p in got if p != 7)
+
+
+def test_a_parked_long_poll_of_a_deleted_topic_goes_the_general_way(tb: ThreadedBroker) -> None:
+    broker = tb.broker
+    assert broker is not None
+    topic = "parked-gone"
+    tb.call(create_topic(broker, topic, 2))
+    conn = _conn(broker)
+    frame = _parked_fetch(broker, topic, 2)
+
+    async def go() -> list[Any] | None:
+        ready = conn.server.fetch_fast.answer_frame(conn, frame, time.perf_counter())
+        assert ready is not None and not isinstance(ready[1], list)
+        task = asyncio.ensure_future(ready[1])
+        await asyncio.sleep(0.05)
+        await broker.admin_delete_topic(topic)
+        return await asyncio.wait_for(task, 20)
+
+    assert tb.call(go()) is None  # the general path answers it (UNKNOWN_TOPIC_OR_PARTITION)
 
 
 def test_tagged_fields_and_bad_frames_go_the_general_way(tb: ThreadedBroker) -> None:
