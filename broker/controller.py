@@ -292,6 +292,7 @@ class Controller:
         self.poll_interval = poll_interval
         self.compaction = CompactionSchedule(compaction_interval_s)
         self.compactions = 0
+        self._compacting: asyncio.Task[None] | None = None
         self.active = asyncio.Event()
         self.token: ControllerToken | None = None
         self.elections = 0
@@ -344,6 +345,9 @@ class Controller:
                 finally:
                     self.token = None
                     self.active.clear()
+                    if self._compacting is not None:
+                        await cancel_and_wait(self._compacting)
+                        self._compacting = None
                 log.info("broker %d is no longer the controller (epoch %d)", token.broker_id, token.epoch)
             except (MetadataStoreError, StaleControllerEpochError) as exc:
                 log.warning("controller: %s", exc)
@@ -405,7 +409,7 @@ class Controller:
             controller = view.controller
             if controller is not None and controller.create_revision != token.create_revision:
                 return
-            await self._compact(view.revision)
+            self._compact_when_due(view.revision)
             seq = view.seq
             # Nothing changed since a pass that had nothing to write: no pass (an idle
             # controller does not walk every partition every second), but one every
@@ -438,11 +442,18 @@ class Controller:
                 log.warning("controller epoch %d: %s; retrying", token.epoch, exc)
             await view.wait_changed(seq, self.poll_interval)
 
-    async def _compact(self, revision: int) -> None:
-        """Compact the store's history when due; a failure waits for the next mark."""
-        target = self.compaction.due(revision, time.monotonic())
-        if target is None:
+    def _compact_when_due(self, revision: int) -> None:
+        """Compact the store's history when due, beside the passes (a physical compaction
+        of 100,000 keys must not hold up a failover's elections)."""
+        if self._compacting is not None and not self._compacting.done():
             return
+        target = self.compaction.due(revision, time.monotonic())
+        if target is not None:
+            loop = asyncio.get_running_loop()
+            self._compacting = loop.create_task(self._compact(target), name="compaction")
+
+    async def _compact(self, target: int) -> None:
+        """One compaction; a failure waits for the next mark."""
         try:
             await self.client.etcd.compact(target)
         except MetadataStoreError as exc:
