@@ -31,8 +31,9 @@ Phases, each printed:
             every partition led by a live broker, and to the dead broker out of every ISR;
             etcd transactions, puts, bytes in and out, and CPU for it
   listing   a fresh ``MetadataClient.start`` (what a starting broker does, and a watch
-            whose revision was compacted): the time to a ready view (one range read of the
-            whole cluster prefix, decoded on the event loop) and its bytes
+            whose revision was compacted): the time to a ready view (the whole cluster
+            prefix read in ranges of 2,048 keys at one revision, decoded a chunk at a time
+            on the event loop) and its bytes
 
 Each phase also prints the event loop's longest stall (the lease keepers share it).
 
@@ -403,8 +404,8 @@ async def simulate(
         await fresh.close(deregister=False)
         sent = diff(m0, m1).get("etcd_network_client_grpc_sent_bytes_total", 0)
         print(
-            f"listing   a starting broker's watch (one range of the whole prefix, then the"
-            f" watch): {t1 - t0:.2f} s to a ready view of {len(fresh.view.partitions):,} partitions,"
+            f"listing   a starting broker's watch (the whole prefix in ranges of 2,048 keys, then"
+            f" the watch): {t1 - t0:.2f} s to a ready view of {len(fresh.view.partitions):,} partitions,"
             f" {sent / 2**20:.1f} MiB sent by etcd, process CPU {k1 - k0:.2f} s;"
             f" event loop's longest stall {stalls.take():.2f} s"
         )

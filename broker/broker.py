@@ -257,8 +257,7 @@ class Broker:
         view = self.replicas.view
 
         def whole(v: ClusterView) -> bool:
-            va = v.topics.get(name)
-            return va is None or all((name, p) in v.partitions for p in range(va.value.partition_count))
+            return name not in v.topics or v.is_whole(name)
 
         try:
             await view.wait_for(whole, timeout)

@@ -8,6 +8,9 @@ environment each is ``STRATA_`` + the name upper-cased with dots as underscores
 
     etcd                                          etcd endpoints, host:port[,host:port...]
     etcd.timeout.ms                               deadline of each etcd call (5000)
+    etcd.compaction.interval.ms                   the controller compacts etcd's history this
+                                                  often, to the revision of one interval
+                                                  before (Strata's; 300000; 0: never)
     broker.session.timeout.ms                     registration lease TTL, whole seconds (10000)
     replica.lag.time.max.ms                       ISR shrink after this long out of sync (30000)
     replica.fetch.wait.max.ms                     follower long-poll (500)
@@ -54,6 +57,7 @@ class ClusterConfig:
     etcd: str | None  # None: a cluster of one on the embedded store (broker.embedded_store)
     broker_id: int | None = None  # None: assigned through etcd
     etcd_timeout_ms: int = 5000  # etcd.timeout.ms
+    compaction_interval_ms: int = 300_000  # etcd.compaction.interval.ms (broker.etcd_compaction)
     session_timeout_ms: int = 10_000  # broker.session.timeout.ms
     replica_lag_time_max_ms: int = 30_000  # replica.lag.time.max.ms
     replica_fetch_wait_max_ms: int = 500  # replica.fetch.wait.max.ms
@@ -215,6 +219,7 @@ def _text(raw: str, name: str) -> object:
 _SPEC: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
     "etcd": ("etcd", _text),
     "etcd.timeout.ms": ("etcd_timeout_ms", _int(100, 600_000)),
+    "etcd.compaction.interval.ms": ("compaction_interval_ms", _int(0)),
     "broker.session.timeout.ms": ("session_timeout_ms", _int(1000, 3_600_000)),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", _int(1)),
     "replica.fetch.wait.max.ms": ("replica_fetch_wait_max_ms", _int(0)),

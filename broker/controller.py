@@ -38,6 +38,7 @@ import zlib
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Final
 
+from broker.etcd_compaction import CompactionSchedule
 from broker.metadata import (
     NO_LEADER,
     ClusterView,
@@ -280,11 +281,18 @@ class Controller:
 
     ``active`` is set while this broker is the controller; ``token`` then proves it.
     ``elections`` counts partition leader changes this controller has written.
+    ``compaction_interval_s`` > 0: while it leads, it compacts the store's history
+    (``broker.etcd_compaction``); ``compactions`` counts them.
     """
 
-    def __init__(self, client: MetadataClient, *, poll_interval: float = 1.0) -> None:
+    def __init__(
+        self, client: MetadataClient, *, poll_interval: float = 1.0, compaction_interval_s: float = 0.0
+    ) -> None:
         self.client = client
         self.poll_interval = poll_interval
+        self.compaction = CompactionSchedule(compaction_interval_s)
+        self.compactions = 0
+        self._compacting: asyncio.Task[None] | None = None
         self.active = asyncio.Event()
         self.token: ControllerToken | None = None
         self.elections = 0
@@ -337,6 +345,9 @@ class Controller:
                 finally:
                     self.token = None
                     self.active.clear()
+                    if self._compacting is not None:
+                        await cancel_and_wait(self._compacting)
+                        self._compacting = None
                 log.info("broker %d is no longer the controller (epoch %d)", token.broker_id, token.epoch)
             except (MetadataStoreError, StaleControllerEpochError) as exc:
                 log.warning("controller: %s", exc)
@@ -398,6 +409,7 @@ class Controller:
             controller = view.controller
             if controller is not None and controller.create_revision != token.create_revision:
                 return
+            self._compact_when_due(view.revision)
             seq = view.seq
             # Nothing changed since a pass that had nothing to write: no pass (an idle
             # controller does not walk every partition every second), but one every
@@ -429,6 +441,28 @@ class Controller:
             except MetadataStoreError as exc:
                 log.warning("controller epoch %d: %s; retrying", token.epoch, exc)
             await view.wait_changed(seq, self.poll_interval)
+
+    def _compact_when_due(self, revision: int) -> None:
+        """Compact the store's history when due, beside the passes (a physical compaction
+        of 100,000 keys must not hold up a failover's elections)."""
+        if self._compacting is not None and not self._compacting.done():
+            return
+        target = self.compaction.due(revision, time.monotonic())
+        if target is not None:
+            loop = asyncio.get_running_loop()
+            self._compacting = loop.create_task(self._compact(target), name="compaction")
+
+    async def _compact(self, target: int) -> None:
+        """One compaction; a failure waits for the next mark."""
+        try:
+            await self.client.etcd.compact(target)
+        except MetadataStoreError as exc:
+            if "compacted" not in str(exc):  # else: compacted further already (a predecessor)
+                log.warning("controller: compacting the history below revision %d failed: %s", target, exc)
+                return
+        self.compaction.done(target)
+        self.compactions += 1
+        log.info("compacted the metadata store's history below revision %d", target)
 
     async def reconcile(self, token: ControllerToken) -> int:
         """One pass over every partition in the view; returns the number of states written.

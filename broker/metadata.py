@@ -77,6 +77,8 @@ RESERVED_BROKER_MAX_ID: Final = 1000
 # etcd's default --max-txn-ops is 128: a topic whose creation needs more operations is
 # created in steps (see MetadataClient.create_topic).
 DEFAULT_MAX_TXN_OPS: Final = 128
+# Keys a listing's decode takes between two hand-backs of the event loop (ClusterView.load).
+LOAD_CHUNK_KEYS: Final = 2048
 _INT32_MAX: Final = 2**31 - 1
 
 T = TypeVar("T")
@@ -530,9 +532,34 @@ class ClusterView:
             else:
                 self._delete(update.kv.key)
             self.revision = max(self.revision, update.kv.mod_revision)
+        self._bump()
+
+    def _bump(self) -> None:
         self.seq += 1
         event, self._changed = self._changed, asyncio.Event()
         event.set()
+
+    async def load(self, reset: WatchReset, *, chunk: int = LOAD_CHUNK_KEYS) -> None:
+        """``apply(reset)`` decoded ``chunk`` keys at a time into a view of its own, handing
+        the loop back between chunks (100,000 partition states are seconds of CPU, and the
+        lease keeper shares the loop), then taken over at once: readers never see a
+        half-loaded view."""
+        fresh = ClusterView(self.layout)
+        for i in range(0, len(reset.kvs), chunk):
+            for kv in reset.kvs[i : i + chunk]:
+                fresh._put(kv)
+            await asyncio.sleep(0)
+        # In place: holders of these dicts keep seeing the view.
+        self.brokers.clear()
+        self.brokers.update(fresh.brokers)
+        self.topics.clear()
+        self.topics.update(fresh.topics)
+        self.partitions.clear()
+        self.partitions.update(fresh.partitions)
+        self.controller, self.quotas = fresh.controller, fresh.quotas
+        self.revision = reset.revision
+        self.ready = True
+        self._bump()
 
     def _put(self, kv: KeyValue) -> None:
         parsed = self.layout.parse(kv.key)
@@ -593,6 +620,12 @@ class ClusterView:
     def topic_id(self, name: str) -> uuid.UUID | None:
         self._id_index()
         return self._ids_by_name.get(name)
+
+    def is_whole(self, topic: str) -> bool:
+        """Whether every partition of ``topic`` has its state (a topic above one transaction
+        is created in steps; False while that is under way, or for an unknown topic)."""
+        va = self.topics.get(topic)
+        return va is not None and all((topic, p) in self.partitions for p in range(va.value.partition_count))
 
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
         v = self.partitions.get((topic, partition))
@@ -680,7 +713,10 @@ class MetadataClient:
     async def _watch(self) -> None:
         async with contextlib.aclosing(self.etcd.watch_prefix(self.layout.prefix)) as updates:
             async for update in updates:
-                self.view.apply(update)
+                if isinstance(update, WatchReset) and len(update.kvs) > LOAD_CHUNK_KEYS:
+                    await self.view.load(update)
+                else:
+                    self.view.apply(update)
 
     async def close(self, *, deregister: bool = True) -> None:
         """Stop. ``deregister`` revokes the lease so the broker leaves the live set now;

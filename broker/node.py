@@ -337,7 +337,9 @@ class ClusterNode:
         self.replicas.start()
         if self.follower_retention is not None:
             self.follower_retention.start()
-        self.controller = Controller(self.client).start()
+        # Only etcd's history is compacted here: the embedded store trims its own.
+        every = self.cluster.compaction_interval_ms / 1000 if self.cluster.etcd is not None else 0.0
+        self.controller = Controller(self.client, compaction_interval_s=every).start()
         self._started = True
         # Nor before the view names a live controller: a Metadata answer without one sends
         # admin clients into a metadata refresh (librdkafka: about 25 s) before they retry.

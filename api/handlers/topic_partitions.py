@@ -1,7 +1,8 @@
 """DescribeTopicPartitions v0 (KIP-966): topics and their partitions in name order, at most
 ``response_partition_limit`` partitions (and this broker's 2,000) per answer, resumed from a
 cursor, what Kafka 3.8+ admin clients send to describe topics. The partition states are
-Metadata's (``api.handlers.topics``); an unknown topic is UNKNOWN_TOPIC_OR_PARTITION. DESCRIBE
+Metadata's (``api.handlers.topics``); an unknown topic is UNKNOWN_TOPIC_OR_PARTITION, one whose
+partition states are still being written in steps LEADER_NOT_AVAILABLE. DESCRIBE
 on each topic is checked by the guard (api.security.guards)."""
 
 from __future__ import annotations
@@ -33,7 +34,12 @@ async def handle_describe_topic_partitions(
 ) -> DescribeTopicPartitionsResponse:
     broker = conn.broker
     view = broker.replicas.view
-    names = sorted({t.name for t in req.topics}) if req.topics else sorted(view.topics)
+    # A topic still being written in steps is not described, as in Metadata.
+    names = (
+        sorted({t.name for t in req.topics})
+        if req.topics
+        else sorted(n for n in view.topics if view.is_whole(n))
+    )
     start_partition = 0
     if req.cursor is not None:
         names = [n for n in names if n >= req.cursor.topic_name]
@@ -44,11 +50,10 @@ async def handle_describe_topic_partitions(
     next_cursor: Cursor | None = None
     for i, name in enumerate(names):
         va = view.topics.get(name)
-        if va is None:
+        if va is None or not view.is_whole(name):
+            code = E.UNKNOWN_TOPIC_OR_PARTITION if va is None else E.LEADER_NOT_AVAILABLE
             topics.append(
-                DescribeTopicPartitionsResponseTopic(
-                    error_code=E.UNKNOWN_TOPIC_OR_PARTITION, name=name, topic_id=ZERO_UUID
-                )
+                DescribeTopicPartitionsResponseTopic(error_code=code, name=name, topic_id=ZERO_UUID)
             )
             continue
         first = start_partition if i == 0 else 0

@@ -4,7 +4,8 @@
   for a single node): every registered broker (at least this one), the controller (a
   listed broker: this one when the view has none, as KRaft brokers do), and per partition the
   leader, leader epoch, replicas, ISR and offline replicas (LEADER_NOT_AVAILABLE while a
-  partition has no leader). Unknown topics are auto-created when
+  partition has no leader; LEADER_NOT_AVAILABLE for the whole topic, without partitions,
+  while its partition states are still being written in steps). Unknown topics are auto-created when
   ``auto.create.topics.enable``.
 * CreateTopics places replicas round-robin over the live brokers and writes the topic to
   the metadata store (``broker.controller``; replication factor -1:
@@ -109,7 +110,9 @@ async def handle_metadata(conn: Connection, header: RequestHeader, req: Metadata
     topics: list[MetadataResponseTopic] = []
     wanted: list[tuple[str | None, uuid.UUID, int]] = []
     if req.topics is None:
-        wanted = [(name, ZERO_UUID, 0) for name in sorted(view.topics)]
+        # A topic still being written in steps (its partition states not all there) is not
+        # served: a client must never see part of a topic, or route by a wrong partition count.
+        wanted = [(name, ZERO_UUID, 0) for name in sorted(view.topics) if view.is_whole(name)]
     else:
         allow_auto = req.allow_auto_topic_creation  # absent before v4: its default, True
         for rt in req.topics:
@@ -117,7 +120,7 @@ async def handle_metadata(conn: Connection, header: RequestHeader, req: Metadata
             if name is None:
                 wanted.append((None, rt.topic_id, E.UNKNOWN_TOPIC_OR_PARTITION))
             elif name in view.topics:
-                wanted.append((name, ZERO_UUID, 0))
+                wanted.append((name, ZERO_UUID, 0 if view.is_whole(name) else E.LEADER_NOT_AVAILABLE))
             elif allow_auto and broker.config.auto_create_topics:
                 wanted.append((name, ZERO_UUID, await _auto_create(broker, name)))
             else:

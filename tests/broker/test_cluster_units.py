@@ -36,6 +36,7 @@ def test_cluster_config_from_kafka_names() -> None:
             "replica.lag.time.max.ms": "5000",
             "broker.session.timeout.ms": 2500,
             "inter.broker.listener": "10.0.0.9:9093",
+            "etcd.compaction.interval.ms": "0",
         }
     )
     assert cfg.etcd == "10.0.0.1:2379,10.0.0.2"
@@ -44,6 +45,7 @@ def test_cluster_config_from_kafka_names() -> None:
     assert cfg.inter_broker_listener == "10.0.0.9:9093"
     assert cfg.broker_id is None
     assert ENV_NAMES["STRATA_REPLICA_LAG_TIME_MAX_MS"] == "replica.lag.time.max.ms"
+    assert cfg.compaction_interval_ms == 0 and ClusterConfig("h:1").compaction_interval_ms == 300_000
 
 
 @pytest.mark.parametrize(
@@ -54,6 +56,7 @@ def test_cluster_config_from_kafka_names() -> None:
         ({"etcd": "h:1", "replica.fetch.wait.max.ms": "soon"}, "expected an integer"),
         ({"etcd": "h:1", "no.such.setting": "1"}, "unknown cluster setting"),
         ({"etcd": "h:99999"}, "bad port"),
+        ({"etcd": "h:1", "etcd.compaction.interval.ms": "-1"}, "etcd.compaction.interval.ms"),
         ({"etcd": "h:1", "inter.broker.listener": "nohost"}, "HOST:PORT"),
         ({"etcd": "h:1", "default.replication.factor": True}, "expected a string or an integer"),
     ],
