@@ -97,7 +97,8 @@ async def test_controller_compacts_and_a_watcher_behind_relists(
         await asyncio.wait_for(ctl.active.wait(), WAIT)
         await create_topic(a, "gone", 3, 1)
         await create_topic(a, "kept", 40, 1)  # in steps: above max_txn_ops
-        await behind.view.wait_for(lambda v: v.is_whole("kept") and v.is_whole("gone"), WAIT)
+        for mc in (a, behind):  # each view sees the creations through its own watch
+            await mc.view.wait_for(lambda v: v.is_whole("kept") and v.is_whole("gone"), WAIT)
         seen = behind.view.revision
 
         proxy.cut()  # the watcher falls behind while the history it needs is compacted
