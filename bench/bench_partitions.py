@@ -30,6 +30,14 @@ defaults, tiering on: one topic of that many partitions with ``remote.storage.en
 a few records in each so every partition has data and a manifest), its CPU per wall
 second over ``--idle-seconds`` after ``--settle`` seconds, as % of a core and µs per
 second per partition; with ``--rounds`` the trees alternate that many times.
+
+    python -m bench.bench_partitions --single --consumer [--partitions 1000] [--roots A,B]
+
+``--consumer``: then an idle confluent-kafka (librdkafka) consumer assigned every
+partition at its end (``fetch.wait.max.ms`` 500, its default: a sessionless full Fetch of
+every partition each poll, as librdkafka sends), and the broker's CPU per wall second over
+another ``--idle-seconds``: printed as the consumer's extra µs/s per partition, with the
+Fetch requests per second it made.
 """
 
 from __future__ import annotations
@@ -73,6 +81,8 @@ class Figures:
     idle_us_per_replica: tuple[float, ...] = ()
     failover_s: float = float("nan")
     rejoin_s: float = float("nan")
+    consumer_us_per_partition: float = float("nan")
+    consumer_fetches_per_s: float = float("nan")
     error: str = ""
 
 
@@ -90,6 +100,7 @@ def _measure(tree: Path, partitions: int, args: argparse.Namespace, *, single: b
             str(args.idle_seconds),
             "--settle",
             str(args.settle),
+            *(["--consumer"] if getattr(args, "consumer", False) else []),
         ],
         cwd=tree,
         env={**os.environ, "PYTHONPATH": str(tree)},
@@ -172,7 +183,56 @@ def one(partitions: int, idle_seconds: float, settle: float) -> Figures:
     return fig
 
 
-def one_single(partitions: int, idle_seconds: float, settle: float) -> Figures:
+def _fetch_count(http_url: str) -> float:
+    """Fetch requests the broker answered so far (its request latency histogram's count)."""
+    import urllib.request
+
+    text = urllib.request.urlopen(f"{http_url}/metrics", timeout=30).read().decode()
+    for line in text.splitlines():
+        if line.startswith('strata_request_latency_seconds_count{api="Fetch"}'):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def _idle_consumer(b: object, partitions: int, idle_seconds: float, settle: float, fig: Figures) -> None:
+    """An idle librdkafka consumer of every partition, at its end: the broker's extra CPU."""
+    import threading
+
+    from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+    from tests.brokers import BrokerProcess
+
+    assert isinstance(b, BrokerProcess) and b.proc is not None
+    pid = b.proc.pid
+    c0, w0 = cpu_seconds(pid), time.monotonic()
+    time.sleep(idle_seconds)
+    without = (cpu_seconds(pid) - c0) / (time.monotonic() - w0)
+    settings = {"bootstrap.servers": b.bootstrap, "group.id": "bench-idle", "enable.auto.commit": False}
+    consumer = Consumer({**settings, "log_level": 0})
+    consumer.assign([TopicPartition(TOPIC, p, OFFSET_END) for p in range(partitions)])
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            consumer.poll(0.2)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        time.sleep(settle)
+        f0, c0, w0 = _fetch_count(b.http_url), cpu_seconds(pid), time.monotonic()
+        time.sleep(idle_seconds)
+        wall = time.monotonic() - w0
+        with_consumer = (cpu_seconds(pid) - c0) / wall
+        fig.consumer_fetches_per_s = round((_fetch_count(b.http_url) - f0) / wall, 2)
+    finally:
+        stop.set()
+        poller.join()
+        consumer.close()
+    fig.consumer_us_per_partition = round(1e6 * (with_consumer - without) / partitions, 2)
+
+
+def one_single(partitions: int, idle_seconds: float, settle: float, consumer: bool = False) -> Figures:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -201,6 +261,8 @@ def one_single(partitions: int, idle_seconds: float, settle: float) -> Figures:
             used, wall = cpu_seconds(b.proc.pid) - c0, time.monotonic() - w0
             fig.idle_pct = (round(100 * used / wall, 2),)
             fig.idle_us_per_replica = (round(1e6 * used / wall / partitions, 2),)
+            if consumer:
+                _idle_consumer(b, partitions, idle_seconds, settle, fig)
         finally:
             b.kill()
     return fig
@@ -219,10 +281,16 @@ def _single(trees: list[Path], args: argparse.Namespace) -> None:
                     print(f"{n:>6} partitions  round {r + 1} {name}: {f.error}")
                     continue
                 load = os.getloadavg()[0]
+                consumer = (
+                    f"; an idle consumer of every partition adds {f.consumer_us_per_partition:.1f} µs/s "
+                    f"per partition ({f.consumer_fetches_per_s:.1f} Fetch/s)"
+                    if args.consumer
+                    else ""
+                )
                 print(
                     f"{n:>6} partitions  round {r + 1} {name}: created {f.answered_s:.1f} s; idle "
-                    f"{f.idle_pct[0]:.2f} % of a core ({f.idle_us_per_replica[0]:.1f} µs/s per partition), "
-                    f"load {load:.1f}",
+                    f"{f.idle_pct[0]:.2f} % of a core ({f.idle_us_per_replica[0]:.1f} µs/s per partition)"
+                    f"{consumer}, load {load:.1f}",
                     flush=True,
                 )
 
@@ -236,6 +304,7 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900.0, help="bound of one tree at one count")
     ap.add_argument("--single", action="store_true", help="the single node's idle CPU instead")
     ap.add_argument("--rounds", type=int, default=1, help="--single: alternations of the trees")
+    ap.add_argument("--consumer", action="store_true", help="--single: then an idle consumer's extra CPU")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--one-single", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -243,7 +312,8 @@ def main() -> None:
         print("FIGURES", repr(one(args.one, args.idle_seconds, args.settle)), flush=True)
         return
     if args.one_single:
-        print("FIGURES", repr(one_single(args.one_single, args.idle_seconds, args.settle)), flush=True)
+        fig = one_single(args.one_single, args.idle_seconds, args.settle, args.consumer)
+        print("FIGURES", repr(fig), flush=True)
         return
     trees = [Path(r).resolve() for r in args.roots.split(",")]
     if args.single:
