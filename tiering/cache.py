@@ -80,6 +80,7 @@ import mmap
 import os
 import struct
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -582,6 +583,9 @@ class ChunkCache:
         self._hits = self._misses = self._coalesced = self._prefetches = 0
         self._evictions = self._gets = self._fetched_bytes = self._corrupt = 0
         self.object_checks = 0  # whole-object GETs whose bytes went through ``check``
+        # Seconds a GET takes from start to its last byte, a moving average (None: none
+        # yet): the remote reader sizes its read-ahead by it (``RemoteReader``).
+        self.get_seconds: float | None = None
         if max_bytes > 0:
             self._scan()
 
@@ -868,6 +872,12 @@ class ChunkCache:
         if size is not None:
             self._size -= size
 
+    def at_hand(self, key: str, position: int) -> bool:
+        """Whether the chunk holding byte ``position`` of the object is in memory or on
+        disk (a read of it waits for no GET)."""
+        name = self.chunk_name(key, position // self.chunk_bytes)
+        return name in self._mem or name in self._maps or name in self._index
+
     def _can_get_whole(self, key: str, object_size: int) -> bool:
         """The object is small enough, and none of its chunks is cached or being fetched."""
         if object_size > self.whole_object_bytes:
@@ -933,6 +943,7 @@ class ChunkCache:
     ) -> None:
         start, _ = self.chunk_range(first, object_size)
         _, end = self.chunk_range(last, object_size)
+        began = time.monotonic()
         try:
             self._gets += 1
             verify: Callable[[memoryview], None] | None = None
@@ -958,6 +969,9 @@ class ChunkCache:
                 data = memoryview(b"")  # the object ends before this chunk starts
                 logger.debug("short object: %s", e)
             self._fetched_bytes += len(data)
+            took = time.monotonic() - began
+            last_s = self.get_seconds
+            self.get_seconds = took if last_s is None else last_s + (took - last_s) / 4
             _check_size(key, start, end - start, data)
             view = data
             verified = verify is not None
