@@ -28,11 +28,14 @@ log raised OffsetMovedToTieredStorageError). The reader
    KAFKA_STORAGE_ERROR for that partition only.
 5. starts, in the background, the GETs of the chunks that follow the last bytes it
    loaded (``prefetch_chunks`` of them, or two fetches' worth of ``max_bytes`` if that is
-   more), continuing into the following COPIED segments' ``.log`` (whole, when small): a
+   more, or more for a consumer that keeps up: ``_read_ahead_chunks``), continuing into
+   the following COPIED segments' ``.log`` (whole, when small): a
    consumer catching up asks for them next, and they are then cached, or in flight since
    a whole fetch earlier. The last bytes loaded may be the start of a segment the read
    only looked into (its first batch did not fit the budget): counting from the bytes
-   served instead would leave the next read waiting for that segment's successor.
+   served instead would leave the next read waiting for that segment's successor. A read
+   past half its budget looks into the next segment only if that segment's first chunk
+   is at hand: it does not wait for a GET for the few batches that could still fit.
 
 Remote index layouts are the hot tier's (``hot.offset_index``: 8-byte entries of relative
 offset u32 + position u32; ``hot.time_index``: 12-byte entries of timestamp i64 +
