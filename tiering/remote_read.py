@@ -980,10 +980,11 @@ class RemoteReader:
         ``began``, sized by the consumer's pace: enough bytes for what it takes while one
         GET runs (the bytes of its last read over the time it took to ask again, times the
         cache's average GET time) plus one fetch's worth. Never fewer than
-        ``_prefetch_chunks`` (a slow consumer, or a first read), never more than the read
-        memory leaves beside one fetch (``memory_bytes``, which also bounds all prefetch
-        GETs in flight): a consumer that keeps up with the bucket gets more GETs running at
-        once while it does, one that lags holds no more memory than before."""
+        ``_prefetch_chunks`` (a slow consumer, or a first read), never more than half the
+        read memory (``memory_bytes``, which also bounds all prefetch GETs in flight, of
+        every partition: the other half is left to the chunks being served and to other
+        partitions' reads): a consumer that keeps up with the bucket gets more GETs running
+        at once while it does, one that lags holds no more memory than before."""
         c = self.cache
         base = self._prefetch_chunks(max_bytes)
         st = self._streams.get(tp)
@@ -992,7 +993,7 @@ class RemoteReader:
             return base
         asked_after = max(began - st.ended_at, 1e-4)  # the consumer's time between reads
         want = max_bytes + int(st.size / asked_after * get_s)
-        cap = max(0, c.memory_bytes - max_bytes) // c.chunk_bytes
+        cap = c.memory_bytes // 2 // c.chunk_bytes
         return max(base, min(cap, -(-want // c.chunk_bytes)))
 
     def _note_stream(self, tp: PartitionKey, next_offset: int, size: int) -> None:

@@ -641,11 +641,11 @@ async def test_a_mostly_full_read_does_not_wait_for_the_next_segment(tmp_path: P
 
 async def test_read_ahead_follows_the_consumers_pace_within_the_read_memory(tmp_path: Path) -> None:
     """The read-ahead after a read: the bytes a consumer takes while one GET runs, plus a
-    fetch; never less than ``prefetch_chunks`` / two fetches, never more than the read
-    memory beside one fetch."""
+    fetch; never less than ``prefetch_chunks`` / two fetches, never more than half the
+    read memory."""
     store = CountingStore(open_store(f"file://{tmp_path}/bucket"))
     now = [100.0]
-    chunk, memory, fetch = 1 << 20, 64 << 20, 8 << 20
+    chunk, memory, fetch = 1 << 20, 128 << 20, 8 << 20
     cache = ChunkCache(
         store,
         tmp_path / "cache",
@@ -664,8 +664,8 @@ async def test_read_ahead_follows_the_consumers_pace_within_the_read_memory(tmp_
         cache.get_seconds = 0.05
         # asked again 10 ms after 8 MiB: 40 MiB while a GET runs, plus a fetch
         assert reader._read_ahead_chunks(tp, 1000, fetch, now[0] + 0.01) == 40 + 8
-        # 2 ms: 200 MiB, capped by the read memory beside one fetch
-        assert reader._read_ahead_chunks(tp, 1000, fetch, now[0] + 0.002) == (memory - fetch) // chunk
+        # 2 ms: 200 MiB, capped by half the read memory
+        assert reader._read_ahead_chunks(tp, 1000, fetch, now[0] + 0.002) == memory // 2 // chunk
         # 100 ms: 4 MiB while a GET runs, plus a fetch
         assert reader._read_ahead_chunks(tp, 1000, fetch, now[0] + 0.1) == base
         cache.get_seconds = 0.2  # a slower bucket: more ahead for the same consumer
