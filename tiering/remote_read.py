@@ -795,9 +795,11 @@ class RemoteReader:
         seg = await self._find(m, offset)
         if seg is None:
             raise _SegmentGone
-        if offset <= seg.base_offset and seg.size < max_bytes:
+        if offset <= seg.base_offset and seg.size <= max_bytes - max_bytes // 2:
             # The read will run into the next segment: start its GET now, alongside this
             # one's, rather than after it (a consumer's first fetch waited for both in turn).
+            # Past half the budget it will not wait for the next segment (below): that GET
+            # is left to the read-ahead after it rather than slow this one's down.
             ahead = -(-max_bytes // self.cache.chunk_bytes)
             self._start_prefetch(m, seg, seg.size, limit, min(ahead, self._prefetch_chunks(max_bytes)))
         pieces: list[_Piece] = []
