@@ -485,7 +485,6 @@ def _copy_into(buf: mmap.mmap, at: int, data: bytes | memoryview) -> None:
         del dst, src  # release the exports at once (``buf`` may be closed and replaced)
 
 
-@functools.lru_cache(maxsize=4096)
 def _relay(to: asyncio.Future[_Chunk], src: asyncio.Future[_Chunk]) -> None:
     """Complete ``to`` as ``src`` completed."""
     if to.done():
@@ -498,6 +497,7 @@ def _relay(to: asyncio.Future[_Chunk], src: asyncio.Future[_Chunk]) -> None:
         to.set_result(src.result())
 
 
+@functools.lru_cache(maxsize=4096)
 def _key_digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:DIGEST_HEX]
 
