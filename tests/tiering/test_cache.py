@@ -587,3 +587,27 @@ async def test_cache_hits_read_on_are_mapped_ahead(
         assert chunk == DATA[i * CHUNK : (i + 1) * CHUNK] and isinstance(chunk.obj, ChunkMap)
     assert loads == [[2, 3, 4]] and len(store.gets) == gets  # no disk wait, no GET
     await cache.close()
+
+
+async def test_a_chunk_file_gone_before_its_load_ahead_is_fetched_again(
+    store: CountingStore, tmp_path: Path
+) -> None:
+    """A reader that joined a load ahead of a chunk file that has gone (or is damaged)
+    gets the chunk from a GET, not an error."""
+    cache = _cache(store, tmp_path, prefetch=2, memory=CHUNK)
+    size = len(DATA)
+    for i in range(4):
+        await cache.get_chunk(KEY, i, object_size=size)
+    await cache.wait_prefetches()
+    await cache.wait_writes()
+    cache._maps.clear()
+    cache._maps_size = 0
+    gets = len(store.gets)
+    [gone] = [p for p in _files(tmp_path) if ChunkFile.decode(p.read_bytes(), KEY, 1) is not None]
+    gone.unlink()
+    assert cache.prefetch(KEY, 0, 3, object_size=size) == 3
+    joined = asyncio.create_task(cache.get_chunk(KEY, 1, object_size=size))
+    assert await joined == DATA[CHUNK : 2 * CHUNK]
+    await cache.wait_prefetches()
+    assert len(store.gets) == gets + 1 and store.gets[-1][1:] == (CHUNK, 2 * CHUNK)
+    await cache.close()
