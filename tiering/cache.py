@@ -80,6 +80,7 @@ import mmap
 import os
 import struct
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -484,6 +485,18 @@ def _copy_into(buf: mmap.mmap, at: int, data: bytes | memoryview) -> None:
         del dst, src  # release the exports at once (``buf`` may be closed and replaced)
 
 
+def _relay(to: asyncio.Future[_Chunk], src: asyncio.Future[_Chunk]) -> None:
+    """Complete ``to`` as ``src`` completed."""
+    if to.done():
+        return
+    if src.cancelled():
+        to.cancel()
+    elif (e := src.exception()) is not None:
+        to.set_exception(e)
+    else:
+        to.set_result(src.result())
+
+
 @functools.lru_cache(maxsize=4096)
 def _key_digest(key: str) -> str:
     return hashlib.sha256(key.encode("utf-8")).hexdigest()[:DIGEST_HEX]
@@ -582,6 +595,9 @@ class ChunkCache:
         self._hits = self._misses = self._coalesced = self._prefetches = 0
         self._evictions = self._gets = self._fetched_bytes = self._corrupt = 0
         self.object_checks = 0  # whole-object GETs whose bytes went through ``check``
+        # Seconds a GET takes from start to its last byte, a moving average (None: none
+        # yet): the remote reader sizes its read-ahead by it (``RemoteReader``).
+        self.get_seconds: float | None = None
         if max_bytes > 0:
             self._scan()
 
@@ -729,7 +745,7 @@ class ChunkCache:
             chunk = self._from_memory(name)
             if chunk is not None:
                 out[i] = chunk
-            elif name in self._index:
+            elif name in self._index and name not in self._inflight:
                 on_disk.append(i)
             else:
                 fut = self._inflight.get(name)
@@ -868,6 +884,12 @@ class ChunkCache:
         if size is not None:
             self._size -= size
 
+    def at_hand(self, key: str, position: int) -> bool:
+        """Whether the chunk holding byte ``position`` of the object is in memory or on
+        disk (a read of it waits for no GET)."""
+        name = self.chunk_name(key, position // self.chunk_bytes)
+        return name in self._mem or name in self._maps or name in self._index
+
     def _can_get_whole(self, key: str, object_size: int) -> bool:
         """The object is small enough, and none of its chunks is cached or being fetched."""
         if object_size > self.whole_object_bytes:
@@ -933,6 +955,7 @@ class ChunkCache:
     ) -> None:
         start, _ = self.chunk_range(first, object_size)
         _, end = self.chunk_range(last, object_size)
+        began = time.monotonic()
         try:
             self._gets += 1
             verify: Callable[[memoryview], None] | None = None
@@ -958,6 +981,9 @@ class ChunkCache:
                 data = memoryview(b"")  # the object ends before this chunk starts
                 logger.debug("short object: %s", e)
             self._fetched_bytes += len(data)
+            took = time.monotonic() - began
+            last_s = self.get_seconds
+            self.get_seconds = took if last_s is None else last_s + (took - last_s) / 4
             _check_size(key, start, end - start, data)
             view = data
             verified = verify is not None
@@ -1089,14 +1115,75 @@ class ChunkCache:
     def _prefetch_chunks(self, key: str, first: int, count: int, object_size: int) -> None:
         if self._closed:
             return
+        on_disk: list[tuple[str, int]] = []
         for i in range(first, min(first + count, self.chunk_count(object_size))):
             name = self.chunk_name(key, i)
-            if name in self._mem or name in self._index or name in self._inflight:
+            if name in self._mem or name in self._maps or name in self._inflight:
+                continue
+            if name in self._index:
+                on_disk.append((name, i))
                 continue
             if self._prefetch_full():
-                return
+                break
             self._prefetches += 1
             self._start_get(key, i, i, object_size, prefetch=True)
+        if on_disk:
+            self._load_ahead(key, on_disk, object_size)
+
+    def _load_ahead(self, key: str, jobs: list[tuple[str, int]], object_size: int) -> None:
+        """Map (and read into the page cache) the chunk files ``jobs`` in the background, in
+        one worker-thread hop: a reader reading on from cache hits then finds its next
+        chunks mapped instead of waiting for the disk (the files are written with O_DIRECT,
+        so they are not in the page cache). Readers asking meanwhile join the load."""
+        loop = asyncio.get_running_loop()
+        futs: list[asyncio.Future[_Chunk]] = []
+        for name, _ in jobs:
+            fut: asyncio.Future[_Chunk] = loop.create_future()
+            fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+            self._inflight[name] = fut
+            futs.append(fut)
+        task = loop.create_task(self._load_ahead_task(key, jobs, futs, object_size))
+        self._prefetching.add(task)  # close() cancels it, wait_prefetches() waits for it
+        task.add_done_callback(self._prefetching.discard)
+
+    async def _load_ahead_task(
+        self, key: str, jobs: list[tuple[str, int]], futs: list[asyncio.Future[_Chunk]], object_size: int
+    ) -> None:
+        trusted = [name in self._trusted for name, _ in jobs]
+        try:
+            loaded, damaged = await asyncio.to_thread(self._load_many, key, jobs, trusted)
+        except BaseException as e:
+            for (name, _), fut in zip(jobs, futs, strict=True):
+                if self._inflight.get(name) is fut:
+                    del self._inflight[name]
+                if not fut.done():
+                    fut.cancel() if isinstance(e, asyncio.CancelledError) else fut.set_exception(e)
+            if not isinstance(e, Exception):
+                raise
+            return
+        self._corrupt += damaged
+        for (name, index), fut, found in zip(jobs, futs, loaded, strict=True):
+            if self._inflight.get(name) is fut:
+                del self._inflight[name]
+            if fut.done():
+                continue
+            a, b = self.chunk_range(index, object_size)
+            if found is not None and len(found[0]) == b - a and name in self._index and not self._closed:
+                self._trusted.add(name)  # checked now (or already trusted)
+                self._index.move_to_end(name)
+                self._remember(name, found)
+                fut.set_result(found)
+                continue
+            # Gone or damaged meanwhile: whoever joined gets the chunk from a GET instead.
+            self._forget(name)
+            if self._closed:
+                fut.cancel()
+                continue
+            got = self._inflight.get(name)
+            if got is None:
+                self._start_get(key, index, index, object_size)
+                got = self._inflight[name]
+            got.add_done_callback(functools.partial(_relay, fut))
 
     # -- maintenance ----------------------------------------------------------------------------
 

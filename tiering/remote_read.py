@@ -28,11 +28,14 @@ log raised OffsetMovedToTieredStorageError). The reader
    KAFKA_STORAGE_ERROR for that partition only.
 5. starts, in the background, the GETs of the chunks that follow the last bytes it
    loaded (``prefetch_chunks`` of them, or two fetches' worth of ``max_bytes`` if that is
-   more), continuing into the following COPIED segments' ``.log`` (whole, when small): a
+   more, or more for a consumer that keeps up: ``_read_ahead_chunks``), continuing into
+   the following COPIED segments' ``.log`` (whole, when small): a
    consumer catching up asks for them next, and they are then cached, or in flight since
    a whole fetch earlier. The last bytes loaded may be the start of a segment the read
    only looked into (its first batch did not fit the budget): counting from the bytes
-   served instead would leave the next read waiting for that segment's successor.
+   served instead would leave the next read waiting for that segment's successor. A read
+   past half its budget looks into the next segment only if that segment's first chunk
+   is at hand: it does not wait for a GET for the few batches that could still fit.
 
 Remote index layouts are the hot tier's (``hot.offset_index``: 8-byte entries of relative
 offset u32 + position u32; ``hot.time_index``: 12-byte entries of timestamp i64 +
@@ -90,6 +93,7 @@ DEFAULT_INDEX_CACHE_BYTES: Final = 64 << 20
 _THREAD_VALIDATE_BYTES: Final = 256 << 10  # CRC work above this size leaves the event loop
 _SCAN_SLACK: Final = 16 << 10  # extra bytes read past the budget to find the next header
 _MAX_PREFETCH_PLANS: Final = 256  # reads whose prefetch is still being planned
+_MAX_STREAMS: Final = 4096  # partitions whose consumer's pace is remembered (read-ahead)
 
 PartitionKey = tuple[str, uuid.UUID, int]
 
@@ -390,6 +394,15 @@ class _LruBytes:
 
 
 @dataclass(slots=True)
+class _Stream:
+    """A partition's last remote read, to size the next read-ahead by its consumer's pace."""
+
+    next_offset: int  # where the last read ended: a read from here continues the stream
+    size: int  # bytes it returned
+    ended_at: float  # clock when it returned
+
+
+@dataclass(slots=True)
 class _CachedManifest:
     manifest: PartitionManifest | None
     loaded_at: float
@@ -508,6 +521,7 @@ class RemoteReader:
         self._indexes = _LruBytes(index_cache_bytes)
         self._index_loads: dict[str, asyncio.Task[object]] = {}
         self._prefetch_tasks: set[asyncio.Task[None]] = set()
+        self._streams: OrderedDict[PartitionKey, _Stream] = OrderedDict()
         self.manifest_loads = 0  # manifest GETs (a metric, and a test hook for the GET budget)
         # Metric hooks (tiering.metrics), no-ops by default: (topic, bytes) per read that
         # returned data, (topic, kind) per failed read.
@@ -777,12 +791,15 @@ class RemoteReader:
     async def _read(
         self, m: PartitionManifest, offset: int, max_bytes: int, min_one: bool, limit: int
     ) -> RemoteReadResult:
+        began = self._clock()
         seg = await self._find(m, offset)
         if seg is None:
             raise _SegmentGone
-        if offset <= seg.base_offset and seg.size < max_bytes:
+        if offset <= seg.base_offset and seg.size <= max_bytes - max_bytes // 2:
             # The read will run into the next segment: start its GET now, alongside this
             # one's, rather than after it (a consumer's first fetch waited for both in turn).
+            # Past half the budget it will not wait for the next segment (below): that GET
+            # is left to the read-ahead after it rather than slow this one's down.
             ahead = -(-max_bytes // self.cache.chunk_bytes)
             self._start_prefetch(m, seg, seg.size, limit, min(ahead, self._prefetch_chunks(max_bytes)))
         pieces: list[_Piece] = []
@@ -802,11 +819,19 @@ class RemoteReader:
             nxt = await self._find(m, seg.last_offset + 1)
             if nxt is None:
                 break
+            if pieces and remaining < max_bytes // 2 and not self.cache.at_hand(nxt.keys.log, 0):
+                # Most of the budget is filled: the batches that could still fit are not
+                # worth a wait for the next segment's GET (the read-ahead has it coming
+                # for the next fetch). Kafka's reads stop at a segment's end anyway.
+                break
             seg, at = nxt, max(at, nxt.base_offset)
         if not pieces:
             return RemoteReadResult.empty(offset)
         if pieces[-1].next_offset < limit:
-            self._start_prefetch(m, touched, touched_end, limit, self._prefetch_chunks(max_bytes))
+            tp = (m.topic, m.topic_id, m.partition)
+            ahead = self._read_ahead_chunks(tp, offset, max_bytes, began)
+            self._start_prefetch(m, touched, touched_end, limit, ahead)
+            self._note_stream(tp, pieces[-1].next_offset, sum(p.size for p in pieces))
         if len(pieces) == 1:
             p = pieces[0]
             return RemoteReadResult(p.parts, p.size, offset, p.first_offset, p.next_offset, p.ends, p.nexts)
@@ -951,6 +976,33 @@ class RemoteReader:
             return 0
         two_fetches = min(2 * max_bytes, c.memory_bytes // 2)
         return max(c.prefetch_chunks, -(-two_fetches // c.chunk_bytes))
+
+    def _read_ahead_chunks(self, tp: PartitionKey, offset: int, max_bytes: int, began: float) -> int:
+        """Chunks to fetch ahead after a read of ``max_bytes`` at ``offset`` that started at
+        ``began``, sized by the consumer's pace: enough bytes for what it takes while one
+        GET runs (the bytes of its last read over the time it took to ask again, times the
+        cache's average GET time) plus one fetch's worth. Never fewer than
+        ``_prefetch_chunks`` (a slow consumer, or a first read), never more than half the
+        read memory (``memory_bytes``, which also bounds all prefetch GETs in flight, of
+        every partition: the other half is left to the chunks being served and to other
+        partitions' reads): a consumer that keeps up with the bucket gets more GETs running
+        at once while it does, one that lags holds no more memory than before."""
+        c = self.cache
+        base = self._prefetch_chunks(max_bytes)
+        st = self._streams.get(tp)
+        get_s = c.get_seconds
+        if base == 0 or st is None or st.next_offset != offset or get_s is None:
+            return base
+        asked_after = max(began - st.ended_at, 1e-4)  # the consumer's time between reads
+        want = max_bytes + int(st.size / asked_after * get_s)
+        cap = c.memory_bytes // 2 // c.chunk_bytes
+        return max(base, min(cap, -(-want // c.chunk_bytes)))
+
+    def _note_stream(self, tp: PartitionKey, next_offset: int, size: int) -> None:
+        self._streams[tp] = _Stream(next_offset, size, self._clock())
+        self._streams.move_to_end(tp)
+        while len(self._streams) > _MAX_STREAMS:
+            self._streams.popitem(last=False)
 
     def _start_prefetch(
         self, m: PartitionManifest, seg: RemoteSegment, position: int, limit: int, chunks: int

@@ -543,3 +543,71 @@ def test_chunk_file_zero_copy_from_an_aligned_buffer(tmp_path: Path) -> None:
             payload.release()
     view.release()
     buf.close()
+
+
+async def test_cache_hits_read_on_are_mapped_ahead(
+    store: CountingStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chunk files after a cache hit are mapped (and read into the page cache) in the
+    background, in one worker-thread hop; a reader asking meanwhile joins that load, and
+    later reads of them wait for no disk."""
+    per_file = CHUNK + CHUNK_HEADER.size + len(KEY.encode())
+    cache = ChunkCache(
+        store,
+        tmp_path / "cache",
+        max_bytes=100 * per_file,
+        chunk_bytes=CHUNK,
+        prefetch_chunks=2,
+        memory_bytes=CHUNK,  # the last chunk read; hits on the others are on files
+        mapped_bytes=8 * CHUNK,
+    )
+    size = len(DATA)
+    for i in range(cache.chunk_count(size)):
+        await cache.get_chunk(KEY, i, object_size=size)
+    await cache.wait_prefetches()
+    await cache.wait_writes()
+    gets = len(store.gets)
+    loads: list[list[int]] = []
+    load_many = cache._load_many
+
+    def counting(key: str, jobs: Any, trusted: Any = ()) -> Any:
+        loads.append([i for _, i in jobs])
+        return load_many(key, jobs, trusted)
+
+    monkeypatch.setattr(cache, "_load_many", counting)
+    cache._maps.clear()  # as after a restart of reading: nothing mapped
+    cache._maps_size = 0
+    assert cache.prefetch(KEY, 2 * CHUNK, 3, object_size=size) == 3
+    joined = asyncio.create_task(cache.get_chunk(KEY, 3, object_size=size))
+    assert await joined == DATA[3 * CHUNK : 4 * CHUNK]
+    await cache.wait_prefetches()
+    assert loads == [[2, 3, 4]] and cache.stats().coalesced >= 1
+    for i in (2, 3, 4):
+        chunk = await cache.get_chunk(KEY, i, object_size=size)
+        assert chunk == DATA[i * CHUNK : (i + 1) * CHUNK] and isinstance(chunk.obj, ChunkMap)
+    assert loads == [[2, 3, 4]] and len(store.gets) == gets  # no disk wait, no GET
+    await cache.close()
+
+
+async def test_a_chunk_file_gone_before_its_load_ahead_is_fetched_again(
+    store: CountingStore, tmp_path: Path
+) -> None:
+    """A reader that joined a load ahead of a chunk file that has gone (or is damaged)
+    gets the chunk from a GET, not an error."""
+    cache = _cache(store, tmp_path, prefetch=2, memory=CHUNK)
+    size = len(DATA)
+    for i in range(4):
+        await cache.get_chunk(KEY, i, object_size=size)
+    await cache.wait_prefetches()
+    await cache.wait_writes()
+    cache._maps.clear()
+    cache._maps_size = 0
+    gets = len(store.gets)
+    [gone] = [p for p in _files(tmp_path) if ChunkFile.decode(p.read_bytes(), KEY, 1) is not None]
+    gone.unlink()
+    assert cache.prefetch(KEY, 0, 3, object_size=size) == 3
+    joined = asyncio.create_task(cache.get_chunk(KEY, 1, object_size=size))
+    assert await joined == DATA[CHUNK : 2 * CHUNK]
+    await cache.wait_prefetches()
+    assert len(store.gets) == gets + 1 and store.gets[-1][1:] == (CHUNK, 2 * CHUNK)
+    await cache.close()

@@ -616,3 +616,63 @@ def test_remote_records_are_frame_parts_not_copies() -> None:
         frame = b"".join(bytes(p) for p in framed)  # type: ignore[arg-type]
         corr, decoded = decode_response(1, version, frame[4:], strict=True)
         assert corr == 7 and decoded.responses[0].partitions[0].records == blob
+
+
+async def test_a_mostly_full_read_does_not_wait_for_the_next_segment(tmp_path: Path) -> None:
+    """Past half its budget, a read stops at a segment's end rather than wait for the next
+    segment's GET (the read-ahead brings it for the next fetch); with the next segment at
+    hand it goes on into it."""
+    e = await _env(tmp_path, f"file://{tmp_path}/bucket", prefetch_chunks=0)
+    try:
+        s0, s1 = e.segs[0], e.segs[1]
+        budget = s0.size + s0.size // 4
+        r = await e.reader.read(TOPIC, TID, 0, 0, budget, max_offset=e.remote_end)
+        assert r.next_offset == s1.base_offset and r.data == e.local(0, s0.size)
+        assert e.store.gets_of(s1.keys.log) == 0
+        await e.reader.read(TOPIC, TID, 0, s1.base_offset, 1, max_offset=e.remote_end)
+        r = await e.reader.read(TOPIC, TID, 0, 0, budget, max_offset=e.remote_end)
+        assert r.next_offset > s1.base_offset and r.data == e.local(0, budget)
+        assert e.store.gets_of(s1.keys.log) == 1
+    finally:
+        await e.reader.cache.close()
+        await e.store.close()
+        e.log.close()
+
+
+async def test_read_ahead_follows_the_consumers_pace_within_the_read_memory(tmp_path: Path) -> None:
+    """The read-ahead after a read: the bytes a consumer takes while one GET runs, plus a
+    fetch; never less than ``prefetch_chunks`` / two fetches, never more than half the
+    read memory."""
+    store = CountingStore(open_store(f"file://{tmp_path}/bucket"))
+    now = [100.0]
+    chunk, memory, fetch = 1 << 20, 128 << 20, 8 << 20
+    cache = ChunkCache(
+        store,
+        tmp_path / "cache",
+        max_bytes=1 << 30,
+        chunk_bytes=chunk,
+        prefetch_chunks=3,
+        memory_bytes=memory,
+    )
+    reader = RemoteReader(store, ManifestStore(store), cache, clock=lambda: now[0])
+    tp = (TOPIC, TID, 0)
+    base = 16  # two fetches of 8 MiB in 1 MiB chunks
+    try:
+        assert reader._read_ahead_chunks(tp, 0, fetch, now[0]) == base  # no stream yet
+        reader._note_stream(tp, 1000, fetch)
+        assert reader._read_ahead_chunks(tp, 1000, fetch, now[0] + 0.001) == base  # no GET timed yet
+        cache.get_seconds = 0.05
+        # asked again 10 ms after 8 MiB: 40 MiB while a GET runs, plus a fetch
+        assert reader._read_ahead_chunks(tp, 1000, fetch, now[0] + 0.01) == 40 + 8
+        # 2 ms: 200 MiB, capped by half the read memory
+        assert reader._read_ahead_chunks(tp, 1000, fetch, now[0] + 0.002) == memory // 2 // chunk
+        # 100 ms: 4 MiB while a GET runs, plus a fetch
+        assert reader._read_ahead_chunks(tp, 1000, fetch, now[0] + 0.1) == base
+        cache.get_seconds = 0.2  # a slower bucket: more ahead for the same consumer
+        assert reader._read_ahead_chunks(tp, 1000, fetch, now[0] + 0.1) == 8 + 16
+        # a slow consumer, or a read that does not continue the stream: the floor
+        assert reader._read_ahead_chunks(tp, 1000, fetch, now[0] + 30) == base
+        assert reader._read_ahead_chunks(tp, 5, fetch, now[0] + 0.01) == base
+    finally:
+        await cache.close()
+        await store.close()
