@@ -18,13 +18,24 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from api.handlers.produce_fast import _c_answer, _c_parse, encode_one, parse, parse_fast
-from bench.bench_request_cost import produce_frame
+from hot.records import RecordInput, build_batch
 from kwire import ApiKey, encode_request
 from kwire.messages.produce import ProducePartitionData, ProduceRequest, ProduceTopicData
 
 pytestmark = pytest.mark.skipif(_c_parse is None, reason="hot._recordwalk not built")
 
 VERSIONS = range(3, 12)
+
+
+def produce_frame(topic: str, partitions: int = 1) -> bytes:
+    """A Produce v9 request frame with its size prefix (as bench.bench_request_cost's)."""
+    batch = build_batch([RecordInput(None, b"v" * 100)])
+    parts = tuple(ProducePartitionData(index=i, records=batch) for i in range(partitions))
+    req = ProduceRequest(
+        acks=1, timeout_ms=30000, topic_data=(ProduceTopicData(name=topic, partition_data=parts),)
+    )
+    body = encode_request(ApiKey.PRODUCE, 9, 1, "bench", req)
+    return len(body).to_bytes(4, "big") + body
 
 
 def _plain(parsed: Any) -> Any:
@@ -91,10 +102,10 @@ def test_parse_fast_is_parse_on_damaged_frames(frame: bytes, data: st.DataObject
 
 
 def test_parse_fast_takes_a_one_partition_request_in_c() -> None:
-    frame = produce_frame("t", 1)[4:]
+    frame = produce_frame("t")[4:]
     got = _c_parse(frame)  # type: ignore[misc]
     assert got is not None and got[3] == b"t" and got[4] == 0
-    two = produce_frame("t", 1, partitions=2)[4:]
+    two = produce_frame("t", partitions=2)[4:]
     assert _c_parse(two) is None  # type: ignore[misc]
     assert _plain(parse_fast(two, {})) == _plain(parse(two, {})) is not None
     bad = b"\xff\xfe"  # a name that is not UTF-8: parse refuses it, so must the C path
