@@ -14,6 +14,9 @@ pre-encoded Produce v9 frame over and over:
   interval-1   one record, acks=1, interval mode: the answer is immediate
   fanout-1000  one record for each of 1,000 partitions, acks=all, interval mode: CPU-µs
                per partition
+  fetch-1      ``FetchFastPath.answer_frame`` of bench_request_cost's Fetch (v12, one
+               partition holding one one-record batch, from offset 0, copied into the
+               answer as the listener copies it): CPU-µs per request (issue 34, round 5)
 
 Process CPU time (``time.process_time``) over the measured requests, so the figures are
 CPU, not wall time; the machine's load still inflates them: compare trees within a run.
@@ -31,10 +34,36 @@ import time
 from pathlib import Path
 from typing import Any
 
-MODES = {"fsync-32": 6400, "interval-1": 20000, "fanout-1000": 40}
+MODES = {"fsync-32": 6400, "interval-1": 20000, "fanout-1000": 40, "fetch-1": 20000}
+
+
+async def _fetch_worker(n: int) -> str:
+    from api.handlers.fetch_fast import FetchFastPath
+    from api.handlers.produce_fast import FastProduce
+    from api.kafka_server import COPY_REGIONS_BELOW
+    from bench.bench_request_cost import fetch_frame, produce_frame
+    from broker.config import BrokerConfig
+    from tests.api.test_produce_fast import _Conn
+    from tests.inprocess import broker_of_one, create_topic
+
+    with tempfile.TemporaryDirectory() as d:
+        async with broker_of_one(BrokerConfig(data_dir=Path(d))) as broker:
+            await create_topic(broker, "f", 1, {"strata.flush.mode": "interval"})
+            conn = _Conn(broker)  # type: ignore[no-untyped-call]
+            assert FastProduce().answer(conn, produce_frame("f", 1)[4:], time.perf_counter())  # type: ignore[arg-type]
+            fast, frame = FetchFastPath(COPY_REGIONS_BELOW), fetch_frame("f")[4:]
+            for _ in range(100):
+                assert fast.answer_frame(conn, frame, time.perf_counter()) is not None  # type: ignore[arg-type]
+            t0 = time.process_time()
+            for _ in range(n):
+                fast.answer_frame(conn, frame, time.perf_counter())  # type: ignore[arg-type]
+            cpu = time.process_time() - t0
+    return f"{cpu / n * 1e6:.1f} CPU-us/request"
 
 
 async def _worker(mode: str, n: int) -> str:
+    if mode == "fetch-1":
+        return await _fetch_worker(n)
     from api.handlers.produce_fast import FastProduce
     from bench.bench_request_cost import produce_frame
     from broker.config import BrokerConfig

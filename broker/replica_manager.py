@@ -62,6 +62,7 @@ from broker.replication.leader_state import (
     LeaderState,
     check_current_leader_epoch,
 )
+from hot import log_write
 from hot.errors import (
     LogClosedError,
     MetadataStoreError,
@@ -338,6 +339,7 @@ class ReplicaManager:
         self._stop_following(rep)
         rep.role = Role.NONE
         rep.leader = None
+        self._follow_end(rep)
         self._fail_waiters(rep, NotLeaderError(f"{rep.name}: no longer a replica on broker {self.broker_id}"))
         self.wakeups.role_changed(rep)
 
@@ -371,6 +373,7 @@ class ReplicaManager:
             )
         rep.role = Role.NONE
         rep.leader = None
+        self._follow_end(rep)
         rep.leader_id = NO_LEADER
         rep.leader_epoch = epoch
         self.wakeups.role_changed(rep)
@@ -411,6 +414,7 @@ class ReplicaManager:
         )
         self.wakeups.role_changed(rep)
         self.maybe_advance_hw(rep)
+        self._follow_end(rep)
 
     def _eligible(self, broker: int) -> bool:
         return broker in self.view.brokers
@@ -423,6 +427,7 @@ class ReplicaManager:
         s = vs.value
         if replicas != leader.replicas:
             leader.update_replicas(replicas)
+            self._follow_end(rep)
         # A replica reassigned away leaves the ISR with it (the controller removes it
         # from etcd's ISR too, should a racing ISR write have put it back).
         isr = tuple(r for r in s.isr if r in replicas)
@@ -447,6 +452,7 @@ class ReplicaManager:
             self._fail_waiters(rep, NotLeaderError(f"{rep.name}: leadership moved to broker {leader_id}"))
         rep.leader = None
         rep.role = Role.FOLLOWER if leader_id != NO_LEADER else Role.NONE
+        self._follow_end(rep)
         rep.leader_id = leader_id
         rep.leader_epoch = epoch
         self.wakeups.role_changed(rep)
@@ -524,6 +530,16 @@ class ReplicaManager:
     def appended(self, rep: PartitionReplica) -> None:
         """After a leader append: wake parked follower fetches; in interval mode the HW
         may move at once (an ISR of one)."""
+        lg = rep.log
+        if lg.hw_follows_end and not lg.config.fsync_mode:
+            # Led alone (``_follow_end``): the append moved the HW to the log end in its own
+            # lock section (hot.log_write) and there is no follower to wake or walk for.
+            leader = rep.leader
+            if leader is not None:
+                leader.follow_high_watermark(lg.high_watermark)
+                if rep.ack_waiters:
+                    self._complete_ack_waiters(rep)
+            return
         self.wakeups.appended(rep)
         if not rep.log.config.fsync_mode:
             self.maybe_advance_hw(rep)
@@ -660,6 +676,20 @@ class ReplicaManager:
                 return
             self.wakeups.mark(rep)  # the followers hear of it in their next fetch
         self._complete_ack_waiters(rep)
+
+    def _follow_end(self, rep: PartitionReplica) -> None:
+        """Let the log's appends move its HW to the log end (hot.log_write.follow_log_end)
+        while this broker leads the partition with no follower: the log end is then the
+        minimum over the ISR and no follower about to join can hold the HW (issue 34).
+        Called wherever the role or the replica set changes."""
+        leader = rep.leader
+        alone = rep.role is Role.LEADER and leader is not None and len(leader.replicas) == 1
+        if rep.log.hw_follows_end != alone:
+            log_write.follow_log_end(rep.log, alone)
+            if alone:
+                self.maybe_advance_hw(rep)  # the leader's own HW follows the log's
+            else:
+                self.wakeups.mark(rep)
 
     def _flushed_threadsafe(self, logs: list[Log]) -> None:
         """On the committer's thread after a round of flushes: one wake-up of the loop for

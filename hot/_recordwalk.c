@@ -678,6 +678,224 @@ static PyObject *crc(PyObject *module, PyObject *args) {
     return PyLong_FromUnsignedLong(c);
 }
 
+/*
+ * The Produce fast path's codec (api.handlers.produce_fast; issue 34 round 5): the request
+ * parse and the answer's encode for a request to one partition of one topic, one call each.
+ * The Python functions there stay the reference (tests/api/test_produce_codec_c.py feeds
+ * both the same frames and requires the same answers).
+ */
+
+/* An unsigned varint as produce_fast._uvarint reads it (at most 5 bytes); -1 past the end
+ * or too long. */
+static int64_t pc_uvarint(const unsigned char *b, Py_ssize_t n, Py_ssize_t *pos) {
+    Py_ssize_t p = *pos;
+    if (p >= n) {
+        return -1;
+    }
+    uint64_t v = b[p] & 0x7F;
+    if (b[p] < 0x80) {
+        *pos = p + 1;
+        return (int64_t)v;
+    }
+    int shift = 7;
+    for (;;) {
+        p++;
+        if (p >= n) {
+            return -1;
+        }
+        v |= (uint64_t)(b[p] & 0x7F) << shift;
+        if (b[p] < 0x80) {
+            *pos = p + 1;
+            return (int64_t)v;
+        }
+        shift += 7;
+        if (shift > 28) {
+            return -1;
+        }
+    }
+}
+
+static int pc_i16(const unsigned char *b, Py_ssize_t n, Py_ssize_t pos, int *out) {
+    if (pos < 0 || pos + 2 > n) {
+        return -1;
+    }
+    *out = be16(b + pos);
+    return 0;
+}
+
+static int pc_i32(const unsigned char *b, Py_ssize_t n, Py_ssize_t pos, int32_t *out) {
+    if (pos < 0 || pos + 4 > n) {
+        return -1;
+    }
+    *out = be32(b + pos);
+    return 0;
+}
+
+/*
+ * produce_one(frame) -> (version, acks, timeout_ms, name, index, start, size) | None
+ *
+ * produce_fast.parse of a Produce frame (no size prefix) that carries one partition of one
+ * topic, the fields as parse returns them (name: the topic's bytes, the records at
+ * frame[start:start + size]); None for everything else (parse then judges the frame: more
+ * partitions, or not for the fast path at all).
+ */
+static PyObject *produce_one(PyObject *module, PyObject *arg) {
+    Py_buffer buf;
+    (void)module;
+    if (PyObject_GetBuffer(arg, &buf, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *b = (const unsigned char *)buf.buf;
+    Py_ssize_t n = buf.len, pos;
+    int version, client_len, txn_len, acks, flexible;
+    int32_t timeout_ms, index, count;
+    int64_t v, nlen, size;
+    Py_ssize_t name_at, start;
+    if (n < 10 || b[2] != 0) {
+        goto none;
+    }
+    version = b[3];
+    if (version < 3 || version > 11) {
+        goto none;
+    }
+    flexible = version >= 9;
+    pc_i16(b, n, 8, &client_len);
+    if (client_len < -1) {
+        goto none;
+    }
+    pos = 10 + (client_len > 0 ? client_len : 0);
+    if (flexible) {
+        if (pos + 2 > n || b[pos] != 0 || b[pos + 1] != 0) {
+            goto none; /* header tagged fields, or a transactional id */
+        }
+        pos += 2;
+    } else {
+        if (pc_i16(b, n, pos, &txn_len) < 0 || txn_len != -1) {
+            goto none;
+        }
+        pos += 2;
+    }
+    if (pc_i16(b, n, pos, &acks) < 0 || pc_i32(b, n, pos + 2, &timeout_ms) < 0) {
+        goto none;
+    }
+    if (acks < -1 || acks > 1) {
+        goto none;
+    }
+    pos += 6;
+    if (flexible) {
+        if ((v = pc_uvarint(b, n, &pos)) != 2) {
+            goto none; /* not one topic */
+        }
+        if ((nlen = pc_uvarint(b, n, &pos) - 1) < 0) {
+            goto none;
+        }
+    } else {
+        if (pc_i32(b, n, pos, &count) < 0 || count != 1 || pc_i16(b, n, pos + 4, &client_len) < 0) {
+            goto none;
+        }
+        nlen = client_len;
+        pos += 6;
+    }
+    if (nlen < 0 || pos + nlen > n) {
+        goto none;
+    }
+    name_at = pos;
+    pos += (Py_ssize_t)nlen;
+    if (flexible) {
+        if (pc_uvarint(b, n, &pos) != 2 || pc_i32(b, n, pos, &index) < 0) {
+            goto none; /* not one partition */
+        }
+        pos += 4;
+        if ((size = pc_uvarint(b, n, &pos)) < 0) {
+            goto none;
+        }
+        size -= 1;
+    } else {
+        if (pc_i32(b, n, pos, &count) < 0 || count != 1 || pc_i32(b, n, pos + 4, &index) < 0 ||
+            pc_i32(b, n, pos + 8, &count) < 0) {
+            goto none;
+        }
+        size = count;
+        pos += 12;
+    }
+    if (size <= 0 || pos + size > n) {
+        goto none; /* a null or empty batch: the general path refuses it */
+    }
+    start = pos;
+    pos += (Py_ssize_t)size;
+    if (flexible) {
+        /* the partition's, the topic's and the body's tagged fields, all empty */
+        if (pos + 3 != n || b[pos] != 0 || b[pos + 1] != 0 || b[pos + 2] != 0) {
+            goto none;
+        }
+    } else if (pos != n) {
+        goto none;
+    }
+    PyObject *name = PyBytes_FromStringAndSize((const char *)b + name_at, (Py_ssize_t)nlen);
+    PyBuffer_Release(&buf);
+    if (name == NULL) {
+        return NULL;
+    }
+    return Py_BuildValue("(iiiNinn)", version, acks, (int)timeout_ms, name, (int)index, start,
+                         (Py_ssize_t)size);
+none:
+    PyBuffer_Release(&buf);
+    Py_RETURN_NONE;
+}
+
+/*
+ * produce_answer(correlation, head, tail, version, index, base_offset, log_append_time_ms,
+ *                log_start_offset) -> bytes
+ *
+ * produce_fast.encode_one's answer (no size prefix): correlation (4 bytes), the template's
+ * head, the partition's fields without an error as the version lays them out, the tail.
+ */
+static PyObject *produce_answer(PyObject *module, PyObject *const *args, Py_ssize_t nargs) {
+    (void)module;
+    if (nargs != 8 || !PyBytes_Check(args[0]) || !PyBytes_Check(args[1]) || !PyBytes_Check(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "produce_answer(correlation, head, tail, version, index, "
+                                         "base_offset, log_append_time_ms, log_start_offset)");
+        return NULL;
+    }
+    long version = PyLong_AsLong(args[3]);
+    long index = PyLong_AsLong(args[4]);
+    long long base = PyLong_AsLongLong(args[5]);
+    long long lat = PyLong_AsLongLong(args[6]);
+    long long lso = PyLong_AsLongLong(args[7]);
+    if (PyErr_Occurred()) {
+        return NULL;
+    }
+    Py_ssize_t nc = PyBytes_GET_SIZE(args[0]), nh = PyBytes_GET_SIZE(args[1]),
+               nt = PyBytes_GET_SIZE(args[2]);
+    /* index, error_code 0, base_offset, log_append_time_ms (v3+); log_start_offset (v5+);
+     * empty record_errors and null error_message (v8, classic encoding) */
+    Py_ssize_t np = version >= 8 && version < 9 ? 36 : version >= 5 ? 30 : 22;
+    PyObject *out = PyBytes_FromStringAndSize(NULL, nc + nh + np + nt);
+    if (out == NULL) {
+        return NULL;
+    }
+    unsigned char *o = (unsigned char *)PyBytes_AS_STRING(out);
+    memcpy(o, PyBytes_AS_STRING(args[0]), (size_t)nc);
+    o += nc;
+    memcpy(o, PyBytes_AS_STRING(args[1]), (size_t)nh);
+    o += nh;
+    put_be32(o, (uint32_t)index);
+    o[4] = 0;
+    o[5] = 0;
+    put_be64(o + 6, (uint64_t)base);
+    put_be64(o + 14, (uint64_t)lat);
+    if (np >= 30) {
+        put_be64(o + 22, (uint64_t)lso);
+    }
+    if (np == 36) {
+        put_be32(o + 30, 0);
+        o[34] = 0xFF;
+        o[35] = 0xFF;
+    }
+    memcpy(o + np, PyBytes_AS_STRING(args[2]), (size_t)nt);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS,
      "walk(data, records_count, last_offset_delta, base_timestamp, require_keys) -> int | list[int]\n\n"
@@ -692,6 +910,12 @@ static PyMethodDef methods[] = {
      "One batch of data written at file_position with baseOffset and partitionLeaderEpoch\n"
      "replaced (pwritev, short writes continued); OSError on failure."},
     {"crc32c", crc, METH_VARARGS, "crc32c(data) -> int: the CRC-32C scan computes (tests)."},
+    {"produce_one", produce_one, METH_O,
+     "produce_one(frame) -> (version, acks, timeout_ms, name, index, start, size) | None\n\n"
+     "api.handlers.produce_fast.parse of a one-partition Produce frame; None otherwise."},
+    {"produce_answer", (PyCFunction)(void (*)(void))produce_answer, METH_FASTCALL,
+     "produce_answer(correlation, head, tail, version, index, base_offset, log_append_time_ms,\n"
+     "log_start_offset) -> bytes: api.handlers.produce_fast.encode_one's answer."},
     {NULL, NULL, 0, NULL},
 };
 

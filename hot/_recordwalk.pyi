@@ -32,3 +32,17 @@ def write_stamped(
     leader_epoch: int,
     /,
 ) -> None: ...
+def produce_one(
+    frame: bytes | bytearray | memoryview, /
+) -> tuple[int, int, int, bytes, int, int, int] | None: ...
+def produce_answer(
+    correlation: bytes,
+    head: bytes,
+    tail: bytes,
+    version: int,
+    index: int,
+    base_offset: int,
+    log_append_time_ms: int,
+    log_start_offset: int,
+    /,
+) -> bytes: ...

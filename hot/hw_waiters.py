@@ -37,6 +37,12 @@ class HwWaiters(Generic[L]):
         self._seq = itertools.count()  # ties on an offset complete in arrival order
         self._listeners: list[Callable[[L], None]] = []
 
+    @property
+    def listening(self) -> bool:
+        """Whether a listener is registered (read without the lock: a listener added
+        after an append reads the high watermark it registered at)."""
+        return bool(self._listeners)
+
     def add_listener_locked(self, callback: Callable[[L], None]) -> None:
         self._listeners.append(callback)
 

@@ -200,6 +200,9 @@ class Log:
         self._hw_external = hw_managed_externally
         # Replicated: nothing past the log start is known to be committed until the owner says so.
         self._hw = log_start_offset if hw_managed_externally else leo
+        # A replicated log led by its broker alone (no follower), in interval mode: the
+        # append moves the HW to the log end itself (hot.log_write.follow_log_end).
+        self.hw_follows_end = False
         self._epochs = LeaderEpochCache(None)  # replaced by open()
         # The recovery point never passes an epoch entry that is not durable: recovery
         # rescans only the batches above it for epochs (hot.leader_epoch, crash behaviour).

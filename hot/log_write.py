@@ -106,7 +106,7 @@ def write_locked(
         log._report_storage_error(e)
         raise
     log._unflushed_messages += records
-    if log.config.fsync_mode or log.hw_managed_externally:
+    if log.config.fsync_mode or (log._hw_external and not log.hw_follows_end):
         return []
     return log._advance_hw_locked(next_offset)
 
@@ -136,7 +136,7 @@ def write_stamped_locked(
         log._report_storage_error(e)
         raise
     log._unflushed_messages += last_offset_delta + 1
-    if log._hw_external or log.config.fsync_mode:
+    if log.config.fsync_mode or (log._hw_external and not log.hw_follows_end):
         return []
     return log._advance_hw_locked(next_offset)
 
@@ -146,11 +146,13 @@ def after_append(log: Log, done: list[Future[None]]) -> None:
     flush (fsync mode: always, through the group committer; interval mode: once
     flush.messages appends are unflushed)."""
     cfg = log.config
-    if done or not (cfg.fsync_mode or log.hw_managed_externally):
+    if done or not (cfg.fsync_mode or log._hw_external):
         # Interval mode: the write itself moved the high watermark (write_locked), and
         # the listeners (parked fetches) hear of it now, once per append, even when no
         # producer waits on a future; otherwise consumers sat out fetch.wait.max.ms.
         log._fire(done)
+    elif log.hw_follows_end and not cfg.fsync_mode and log._hw_waiters.listening:
+        log._fire(done)  # the same, for a replicated log led alone: only when someone listens
     flusher = log._flusher
     if cfg.fsync_mode:
         if flusher is not None:
@@ -192,3 +194,17 @@ def flush(log: Log) -> int:
     if done:
         log._fire(done)
     return rp
+
+
+def follow_log_end(log: Log, on: bool) -> None:
+    """Whether a replicated log's leader appends move its high watermark to the log end
+    themselves, in their own lock section (issue 34): its owner (broker.replica_manager)
+    turns this on while it leads the partition with no follower at all, so the log end
+    is the minimum over the ISR and nothing else can hold the HW. Only interval mode
+    uses it (in fsync mode the flush moves the HW). Turned on, the HW moves to the log
+    end at once, so no append made before is left behind it."""
+    with log._lock:
+        log.hw_follows_end = on
+        done = log._advance_hw_locked(log.log_end_offset) if on and not log.config.fsync_mode else []
+    if done or on:
+        log._fire(done)

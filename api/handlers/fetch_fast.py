@@ -62,6 +62,7 @@ from kwire.primitives import ZERO_UUID
 if TYPE_CHECKING:
     from api.handlers.context import Connection
     from broker.metadata import ClusterView
+    from broker.partition_replica import PartitionReplica
     from hot.log import Log
     from hot.region import FileRegion
     from hot.txn_index import AbortedTxn
@@ -81,6 +82,8 @@ _PARTITION_V4: Final = struct.Struct(">ihqq")  # v4 has no log_start_offset
 _ABORTED: Final = struct.Struct(">qq")
 _NULL_ARRAY: Final = b"\xff\xff\xff\xff"
 _NO_PREFERRED: Final = _I32.pack(-1)
+_NULL_ARRAY_PREFERRED: Final = _NULL_ARRAY + _NO_PREFERRED  # no aborted list, no preferred replica (v11)
+_FLEX_NO_ABORTED: Final = b"\x00" + _NO_PREFERRED  # null compact aborted list, no preferred replica
 MAX_IDS: Final = 4096  # topic ids remembered per view seq (bounded memory)
 
 
@@ -280,6 +283,14 @@ class FetchFastPath:
         self._ids: dict[bytes, str] = {}
         # (the broker's metrics, its fetch and request latency histograms for Fetch)
         self._latency: tuple[object, Any, Any] | None = None
+        # The leader checks' answers (the replica and its log) by (topic, partition,
+        # current_leader_epoch asked), valid while the view and every replica's role are as
+        # when they were looked up (``_roles``: the view, its seq, ReplicaWakeups.roles_seq).
+        self._leaders: dict[tuple[str, int, int], tuple[PartitionReplica, Log]] = {}
+        self._roles: tuple[object, int, int] = (None, -1, -1)
+        # A one-partition answer's bytes before its partition, by (version, topic), for
+        # the view as it is now (a topic id may change with it).
+        self._heads: dict[tuple[int, str], bytes] = {}
 
     def answer_frame(
         self, conn: Connection, frame: bytes, started: float
@@ -339,6 +350,7 @@ class FetchFastPath:
         if view is not self._view or view.seq != self._seq:
             self._view, self._seq = view, view.seq
             self._ids.clear()
+            self._heads.clear()
         names: list[str] = []
         for name, topic_id, _ in req.topics:
             if name is None:
@@ -364,6 +376,12 @@ class FetchFastPath:
             raise _Fallback  # the quota wrapper counts and may throttle
         reads = broker.reads
         replicas = broker.replicas
+        view = replicas.view
+        roles = (view, view.seq, replicas.wakeups.roles_seq)
+        if roles != self._roles:
+            self._roles = roles
+            self._leaders.clear()
+        leaders = self._leaders
         read_committed = req.read_committed
         budget = req.max_bytes
         first_with_data = True
@@ -375,8 +393,15 @@ class FetchFastPath:
         watched: list[tuple[Log, int]] = []
         for name, (_, _, asked) in zip(names, req.topics, strict=True):
             for partition, epoch, offset, max_bytes in asked:
-                replicas.leader_replica(name, partition, epoch)
-                lg = reads.log(name, partition)
+                known = leaders.get((name, partition, epoch))
+                if known is None or known[0].log is not known[1]:
+                    rep = replicas.leader_replica(name, partition, epoch)
+                    lg = reads.log(name, partition)
+                    if len(leaders) >= MAX_IDS:
+                        leaders.clear()
+                    leaders[(name, partition, epoch)] = (rep, lg)
+                else:
+                    lg = known[1]
                 end = reads.at_end(lg, offset, read_committed)
                 row: Read
                 if end is not None:  # nothing to read (an idle consumer's partition)
@@ -432,7 +457,49 @@ class FetchFastPath:
         latency[2].observe(elapsed)
         self.hits += 1
         copy = read.total < self.copy_below
-        return _encode(req.header.correlation_id, req.version, broker.replicas.view, read.by_topic, copy=copy)
+        view = broker.replicas.view
+        by_topic = read.by_topic
+        if copy and len(by_topic) == 1:
+            ((name, rows),) = by_topic.items()
+            if len(rows) == 1 and rows[0][4] is None:  # what a consumer of one partition asks
+                return [self._encode_one(req.header.correlation_id, req.version, view, name, rows[0])]
+        return _encode(req.header.correlation_id, req.version, view, by_topic, copy=copy)
+
+    def _encode_one(
+        self, correlation_id: int, version: int, view: ClusterView, name: str, row: Read
+    ) -> bytes:
+        """``_encode`` of one partition of one topic read with read_uncommitted, its data
+        copied: the bytes before the partition kept per (version, topic) (``_heads``,
+        cleared with the view), the partition's own packed after them. The same bytes:
+        tests/api/test_fetch_fast.py compares the fast answers with the general path's."""
+        head = self._heads.get((version, name))
+        if head is None:
+            head = _encode(0, version, view, {name: []}, copy=True)[0][4:]
+            # less the empty partition list (and the topic's and the response's tags)
+            head = head[: len(head) - (3 if version >= FLEXIBLE_VERSION else 4)]
+            head += b"\x02" if version >= FLEXIBLE_VERSION else b"\x00\x00\x00\x01"
+            if len(self._heads) >= MAX_IDS:
+                self._heads.clear()
+            self._heads[(version, name)] = head
+        index, hw, lso, log_start, _, regions, size = row
+        out = [_I32.pack(correlation_id), head]
+        if version >= FLEXIBLE_VERSION:
+            out.append(_PARTITION.pack(index, 0, hw, lso, log_start))
+            out.append(_FLEX_NO_ABORTED)
+            out.append(_uvarint_bytes(size + 1))
+        else:
+            out.append(
+                _PARTITION.pack(index, 0, hw, lso, log_start)
+                if version >= 5
+                else _PARTITION_V4.pack(index, 0, hw, lso)
+            )
+            out.append(_NULL_ARRAY_PREFERRED if version >= 11 else _NULL_ARRAY)
+            out.append(_I32.pack(size))
+        for region in regions:
+            out.append(region.read())
+        if version >= FLEXIBLE_VERSION:
+            out.append(b"\x00\x00\x00")  # the partition's, the topic's and the response's tags
+        return b"".join(out)
 
 
 def _encode(
@@ -502,6 +569,14 @@ def _encode(
     if buf or not parts:
         parts.append(bytes(buf))
     return parts
+
+
+def _uvarint_bytes(v: int) -> bytes:
+    if v < 0x80:
+        return bytes((v,))
+    buf = bytearray()
+    _put_uvarint(buf, v)
+    return bytes(buf)
 
 
 def _put_count(buf: bytearray, n: int, flexible: bool) -> None:

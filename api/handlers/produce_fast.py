@@ -32,7 +32,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Final
 
 from api.handlers.produce import produce_response
@@ -41,6 +41,21 @@ from broker.security.quotas import ANONYMOUS, PRODUCER_BYTE_RATE
 from hot.errors import RequestTimedOutError, StrataError
 from hot.log import AppendInfo
 from kwire import APIS, ApiKey, RequestHeader, encode_response
+
+# The one-partition parse and answer in C (hot/_recordwalk.c), None without the extension.
+_CParse = Callable[[bytes], "tuple[int, int, int, bytes, int, int, int] | None"]
+_CAnswer = Callable[[bytes, bytes, bytes, int, int, int, int, int], bytes]
+
+
+def _load_codec() -> tuple[_CParse | None, _CAnswer | None]:
+    try:
+        from hot._recordwalk import produce_answer, produce_one
+    except ImportError:  # installed without a C compiler, or a module built before them
+        return None, None
+    return produce_one, produce_answer
+
+
+_c_parse, _c_answer = _load_codec()
 
 if TYPE_CHECKING:
     from api.handlers.context import Connection
@@ -207,6 +222,29 @@ def parse(frame: bytes, names: dict[bytes, str]) -> tuple[int, int, int, Topics]
         return None
 
 
+def parse_fast(
+    frame: bytes, names: dict[bytes, str], one: _CParse | None = _c_parse
+) -> tuple[int, int, int, Topics] | None:
+    """``parse``, a request to one partition of one topic (what a producer sends most) in
+    one C call (``hot._recordwalk.produce_one``); anything else, or a build without the
+    extension (``one`` None), through ``parse``. The same answer for every frame:
+    tests/api/test_produce_codec_c.py."""
+    got = one(frame) if one is not None else None
+    if got is None:
+        return parse(frame, names)
+    version, acks, timeout_ms, raw, index, start, size = got
+    name = names.get(raw)
+    if name is None:
+        try:
+            name = raw.decode()
+        except UnicodeDecodeError:
+            return None
+        if len(names) >= MAX_NAMES:
+            names.clear()
+        names[raw] = name
+    return version, acks, timeout_ms, [(name, [(index, memoryview(frame)[start : start + size])])]
+
+
 # (index, base_offset, log_append_time_ms, log_start_offset) of a partition appended
 Success = tuple[int, int, int, int]
 
@@ -264,6 +302,7 @@ def encode_one(
     name: str,
     success: Success,
     templates: dict[tuple[int, str], tuple[bytes, bytes]],
+    c_answer: _CAnswer | None = _c_answer,
 ) -> bytes:
     """``encode_success`` of one partition of one topic (what a producer's request to one
     partition gets), from the bytes around the partition's fields kept per (version,
@@ -282,6 +321,8 @@ def encode_one(
             templates.clear()
         template = templates[(version, name)] = (head, tail)
     index, base, lat, lso = success
+    if c_answer is not None:  # the same bytes in one C call (hot._recordwalk.produce_answer)
+        return c_answer(correlation, template[0], template[1], version, index, base, lat, lso)
     if flexible or version >= 5:
         part = (
             _PART_V8.pack(index, 0, base, lat, lso, 0, -1)
@@ -327,7 +368,7 @@ class FastProduce:
         general path must take it (nothing appended then)."""
         if not self.usable(conn):
             return None
-        parsed = parse(frame, self._names)
+        parsed = parse_fast(frame, self._names)
         if parsed is None:
             return None
         version, acks, timeout_ms, topics = parsed
@@ -541,4 +582,4 @@ class Waiting:
         return self._request.waited(failures)
 
 
-__all__ = ["NO_ANSWER", "FastProduce", "Waiting", "encode_one", "encode_success", "parse"]
+__all__ = ["NO_ANSWER", "FastProduce", "Waiting", "encode_one", "encode_success", "parse", "parse_fast"]

@@ -236,6 +236,12 @@ class LeaderState:
         self._hw = hw
         return hw
 
+    def follow_high_watermark(self, hw: int) -> None:
+        """The log moved the high watermark to ``hw`` itself (led with no follower, so
+        ``hw`` is its log end: broker.replica_manager ``_follow_end``); never moves it back."""
+        if hw > self._hw:
+            self._hw = hw
+
     def _is_eligible(self, broker: int) -> bool:
         return self._eligible is None or self._eligible(broker)
 

@@ -185,6 +185,45 @@ def test_ready_partitions_answered_fast_and_identically(
         assert _flat(fast) == _flat(general)
 
 
+@pytest.mark.parametrize("version", VERSIONS)
+def test_one_partition_answers_from_the_cached_lookups(tb: ThreadedBroker, version: int) -> None:
+    """A consumer of one partition, as it fetches on (its answer from the per-(version,
+    topic) head, the leader checks from the per-listener cache): the general path's bytes
+    at every offset, both isolation levels, and after a role change and a fenced epoch."""
+    broker = tb.broker
+    assert broker is not None
+    conn = _conn(broker)
+
+    def frame(offset: int, isolation: int, epoch: int = -1) -> bytes:
+        part = FetchPartition(
+            partition=1, current_leader_epoch=epoch, fetch_offset=offset, partition_max_bytes=200
+        )
+        req = FetchRequest(
+            max_wait_ms=0,
+            min_bytes=1,
+            isolation_level=isolation,
+            topics=(_topic(broker, version, PLAIN, [part]),),
+        )
+        return _frame(version, req, correlation_id=offset)
+
+    _, hw, _ = _ends(broker, PLAIN, 1)
+    for offset in range(0, hw, 3):
+        for isolation in (0, 1):
+            fast, general = tb.call(_both(conn, frame(offset, isolation)))
+            assert fast is not None and len(fast) == 1
+            assert _bytes(fast) == _bytes(general)
+    leader_epoch = broker.replicas.leader_replica(PLAIN, 1).leader_epoch
+    tb.call(_on_loop(broker.replicas.wakeups.role_changed))  # every cached lookup dropped
+    fast, general = tb.call(_both(conn, frame(0, 0, leader_epoch)))
+    assert fast is not None and _bytes(fast) == _bytes(general)
+    fast, general = tb.call(_both(conn, frame(0, 0, leader_epoch + 1)))  # UNKNOWN_LEADER_EPOCH (v9+)
+    assert (fast is None) == (version >= 9)
+
+
+async def _on_loop(call: Any) -> None:
+    call()
+
+
 def test_sendfile_regions_kept_for_large_reads(tb: ThreadedBroker) -> None:
     """Record data of at least ``copy_below`` stays file regions (sent zero-copy), one per
     segment read, as the general path's; below it, one bytes part (the writer would copy)."""
