@@ -29,7 +29,10 @@ trees in turn, at each count, and prints each figure's ratio to the first tree's
 defaults, tiering on: one topic of that many partitions with ``remote.storage.enable``,
 a few records in each so every partition has data and a manifest), its CPU per wall
 second over ``--idle-seconds`` after ``--settle`` seconds, as % of a core and µs per
-second per partition; with ``--rounds`` the trees alternate that many times.
+second per partition, then its open descriptors (``/proc/PID/fd``) and the partitions a
+Metadata answer shows without a leader; with ``--rounds`` the trees alternate that many
+times. (A tree runs its own copy of this module: to compare descriptors with an older
+tree, copy this file into it.)
 """
 
 from __future__ import annotations
@@ -74,6 +77,8 @@ class Figures:
     failover_s: float = float("nan")
     rejoin_s: float = float("nan")
     error: str = ""
+    fds: int = -1  # --single: the broker's open descriptors after the idle window
+    offline: int = -1  # --single: partitions without a leader in a Metadata answer then
 
 
 def _measure(tree: Path, partitions: int, args: argparse.Namespace, *, single: bool = False) -> Figures:
@@ -201,6 +206,11 @@ def one_single(partitions: int, idle_seconds: float, settle: float) -> Figures:
             used, wall = cpu_seconds(b.proc.pid) - c0, time.monotonic() - w0
             fig.idle_pct = (round(100 * used / wall, 2),)
             fig.idle_us_per_replica = (round(1e6 * used / wall / partitions, 2),)
+            fig.fds = len(os.listdir(f"/proc/{b.proc.pid}/fd"))
+            admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
+            meta = admin.list_topics(TOPIC, timeout=60)
+            parts = meta.topics[TOPIC].partitions
+            fig.offline = partitions - len(parts) + sum(1 for m in parts.values() if m.leader < 0 or m.error)
         finally:
             b.kill()
     return fig
@@ -222,7 +232,7 @@ def _single(trees: list[Path], args: argparse.Namespace) -> None:
                 print(
                     f"{n:>6} partitions  round {r + 1} {name}: created {f.answered_s:.1f} s; idle "
                     f"{f.idle_pct[0]:.2f} % of a core ({f.idle_us_per_replica[0]:.1f} µs/s per partition), "
-                    f"load {load:.1f}",
+                    f"{f.fds} open files, {f.offline} partitions offline, load {load:.1f}",
                     flush=True,
                 )
 
