@@ -29,10 +29,10 @@ trees in turn, at each count, and prints each figure's ratio to the first tree's
 defaults, tiering on: one topic of that many partitions with ``remote.storage.enable``,
 a few records in each so every partition has data and a manifest), its CPU per wall
 second over ``--idle-seconds`` after ``--settle`` seconds, as % of a core and µs per
-second per partition, then its open descriptors (``/proc/PID/fd``) and the partitions a
-Metadata answer shows without a leader; with ``--rounds`` the trees alternate that many
-times. (A tree runs its own copy of this module: to compare descriptors with an older
-tree, copy this file into it.)
+second per partition, then its open descriptors (``/proc/PID/fd``), the partitions a
+Metadata answer shows without a leader and those whose record was not acknowledged;
+with ``--rounds`` the trees alternate that many times. (A tree runs its own copy of this
+module: to compare descriptors with an older tree, copy this file into it.)
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -79,6 +80,7 @@ class Figures:
     error: str = ""
     fds: int = -1  # --single: the broker's open descriptors after the idle window
     offline: int = -1  # --single: partitions without a leader in a Metadata answer then
+    unwritable: int = -1  # --single: partitions whose one record was not acknowledged
 
 
 def _measure(tree: Path, partitions: int, args: argparse.Namespace, *, single: bool = False) -> Figures:
@@ -193,10 +195,24 @@ def one_single(partitions: int, idle_seconds: float, settle: float) -> Figures:
             topic = NewTopic(TOPIC, num_partitions=partitions, replication_factor=1)
             admin.create_topics([topic], request_timeout=120)[TOPIC].result(timeout=180)
             fig.answered_s = time.monotonic() - t0
-            prod = Producer({"bootstrap.servers": b.bootstrap, "log_level": 0, "linger.ms": 50})
+            prod = Producer(
+                {
+                    "bootstrap.servers": b.bootstrap,
+                    "log_level": 0,
+                    "linger.ms": 50,
+                    "message.timeout.ms": 60_000,
+                }
+            )
+            failed: set[int] = set()
+
+            def delivered(err: object, msg: Any) -> None:
+                if err is not None:
+                    failed.add(msg.partition())
+
             for p in range(partitions):
-                prod.produce(TOPIC, b"x" * 100, partition=p)
+                prod.produce(TOPIC, b"x" * 100, partition=p, on_delivery=delivered)
             prod.flush(120)
+            fig.unwritable = len(failed)
             fig.in_sync_s = time.monotonic() - t0
             del prod, admin
             time.sleep(settle)
@@ -232,7 +248,8 @@ def _single(trees: list[Path], args: argparse.Namespace) -> None:
                 print(
                     f"{n:>6} partitions  round {r + 1} {name}: created {f.answered_s:.1f} s; idle "
                     f"{f.idle_pct[0]:.2f} % of a core ({f.idle_us_per_replica[0]:.1f} µs/s per partition), "
-                    f"{f.fds} open files, {f.offline} partitions offline, load {load:.1f}",
+                    f"{f.fds} open files, {f.offline} partitions without a leader, "
+                    f"{f.unwritable} not writable, load {load:.1f}",
                     flush=True,
                 )
 
