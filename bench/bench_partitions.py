@@ -29,7 +29,10 @@ trees in turn, at each count, and prints each figure's ratio to the first tree's
 defaults, tiering on: one topic of that many partitions with ``remote.storage.enable``,
 a few records in each so every partition has data and a manifest), its CPU per wall
 second over ``--idle-seconds`` after ``--settle`` seconds, as % of a core and µs per
-second per partition; with ``--rounds`` the trees alternate that many times.
+second per partition, then its open descriptors (``/proc/PID/fd``), the partitions a
+Metadata answer shows without a leader and those whose record was not acknowledged;
+with ``--rounds`` the trees alternate that many times. (A tree runs its own copy of this
+module: to compare descriptors with an older tree, copy this file into it.)
 
     python -m bench.bench_partitions --single --consumer [--partitions 1000] [--roots A,B]
 
@@ -50,6 +53,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -84,6 +88,9 @@ class Figures:
     consumer_us_per_partition: float = float("nan")
     consumer_fetches_per_s: float = float("nan")
     error: str = ""
+    fds: int = -1  # --single: the broker's open descriptors after the idle window
+    offline: int = -1  # --single: partitions without a leader in a Metadata answer then
+    unwritable: int = -1  # --single: partitions whose one record was not acknowledged
 
 
 def _measure(tree: Path, partitions: int, args: argparse.Namespace, *, single: bool = False) -> Figures:
@@ -248,10 +255,24 @@ def one_single(partitions: int, idle_seconds: float, settle: float, consumer: bo
             topic = NewTopic(TOPIC, num_partitions=partitions, replication_factor=1)
             admin.create_topics([topic], request_timeout=120)[TOPIC].result(timeout=180)
             fig.answered_s = time.monotonic() - t0
-            prod = Producer({"bootstrap.servers": b.bootstrap, "log_level": 0, "linger.ms": 50})
+            prod = Producer(
+                {
+                    "bootstrap.servers": b.bootstrap,
+                    "log_level": 0,
+                    "linger.ms": 50,
+                    "message.timeout.ms": 60_000,
+                }
+            )
+            failed: set[int] = set()
+
+            def delivered(err: object, msg: Any) -> None:
+                if err is not None:
+                    failed.add(msg.partition())
+
             for p in range(partitions):
-                prod.produce(TOPIC, b"x" * 100, partition=p)
+                prod.produce(TOPIC, b"x" * 100, partition=p, on_delivery=delivered)
             prod.flush(120)
+            fig.unwritable = len(failed)
             fig.in_sync_s = time.monotonic() - t0
             del prod, admin
             time.sleep(settle)
@@ -261,6 +282,11 @@ def one_single(partitions: int, idle_seconds: float, settle: float, consumer: bo
             used, wall = cpu_seconds(b.proc.pid) - c0, time.monotonic() - w0
             fig.idle_pct = (round(100 * used / wall, 2),)
             fig.idle_us_per_replica = (round(1e6 * used / wall / partitions, 2),)
+            fig.fds = len(os.listdir(f"/proc/{b.proc.pid}/fd"))
+            admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
+            meta = admin.list_topics(TOPIC, timeout=60)
+            parts = meta.topics[TOPIC].partitions
+            fig.offline = partitions - len(parts) + sum(1 for m in parts.values() if m.leader < 0 or m.error)
             if consumer:
                 _idle_consumer(b, partitions, idle_seconds, settle, fig)
         finally:
@@ -289,8 +315,9 @@ def _single(trees: list[Path], args: argparse.Namespace) -> None:
                 )
                 print(
                     f"{n:>6} partitions  round {r + 1} {name}: created {f.answered_s:.1f} s; idle "
-                    f"{f.idle_pct[0]:.2f} % of a core ({f.idle_us_per_replica[0]:.1f} µs/s per partition)"
-                    f"{consumer}, load {load:.1f}",
+                    f"{f.idle_pct[0]:.2f} % of a core ({f.idle_us_per_replica[0]:.1f} µs/s per partition), "
+                    f"{f.fds} open files, {f.offline} partitions without a leader, "
+                    f"{f.unwritable} not writable{consumer}, load {load:.1f}",
                     flush=True,
                 )
 

@@ -1,11 +1,13 @@
 """Process limits a broker raises for itself at start.
 
-Open files: each partition a broker holds keeps four descriptors open (its active
-segment's ``.log`` for writing and for reading, ``.index``, ``.timeindex``; Kafka keeps one
-and maps its indexes), and every sealed segment three more. Many systems start processes
-with a soft ``RLIMIT_NOFILE`` of 1,024 under a hard limit of a million or more; a broker
-that stayed at the soft limit would take logs offline (EMFILE) past about 250
-partitions. So the soft limit is raised to the hard one, as Kafka's and Redpanda's
+Open files: each partition a broker holds keeps one descriptor open, its active
+segment's ``.log`` (read and written through it; the indexes live in memory and open
+their files only to write or fsync them; sealed segments hold none until read, and a
+fetch's region keeps its file open until sent), as Kafka keeps one channel per segment
+and maps its indexes. Many systems start processes with a soft ``RLIMIT_NOFILE`` of
+1,024 under a hard limit of a million or more; a broker that stayed at the soft limit
+would take logs offline (EMFILE) past about a thousand partitions, less the
+connections. So the soft limit is raised to the hard one, as Kafka's and Redpanda's
 service units do with ``LimitNOFILE``; the hard limit is the operator's to raise.
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 
 import resource
 
-FDS_PER_PARTITION = 4  # an idle partition with one (active) segment
+FDS_PER_PARTITION = 1  # an idle partition: its active segment's .log (hot.segment)
 
 
 def raise_open_files() -> tuple[int, int]:

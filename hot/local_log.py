@@ -245,18 +245,31 @@ class LocalLog:
         for seg in self.segments[self.segment_index(lso) :]:
             if seg.base_offset >= limit:
                 break
-            found = seg.offset_for_timestamp(timestamp)
-            if found is None:
-                continue
-            for b in seg.iter_batches(found.position):
-                if b.base_offset >= limit:
-                    return None
-                if b.max_timestamp < timestamp or b.next_offset <= lso:
-                    continue
-                hit = self._search_batch(seg, b, decode_batch, timestamp, lso, limit)
-                if hit is not None:
-                    return hit
+            try:
+                done, hit = self._offset_for_timestamp_in(seg, timestamp, lso, limit)
+            finally:
+                if seg.sealed:
+                    seg.file.release()  # a sealed segment holds no descriptor between reads
+            if done:
+                return hit
         return None
+
+    def _offset_for_timestamp_in(
+        self, seg: Segment, timestamp: int, lso: int, limit: int
+    ) -> tuple[bool, tuple[int, int] | None]:
+        """(whether the search ends here, its answer) for one segment."""
+        found = seg.offset_for_timestamp(timestamp)
+        if found is None:
+            return False, None
+        for b in seg.iter_batches(found.position):
+            if b.base_offset >= limit:
+                return True, None
+            if b.max_timestamp < timestamp or b.next_offset <= lso:
+                continue
+            hit = self._search_batch(seg, b, decode_batch, timestamp, lso, limit)
+            if hit is not None:
+                return True, hit
+        return False, None
 
     @staticmethod
     def _search_batch(
@@ -381,6 +394,7 @@ class LocalLog:
         except OSError as e:
             raise StorageError(f"cannot swap in cleaned segment {stem}: {e}") from e
         new.sealed = True
+        new.release()
         self.segments[i : i + len(old)] = [new]
         self._bases = [s.base_offset for s in self.segments]
 

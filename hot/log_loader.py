@@ -227,6 +227,7 @@ def restore_state(log: Log, loaded: LoadedSegments, high_watermark: int | None) 
       moves only through ``set_high_watermark`` and truncation. None: it starts at the
       log start offset (replicated) or follows the log end.
     * The recovery point is persisted when recovery moved it.
+    * The sealed segments release their ``.log`` descriptors (reopened when read).
     """
     lso = loaded.log_start_offset
     if high_watermark is not None:
@@ -237,6 +238,8 @@ def restore_state(log: Log, loaded: LoadedSegments, high_watermark: int | None) 
     log._epochs = load_leader_epochs(log.dir, log.name, loaded.segments, loaded.recovered, lso)
     if loaded.stored_recovery_point != log.log_end_offset:
         log._local.persist_recovery_point()
+    for seg in log._local.segments[:-1]:
+        seg.release()  # sealed: no descriptor until read (the scans above may have opened it)
 
 
 def create_directory_at(
@@ -315,6 +318,8 @@ def complete_swaps(d: str, names: Sequence[str], index_interval_bytes: int) -> N
         try:
             seg.recover(allow_truncate=False)  # fsynced before the rename: must be whole
             end = seg.next_offset
+            if end > base:
+                seg.seal()  # index files exist again (a crash may have renamed them already)
             seg.close()
         except CorruptLogError as e:
             # Not something the cleaner wrote: leave the old segments serving (a gap

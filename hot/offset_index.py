@@ -9,6 +9,8 @@ File layout: a flat array of 8-byte entries, no header::
 One entry is added per ``index.interval.bytes`` of log written; it points at the
 start of a batch and records that batch's base offset. The first batch (position 0)
 is never indexed: a lookup with no entry at or below the target starts at (base, 0).
+The file exists once an entry was written or the segment was sealed (``IndexFile``):
+a new partition's empty segment has a ``.log`` and no index files.
 """
 
 from __future__ import annotations
@@ -28,14 +30,23 @@ MAX_RELATIVE: Final = 0xFFFFFFFF
 
 
 class IndexFile:
-    """An append-only index file mirrored by in-memory arrays.
+    """An append-only index file mirrored by in-memory arrays, holding no descriptor.
 
     Entries are kept in memory and written to the file only by ``write_pending`` (the
     log calls it when it flushes, seals or closes a segment), so an append costs no
-    system call. After a crash the file may lack its newest entries, be torn, or hold
-    garbage: the load sanity check rejects anything inconsistent and the segment then
-    rebuilds the index from the log; entries beyond the recovery point are always
-    rebuilt by the recovery scan.
+    system call. The file is opened only for a write, a truncation or an fsync, and
+    closed again at once: an idle partition's indexes cost no open file (Kafka maps
+    its index files and closes the channel for the same reason). ``fsync`` syncs only
+    what was written or truncated since the last one, through a descriptor opened for
+    it (Linux syncs the inode's dirty pages whichever descriptor asks).
+
+    The file is created at the first write of an entry, or empty by ``materialize``
+    (a segment being sealed): a new or small active segment has none, and loading
+    treats a missing file as "rebuild from the log", which for such a segment is the
+    header scan a load does anyway. After a crash the file may lack its newest
+    entries, be torn, or hold garbage: the load sanity check rejects anything
+    inconsistent and the segment then rebuilds the index from the log; entries
+    beyond the recovery point are always rebuilt by the recovery scan.
     """
 
     entry_size: int = 0
@@ -44,11 +55,9 @@ class IndexFile:
         self.path = path
         self.base_offset = base_offset
         self._written = 0  # entries already in the file
-        self.existed = os.path.exists(path)  # False: created now (missing after a crash?)
-        try:
-            self._fd: int | None = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-        except OSError as e:
-            raise StorageError(f"cannot open index {path}: {e}") from e
+        self.existed = os.path.exists(path)  # False: not created yet (or missing after a crash)
+        self._on_disk = self.existed
+        self._unsynced = False  # written or truncated since the last fsync
 
     # --- subclass hooks ------------------------------------------------------------------
 
@@ -66,18 +75,25 @@ class IndexFile:
 
     # --- file handling ---------------------------------------------------------------------
 
-    def _require_fd(self) -> int:
-        if self._fd is None:
-            raise StorageError(f"index {self.path} is closed")
-        return self._fd
+    def _open(self) -> int:
+        """A descriptor of the file (created if missing); the caller closes it."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as e:
+            raise StorageError(f"cannot open index {self.path}: {e}") from e
+        self._on_disk = True
+        return fd
 
     def _read_file(self) -> bytes:
-        fd = self._require_fd()
         try:
-            size = os.fstat(fd).st_size
-            data = os.pread(fd, size, 0)
+            with open(self.path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            self._on_disk = False
+            return b""
         except OSError as e:
             raise StorageError(f"cannot read index {self.path}: {e}") from e
+        self._on_disk = True
         return data
 
     def _load_bytes(self, data: bytes) -> None:
@@ -90,12 +106,17 @@ class IndexFile:
         self._truncate_file(0)
 
     def _truncate_file(self, entries: int) -> None:
-        fd = self._require_fd()
+        self._written = min(self._written, entries)
+        if not self._on_disk:
+            return
         try:
-            os.ftruncate(fd, entries * self.entry_size)
+            os.truncate(self.path, entries * self.entry_size)
+        except FileNotFoundError:
+            self._on_disk = False
+            return
         except OSError as e:
             raise StorageError(f"cannot truncate index {self.path}: {e}") from e
-        self._written = min(self._written, entries)
+        self._unsynced = True
 
     def truncate_entries(self, n: int) -> None:
         """Keep the first ``n`` entries."""
@@ -110,58 +131,68 @@ class IndexFile:
         n = len(self)
         if self._written >= n:
             return
-        fd = self._require_fd()
         data = self._pack_from(self._written)
+        at = self._written * self.entry_size
+        fd = self._open()
         try:
-            done = os.pwrite(fd, data, self._written * self.entry_size)
+            done = os.pwrite(fd, data, at)
             while done < len(data):
-                done += os.pwrite(fd, data[done:], self._written * self.entry_size + done)
+                done += os.pwrite(fd, data[done:], at + done)
         except OSError as e:
             raise StorageError(f"cannot write index {self.path}: {e}") from e
+        finally:
+            os.close(fd)
         self._written = n
+        self._unsynced = True
+
+    def materialize(self) -> None:
+        """Create the file if it does not exist yet (a segment being sealed: its index
+        files are uploaded and renamed by path). The next ``fsync`` makes it durable."""
+        if not self._on_disk:
+            os.close(self._open())
+            self._unsynced = True
 
     def fsync(self) -> None:
-        fd = self._require_fd()
+        """fsync what was written or truncated since the last call (nothing else can be
+        unsynced: the file is written only through this object)."""
+        if not self._unsynced:
+            return
+        fd = self._open()
         try:
             disk.fsync(fd)
         except OSError as e:
             raise StorageError(f"fsync of index {self.path} failed: {e}") from e
+        finally:
+            os.close(fd)
+        self._unsynced = False
 
     def flush(self) -> None:
         self.write_pending()
         self.fsync()
 
     def close(self) -> None:
-        """Write pending entries and close the file (no fsync: the caller flushed if it must)."""
-        if self._fd is None:
-            return
-        try:
-            self.write_pending()
-        finally:
-            fd, self._fd = self._fd, None
-            os.close(fd)
+        """Write pending entries (no fsync: the caller flushed if it must). No descriptor
+        is held between calls, so there is nothing else to close."""
+        self.write_pending()
 
     def close_quietly(self) -> None:
-        """Close without writing (the segment is being deleted or the log failed)."""
-        if self._fd is not None:
-            fd, self._fd = self._fd, None
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        """Nothing to release (the segment is being deleted or the log failed)."""
 
     def delete(self) -> None:
-        self.close_quietly()
         try:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
         except OSError as e:
             raise StorageError(f"cannot delete index {self.path}: {e}") from e
+        self._on_disk = False
 
     def rename(self, new_path: str) -> None:
         try:
             os.rename(self.path, new_path)
+        except FileNotFoundError:
+            if self._on_disk:
+                raise StorageError(f"cannot rename index {self.path}: it disappeared") from None
         except OSError as e:
             raise StorageError(f"cannot rename index {self.path}: {e}") from e
         self.path = new_path
@@ -171,9 +202,10 @@ class OffsetIndex(IndexFile):
     """Sparse map offset -> file position of one segment.
 
     File ``<20-digit base offset>.index``: 8-byte entries (relativeOffset uint32 BE,
-    position uint32 BE), strictly increasing in both. Crash: entries are buffered until
-    the segment is flushed; a file failing the load sanity check (size, order, positions
-    within the log) is rebuilt from the log (see ``IndexFile``)."""
+    position uint32 BE), strictly increasing in both; created at its first entry written
+    or when the segment is sealed. Crash: entries are buffered until the segment is
+    flushed; a missing file, or one failing the load sanity check (size, order, positions
+    within the log), is rebuilt from the log (see ``IndexFile``)."""
 
     entry_size = ENTRY_SIZE
 

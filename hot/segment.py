@@ -4,13 +4,20 @@ Files of a segment whose first batch has base offset B, in the partition directo
 
     <B as 20 zero-padded digits>.log        record batches (v2), back to back, as produced
                                             except baseOffset / partitionLeaderEpoch
-    <B as 20 zero-padded digits>.index      sparse offset index (hot.offset_index)
-    <B as 20 zero-padded digits>.timeindex  sparse time index (hot.time_index)
+    <B as 20 zero-padded digits>.index      sparse offset index (hot.offset_index); created
+                                            at its first entry or when the segment is sealed
+    <B as 20 zero-padded digits>.timeindex  sparse time index (hot.time_index); likewise
     <B as 20 zero-padded digits>.txnindex   aborted transactions whose ABORT marker is in
                                             this segment (hot.txn_index); created on the
                                             first entry, so most segments have none
     <B as 20 zero-padded digits>.snapshot   producer state as of B (hot.producer_state),
                                             owned and written by hot.log.Log
+
+Open files: the active segment holds one descriptor, its ``.log`` (read and written
+through it, ``LogFile``); the indexes live in memory and open their files only to write,
+truncate or fsync them; a sealed segment holds none until it is read (and a region of it
+handed to a fetch keeps the ``.log`` open until sent). A new partition creates one file
+here, its empty ``.log``.
 
 Batch header fields the segment reads (all big-endian; see hot.batch)::
 
@@ -189,9 +196,16 @@ class SegmentRead:
 class LogFile:
     """The ``.log`` file of a segment: record batches back to back, nothing else.
 
-    Written only at its end through one descriptor (``pwritev`` at the tracked size),
-    read through a separate read-only ``SegmentFile`` that is shared with the
-    ``FileRegion``s handed to fetches and is never closed explicitly (see hot.region).
+    One descriptor serves both directions (Kafka's one FileChannel per segment): a
+    ``SegmentFile`` opened read-write, written only at its end with ``pwrite``/``pwritev``
+    at the tracked size and read with explicit positions (``pread``, ``sendfile``), so
+    nothing depends on the file position. It is shared with the ``FileRegion``s handed
+    to fetches and never closed explicitly: the last reference going away closes it
+    (hot.region), so a fetch in flight keeps reading a segment closed or deleted under
+    it. ``release`` drops the segment's own reference once everything written is
+    fsynced (a sealed segment): it then holds no descriptor until the next read, which
+    reopens the file by its path.
+
     After a crash the file may end in a torn batch, garbage or zeros (data written
     but not fsynced); recovery validates every batch and truncates at the first bad
     one (hot.log decides where that is allowed).
@@ -199,27 +213,64 @@ class LogFile:
 
     def __init__(self, path: str) -> None:
         self.path = path
+        self._closed = False
+        # Writes and truncations, and how many of them the last fsync covered: a file
+        # with none outstanding may be released (and an fsync of it is a no-op).
+        self._changes = 0
+        self._synced = 0
         try:
-            self._wfd: int | None = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         except OSError as e:
             raise StorageError(f"cannot open segment {path}: {e}") from e
+        self._fd = fd  # the descriptor of _file, -1 without one (the append path's check)
         try:
-            self._reader: SegmentFile | None = SegmentFile(path, "r")
-            self.size = os.fstat(self._wfd).st_size
-        except OSError as e:
-            os.close(self._wfd)
-            raise StorageError(f"cannot open segment {path}: {e}") from e
+            self.size = os.fstat(fd).st_size
+            self._file: SegmentFile | None = SegmentFile(fd, "r+", closefd=True)
+        except BaseException as e:
+            os.close(fd)
+            if isinstance(e, OSError):
+                raise StorageError(f"cannot open segment {path}: {e}") from e
+            raise
 
     @property
     def reader(self) -> SegmentFile:
-        if self._reader is None:
-            raise StorageError(f"segment {self.path} is closed")
-        return self._reader
+        """The open file (reopened if released); StorageError once closed."""
+        f = self._file
+        if f is None:
+            if self._closed:
+                raise StorageError(f"segment {self.path} is closed")
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
+            except OSError as e:
+                raise StorageError(f"cannot open segment {self.path}: {e}") from e
+            try:
+                f = SegmentFile(fd, "r+", closefd=True)
+            except BaseException:
+                os.close(fd)
+                raise
+            self._file, self._fd = f, fd
+        return f
+
+    @property
+    def is_open(self) -> bool:
+        """Whether the segment holds a descriptor of its own (regions may hold more)."""
+        return self._file is not None
 
     def _writer(self) -> int:
-        if self._wfd is None:
-            raise StorageError(f"segment {self.path} is closed for writing")
-        return self._wfd
+        """The descriptor for a write or truncation (counted as a change to fsync)."""
+        fd = self._fd
+        if fd < 0:
+            if self._closed:
+                raise StorageError(f"segment {self.path} is closed for writing")
+            fd = self.reader.fileno()
+        self._changes += 1
+        return fd
+
+    def release(self) -> None:
+        """Drop the descriptor if nothing written is waiting for an fsync (a sealed
+        segment, after its seal or a load); the next read reopens the file."""
+        if self._changes == self._synced:
+            self._file, self._fd = None, -1
 
     def append(self, iov: Sequence[Buffer], total: int) -> int:
         """Write the buffers at the end of the file; returns the position they start at.
@@ -294,8 +345,9 @@ class LogFile:
             at += len(mv)
 
     def pread(self, position: int, length: int) -> bytes:
+        f = self.reader  # held: the descriptor stays open for the call
         try:
-            return os.pread(self.reader.fileno(), length, position)
+            return os.pread(f.fileno(), length, position)
         except OSError as e:
             raise StorageError(f"read of {self.path} at {position} failed: {e}") from e
 
@@ -306,18 +358,40 @@ class LogFile:
             raise StorageError(f"cannot truncate {self.path}: {e}") from e
         self.size = size
 
+    def _sync_target(self) -> tuple[SegmentFile, int] | None:
+        """(file, changes an fsync of it covers); None if nothing is unsynced and the file
+        is released (a sealed segment: its seal synced everything). The caller holds the
+        file object while it syncs: an fsync runs outside the log's lock, where a roll may
+        release the segment's reference, and the object keeps the descriptor open."""
+        changes = self._changes
+        if self._file is None and changes == self._synced:
+            return None
+        if self._closed:
+            raise StorageError(f"segment {self.path} is closed for writing")
+        return self.reader, changes
+
     def fsync(self) -> None:
+        target = self._sync_target()
+        if target is None:
+            return
+        f, changes = target
         try:
-            disk.fsync(self._writer())
+            disk.fsync(f.fileno())
         except OSError as e:
             raise StorageError(f"fsync of {self.path} failed: {e}") from e
+        self._synced = max(self._synced, changes)
 
     def datasync(self) -> None:
         """fdatasync: the data and the file size, not timestamps (all recovery needs)."""
+        target = self._sync_target()
+        if target is None:
+            return
+        f, changes = target
         try:
-            os.fdatasync(self._writer())
+            os.fdatasync(f.fileno())
         except OSError as e:
             raise StorageError(f"fdatasync of {self.path} failed: {e}") from e
+        self._synced = max(self._synced, changes)
 
     def mtime_ms(self) -> int:
         try:
@@ -326,14 +400,10 @@ class LogFile:
             raise StorageError(f"cannot stat {self.path}: {e}") from e
 
     def close(self) -> None:
-        """Close the write descriptor and drop the reader (regions keep it alive)."""
-        self._reader = None
-        if self._wfd is not None:
-            fd, self._wfd = self._wfd, None
-            try:
-                os.close(fd)
-            except OSError as e:
-                raise StorageError(f"cannot close {self.path}: {e}") from e
+        """Drop the file: no more writes or reads through this object. The descriptor
+        closes with the last region holding it (at once if none does)."""
+        self._closed = True
+        self._file, self._fd = None, -1
 
     def delete(self) -> None:
         try:
@@ -359,7 +429,9 @@ class Segment:
     fsyncs) may run outside the log's lock.
 
     Crash behaviour: a segment loaded as trusted (clean shutdown, or below the recovery
-    point) gets only an index sanity check and a header scan of its tail; everything
+    point) gets only an index sanity check and a header scan of its tail (a missing index
+    file, normal for an active segment that never had an entry, means a rebuild of both
+    from the headers); everything
     else goes through ``recover``, which validates the CRC of every batch, cuts the
     file at the first invalid batch (or, when truncation is not allowed, raises
     CorruptLogError naming the file and position) and rebuilds both indexes.
@@ -632,7 +704,17 @@ class Segment:
     def read_regions(self, start_offset: int, max_bytes: int, max_offset: int, min_one: bool) -> SegmentRead:
         """Whole batches from the one holding ``start_offset``: only batches ending at or
         below ``max_offset`` (exclusive bound) and at most ``max_bytes`` in total, except
-        that with ``min_one`` the first batch is returned whatever its size."""
+        that with ``min_one`` the first batch is returned whatever its size.
+
+        A sealed segment's descriptor is released again after the read: the region keeps
+        the file open until it is sent, and an idle sealed segment holds none."""
+        try:
+            return self._read_regions(start_offset, max_bytes, max_offset, min_one)
+        finally:
+            if self.sealed:
+                self.file.release()
+
+    def _read_regions(self, start_offset: int, max_bytes: int, max_offset: int, min_one: bool) -> SegmentRead:
         empty = SegmentRead(None, -1, start_offset)
         first = self.find_batch(start_offset)
         if first is None or first.next_offset > max_offset:
@@ -708,9 +790,15 @@ class Segment:
         index entry. Returns None, or (position, reason) if the data itself looks damaged
         (the caller then runs ``recover`` or refuses the segment)."""
         size = self.file.size
+        if size > 0 and not (self.offset_index.existed and self.time_index.existed):
+            # Index files are created at their first entry or at seal: an active segment
+            # smaller than an index interval has none, and its rebuild is the header scan
+            # a load does anyway. Only a rebuild that found entries means a file was lost.
+            damage = self._rebuild_from_headers()
+            if damage is None and len(self.offset_index):
+                log.warning("rebuilt the missing indexes of %s from the log", self.log_path)
+            return damage
         reason = self.offset_index.load(size)
-        if reason is None and size > 0 and not (self.offset_index.existed and self.time_index.existed):
-            reason = "index file missing"
         if reason is not None:
             log.warning("rebuilding offset index %s: %s", self.offset_index.path, reason)
             return self._rebuild_from_headers()
@@ -906,9 +994,24 @@ class Segment:
         self.sync()
 
     def seal(self) -> None:
-        """No more appends: make everything durable."""
+        """No more appends: create the index files if no entry did (tiering uploads them,
+        the cleaner renames them), make everything durable, and release the ``.log``
+        descriptor (the next read reopens it)."""
+        self.offset_index.materialize()
+        self.time_index.materialize()
         self.flush()
         self.sealed = True
+        self.file.release()
+
+    def release(self) -> None:
+        """For a sealed segment just loaded: its index files on disk, whole (a rebuild at
+        load keeps entries pending; tiering uploads the files by path), and no
+        descriptor held until it is read (``LogFile.release``)."""
+        if self.sealed:
+            self.offset_index.materialize()
+            self.time_index.materialize()
+            self.write_index_pending()
+            self.file.release()
 
     def truncate_to(self, offset: int) -> int:
         """Drop the batch holding ``offset`` and everything after; returns bytes dropped."""

@@ -29,8 +29,9 @@ class TimeIndex(IndexFile):
 
     File ``<20-digit base offset>.timeindex``: 12-byte entries (timestamp int64 BE,
     relativeOffset uint32 BE), timestamps strictly increasing. Same write and crash
-    behaviour as the offset index (see ``IndexFile``): entries are buffered until a
-    flush, and an index failing the load sanity check is rebuilt from the log."""
+    behaviour as the offset index (see ``IndexFile``): created at its first entry or at
+    seal, no descriptor held, entries buffered until a flush, and a missing index or one
+    failing the load sanity check is rebuilt from the log."""
 
     entry_size = ENTRY_SIZE
 
