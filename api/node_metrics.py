@@ -26,10 +26,12 @@ import urllib.request
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Final
 
-from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
+
+from core.prom_text import exposition
 
 if TYPE_CHECKING:
     from broker.broker import Broker
@@ -128,4 +130,4 @@ class NodeMetrics:
                     have.samples.extend(family.samples)
         registry = CollectorRegistry(auto_describe=False)
         registry.register(_Families([*merged.values(), up]))
-        return generate_latest(registry)
+        return exposition(registry)

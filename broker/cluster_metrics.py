@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 from broker.status import cluster_status
 
@@ -125,12 +126,16 @@ class ClusterMetricsCollector(Collector):
             urp.add_metric([], len(report["under_replicated"]))
             offline.add_metric([], len(report["offline"]))
             for row in report["partitions"]:
-                lv = [row["topic"], str(row["partition"])]
-                replicas.add_metric(lv, len(row["replicas"]))
-                isr.add_metric(lv, len(row["isr"]))
-                under.add_metric(lv, 1 if row["under_replicated"] else 0)
-                leader.add_metric(lv, row["leader"])
-                epoch.add_metric(lv, row["leader_epoch"])
+                # One labels dict for the partition's five samples (core.prom_text).
+                lv = {"topic": row["topic"], "partition": str(row["partition"])}
+                for family, value in (
+                    (replicas, len(row["replicas"])),
+                    (isr, len(row["isr"])),
+                    (under, 1 if row["under_replicated"] else 0),
+                    (leader, row["leader"]),
+                    (epoch, row["leader_epoch"]),
+                ):
+                    family.samples.append(Sample(family.name, lv, value))
         yield from (live, controller, urp, offline, replicas, isr, under, leader, epoch)
 
 

@@ -19,13 +19,14 @@ from prometheus_client import (
     PlatformCollector,
     ProcessCollector,
     disable_created_metrics,
-    generate_latest,
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 from broker.latency_histogram import LatencyHistogram
 from broker.request_metrics import RequestErrors, ResponseErrors
+from core.prom_text import exposition
 from hot.errors import StrataError
 
 if TYPE_CHECKING:
@@ -180,7 +181,9 @@ class BrokerMetrics:
         self.quota_throttle.labels(f"User:{user}", quota).observe(seconds)
 
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        """The registry in the Prometheus text format (``core.prom_text``: generate_latest's
+        bytes, its labels rendered once per label set)."""
+        return exposition(self.registry)
 
 
 class LogStatsCollector(Collector):
@@ -215,14 +218,20 @@ class LogStatsCollector(Collector):
             "end": GaugeMetricFamily("strata_log_end_offset", "Log end offset", labels=labels),
         }
         for topic, partition, log in logs:
-            lv = [topic, str(partition)]
+            # One labels dict shared by the partition's six samples (add_metric would build
+            # one per sample): a scrape of thousands of partitions (core.prom_text).
+            lv = {"topic": topic, "partition": str(partition)}
             segs = log.segments()
-            size.add_metric(lv, sum(s.size for s in segs))
-            segments.add_metric(lv, len(segs))
-            offsets["start"].add_metric(lv, log.log_start_offset)
-            offsets["local_start"].add_metric(lv, log.local_log_start_offset)
-            offsets["hw"].add_metric(lv, log.high_watermark)
-            offsets["end"].add_metric(lv, log.log_end_offset)
+            size.samples.append(Sample(size.name, lv, sum(s.size for s in segs)))
+            segments.samples.append(Sample(segments.name, lv, len(segs)))
+            for key, value in (
+                ("start", log.log_start_offset),
+                ("local_start", log.local_log_start_offset),
+                ("hw", log.high_watermark),
+                ("end", log.log_end_offset),
+            ):
+                family = offsets[key]
+                family.samples.append(Sample(family.name, lv, value))
         yield size
         yield segments
         yield from offsets.values()
