@@ -29,7 +29,8 @@ trees in turn, at each count, and prints each figure's ratio to the first tree's
 defaults, tiering on: one topic of that many partitions with ``remote.storage.enable``,
 a few records in each so every partition has data and a manifest), its CPU per wall
 second over ``--idle-seconds`` after ``--settle`` seconds, as % of a core and µs per
-second per partition, then its open descriptors (``/proc/PID/fd``), the partitions a
+second per partition, then its open descriptors (``/proc/PID/fd``), its CPU per
+``/metrics`` scrape (five scrapes), the partitions a
 Metadata answer shows without a leader and those whose record was not acknowledged;
 with ``--rounds`` the trees alternate that many times. (A tree runs its own copy of this
 module: to compare descriptors with an older tree, copy this file into it.)
@@ -85,6 +86,7 @@ class Figures:
     idle_us_per_replica: tuple[float, ...] = ()
     failover_s: float = float("nan")
     rejoin_s: float = float("nan")
+    scrape_ms: float = float("nan")
     consumer_us_per_partition: float = float("nan")
     consumer_fetches_per_s: float = float("nan")
     error: str = ""
@@ -190,6 +192,17 @@ def one(partitions: int, idle_seconds: float, settle: float) -> Figures:
     return fig
 
 
+def _scrape_ms(http_url: str, pid: int, scrapes: int = 5) -> float:
+    """The broker's CPU per ``/metrics`` scrape (a Prometheus every 15 s pays it 4 times a
+    minute; its per-partition gauges grow with the partition count)."""
+    import urllib.request
+
+    c0 = cpu_seconds(pid)
+    for _ in range(scrapes):
+        urllib.request.urlopen(f"{http_url}/metrics", timeout=60).read()
+    return round(1000 * (cpu_seconds(pid) - c0) / scrapes, 1)
+
+
 def _fetch_count(http_url: str) -> float:
     """Fetch requests the broker answered so far (its request latency histogram's count)."""
     import urllib.request
@@ -283,6 +296,7 @@ def one_single(partitions: int, idle_seconds: float, settle: float, consumer: bo
             fig.idle_pct = (round(100 * used / wall, 2),)
             fig.idle_us_per_replica = (round(1e6 * used / wall / partitions, 2),)
             fig.fds = len(os.listdir(f"/proc/{b.proc.pid}/fd"))
+            fig.scrape_ms = _scrape_ms(b.http_url, b.proc.pid)
             admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
             meta = admin.list_topics(TOPIC, timeout=60)
             parts = meta.topics[TOPIC].partitions
@@ -317,7 +331,8 @@ def _single(trees: list[Path], args: argparse.Namespace) -> None:
                     f"{n:>6} partitions  round {r + 1} {name}: created {f.answered_s:.1f} s; idle "
                     f"{f.idle_pct[0]:.2f} % of a core ({f.idle_us_per_replica[0]:.1f} µs/s per partition), "
                     f"{f.fds} open files, {f.offline} partitions without a leader, "
-                    f"{f.unwritable} not writable{consumer}, load {load:.1f}",
+                    f"{f.unwritable} not writable, {f.scrape_ms:.0f} ms of CPU per /metrics scrape"
+                    f"{consumer}, load {load:.1f}",
                     flush=True,
                 )
 
