@@ -510,7 +510,7 @@ def test_chunk_file_zero_copy_from_an_aligned_buffer(tmp_path: Path) -> None:
     anything else takes the copying path with an unpadded header."""
     import mmap
 
-    from tiering import cache as cache_mod
+    from tiering import chunk_file as cache_mod
 
     if not cache_mod._direct_io:
         pytest.skip("no O_DIRECT here")
