@@ -40,6 +40,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final
 
+from core import gil
 from core.disk import deferred_sync
 from hot.cleaner import CleanerConfig, LogCleaner
 from hot.config import LogConfig
@@ -579,9 +580,12 @@ class LogManager:
             registry.validate_create(name, partitions, configs)
             topic_id = topic_id or uuid.uuid4()
             config = LogConfig.from_kafka(dict(configs or {}), self.defaults)
-            self._build_partitions(name, range(partitions), config, topic_id, starts)
-            info = registry.create(name, partitions, configs, topic_id=topic_id)
-            self._open_new(info, range(partitions))
+            # Thousands of small system calls, each taking the GIL back from a loop that
+            # may be busy with this topic's early clients (core.gil).
+            with gil.handoff():
+                self._build_partitions(name, range(partitions), config, topic_id, starts)
+                info = registry.create(name, partitions, configs, topic_id=topic_id)
+                self._open_new(info, range(partitions))
             return info
 
     def _open_new(self, info: TopicInfo, partitions: range) -> None:
@@ -751,10 +755,11 @@ class LogManager:
             registry.validate_add_partitions(name, new_total)
             config = registry.config(name)
             new = range(before.partitions, new_total)
-            self._build_partitions(name, new, config, before.topic_id, {})
-            info = registry.add_partitions(name, new_total)
-            self.generation += 1
-            self._open_new(info, new)
+            with gil.handoff():  # as create_topic
+                self._build_partitions(name, new, config, before.topic_id, {})
+                info = registry.add_partitions(name, new_total)
+                self.generation += 1
+                self._open_new(info, new)
             return info
 
     # --- logs --------------------------------------------------------------------------------
