@@ -128,15 +128,10 @@ class ClusterView:
 
     def apply(self, update: WatchUpdate) -> None:
         if isinstance(update, WatchReset):
-            self.brokers.clear()
-            self.topics.clear()
-            self.partitions.clear()
-            self.controller = None
-            self.quotas = None
+            fresh = ClusterView(self.layout)
             for kv in update.kvs:
-                self._put(kv)
-            self.revision = update.revision
-            self.ready = True
+                fresh._put(kv)
+            self._take(fresh, update.revision)
         elif isinstance(update, WatchEvent):
             if update.type is WatchEventType.PUT:
                 self._put(update.kv)
@@ -160,7 +155,12 @@ class ClusterView:
             for kv in reset.kvs[i : i + chunk]:
                 fresh._put(kv)
             await asyncio.sleep(0)
-        # In place: holders of these dicts keep seeing the view.
+        self._take(fresh, reset.revision)
+        self._bump()
+
+    def _take(self, fresh: ClusterView, revision: int) -> None:
+        """Become ``fresh`` (a listing decoded at ``revision``), in place: holders of these
+        dicts keep seeing the view."""
         self.brokers.clear()
         self.brokers.update(fresh.brokers)
         self.topics.clear()
@@ -168,9 +168,8 @@ class ClusterView:
         self.partitions.clear()
         self.partitions.update(fresh.partitions)
         self.controller, self.quotas = fresh.controller, fresh.quotas
-        self.revision = reset.revision
+        self.revision = revision
         self.ready = True
-        self._bump()
 
     def _put(self, kv: KeyValue) -> None:
         parsed = self.layout.parse(kv.key)
