@@ -217,11 +217,26 @@ def _write_state(
     )
 
 
+def _preferred_leaders(cluster: Cluster) -> None:
+    """A restarted broker comes back leading nothing, so a group coordinated away from a
+    partition's leader may not exist among three brokers: once the restarted broker is back
+    in sync on the internal topics, a preferred election spreads their leaders again."""
+    from confluent_kafka import ElectionType
+    from confluent_kafka.admin import AdminClient
+
+    internal = [t for t in ("__consumer_offsets", SHARE_STATE_TOPIC) if t in cluster.view().topics]
+    wait_until(lambda: all(cluster.fully_replicated(t) for t in internal), "internal topics in sync")
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.elect_leaders(ElectionType.PREFERRED, None).result(timeout=30)
+
+
 def test_share_offsets_at_the_coordinator_only_and_fenced_after_its_kill(cluster: Cluster) -> None:
-    for node in cluster.nodes.values():  # the test before killed one
-        if not node.running:
-            node.start()
+    restarted = [node for node in cluster.nodes.values() if not node.running]
+    for node in restarted:  # the test before killed one
+        node.start()
     cluster.wait_registered()
+    if restarted:
+        _preferred_leaders(cluster)
     topic = "fenced"
     cluster.create_topic(topic, 1)
     p = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all", "linger.ms": 0})
@@ -233,12 +248,19 @@ def test_share_offsets_at_the_coordinator_only_and_fenced_after_its_kill(cluster
     tid: uuid.UUID = _topic_id(wire, topic)
     # A group whose coordinator also leads its share state, on another broker than the
     # partition's leader: killing it moves both.
-    group, coordinator = next(
-        (g, c)
-        for g in (f"fenced-{i}" for i in range(200))
-        if (c := _coordinator(cluster, g)) not in (-1, leader)
-        and cluster.leader(SHARE_STATE_TOPIC, partition_for(state_key(g, tid, 0), 8)) == c
-    )
+    placed: list[tuple[str, int]] = []
+
+    def _placed() -> bool:
+        placed[:] = [
+            (g, c)
+            for g in (f"fenced-{i}" for i in range(200))
+            if (c := _coordinator(cluster, g)) not in (-1, leader)
+            and cluster.leader(SHARE_STATE_TOPIC, partition_for(state_key(g, tid, 0), 8)) == c
+        ][:1]
+        return bool(placed)
+
+    wait_until(_placed, "a group led away from the partition's leader", step=0.5)
+    group, coordinator = placed[0]
     other = next(i for i in cluster.nodes if i != coordinator)
     try:
         assert (
