@@ -16,7 +16,7 @@ Every broker sees the whole cluster, so each exports the same cluster-wide figur
 (aggregate with ``max``). In single-node mode the families exist with no series.
 
 The broker's own session with the metadata store (etcd, or the embedded store of a
-single node), from its registration lease (broker.metadata_store.LeaseKeeper):
+single node), from its registration lease (broker.metadata_store.LeaseKeeping):
 
     strata_metadata_store_contact_age_seconds       since the lease was last refreshed
                                                     (a refresh every third of the TTL)
@@ -54,7 +54,7 @@ from broker.status import cluster_status
 
 if TYPE_CHECKING:
     from broker.metadata import ClusterView
-    from broker.metadata_store import LeaseKeeper
+    from broker.metadata_store import LeaseKeeping
 
 
 class ClusterMetricsCollector(Collector):
@@ -64,7 +64,7 @@ class ClusterMetricsCollector(Collector):
     def __init__(
         self,
         view: Callable[[], ClusterView | None],
-        keeper: Callable[[], LeaseKeeper | None] = lambda: None,
+        keeper: Callable[[], LeaseKeeping | None] = lambda: None,
     ) -> None:
         self._view = view
         self._keeper = keeper
@@ -79,7 +79,7 @@ class ClusterMetricsCollector(Collector):
         yield from self._session(self._keeper())
 
     @staticmethod
-    def _session(keeper: LeaseKeeper | None) -> Iterator[Metric]:
+    def _session(keeper: LeaseKeeping | None) -> Iterator[Metric]:
         age = GaugeMetricFamily(
             "strata_metadata_store_contact_age_seconds",
             "Seconds since this broker's metadata store (etcd) lease was last refreshed",

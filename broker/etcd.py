@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import aetcd
 
+from broker.etcd_lease import ThreadLeaseKeeper
 from broker.metadata_store import (
     Compare,
     CompareTarget,
@@ -38,7 +39,6 @@ from broker.metadata_store import (
     Get,
     KeyValue,
     Lease,
-    LeaseKeeper,
     LeaseNotFoundError,
     Op,
     Put,
@@ -198,6 +198,9 @@ class EtcdClient:
         self.timeout = timeout
         self._client: Any = None
         self._closed = False
+        # The channel's target and options, for the lease keeper's own channel.
+        self._target = ""
+        self._options: dict[str, Any] = {}
 
     async def connect(self) -> EtcdClient:
         """Open the channel. No I/O reaches etcd yet: use ``ping`` to check it answers."""
@@ -211,6 +214,7 @@ class EtcdClient:
             }
             # The library's deadline is an int in its signature, but gRPC takes float seconds.
             client = aetcd.Client(host=host, port=port, timeout=self.timeout, options=options)
+            self._target, self._options = f"{host}:{port}", options
             try:
                 await client.connect()
             except _LIBRARY_ERRORS as exc:
@@ -397,9 +401,11 @@ class EtcdClient:
             return False
         return True
 
-    def keep_alive(self, lease: Lease, *, interval: float | None = None) -> LeaseKeeper:
-        """Start refreshing ``lease`` in the background (every TTL/3 by default)."""
-        return LeaseKeeper(self, lease, interval=interval)
+    def keep_alive(self, lease: Lease, *, interval: float | None = None) -> ThreadLeaseKeeper:
+        """Start refreshing ``lease`` from a thread of its own (every TTL/3 by default), so
+        that a busy event loop does not lose it (``broker.etcd_lease``)."""
+        self._require()
+        return ThreadLeaseKeeper(self, self._target, self._options, lease, interval=interval)
 
     # --- watches -----------------------------------------------------------------------------
 

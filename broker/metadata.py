@@ -43,7 +43,7 @@ from broker.metadata_store import (
     Delete,
     Get,
     KeyValue,
-    LeaseKeeper,
+    LeaseKeeping,
     MetadataStore,
     Op,
     Put,
@@ -303,7 +303,7 @@ class MetadataClient:
         self.reregistrations = 0
         self._watch_task: asyncio.Task[None] | None = None
         self._registration: BrokerRegistration | None = None
-        self._keeper: LeaseKeeper | None = None
+        self._keeper: LeaseKeeping | None = None
         self._broker_epoch = 0
         self._supervisor: asyncio.Task[None] | None = None
 
@@ -365,7 +365,7 @@ class MetadataClient:
         return None if keeper is None or keeper.lost.is_set() else keeper.lease.id
 
     @property
-    def keeper(self) -> LeaseKeeper | None:
+    def keeper(self) -> LeaseKeeping | None:
         return self._keeper
 
     async def allocate_broker_id(self) -> int:

@@ -220,7 +220,7 @@ class MetadataStore(Protocol):
 
     async def revoke_lease(self, lease_id: int) -> bool: ...
 
-    def keep_alive(self, lease: Lease, *, interval: float | None = None) -> LeaseKeeper: ...
+    def keep_alive(self, lease: Lease, *, interval: float | None = None) -> LeaseKeeping: ...
 
     def watch_prefix(
         self, prefix: bytes, *, start_revision: int | None = None
@@ -241,6 +241,20 @@ async def cas_update(
         if result.succeeded:
             return new, result.revision
     raise MetadataStoreError(f"could not update {key.decode()}: too many concurrent changes")
+
+
+class LeaseKeeping(Protocol):
+    """A lease kept alive in the background: ``LeaseKeeper`` on the event loop, or
+    ``broker.etcd_lease.ThreadLeaseKeeper`` on a thread of its own (etcd)."""
+
+    lease: Lease
+    lost: asyncio.Event
+    alive_until: float
+
+    @property
+    def running(self) -> bool: ...
+
+    async def stop(self, *, revoke: bool = False) -> None: ...
 
 
 class LeaseKeeper:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import functools
 import signal
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable
 
 import pytest
@@ -330,3 +331,44 @@ async def test_closed_client_raises(etcd_server: EtcdProcess) -> None:
     await c.close()
     with pytest.raises(MetadataStoreError, match="closed"):
         await c.get(b"/x")
+
+
+async def test_lease_kept_while_the_event_loop_is_blocked(etcd_server: EtcdProcess, clients: Clients) -> None:
+    """The keeper refreshes from a thread of its own: a loop blocked past the TTL (a
+    synchronous step of a busy broker) keeps its lease and ``alive_until`` moves on."""
+    c = await clients(etcd_server).connect()
+    lease = await c.grant_lease(2)
+    await c.put(b"/lease-blocked/kept", b"v", lease=lease.id)
+    keeper = c.keep_alive(lease)
+    try:
+        time.sleep(4.0)  # blocks the event loop for two TTLs
+        assert await c.get(b"/lease-blocked/kept") is not None
+        assert await c.lease_ttl(lease.id) > 0
+        assert keeper.alive_until > time.monotonic()
+        assert keeper.running and not keeper.lost.is_set()
+    finally:
+        await keeper.stop(revoke=True)
+    assert not keeper.running
+    assert await c.lease_ttl(lease.id) == -1
+
+
+async def test_lease_let_go_when_the_event_loop_stops_for_good(
+    etcd_server: EtcdProcess, clients: Clients
+) -> None:
+    """A loop silent for longer than ``max_loop_stall`` is not kept registered: the thread
+    stops refreshing, etcd ends the lease, and once the loop runs again the keeper says so."""
+    from broker.etcd_lease import ThreadLeaseKeeper
+
+    c = await clients(etcd_server).connect()
+    lease = await c.grant_lease(1)
+    await c.put(b"/lease-wedged/k", b"v", lease=lease.id)
+    keeper = c.keep_alive(lease)
+    assert isinstance(keeper, ThreadLeaseKeeper)
+    keeper.max_loop_stall = 0.5
+    time.sleep(3.0)  # the loop wedged: past the stall bound and the 1 s TTL after it
+    try:
+        await asyncio.wait_for(keeper.lost.wait(), NO_HANG)
+        assert await c.get(b"/lease-wedged/k") is None
+        assert not keeper.running
+    finally:
+        await keeper.stop()
