@@ -51,6 +51,7 @@ from typing import Any
 from broker.cluster_config import ClusterConfig
 from broker.fetcher import ReplicaFetcher
 from broker.inter_broker import InterBrokerClient
+from broker.isr_writer import IsrWriter
 from broker.local_topics import LocalTopics
 from broker.log_manager import ClusterLogManager
 from broker.metadata import NO_LEADER, MetadataClient, PartitionState, TopicAssignment, Versioned
@@ -65,7 +66,6 @@ from broker.replication.leader_state import (
 from hot import log_write
 from hot.errors import (
     LogClosedError,
-    MetadataStoreError,
     NotEnoughReplicasAfterAppendError,
     NotLeaderError,
     RequestTimedOutError,
@@ -118,6 +118,8 @@ class ReplicaManager:
         self.retry_reconcile = False  # set by a failure a later pass should retry
         # A restarted leader's new epochs, written in batches (broker.new_epochs).
         self.new_epochs = NewEpochs(broker_id, client, self._spawn, self._retry_soon)
+        # This leader's ISR changes, written in batches (broker.isr_writer).
+        self.isr_writer = IsrWriter(self)
         # Parked replica fetches and role-change waiters (coordinators).
         self.wakeups = ReplicaWakeups(self.view)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -803,49 +805,7 @@ class ReplicaManager:
             return
         leader.propose_isr(isr)
         rep.isr_writing = True
-        self._spawn(self._write_isr(rep, leader, isr, why), f"isr-{rep.name}")
-
-    async def _write_isr(
-        self, rep: PartitionReplica, leader: LeaderState, isr: frozenset[int], why: str
-    ) -> None:
-        committed = False
-        try:
-            vs = self.view.partitions.get((rep.topic, rep.partition))
-            for _ in range(3):
-                if vs is None:
-                    return
-                s = vs.value
-                if s.leader != self.broker_id or s.leader_epoch != leader.leader_epoch:
-                    return  # fenced: a new epoch is coming through the watch
-                va = self.view.topics.get(rep.topic)
-                if va is None or va.value.partitions[rep.partition] != leader.replicas:
-                    return  # the replica set changed (reassignment): the view comes first
-                ordered = tuple(r for r in leader.replicas if r in isr)
-                new = PartitionState(self.broker_id, s.leader_epoch, ordered, s.controller_epoch)
-                res = await self.client.update_partition_state(rep.topic, rep.partition, vs, new)
-                if res.ok:
-                    if rep.leader is leader:
-                        assert res.state is not None
-                        rep.isr_revision = res.state.mod_revision
-                        leader.commit_isr(ordered)
-                        committed = True
-                        log.info("%s: ISR %s -> %s (%s)", rep.name, list(s.isr), list(ordered), why)
-                        self.on_isr_change(rep.topic, rep.partition, s.isr, ordered)
-                    return
-                vs = res.state
-        except MetadataStoreError as exc:
-            log.warning("%s: ISR change to %s not written: %s", rep.name, sorted(isr), exc)
-        finally:
-            if not committed and rep.leader is leader and leader.pending_isr is not None:
-                leader.abort_isr_change()
-            if rep.leader is leader:
-                rep.isr_writing = False
-                if committed:
-                    self.maybe_advance_hw(rep)
-                # The view may have moved meanwhile (our write, or the controller's).
-                current = self.view.partitions.get((rep.topic, rep.partition))
-                if current is not None and rep.role is Role.LEADER:
-                    self._apply(rep, rep.replicas, current)
+        self.isr_writer.propose(rep, leader, isr, why)
 
     # --- HW checkpoint -------------------------------------------------------------------------------
 
