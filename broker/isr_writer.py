@@ -47,6 +47,7 @@ class _Proposal:
     isr: frozenset[int]
     why: str
     committed: bool = False
+    finished: bool = False  # ``IsrWriter._done`` ran: a later proposal may hold the flags
 
 
 class IsrWriter:
@@ -161,8 +162,11 @@ class IsrWriter:
 
     def _done(self, p: _Proposal) -> None:
         """The end of a proposal, written or not (once: later calls do nothing)."""
+        if p.finished:
+            return
+        p.finished = True
         rep, leader = p.rep, p.leader
-        if rep.leader is not leader or not rep.isr_writing:
+        if rep.leader is not leader:
             return
         if not p.committed and leader.pending_isr is not None:
             leader.abort_isr_change()
