@@ -175,21 +175,33 @@ async def test_a_conflict_in_a_batch_writes_each_against_the_stored_state() -> N
 
 async def test_a_fenced_leader_writes_nothing_and_a_later_proposal_is_left_alone() -> None:
     store, replicas, writer, reps = _setup(3, max_txn_ops=8)
-    # Partition 0 has a newer epoch in the view: its proposal is dropped, the others written.
-    old = store.view.partitions[("t", 0)]
-    store.view.partitions[("t", 0)] = Versioned(replace(old.value, leader_epoch=6), old.mod_revision + 1, 1)
+    # Partition 0's replica set moved in the view (a reassignment): its proposal is
+    # dropped, the others written together.
+    va = store.view.topics["t"]
+    moved = replace(va.value, partitions=((1, 2, 4), REPLICAS, REPLICAS))
+    store.view.topics["t"] = Versioned(moved, va.mod_revision + 1, 1)
     for rep in reps:
         _propose(writer, rep, frozenset(REPLICAS))
-    # While the batch is in flight, partition 0 (already finished: fenced) gets a new
-    # proposal; finishing the first must not abort it.
     await asyncio.sleep(0)
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # the batch is in flight; partition 0's proposal already ended
     rep0 = reps[0]
     assert rep0.leader is not None and not rep0.isr_writing and rep0.leader.pending_isr is None
+    # The view moves back and partition 0 gets a new proposal while the batch is in
+    # flight: the end of the batch must not end it too (its flags hold until it is written).
+    store.view.topics["t"] = va
     _propose(writer, rep0, frozenset({1}))
-    assert rep0.leader.pending_isr == frozenset({1})
+    seen: list[tuple[bool, frozenset[int] | None]] = []
+    single = store.update_partition_state
+
+    async def watched(topic: str, p: int, expected: Any, new: PartitionState) -> CasResult:
+        assert rep0.leader is not None
+        seen.append((rep0.isr_writing, rep0.leader.pending_isr))
+        return await single(topic, p, expected, new)
+
+    store.update_partition_state = watched  # type: ignore[method-assign]
     await _settle(replicas)
     assert store.batches == [2]
-    assert store.view.partitions[("t", 0)].value.isr == (1, 2)  # never written: fenced
-    assert not rep0.isr_writing and rep0.leader.pending_isr is None
-    assert [p for _, p, _, _ in replicas.changes] == [1, 2]
+    assert seen == [(True, frozenset({1}))]
+    assert store.view.partitions[("t", 0)].value.isr == (1,)
+    assert not rep0.isr_writing and rep0.leader.pending_isr is None and rep0.leader.isr == {1}
+    assert [p for _, p, _, _ in replicas.changes] == [1, 2, 0]
