@@ -47,7 +47,7 @@ import asyncio
 import struct
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final
 
 from api.security.guards import topic_ok
@@ -168,14 +168,57 @@ def _no_tags(buf: bytes, pos: int) -> int:
     return pos + 1
 
 
+# The one-partition parse in C (hot/_recordwalk.c ``fetch_one``), None without the extension.
+_COne = tuple[int, int, int, "str | None", int, int, int, bool, bool, "str | None", bytes, int, int, int, int]
+_CParse = Callable[[bytes], "_COne | None"]
+
+
+def _load_parse() -> _CParse | None:
+    try:
+        from hot._recordwalk import fetch_one
+    except ImportError:  # installed without a C compiler, or a module built before it
+        return None
+    return fetch_one
+
+
+_c_parse: Final = _load_parse()
+
+
 class _Request:
-    """What the fast path needs of a Fetch request (``parse``)."""
+    """What the fast path needs of a Fetch request: a request for one partition of one
+    topic (what a consumer of one partition sends) parsed in one C call
+    (``hot._recordwalk.fetch_one``), anything else, or a build without the extension
+    (``one`` None), by ``_parse``, the reference: the same fields for every frame
+    (tests/api/test_fetch_codec_c.py)."""
 
     __slots__ = ("header", "max_bytes", "max_wait_ms", "min_bytes", "read_committed", "topics", "version")
 
-    def __init__(self, frame: bytes) -> None:
-        self.topics: list[tuple[str | None, bytes, list[Asked]]] = []
-        self._parse(frame)
+    def __init__(self, frame: bytes, one: _CParse | None = _c_parse) -> None:
+        got = one(frame) if one is not None else None
+        if got is None:
+            self.topics: list[tuple[str | None, bytes, list[Asked]]] = []
+            self._parse(frame)
+            return
+        (
+            api_key,
+            version,
+            correlation_id,
+            client_id,
+            self.max_wait_ms,
+            self.min_bytes,
+            self.max_bytes,
+            self.read_committed,
+            _,
+            name,
+            topic_id,
+            partition,
+            epoch,
+            offset,
+            max_bytes,
+        ) = got
+        self.version = version
+        self.header = RequestHeader(api_key, version, correlation_id, client_id)
+        self.topics = [(name, topic_id, [(partition, epoch, offset, max_bytes)])]
 
     def _parse(self, buf: bytes) -> None:
         api_key, version, correlation_id, n = _HEAD.unpack_from(buf, 0)
