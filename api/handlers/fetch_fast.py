@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from api.security.guards import topic_ok
 from broker.fetch_sessions import MIN_CONSUMER_PARTITIONS
+from broker.latency_histogram import LatencyBatch
 from broker.security.quotas import ANONYMOUS, CONSUMER_BYTE_RATE
 from hot.errors import StrataError
 from kwire import APIS, ApiKey, RequestHeader
@@ -324,8 +325,9 @@ class FetchFastPath:
         self._view: object = None
         self._seq = -1
         self._ids: dict[bytes, str] = {}
-        # (the broker's metrics, its fetch and request latency histograms for Fetch)
-        self._latency: tuple[object, Any, Any] | None = None
+        # (the broker's metrics, the batch of its fetch and request latency histograms for
+        # Fetch, the batch's values)
+        self._latency: tuple[object, LatencyBatch, list[float]] | None = None
         # The leader checks' answers (the replica and its log) by (topic, partition,
         # current_leader_epoch asked), valid while the view and every replica's role are as
         # when they were looked up (``_roles``: the view, its seq, ReplicaWakeups.roles_seq).
@@ -491,13 +493,15 @@ class FetchFastPath:
             totals = metrics.fetched(name)
             totals[0] += span
             totals[1] += size
-        elapsed = time.perf_counter() - started
         latency = self._latency
         if latency is None or latency[0] is not metrics:
-            fetch = metrics.labelled(metrics.fetch_latency, "kafka")
-            latency = self._latency = (metrics, fetch, metrics.labelled(metrics.request_latency, API_NAME))
-        latency[1].observe(elapsed)
-        latency[2].observe(elapsed)
+            batch = metrics.latency_batch(metrics.fetch_latency, "kafka", API_NAME)
+            latency = self._latency = (metrics, batch, batch.values)
+        # The fetch and request latency histograms, counted in batches (LatencyBatch).
+        values = latency[2]
+        values.append(time.perf_counter() - started)
+        if len(values) >= LatencyBatch.FOLD_AT:
+            latency[1].fold()
         self.hits += 1
         copy = read.total < self.copy_below
         view = broker.replicas.view
