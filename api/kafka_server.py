@@ -54,6 +54,7 @@ import weakref
 from collections.abc import Coroutine
 from typing import Any, Final
 
+from api.answer_queue import AnswerQueue
 from api.handlers import GUARDS, HANDLERS, Handler
 from api.handlers.fetch_fast import FetchFastPath
 from api.handlers.metadata_cache import MetadataCache
@@ -218,7 +219,7 @@ class Connection:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.decoder = FrameDecoder(self.broker.config.max_request_bytes)
         # (header or None, task producing the response parts or None for "no response")
-        self.pending: asyncio.Queue[tuple[RequestHeader, Answer] | None] = asyncio.Queue(MAX_IN_FLIGHT)
+        self.pending: AnswerQueue[tuple[RequestHeader, Answer] | None] = AnswerQueue(MAX_IN_FLIGHT)
         self._reading = True
         self._read_task: asyncio.Task[None] | None = None
         self._write_task: asyncio.Task[None] | None = None
@@ -337,7 +338,7 @@ class Connection:
                         pending.put_nowait(item)
 
     def _answer_in_place(
-        self, item: tuple[RequestHeader, Answer], pending: asyncio.Queue[tuple[RequestHeader, Answer] | None]
+        self, item: tuple[RequestHeader, Answer], pending: AnswerQueue[tuple[RequestHeader, Answer] | None]
     ) -> bool:
         """Writes a ready one-part answer to the transport here, when it is the only thing
         to answer: the writer idle with nothing queued or buffered, no other request in
