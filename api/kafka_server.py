@@ -48,11 +48,13 @@ import logging
 import os
 import socket
 import ssl
+import struct
 import time
 import weakref
 from collections.abc import Coroutine
-from typing import Any
+from typing import Any, Final
 
+from api.answer_queue import AnswerQueue
 from api.handlers import GUARDS, HANDLERS, Handler
 from api.handlers.fetch_fast import FetchFastPath
 from api.handlers.metadata_cache import MetadataCache
@@ -104,6 +106,14 @@ FETCH_KEY = ApiKey.FETCH.to_bytes(2, "big")
 TLS_HANDSHAKE_TIMEOUT = 10.0
 # What a client may send on a SASL listener before it has authenticated.
 PRE_AUTH_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+
+
+class _Handled:
+    """A fast path took the frame and there is nothing to queue (``Connection._fast``)."""
+
+
+_HANDLED: Final = _Handled()
+_SIZE: Final = struct.Struct(">i")  # a frame's size prefix
 
 
 class KafkaServer:
@@ -209,7 +219,7 @@ class Connection:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.decoder = FrameDecoder(self.broker.config.max_request_bytes)
         # (header or None, task producing the response parts or None for "no response")
-        self.pending: asyncio.Queue[tuple[RequestHeader, Answer] | None] = asyncio.Queue(MAX_IN_FLIGHT)
+        self.pending: AnswerQueue[tuple[RequestHeader, Answer] | None] = AnswerQueue(MAX_IN_FLIGHT)
         self._reading = True
         self._read_task: asyncio.Task[None] | None = None
         self._write_task: asyncio.Task[None] | None = None
@@ -221,6 +231,8 @@ class Connection:
         self._close_after_answer = False
         self.tls = writer.get_extra_info("ssl_object") is not None
         self._direct: socket.socket | None = None
+        # The writer waits for the queue with nothing of its own to write (_answer_in_place).
+        self._writer_idle = False
         self._muted_until = 0.0  # quota throttling: no reads before this (time.monotonic)
         # The connection's produce requests append in the order sent (broker.produce_path).
         self.produce_order = ProduceOrder()
@@ -309,33 +321,77 @@ class Connection:
                     )
                 return
             self.decoder.feed(data)
+            pending = self.pending
             while (frame := self.decoder.next_frame()) is not None:
                 if self._muted_until:  # ever throttled (quotas): no coroutine per frame otherwise
                     await self._unmuted()
-                await self._dispatch(frame)
+                started = time.perf_counter()
+                # The fast paths answer in place, with no coroutine or future per request
+                # (issue 34 round 6); the rest goes through _dispatch.
+                item = self._fast(frame, started) if self.raw_sasl is None else None
+                if item is None:
+                    await self._dispatch(frame, started)
+                elif not isinstance(item, _Handled) and not self._answer_in_place(item, pending):
+                    if pending.full():  # MAX_IN_FLIGHT reached: reading waits for the writer
+                        await pending.put(item)
+                    else:
+                        pending.put_nowait(item)
 
-    async def _dispatch(self, frame: bytes) -> None:
-        if self.raw_sasl is not None:
-            await self._enqueue(self.raw_sasl, asyncio.create_task(self._raw_sasl_token(frame)))
-            return
-        started = time.perf_counter()
-        if frame[:2] == PRODUCE_KEY:
+    def _answer_in_place(
+        self, item: tuple[RequestHeader, Answer], pending: AnswerQueue[tuple[RequestHeader, Answer] | None]
+    ) -> bool:
+        """Writes a ready one-part answer to the transport here, when it is the only thing
+        to answer: the writer idle with nothing queued or buffered, no other request in
+        the bytes read, and the transport's buffer empty (so nothing can pile up without
+        the writer's drain). What one request in flight meets every time: its answer goes
+        out without waking the writer task (issue 34 round 6: depth 1). False: queue it."""
+        if not self._writer_idle or self._close_after_answer:
+            return False
+        answer = item[1]
+        if type(answer) is not list or len(answer) != 1 or type(answer[0]) is not bytes:
+            return False
+        body = answer[0]
+        if (
+            len(body) >= DIRECT_SEND_MIN
+            or not pending.empty()
+            or self.decoder.buffered
+            or self.writer.transport.get_write_buffer_size()
+        ):
+            return False
+        try:
+            self.writer.write(_SIZE.pack(len(body)) + body)
+        except (ConnectionError, OSError, RuntimeError) as exc:
+            log.info("client %s went away while being answered: %s", self.peer, exc)
+            self.stop_reading()
+        return True
+
+    def _fast(self, frame: bytes, started: float) -> tuple[RequestHeader, Answer] | _Handled | None:
+        """A fast path's answer to ``frame`` for the writer's queue (a ready answer is its
+        parts: no future), ``_HANDLED`` when there is nothing to queue (acks=0, or the
+        connection is closing), None: the general path's (``_dispatch``)."""
+        key = frame[:2]
+        if key == PRODUCE_KEY:
             try:
                 fast = self.server.produce_fast.answer(self, frame, started)
             except Exception:  # as a failed handler: one log line, this connection closed
                 log.exception("closing connection from %s: produce (fast path) failed", self.peer)
                 self.stop_reading()
-                return
-            if fast is not None:  # appended; answered now, later, or (acks=0) never
-                if not isinstance(fast, NoAnswer):
-                    await self._enqueue(*fast)
-                return
-        elif frame[:2] == METADATA_KEY and (self.sasl is None or self.sasl.authenticated):
-            hit = self.server.metadata_cache.answer_frame(self, frame, started)
-            if hit is not None:  # the same request as one answered at this view
-                await self._enqueue(hit[0], _done(hit[1]))
-                return
-        if frame[:2] == FETCH_KEY and await self._fetch_fast(frame, started):
+                return _HANDLED
+            if fast is None:
+                return None
+            # appended; answered now, later, or (acks=0) never
+            return _HANDLED if isinstance(fast, NoAnswer) else fast
+        if key == FETCH_KEY:
+            return self._fetch_fast(frame, started)
+        if key == METADATA_KEY and (self.sasl is None or self.sasl.authenticated):
+            # the same request as one answered at this view
+            return self.server.metadata_cache.answer_frame(self, frame, started)
+        return None
+
+    async def _dispatch(self, frame: bytes, started: float) -> None:
+        """The general path: the frame decoded and its handler's task queued."""
+        if self.raw_sasl is not None:
+            await self._enqueue(self.raw_sasl, asyncio.create_task(self._raw_sasl_token(frame)))
             return
         try:
             header, request = decode_request(frame)
@@ -364,29 +420,28 @@ class Connection:
         self._last_task = weakref.ref(task)
         await self._enqueue(header, task)
 
-    async def _fetch_fast(self, frame: bytes, started: float) -> bool:
-        """Answers a Fetch of ready local data from its frame (api.handlers.fetch_fast);
-        False: decode it and run the handler. Only once the latest handler's task is done
-        (tasks start in order, so every earlier one has started too): this fetch then sees
-        what they did before their first wait (a Produce's append), as its own task would.
-        A fast-path Produce appended when it was read, before this frame."""
+    def _fetch_fast(self, frame: bytes, started: float) -> tuple[RequestHeader, Answer] | None:
+        """The answer to a Fetch of ready local data from its frame (api.handlers.fetch_fast)
+        for the writer's queue; None: decode it and run the handler. Only once the latest
+        handler's task is done (tasks start in order, so every earlier one has started
+        too): this fetch then sees what they did before their first wait (a Produce's
+        append), as its own task would. A fast-path Produce appended when it was read,
+        before this frame."""
         if self.sasl is not None and not self.sasl.authenticated:
-            return False
+            return None
         last = self._last_task() if self._last_task is not None else None
         if last is not None and not last.done():
-            return False
+            return None
         ready = self.server.fetch_fast.answer_frame(self, frame, started)
         if ready is None:
-            return False
+            return None
         header, answer = ready
         if isinstance(answer, list):
-            await self._enqueue(header, _done(answer))
-            return True
+            return header, answer
         # A long poll parked on the fast path: its task, as a handler's would be.
         task = asyncio.create_task(self._fetch_parked(answer, frame, started))
         self._last_task = weakref.ref(task)
-        await self._enqueue(header, task)
-        return True
+        return header, task
 
     async def _fetch_parked(
         self, parked: Coroutine[Any, Any, list[Any] | None], frame: bytes, started: float
@@ -439,7 +494,11 @@ class Connection:
             else:
                 if out and not await self._write_out(out):
                     return
-                item = await self.pending.get()
+                self._writer_idle = True  # nothing of its own to write: _answer_in_place may
+                try:
+                    item = await self.pending.get()
+                finally:
+                    self._writer_idle = False
             if item is None:
                 if out:
                     await self._write_out(out)
@@ -447,8 +506,18 @@ class Connection:
             header, task = item
             parts: Any
             try:
-                if isinstance(task, list):  # an answer ready when read (api.handlers.produce_fast)
+                if isinstance(task, list):  # an answer ready when read (the fast paths)
                     parts = task
+                    if len(parts) == 1 and type(parts[0]) is bytes and not self._close_after_answer:
+                        body = parts[0]
+                        if len(body) < DIRECT_SEND_MIN:
+                            # One small bytes part (a one-partition answer): its size and
+                            # itself into the batch, without encode_frame's copy and checks.
+                            out.append(_SIZE.pack(len(body)))
+                            out.append(body)
+                            if not self.pending.empty():
+                                nxt, have_next = self.pending.get_nowait(), True
+                            continue
                 else:
                     if out and not task.done() and not await self._write_out(out):
                         return

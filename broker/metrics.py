@@ -24,7 +24,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
-from broker.latency_histogram import LatencyHistogram
+from broker.latency_histogram import LatencyBatch, LatencyHistogram
 from broker.request_metrics import RequestErrors, ResponseErrors
 from core.prom_text import exposition
 from hot.errors import StrataError
@@ -83,6 +83,7 @@ class BrokerMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         self._children: dict[tuple[int, str], Any] = {}
+        self._batches: dict[tuple[int, str, str], LatencyBatch] = {}
         r = self.registry
         # prometheus-client's standard collectors (process_cpu_seconds_total, RSS, open fds,
         # python_info, GC), on the broker's own registry, and what is running.
@@ -162,6 +163,17 @@ class BrokerMetrics:
         if child is None:
             child = self._children[key] = metric.labels(label)
         return child
+
+    def latency_batch(self, door_metric: Any, door: str, api: str) -> LatencyBatch:
+        """The ``LatencyBatch`` of a fast path's requests: counted in ``door_metric`` under
+        ``door`` and in ``request_latency`` under ``api``; one per (metric, door, api)."""
+        key = (id(door_metric), door, api)
+        batch = self._batches.get(key)
+        if batch is None:
+            batch = self._batches[key] = LatencyBatch(
+                self.labelled(door_metric, door), self.labelled(self.request_latency, api)
+            )
+        return batch
 
     def produced(self, topic: str) -> list[int]:
         """[records, bytes] appended to ``topic`` so far: the caller adds to them."""

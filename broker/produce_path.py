@@ -309,6 +309,26 @@ class ProducePath:
             return None
         return rep
 
+    def fast_again(self, rep: PartitionReplica, acks: int, records: memoryview, api_version: int) -> bool:
+        """``fast_leader``'s checks that a role change does not mark, for a replica it
+        returned before (the listener keeps its answers while the view and every role are
+        as they were: api.handlers.produce_fast): not shutting down, the lease certain,
+        min.insync.replicas for acks=all, the records, the topic's schema validation."""
+        replicas = self.replicas
+        if replicas.shutting_down or not replicas.lease_alive():
+            return False
+        leader = rep.leader
+        if leader is None:
+            return False
+        if acks == -1:
+            try:
+                leader.check_before_append(acks)
+            except StrataError:
+                return False
+        if len(records) == 0 or (api_version < PRODUCE_ZSTD_VERSION and uses_zstd(records)):
+            return False
+        return not rep.log.config.schema_validation
+
     def fast_append(self, rep: PartitionReplica, topic: str, records: memoryview) -> AppendInfo | StrataError:
         """``append`` of one non-transactional request's batches to ``rep`` (from
         ``fast_leader``, no await since), without its PendingAppend: what the log wrote, or

@@ -168,7 +168,7 @@ class ReadPath:
         """The partition's log, its high-watermark advances waking the fetches parked on it."""
         lg = self.manager.get_log(topic, partition)
         if lg not in self._listening:
-            lg.add_hw_listener(self._on_hw_advance)
+            lg.add_hw_listener(self._on_hw_advance, gate=self._waiters)
             self._listening.add(lg)
         return lg
 

@@ -896,6 +896,222 @@ static PyObject *produce_answer(PyObject *module, PyObject *const *args, Py_ssiz
     return out;
 }
 
+/*
+ * fetch_one(frame) -> (api_key, version, correlation_id, client_id, max_wait_ms, min_bytes,
+ *                      max_bytes, read_committed, opens_session, name, topic_id, partition,
+ *                      current_leader_epoch, fetch_offset, partition_max_bytes) | None
+ *
+ * api.handlers.fetch_fast._Request's parse of a Fetch frame (no size prefix, versions
+ * 4-17) that asks for one partition of one topic (issue 34 round 6): client_id a str or
+ * None; name the topic's str (versions below 13) or None, topic_id its 16 bytes (13+) or
+ * b"". None for everything else: the Python parse then judges the frame (more partitions,
+ * or not for the fast path at all). The same checks in the same order as the Python
+ * parse, which stays the reference (tests/api/test_fetch_codec_c.py).
+ */
+static PyObject *fetch_one(PyObject *module, PyObject *arg) {
+    Py_buffer buf;
+    (void)module;
+    if (PyObject_GetBuffer(arg, &buf, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    const unsigned char *b = (const unsigned char *)buf.buf;
+    Py_ssize_t n = buf.len, pos, name_at = 0, rack_at;
+    int api_key, version, client_len, flexible, opens_session = 0, slen;
+    int32_t correlation, max_wait, min_bytes, max_bytes, v32, index, epoch = -1, part_max;
+    int64_t count, nlen = 0, rlen, offset;
+    PyObject *client = NULL, *name = NULL, *topic_id = NULL;
+    if (n < 10) {
+        goto none;
+    }
+    api_key = be16(b);
+    version = be16(b + 2);
+    correlation = be32(b + 4);
+    client_len = be16(b + 8);
+    if (version < 4 || version > 17) {
+        goto none;
+    }
+    pos = 10;
+    if (client_len >= 0) {
+        if (pos + client_len > n) {
+            goto none;
+        }
+        client = PyUnicode_DecodeUTF8((const char *)b + pos, client_len, NULL);
+        if (client == NULL) {
+            PyErr_Clear();
+            goto none;
+        }
+        pos += client_len;
+    } else if (client_len != -1) {
+        goto none;
+    }
+    flexible = version >= 12;
+    if (flexible) {
+        if (pos >= n || b[pos] != 0) {
+            goto none; /* header tagged fields */
+        }
+        pos += 1;
+    }
+    if (version < 15) {
+        if (pc_i32(b, n, pos, &v32) < 0 || v32 >= 0) {
+            goto none; /* a follower's fetch */
+        }
+        pos += 4;
+    }
+    if (pos + 13 > n) {
+        goto none;
+    }
+    max_wait = be32(b + pos);
+    min_bytes = be32(b + pos + 4);
+    max_bytes = be32(b + pos + 8);
+    int read_committed = (signed char)b[pos + 12] == 1;
+    pos += 13;
+    if (version >= 7) {
+        int32_t session_id, session_epoch;
+        if (pc_i32(b, n, pos, &session_id) < 0 || pc_i32(b, n, pos + 4, &session_epoch) < 0) {
+            goto none;
+        }
+        if (session_id != 0 || (session_epoch != -1 && session_epoch != 0)) {
+            goto none; /* an incremental session's request */
+        }
+        opens_session = session_epoch == 0;
+        pos += 8;
+    }
+    /* one topic */
+    if (flexible) {
+        count = pc_uvarint(b, n, &pos) - 1;
+    } else {
+        count = pc_i32(b, n, pos, &v32) < 0 ? -2 : v32;
+        pos += 4;
+    }
+    if (count != 1 || pos >= n) {
+        goto none;
+    }
+    if (version >= 13) {
+        if (pos + 16 > n) {
+            goto none;
+        }
+        name_at = pos;
+        pos += 16;
+    } else {
+        if (flexible) {
+            nlen = pc_uvarint(b, n, &pos) - 1;
+        } else {
+            nlen = pc_i16(b, n, pos, &slen) < 0 ? -1 : slen;
+            pos += 2;
+        }
+        if (nlen < 0 || pos + nlen > n) {
+            goto none;
+        }
+        name_at = pos;
+        pos += (Py_ssize_t)nlen;
+    }
+    /* one partition */
+    if (flexible) {
+        count = pc_uvarint(b, n, &pos) - 1;
+    } else {
+        count = pc_i32(b, n, pos, &v32) < 0 ? -2 : v32;
+        pos += 4;
+    }
+    if (count != 1 || pos >= n) {
+        goto none;
+    }
+    /* partition, current_leader_epoch (9+), fetch_offset, last_fetched_epoch (12+),
+     * log_start_offset (5+), partition_max_bytes */
+    Py_ssize_t size = 4 + (version >= 9 ? 4 : 0) + 8 + (version >= 12 ? 4 : 0) + (version >= 5 ? 8 : 0) + 4;
+    if (pos + size > n) {
+        goto none;
+    }
+    index = be32(b + pos);
+    pos += 4;
+    if (version >= 9) {
+        epoch = be32(b + pos);
+        pos += 4;
+    }
+    offset = be64(b + pos);
+    pos += 8 + (version >= 12 ? 4 : 0) + (version >= 5 ? 8 : 0);
+    part_max = be32(b + pos);
+    pos += 4;
+    if (flexible) {
+        /* the partition's and the topic's tagged fields, empty */
+        if (pos + 2 > n || b[pos] != 0 || b[pos + 1] != 0) {
+            goto none;
+        }
+        pos += 2;
+    }
+    /* one partition: below broker.fetch_sessions.MIN_CONSUMER_PARTITIONS, so a new session
+     * asked for (opens_session) is answered without one, as the Python parse lets it be */
+    if (version >= 7) { /* no forgotten topics */
+        if (flexible) {
+            count = pc_uvarint(b, n, &pos) - 1;
+        } else {
+            count = pc_i32(b, n, pos, &v32) < 0 ? -2 : v32;
+            pos += 4;
+        }
+        if (count != 0) {
+            goto none;
+        }
+    }
+    if (version >= 11) { /* rack_id: read, a UTF-8 string as the Python parse requires */
+        if (flexible) {
+            rlen = pc_uvarint(b, n, &pos) - 1;
+        } else {
+            rlen = pc_i16(b, n, pos, &slen) < 0 ? -1 : slen;
+            pos += 2;
+        }
+        if (rlen < 0 || pos + rlen > n) {
+            goto none;
+        }
+        rack_at = pos;
+        pos += (Py_ssize_t)rlen;
+        if (rlen > 0) {
+            PyObject *rack = PyUnicode_DecodeUTF8((const char *)b + rack_at, (Py_ssize_t)rlen, NULL);
+            if (rack == NULL) {
+                PyErr_Clear();
+                goto none;
+            }
+            Py_DECREF(rack);
+        }
+    }
+    if (flexible) {
+        if (pos >= n || b[pos] != 0) {
+            goto none; /* the body's tagged fields (cluster_id, replica_state) */
+        }
+        pos += 1;
+    }
+    /* trailing bytes are tolerated, as by the Python parse */
+    if (version >= 13) {
+        topic_id = PyBytes_FromStringAndSize((const char *)b + name_at, 16);
+        name = Py_None;
+        Py_INCREF(name);
+    } else {
+        name = PyUnicode_DecodeUTF8((const char *)b + name_at, (Py_ssize_t)nlen, NULL);
+        if (name == NULL) {
+            PyErr_Clear();
+            goto none;
+        }
+        topic_id = PyBytes_FromStringAndSize(NULL, 0);
+    }
+    if (topic_id == NULL) {
+        Py_XDECREF(client);
+        Py_DECREF(name);
+        PyBuffer_Release(&buf);
+        return NULL;
+    }
+    if (client == NULL) {
+        client = Py_None;
+        Py_INCREF(client);
+    }
+    PyBuffer_Release(&buf);
+    return Py_BuildValue("(iiiNiiiNNNNiiLi)", api_key, version, (int)correlation, client, (int)max_wait,
+                         (int)min_bytes, (int)max_bytes, PyBool_FromLong(read_committed),
+                         PyBool_FromLong(opens_session), name, topic_id, (int)index, (int)epoch,
+                         (long long)offset, (int)part_max);
+none:
+    Py_XDECREF(client);
+    PyBuffer_Release(&buf);
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"walk", walk, METH_VARARGS,
      "walk(data, records_count, last_offset_delta, base_timestamp, require_keys) -> int | list[int]\n\n"
@@ -916,6 +1132,11 @@ static PyMethodDef methods[] = {
     {"produce_answer", (PyCFunction)(void (*)(void))produce_answer, METH_FASTCALL,
      "produce_answer(correlation, head, tail, version, index, base_offset, log_append_time_ms,\n"
      "log_start_offset) -> bytes: api.handlers.produce_fast.encode_one's answer."},
+    {"fetch_one", fetch_one, METH_O,
+     "fetch_one(frame) -> (api_key, version, correlation_id, client_id, max_wait_ms, min_bytes,\n"
+     "max_bytes, read_committed, opens_session, name, topic_id, partition, current_leader_epoch,\n"
+     "fetch_offset, partition_max_bytes) | None: api.handlers.fetch_fast's parse of a\n"
+     "one-partition Fetch frame; None otherwise."},
     {NULL, NULL, 0, NULL},
 };
 

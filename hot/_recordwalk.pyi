@@ -46,3 +46,8 @@ def produce_answer(
     log_start_offset: int,
     /,
 ) -> bytes: ...
+def fetch_one(
+    frame: bytes | bytearray | memoryview, /
+) -> (
+    tuple[int, int, int, str | None, int, int, int, bool, bool, str | None, bytes, int, int, int, int] | None
+): ...

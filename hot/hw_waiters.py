@@ -17,7 +17,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from concurrent.futures import Future
 from typing import Generic, TypeVar
 
@@ -36,6 +36,9 @@ class HwWaiters(Generic[L]):
         self._waiters: list[tuple[int, int, Future[None]]] = []
         self._seq = itertools.count()  # ties on an offset complete in arrival order
         self._listeners: list[Callable[[L], None]] = []
+        # The listeners registered with a gate: (callback, gate), and how many without one.
+        self._gated: list[tuple[Callable[[L], None], Container[int]]] = []
+        self._ungated = 0
 
     @property
     def listening(self) -> bool:
@@ -43,14 +46,35 @@ class HwWaiters(Generic[L]):
         after an append reads the high watermark it registered at)."""
         return bool(self._listeners)
 
-    def add_listener_locked(self, callback: Callable[[L], None]) -> None:
+    def wanted(self) -> bool:
+        """Whether a listener would act on a move now: one without a gate, or one whose
+        gate holds ``id(owner)`` (read without the lock, as ``listening``; a gated
+        listener's owner adds the key before it reads the mark it waits on)."""
+        if self._ungated:
+            return True
+        key = id(self._owner)
+        for _, gate in self._gated:  # noqa: SIM110 (a loop: no generator per append)
+            if key in gate:
+                return True
+        return False
+
+    def add_listener_locked(self, callback: Callable[[L], None], gate: Container[int] | None = None) -> None:
         self._listeners.append(callback)
+        if gate is None:
+            self._ungated += 1
+        else:
+            self._gated.append((callback, gate))
 
     def remove_listener_locked(self, callback: Callable[[L], None]) -> None:
         try:
             self._listeners.remove(callback)
         except ValueError:
-            pass
+            return
+        for i, (cb, _) in enumerate(self._gated):
+            if cb == callback:
+                del self._gated[i]
+                return
+        self._ungated -= 1
 
     def wait_locked(self, offset: int, fut: Future[None]) -> None:
         """Park ``fut`` until the high watermark reaches ``offset``."""

@@ -82,7 +82,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
@@ -415,13 +415,17 @@ class Log:
 
     # --- high watermark --------------------------------------------------------------------------
 
-    def add_hw_listener(self, callback: HwListener) -> None:
+    def add_hw_listener(self, callback: HwListener, gate: Container[int] | None = None) -> None:
         """``callback(log)`` runs on whatever thread advanced the high watermark, each time
         it advances, and when the log goes offline or closes. It must be quick and never
         block (e.g. ``loop.call_soon_threadsafe``): it normally runs outside the log's
-        lock, but not when a failure found under the lock takes the log offline."""
+        lock, but not when a failure found under the lock takes the log offline.
+
+        ``gate``: where the listener acts only while ``id(log)`` is in it (a read path's
+        parked fetches), so that an append of a replicated log led alone may skip telling
+        it (hot.log_write ``after_append``); it is still told of every other move."""
         with self._lock:
-            self._hw_waiters.add_listener_locked(callback)
+            self._hw_waiters.add_listener_locked(callback, gate)
 
     def remove_hw_listener(self, callback: HwListener) -> None:
         with self._lock:

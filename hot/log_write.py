@@ -151,8 +151,10 @@ def after_append(log: Log, done: list[Future[None]]) -> None:
         # the listeners (parked fetches) hear of it now, once per append, even when no
         # producer waits on a future; otherwise consumers sat out fetch.wait.max.ms.
         log._fire(done)
-    elif log.hw_follows_end and not cfg.fsync_mode and log._hw_waiters.listening:
-        log._fire(done)  # the same, for a replicated log led alone: only when someone listens
+    elif log.hw_follows_end and not cfg.fsync_mode and log._hw_waiters.wanted():
+        # The same, for a replicated log led alone: only when a listener would act (a
+        # fetch parked on it, Log.add_hw_listener's gate).
+        log._fire(done)
     flusher = log._flusher
     if cfg.fsync_mode:
         if flusher is not None:

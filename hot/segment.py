@@ -469,6 +469,10 @@ class Segment:
         self.compacted = False
         self.deleted = False
         self._bytes_since_index = 0
+        # The last batch appended, (base offset, position, size, next offset), while it is
+        # the file's last: a consumer's fetch of the log's tail reads it without a header
+        # ``pread`` (``_read_regions``). None until an append, and after a truncation.
+        self._tail: tuple[int, int, int, int] | None = None
 
     # --- properties ----------------------------------------------------------------------
 
@@ -542,6 +546,9 @@ class Segment:
         for base, size, max_ts in batches:
             self._track(base, pos, size, max_ts)
             pos += size
+        if batches:
+            base, size, _ = batches[-1]
+            self._tail = (base, pos - size, size, next_offset)
         self.next_offset = next_offset
         self.dirty = True
         if self.created_ms is None:
@@ -564,6 +571,7 @@ class Segment:
         partitionLeaderEpoch (hot.leader_append's one-batch path; LogFile.append_stamped)."""
         pos = self.file.append_stamped(data, position, size, base_offset, leader_epoch)
         self._track(base_offset, pos, size, max_ts)
+        self._tail = (base_offset, pos, size, next_offset)
         self.next_offset = next_offset
         self.dirty = True
         if self.created_ms is None:
@@ -715,6 +723,17 @@ class Segment:
                 self.file.release()
 
     def _read_regions(self, start_offset: int, max_bytes: int, max_offset: int, min_one: bool) -> SegmentRead:
+        tail = self._tail
+        if (
+            tail is not None
+            and tail[0] <= start_offset < tail[3] <= max_offset
+            and tail[1] + tail[2] == self.file.size
+            and (tail[2] <= max_bytes or min_one)
+        ):
+            # The last batch appended holds the offset (a consumer at the log's tail), and it
+            # is still the file's last: its place and size are known, so no header is read
+            # (the index lookup and scan below would find this same batch and this answer).
+            return SegmentRead(self._region(tail[1], tail[2]), tail[0], tail[3])
         empty = SegmentRead(None, -1, start_offset)
         first = self.find_batch(start_offset)
         if first is None or first.next_offset > max_offset:
@@ -865,6 +884,7 @@ class Segment:
         self.max_timestamp = NO_TIMESTAMP
         self.offset_of_max_timestamp = self.base_offset
         self._bytes_since_index = 0
+        self._tail = None
 
     def _rebuild_from_headers(self) -> tuple[int, str] | None:
         """Rebuild both indexes from the batch headers (no CRC: the data is trusted)."""
@@ -1019,6 +1039,7 @@ class Segment:
         if found is None:
             return 0
         dropped = self.file.size - found.position
+        self._tail = None
         self.file.truncate(found.position)
         self.offset_index.truncate_to(found.base_offset)
         self.time_index.truncate_to(found.base_offset)

@@ -47,11 +47,12 @@ import asyncio
 import struct
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final
 
 from api.security.guards import topic_ok
 from broker.fetch_sessions import MIN_CONSUMER_PARTITIONS
+from broker.latency_histogram import LatencyBatch
 from broker.security.quotas import ANONYMOUS, CONSUMER_BYTE_RATE
 from hot.errors import StrataError
 from kwire import APIS, ApiKey, RequestHeader
@@ -168,14 +169,57 @@ def _no_tags(buf: bytes, pos: int) -> int:
     return pos + 1
 
 
+# The one-partition parse in C (hot/_recordwalk.c ``fetch_one``), None without the extension.
+_COne = tuple[int, int, int, "str | None", int, int, int, bool, bool, "str | None", bytes, int, int, int, int]
+_CParse = Callable[[bytes], "_COne | None"]
+
+
+def _load_parse() -> _CParse | None:
+    try:
+        from hot._recordwalk import fetch_one
+    except ImportError:  # installed without a C compiler, or a module built before it
+        return None
+    return fetch_one
+
+
+_c_parse: Final = _load_parse()
+
+
 class _Request:
-    """What the fast path needs of a Fetch request (``parse``)."""
+    """What the fast path needs of a Fetch request: a request for one partition of one
+    topic (what a consumer of one partition sends) parsed in one C call
+    (``hot._recordwalk.fetch_one``), anything else, or a build without the extension
+    (``one`` None), by ``_parse``, the reference: the same fields for every frame
+    (tests/api/test_fetch_codec_c.py)."""
 
     __slots__ = ("header", "max_bytes", "max_wait_ms", "min_bytes", "read_committed", "topics", "version")
 
-    def __init__(self, frame: bytes) -> None:
-        self.topics: list[tuple[str | None, bytes, list[Asked]]] = []
-        self._parse(frame)
+    def __init__(self, frame: bytes, one: _CParse | None = _c_parse) -> None:
+        got = one(frame) if one is not None else None
+        if got is None:
+            self.topics: list[tuple[str | None, bytes, list[Asked]]] = []
+            self._parse(frame)
+            return
+        (
+            api_key,
+            version,
+            correlation_id,
+            client_id,
+            self.max_wait_ms,
+            self.min_bytes,
+            self.max_bytes,
+            self.read_committed,
+            _,
+            name,
+            topic_id,
+            partition,
+            epoch,
+            offset,
+            max_bytes,
+        ) = got
+        self.version = version
+        self.header = RequestHeader(api_key, version, correlation_id, client_id)
+        self.topics = [(name, topic_id, [(partition, epoch, offset, max_bytes)])]
 
     def _parse(self, buf: bytes) -> None:
         api_key, version, correlation_id, n = _HEAD.unpack_from(buf, 0)
@@ -281,8 +325,9 @@ class FetchFastPath:
         self._view: object = None
         self._seq = -1
         self._ids: dict[bytes, str] = {}
-        # (the broker's metrics, its fetch and request latency histograms for Fetch)
-        self._latency: tuple[object, Any, Any] | None = None
+        # (the broker's metrics, the batch of its fetch and request latency histograms for
+        # Fetch, the batch's values)
+        self._latency: tuple[object, LatencyBatch, list[float]] | None = None
         # The leader checks' answers (the replica and its log) by (topic, partition,
         # current_leader_epoch asked), valid while the view and every replica's role are as
         # when they were looked up (``_roles``: the view, its seq, ReplicaWakeups.roles_seq).
@@ -448,13 +493,15 @@ class FetchFastPath:
             totals = metrics.fetched(name)
             totals[0] += span
             totals[1] += size
-        elapsed = time.perf_counter() - started
         latency = self._latency
         if latency is None or latency[0] is not metrics:
-            fetch = metrics.labelled(metrics.fetch_latency, "kafka")
-            latency = self._latency = (metrics, fetch, metrics.labelled(metrics.request_latency, API_NAME))
-        latency[1].observe(elapsed)
-        latency[2].observe(elapsed)
+            batch = metrics.latency_batch(metrics.fetch_latency, "kafka", API_NAME)
+            latency = self._latency = (metrics, batch, batch.values)
+        # The fetch and request latency histograms, counted in batches (LatencyBatch).
+        values = latency[2]
+        values.append(time.perf_counter() - started)
+        if len(values) >= LatencyBatch.FOLD_AT:
+            latency[1].fold()
         self.hits += 1
         copy = read.total < self.copy_below
         view = broker.replicas.view

@@ -36,6 +36,7 @@ from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Final
 
 from api.handlers.produce import produce_response
+from broker.latency_histogram import LatencyBatch
 from broker.produce_path import ProduceResult
 from broker.security.quotas import ANONYMOUS, PRODUCER_BYTE_RATE
 from hot.errors import RequestTimedOutError, StrataError
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from api.handlers.context import Connection
     from broker.broker import Broker
     from broker.partition_replica import PartitionReplica
+    from hot.log import Log
 
 PRODUCE_KEY: Final = ApiKey.PRODUCE.to_bytes(2, "big")  # a frame's first two bytes
 API_NAME: Final = APIS[ApiKey.PRODUCE].name
@@ -342,6 +344,16 @@ class FastProduce:
         self._encoded: dict[tuple[str, bool], bytes] = {}
         self._templates: dict[tuple[int, str], tuple[bytes, bytes]] = {}
         self.taken = 0  # requests answered here (tests, benchmarks)
+        # ``fast_leader``'s answers (the replica and its log) by (topic, partition), valid
+        # while the view and every replica's role are as when they were looked up
+        # (``_roles``: the view, its seq, ReplicaWakeups.roles_seq, bumped by every role or
+        # epoch change) and the replica's log is the one cached; what may change without
+        # that (the lease, shutting down, the ISR for acks=all) is checked per request
+        # (``ProducePath.fast_again``). As the Fetch fast path's leader checks.
+        self._leaders: dict[tuple[str, int], tuple[PartitionReplica, Log]] = {}
+        self._roles: tuple[object, int, int] = (None, -1, -1)
+        # (the broker's metrics, the batch of its produce and request latency histograms)
+        self._latency: tuple[object, LatencyBatch, list[float]] | None = None
 
     def usable(self, conn: Connection) -> bool:
         """Whether this connection's Produce requests may take the fast path at all."""
@@ -374,12 +386,29 @@ class FastProduce:
         version, acks, timeout_ms, topics = parsed
         broker = conn.broker
         writes = broker.writes
+        replicas = broker.replicas
+        view = replicas.view
+        roles = (view, view.seq, replicas.wakeups.roles_seq)
+        if roles != self._roles:
+            self._roles = roles
+            self._leaders.clear()
+        known = self._leaders
         leaders: list[PartitionReplica] = []
         for name, parts in topics:
             for index, records in parts:
-                rep = writes.fast_leader(name, index, acks, records, version)
-                if rep is None:
-                    return None
+                cached = known.get((name, index))
+                if cached is not None and cached[0].log is cached[1]:
+                    rep = cached[0]
+                    if not writes.fast_again(rep, acks, records, version):
+                        return None
+                else:
+                    got = writes.fast_leader(name, index, acks, records, version)
+                    if got is None:
+                        return None
+                    rep = got
+                    if len(known) >= MAX_NAMES:
+                        known.clear()
+                    known[(name, index)] = (rep, rep.log)
                 leaders.append(rep)
         # Every partition passed the checks: append them all, in request order.
         self.taken += 1
@@ -395,7 +424,6 @@ class FastProduce:
         waits: list[tuple[int, asyncio.Future[None]]] = []
         failed = False
         timeout = max(timeout_ms, 1) / 1000
-        replicas = broker.replicas
         for i, out in enumerate(outcomes):
             if type(out) is not AppendInfo:
                 failed = True
@@ -467,10 +495,17 @@ class _Request:
         self.started = started
 
     def _observe(self, broker: Broker) -> None:
+        """The produce and request latency histograms, counted in batches (LatencyBatch)."""
         metrics = broker.metrics
-        elapsed = time.perf_counter() - self.started
-        metrics.labelled(metrics.produce_latency, "kafka").observe(elapsed)
-        metrics.labelled(metrics.request_latency, API_NAME).observe(elapsed)
+        fast = self.fast
+        latency = fast._latency
+        if latency is None or latency[0] is not metrics:
+            batch = metrics.latency_batch(metrics.produce_latency, "kafka", API_NAME)
+            latency = fast._latency = (metrics, batch, batch.values)
+        values = latency[2]
+        values.append(time.perf_counter() - self.started)
+        if len(values) >= LatencyBatch.FOLD_AT:
+            latency[1].fold()
 
     def success(self) -> bytes:
         """Every partition appended and acknowledged: the answer, encoded directly."""

@@ -3,7 +3,8 @@ watermark moved to the log end by the append itself, in the append's own lock se
 (hot.log_write.follow_log_end, broker.replica_manager ``_follow_end``; issue 34 round 5).
 
 One broker in process: right after ``Log.append`` (before ``ReplicaManager.appended``) the
-HW is the log end and a listener heard of it; acks=all waiters still complete; in fsync
+HW is the log end and a listener heard of it (a gated one only while its gate holds the
+log: a parked fetch); acks=all waiters still complete; in fsync
 mode the HW still waits for the flush; once the partition has a follower (its replica set
 grows) the append no longer moves the HW, and the leader's own HW state never lags it."""
 
@@ -42,6 +43,19 @@ async def _check(broker: Broker) -> None:
     end = _append(rep)
     assert lg.high_watermark == end == lg.log_end_offset  # before ReplicaManager.appended
     assert heard == [end]
+    # a listener with a gate (the read path's: its parked fetches) is told of such an
+    # append only while its gate holds the log (hot.log_write after_append)
+    lg.remove_hw_listener(listener)
+    gate: set[int] = set()
+    lg.add_hw_listener(listener, gate=gate)
+    end = _append(rep)
+    assert heard == [end - 1] and lg.high_watermark == end
+    gate.add(id(lg))
+    end = _append(rep)
+    assert heard == [end - 2, end]
+    lg.remove_hw_listener(listener)
+    assert not lg._hw_waiters.listening or not lg._hw_waiters.wanted()  # the read path's, if any
+    lg.add_hw_listener(listener)
     replicas.appended(rep)
     assert rep.leader is not None and rep.leader.high_watermark == end
     # acks=all: acknowledged at once (the HW is past it), as before

@@ -9,7 +9,7 @@ import random
 import pytest
 from prometheus_client import CollectorRegistry, Histogram, generate_latest
 
-from broker.latency_histogram import LatencyHistogram
+from broker.latency_histogram import LatencyBatch, LatencyHistogram
 from broker.metrics import _LATENCY_BUCKETS, BrokerMetrics
 
 NAME = "strata_x_latency_seconds"
@@ -49,3 +49,32 @@ def test_broker_metrics_names_unchanged() -> None:
 def test_unsorted_buckets_refused() -> None:
     with pytest.raises(ValueError, match="sorted"):
         LatencyHistogram("x_seconds", "x", "api", (0.5, 0.1), CollectorRegistry())
+
+
+def test_a_batch_counts_in_every_child_before_a_scrape() -> None:
+    """``LatencyBatch`` (the fast paths' two histograms per request): its values are
+    counted in both children at ``FOLD_AT`` and before any read, as direct observations."""
+    ours_r, theirs_r = CollectorRegistry(), CollectorRegistry()
+    door = LatencyHistogram(NAME, DOC, "api", _LATENCY_BUCKETS, ours_r)
+    api = LatencyHistogram("strata_y_latency_seconds", DOC, "api", _LATENCY_BUCKETS, ours_r)
+    theirs = [
+        Histogram(n, DOC, ["api"], buckets=_LATENCY_BUCKETS, registry=theirs_r)
+        for n in (NAME, "strata_y_latency_seconds")
+    ]
+    batch = LatencyBatch(door.labels("kafka"), api.labels("Fetch"))
+    rng = random.Random(6)
+    for i in range(LatencyBatch.FOLD_AT * 2 + 7):
+        v = rng.expovariate(50.0)
+        batch.values.append(v)
+        if len(batch.values) >= LatencyBatch.FOLD_AT:
+            batch.fold()
+        theirs[0].labels("kafka").observe(v)
+        theirs[1].labels("Fetch").observe(v)
+        if i % 101 == 0:  # a scrape in between sees every value so far
+            assert generate_latest(ours_r) == generate_latest(theirs_r)
+    assert batch.values and len(batch.values) < LatencyBatch.FOLD_AT
+    assert generate_latest(ours_r) == generate_latest(theirs_r)
+    assert not batch.values
+    m = BrokerMetrics()
+    one = m.latency_batch(m.fetch_latency, "kafka", "Fetch")
+    assert one is m.latency_batch(m.fetch_latency, "kafka", "Fetch")

@@ -101,6 +101,39 @@ def test_read_regions_respect_bounds(tmp_path: Path) -> None:
     seg.close()
 
 
+def _reads(seg: Segment, offsets: range) -> list[tuple[object, ...]]:
+    out: list[tuple[object, ...]] = []
+    for off in offsets:
+        for max_bytes in (1, 40, 10**9):
+            for max_offset in (off, seg.next_offset - 1, seg.next_offset, 10**18):
+                for min_one in (True, False):
+                    r = seg.read_regions(off, max_bytes, max_offset, min_one)
+                    at = None if r.region is None else (r.region.position, r.region.length)
+                    out.append((at, r.first_offset, r.next_offset))
+    return out
+
+
+def test_the_tail_batch_is_read_without_its_header_as_with_it(tmp_path: Path) -> None:
+    """A read of the last batch appended takes its place and size from the append
+    (``Segment._tail``, issue 34 round 6): the same answer as the index and header scan,
+    for every offset, bound and ``min_one``; forgotten after a truncation."""
+    seg, _ = filled(tmp_path, batches=12)
+    assert seg._tail is not None
+    offsets = range(BASE, seg.next_offset + 2)
+    fast = _reads(seg, offsets)
+    tail, seg._tail = seg._tail, None
+    assert fast == _reads(seg, offsets)
+    seg._tail = tail
+    seg.truncate_to(seg.next_offset - 1)  # the last batch dropped
+    assert seg._tail is None
+    put(seg, 3)
+    assert seg._tail is not None and seg._tail[3] == seg.next_offset
+    fast = _reads(seg, offsets)
+    seg._tail = None
+    assert fast == _reads(seg, offsets)
+    seg.close()
+
+
 def test_verify_and_recover(tmp_path: Path) -> None:
     seg, batches = filled(tmp_path)
     assert seg.verify() == seg.size
