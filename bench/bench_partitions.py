@@ -89,6 +89,7 @@ class Figures:
     scrape_ms: float = float("nan")
     consumer_us_per_partition: float = float("nan")
     consumer_fetches_per_s: float = float("nan")
+    fetches_per_s: tuple[float, ...] = ()  # cluster: Fetch requests each broker answered
     error: str = ""
     fds: int = -1  # --single: the broker's open descriptors after the idle window
     offline: int = -1  # --single: partitions without a leader in a Metadata answer then
@@ -156,11 +157,18 @@ def one(
 
             time.sleep(settle)
             pids = {i: n.proc.pid for i, n in cluster.nodes.items() if n.proc is not None}
+            # Fetch counts from /metrics before and after the window (a scrape costs the
+            # broker CPU: outside the window).
+            f0 = {i: _fetch_count(cluster.nodes[i].http_url) for i in pids}
             before = {i: cpu_seconds(p) for i, p in pids.items()}
             w0 = time.monotonic()
             time.sleep(idle_seconds)
             wall = time.monotonic() - w0
             used = {i: cpu_seconds(p) - before[i] for i, p in pids.items()}
+            w1 = time.monotonic()
+            fig.fetches_per_s = tuple(
+                round((_fetch_count(cluster.nodes[i].http_url) - f0[i]) / (w1 - w0), 1) for i in sorted(pids)
+            )
             if profile:
                 _profile(pids, cluster.controller(), idle_seconds, profile)
             replicas = {i: 0 for i in pids}
@@ -201,15 +209,20 @@ def one(
 
 
 def _profile(pids: dict[int, int], controller: int, seconds: float, out: str) -> None:
-    """py-spy (500 Hz, every thread, idle ones too) of one idle broker that is not the
+    """py-spy (500 Hz, without pausing the process) of one idle broker that is not the
     controller, after the measured window (py-spy's own CPU would disturb the figure),
     written as raw folded stacks to ``out``."""
     pid = next(p for i, p in sorted(pids.items()) if i != controller)
-    subprocess.run(
-        ["py-spy", "record", "-r", "500", "-d", str(int(seconds)), "--pid", str(pid), "-o", out, "-f", "raw"],
-        capture_output=True,
-        timeout=seconds + 60,
-    )
+    cmd = ["py-spy", "record", "--nonblocking", "-r", "500", "-d", str(int(seconds)), "--pid", str(pid)]
+    try:
+        done = subprocess.run(
+            [*cmd, "-o", out, "-f", "raw"], capture_output=True, text=True, timeout=seconds + 60
+        )
+    except subprocess.TimeoutExpired:
+        print("py-spy did not finish", file=sys.stderr, flush=True)
+        return
+    if done.returncode != 0:
+        print(f"py-spy failed: {done.stderr.strip()[-300:]}", file=sys.stderr, flush=True)
 
 
 def _scrape_ms(http_url: str, pid: int, scrapes: int = 5) -> float:
@@ -368,9 +381,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=1, help="--single: alternations of the trees")
     ap.add_argument("--consumer", action="store_true", help="--single: then an idle consumer's extra CPU")
     ap.add_argument("--no-failover", action="store_true", help="cluster: creation and idle only")
-    ap.add_argument(
-        "--profile", default="", help="cluster: py-spy stacks of an idle follower"
-    )
+    ap.add_argument("--profile", default="", help="cluster: py-spy stacks of an idle follower")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--one-single", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -403,7 +414,8 @@ def main() -> None:
                 f"{f.in_sync_s:.1f} s; idle {'/'.join(f'{x:.1f}' for x in f.idle_pct)} % of a core "
                 f"({'/'.join(f'{x:.1f}' for x in f.idle_us_per_replica)} µs/s per replica); "
                 f"failover {f.failover_s:.1f} s from the kill ({fo_after:.1f} s after the session "
-                f"timeout); rejoin {f.rejoin_s:.1f} s; load {os.getloadavg()[0]:.1f}",
+                f"timeout); rejoin {f.rejoin_s:.1f} s; Fetch/s while idle "
+                f"{'/'.join(f'{x:.1f}' for x in f.fetches_per_s)}; load {os.getloadavg()[0]:.1f}",
                 flush=True,
             )
             if base is None:
