@@ -836,6 +836,9 @@ class ReplicaManager:
             return
         leader.propose_isr(isr)
         rep.isr_writing = True
+        # Watched until the write's outcome is known (check_isr keeps a writing partition),
+        # then looked at once more.
+        self._isr_watch.add(rep)
         self._spawn(self._write_isr(rep, leader, isr, why), f"isr-{rep.name}")
 
     async def _write_isr(
@@ -873,7 +876,6 @@ class ReplicaManager:
                 leader.abort_isr_change()
             if rep.leader is leader:
                 rep.isr_writing = False
-                self._isr_watch.add(rep)
                 if committed:
                     self.maybe_advance_hw(rep)
                 # The view may have moved meanwhile (our write, or the controller's).
