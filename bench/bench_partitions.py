@@ -89,6 +89,7 @@ class Figures:
     scrape_ms: float = float("nan")
     consumer_us_per_partition: float = float("nan")
     consumer_fetches_per_s: float = float("nan")
+    fetches_per_s: tuple[float, ...] = ()  # cluster: Fetch requests each broker answered
     error: str = ""
     fds: int = -1  # --single: the broker's open descriptors after the idle window
     offline: int = -1  # --single: partitions without a leader in a Metadata answer then
@@ -110,6 +111,8 @@ def _measure(tree: Path, partitions: int, args: argparse.Namespace, *, single: b
             "--settle",
             str(args.settle),
             *(["--consumer"] if getattr(args, "consumer", False) else []),
+            *(["--no-failover"] if getattr(args, "no_failover", False) else []),
+            *(["--profile", str(Path(args.profile).resolve())] if getattr(args, "profile", "") else []),
         ],
         cwd=tree,
         env={**os.environ, "PYTHONPATH": str(tree)},
@@ -123,7 +126,9 @@ def _measure(tree: Path, partitions: int, args: argparse.Namespace, *, single: b
     return Figures(error=(out.stderr.strip().splitlines() or ["no figures"])[-1][:200])
 
 
-def one(partitions: int, idle_seconds: float, settle: float) -> Figures:
+def one(
+    partitions: int, idle_seconds: float, settle: float, failover: bool = True, profile: str = ""
+) -> Figures:
     from confluent_kafka.admin import AdminClient, NewTopic
 
     from tests.broker.clusterlib import Cluster, wait_until
@@ -152,11 +157,20 @@ def one(partitions: int, idle_seconds: float, settle: float) -> Figures:
 
             time.sleep(settle)
             pids = {i: n.proc.pid for i, n in cluster.nodes.items() if n.proc is not None}
+            # Fetch counts from /metrics before and after the window (a scrape costs the
+            # broker CPU: outside the window).
+            f0 = {i: _fetch_count(cluster.nodes[i].http_url) for i in pids}
             before = {i: cpu_seconds(p) for i, p in pids.items()}
             w0 = time.monotonic()
             time.sleep(idle_seconds)
             wall = time.monotonic() - w0
             used = {i: cpu_seconds(p) - before[i] for i, p in pids.items()}
+            w1 = time.monotonic()
+            fig.fetches_per_s = tuple(
+                round((_fetch_count(cluster.nodes[i].http_url) - f0[i]) / (w1 - w0), 1) for i in sorted(pids)
+            )
+            if profile:
+                _profile(pids, cluster.controller(), idle_seconds, profile)
             replicas = {i: 0 for i in pids}
             for r in cluster.view().topics[TOPIC].value.partitions:
                 for b in r:
@@ -166,6 +180,8 @@ def one(partitions: int, idle_seconds: float, settle: float) -> Figures:
                 round(1e6 * used[i] / wall / max(replicas[i], 1), 2) for i in sorted(pids)
             )
 
+            if not failover:
+                return fig
             victim = cluster.controller()
             t_kill = time.monotonic()
             cluster.nodes[victim].kill()
@@ -190,6 +206,23 @@ def one(partitions: int, idle_seconds: float, settle: float) -> Figures:
             cluster.close()
             etcd.kill()
     return fig
+
+
+def _profile(pids: dict[int, int], controller: int, seconds: float, out: str) -> None:
+    """py-spy (500 Hz, without pausing the process) of one idle broker that is not the
+    controller, after the measured window (py-spy's own CPU would disturb the figure),
+    written as raw folded stacks to ``out``."""
+    pid = next(p for i, p in sorted(pids.items()) if i != controller)
+    cmd = ["py-spy", "record", "--nonblocking", "-r", "500", "-d", str(int(seconds)), "--pid", str(pid)]
+    try:
+        done = subprocess.run(
+            [*cmd, "-o", out, "-f", "raw"], capture_output=True, text=True, timeout=seconds + 60
+        )
+    except subprocess.TimeoutExpired:
+        print("py-spy did not finish", file=sys.stderr, flush=True)
+        return
+    if done.returncode != 0:
+        print(f"py-spy failed: {done.stderr.strip()[-300:]}", file=sys.stderr, flush=True)
 
 
 def _scrape_ms(http_url: str, pid: int, scrapes: int = 5) -> float:
@@ -347,11 +380,14 @@ def main() -> None:
     ap.add_argument("--single", action="store_true", help="the single node's idle CPU instead")
     ap.add_argument("--rounds", type=int, default=1, help="--single: alternations of the trees")
     ap.add_argument("--consumer", action="store_true", help="--single: then an idle consumer's extra CPU")
+    ap.add_argument("--no-failover", action="store_true", help="cluster: creation and idle only")
+    ap.add_argument("--profile", default="", help="cluster: py-spy stacks of an idle follower")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--one-single", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:
-        print("FIGURES", repr(one(args.one, args.idle_seconds, args.settle)), flush=True)
+        fig = one(args.one, args.idle_seconds, args.settle, not args.no_failover, args.profile)
+        print("FIGURES", repr(fig), flush=True)
         return
     if args.one_single:
         fig = one_single(args.one_single, args.idle_seconds, args.settle, args.consumer)
@@ -378,7 +414,9 @@ def main() -> None:
                 f"{f.in_sync_s:.1f} s; idle {'/'.join(f'{x:.1f}' for x in f.idle_pct)} % of a core "
                 f"({'/'.join(f'{x:.1f}' for x in f.idle_us_per_replica)} µs/s per replica); "
                 f"failover {f.failover_s:.1f} s from the kill ({fo_after:.1f} s after the session "
-                f"timeout); rejoin {f.rejoin_s:.1f} s"
+                f"timeout); rejoin {f.rejoin_s:.1f} s; Fetch/s while idle "
+                f"{'/'.join(f'{x:.1f}' for x in f.fetches_per_s)}; load {os.getloadavg()[0]:.1f}",
+                flush=True,
             )
             if base is None:
                 base = f

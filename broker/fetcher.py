@@ -265,11 +265,12 @@ class ReplicaFetcher:
         # What an incremental fetch looks at (issue 35: an idle follower's fetch costs what
         # changed, not what it follows): partitions whose stated position may have moved
         # (appended, truncated, added, removed, backed off or back), those still to be
-        # truncated, those backing off (until when); and, every ``walk_s``, all of them.
+        # truncated, those backing off (until when); and, every ``walk_s``
+        # (replica.lag.time.max.ms: a safety net, nothing waits on it), all of them.
         self._dirty: set[tuple[str, int]] = set()
         self._untruncated: set[tuple[str, int]] = set()
         self._backing: dict[tuple[str, int], float] = {}
-        self.walk_s = self.config.replica_lag_time_max_ms / 8000
+        self.walk_s = self.config.replica_lag_time_max_ms / 1000
         self._walk_at = 0.0
         self._task = asyncio.get_running_loop().create_task(self._run(), name=f"fetcher-{leader_id}")
         self.fetches = 0

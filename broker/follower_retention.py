@@ -9,7 +9,8 @@ written here) and apply local retention (``local.retention.ms`` / ``local.retent
 to what it covers.
 
 Every ``interval`` (the tiering upload interval), for each partition this broker follows
-whose topic has ``remote.storage.enable``, and whose local data exceeds a local-retention
+whose topic has ``remote.storage.enable`` (a list kept until a role, a log or a topic's
+configuration changes), and whose local data exceeds a local-retention
 limit: load the manifest and run ``Log.apply_local_retention`` with "uploaded" meaning
 "ends at or below the manifest's next offset" (the remote data is contiguous). That
 call only ever deletes whole sealed segments (never the active one), oldest first, each
@@ -81,6 +82,11 @@ class FollowerRetention:
         self._on_deleted = on_deleted
         self._task: asyncio.Task[None] | None = None
         self._store_failing = False
+        # The followed tiered replicas, listed again only when a role, a log or a topic's
+        # configuration changes (issue 35: an idle broker looked at every replica it holds
+        # every second to refuse all but these).
+        self._listed: list[PartitionReplica] = []
+        self._listed_key: tuple[int, int, int] | None = None
 
     def start(self) -> FollowerRetention:
         if self._task is None:
@@ -104,12 +110,7 @@ class FollowerRetention:
     async def run_once(self) -> int:
         """One pass over the followed tiered partitions; the number of segments deleted."""
         deleted = 0
-        for rep in list(self.replicas.replicas.values()):
-            lg = rep.log
-            # The cheap refusals first, without a coroutine per replica: an idle broker
-            # runs this every second over every replica it holds (issue 35).
-            if rep.role is not Role.FOLLOWER or not lg.config.remote_storage_enable:
-                continue
+        for rep in self._tiered_followers():
             try:
                 deleted += await self._one(rep)
             except ObjectStoreError as exc:
@@ -119,6 +120,21 @@ class FollowerRetention:
                 return deleted
         self._store_failing = False
         return deleted
+
+    def _tiered_followers(self) -> list[PartitionReplica]:
+        """The replicas this broker follows whose topic has ``remote.storage.enable``, as
+        of the last role change (``ReplicaWakeups.roles_seq``), log opened or removed, or
+        topic created, altered or grown (``LogManager.generation``)."""
+        rm = self.replicas
+        key = (rm.wakeups.roles_seq, rm.manager.generation, len(rm.replicas))
+        if key != self._listed_key:
+            self._listed = [
+                rep
+                for rep in rm.replicas.values()
+                if rep.role is Role.FOLLOWER and rep.log.config.remote_storage_enable
+            ]
+            self._listed_key = key
+        return list(self._listed)
 
     async def _one(self, rep: PartitionReplica) -> int:
         lg = rep.log

@@ -25,6 +25,7 @@ from broker.log_manager import ClusterLogManager
 from broker.metrics import BrokerMetrics
 from broker.partition_replica import PartitionReplica, Role
 from broker.replica_manager import ReplicaManager
+from broker.replication.leader_state import monotonic_ms
 from hot.errors import OffsetMovedToTieredStorageError, StrataError
 from hot.log import Log
 from hot.region import FileRegion
@@ -102,8 +103,10 @@ class ReadPath:
         self.manager = manager
         self.replicas = replicas
         self.metrics = metrics
-        # How often an incremental follower fetch looks at its whole session (ReplicaWakeups).
-        self.walk_s = replicas.config.replica_lag_time_max_ms / 8000
+        # How often an incremental follower fetch looks at its whole session (ReplicaWakeups):
+        # a safety net for what no mark reports (a log start moved by retention). The ISR
+        # bookkeeping does not depend on it (``ReplicaWakeups.session_seen``, issue 35).
+        self.walk_s = replicas.config.replica_lag_time_max_ms / 1000
         self.tiering = tiering
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
@@ -483,7 +486,9 @@ class ReadPath:
         With the incremental request's ``session``, not even that: only the partitions
         the request states (``asked``) and those marked for this follower since its last
         fetch (``ReplicaWakeups.dirty``: appended, high watermark moved, role changed) are
-        looked at, and the whole session every ``walk_s`` (``walk_due``)."""
+        looked at, and the whole session every ``walk_s`` (``walk_due``). The fetch's time
+        is noted for the session (``ReplicaWakeups.session_seen``): it restates every
+        partition left out, which is when a quiet one was last caught up."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, max_wait_ms) / 1000
         replicas = self.replicas
@@ -491,6 +496,7 @@ class ReadPath:
         wakeups = replicas.wakeups
         if incremental and session is not None:
             in_session = session.partitions
+            wakeups.session_seen(follower_id, session, monotonic_ms())
 
             def pick(extra: Sequence[TopicPartition] = ()) -> list[tuple[TopicPartition, SessionPartition]]:
                 now = loop.time()

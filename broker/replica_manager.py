@@ -122,6 +122,12 @@ class ReplicaManager:
         self.isr_writer = IsrWriter(self)
         # Parked replica fetches and role-change waiters (coordinators).
         self.wakeups = ReplicaWakeups(self.view)
+        # Led partitions the ISR check looks at (issue 35): appended to, led anew, their
+        # ISR or replicas changed, or a follower in the ISR still short of the log end at
+        # the last check. A partition whose ISR followers are all at its log end cannot
+        # shrink until an append moves that end (LeaderState.shrink_candidates), so an
+        # idle partition costs the check nothing.
+        self._isr_watch: set[PartitionReplica] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
         # Metric hook (broker.cluster_metrics): (topic, partition, old ISR, new ISR) per ISR
         # change this leader wrote to etcd.
@@ -406,6 +412,7 @@ class ReplicaManager:
         rep.leader_epoch = s.leader_epoch
         rep.isr_writing = False
         rep.roll_before_append = lg.config.remote_storage_enable
+        self._isr_watch.add(rep)  # its followers have yet to fetch in this epoch
         log.info(
             "%s: leader in epoch %d (isr %s, log end %d, hw %d)",
             rep.name,
@@ -430,6 +437,7 @@ class ReplicaManager:
         if replicas != leader.replicas:
             leader.update_replicas(replicas)
             self._follow_end(rep)
+            self._isr_watch.add(rep)
         # A replica reassigned away leaves the ISR with it (the controller removes it
         # from etcd's ISR too, should a racing ISR write have put it back).
         isr = tuple(r for r in s.isr if r in replicas)
@@ -442,6 +450,7 @@ class ReplicaManager:
             # older than our own last ISR write must not undo it: an expansion undone
             # would let the HW pass records an ISR member in etcd lacks.
             leader.commit_isr(isr)
+            self._isr_watch.add(rep)
             self.maybe_advance_hw(rep)
         min_isr = rep.log.config.min_insync_replicas
         if leader.min_insync_replicas != min_isr:
@@ -543,7 +552,16 @@ class ReplicaManager:
                     self._complete_ack_waiters(rep)
             return
         self.wakeups.appended(rep)
-        if not rep.log.config.fsync_mode:
+        leader = rep.leader
+        if leader is not None:
+            self._isr_watch.add(rep)
+            for b, offset in leader.end_moved(lg.log_end_offset):
+                # A follower last recorded at the old end long ago: when its session last
+                # stated that offset (an idle partition's fetches are not recorded).
+                at = self.wakeups.stated_at(b, (rep.topic, rep.partition), offset, rep.leader_epoch)
+                if at is not None:
+                    leader.restate(b, offset, at)
+        if not lg.config.fsync_mode:
             self.maybe_advance_hw(rep)
 
     async def wait_for_acks(
@@ -787,16 +805,31 @@ class ReplicaManager:
         period = max(self.config.replica_lag_time_max_ms / 2000.0, 0.05)
         while True:
             await asyncio.sleep(period)
-            for rep in list(self.replicas.values()):
-                leader = rep.leader
-                if rep.role is not Role.LEADER or leader is None or rep.isr_writing:
-                    continue
-                try:
-                    out = leader.shrink_candidates(rep.log.log_end_offset)
-                except StrataError:
-                    continue
-                if out:
-                    self._propose_isr(rep, leader.isr - out, f"out of sync: {sorted(out)}")
+            self.check_isr()
+
+    def check_isr(self) -> None:
+        """Kafka's ISR expiry check over the watched partitions (``_isr_watch``): propose
+        dropping the ISR followers out of sync for longer than replica.lag.time.max.ms.
+        A partition leaves the watch once every follower of its maximal ISR is at its
+        log end (in sync until the next append, which watches it again)."""
+        watch, self._isr_watch = self._isr_watch, set()
+        for rep in watch:
+            leader = rep.leader
+            if rep.role is not Role.LEADER or leader is None:
+                continue
+            if rep.isr_writing:
+                self._isr_watch.add(rep)  # its write's outcome decides: look again
+                continue
+            try:
+                end = rep.log.log_end_offset
+                out = leader.shrink_candidates(end)
+            except StrataError:
+                self._isr_watch.add(rep)
+                continue
+            if out:
+                self._propose_isr(rep, leader.isr - out, f"out of sync: {sorted(out)}")
+            if rep.isr_writing or not leader.at_end(end):
+                self._isr_watch.add(rep)
 
     def _propose_isr(self, rep: PartitionReplica, isr: frozenset[int], why: str) -> None:
         leader = rep.leader
@@ -805,6 +838,9 @@ class ReplicaManager:
             return
         leader.propose_isr(isr)
         rep.isr_writing = True
+        # Watched until the write's outcome is known (check_isr keeps a writing partition),
+        # then looked at once more.
+        self._isr_watch.add(rep)
         self.isr_writer.propose(rep, leader, isr, why)
 
     # --- HW checkpoint -------------------------------------------------------------------------------

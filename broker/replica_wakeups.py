@@ -10,8 +10,13 @@ It also keeps, per follower, the partitions to look at in its next incremental s
 fetch (``dirty``): those appended to, whose high watermark moved, whose role or epoch
 changed, or that a DeleteRecords waits on. An idle follower's fetch then looks at what
 changed, not at every partition of its session (issue 35); ``walk_due`` asks for a walk
-over the whole session now and then, for what no mark reports (a log start moved by
-retention, the fetch records that keep a quiet follower's caught-up time recent).
+over the whole session after a change of every replica's role, and once every
+``replica.lag.time.max.ms`` for what no mark reports (a log start moved by retention).
+
+And, per follower, its fetch session and when it last fetched in it (``session_seen``):
+every incremental fetch restates the partitions it leaves out at the offsets the session
+holds, so ``stated_at`` tells the ISR bookkeeping when a quiet partition was last fetched
+at its log end without recording each one on every fetch (``LeaderState.end_moved``).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
+from broker.fetch_sessions import Session
 from broker.metadata import ClusterView
 from broker.partition_replica import PartitionReplica
 
@@ -32,6 +38,25 @@ class ReplicaWakeups:
         self._dirty: dict[int, set[tuple[str, int]]] = {}
         self._walk_all_seq = 0  # bumped when every follower's next fetch must walk it all
         self._walked: dict[int, tuple[int, float]] = {}  # follower: (walk_all_seq, next walk at)
+        self._seen: dict[int, tuple[Session, int]] = {}  # follower: (its session, last fetch ms)
+
+    def session_seen(self, follower_id: int, session: Session, at_ms: int) -> None:
+        """``follower_id`` sent an incremental fetch in ``session`` at ``at_ms`` (the
+        LeaderState clock): it stated again every session partition it left out."""
+        self._seen[follower_id] = (session, at_ms)
+
+    def stated_at(self, follower_id: int, key: tuple[str, int], offset: int, epoch: int) -> int | None:
+        """When ``follower_id`` last fetched ``key`` at ``offset`` in leader epoch
+        ``epoch`` (or without an epoch) in its session, if its latest session fetch still
+        held it there; None if unknown."""
+        seen = self._seen.get(follower_id)
+        if seen is None:
+            return None
+        session, at = seen
+        sp = session.partitions.get(key)
+        if sp is None or sp.fetch_offset != offset or sp.current_leader_epoch not in (-1, epoch):
+            return None
+        return at
 
     def data_waiter(self, follower_id: int) -> asyncio.Future[None]:
         """A future completed by the next append to a partition led here of which

@@ -132,6 +132,8 @@ class LeaderState:
         self._isr = isr_set
         self._pending: frozenset[int] | None = None
         self._replicas: tuple[int, ...] = tuple(replicas)
+        # The leader's log end as of the last ``end_moved`` (or fetch that saw it).
+        self._end = leader_epoch_start_offset
         now = clock()
         # In-sync followers start caught up now, the others never were (Kafka's resetReplicaState).
         self._followers: dict[int, FollowerState] = {
@@ -198,6 +200,8 @@ class LeaderState:
                 f"follower {follower_id} fetches at {fetch_offset}, leader log end is {leader_log_end_offset}"
             )
         now = self._clock()
+        if leader_log_end_offset > self._end:
+            self._end = leader_log_end_offset
         caught_up = state.last_caught_up_ms
         if fetch_offset >= leader_log_end_offset:
             caught_up = max(caught_up, now)
@@ -212,6 +216,56 @@ class LeaderState:
             caught_up,
         )
         return True
+
+    def end_moved(self, leader_log_end_offset: int) -> tuple[tuple[int, int], ...]:
+        """The leader's log end moved to ``leader_log_end_offset`` (an append). Returns
+        the (follower, offset) of each follower whose last recorded fetch was at the log
+        end as it stood until now and is more than a quarter of replica.lag.time.max.ms
+        old: if a fetch session stated that offset for it since (its unchanged partitions
+        are restated by every session fetch, KIP-227), the caller passes the time of that
+        fetch to ``restate``. Until this append the log end stood at that offset since the
+        recorded fetch (a leader's log end only grows, and every append reports here), so
+        any later fetch at that offset was caught up (issue 35: an idle session partition
+        is not recorded on every fetch, and the caught-up time a later append falls back
+        on must still be recent)."""
+        prev = self._end
+        if leader_log_end_offset <= prev:
+            return ()
+        self._end = leader_log_end_offset
+        stale: list[tuple[int, int]] = []
+        now: int | None = None
+        for b, st in self._followers.items():
+            if st.log_end_offset != prev or st.last_fetch_leader_end_offset != prev:
+                continue
+            if now is None:
+                now = self._clock()
+            if now - st.last_fetch_ms >= self.replica_lag_time_max_ms // 4:
+                stale.append((b, prev))
+        return tuple(stale)
+
+    def restate(self, follower_id: int, fetch_offset: int, at_ms: int) -> None:
+        """``follower_id`` fetched at ``fetch_offset`` at ``at_ms`` while the leader's log
+        ended there (``end_moved`` says when that holds): caught up at ``at_ms``."""
+        st = self._followers.get(follower_id)
+        if st is None or st.log_end_offset != fetch_offset or at_ms <= st.last_fetch_ms:
+            return
+        self._followers[follower_id] = FollowerState(
+            follower_id,
+            fetch_offset,
+            st.log_start_offset,
+            at_ms,
+            max(fetch_offset, st.last_fetch_leader_end_offset),
+            max(st.last_caught_up_ms, at_ms),
+        )
+
+    def at_end(self, leader_log_end_offset: int) -> bool:
+        """Whether every member of the maximal ISR other than the leader was last recorded
+        at ``leader_log_end_offset``: no shrink can come of this partition until its log
+        end moves (``shrink_candidates``: a follower at the log end is in sync)."""
+        maximal = self.maximal_isr
+        return all(
+            st.log_end_offset == leader_log_end_offset for b, st in self._followers.items() if b in maximal
+        )
 
     # --- high watermark ----------------------------------------------------------------------------
 
