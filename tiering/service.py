@@ -50,6 +50,7 @@ from tiering.cache import ChunkCache
 from tiering.compactor import WORK_DIR, RemoteCompactor
 from tiering.config import TieringConfig
 from tiering.manifest import PartitionManifest
+from tiering.manifest_preload import ManifestPreloader
 from tiering.manifest_store import ManifestStore
 from tiering.metrics import CacheStatsCollector, DirectGetCollector, S3RequestCollector, TieringMetrics
 from tiering.pass_schedule import PassSchedule, upload_lag_due
@@ -236,6 +237,8 @@ class TieringService:
             store.buffers.max_free_bytes = cfg.read_memory_bytes
             self.metrics.registry.register(S3RequestCollector(store))
         self.uploader.on_manifest = self.reader.note_manifest
+        # Manifests loaded when this broker comes to lead partitions (``roles_changed``).
+        self._preload = ManifestPreloader(self.reader, self._all_logs)
         self._task: asyncio.Task[None] | None = None
         self._recovery: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -323,6 +326,7 @@ class TieringService:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         self._task = self._recovery = None
+        await self._preload.close()
         with contextlib.suppress(Exception):
             await self.cache.close()
         await self.store.close()
@@ -334,6 +338,13 @@ class TieringService:
             return
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(ev.set)
+
+    def roles_changed(self) -> None:
+        """This broker's roles changed (``broker.node``, debounced; event loop): load the
+        manifests a first fetch of newly led partitions would wait for
+        (``tiering.manifest_preload``)."""
+        if not self._closing:
+            self._preload.changed()
 
     def _on_topic_deleted(self, info: TopicInfo) -> None:
         try:
