@@ -66,7 +66,8 @@ log = logging.getLogger("strata.cluster.node")
 SHUTDOWN_DRAIN_S = 1.0
 # How long a cluster of one waits at start to lead its partitions again before "ready".
 LEAD_AT_START_S = 15.0
-# A burst of role changes (a start, a failover) reaches tiering as one notice.
+# A burst of role changes (a start, a failover) reaches tiering as two notices: its first
+# change, and the rest after this long.
 ROLES_SETTLE_S = 0.05
 
 
@@ -394,10 +395,13 @@ class ClusterNode:
         while True:
             seq = wakeups.roles_seq
             if seq != seen:
+                # At once (a restarted single node's leaderships come just before "ready"),
+                # then the rest of a burst as one more notice.
                 seen = seq
                 tiering.roles_changed()
-            await wakeups.wait_roles_changed(wakeups.view.seq, seq, 60.0)
-            await asyncio.sleep(ROLES_SETTLE_S)
+                await asyncio.sleep(ROLES_SETTLE_S)
+            else:
+                await wakeups.wait_roles_changed(wakeups.view.seq, seq, 60.0)
 
     async def _stop_roles_task(self) -> None:
         task, self._roles_task = self._roles_task, None

@@ -82,6 +82,7 @@ class ManifestPreloader:
                 if reads_the_bucket(log) and not has(info.name, info.topic_id, log.partition)
             ]
             if todo:
+                logger.info("loading the manifests of %d tiered partition(s) led here", len(todo))
                 it = iter(todo)
                 await asyncio.gather(*(self._worker(it) for _ in range(min(self._concurrency, len(todo)))))
 
