@@ -41,6 +41,10 @@ from tiering.manifest_store import ManifestStore
 
 log = logging.getLogger("strata.cluster.follower_retention")
 
+# The followed replicas are listed again when a role changes (``roles_seq``) or a replica
+# comes or goes, and at least this often (a safety net).
+RELIST_EVERY_S = 60.0
+
 
 def _now_ms() -> int:
     return int(time.time() * 1000)
@@ -83,10 +87,12 @@ class FollowerRetention:
         self._task: asyncio.Task[None] | None = None
         self._store_failing = False
         # The followed tiered replicas, listed again only when a role, a log or a topic's
-        # configuration changes (issue 35: an idle broker looked at every replica it holds
-        # every second to refuse all but these).
+        # configuration changes, or every RELIST_EVERY_S (issues 35 and 39: an idle broker
+        # looked at every replica it holds every second to refuse all but these; a single
+        # node follows none).
         self._listed: list[PartitionReplica] = []
         self._listed_key: tuple[int, int, int] | None = None
+        self._relist_at = 0.0
 
     def start(self) -> FollowerRetention:
         if self._task is None:
@@ -111,6 +117,10 @@ class FollowerRetention:
         """One pass over the followed tiered partitions; the number of segments deleted."""
         deleted = 0
         for rep in self._tiered_followers():
+            # A replica listed that stopped following, or whose topic stopped tiering,
+            # since the listing is refused here, without a coroutine per replica.
+            if rep.role is not Role.FOLLOWER or not rep.log.config.remote_storage_enable:
+                continue
             try:
                 deleted += await self._one(rep)
             except ObjectStoreError as exc:
@@ -124,16 +134,19 @@ class FollowerRetention:
     def _tiered_followers(self) -> list[PartitionReplica]:
         """The replicas this broker follows whose topic has ``remote.storage.enable``, as
         of the last role change (``ReplicaWakeups.roles_seq``), log opened or removed, or
-        topic created, altered or grown (``LogManager.generation``)."""
+        topic created, altered or grown (``LogManager.generation``), or ``RELIST_EVERY_S``
+        ago at most; the caller still checks each one's role and config."""
         rm = self.replicas
         key = (rm.wakeups.roles_seq, rm.manager.generation, len(rm.replicas))
-        if key != self._listed_key:
+        now = time.monotonic()
+        if key != self._listed_key or now >= self._relist_at:
             self._listed = [
                 rep
                 for rep in rm.replicas.values()
                 if rep.role is Role.FOLLOWER and rep.log.config.remote_storage_enable
             ]
             self._listed_key = key
+            self._relist_at = now + RELIST_EVERY_S
         return list(self._listed)
 
     async def _one(self, rep: PartitionReplica) -> int:

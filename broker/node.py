@@ -66,6 +66,9 @@ log = logging.getLogger("strata.cluster.node")
 SHUTDOWN_DRAIN_S = 1.0
 # How long a cluster of one waits at start to lead its partitions again before "ready".
 LEAD_AT_START_S = 15.0
+# A burst of role changes (a start, a failover) reaches tiering as two notices: its first
+# change, and the rest after this long.
+ROLES_SETTLE_S = 0.05
 
 
 class ClusterNode:
@@ -89,6 +92,8 @@ class ClusterNode:
         self.replicas.security = client_security(self.config)
         self.controller: Controller | None = None
         self.follower_retention: FollowerRetention | None = None
+        self._tiering: TieringService | None = None
+        self._roles_task: asyncio.Task[None] | None = None  # _tell_tiering_roles
         self._started = False
         self.offset_store: ClusterOffsetStore | None = None  # make_groups
         self.transactions: TransactionCoordinator | None = None  # make_transactions
@@ -281,6 +286,7 @@ class ClusterNode:
         tiering.is_leader = self.is_leader
         tiering.roles_key = lambda: (self.replicas.wakeups.roles_seq, self.replicas.lease_alive())
         tiering.uploader.leader_epoch = self.leader_epoch
+        self._tiering = tiering
 
         def deleted() -> None:
             guard = self.manager.disk_guard  # installed when tiering starts
@@ -337,6 +343,10 @@ class ClusterNode:
         self.replicas.start()
         if self.follower_retention is not None:
             self.follower_retention.start()
+        if self._tiering is not None:
+            self._roles_task = asyncio.create_task(
+                self._tell_tiering_roles(self._tiering), name="tiering-roles"
+            )
         # Only etcd's history is compacted here: the embedded store trims its own.
         every = self.cluster.compaction_interval_ms / 1000 if self.cluster.etcd is not None else 0.0
         self.controller = Controller(self.client, compaction_interval_s=every).start()
@@ -376,6 +386,30 @@ class ClusterNode:
             await asyncio.sleep(0.01)
         log.warning("not leading every partition %.0f s after the start; clients will retry", timeout)
 
+    async def _tell_tiering_roles(self, tiering: TieringService) -> None:
+        """Tell tiering when this broker's roles change, so it loads the manifests of the
+        tiered partitions it now leads before their first fetch waits for one
+        (``tiering.manifest_preload``)."""
+        wakeups = self.replicas.wakeups
+        seen: int | None = None
+        while True:
+            seq = wakeups.roles_seq
+            if seq != seen:
+                # At once (a restarted single node's leaderships come just before "ready"),
+                # then the rest of a burst as one more notice.
+                seen = seq
+                tiering.roles_changed()
+                await asyncio.sleep(ROLES_SETTLE_S)
+            else:
+                await wakeups.wait_roles_changed(wakeups.view.seq, seq, 60.0)
+
+    async def _stop_roles_task(self) -> None:
+        task, self._roles_task = self._roles_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
     async def stop(self, *, before_leaving: Callable[[], Awaitable[None]] | None = None) -> None:
         """Leave the cluster (see the module docstring); the logs close afterwards.
         ``before_leaving`` runs once writes are refused and acknowledged, while this broker
@@ -394,6 +428,7 @@ class ClusterNode:
             await self.client.close(deregister=True)
         if self.follower_retention is not None:
             await self.follower_retention.stop()
+        await self._stop_roles_task()
         await self.replicas.stop()
         await self.security.close()
         if self.admin_socket is not None:
@@ -414,6 +449,7 @@ class ClusterNode:
             await self.client.close(deregister=True)
         if self.follower_retention is not None:
             await self.follower_retention.stop()
+        await self._stop_roles_task()
         await self.replicas.stop()
         await self.security.close()
         if self.admin_socket is not None:

@@ -227,6 +227,7 @@ class LogManager:
         self._registry: TopicRegistry | None = None
         self._committer: GroupCommitter | None = None
         self._interval: IntervalFlusher | None = None
+        self._interval_cache: tuple[int, list[Log]] | None = None  # _interval_logs
         self._retention_thread: threading.Thread | None = None
         # Kafka's log.cleaner.* settings; replace before start_background() to change them.
         self.cleaner_config = CleanerConfig()
@@ -436,7 +437,7 @@ class LogManager:
         with self._lock:
             self._require_open()
             if self._interval is None:
-                self._interval = IntervalFlusher(self.logs)
+                self._interval = IntervalFlusher(self._interval_logs)
             if self._retention_thread is None:
                 self._stop.clear()
                 self._retention_thread = threading.Thread(
@@ -454,6 +455,18 @@ class LogManager:
                     target=self._cleaner.run, args=(self._compacted_logs,), name="strata-cleaner", daemon=True
                 )
                 self._cleaner_thread.start()
+
+    def _interval_logs(self) -> list[Log]:
+        """The logs in interval mode (what the interval flusher looks at each second),
+        listed again only when the generation moves (a log opened or closed, a topic's
+        configuration altered): with the default fsync mode none, and walking 10,000
+        logs every second to find that was an idle broker's fixed cost (issue 39). The
+        key is read before the listing, so a change during it lists again next round."""
+        gen = self.generation
+        cached = self._interval_cache
+        if cached is None or cached[0] != gen:
+            cached = self._interval_cache = (gen, [lg for lg in self.logs() if not lg.config.fsync_mode])
+        return cached[1]
 
     def _compacted_logs(self) -> list[Log]:
         # Replicated logs too, leaders and followers alike (each cleans its own copy below
@@ -746,6 +759,9 @@ class LogManager:
                 log = self._logs.get((name, p))
                 if log is not None:
                     log.update_config(config)
+            # Again once the logs carry it: a list built meanwhile from their configs
+            # (``_interval_logs``, without the lock) is keyed by an older generation.
+            self.generation += 1
             return info
 
     def add_partitions(self, name: str, new_total: int) -> TopicInfo:

@@ -12,6 +12,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
 
 _PARTITION = ["topic", "partition"]
 
@@ -20,24 +21,9 @@ class TieringMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
-        self.upload_lag_bytes = Gauge(
-            "strata_tiering_upload_lag_bytes",
-            "Bytes of sealed local segments not uploaded yet",
-            _PARTITION,
-            registry=r,
-        )
-        self.upload_lag_segments = Gauge(
-            "strata_tiering_upload_lag_segments",
-            "Sealed local segments not uploaded yet",
-            _PARTITION,
-            registry=r,
-        )
-        self.upload_lag_seconds = Gauge(
-            "strata_tiering_upload_lag_seconds",
-            "Age of the oldest sealed local segment not uploaded yet at the last upload pass (0: none)",
-            _PARTITION,
-            registry=r,
-        )
+        # The per-partition gauges: read at scrape time (``PartitionGauges``).
+        self.partitions = PartitionGauges()
+        r.register(self.partitions)
         self.uploaded_bytes = Counter(
             "strata_tiering_uploaded_bytes", "Segment bytes uploaded (.log only)", ["topic"], registry=r
         )
@@ -89,21 +75,6 @@ class TieringMetrics:
         self.orphans_deleted = Counter(
             "strata_tiering_orphans_deleted", "Unreferenced remote objects deleted by the sweeper", registry=r
         )
-        self.remote_bytes = Gauge(
-            "strata_tiering_remote_bytes", "Bytes of COPIED remote segments", _PARTITION, registry=r
-        )
-        self.remote_segments = Gauge(
-            "strata_tiering_remote_segments", "COPIED remote segments", _PARTITION, registry=r
-        )
-        self.local_bytes = Gauge(
-            "strata_tiering_local_bytes", "Bytes of local segments", _PARTITION, registry=r
-        )
-        self.partition_stopped = Gauge(
-            "strata_tiering_partition_stopped",
-            "1 when tiering of the partition stopped on an error that needs an operator",
-            _PARTITION,
-            registry=r,
-        )
         self.remote_read_bytes = Counter(
             "strata_tiering_remote_read_bytes",
             "Record bytes returned by remote-tier reads (what clients are served, cache hits included)",
@@ -142,20 +113,108 @@ class TieringMetrics:
 
     def forget_partition(self, topic: str, partition: int) -> None:
         """Drop the per-partition series of a deleted partition."""
-        labels = (topic, str(partition))
-        for g in (
-            self.upload_lag_bytes,
-            self.upload_lag_segments,
-            self.upload_lag_seconds,
-            self.remote_bytes,
-            self.remote_segments,
-            self.local_bytes,
-            self.partition_stopped,
-        ):
-            try:
-                g.remove(*labels)
-            except KeyError:
-                pass
+        self.partitions.forget((topic, partition))
+
+
+# What ``PartitionGauges`` reads of a partition with lag series at scrape time: sealed
+# local segments not uploaded yet, their bytes, the age in seconds of the oldest of them
+# (0: none), and the bytes of all its local segments.
+LagFigures = tuple[float, float, float, float]
+
+
+class PartitionGauges(Collector):
+    """The per-partition tiering gauges, rendered at scrape time (issue 39).
+
+    They were labelled ``Gauge`` children that every visit of the tiering pass set (four
+    per partition and visit) and that a scrape turned into samples one child at a time;
+    with 10,000 partitions both showed in an idle broker's profile. Now a visit only
+    registers the partition (``track_lag``, a dict lookup after the first), a manifest
+    change stores two numbers, and a scrape computes the lag figures from the log and
+    the uploader's state (``lag_source``) and renders one family per name. Names, help,
+    labels and values are those of the gauges: the lag series (``upload_lag_*``,
+    ``local_bytes``) exist from a partition's first upload visit, the remote ones from
+    its first manifest read or write, ``partition_stopped`` (1) from a stop; all go with
+    ``forget``. Event-loop only (the uploader and the /metrics handler run there)."""
+
+    def __init__(self) -> None:
+        self._labels: dict[tuple[str, int], dict[str, str]] = {}
+        self._lag: dict[tuple[str, int], dict[str, str]] = {}
+        self._remote: dict[tuple[str, int], tuple[float, float]] = {}
+        self._stopped: dict[tuple[str, int], dict[str, str]] = {}
+        # Set by the uploader: the partition's figures now (None: no log here any more).
+        self.lag_source: Callable[[tuple[str, int]], LagFigures | None] = lambda key: None
+
+    def _lv(self, key: tuple[str, int]) -> dict[str, str]:
+        lv = self._labels.get(key)
+        if lv is None:
+            # One labels dict per partition shared by its samples and kept across scrapes
+            # (core.prom_text renders a label set once).
+            lv = self._labels[key] = {"topic": key[0], "partition": str(key[1])}
+        return lv
+
+    def track_lag(self, key: tuple[str, int]) -> None:
+        if key not in self._lag:
+            self._lag[key] = self._lv(key)
+
+    def set_remote(self, key: tuple[str, int], nbytes: int, segments: int) -> None:
+        self._lv(key)
+        self._remote[key] = (float(nbytes), float(segments))
+
+    def set_stopped(self, key: tuple[str, int]) -> None:
+        self._stopped[key] = self._lv(key)
+
+    def forget(self, key: tuple[str, int]) -> None:
+        for d in (self._labels, self._lag, self._remote, self._stopped):
+            d.pop(key, None)
+
+    def lag_ages(self) -> list[tuple[str, float]]:
+        """(topic, seconds) of each partition's oldest segment not uploaded (0: none)."""
+        out = []
+        for key in list(self._lag):
+            figures = self.lag_source(key)
+            out.append((key[0], 0.0 if figures is None else figures[2]))
+        return out
+
+    def describe(self) -> Iterator[Metric]:
+        yield from self._families()  # names only: registering reads nothing
+
+    def collect(self) -> Iterator[Metric]:
+        fams = self._families()
+        lag_segments, lag_bytes, lag_seconds, local_bytes, remote_bytes, remote_segments, stopped = fams
+        source = self.lag_source
+        for key, lv in list(self._lag.items()):
+            figures = source(key) or (0.0, 0.0, 0.0, 0.0)
+            for fam, value in zip((lag_segments, lag_bytes, lag_seconds, local_bytes), figures, strict=True):
+                fam.samples.append(Sample(fam.name, lv, value))
+        labels = self._labels
+        for key, (nbytes, count) in list(self._remote.items()):
+            lv = labels.get(key) or self._lv(key)
+            remote_bytes.samples.append(Sample(remote_bytes.name, lv, nbytes))
+            remote_segments.samples.append(Sample(remote_segments.name, lv, count))
+        for lv in list(self._stopped.values()):
+            stopped.samples.append(Sample(stopped.name, lv, 1.0))
+        yield from fams
+
+    @staticmethod
+    def _families() -> list[GaugeMetricFamily]:
+        return [
+            GaugeMetricFamily(name, doc, labels=_PARTITION)
+            for name, doc in (
+                ("strata_tiering_upload_lag_segments", "Sealed local segments not uploaded yet"),
+                ("strata_tiering_upload_lag_bytes", "Bytes of sealed local segments not uploaded yet"),
+                (
+                    "strata_tiering_upload_lag_seconds",
+                    "Age of the oldest sealed local segment not uploaded yet (0: none)",
+                ),
+                ("strata_tiering_local_bytes", "Bytes of local segments"),
+                ("strata_tiering_remote_bytes", "Bytes of COPIED remote segments"),
+                ("strata_tiering_remote_segments", "COPIED remote segments"),
+                (
+                    "strata_tiering_partition_stopped",
+                    "1 when tiering of the partition stopped on an error that needs an operator",
+                ),
+            )
+        ]
 
 
 class CacheStatsCollector(Collector):

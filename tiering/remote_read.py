@@ -548,6 +548,13 @@ class RemoteReader:
             return
         self._manifests[tp] = _CachedManifest(manifest, self._clock())
 
+    def has_manifest(self, topic: str, topic_id: uuid.UUID, partition: int) -> bool:
+        """Whether ``manifest`` would answer from the cache now (or joins a load in flight)."""
+        tp = (topic, topic_id, partition)
+        cached = self._manifests.get(tp)
+        fresh = cached is not None and self._clock() - cached.loaded_at < self.manifest_ttl_s
+        return fresh or tp in self._loading
+
     def forget(self, topic: str, topic_id: uuid.UUID, partition: int) -> None:
         """Drop the cached manifest (topic deleted)."""
         self._manifests.pop((topic, topic_id, partition), None)

@@ -50,6 +50,7 @@ from tiering.cache import ChunkCache
 from tiering.compactor import WORK_DIR, RemoteCompactor
 from tiering.config import TieringConfig
 from tiering.manifest import PartitionManifest
+from tiering.manifest_preload import ManifestPreloader
 from tiering.manifest_store import ManifestStore
 from tiering.metrics import CacheStatsCollector, DirectGetCollector, S3RequestCollector, TieringMetrics
 from tiering.pass_schedule import PassSchedule, upload_lag_due
@@ -58,7 +59,7 @@ from tiering.s3_store import S3Store
 from tiering.store import ObjectStore
 from tiering.sweeper import OrphanSweeper
 from tiering.upload_lag import ShutdownUpload, pending_ranges, roll_aged_segments
-from tiering.uploader import PartitionStoppedError, Uploader
+from tiering.uploader import PartitionState, PartitionStoppedError, Uploader
 
 logger = logging.getLogger(__name__)
 
@@ -176,6 +177,22 @@ class PassResult:
     skipped: int = 0  # partitions with nothing to do, not looked at (quiet passes)
 
 
+def _nothing_to_retain(st: PartitionState, info: TopicInfo, log: Log) -> bool:
+    """Whether total retention of ``log`` has nothing to do whatever the clock says: its
+    recovered manifest holds no segment and no spillover (nothing remote to expire or
+    trim) and records the log's start offset (nothing to write). Cheaper than the shape
+    comparison: most partitions of an idle broker with many have nothing in the bucket."""
+    m = st.manifest
+    return (
+        m is not None
+        and st.recovered
+        and st.topic_id == info.topic_id
+        and not m.segments
+        and not m.spillover
+        and m.log_start_offset == log.log_start_offset
+    )
+
+
 class TieringService:
     """See the module docstring. ``run_once`` is one full pass (tests drive it directly;
     ``start`` runs it periodically)."""
@@ -220,6 +237,8 @@ class TieringService:
             store.buffers.max_free_bytes = cfg.read_memory_bytes
             self.metrics.registry.register(S3RequestCollector(store))
         self.uploader.on_manifest = self.reader.note_manifest
+        # Manifests loaded when this broker comes to lead partitions (``roles_changed``).
+        self._preload = ManifestPreloader(self.reader, self._all_logs)
         self._task: asyncio.Task[None] | None = None
         self._recovery: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
@@ -244,7 +263,12 @@ class TieringService:
         self.roles_key: Callable[[], Hashable] | None = None
         # Which partitions a periodic pass looks at (tiering.pass_schedule), and those a
         # full pass found tiered and led here.
-        self._schedule = PassSchedule(self.config.retention_check_interval_ms, self._scan_key)
+        # The full pass is only a safety net (every partition comes back by itself when
+        # its quiet period ends, rolls or changes role): as seldom as the longest quiet
+        # period, not every retention interval (issue 39: a walk over 10,000 partitions).
+        self._schedule = PassSchedule(
+            QUIET_LONG_FACTOR * self.config.retention_check_interval_ms, self._scan_key
+        )
         self._tiered: dict[tuple[str, int], tuple[TopicInfo, Log]] = {}
         self._all_cache: tuple[Hashable, list[tuple[TopicInfo, Log]]] | None = None
         # Total retention: partitions whose last pass deleted nothing, with what that
@@ -302,6 +326,7 @@ class TieringService:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         self._task = self._recovery = None
+        await self._preload.close()
         with contextlib.suppress(Exception):
             await self.cache.close()
         await self.store.close()
@@ -313,6 +338,13 @@ class TieringService:
             return
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(ev.set)
+
+    def roles_changed(self) -> None:
+        """This broker's roles changed (``broker.node``, debounced; event loop): load the
+        manifests a first fetch of newly led partitions would wait for
+        (``tiering.manifest_preload``)."""
+        if not self._closing:
+            self._preload.changed()
 
     def _on_topic_deleted(self, info: TopicInfo) -> None:
         try:
@@ -858,6 +890,9 @@ class TieringService:
             )
             if known_empty and not log.config.remote_storage_enable:
                 continue  # never tiered: nothing remote to expire
+            if st is not None and _nothing_to_retain(st, info, log):
+                idle.pop(key, None)
+                continue
             shape = self._retention_shape(info, log)
             last = idle.get(key)
             if last is not None and last[0] == shape and now < last[1]:

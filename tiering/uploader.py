@@ -76,7 +76,7 @@ from tiering.manifest import (
     SpilloverRef,
 )
 from tiering.manifest_store import ManifestStore
-from tiering.metrics import TieringMetrics
+from tiering.metrics import LagFigures, TieringMetrics
 
 logger = logging.getLogger(__name__)
 
@@ -392,9 +392,9 @@ class Uploader:
         self.store = manifests.store
         self.config = config
         self.metrics = metrics
+        metrics.partitions.lag_source = self._lag_figures
         self._clock_ms = clock_ms
         self._states: dict[tuple[str, int], PartitionState] = {}
-        self._lag_series: dict[tuple[str, int], tuple[Any, Any, Any, Any]] = {}  # _observe_lag
         self._pending: dict[tuple[str, int], int] = {}  # sealed segments not uploaded, at the last look
         self._topic_docs: dict[str, dict[str, object]] = {}
         self._bucket = TokenBucket(config.upload_bytes_per_second)
@@ -430,7 +430,6 @@ class Uploader:
     def forget_topic(self, topic: str) -> None:
         for key in [k for k in self._states if k[0] == topic]:
             del self._states[key]
-            self._lag_series.pop(key, None)
             self._pending.pop(key, None)
             self.metrics.forget_partition(*key)
         self._topic_docs.pop(topic, None)
@@ -438,7 +437,7 @@ class Uploader:
     def _stop(self, st: PartitionState, kind: str, why: str) -> None:
         st.stopped = why
         self.metrics.upload_errors.labels(st.topic, kind).inc()
-        self.metrics.partition_stopped.labels(st.topic, str(st.partition)).set(1)
+        self.metrics.partitions.set_stopped((st.topic, st.partition))
         logger.error("tiering of %s-%d stopped: %s", st.topic, st.partition, why)
 
     def _observe(self, st: PartitionState) -> None:
@@ -450,10 +449,10 @@ class Uploader:
                 self.on_manifest(m)
             except Exception:
                 logger.exception("manifest listener failed")
-        labels = (st.topic, str(st.partition))
-        self.metrics.remote_bytes.labels(*labels).set(m.remote_size())
-        self.metrics.remote_segments.labels(*labels).set(
-            len(m.copied()) + sum(r.segment_count for r in m.spillover)
+        self.metrics.partitions.set_remote(
+            (st.topic, st.partition),
+            m.remote_size(),
+            len(m.copied()) + sum(r.segment_count for r in m.spillover),
         )
 
     async def _load(self, st: PartitionState) -> PartitionManifest:
@@ -730,41 +729,33 @@ class Uploader:
             return False
         return self._clock_ms() - mtime >= lag_ms
 
-    def _local_bytes(self, key: tuple[str, int]) -> float:
+    def _lag_figures(self, key: tuple[str, int]) -> LagFigures | None:
+        """The partition's lag gauges now (``PartitionGauges.lag_source``, at scrape time):
+        its sealed segments above the remote next offset, their bytes, the oldest one's
+        age, and the bytes of all its local segments."""
         try:
             log = self.manager.get_log(*key)
         except StrataError:
-            return 0.0
-        return float(sum(s.size for s in log.segments()))
+            return None
+        st = self._states.get(key)
+        remote_next = st.remote_next_offset if st is not None and st.manifest is not None else 0
+        segs = log.segments()
+        local = float(sum(s.size for s in segs))
+        pending = [s for s in segs[:-1] if s.next_offset > remote_next]
+        if not pending:
+            return (0.0, 0.0, 0.0, local)
+        age_ms = 0
+        # Sealed when last written: its mtime is when it stopped growing.
+        with contextlib.suppress(StorageError):
+            age_ms = max(0, self._clock_ms() - pending[0].file.mtime_ms())
+        return (float(len(pending)), float(sum(s.size for s in pending)), age_ms / 1000, local)
 
     def _observe_lag(self, st: PartitionState, log: Log, remote_next: int) -> None:
-        segs = log.segments()
-        pending = [s for s in segs[:-1] if s.next_offset > remote_next]
+        """After a visit: what the pass schedule reads (``pending_segments``); the gauges
+        are computed at scrape time, so an idle partition's visit sets none of them."""
         key = (st.topic, st.partition)
-        series = self._lag_series.get(key)
-        if series is None:
-            # Looked up once per partition (``labels()`` locks and builds a key: four per
-            # partition and pass, every second, were most of an idle broker's tiering CPU).
-            labels = (st.topic, str(st.partition))
-            m = self.metrics
-            series = self._lag_series[key] = (
-                m.upload_lag_segments.labels(*labels),
-                m.upload_lag_bytes.labels(*labels),
-                m.local_bytes.labels(*labels),
-                m.upload_lag_seconds.labels(*labels),
-            )
-            # Read at scrape time: an idle partition is visited seldom (tiering.pass_schedule)
-            # while appends to its active segment go on.
-            series[2].set_function(lambda: self._local_bytes(key))
-        lag_segments, lag_bytes, _, lag_seconds = series
-        self._pending[key] = len(pending)
-        lag_segments.set(len(pending))
-        lag_bytes.set(sum(s.size for s in pending))
-        age_ms = 0
-        if pending:  # sealed when last written: its mtime is when it stopped growing
-            with contextlib.suppress(StorageError):
-                age_ms = max(0, self._clock_ms() - pending[0].file.mtime_ms())
-        lag_seconds.set(age_ms / 1000)
+        self._pending[key] = sum(1 for s in log.segments()[:-1] if s.next_offset > remote_next)
+        self.metrics.partitions.track_lag(key)
 
     async def _inspected(
         self,

@@ -454,11 +454,9 @@ def data_router(broker: Broker, history: MetricsHistory, peers: Peers) -> APIRou
             )
         ages = []
         if tiering is not None:
-            for fam in tiering.metrics.upload_lag_seconds.collect():
-                for s in fam.samples:
-                    t = s.labels.get("topic", "")
-                    if s.value > 0 and visible(t):
-                        ages.append(s.value)
+            for t, age in tiering.metrics.partitions.lag_ages():
+                if age > 0 and visible(t):
+                    ages.append(age)
         cache = tiering.cache.stats() if tiering is not None else None
         reads = (cache.hits + cache.misses + cache.coalesced) if cache is not None else 0
         return JSONBody(

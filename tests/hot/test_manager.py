@@ -233,6 +233,24 @@ def test_background_threads(tmp_path: Path) -> None:
     m.close()
 
 
+def test_interval_flusher_looks_only_at_interval_logs_and_sees_an_alter(tmp_path: Path) -> None:
+    """The interval flusher walks the interval-mode logs only (listed again when the
+    generation moves): a topic altered from fsync to interval mode after the start is
+    flushed by it."""
+    m = LogManager(tmp_path, LogConfig(segment_bytes=1024)).open()
+    m.create_topic("strict", 3)  # fsync mode (the default)
+    m.start_background()
+    try:
+        assert m._interval_logs() == []
+        m.alter_topic_configs("strict", {"strata.flush.mode": "interval", "flush.ms": "10"})
+        log = m.get_log("strict", 1)
+        assert log in m._interval_logs() and len(m._interval_logs()) == 3
+        log.append(batch_at(0, 2))
+        wait_for(lambda: log.recovery_point == 2)  # flushed by the interval flusher
+    finally:
+        m.close()
+
+
 def test_new_partitions_are_built_without_per_file_fsyncs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -190,7 +190,7 @@ async def test_s3_outage_keeps_local_data_and_catches_up(
                 with pytest.raises(ObjectStoreError):
                     await svc.run_once(retention=True, sweep=False)
             # The lag's age grows with every failed pass (what an alert on a stuck upload reads).
-            age = svc.metrics.upload_lag_seconds.labels("t", "0")._value.get()
+            age = sample(svc, "strata_tiering_upload_lag_seconds", topic="t", partition="0")
             assert age >= 0.05
             # Nothing that is not uploaded was deleted.
             assert [s.base_offset for s in log.segments()] == bases
