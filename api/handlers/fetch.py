@@ -246,9 +246,11 @@ async def _replica_fetch(
     unknown: list[FetchTopic],
 ) -> FetchResponse:
     started = time.perf_counter()
+    # An incremental session fetch looks at what changed in its session, not at a list.
+    by_session = ctx.incremental and ctx.session is not None
     fetched = await broker.reads.replica_fetch(
         req.replica_id,
-        ctx.fetch,
+        () if by_session else ctx.fetch,
         max_wait_ms=req.max_wait_ms,
         max_bytes=req.max_bytes,
         incremental=ctx.incremental,
