@@ -29,7 +29,7 @@ import contextlib
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 import grpc
 from aetcd.rpc import rpc_pb2, rpc_pb2_grpc
@@ -37,8 +37,18 @@ from aetcd.rpc import rpc_pb2, rpc_pb2_grpc
 from broker.metadata_store import Lease
 from hot.errors import MetadataStoreError
 
-if TYPE_CHECKING:
-    from broker.etcd import EtcdClient
+
+class Revoker(Protocol):
+    """What the keeper uses of ``broker.etcd.EtcdClient`` (declared here, not imported:
+    that module imports this one)."""
+
+    timeout: float
+
+    @property
+    def closed(self) -> bool: ...
+
+    async def revoke_lease(self, lease_id: int) -> bool: ...
+
 
 log = logging.getLogger("strata.cluster.etcd")
 
@@ -59,7 +69,7 @@ class ThreadLeaseKeeper:
 
     def __init__(
         self,
-        client: EtcdClient,
+        client: Revoker,
         target: str,
         options: dict[str, Any],
         lease: Lease,

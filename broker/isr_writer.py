@@ -22,18 +22,34 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
-from broker.metadata import PartitionState, Versioned
+from broker.metadata import ClusterView, MetadataClient, PartitionState, Versioned
 from broker.partition_replica import PartitionReplica, Role
 from broker.replication.leader_state import LeaderState
 from hot.errors import MetadataStoreError, StrataError
 
-if TYPE_CHECKING:
-    from broker.replica_manager import ReplicaManager
-
 log = logging.getLogger("strata.cluster.replicas")
+
+
+class IsrHost(Protocol):
+    """What the writer uses of ``broker.replica_manager.ReplicaManager`` (declared here,
+    not imported: the replica manager imports this module)."""
+
+    broker_id: int
+    client: MetadataClient
+    view: ClusterView
+    on_isr_change: Callable[[str, int, tuple[int, ...], tuple[int, ...]], None]
+
+    def maybe_advance_hw(self, rep: PartitionReplica) -> None: ...
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None: ...
+
+    def _apply(
+        self, rep: PartitionReplica, replicas: tuple[int, ...], vs: Versioned[PartitionState]
+    ) -> None: ...
 
 
 # The stored state and the one to write in its place.
@@ -53,7 +69,7 @@ class _Proposal:
 class IsrWriter:
     """The leader's queue of ISR changes (see the module docstring)."""
 
-    def __init__(self, replicas: ReplicaManager) -> None:
+    def __init__(self, replicas: IsrHost) -> None:
         self._replicas = replicas
         self._queued: list[_Proposal] = []
         self._writing = False
