@@ -58,6 +58,7 @@ from broker.transactions.coordinator import TransactionCoordinator
 from broker.transactions.markers import MarkerWriter
 from broker.txn_markers import MarkerChannels, marker_writer
 from hot.errors import InvalidConfigError, MetadataStoreError
+from hot.tasks import cancel_and_wait
 from tiering.service import TieringService
 
 log = logging.getLogger("strata.cluster.node")
@@ -406,9 +407,8 @@ class ClusterNode:
     async def _stop_roles_task(self) -> None:
         task, self._roles_task = self._roles_task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            with contextlib.suppress(Exception):
+                await cancel_and_wait(task)
 
     async def stop(self, *, before_leaving: Callable[[], Awaitable[None]] | None = None) -> None:
         """Leave the cluster (see the module docstring); the logs close afterwards.

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from typing import Final
 
 from hot.log import Log
+from hot.tasks import cancel_and_wait
 from hot.topics import TopicInfo
 from tiering.remote_read import RemoteReader
 
@@ -68,9 +69,8 @@ class ManifestPreloader:
     async def close(self) -> None:
         task, self._task = self._task, None
         if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            with contextlib.suppress(Exception):
+                await cancel_and_wait(task)
 
     async def _run(self) -> None:
         while self._again:
