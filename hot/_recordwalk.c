@@ -731,6 +731,36 @@ static int pc_i32(const unsigned char *b, Py_ssize_t n, Py_ssize_t pos, int32_t 
     return 0;
 }
 
+/* An array's count or a bytes field's length as the version lays it out: a compact
+ * (flexible) unsigned varint less one, or an int32. -1 for null, below -1 past the end. */
+static int64_t pc_count(const unsigned char *b, Py_ssize_t n, Py_ssize_t *pos, int flexible) {
+    int32_t v32;
+    if (flexible) {
+        int64_t v = pc_uvarint(b, n, pos);
+        return v < 0 ? -2 : v - 1;
+    }
+    if (pc_i32(b, n, *pos, &v32) < 0) {
+        return -2;
+    }
+    *pos += 4;
+    return v32;
+}
+
+/* A string's length: a compact unsigned varint less one, or an int16. -1 for null, below
+ * -1 past the end. */
+static int64_t pc_strlen(const unsigned char *b, Py_ssize_t n, Py_ssize_t *pos, int flexible) {
+    int v16;
+    if (flexible) {
+        int64_t v = pc_uvarint(b, n, pos);
+        return v < 0 ? -2 : v - 1;
+    }
+    if (pc_i16(b, n, *pos, &v16) < 0) {
+        return -2;
+    }
+    *pos += 2;
+    return v16;
+}
+
 /*
  * produce_one(frame) -> (version, acks, timeout_ms, name, index, start, size) | None
  *
@@ -748,8 +778,8 @@ static PyObject *produce_one(PyObject *module, PyObject *arg) {
     const unsigned char *b = (const unsigned char *)buf.buf;
     Py_ssize_t n = buf.len, pos;
     int version, client_len, txn_len, acks, flexible;
-    int32_t timeout_ms, index, count;
-    int64_t v, nlen, size;
+    int32_t timeout_ms, index;
+    int64_t nlen, size;
     Py_ssize_t name_at, start;
     if (n < 10 || b[2] != 0) {
         goto none;
@@ -782,42 +812,20 @@ static PyObject *produce_one(PyObject *module, PyObject *arg) {
         goto none;
     }
     pos += 6;
-    if (flexible) {
-        if ((v = pc_uvarint(b, n, &pos)) != 2) {
-            goto none; /* not one topic */
-        }
-        if ((nlen = pc_uvarint(b, n, &pos) - 1) < 0) {
-            goto none;
-        }
-    } else {
-        if (pc_i32(b, n, pos, &count) < 0 || count != 1 || pc_i16(b, n, pos + 4, &client_len) < 0) {
-            goto none;
-        }
-        nlen = client_len;
-        pos += 6;
+    if (pc_count(b, n, &pos, flexible) != 1) {
+        goto none; /* not one topic */
     }
+    nlen = pc_strlen(b, n, &pos, flexible);
     if (nlen < 0 || pos + nlen > n) {
         goto none;
     }
     name_at = pos;
     pos += (Py_ssize_t)nlen;
-    if (flexible) {
-        if (pc_uvarint(b, n, &pos) != 2 || pc_i32(b, n, pos, &index) < 0) {
-            goto none; /* not one partition */
-        }
-        pos += 4;
-        if ((size = pc_uvarint(b, n, &pos)) < 0) {
-            goto none;
-        }
-        size -= 1;
-    } else {
-        if (pc_i32(b, n, pos, &count) < 0 || count != 1 || pc_i32(b, n, pos + 4, &index) < 0 ||
-            pc_i32(b, n, pos + 8, &count) < 0) {
-            goto none;
-        }
-        size = count;
-        pos += 12;
+    if (pc_count(b, n, &pos, flexible) != 1 || pc_i32(b, n, pos, &index) < 0) {
+        goto none; /* not one partition */
     }
+    pos += 4;
+    size = pc_count(b, n, &pos, flexible); /* the records' length */
     if (size <= 0 || pos + size > n) {
         goto none; /* a null or empty batch: the general path refuses it */
     }
@@ -916,9 +924,9 @@ static PyObject *fetch_one(PyObject *module, PyObject *arg) {
     }
     const unsigned char *b = (const unsigned char *)buf.buf;
     Py_ssize_t n = buf.len, pos, name_at = 0, rack_at;
-    int api_key, version, client_len, flexible, opens_session = 0, slen;
+    int api_key, version, client_len, flexible, opens_session = 0;
     int32_t correlation, max_wait, min_bytes, max_bytes, v32, index, epoch = -1, part_max;
-    int64_t count, nlen = 0, rlen, offset;
+    int64_t nlen = 0, rlen, offset;
     PyObject *client = NULL, *name = NULL, *topic_id = NULL;
     if (n < 10) {
         goto none;
@@ -977,13 +985,7 @@ static PyObject *fetch_one(PyObject *module, PyObject *arg) {
         pos += 8;
     }
     /* one topic */
-    if (flexible) {
-        count = pc_uvarint(b, n, &pos) - 1;
-    } else {
-        count = pc_i32(b, n, pos, &v32) < 0 ? -2 : v32;
-        pos += 4;
-    }
-    if (count != 1 || pos >= n) {
+    if (pc_count(b, n, &pos, flexible) != 1 || pos >= n) {
         goto none;
     }
     if (version >= 13) {
@@ -993,12 +995,7 @@ static PyObject *fetch_one(PyObject *module, PyObject *arg) {
         name_at = pos;
         pos += 16;
     } else {
-        if (flexible) {
-            nlen = pc_uvarint(b, n, &pos) - 1;
-        } else {
-            nlen = pc_i16(b, n, pos, &slen) < 0 ? -1 : slen;
-            pos += 2;
-        }
+        nlen = pc_strlen(b, n, &pos, flexible);
         if (nlen < 0 || pos + nlen > n) {
             goto none;
         }
@@ -1006,13 +1003,7 @@ static PyObject *fetch_one(PyObject *module, PyObject *arg) {
         pos += (Py_ssize_t)nlen;
     }
     /* one partition */
-    if (flexible) {
-        count = pc_uvarint(b, n, &pos) - 1;
-    } else {
-        count = pc_i32(b, n, pos, &v32) < 0 ? -2 : v32;
-        pos += 4;
-    }
-    if (count != 1 || pos >= n) {
+    if (pc_count(b, n, &pos, flexible) != 1 || pos >= n) {
         goto none;
     }
     /* partition, current_leader_epoch (9+), fetch_offset, last_fetched_epoch (12+),
@@ -1040,24 +1031,11 @@ static PyObject *fetch_one(PyObject *module, PyObject *arg) {
     }
     /* one partition: below broker.fetch_sessions.MIN_CONSUMER_PARTITIONS, so a new session
      * asked for (opens_session) is answered without one, as the Python parse lets it be */
-    if (version >= 7) { /* no forgotten topics */
-        if (flexible) {
-            count = pc_uvarint(b, n, &pos) - 1;
-        } else {
-            count = pc_i32(b, n, pos, &v32) < 0 ? -2 : v32;
-            pos += 4;
-        }
-        if (count != 0) {
-            goto none;
-        }
+    if (version >= 7 && pc_count(b, n, &pos, flexible) != 0) {
+        goto none; /* forgotten topics */
     }
     if (version >= 11) { /* rack_id: read, a UTF-8 string as the Python parse requires */
-        if (flexible) {
-            rlen = pc_uvarint(b, n, &pos) - 1;
-        } else {
-            rlen = pc_i16(b, n, pos, &slen) < 0 ? -1 : slen;
-            pos += 2;
-        }
+        rlen = pc_strlen(b, n, &pos, flexible);
         if (rlen < 0 || pos + rlen > n) {
             goto none;
         }
