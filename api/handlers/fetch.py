@@ -361,7 +361,12 @@ async def _session_fetch(
     again = [
         (f.topic, f.partition) for f in fetched if f.error is not None or _behind(f, states, read_committed)
     ]
-    again.extend((topic, d.partition_index) for topic, d in refused)
+    for topic, d in refused:
+        tp = (topic, d.partition_index)
+        again.append(tp)
+        # Answered again once it clears, as an error read is (``include``) and as Kafka's
+        # cached partition is (its marks become the error answer's).
+        in_session[tp].high_watermark = -1
     marks.remark(st, again)
     by_topic = _answered(broker, ctx, fetched, states)
     broker.metrics.labelled(broker.metrics.fetch_latency, "kafka").observe(time.perf_counter() - started)
