@@ -64,7 +64,7 @@ def test_one_waiter_per_session_woken_by_a_mark() -> None:
         marks = ConsumerMarks(walk_s=30.0)
         a, b = session(cache, 30), session(cache, 30, topic="u")
         sa, sb = marks.state(a), marks.state(b)
-        for st, topic in ((sa, "t"), (sb, "u")):
+        for st in (sa, sb):
             _, tps = marks.pick(st, (), 0.0)
             for tp in tps:
                 marks.watch(st, tp, None)
