@@ -472,11 +472,7 @@ class ReadPath:
                     or any(r.error is not None for r in results)
                     or not keys
                 ):
-                    for r in results:
-                        if r.size:
-                            totals = self.metrics.fetched(r.topic)
-                            totals[0] += r.record_span
-                            totals[1] += r.size
+                    self.served(results)
                     return results
                 try:
                     await asyncio.wait_for(fut, timeout=remaining)
@@ -487,6 +483,22 @@ class ReadPath:
                     return results
             finally:
                 self.unpark(fut, keys)
+
+    async def read_once(
+        self, parts: Sequence[FetchRequestPartition], max_bytes: int, *, read_committed: bool = False
+    ) -> list[FetchedPartition]:
+        """One read of (led) partitions, no waiting and nothing counted: a consumer session
+        fetch's look (api.handlers.fetch), which waits on its session's marks instead
+        and counts what it answers with ``served``."""
+        return await self._read_all(parts, max_bytes, read_committed=read_committed)
+
+    def served(self, results: Iterable[FetchedPartition]) -> None:
+        """Count the records and bytes a consumer fetch answers (per topic)."""
+        for r in results:
+            if r.size:
+                totals = self.metrics.fetched(r.topic)
+                totals[0] += r.record_span
+                totals[1] += r.size
 
     async def replica_fetch(
         self,

@@ -331,14 +331,7 @@ async def _session_fetch(
         refused, parts, states = _check(conn, items, readable, watch)
         fetched: list[FetchedPartition] = []
         if parts:
-            fetched = await broker.reads.fetch(
-                parts,
-                max_wait_ms=0,
-                min_bytes=req.min_bytes,
-                max_bytes=req.max_bytes,
-                read_committed=read_committed,
-                leaders_checked=True,
-            )
+            fetched = await broker.reads.read_once(parts, req.max_bytes, read_committed=read_committed)
         left = deadline - loop.time()
         if (
             refused
@@ -368,6 +361,7 @@ async def _session_fetch(
         # cached partition is (its marks become the error answer's).
         in_session[tp].high_watermark = -1
     marks.remark(st, again)
+    broker.reads.served(fetched)
     by_topic = _answered(broker, ctx, fetched, states)
     broker.metrics.labelled(broker.metrics.fetch_latency, "kafka").observe(time.perf_counter() - started)
     for topic, data in refused:
