@@ -128,10 +128,55 @@ def test_marks_reach_the_session_hw_log_start_and_deletion(broker: BrokerProcess
         assert list(start) == [7] and start[7].log_start_offset == 3 and start[7].high_watermark == 5
         assert _answered(_fetch(client, sid, 6)) == {}
 
-        # The topic deleted: every partition of it answers an error.
+        # The topic deleted: every partition of it answers an error (once the broker has
+        # dropped its replicas, which the deletion's answer may precede: a few fetches).
         for f in admin.delete_topics([topic]).values():
             f.result(timeout=30)
-        gone = _answered(_fetch(client, sid, 7))
+        gone: dict[int, Any] = {}
+        for epoch in range(7, 107):
+            gone.update(_answered(_fetch(client, sid, epoch, wait_ms=50)))
+            if len(gone) == n:
+                break
         assert sorted(gone) == list(range(n))
         assert {p.error_code for p in gone.values()} <= {E.UNKNOWN_TOPIC_OR_PARTITION, E.UNKNOWN_TOPIC_ID}
         assert E.NONE not in {p.error_code for p in gone.values()}
+
+
+def test_a_read_committed_session_sees_the_last_stable_offset_move(broker: BrokerProcess) -> None:
+    from confluent_kafka import Producer
+
+    topic = f"marks-txn-{uuid.uuid4().hex[:6]}"
+    n = 20
+    create_topic(broker.bootstrap, topic, n)
+    parts = tuple(FetchPartition(partition=p, fetch_offset=0, partition_max_bytes=1 << 16) for p in range(n))
+
+    def fetch(client: KafkaClient, sid: int, epoch: int, topics: tuple[FetchTopic, ...] = ()) -> Any:
+        req = FetchRequest(
+            max_wait_ms=0, min_bytes=1, isolation_level=1, session_id=sid, session_epoch=epoch, topics=topics
+        )
+        return client._call(ApiKey.FETCH, 12, req)
+
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "transactional.id": f"tx-{topic}"})
+    producer.init_transactions(30)
+    with KafkaClient.connect(HostPort("127.0.0.1", broker.kafka_port)) as client:
+        sid = fetch(client, 0, 0, (FetchTopic(topic=topic, partitions=parts),)).session_id
+        assert sid != 0
+        assert _answered(fetch(client, sid, 1)) == {}
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, value=b"t%d" % i, partition=4)
+        assert producer.flush(30) == 0
+        open_txn = _answered(fetch(client, sid, 2))
+        # The HW moved (3), the LSO not (0): answered, without records.
+        assert list(open_txn) == [4]
+        assert open_txn[4].high_watermark == 3 and open_txn[4].last_stable_offset == 0
+        assert not open_txn[4].records
+        producer.commit_transaction(30)
+        epoch = 3
+        seen: dict[int, Any] = {}
+        for _ in range(100):
+            seen = _answered(fetch(client, sid, epoch))
+            epoch += 1
+            if 4 in seen and seen[4].last_stable_offset == 4:
+                break
+        assert list(seen) == [4] and seen[4].last_stable_offset == 4 and seen[4].records
