@@ -243,7 +243,7 @@ async def serve(
 
         manager.add_delete_listener(forget_topic)
         broker: Broker = node.make_broker(config, metrics, tiering=tiering, groups=groups)
-        metrics.registry.register(FetchSessionCollector(broker.fetch_sessions))
+        metrics.registry.register(FetchSessionCollector(broker.fetch_sessions, broker.reads.consumers))
         # Share groups: share-partition state in the internal __share_group_state topic
         # (broker.share.state_store).
         share_store = ShareStateStore(node.broker_id, node.replicas)

@@ -42,6 +42,17 @@ partition at its end (``fetch.wait.max.ms`` 500, its default: a sessionless full
 every partition each poll, as librdkafka sends), and the broker's CPU per wall second over
 another ``--idle-seconds``: printed as the consumer's extra µs/s per partition, with the
 Fetch requests per second it made.
+
+    python -m bench.bench_partitions --single --consumer --consumer-client kafka-python \
+        [--consumer-rate 100] [--partitions 1000,3000] [--roots A,B]
+
+``--consumer-client kafka-python``: a kafka-python consumer instead (``fetch_max_wait_ms``
+500, its default), which opens a KIP-227 fetch session as the Java client does: printed
+with the consumer sessions the broker held at the end (``strata_fetch_sessions``) and, on
+a tree that counts them, the session partitions its incremental fetches looked at per
+second. ``--consumer-rate N``: a producer sends N records/s (100 bytes) to partition 0
+through both windows (with and without the consumer), so the consumer's extra CPU is what
+it costs to receive them plus what its idle partitions cost.
 """
 
 from __future__ import annotations
@@ -89,6 +100,9 @@ class Figures:
     scrape_ms: float = float("nan")
     consumer_us_per_partition: float = float("nan")
     consumer_fetches_per_s: float = float("nan")
+    consumer_sessions: float = float("nan")  # consumer fetch sessions held after the window
+    consumer_looked_per_s: float = float("nan")  # session partitions looked at per second
+    consumer_received: int = -1  # records the consumer received in the window (--consumer-rate)
     fetches_per_s: tuple[float, ...] = ()  # cluster: Fetch requests each broker answered
     error: str = ""
     fds: int = -1  # --single: the broker's open descriptors after the idle window
@@ -111,6 +125,12 @@ def _measure(tree: Path, partitions: int, args: argparse.Namespace, *, single: b
             "--settle",
             str(args.settle),
             *(["--consumer"] if getattr(args, "consumer", False) else []),
+            *(
+                ["--consumer-client", args.consumer_client, "--consumer-rate", str(args.consumer_rate)]
+                if getattr(args, "consumer", False)
+                and (args.consumer_client != "confluent" or args.consumer_rate)
+                else []
+            ),
             *(["--no-failover"] if getattr(args, "no_failover", False) else []),
             *(["--profile", str(Path(args.profile).resolve())] if getattr(args, "profile", "") else []),
         ],
@@ -236,56 +256,150 @@ def _scrape_ms(http_url: str, pid: int, scrapes: int = 5) -> float:
     return round(1000 * (cpu_seconds(pid) - c0) / scrapes, 1)
 
 
-def _fetch_count(http_url: str) -> float:
-    """Fetch requests the broker answered so far (its request latency histogram's count)."""
+def _metric_value(http_url: str, prefix: str) -> float:
+    """The first sample of ``/metrics`` whose line starts with ``prefix`` (nan: none)."""
     import urllib.request
 
     text = urllib.request.urlopen(f"{http_url}/metrics", timeout=30).read().decode()
     for line in text.splitlines():
-        if line.startswith('strata_request_latency_seconds_count{api="Fetch"}'):
+        if line.startswith(prefix):
             return float(line.rsplit(" ", 1)[1])
-    return 0.0
+    return float("nan")
 
 
-def _idle_consumer(b: object, partitions: int, idle_seconds: float, settle: float, fig: Figures) -> None:
-    """An idle librdkafka consumer of every partition, at its end: the broker's extra CPU."""
+def _fetch_count(http_url: str) -> float:
+    """Fetch requests the broker answered so far (its request latency histogram's count)."""
+    n = _metric_value(http_url, 'strata_request_latency_seconds_count{api="Fetch"}')
+    return 0.0 if n != n else n
+
+
+def _looked(http_url: str) -> float:
+    """Session partitions consumers' incremental fetches looked at (nan: a tree without it)."""
+    return _metric_value(http_url, "strata_fetch_session_partitions_looked_total ")
+
+
+class _Producer:
+    """``rate`` records/s (100 bytes) to partition 0 from a thread, until ``stop``."""
+
+    def __init__(self, bootstrap: str, rate: float) -> None:
+        import threading
+
+        from confluent_kafka import Producer
+
+        self.rate = rate
+        self._prod = Producer({"bootstrap.servers": bootstrap, "log_level": 0, "linger.ms": 0})
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        if rate > 0:
+            self._thread.start()
+
+    def _run(self) -> None:
+        period = 1 / self.rate
+        due = time.monotonic()
+        while not self._stop.is_set():
+            self._prod.produce(TOPIC, b"y" * 100, partition=0)
+            self._prod.poll(0)
+            due += period
+            time.sleep(max(0.0, due - time.monotonic()))
+
+    def stop(self) -> None:
+        if self.rate > 0:
+            self._stop.set()
+            self._thread.join()
+            self._prod.flush(30)
+
+
+def _idle_consumer(
+    b: object,
+    partitions: int,
+    idle_seconds: float,
+    settle: float,
+    fig: Figures,
+    client: str = "confluent",
+    rate: float = 0.0,
+) -> None:
+    """A consumer of every partition, at its end (librdkafka: sessionless full fetches;
+    kafka-python: a fetch session), idle or receiving ``rate`` records/s in partition 0:
+    the broker's extra CPU."""
     import threading
-
-    from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 
     from tests.brokers import BrokerProcess
 
     assert isinstance(b, BrokerProcess) and b.proc is not None
     pid = b.proc.pid
-    c0, w0 = cpu_seconds(pid), time.monotonic()
-    time.sleep(idle_seconds)
-    without = (cpu_seconds(pid) - c0) / (time.monotonic() - w0)
-    settings = {"bootstrap.servers": b.bootstrap, "group.id": "bench-idle", "enable.auto.commit": False}
-    consumer = Consumer({**settings, "log_level": 0})
-    consumer.assign([TopicPartition(TOPIC, p, OFFSET_END) for p in range(partitions)])
-    stop = threading.Event()
-
-    def poll() -> None:
-        while not stop.is_set():
-            consumer.poll(0.2)
-
-    poller = threading.Thread(target=poll, daemon=True)
-    poller.start()
+    producer = _Producer(b.bootstrap, rate)
     try:
-        time.sleep(settle)
-        f0, c0, w0 = _fetch_count(b.http_url), cpu_seconds(pid), time.monotonic()
+        time.sleep(settle if rate else 0)
+        c0, w0 = cpu_seconds(pid), time.monotonic()
         time.sleep(idle_seconds)
-        wall = time.monotonic() - w0
-        with_consumer = (cpu_seconds(pid) - c0) / wall
-        fig.consumer_fetches_per_s = round((_fetch_count(b.http_url) - f0) / wall, 2)
+        without = (cpu_seconds(pid) - c0) / (time.monotonic() - w0)
+        received = [0]
+        if client == "kafka-python":
+            from kafka import KafkaConsumer
+            from kafka import TopicPartition as KTP
+
+            kc = KafkaConsumer(bootstrap_servers=b.bootstrap, enable_auto_commit=False)
+            tps = [KTP(TOPIC, p) for p in range(partitions)]
+            kc.assign(tps)
+            kc.seek_to_end(*tps)
+
+            def poll_once() -> None:
+                received[0] += sum(len(r) for r in kc.poll(timeout_ms=200).values())
+
+            close = kc.close
+        else:
+            from confluent_kafka import OFFSET_END, Consumer, TopicPartition
+
+            settings = {
+                "bootstrap.servers": b.bootstrap,
+                "group.id": "bench-idle",
+                "enable.auto.commit": False,
+            }
+            cc = Consumer({**settings, "log_level": 0})
+            cc.assign([TopicPartition(TOPIC, p, OFFSET_END) for p in range(partitions)])
+
+            def poll_once() -> None:
+                m = cc.poll(0.2)
+                if m is not None and m.error() is None:
+                    received[0] += 1
+
+            close = cc.close
+        stop = threading.Event()
+
+        def poll() -> None:
+            while not stop.is_set():
+                poll_once()
+
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
+        try:
+            time.sleep(settle)
+            f0, l0, r0 = _fetch_count(b.http_url), _looked(b.http_url), received[0]
+            c0, w0 = cpu_seconds(pid), time.monotonic()
+            time.sleep(idle_seconds)
+            wall = time.monotonic() - w0
+            with_consumer = (cpu_seconds(pid) - c0) / wall
+            fig.consumer_fetches_per_s = round((_fetch_count(b.http_url) - f0) / wall, 2)
+            fig.consumer_looked_per_s = round((_looked(b.http_url) - l0) / wall, 1)
+            fig.consumer_received = received[0] - r0
+            fig.consumer_sessions = _metric_value(b.http_url, 'strata_fetch_sessions{kind="consumer"} ')
+        finally:
+            stop.set()
+            poller.join()
+            close()
     finally:
-        stop.set()
-        poller.join()
-        consumer.close()
+        producer.stop()
     fig.consumer_us_per_partition = round(1e6 * (with_consumer - without) / partitions, 2)
 
 
-def one_single(partitions: int, idle_seconds: float, settle: float, consumer: bool = False) -> Figures:
+def one_single(
+    partitions: int,
+    idle_seconds: float,
+    settle: float,
+    consumer: bool = False,
+    client: str = "confluent",
+    rate: float = 0.0,
+) -> Figures:
     from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -335,7 +449,7 @@ def one_single(partitions: int, idle_seconds: float, settle: float, consumer: bo
             parts = meta.topics[TOPIC].partitions
             fig.offline = partitions - len(parts) + sum(1 for m in parts.values() if m.leader < 0 or m.error)
             if consumer:
-                _idle_consumer(b, partitions, idle_seconds, settle, fig)
+                _idle_consumer(b, partitions, idle_seconds, settle, fig, client, rate)
         finally:
             b.kill()
     return fig
@@ -354,9 +468,12 @@ def _single(trees: list[Path], args: argparse.Namespace) -> None:
                     print(f"{n:>6} partitions  round {r + 1} {name}: {f.error}")
                     continue
                 load = os.getloadavg()[0]
+                what = "an idle" if not args.consumer_rate else f"a {args.consumer_rate:g} records/s"
                 consumer = (
-                    f"; an idle consumer of every partition adds {f.consumer_us_per_partition:.1f} µs/s "
-                    f"per partition ({f.consumer_fetches_per_s:.1f} Fetch/s)"
+                    f"; {what} {args.consumer_client} consumer of every partition adds "
+                    f"{f.consumer_us_per_partition:.1f} µs/s per partition ({f.consumer_fetches_per_s:.1f} "
+                    f"Fetch/s, {f.consumer_sessions:.0f} sessions, {f.consumer_looked_per_s:.0f} session "
+                    f"partitions looked at/s, {f.consumer_received} records received)"
                     if args.consumer
                     else ""
                 )
@@ -380,6 +497,8 @@ def main() -> None:
     ap.add_argument("--single", action="store_true", help="the single node's idle CPU instead")
     ap.add_argument("--rounds", type=int, default=1, help="--single: alternations of the trees")
     ap.add_argument("--consumer", action="store_true", help="--single: then an idle consumer's extra CPU")
+    ap.add_argument("--consumer-client", choices=("confluent", "kafka-python"), default="confluent")
+    ap.add_argument("--consumer-rate", type=float, default=0.0, help="--consumer: records/s to partition 0")
     ap.add_argument("--no-failover", action="store_true", help="cluster: creation and idle only")
     ap.add_argument("--profile", default="", help="cluster: py-spy stacks of an idle follower")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
@@ -390,7 +509,14 @@ def main() -> None:
         print("FIGURES", repr(fig), flush=True)
         return
     if args.one_single:
-        fig = one_single(args.one_single, args.idle_seconds, args.settle, args.consumer)
+        fig = one_single(
+            args.one_single,
+            args.idle_seconds,
+            args.settle,
+            args.consumer,
+            args.consumer_client,
+            args.consumer_rate,
+        )
         print("FIGURES", repr(fig), flush=True)
         return
     trees = [Path(r).resolve() for r in args.roots.split(",")]

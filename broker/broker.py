@@ -140,6 +140,7 @@ class Broker:
         # The read half (fetches) and the write half (produce, markers) of the request logic.
         self.reads = ReadPath(manager, replicas, self.metrics, tiering)
         self.fetch_sessions = FetchSessionCache()  # KIP-227: followers' and consumers' sessions
+        self.fetch_sessions.on_drop = self.reads.consumers.forget
         self.writes = ProducePath(self, replicas, self.metrics, self.reads.log)
         # Share groups (KIP-932; api.handlers.share).
         self.shares = ShareService(self.reads, self._partition_count)

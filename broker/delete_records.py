@@ -49,4 +49,5 @@ async def delete_records(broker: Broker, topic: str, partition: int, offset: int
         raise OffsetOutOfRangeError(f"cannot delete records of {topic}-{partition} up to offset {offset}")
     epoch = rep.leader_epoch
     target = await asyncio.to_thread(lg.delete_records, offset)
+    broker.reads.consumers.mark((topic, partition))  # consumer sessions answer the new log start
     return await replicas.wait_for_low_watermark(rep, epoch, target, max(timeout_ms, 0) / 1000)

@@ -1,6 +1,9 @@
 """``/metrics`` for the fetch session cache (broker.fetch_sessions), read at scrape time
 beside the cache, not inside it: Kafka's FetchSessionCache gauges
-(NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached) and its evictions."""
+(NumIncrementalFetchSessions, NumIncrementalFetchPartitionsCached) and its evictions; and
+how many session partitions consumers' incremental fetches looked at, and how many of
+those fetches walked their whole session (broker.consumer_marks): an idle consumer's
+partitions are looked at only by the safety walk."""
 
 from __future__ import annotations
 
@@ -9,12 +12,14 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from broker.consumer_marks import ConsumerMarks
 from broker.fetch_sessions import FetchSessionCache
 
 
 class FetchSessionCollector(Collector):
-    def __init__(self, cache: FetchSessionCache) -> None:
+    def __init__(self, cache: FetchSessionCache, consumers: ConsumerMarks | None = None) -> None:
         self._cache = cache
+        self._consumers = consumers
 
     def collect(self) -> Iterator[Metric]:
         sessions = GaugeMetricFamily(
@@ -38,3 +43,16 @@ class FetchSessionCollector(Collector):
         yield sessions
         yield partitions
         yield evicted
+        if self._consumers is not None:
+            looked = CounterMetricFamily(
+                "strata_fetch_session_partitions_looked",
+                "Session partitions looked at by consumers' incremental fetches",
+            )
+            looked.add_metric([], self._consumers.looked)
+            walks = CounterMetricFamily(
+                "strata_fetch_session_walks",
+                "Consumers' incremental fetches that looked at their whole session",
+            )
+            walks.add_metric([], self._consumers.walks)
+            yield looked
+            yield walks

@@ -157,6 +157,9 @@ class FetchSessionCache:
         self._sessions: dict[int, Session] = {}
         self.created = itertools.count()  # metrics: sessions made, evicted
         self.evictions = 0
+        # Told of every session dropped (closed, replaced, evicted): a consumer session's
+        # marks (broker.consumer_marks) go with it.
+        self.on_drop: Callable[[Session], None] | None = None
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -180,7 +183,7 @@ class FetchSessionCache:
         now = self._now_ms()
         if session_epoch in (INITIAL_EPOCH, FINAL_EPOCH):
             if session_id != 0:
-                self._sessions.pop(session_id, None)
+                self._drop(self._sessions.pop(session_id, None))
             # Without a session the request is fetched as it is, a partition named twice
             # included (as sessionless Fetch always was); a session holds each once.
             fetch = [((a.topic, a.partition), _partition(a)) for a in asked]
@@ -237,12 +240,20 @@ class FetchSessionCache:
             if s.replica and not replica:
                 break
             del self._sessions[s.session_id]
+            self._drop(s)
             self.evictions += 1
             return True
         return False
 
+    def _drop(self, session: Session | None) -> None:
+        if session is not None and self.on_drop is not None:
+            self.on_drop(session)
+
     def close_all(self) -> None:
+        sessions = list(self._sessions.values())
         self._sessions.clear()
+        for s in sessions:
+            self._drop(s)
 
 
 def _partition(a: Asked) -> SessionPartition:

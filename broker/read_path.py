@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from broker.consumer_marks import ConsumerMarks
 from broker.fetch_sessions import Session, SessionPartition, TopicPartition
 from broker.log_manager import ClusterLogManager
 from broker.metrics import BrokerMetrics
@@ -112,6 +113,12 @@ class ReadPath:
         self._loop_thread: int | None = None
         self._waiters: dict[int, set[asyncio.Future[None]]] = {}
         self._listening: weakref.WeakSet[Log] = weakref.WeakSet()
+        # Consumer fetch sessions' marks: their incremental fetches look at what changed.
+        # Their own HW listener, gated by the logs they watch: ``_waiters`` gates the
+        # parked fetches' listener and loses a key when its last waiter goes, which a
+        # session's watch, held between fetches, must not.
+        self.consumers = ConsumerMarks(self.walk_s)
+        replicas.wakeups.consumers = self.consumers
 
     def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
         """Called on ``loop``'s thread: parked fetches live there."""
@@ -122,6 +129,7 @@ class ReadPath:
         """Wake every parked fetch (a topic was deleted: its fetches answer now)."""
         for key in list(self._waiters):
             self._wake_key(key)
+        self.consumers.mark_all()
 
     def park(self, fut: asyncio.Future[None], logs: Iterable[Log]) -> list[int]:
         """Wake ``fut`` when the high watermark of any of ``logs`` (each had from ``log``,
@@ -172,8 +180,26 @@ class ReadPath:
         lg = self.manager.get_log(topic, partition)
         if lg not in self._listening:
             lg.add_hw_listener(self._on_hw_advance, gate=self._waiters)
+            lg.add_hw_listener(self._on_watched_hw, gate=self.consumers.gate)
             self._listening.add(lg)
         return lg
+
+    def _on_watched_hw(self, lg: Log) -> None:
+        """Mark ``lg``'s partition for the consumer sessions watching it (its high
+        watermark moved, or it went offline or closed), on the loop's thread."""
+        if id(lg) not in self.consumers.gate:
+            return
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            return
+        key = (lg.topic, lg.partition)
+        if threading.get_ident() == self._loop_thread:
+            self.consumers.mark(key)
+            return
+        try:
+            loop.call_soon_threadsafe(self.consumers.mark, key)
+        except RuntimeError:
+            pass  # loop shutting down
 
     def _on_hw_advance(self, lg: Log) -> None:
         """Wake the fetches parked on ``lg``. Runs on whichever thread moved the high
@@ -446,11 +472,7 @@ class ReadPath:
                     or any(r.error is not None for r in results)
                     or not keys
                 ):
-                    for r in results:
-                        if r.size:
-                            totals = self.metrics.fetched(r.topic)
-                            totals[0] += r.record_span
-                            totals[1] += r.size
+                    self.served(results)
                     return results
                 try:
                     await asyncio.wait_for(fut, timeout=remaining)
@@ -461,6 +483,22 @@ class ReadPath:
                     return results
             finally:
                 self.unpark(fut, keys)
+
+    async def read_once(
+        self, parts: Sequence[FetchRequestPartition], max_bytes: int, *, read_committed: bool = False
+    ) -> list[FetchedPartition]:
+        """One read of (led) partitions, no waiting and nothing counted: a consumer session
+        fetch's look (api.handlers.fetch), which waits on its session's marks instead
+        and counts what it answers with ``served``."""
+        return await self._read_all(parts, max_bytes, read_committed=read_committed)
+
+    def served(self, results: Iterable[FetchedPartition]) -> None:
+        """Count the records and bytes a consumer fetch answers (per topic)."""
+        for r in results:
+            if r.size:
+                totals = self.metrics.fetched(r.topic)
+                totals[0] += r.record_span
+                totals[1] += r.size
 
     async def replica_fetch(
         self,

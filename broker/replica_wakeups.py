@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 
+from broker.consumer_marks import ConsumerMarks
 from broker.fetch_sessions import Session
 from broker.metadata import ClusterView
 from broker.partition_replica import PartitionReplica
@@ -39,6 +40,8 @@ class ReplicaWakeups:
         self._walk_all_seq = 0  # bumped when every follower's next fetch must walk it all
         self._walked: dict[int, tuple[int, float]] = {}  # follower: (walk_all_seq, next walk at)
         self._seen: dict[int, tuple[Session, int]] = {}  # follower: (its session, last fetch ms)
+        # Consumer fetch sessions hear of role changes too (set by broker.read_path).
+        self.consumers: ConsumerMarks | None = None
 
     def session_seen(self, follower_id: int, session: Session, at_ms: int) -> None:
         """``follower_id`` sent an incremental fetch in ``session`` at ``at_ms`` (the
@@ -122,6 +125,12 @@ class ReplicaWakeups:
         self.roles_seq += 1
         event, self._roles_event = self._roles_event, asyncio.Event()
         event.set()
+        consumers = self.consumers
+        if consumers is not None:
+            if rep is None:
+                consumers.mark_all()
+            else:
+                consumers.mark((rep.topic, rep.partition))
         va = self.view.topics.get(rep.topic) if rep is not None else None
         if rep is None or va is None or not 0 <= rep.partition < len(va.value.partitions):
             self._walk_all_seq += 1

@@ -24,13 +24,16 @@ each topic), not only when they joined the session.
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from api.security.conn_authz import allowed
+from api.security.conn_authz import acl_generation, allowed, principal
 from broker.broker import Broker
-from broker.fetch_sessions import Asked, FetchContext, SessionPartition
-from broker.read_path import FetchRequestPartition
+from broker.consumer_marks import SessionMarks
+from broker.fetch_sessions import Asked, FetchContext, SessionPartition, TopicPartition
+from broker.read_path import FetchedPartition, FetchRequestPartition
 from hot.errors import StrataError
 from kwire import RequestHeader
 from kwire import error_table as E
@@ -56,6 +59,7 @@ TOPIC_ID_VERSION = 13
 
 
 Named = list[tuple[str, FetchTopic]]
+Refused = list[tuple[str, FetchPartitionData]]
 
 
 def named_topics(broker: Broker, version: int, req: FetchRequest) -> tuple[Named, list[FetchTopic]]:
@@ -137,25 +141,28 @@ def _session(broker: Broker, version: int, req: FetchRequest, named: Named) -> F
     )
 
 
-async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchRequest) -> FetchResponse:
+def _check(
+    conn: Connection,
+    items: Iterable[tuple[TopicPartition, SessionPartition]],
+    readable: dict[str, bool] | None,
+    watch: Callable[[TopicPartition], None] | None = None,
+) -> tuple[
+    list[tuple[str, FetchPartitionData]], list[FetchRequestPartition], dict[TopicPartition, SessionPartition]
+]:
+    """The partitions to read (this broker leads them, at the stated leader epochs), and
+    the refused ones answered with their error. ``readable``: READ on each topic is
+    checked again (an incremental fetch: the guard saw only the request's topics), the
+    answers cached there. ``watch``: called for each partition before it is read."""
     broker = conn.broker
-    version = header.api_version
-    named, unknown = named_topics(broker, version, req)
-    ctx = _session(broker, version, req, named)
-    if ctx.error:
-        return FetchResponse(error_code=ctx.error, session_id=0)
-    if req.replica_id >= 0:
-        return await _replica_fetch(broker, version, req, ctx, unknown)
-    started = time.perf_counter()
     refused: list[tuple[str, FetchPartitionData]] = []
     parts: list[FetchRequestPartition] = []
-    states: dict[tuple[str, int], SessionPartition] = {}
-    readable: dict[str, bool] = {}
-    for (topic, partition), sp in ctx.fetch:
+    states: dict[TopicPartition, SessionPartition] = {}
+    for tp, sp in items:
+        topic, partition = tp
+        if watch is not None:
+            watch(tp)
         try:
-            if ctx.incremental:
-                # Partitions of the session that the request does not name: READ on
-                # their topic again (the guard saw only the request's topics).
+            if readable is not None:
                 ok = readable.get(topic)
                 if ok is None:
                     ok = readable[topic] = allowed(conn, Operation.READ, ResourceType.TOPIC, topic)
@@ -181,8 +188,73 @@ async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchReques
                 (topic, FetchPartitionData(partition_index=partition, error_code=code, records=b""))
             )
             continue
-        states[(topic, partition)] = sp
+        states[tp] = sp
         parts.append(FetchRequestPartition(topic, partition, sp.fetch_offset, sp.max_bytes))
+    return refused, parts, states
+
+
+def _answered(
+    broker: Broker,
+    ctx: FetchContext,
+    fetched: list[FetchedPartition],
+    states: dict[TopicPartition, SessionPartition],
+) -> dict[str, list[FetchPartitionData]]:
+    """The fetched partitions the answer carries (``FetchContext.include``), by topic."""
+    by_topic: dict[str, list[FetchPartitionData]] = {}
+    for f in fetched:
+        key = (f.topic, f.partition)
+        if not ctx.include(
+            key,
+            states[key],
+            has_data=f.size > 0 or bool(f.remote),
+            error=f.error is not None,
+            high_watermark=f.high_watermark,
+            last_stable_offset=f.last_stable_offset,
+            log_start_offset=f.log_start_offset,
+        ):
+            continue
+        if f.error is not None:
+            code = kafka_code(f.error)
+            broker.metrics.errors.labels("fetch", str(code)).inc()
+            data = FetchPartitionData(
+                partition_index=f.partition,
+                error_code=code,
+                high_watermark=f.high_watermark,
+                last_stable_offset=f.last_stable_offset,
+                log_start_offset=f.log_start_offset,
+                records=b"",
+            )
+        else:
+            data = FetchPartitionData(
+                partition_index=f.partition,
+                high_watermark=f.high_watermark,
+                last_stable_offset=f.last_stable_offset,
+                log_start_offset=f.log_start_offset,
+                aborted_transactions=None
+                if f.aborted is None
+                else tuple(
+                    AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+                    for a in f.aborted
+                ),
+                records=f.records,
+            )
+        by_topic.setdefault(f.topic, []).append(data)
+    return by_topic
+
+
+async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchRequest) -> FetchResponse:
+    broker = conn.broker
+    version = header.api_version
+    named, unknown = named_topics(broker, version, req)
+    ctx = _session(broker, version, req, named)
+    if ctx.error:
+        return FetchResponse(error_code=ctx.error, session_id=0)
+    if req.replica_id >= 0:
+        return await _replica_fetch(broker, version, req, ctx, unknown)
+    if ctx.incremental and ctx.session is not None:
+        return await _session_fetch(conn, version, req, ctx, unknown)
+    started = time.perf_counter()
+    refused, parts, states = _check(conn, ctx.fetch, None)
     by_topic: dict[str, list[FetchPartitionData]] = {}
     if parts or not refused:
         # An error is answered at once, as Kafka does, with whatever the others have now.
@@ -194,48 +266,114 @@ async def handle_fetch(conn: Connection, header: RequestHeader, req: FetchReques
             read_committed=req.isolation_level == READ_COMMITTED,
             leaders_checked=True,  # just above, with the request's leader epochs
         )
-        for f in fetched:
-            key = (f.topic, f.partition)
-            if not ctx.include(
-                key,
-                states[key],
-                has_data=f.size > 0 or bool(f.remote),
-                error=f.error is not None,
-                high_watermark=f.high_watermark,
-                last_stable_offset=f.last_stable_offset,
-                log_start_offset=f.log_start_offset,
-            ):
-                continue
-            if f.error is not None:
-                code = kafka_code(f.error)
-                broker.metrics.errors.labels("fetch", str(code)).inc()
-                data = FetchPartitionData(
-                    partition_index=f.partition,
-                    error_code=code,
-                    high_watermark=f.high_watermark,
-                    last_stable_offset=f.last_stable_offset,
-                    log_start_offset=f.log_start_offset,
-                    records=b"",
-                )
-            else:
-                data = FetchPartitionData(
-                    partition_index=f.partition,
-                    high_watermark=f.high_watermark,
-                    last_stable_offset=f.last_stable_offset,
-                    log_start_offset=f.log_start_offset,
-                    aborted_transactions=None
-                    if f.aborted is None
-                    else tuple(
-                        AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
-                        for a in f.aborted
-                    ),
-                    records=f.records,
-                )
-            by_topic.setdefault(f.topic, []).append(data)
+        by_topic = _answered(broker, ctx, fetched, states)
         broker.metrics.labelled(broker.metrics.fetch_latency, "kafka").observe(time.perf_counter() - started)
     for topic, data in refused:
         by_topic.setdefault(topic, []).append(data)
     return _answer(broker, version, by_topic, unknown, ctx.session_id)
+
+
+def _session_readable(conn: Connection, st: SessionMarks) -> tuple[dict[str, bool] | None, bool]:
+    """The session's cached READ answers per topic (None: nothing to check), and whether
+    the whole session must be looked at: the ACLs or the principal changed since they
+    were cached (every topic asked again), or a topic is refused (its partitions are
+    answered with the error on every fetch, as without the cache)."""
+    generation = acl_generation(conn)
+    if generation is None:
+        return None, False
+    who = principal(conn)
+    key = st.authz_key
+    if key is None or key[0] is not generation or key[1] != who:
+        st.authz_key = (generation, who)
+        st.readable = {}
+        return st.readable, True
+    return st.readable, not all(st.readable.values())
+
+
+async def _session_fetch(
+    conn: Connection,
+    version: int,
+    req: FetchRequest,
+    ctx: FetchContext,
+    unknown: list[FetchTopic],
+) -> FetchResponse:
+    """A consumer's incremental fetch in its session: only the partitions the request
+    names and those marked since its last fetch (broker.consumer_marks) are looked at;
+    the others would be left out of the answer anyway (nothing about them changed). With
+    nothing to send it parks once for the session, woken by a mark, and answers at
+    ``max_wait_ms`` with no partitions, as Kafka does. What is looked at is answered as a
+    full look would answer it: the same reads, ``include`` rule and errors."""
+    broker = conn.broker
+    session = ctx.session
+    assert session is not None
+    marks = broker.reads.consumers
+    st = marks.state(session)
+    in_session = session.partitions
+    loop = asyncio.get_running_loop()
+    started = time.perf_counter()
+    deadline = loop.time() + max(0, req.max_wait_ms) / 1000
+    readable, must_walk = _session_readable(conn, st)
+    read_committed = req.isolation_level == READ_COMMITTED
+
+    def watch(tp: TopicPartition) -> None:
+        try:
+            key: int | None = id(broker.reads.log(*tp))
+        except StrataError:
+            key = None  # no log here: marked by the role change that brings one
+        marks.watch(st, tp, key)
+
+    _, picked = marks.pick(st, ctx.asked, loop.time(), walk=must_walk)
+    looked = dict.fromkeys(picked)
+    order = st.order
+    while True:
+        woken = marks.waiter(st)
+        items = [(tp, in_session[tp]) for tp in looked if tp in in_session]
+        refused, parts, states = _check(conn, items, readable, watch)
+        fetched: list[FetchedPartition] = []
+        if parts:
+            fetched = await broker.reads.read_once(parts, req.max_bytes, read_committed=read_committed)
+        left = deadline - loop.time()
+        if (
+            refused
+            or left <= 0
+            or not in_session
+            or sum(f.size for f in fetched) >= max(req.min_bytes, 1)
+            or any(f.error is not None for f in fetched)
+        ):
+            break
+        try:
+            await asyncio.wait_for(woken, left)
+        except TimeoutError:
+            break  # nothing marked: the answer is what was read
+        _, more = marks.pick(st, (), loop.time())
+        if any(tp not in looked for tp in more):
+            looked.update(dict.fromkeys(more))
+            looked = dict.fromkeys(sorted(looked, key=lambda tp: order.get(tp, len(order))))
+    # Looked at again next time: what is behind (an error, data not all sent, which a
+    # client restates only when its position moves) or refused.
+    again = [
+        (f.topic, f.partition) for f in fetched if f.error is not None or _behind(f, states, read_committed)
+    ]
+    for topic, d in refused:
+        tp = (topic, d.partition_index)
+        again.append(tp)
+        # Answered again once it clears, as an error read is (``include``) and as Kafka's
+        # cached partition is (its marks become the error answer's).
+        in_session[tp].high_watermark = -1
+    marks.remark(st, again)
+    broker.reads.served(fetched)
+    by_topic = _answered(broker, ctx, fetched, states)
+    broker.metrics.labelled(broker.metrics.fetch_latency, "kafka").observe(time.perf_counter() - started)
+    for topic, data in refused:
+        by_topic.setdefault(topic, []).append(data)
+    return _answer(broker, version, by_topic, unknown, ctx.session_id)
+
+
+def _behind(
+    f: FetchedPartition, states: dict[TopicPartition, SessionPartition], read_committed: bool
+) -> bool:
+    end = f.last_stable_offset if read_committed else f.high_watermark
+    return states[(f.topic, f.partition)].fetch_offset < end or f.size > 0 or bool(f.remote)
 
 
 async def _replica_fetch(

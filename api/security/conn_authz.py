@@ -27,6 +27,17 @@ def allowed(
     return authz.allowed(conn.broker.access, principal(conn), operation, resource_type, name, quiet=quiet)
 
 
+def acl_generation(conn: Connection) -> object | None:
+    """The ACLs in force now, as an object that stays the same (``is``) until they change
+    (``AccessControl.generation``): a cache of answers keyed by it and the principal sees
+    an ACL change on its next check. None: nothing is checked on this connection
+    (authorization off, the internal listener)."""
+    access = conn.broker.access
+    if access is None or conn.server.inter_broker:
+        return None
+    return access.generation()
+
+
 def allowed_cluster(conn: Connection, operation: Operation) -> bool:
     return authz.allowed_cluster(conn.broker.access, principal(conn), operation)
 

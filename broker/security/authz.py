@@ -87,6 +87,14 @@ class AccessControl:
             log.info("denied %s %s on %s %r from %s", who.name, operation.name, what, name, who.host)
         return ok
 
+    def generation(self) -> object:
+        """What the decisions depend on that can change (the authorizer's settings do
+        not): the store's bindings, the same tuple until the ACLs change (the store keeps
+        its decoded document until the stored one is replaced, broker.security.stored). A
+        cache keyed by it compares with ``is``: a store answering a new tuple every time
+        only costs the cache its hits."""
+        return self.store.bindings()
+
     def allowed_on_some(self, who: Principal, operation: Operation, resource_type: ResourceType) -> bool:
         if who.inter_broker:
             return True
