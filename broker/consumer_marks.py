@@ -7,10 +7,11 @@ per poll even when nothing moves. Here, per session, the partitions to look at i
 next incremental fetch (``dirty``), marked by what can change an answer:
 
 * a high watermark advance (so a last stable offset move: the LSO only moves when the
-  HW does or is already past it), a log going offline or closing: the read path's
+  HW does or is already past it), a log start offset raised (DeleteRecords, total or
+  remote retention: ``hot.log_start``), a log going offline or closing: the read path's
   HW listener (``broker.read_path``), gated by ``gate`` (an ``id(log)`` is in it while
   some session watches that log);
-* a log start moved by DeleteRecords (``broker.delete_records``);
+* a log start moved by DeleteRecords, once more (``broker.delete_records``);
 * a role or leader epoch change, a partition dropped here (``ReplicaWakeups.role_changed``);
   a topic deleted, or every role changed at once: ``mark_all`` (a walk of every session).
 
@@ -18,10 +19,10 @@ The partitions a request names are always looked at too, and those that were beh
 the last answer (an error, data not all sent) are marked again (``remark``). A session
 waits for a mark with one future (``waiter``), not one per partition.
 
-A safety walk over the whole session every ``walk_s`` catches what no mark reports: a
-log start moved by retention (local or remote), which nothing tells the read path of;
-it also re-registers every partition's log, so a log replaced under the same partition
-is watched again. Not thread-safe: the event loop's (the HW listener hops onto it).
+A safety walk over the whole session every ``walk_s`` catches what a mark could miss (a
+move between a session's look and its watch being registered); it also re-registers
+every partition's log, so a log replaced under the same partition is watched again.
+Not thread-safe: the event loop's (the HW listener hops onto it).
 """
 
 from __future__ import annotations

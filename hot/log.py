@@ -417,9 +417,11 @@ class Log:
 
     def add_hw_listener(self, callback: HwListener, gate: Container[int] | None = None) -> None:
         """``callback(log)`` runs on whatever thread advanced the high watermark, each time
-        it advances, and when the log goes offline or closes. It must be quick and never
+        it advances, when the log start offset rises (DeleteRecords, retention), and when
+        the log goes offline or closes. It must be quick and never
         block (e.g. ``loop.call_soon_threadsafe``): it normally runs outside the log's
-        lock, but not when a failure found under the lock takes the log offline.
+        lock, but not when a failure found under the lock takes the log offline or the
+        log start offset rises.
 
         ``gate``: where the listener acts only while ``id(log)`` is in it (a read path's
         parked fetches), so that an append of a replicated log led alone may skip telling

@@ -68,6 +68,9 @@ def _raise_locked(log: Log, offset: int) -> None:
     except StorageError as e:
         log._go_offline(e)
         raise
+    # A fetch answer carries the log start: the high-watermark listeners (a consumer
+    # session's marks, broker.consumer_marks) learn of the move as of an HW move.
+    log._hw_waiters.notify()
 
 
 def drop_segments_locked(log: Log, n: int, *, advance_log_start: bool = True) -> None:
@@ -80,7 +83,8 @@ def drop_segments_locked(log: Log, n: int, *, advance_log_start: bool = True) ->
     new_start = log._local.segments[0].base_offset
     log._local_log_start_offset = max(log._local_log_start_offset, new_start)
     try:
-        if advance_log_start and new_start > log._log_start_offset:
+        moved = advance_log_start and new_start > log._log_start_offset
+        if moved:
             log._log_start_offset = new_start
             log._persist_log_start_offset()
             log._epochs.truncate_from_start(new_start)
@@ -95,6 +99,8 @@ def drop_segments_locked(log: Log, n: int, *, advance_log_start: bool = True) ->
     except StorageError as e:
         log._go_offline(e)
         raise
+    if moved:
+        log._hw_waiters.notify()  # as _raise_locked
 
 
 def apply_retention(log: Log, now_ms: int | None, unless: Callable[[Log], bool] | None = None) -> list[int]:

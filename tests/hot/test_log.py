@@ -263,6 +263,23 @@ def test_hw_future_and_listener(tmp_path: Path) -> None:
         log.append(batch_at(0, 1))
 
 
+def test_hw_listeners_told_when_the_log_start_rises(tmp_path: Path) -> None:
+    """A fetch answer carries the log start: the HW listeners (a consumer session's marks)
+    hear of DeleteRecords and of total retention, not of a local-only deletion."""
+    log = open_log(tmp_path / "t-0", segment_bytes=1024, retention_ms=1000, flush_mode="interval")
+    fill(log, 30, ts=5_000)
+    log.flush()
+    starts: list[int] = []
+    log.add_hw_listener(lambda lg: starts.append(lg.log_start_offset))
+    log.delete_records(3)
+    assert starts == [3]
+    log.delete_records(2)  # never backwards: nothing moved, nothing told
+    assert starts == [3]
+    assert log.apply_retention(now_ms=6_001)
+    assert starts == [3, log.log_start_offset] and log.log_start_offset > 3
+    log.close()
+
+
 def test_interval_mode(tmp_path: Path) -> None:
     log = open_log(tmp_path / "t-0", flush_mode="interval", flush_messages=5)
     fill(log, 1, records=3)
