@@ -50,6 +50,7 @@ import uuid
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final
 
+from api.handlers.leader_cache import LeaderCache
 from api.security.guards import topic_ok
 from broker.fetch_sessions import MIN_CONSUMER_PARTITIONS
 from broker.latency_histogram import LatencyBatch
@@ -329,10 +330,9 @@ class FetchFastPath:
         # Fetch, the batch's values)
         self._latency: tuple[object, LatencyBatch, list[float]] | None = None
         # The leader checks' answers (the replica and its log) by (topic, partition,
-        # current_leader_epoch asked), valid while the view and every replica's role are as
-        # when they were looked up (``_roles``: the view, its seq, ReplicaWakeups.roles_seq).
-        self._leaders: dict[tuple[str, int, int], tuple[PartitionReplica, Log]] = {}
-        self._roles: tuple[object, int, int] = (None, -1, -1)
+        # current_leader_epoch asked), while the replica's log is the one cached
+        # (api.handlers.leader_cache).
+        self._leaders: LeaderCache[tuple[str, int, int], tuple[PartitionReplica, Log]] = LeaderCache(MAX_IDS)
         # A one-partition answer's bytes before its partition, by (version, topic), for
         # the view as it is now (a topic id may change with it).
         self._heads: dict[tuple[int, str], bytes] = {}
@@ -421,12 +421,7 @@ class FetchFastPath:
             raise _Fallback  # the quota wrapper counts and may throttle
         reads = broker.reads
         replicas = broker.replicas
-        view = replicas.view
-        roles = (view, view.seq, replicas.wakeups.roles_seq)
-        if roles != self._roles:
-            self._roles = roles
-            self._leaders.clear()
-        leaders = self._leaders
+        leaders = self._leaders.current(replicas)
         read_committed = req.read_committed
         budget = req.max_bytes
         first_with_data = True
@@ -442,9 +437,7 @@ class FetchFastPath:
                 if known is None or known[0].log is not known[1]:
                     rep = replicas.leader_replica(name, partition, epoch)
                     lg = reads.log(name, partition)
-                    if len(leaders) >= MAX_IDS:
-                        leaders.clear()
-                    leaders[(name, partition, epoch)] = (rep, lg)
+                    self._leaders.put((name, partition, epoch), (rep, lg))
                 else:
                     lg = known[1]
                 end = reads.at_end(lg, offset, read_committed)

@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any, Final
 
+from api.handlers.leader_cache import LeaderCache
 from api.handlers.produce import produce_response
 from broker.latency_histogram import LatencyBatch
 from broker.produce_path import ProduceResult
@@ -344,14 +345,11 @@ class FastProduce:
         self._encoded: dict[tuple[str, bool], bytes] = {}
         self._templates: dict[tuple[int, str], tuple[bytes, bytes]] = {}
         self.taken = 0  # requests answered here (tests, benchmarks)
-        # ``fast_leader``'s answers (the replica and its log) by (topic, partition), valid
-        # while the view and every replica's role are as when they were looked up
-        # (``_roles``: the view, its seq, ReplicaWakeups.roles_seq, bumped by every role or
-        # epoch change) and the replica's log is the one cached; what may change without
-        # that (the lease, shutting down, the ISR for acks=all) is checked per request
-        # (``ProducePath.fast_again``). As the Fetch fast path's leader checks.
-        self._leaders: dict[tuple[str, int], tuple[PartitionReplica, Log]] = {}
-        self._roles: tuple[object, int, int] = (None, -1, -1)
+        # ``fast_leader``'s answers (the replica and its log) by (topic, partition), while
+        # the replica's log is the one cached (api.handlers.leader_cache); the lease,
+        # shutting down and the ISR for acks=all are checked per request
+        # (``ProducePath.fast_again``).
+        self._leaders: LeaderCache[tuple[str, int], tuple[PartitionReplica, Log]] = LeaderCache(MAX_NAMES)
         # (the broker's metrics, the batch of its produce and request latency histograms)
         self._latency: tuple[object, LatencyBatch, list[float]] | None = None
 
@@ -387,12 +385,7 @@ class FastProduce:
         broker = conn.broker
         writes = broker.writes
         replicas = broker.replicas
-        view = replicas.view
-        roles = (view, view.seq, replicas.wakeups.roles_seq)
-        if roles != self._roles:
-            self._roles = roles
-            self._leaders.clear()
-        known = self._leaders
+        known = self._leaders.current(replicas)
         leaders: list[PartitionReplica] = []
         for name, parts in topics:
             for index, records in parts:
@@ -406,9 +399,7 @@ class FastProduce:
                     if got is None:
                         return None
                     rep = got
-                    if len(known) >= MAX_NAMES:
-                        known.clear()
-                    known[(name, index)] = (rep, rep.log)
+                    self._leaders.put((name, index), (rep, rep.log))
                 leaders.append(rep)
         # Every partition passed the checks: append them all, in request order.
         self.taken += 1
