@@ -35,6 +35,15 @@ Metadata answer shows without a leader and those whose record was not acknowledg
 with ``--rounds`` the trees alternate that many times. (A tree runs its own copy of this
 module: to compare descriptors with an older tree, copy this file into it.)
 
+    python -m bench.bench_partitions --early-producer [--partitions 3000,10000] [--roots A,B] [--rounds N]
+
+``--early-producer``: the single node (as ``--single``) creating one topic while a
+confluent-kafka producer (acks=all, ``--message-timeout-ms``, 60 s) sends one record to
+each partition the moment CreateTopics answers: when CreateTopics answered, how many
+records were acknowledged and how many timed out, and when the last was acknowledged
+(from the CreateTopics request), per tree and round, with the load average before and
+after. (Copy this file into an older tree to run it there.)
+
     python -m bench.bench_partitions --single --consumer [--partitions 1000] [--roots A,B]
 
 ``--consumer``: then an idle confluent-kafka (librdkafka) consumer assigned every
@@ -487,6 +496,110 @@ def _single(trees: list[Path], args: argparse.Namespace) -> None:
                 )
 
 
+# --- --early-producer (issue 35, round 7) ---------------------------------------------------
+
+
+@dataclass
+class Early:
+    answered_s: float = float("nan")  # CreateTopics sent -> answered
+    acked: int = 0
+    timed_out: int = 0  # records that failed (message.timeout.ms passed, or another error)
+    all_acked_s: float = float("nan")  # CreateTopics sent -> the last record acknowledged
+    error: str = ""
+
+
+def one_early(partitions: int, message_timeout_ms: int) -> Early:
+    """A fresh single node (``strata serve``, embedded store, product defaults, tiering on
+    as ``--single``), one topic of ``partitions``, and a confluent-kafka producer (acks=all)
+    that sends one record to each partition the moment CreateTopics answers."""
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.brokers import BrokerProcess
+
+    e = Early()
+    with tempfile.TemporaryDirectory(prefix="bench-partitions-early-") as tmp:
+        b = BrokerProcess(Path(tmp) / "data", env={"STRATA_LOG_REMOTE_STORAGE_ENABLE": "true"})
+        b.start(timeout=120)
+        try:
+            admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
+            t0 = time.monotonic()
+            topic = NewTopic(TOPIC, num_partitions=partitions, replication_factor=1)
+            admin.create_topics([topic], request_timeout=180)[TOPIC].result(timeout=240)
+            e.answered_s = time.monotonic() - t0
+            prod = Producer(
+                {
+                    "bootstrap.servers": b.bootstrap,
+                    "log_level": 0,
+                    "acks": "all",
+                    "linger.ms": 50,
+                    "message.timeout.ms": message_timeout_ms,
+                }
+            )
+            last = [t0]
+
+            def delivered(err: object, msg: Any) -> None:
+                if err is not None:
+                    e.timed_out += 1
+                else:
+                    e.acked += 1
+                    last[0] = time.monotonic()
+
+            for p in range(partitions):
+                prod.produce(TOPIC, b"x" * 100, partition=p, on_delivery=delivered)
+            prod.flush(message_timeout_ms / 1000 + 60)
+            if e.acked == partitions:
+                e.all_acked_s = last[0] - t0
+        finally:
+            b.kill()
+    return e
+
+
+def _early(trees: list[Path], args: argparse.Namespace) -> None:
+    print(
+        "single node, product defaults, tiering on; a producer (acks=all, message.timeout.ms "
+        f"{args.message_timeout_ms}) sends one record per partition when CreateTopics answers"
+    )
+    for n in (int(x) for x in args.partitions.split(",")):
+        for r in range(args.rounds):
+            for tree in trees:
+                load = os.getloadavg()[0]
+                out = subprocess.run(
+                    [
+                        sys.executable,
+                        "-m",
+                        "bench.bench_partitions",
+                        "--one-early",
+                        str(n),
+                        "--message-timeout-ms",
+                        str(args.message_timeout_ms),
+                    ],
+                    cwd=tree,
+                    env={**os.environ, "PYTHONPATH": str(tree)},
+                    capture_output=True,
+                    text=True,
+                    timeout=args.timeout,
+                )
+                e = next(
+                    (
+                        eval(line[len("EARLY ") :], {"Early": Early, "nan": float("nan")})
+                        for line in out.stdout.splitlines()
+                        if line.startswith("EARLY ")
+                    ),
+                    Early(error=(out.stderr.strip().splitlines() or ["no figures"])[-1][:200]),
+                )
+                name = tree.name or str(tree)
+                if e.error:
+                    print(f"{n:>6} partitions  round {r + 1} {name}: {e.error}", flush=True)
+                    continue
+                print(
+                    f"{n:>6} partitions  round {r + 1} {name}: CreateTopics answered {e.answered_s:.1f} s; "
+                    f"{e.acked} acked, {e.timed_out} timed out; all acked at {e.all_acked_s:.1f} s; "
+                    f"load {load:.1f} -> {os.getloadavg()[0]:.1f}",
+                    flush=True,
+                )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--partitions", default="1000,3000,10000")
@@ -503,7 +616,17 @@ def main() -> None:
     ap.add_argument("--profile", default="", help="cluster: py-spy stacks of an idle follower")
     ap.add_argument("--one", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--one-single", type=int, help=argparse.SUPPRESS)
+    # --early-producer (issue 35, round 7)
+    ap.add_argument("--early-producer", action="store_true", help="single node: a producer at creation")
+    ap.add_argument("--message-timeout-ms", type=int, default=60_000, help="--early-producer's producer")
+    ap.add_argument("--one-early", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.one_early:
+        print("EARLY", repr(one_early(args.one_early, args.message_timeout_ms)), flush=True)
+        return
+    if args.early_producer:
+        _early([Path(r).resolve() for r in args.roots.split(",")], args)
+        return
     if args.one:
         fig = one(args.one, args.idle_seconds, args.settle, not args.no_failover, args.profile)
         print("FIGURES", repr(fig), flush=True)

@@ -148,18 +148,24 @@ class ClusterLogManager(LogManager):
         *,
         clean: bool,
         refuse: bool = True,
+        built: LogConfig | None = None,
     ) -> Log | None:
-        path = self.partition_dir(info.name, partition)
         hosted = self.hosted
-        if hosted is not None and not path.exists() and not hosted(info.name, partition):
+        if (
+            hosted is not None
+            and not hosted(info.name, partition)
+            and not self.partition_dir(info.name, partition).exists()
+        ):
             return None  # not a replica here: no empty log (an existing one holds data: opened)
-        return super()._open_partition(info, partition, clean=clean, refuse=refuse)
+        return super()._open_partition(info, partition, clean=clean, refuse=refuse, built=built)
 
-    def _open_log(self, path: Path, info: TopicInfo, partition: int, *, clean: bool) -> Log:
+    def _open_log(
+        self, path: Path, info: TopicInfo, partition: int, *, clean: bool, config: LogConfig | None = None
+    ) -> Log:
         # Replicated: the replica committer flushes, and the HW comes from replication.
         return Log.open(
             path,
-            self.registry.config(info.name),
+            config if config is not None else self.registry.config(info.name),
             topic=info.name,
             partition=partition,
             flusher=self._replica_committer,

@@ -19,6 +19,14 @@ Crash behaviour: every change replaces the whole file atomically (``<name>.tmp``
 rename), so a reader sees the old or the new version, never a mix; as in Kafka since
 KAFKA-15046, without fsync: ``sync`` (fsync of the file and the directory) runs before
 the log's recovery point is persisted past it (``LocalLog.before_recovery_point``).
+An entry a new leader records at its log end before any batch of its epoch
+(``assign(..., defer=True)``, ``Log.assign_leader_epoch``) is not even written then, only
+by ``sync`` or the next change: opening a log drops every entry starting at or beyond its
+log end (below), so until a batch of that epoch exists the file's having the entry
+changes no outcome, and once one exists the file stands as if its unsynced write were
+lost, which recovery repairs from the batch headers. Becoming leader of thousands of new
+partitions so creates no file (issue 35: each file creation costs this machine's kernel
+about a millisecond, and makeLeader runs on the event loop).
 After a crash the file can therefore disagree with the log in two ways, both repaired
 when the log opens: it may name epochs starting at or beyond the recovered log end (an
 entry is written before the batches it describes, and a truncation cuts the log before
@@ -159,7 +167,8 @@ class LeaderEpochCache:
 
     def __init__(self, path: str | None, entries: Iterable[EpochEntry] = ()) -> None:
         self.path = path
-        self._unsynced = False  # the file was written since its last fsync
+        self._unsynced = False  # the file on disk may lag the entries: ``sync`` makes it durable
+        self._unwritten = False  # the file lags the entries (a deferred ``assign``): ``sync`` writes it
         self._epochs: list[int] = []
         self._starts: list[int] = []
         for e in entries:
@@ -194,12 +203,16 @@ class LeaderEpochCache:
         if self.path is None:
             return
         atomic_write(self.path, encode(self.entries()), sync=False)
+        self._unwritten = False
         self._unsynced = True
 
     def sync(self) -> None:
-        """Make the file as last written durable (no-op if it is)."""
+        """Make the file durable as the entries are now, writing it first if an ``assign``
+        deferred that (no-op if it is durable already)."""
         if not self._unsynced or self.path is None:
             return
+        if self._unwritten:
+            self._persist()
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -224,6 +237,7 @@ class LeaderEpochCache:
         changed = bool(self._epochs)
         self._epochs.clear()
         self._starts.clear()
+        self._unwritten = False  # nothing left to write: the file goes
         if self.path is not None:
             try:
                 os.unlink(self.path)
@@ -269,7 +283,7 @@ class LeaderEpochCache:
 
     # --- changes --------------------------------------------------------------------------------
 
-    def assign(self, epoch: int, start_offset: int) -> bool:
+    def assign(self, epoch: int, start_offset: int, *, defer: bool = False) -> bool:
         """Record that ``epoch`` starts at ``start_offset`` (Kafka's assign).
 
         No change if ``epoch`` is already the latest and starts at or before
@@ -277,6 +291,10 @@ class LeaderEpochCache:
         it contradicts (epoch >= ``epoch`` or start >= ``start_offset``, necessarily a
         suffix) are dropped first, so the entries stay strictly increasing: the log was
         rewritten from ``start_offset`` on, and what the cache said about it is stale.
+
+        ``defer``: only for an entry at the log end, before any batch of its epoch (crash
+        behaviour in the module docstring): the file is written by ``sync`` or the next
+        change, not now.
         """
         if epoch < 0 or start_offset < 0:
             raise InvalidRequestError(f"invalid leader epoch entry: epoch {epoch}, start {start_offset}")
@@ -293,7 +311,10 @@ class LeaderEpochCache:
             )
         self._epochs.append(epoch)
         self._starts.append(start_offset)
-        self._persist()
+        if defer and self.path is not None and not removed:
+            self._unwritten = self._unsynced = True
+        else:
+            self._persist()
         return True
 
     def assign_if_newer(self, epoch: int, start_offset: int) -> bool:

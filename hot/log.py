@@ -509,19 +509,24 @@ class Log:
         current log end, before anything is appended in it (Kafka's makeLeader). Without
         it a new leader could not answer OffsetForLeaderEpoch for the epochs between its
         last batch and its own (KIP-279's fast back-to-back failovers). No-op if ``epoch``
-        is already the latest; FencedLeaderEpochError if the log holds a later one."""
+        is already the latest; FencedLeaderEpochError if the log holds a later one. The
+        entry starts at the log end, so its file write waits for the recovery point's
+        ``sync`` (``LeaderEpochCache.assign`` with ``defer``: no file created per new
+        leader)."""
         with self._lock:
             self._check_usable()
-            self._assign_epoch_locked(epoch, self.log_end_offset, leader=True)
+            self._assign_epoch_locked(epoch, self.log_end_offset, leader=True, defer=True)
 
-    def _assign_epoch_locked(self, epoch: int, start_offset: int, *, leader: bool) -> None:
+    def _assign_epoch_locked(
+        self, epoch: int, start_offset: int, *, leader: bool, defer: bool = False
+    ) -> None:
         if leader and epoch < self._epochs.latest_epoch:
             raise FencedLeaderEpochError(
                 f"{self.name}: leader epoch {epoch} is older than epoch {self._epochs.latest_epoch} "
                 "already in the log"
             )
         try:
-            self._epochs.assign(epoch, start_offset)
+            self._epochs.assign(epoch, start_offset, defer=defer)
         except StorageError as e:
             self._go_offline(e)
             raise

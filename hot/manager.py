@@ -380,12 +380,15 @@ class LogManager:
     def _stored_topic_id(path: Path) -> uuid.UUID | None:
         return stored_topic_id(path)
 
-    def _open_log(self, path: Path, info: TopicInfo, partition: int, *, clean: bool) -> Log:
-        """``Log.open`` of one partition (subclasses open replicated logs)."""
+    def _open_log(
+        self, path: Path, info: TopicInfo, partition: int, *, clean: bool, config: LogConfig | None = None
+    ) -> Log:
+        """``Log.open`` of one partition (subclasses open replicated logs); ``config``: the
+        topic's, if the caller has it already."""
         assert self._registry is not None
         return Log.open(
             path,
-            self._registry.config(info.name),
+            config if config is not None else self._registry.config(info.name),
             topic=info.name,
             partition=partition,
             flusher=self._committer,
@@ -400,13 +403,16 @@ class LogManager:
         *,
         clean: bool,
         refuse: bool = True,
+        built: LogConfig | None = None,
     ) -> Log | None:
         """Open one partition's log. A StorageError refuses the partition (``get_log``
-        raises it) when ``refuse``, else it is raised."""
+        raises it) when ``refuse``, else it is raised. ``built``: the topic's config, for a
+        partition ``_build_partitions`` built just now (its ``partition.metadata`` names
+        ``info.topic_id``: not read back; thousands of them in a creation)."""
         key = (info.name, partition)
         path = self.partition_dir(info.name, partition)
         try:
-            log = self._open_log(path, info, partition, clean=clean)
+            log = self._open_log(path, info, partition, clean=clean, config=built)
         except StorageError as e:
             logger.error("refusing partition %s-%d: %s", info.name, partition, e)
             self._failed[key] = e
@@ -414,7 +420,7 @@ class LogManager:
                 raise
             return None
         try:
-            if self._stored_topic_id(path) != info.topic_id:
+            if built is None and self._stored_topic_id(path) != info.topic_id:
                 atomic_write(
                     path / PARTITION_METADATA_FILE, f"version: 0\ntopic_id: {info.topic_id}\n".encode()
                 )
@@ -605,10 +611,13 @@ class LogManager:
         """Open partitions ``_build_partitions`` made durable just now: nothing to recover
         (``clean``), and nothing that opening writes is needed by a crash (it finds the
         built directories), so their fsyncs are one syncfs too."""
+        config = self._require_open().config(info.name)  # once, not per partition
         try:
             with deferred_sync(self.logs_dir):
                 for p in partitions:
-                    self._open_partition(info, p, clean=True, refuse=False)
+                    # A partition not built here (not hosted) but found on disk: checked as usual.
+                    built = config if self._hosts_new(info.name, p) else None
+                    self._open_partition(info, p, clean=True, refuse=False, built=built)
         except OSError as e:
             raise StorageError(f"cannot make new partitions of {info.name} durable: {e}") from e
 

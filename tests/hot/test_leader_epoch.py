@@ -583,3 +583,30 @@ def test_an_epoch_entry_lost_in_a_crash_comes_back_from_the_batches(
     again = open_log(d, clean=True)
     assert again.leader_epochs()[-1] == E(7, 12)
     again.close()
+
+
+def test_a_new_leaders_entry_at_the_log_end_is_written_with_the_recovery_point(tmp_path: Path) -> None:
+    """Becoming leader creates no file (issue 35: thousands of new partitions at once):
+    the entry is written by the sync that precedes the recovery point, which is enough
+    because opening a log drops every entry starting at or beyond its log end."""
+    d = tmp_path / "t-0"
+    log = open_log(d, flush_mode="interval", segment_bytes=1024)
+    log.assign_leader_epoch(3)
+    assert log.leader_epochs() == (E(3, 0),)
+    assert not (d / CHECKPOINT_FILE).exists()
+    log.close(clean=False)  # a crash before any batch of the epoch
+    # Had the entry reached the file, opening would drop it all the same:
+    (d / CHECKPOINT_FILE).write_bytes(encode([E(3, 0)]))
+    again = open_log(d, flush_mode="interval", segment_bytes=1024)
+    assert again.leader_epochs() == ()
+    again.assign_leader_epoch(4)
+    fill(again, 40, 4)  # rolls: the recovery point passes the entry, the file has it first
+    assert LeaderEpochCache.read(str(d / CHECKPOINT_FILE)) == [E(4, 0)]
+    again.assign_leader_epoch(6)  # at the log end again: not written yet
+    assert LeaderEpochCache.read(str(d / CHECKPOINT_FILE)) == [E(4, 0)]
+    again.close()  # a clean close persists the recovery point: written
+    assert LeaderEpochCache.read(str(d / CHECKPOINT_FILE)) == [E(4, 0), E(6, 120)]
+    for clean in (True, False):
+        reopened = open_log(d, clean=clean)
+        assert reopened.leader_epochs() == (E(4, 0),)  # 6 starts at the log end: dropped
+        reopened.close()
