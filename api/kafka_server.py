@@ -741,21 +741,26 @@ async def _warm_fetch_codecs() -> None:
     Newest versions first, down to ``WARM_FETCH_FROM``: about 45 ms of CPU in all, spread
     over the start-up."""
     spec = APIS[ApiKey.FETCH]
-    topic_id = uuid.UUID(int=1)
-    part = FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1)
     for version in range(spec.max_version, max(spec.min_version, WARM_FETCH_FROM) - 1, -1):
         await asyncio.sleep(0)
         try:
-            topic = FetchTopic(topic="warm", topic_id=topic_id, partitions=(part,))
-            request = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=1, topics=(topic,))
-            decode_request(encode_request(ApiKey.FETCH, version, 0, None, request))
-            answer = FetchableTopicResponse(
-                topic="warm", topic_id=topic_id, partitions=(FetchPartitionData(partition_index=0),)
-            )
-            response = FetchResponse(responses=(answer,))
-            encode_response(RequestHeader(ApiKey.FETCH, version, 0, None), response)
+            _warm_fetch_codec(version)
         except Exception as e:  # an optimisation only: the first Fetch builds what is missing
             log.debug("warming the Fetch v%d codecs: %s", version, e)
+
+
+def _warm_fetch_codec(version: int) -> None:
+    """Decode a Fetch request and encode a Fetch response of ``version`` (one partition,
+    by name and topic id, so every version's fields are there)."""
+    topic_id = uuid.UUID(int=1)
+    part = FetchPartition(partition=0, fetch_offset=0, partition_max_bytes=1)
+    topic = FetchTopic(topic="warm", topic_id=topic_id, partitions=(part,))
+    request = FetchRequest(max_wait_ms=0, min_bytes=1, max_bytes=1, topics=(topic,))
+    decode_request(encode_request(ApiKey.FETCH, version, 0, None, request))
+    answer = FetchableTopicResponse(
+        topic="warm", topic_id=topic_id, partitions=(FetchPartitionData(partition_index=0),)
+    )
+    encode_response(RequestHeader(ApiKey.FETCH, version, 0, None), FetchResponse(responses=(answer,)))
 
 
 def _copy_small_regions(frame: list[Any]) -> list[Any]:
