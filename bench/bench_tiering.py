@@ -143,6 +143,16 @@ class Profiler:
                 self.proc.wait(10)
 
 
+def minor_faults(pid: int) -> int:
+    """Minor page faults of a process so far (Linux /proc), 0 if it is gone: a GET body
+    read into memory never touched before costs one per page."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[7])
+
+
 def cpu_split(pid: int) -> tuple[float, float]:
     """(user, system) CPU seconds of a process (Linux /proc), zeros if it is gone."""
     try:
@@ -648,11 +658,13 @@ def run(args: argparse.Namespace, work: Path) -> None:
             shutil.rmtree(broker.data_dir / "cache", ignore_errors=True)
             broker.start(extra_env)
             split0 = cpu_split(broker.pid)
+            faults0 = minor_faults(broker.pid)
             cpu0 = cpu_seconds(broker.pid), cpu_seconds(moto.pid), time.process_time()
             with Profiler(args.profile, broker.pid, phase):
                 r = fetch_range(broker.bootstrap, 0, end, fetch_bytes, args.timeout)
             cpu1 = cpu_seconds(broker.pid), cpu_seconds(moto.pid), time.process_time()
             user_s, sys_s = (b - a for a, b in zip(split0, cpu_split(broker.pid), strict=True))
+            faults = minor_faults(broker.pid) - faults0
             assert r.bytes == sealed_bytes, (r.bytes, sealed_bytes)
             counters = cache_counters(broker.metrics())
             broker_s, moto_s, loop_s = (b - a for a, b in zip(cpu0, cpu1, strict=True))
@@ -660,7 +672,7 @@ def run(args: argparse.Namespace, work: Path) -> None:
                 f"{phase}: {r.fetches} fetches in {r.seconds:.2f} s ({r.mb_s:.0f} MB/s), first fetch "
                 f"{r.first_s * 1000:.0f} ms, median {r.median_s * 1000:.0f} ms, "
                 f"{r.mb_s_after_first:.0f} MB/s after the first fetch; CPU broker {broker_s:.2f} s "
-                f"(user {user_s:.2f}, system {sys_s:.2f}), "
+                f"(user {user_s:.2f}, system {sys_s:.2f}, {faults:,} page faults), "
                 f"moto {moto_s:.2f} s, Fetch loop {loop_s:.2f} s; {counters}",
                 flush=True,
             )

@@ -364,6 +364,10 @@ class ClusterNode:
             # One machine (a single node, or a process of a node): nobody else leads its
             # partitions, so it is ready once it leads them again.
             await self._await_leadership(LEAD_AT_START_S)
+            if self._tiering is not None:
+                # Leading them now: tiering loads their manifests before the first fetch
+                # (the roles task's notice of this may still be waiting out its settle time).
+                self._tiering.roles_changed()
 
     async def _await_leadership(self, timeout: float) -> None:
         """A cluster of one is ready once it leads every partition again (the controller
