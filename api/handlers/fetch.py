@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from api.security.conn_authz import acl_generation, allowed, principal
@@ -193,17 +193,17 @@ def _check(
     return refused, parts, states
 
 
-def _answered(
-    broker: Broker,
+def _carried(
     ctx: FetchContext,
     fetched: list[FetchedPartition],
-    states: dict[TopicPartition, SessionPartition],
-) -> dict[str, list[FetchPartitionData]]:
-    """The fetched partitions the answer carries (``FetchContext.include``), by topic."""
-    by_topic: dict[str, list[FetchPartitionData]] = {}
+    states: Mapping[TopicPartition, SessionPartition],
+) -> Iterator[FetchedPartition]:
+    """The fetched partitions the answer carries: all of a full fetch, and of an
+    incremental one those whose answer changed (``FetchContext.include``, which also
+    records what the session was last told)."""
     for f in fetched:
         key = (f.topic, f.partition)
-        if not ctx.include(
+        if ctx.include(
             key,
             states[key],
             has_data=f.size > 0 or bool(f.remote),
@@ -212,7 +212,18 @@ def _answered(
             last_stable_offset=f.last_stable_offset,
             log_start_offset=f.log_start_offset,
         ):
-            continue
+            yield f
+
+
+def _answered(
+    broker: Broker,
+    ctx: FetchContext,
+    fetched: list[FetchedPartition],
+    states: dict[TopicPartition, SessionPartition],
+) -> dict[str, list[FetchPartitionData]]:
+    """The fetched partitions the answer carries (``FetchContext.include``), by topic."""
+    by_topic: dict[str, list[FetchPartitionData]] = {}
+    for f in _carried(ctx, fetched, states):
         if f.error is not None:
             code = kafka_code(f.error)
             broker.metrics.errors.labels("fetch", str(code)).inc()
@@ -397,18 +408,7 @@ async def _replica_fetch(
     )
     states = ctx.session.partitions if ctx.session is not None else dict(ctx.fetch)
     by_topic: dict[str, list[FetchPartitionData]] = {}
-    for f in fetched:
-        key = (f.topic, f.partition)
-        if not ctx.include(
-            key,
-            states[key],
-            has_data=f.size > 0,
-            error=f.error is not None,
-            high_watermark=f.high_watermark,
-            last_stable_offset=f.last_stable_offset,
-            log_start_offset=f.log_start_offset,
-        ):
-            continue
+    for f in _carried(ctx, fetched, states):
         if f.error is not None:
             data = FetchPartitionData(
                 partition_index=f.partition, error_code=kafka_code(f.error), records=b""
