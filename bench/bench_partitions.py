@@ -72,6 +72,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -401,6 +403,33 @@ def _idle_consumer(
     fig.consumer_us_per_partition = round(1e6 * (with_consumer - without) / partitions, 2)
 
 
+@contextmanager
+def _single_node_topic(
+    partitions: int, prefix: str, request_timeout: int
+) -> Iterator[tuple[Any, float, float]]:
+    """A fresh single node (``strata serve``, embedded store, product defaults, tiering on)
+    with topic ``TOPIC`` of ``partitions`` created: (the broker, when CreateTopics was sent
+    (``time.monotonic``), seconds until it answered). The broker is killed on exit."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.brokers import BrokerProcess
+
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        b = BrokerProcess(Path(tmp) / "data", env={"STRATA_LOG_REMOTE_STORAGE_ENABLE": "true"})
+        b.start(timeout=120)
+        try:
+            admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
+            t0 = time.monotonic()
+            topic = NewTopic(TOPIC, num_partitions=partitions, replication_factor=1)
+            created = admin.create_topics([topic], request_timeout=request_timeout)[TOPIC]
+            created.result(timeout=request_timeout + 60)
+            answered_s = time.monotonic() - t0
+            del admin, created  # no admin client's connection during what the caller measures
+            yield b, t0, answered_s
+        finally:
+            b.kill()
+
+
 def one_single(
     partitions: int,
     idle_seconds: float,
@@ -410,57 +439,46 @@ def one_single(
     rate: float = 0.0,
 ) -> Figures:
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    from tests.brokers import BrokerProcess
+    from confluent_kafka.admin import AdminClient
 
     fig = Figures()
-    with tempfile.TemporaryDirectory(prefix="bench-partitions-single-") as tmp:
-        b = BrokerProcess(Path(tmp) / "data", env={"STRATA_LOG_REMOTE_STORAGE_ENABLE": "true"})
-        b.start(timeout=120)
-        try:
-            admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
-            t0 = time.monotonic()
-            topic = NewTopic(TOPIC, num_partitions=partitions, replication_factor=1)
-            admin.create_topics([topic], request_timeout=120)[TOPIC].result(timeout=180)
-            fig.answered_s = time.monotonic() - t0
-            prod = Producer(
-                {
-                    "bootstrap.servers": b.bootstrap,
-                    "log_level": 0,
-                    "linger.ms": 50,
-                    "message.timeout.ms": 60_000,
-                }
-            )
-            failed: set[int] = set()
+    with _single_node_topic(partitions, "bench-partitions-single-", 120) as (b, t0, answered_s):
+        fig.answered_s = answered_s
+        prod = Producer(
+            {
+                "bootstrap.servers": b.bootstrap,
+                "log_level": 0,
+                "linger.ms": 50,
+                "message.timeout.ms": 60_000,
+            }
+        )
+        failed: set[int] = set()
 
-            def delivered(err: object, msg: Any) -> None:
-                if err is not None:
-                    failed.add(msg.partition())
+        def delivered(err: object, msg: Any) -> None:
+            if err is not None:
+                failed.add(msg.partition())
 
-            for p in range(partitions):
-                prod.produce(TOPIC, b"x" * 100, partition=p, on_delivery=delivered)
-            prod.flush(120)
-            fig.unwritable = len(failed)
-            fig.in_sync_s = time.monotonic() - t0
-            del prod, admin
-            time.sleep(settle)
-            assert b.proc is not None
-            c0, w0 = cpu_seconds(b.proc.pid), time.monotonic()
-            time.sleep(idle_seconds)
-            used, wall = cpu_seconds(b.proc.pid) - c0, time.monotonic() - w0
-            fig.idle_pct = (round(100 * used / wall, 2),)
-            fig.idle_us_per_replica = (round(1e6 * used / wall / partitions, 2),)
-            fig.fds = len(os.listdir(f"/proc/{b.proc.pid}/fd"))
-            fig.scrape_ms = _scrape_ms(b.http_url, b.proc.pid)
-            admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
-            meta = admin.list_topics(TOPIC, timeout=60)
-            parts = meta.topics[TOPIC].partitions
-            fig.offline = partitions - len(parts) + sum(1 for m in parts.values() if m.leader < 0 or m.error)
-            if consumer:
-                _idle_consumer(b, partitions, idle_seconds, settle, fig, client, rate)
-        finally:
-            b.kill()
+        for p in range(partitions):
+            prod.produce(TOPIC, b"x" * 100, partition=p, on_delivery=delivered)
+        prod.flush(120)
+        fig.unwritable = len(failed)
+        fig.in_sync_s = time.monotonic() - t0
+        del prod
+        time.sleep(settle)
+        assert b.proc is not None
+        c0, w0 = cpu_seconds(b.proc.pid), time.monotonic()
+        time.sleep(idle_seconds)
+        used, wall = cpu_seconds(b.proc.pid) - c0, time.monotonic() - w0
+        fig.idle_pct = (round(100 * used / wall, 2),)
+        fig.idle_us_per_replica = (round(1e6 * used / wall / partitions, 2),)
+        fig.fds = len(os.listdir(f"/proc/{b.proc.pid}/fd"))
+        fig.scrape_ms = _scrape_ms(b.http_url, b.proc.pid)
+        admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
+        meta = admin.list_topics(TOPIC, timeout=60)
+        parts = meta.topics[TOPIC].partitions
+        fig.offline = partitions - len(parts) + sum(1 for m in parts.values() if m.leader < 0 or m.error)
+        if consumer:
+            _idle_consumer(b, partitions, idle_seconds, settle, fig, client, rate)
     return fig
 
 
@@ -513,45 +531,33 @@ def one_early(partitions: int, message_timeout_ms: int) -> Early:
     as ``--single``), one topic of ``partitions``, and a confluent-kafka producer (acks=all)
     that sends one record to each partition the moment CreateTopics answers."""
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    from tests.brokers import BrokerProcess
 
     e = Early()
-    with tempfile.TemporaryDirectory(prefix="bench-partitions-early-") as tmp:
-        b = BrokerProcess(Path(tmp) / "data", env={"STRATA_LOG_REMOTE_STORAGE_ENABLE": "true"})
-        b.start(timeout=120)
-        try:
-            admin = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
-            t0 = time.monotonic()
-            topic = NewTopic(TOPIC, num_partitions=partitions, replication_factor=1)
-            admin.create_topics([topic], request_timeout=180)[TOPIC].result(timeout=240)
-            e.answered_s = time.monotonic() - t0
-            prod = Producer(
-                {
-                    "bootstrap.servers": b.bootstrap,
-                    "log_level": 0,
-                    "acks": "all",
-                    "linger.ms": 50,
-                    "message.timeout.ms": message_timeout_ms,
-                }
-            )
-            last = [t0]
+    with _single_node_topic(partitions, "bench-partitions-early-", 180) as (b, t0, answered_s):
+        e.answered_s = answered_s
+        prod = Producer(
+            {
+                "bootstrap.servers": b.bootstrap,
+                "log_level": 0,
+                "acks": "all",
+                "linger.ms": 50,
+                "message.timeout.ms": message_timeout_ms,
+            }
+        )
+        last = [t0]
 
-            def delivered(err: object, msg: Any) -> None:
-                if err is not None:
-                    e.timed_out += 1
-                else:
-                    e.acked += 1
-                    last[0] = time.monotonic()
+        def delivered(err: object, msg: Any) -> None:
+            if err is not None:
+                e.timed_out += 1
+            else:
+                e.acked += 1
+                last[0] = time.monotonic()
 
-            for p in range(partitions):
-                prod.produce(TOPIC, b"x" * 100, partition=p, on_delivery=delivered)
-            prod.flush(message_timeout_ms / 1000 + 60)
-            if e.acked == partitions:
-                e.all_acked_s = last[0] - t0
-        finally:
-            b.kill()
+        for p in range(partitions):
+            prod.produce(TOPIC, b"x" * 100, partition=p, on_delivery=delivered)
+        prod.flush(message_timeout_ms / 1000 + 60)
+        if e.acked == partitions:
+            e.all_acked_s = last[0] - t0
     return e
 
 
