@@ -16,9 +16,9 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from broker.consumer_marks import ConsumerMarks
 from broker.fetch_sessions import Session, SessionPartition, TopicPartition
@@ -33,6 +33,8 @@ from hot.region import FileRegion
 from hot.txn_index import AbortedTxn
 from tiering.remote_read import RemoteReader, RemoteReadResult
 from tiering.remote_txn import combine
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,19 +189,8 @@ class ReadPath:
     def _on_watched_hw(self, lg: Log) -> None:
         """Mark ``lg``'s partition for the consumer sessions watching it (its high
         watermark moved, or it went offline or closed), on the loop's thread."""
-        if id(lg) not in self.consumers.gate:
-            return
-        loop = self._loop
-        if loop is None or loop.is_closed():
-            return
-        key = (lg.topic, lg.partition)
-        if threading.get_ident() == self._loop_thread:
-            self.consumers.mark(key)
-            return
-        try:
-            loop.call_soon_threadsafe(self.consumers.mark, key)
-        except RuntimeError:
-            pass  # loop shutting down
+        if id(lg) in self.consumers.gate:
+            self._on_loop(self.consumers.mark, (lg.topic, lg.partition))
 
     def _on_hw_advance(self, lg: Log) -> None:
         """Wake the fetches parked on ``lg``. Runs on whichever thread moved the high
@@ -212,16 +203,20 @@ class ReadPath:
         the waiters are woken in place (no self-pipe write); elsewhere the wake hops
         onto the loop before touching futures."""
         key = id(lg)
-        if key not in self._waiters:
-            return
+        if key in self._waiters:
+            self._on_loop(self._wake_key, key)
+
+    def _on_loop(self, fn: Callable[[_T], None], arg: _T) -> None:
+        """``fn(arg)`` on the event loop's thread: in place when called there (no self-pipe
+        write), else handed over; dropped once the loop is closed or closing."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         if threading.get_ident() == self._loop_thread:
-            self._wake_key(key)
+            fn(arg)
             return
         try:
-            loop.call_soon_threadsafe(self._wake_key, key)
+            loop.call_soon_threadsafe(fn, arg)
         except RuntimeError:
             pass  # loop shutting down
 
